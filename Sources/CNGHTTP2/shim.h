@@ -1,0 +1,36 @@
+#ifndef GROUPD_CNGHTTP2_SHIM_H
+#define GROUPD_CNGHTTP2_SHIM_H
+/*
+ * The one place that knows which nghttp2 this is. Debian 12 ships 1.52; the `*2` APIs
+ * (mem_recv2, mem_send2, nghttp2_ssize) arrived in 1.60 and the old ones are deprecated
+ * there, so the shim picks by NGHTTP2_VERSION_NUM and Swift sees one stable signature.
+ */
+#include <stdint.h>
+#include <stddef.h>
+#include <nghttp2/nghttp2.h>
+
+/* Feeds `len` bytes to the session. Returns bytes consumed or a negative nghttp2 error. */
+static inline int64_t groupd_nghttp2_mem_recv(nghttp2_session *session, const uint8_t *data, size_t len) {
+#if NGHTTP2_VERSION_NUM >= 0x013c00
+    return (int64_t)nghttp2_session_mem_recv2(session, data, len);
+#else
+    return (int64_t)nghttp2_session_mem_recv(session, data, len);
+#endif
+}
+
+/* Serialises the next chunk of outgoing frames. `*out` stays valid until the next call. */
+static inline int64_t groupd_nghttp2_mem_send(nghttp2_session *session, const uint8_t **out) {
+#if NGHTTP2_VERSION_NUM >= 0x013c00
+    return (int64_t)nghttp2_session_mem_send2(session, out);
+#else
+    return (int64_t)nghttp2_session_mem_send(session, out);
+#endif
+}
+
+/* The frame header fields Swift needs, without reaching into the frame union. */
+static inline uint8_t groupd_nghttp2_frame_type(const nghttp2_frame *frame) { return frame->hd.type; }
+static inline uint8_t groupd_nghttp2_frame_flags(const nghttp2_frame *frame) { return frame->hd.flags; }
+static inline int32_t groupd_nghttp2_frame_stream_id(const nghttp2_frame *frame) { return frame->hd.stream_id; }
+static inline int groupd_nghttp2_frame_headers_category(const nghttp2_frame *frame) { return (int)frame->headers.cat; }
+
+#endif

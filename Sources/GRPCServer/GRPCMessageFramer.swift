@@ -1,0 +1,89 @@
+import NIOCore
+
+/// Reassembles gRPC length-prefixed messages from DATA frame payloads.
+///
+/// Every message on a gRPC stream is a 1-byte compressed flag, a 4-byte big-endian length
+/// and that many bytes. DATA frames split and join messages arbitrarily; the deframer keeps
+/// whatever is incomplete and hands out whole messages. A length above the limit is refused
+/// as soon as its prefix is complete, so an oversized message is never buffered.
+public struct GRPCMessageDeframer: Sendable {
+    /// One complete message taken off the stream.
+    public struct Message: Sendable, Equatable {
+        /// Whether the compressed flag was set.
+        public var compressed: Bool
+        /// The message bytes, without the 5-byte prefix.
+        public var bytes: ByteBuffer
+    }
+
+    /// Why the stream's bytes cannot be deframed.
+    public enum Failure: Error, Sendable, Equatable {
+        /// The length prefix announced more bytes than `limit`.
+        case messageTooLarge(length: Int, limit: Int)
+        /// The flags byte had bits other than the compressed bit.
+        case invalidFlags(UInt8)
+    }
+
+    /// The largest message accepted, in bytes.
+    public let maxMessageBytes: Int
+    private var buffer: ByteBuffer
+
+    /// Creates a deframer.
+    /// - Parameters:
+    ///   - maxMessageBytes: The largest message accepted.
+    ///   - allocator: Allocates the reassembly buffer.
+    public init(maxMessageBytes: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) {
+        self.maxMessageBytes = maxMessageBytes
+        self.buffer = allocator.buffer(capacity: 0)
+    }
+
+    /// Whether bytes of an incomplete message are held.
+    public var hasPartialMessage: Bool { buffer.readableBytes > 0 }
+
+    /// Appends the payload of a DATA frame.
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        buffer.writeBytes(bytes)
+    }
+
+    /// Appends bytes from a buffer.
+    public mutating func append(_ bytes: ByteBuffer) {
+        var bytes = bytes
+        buffer.writeBuffer(&bytes)
+    }
+
+    /// Takes the next complete message, if one is there.
+    /// - Returns: The message, or nil when more bytes are needed.
+    /// - Throws: `Failure` when the prefix is invalid or announces too large a message.
+    public mutating func next() throws(Failure) -> Message? {
+        guard buffer.readableBytes >= 5 else { return nil }
+        let start = buffer.readerIndex
+        let flags = buffer.getInteger(at: start, as: UInt8.self)!
+        let length = Int(buffer.getInteger(at: start + 1, endianness: .big, as: UInt32.self)!)
+        guard flags & 0xFE == 0 else { throw .invalidFlags(flags) }
+        guard length <= maxMessageBytes else {
+            throw .messageTooLarge(length: length, limit: maxMessageBytes)
+        }
+        guard buffer.readableBytes >= 5 + length else { return nil }
+        buffer.moveReaderIndex(forwardBy: 5)
+        let bytes = buffer.readSlice(length: length)!
+        if buffer.readableBytes == 0 {
+            // Nothing partial left: let the next message start at the front of the storage.
+            buffer.clear()
+        }
+        return Message(compressed: flags & 1 == 1, bytes: bytes)
+    }
+}
+
+/// Writes gRPC length-prefixed messages.
+public enum GRPCMessageFramer {
+    /// Appends one uncompressed message with its 5-byte prefix.
+    /// - Parameters:
+    ///   - message: The serialized message.
+    ///   - buffer: The buffer to append to.
+    public static func append(_ message: ByteBuffer, to buffer: inout ByteBuffer) {
+        buffer.reserveCapacity(minimumWritableBytes: 5 + message.readableBytes)
+        buffer.writeInteger(UInt8(0))
+        buffer.writeInteger(UInt32(message.readableBytes), endianness: .big)
+        var message = message
+        buffer.writeBuffer(&message)
+    }
+}

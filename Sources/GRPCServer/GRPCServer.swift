@@ -1,0 +1,111 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A gRPC server over HTTP/2 with prior knowledge (h2c), each connection driven by nghttp2.
+///
+/// ```swift
+/// let server = GRPCServer(configuration: config, router: router, group: group, logger: logger)
+/// try await server.start()
+/// // …
+/// await server.shutdownGracefully()
+/// ```
+public final class GRPCServer: Sendable {
+    private let configuration: ServerConfiguration
+    private let router: ServerRouter
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var listener: (any Channel)?
+        var connections: [ObjectIdentifier: any Channel] = [:]
+        var shuttingDown = false
+    }
+
+    /// Creates a server; nothing listens until `start()`.
+    /// - Parameters:
+    ///   - configuration: Address, limits and HTTP/2 settings.
+    ///   - router: The methods served.
+    ///   - group: The event loops that own the connections (one per core is usual).
+    ///   - logger: Where connection-level problems are logged.
+    public init(configuration: ServerConfiguration, router: ServerRouter, group: any EventLoopGroup, logger: Logger) {
+        self.configuration = configuration
+        self.router = router
+        self.group = group
+        self.logger = logger
+    }
+
+    /// Binds the listening socket and starts accepting connections.
+    /// - Throws: When the address cannot be bound.
+    public func start() async throws {
+        let configuration = self.configuration
+        let router = self.router
+        let logger = self.logger
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTP2Connection(router: router, configuration: configuration, logger: logger)
+                    )
+                    self.track(channel)
+                }
+            }
+        let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        state.withLockedValue { $0.listener = listener }
+        logger.info("listening", metadata: ["address": "\(listener.localAddress.map { "\($0)" } ?? "?")"])
+    }
+
+    /// The port the server listens on, once started (useful with port 0).
+    public var localPort: Int? {
+        state.withLockedValue { $0.listener?.localAddress?.port }
+    }
+
+    /// How many connections are open.
+    public var connectionCount: Int {
+        state.withLockedValue { $0.connections.count }
+    }
+
+    private func track(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        let refused = state.withLockedValue { state -> Bool in
+            if state.shuttingDown { return true }
+            state.connections[id] = channel
+            return false
+        }
+        if refused {
+            channel.close(promise: nil)
+            return
+        }
+        channel.closeFuture.whenComplete { [self] _ in
+            _ = state.withLockedValue { $0.connections.removeValue(forKey: id) }
+        }
+    }
+
+    /// Stops accepting, sends GOAWAY on every connection, lets calls in flight finish within the
+    /// drain timeout, then closes whatever is left.
+    public func shutdownGracefully() async {
+        let (listener, connections) = state.withLockedValue { state in
+            state.shuttingDown = true
+            return (state.listener, Array(state.connections.values))
+        }
+        try? await listener?.close()
+        for channel in connections {
+            channel.pipeline.fireUserInboundEventTriggered(HTTP2Connection.GracefulShutdownEvent())
+        }
+        let deadline = NIODeadline.now() + configuration.drainTimeout
+        while connectionCount > 0 && NIODeadline.now() < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let left = state.withLockedValue { Array($0.connections.values) }
+        if !left.isEmpty {
+            logger.warning("drain timeout: closing connections with calls in flight", metadata: ["connections": "\(left.count)"])
+            for channel in left { try? await channel.close() }
+        }
+    }
+}

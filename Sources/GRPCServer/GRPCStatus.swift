@@ -1,0 +1,86 @@
+/// A gRPC status: the code and message a call ends with, and the optional
+/// `google.rpc.Status` bytes sent in `grpc-status-details-bin`.
+///
+/// `GRPCStatus` is also the error handlers throw to end a call with a status other than OK.
+public struct GRPCStatus: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A gRPC status code. Extensible: unknown values received from elsewhere keep their number.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        /// The code's number on the wire (`grpc-status`).
+        public let rawValue: Int
+
+        /// Creates a code from its wire number; nil outside 0...16.
+        public init?(rawValue: Int) {
+            guard (0...16).contains(rawValue) else { return nil }
+            self.rawValue = rawValue
+        }
+
+        private init(_ value: Int) { self.rawValue = value }
+
+        public static let ok = Code(0)
+        public static let cancelled = Code(1)
+        public static let unknown = Code(2)
+        public static let invalidArgument = Code(3)
+        public static let deadlineExceeded = Code(4)
+        public static let notFound = Code(5)
+        public static let alreadyExists = Code(6)
+        public static let permissionDenied = Code(7)
+        public static let resourceExhausted = Code(8)
+        public static let failedPrecondition = Code(9)
+        public static let aborted = Code(10)
+        public static let outOfRange = Code(11)
+        public static let unimplemented = Code(12)
+        public static let `internal` = Code(13)
+        public static let unavailable = Code(14)
+        public static let dataLoss = Code(15)
+        public static let unauthenticated = Code(16)
+
+        private static let names = [
+            "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+            "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+            "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+            "UNAUTHENTICATED",
+        ]
+
+        /// The canonical UPPER_SNAKE name of the code.
+        public var description: String { Self.names[rawValue] }
+    }
+
+    /// The status code.
+    public var code: Code
+    /// A human-readable message, sent percent-encoded in `grpc-message`.
+    public var message: String
+    /// Serialized `google.rpc.Status`, sent base64-encoded in `grpc-status-details-bin`.
+    public var details: [UInt8]?
+
+    /// Creates a status.
+    /// - Parameters:
+    ///   - code: The status code.
+    ///   - message: The message for `grpc-message`; empty sends none.
+    ///   - details: A serialized `google.rpc.Status` for `grpc-status-details-bin`, if any.
+    public init(_ code: Code, _ message: String = "", details: [UInt8]? = nil) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+
+    /// The status of a call that succeeded.
+    public static let ok = GRPCStatus(.ok)
+
+    public var description: String {
+        message.isEmpty ? code.description : "\(code): \(message)"
+    }
+}
+
+/// An error that knows which gRPC status it ends a call with.
+///
+/// The service layer conforms its domain errors to this protocol: the one place where a
+/// domain failure becomes a status. Errors that do not conform end the call with `INTERNAL`
+/// and are logged, never shown to the client.
+public protocol GRPCStatusConvertible: Error {
+    /// The status this error ends a call with.
+    var grpcStatus: GRPCStatus { get }
+}
+
+extension GRPCStatus: GRPCStatusConvertible {
+    public var grpcStatus: GRPCStatus { self }
+}

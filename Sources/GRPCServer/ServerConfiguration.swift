@@ -1,0 +1,43 @@
+import NIOCore
+
+/// The HTTP/2 settings groupd announces and enforces, chosen for many small RPCs and a few
+/// long-lived event streams per connection. `docs/TRANSPORT.md` explains each choice.
+public struct HTTP2Settings: Sendable, Equatable {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: calls in flight per connection. 256 covers the usual
+    /// client fan-in (gRPC clients multiplex 100 by default) with room for event streams.
+    public var maxConcurrentStreams: Int = 256
+    /// SETTINGS_INITIAL_WINDOW_SIZE: bytes a client may send on one stream before the server
+    /// takes them. 1 MiB lets a typical request arrive in one round trip.
+    public var initialStreamWindowSize: Int = 1 << 20
+    /// The connection-level receive window: 16 MiB, enough for every stream to be mid-request.
+    public var connectionWindowSize: Int = 16 << 20
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: the request headers' size (names + values + 32 each).
+    /// Larger header lists are refused with RESOURCE_EXHAUSTED.
+    public var maxHeaderListSize: Int = 16 << 10
+
+    /// The defaults above.
+    public static var defaults: HTTP2Settings { HTTP2Settings() }
+}
+
+/// What the gRPC server needs to know to listen and serve.
+public struct ServerConfiguration: Sendable {
+    /// The address to listen on.
+    public var host: String = "127.0.0.1"
+    /// The TCP port; 0 picks a free one (see `GRPCServer.localPort`).
+    public var port: Int = 50051
+    /// The largest request message accepted; a larger length prefix ends the call with
+    /// RESOURCE_EXHAUSTED before any of its bytes are buffered. Default 4 MiB, as in grpc-go.
+    public var maxMessageBytes: Int = 4 << 20
+    /// The HTTP/2 settings.
+    public var http2: HTTP2Settings = .defaults
+    /// Messages a server-streaming call may have queued before its writer waits.
+    public var streamQueueCapacity: Int = 128
+    /// How long a graceful shutdown waits for calls in flight before closing connections.
+    public var drainTimeout: TimeAmount = .seconds(10)
+
+    /// The defaults above.
+    public static var defaults: ServerConfiguration { ServerConfiguration() }
+
+    /// Creates a configuration with the defaults.
+    public init() {}
+}

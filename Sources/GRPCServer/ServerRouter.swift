@@ -1,0 +1,87 @@
+import NIOCore
+
+/// The request headers a handler can read: every header that is not an HTTP/2 pseudo-header
+/// or one the transport consumes itself (`content-type`, `te`, `grpc-timeout`, `grpc-encoding`,
+/// `grpc-accept-encoding`). Names are lowercase, as HTTP/2 requires.
+public struct Metadata: Sendable, Equatable {
+    /// The headers in the order they arrived.
+    public private(set) var entries: [(name: String, value: String)] = []
+
+    /// Creates metadata from name and value pairs.
+    public init(_ entries: [(name: String, value: String)] = []) {
+        self.entries = entries
+    }
+
+    /// Appends a header.
+    public mutating func append(name: String, value: String) {
+        entries.append((name, value))
+    }
+
+    /// The first value of the header `name` (lowercase), if present.
+    public subscript(name: String) -> String? {
+        for entry in entries where entry.name == name { return entry.value }
+        return nil
+    }
+
+    public static func == (lhs: Metadata, rhs: Metadata) -> Bool {
+        lhs.entries.elementsEqual(rhs.entries) { $0.name == $1.name && $0.value == $1.value }
+    }
+}
+
+/// What a handler knows about its call besides the request message.
+public struct ServerContext: Sendable {
+    /// The method path, `/package.Service/Method`.
+    public let path: String
+    /// The request metadata.
+    public let metadata: Metadata
+    /// When the call must be over, from `grpc-timeout`; nil when the client set none.
+    public let deadline: NIODeadline?
+    /// The event loop that owns the call's connection.
+    public let eventLoop: any EventLoop
+
+    /// Creates a context (the transport does; tests may too).
+    public init(path: String, metadata: Metadata, deadline: NIODeadline?, eventLoop: any EventLoop) {
+        self.path = path
+        self.metadata = metadata
+        self.deadline = deadline
+        self.eventLoop = eventLoop
+    }
+}
+
+/// How a method is served. Request and response messages are serialized protobuf bytes; the
+/// transport adds and removes the gRPC length prefix.
+public enum RPCHandler: Sendable {
+    /// A unary method answered synchronously on the connection's event loop, for methods that
+    /// do no I/O and never block (health checks). Returns the response or the status to end with.
+    case inlineUnary(@Sendable (_ request: ByteBuffer, _ context: ServerContext) -> Result<ByteBuffer, GRPCStatus>)
+    /// A unary method run as a task off the event loop; cancelled when the call is (deadline,
+    /// RST_STREAM, connection loss). A thrown error ends the call with its status.
+    case unary(@Sendable (_ request: ByteBuffer, _ context: ServerContext) async throws -> ByteBuffer)
+    /// A server-streaming method run as a task off the event loop. Writes go through the writer,
+    /// which applies back-pressure; returning ends the call with OK, throwing with the error's status.
+    case serverStreaming(@Sendable (_ request: ByteBuffer, _ context: ServerContext, _ writer: ServerStreamWriter) async throws -> Void)
+}
+
+/// The table from method path to handler. Paths not in it answer `UNIMPLEMENTED`.
+public struct ServerRouter: Sendable {
+    private var routes: [String: RPCHandler] = [:]
+
+    /// Creates an empty router.
+    public init() {}
+
+    /// Serves `path` with `handler`, replacing any earlier registration.
+    /// - Parameters:
+    ///   - path: The method path, `/package.Service/Method`.
+    ///   - handler: How to serve it.
+    public mutating func register(_ path: String, _ handler: RPCHandler) {
+        routes[path] = handler
+    }
+
+    /// The handler for `path`, if registered.
+    public func handler(for path: String) -> RPCHandler? {
+        routes[path]
+    }
+
+    /// Every registered path.
+    public var paths: [String] { Array(routes.keys).sorted() }
+}
