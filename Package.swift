@@ -108,7 +108,11 @@ let package = Package(
             dependencies: ["GroupService", "GroupStore", "GroupModel", "GRPCServer"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "GRPCServerTests", dependencies: ["GRPCServer"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GRPCServerTests",
+            dependencies: ["GRPCServer", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "GroupAPITests", dependencies: ["GroupAPI"], swiftSettings: swiftSettings),
         .testTarget(name: "GroupModelTests", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
         .testTarget(name: "GroupStoreTests", dependencies: ["GroupStore", "GroupTestSupport"], swiftSettings: swiftSettings),
