@@ -1,0 +1,89 @@
+/// The limits of one app (tenant), from the config file's `apps[].limits`; defaults from seed 000
+/// and DESIGN.md §4. Byte limits count UTF-8 bytes.
+public struct AppLimits: Sendable, Hashable {
+    /// Maximum bytes of a group name (`name`). Default 30.
+    public var groupNameBytes: Int
+    /// Maximum bytes of a group introduction (`introduction`). Default 120.
+    public var introductionBytes: Int
+    /// Maximum bytes of a group notification, i.e. announcement (`notification`). Default 150.
+    public var notificationBytes: Int
+    /// Maximum bytes of a group avatar URL (`face_url`). Default 100.
+    public var faceURLBytes: Int
+    /// Maximum bytes of a member's name card (`name_card`). Default 50.
+    public var nameCardBytes: Int
+    /// Maximum bytes of a join application's or invitation's message. Default 100.
+    public var applicationMessageBytes: Int
+    /// Maximum bytes of a user id (token `sub`, member ids). Default 64.
+    public var userIDBytes: Int
+    /// Maximum members per group type (`nil`: unlimited). Defaults: Work 200, Public 2000,
+    /// Meeting 6000, AVChatRoom unlimited. A group's own `max_members` may be lower, never higher.
+    public var maxMembers: [GroupType: Int?]
+    /// Maximum groups a user may be a member of (AVChatRoom rooms not counted). Default 1000.
+    public var maxGroupsPerUser: Int
+    /// Maximum users in one batch call (invite, kick, members info). Default 100.
+    public var maxUsersPerBatch: Int
+    /// Maximum group ids in one batch read (`GetGroupsInfo`). Default 50.
+    public var maxGroupsPerRequest: Int
+    /// Maximum page size of paged lists (member lists, joined groups, search). Default 50.
+    public var maxPageSize: Int
+    /// Seconds after which a pending application or invitation expires. Default 7 days.
+    public var applicationExpirySeconds: Int
+    /// Seconds the event log is kept for resuming streams. Default 7 days.
+    public var eventRetentionSeconds: Int
+    /// Messages per second an AVChatRoom accepts before shedding by priority. Default 40.
+    public var avChatRoomMessagesPerSecond: Int
+
+    /// The defaults listed on each property.
+    public static var defaults: AppLimits {
+        AppLimits(
+            groupNameBytes: 30,
+            introductionBytes: 120,
+            notificationBytes: 150,
+            faceURLBytes: 100,
+            nameCardBytes: 50,
+            applicationMessageBytes: 100,
+            userIDBytes: 64,
+            maxMembers: Dictionary(
+                uniqueKeysWithValues: GroupType.allCases.map { ($0, $0.preset.behaviour.defaultMaxMembers) }
+            ),
+            maxGroupsPerUser: 1000,
+            maxUsersPerBatch: 100,
+            maxGroupsPerRequest: 50,
+            maxPageSize: 50,
+            applicationExpirySeconds: 7 * 24 * 3600,
+            eventRetentionSeconds: 7 * 24 * 3600,
+            avChatRoomMessagesPerSecond: 40
+        )
+    }
+
+    /// Create limits with every value given; see ``defaults``.
+    public init(
+        groupNameBytes: Int, introductionBytes: Int, notificationBytes: Int, faceURLBytes: Int,
+        nameCardBytes: Int, applicationMessageBytes: Int, userIDBytes: Int,
+        maxMembers: [GroupType: Int?], maxGroupsPerUser: Int, maxUsersPerBatch: Int,
+        maxGroupsPerRequest: Int, maxPageSize: Int, applicationExpirySeconds: Int,
+        eventRetentionSeconds: Int, avChatRoomMessagesPerSecond: Int
+    ) {
+        self.groupNameBytes = groupNameBytes
+        self.introductionBytes = introductionBytes
+        self.notificationBytes = notificationBytes
+        self.faceURLBytes = faceURLBytes
+        self.nameCardBytes = nameCardBytes
+        self.applicationMessageBytes = applicationMessageBytes
+        self.userIDBytes = userIDBytes
+        self.maxMembers = maxMembers
+        self.maxGroupsPerUser = maxGroupsPerUser
+        self.maxUsersPerBatch = maxUsersPerBatch
+        self.maxGroupsPerRequest = maxGroupsPerRequest
+        self.maxPageSize = maxPageSize
+        self.applicationExpirySeconds = applicationExpirySeconds
+        self.eventRetentionSeconds = eventRetentionSeconds
+        self.avChatRoomMessagesPerSecond = avChatRoomMessagesPerSecond
+    }
+
+    /// The maximum member count for groups of `type` in this app (`nil`: unlimited).
+    public func maxMembers(for type: GroupType) -> Int? {
+        if let entry = self.maxMembers[type] { return entry }
+        return type.preset.behaviour.defaultMaxMembers
+    }
+}

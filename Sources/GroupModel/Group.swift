@@ -1,0 +1,161 @@
+/// A group as stored and read: profile, settings, owner, limits, counters.
+public struct Group: Sendable, Hashable, Identifiable {
+    /// The app (tenant) the group belongs to.
+    public var appID: String
+    /// The group id, unique within the app (custom, or generated `@TGS#…`).
+    public var id: String
+    /// The group's type; fixes its presets and behaviours.
+    public var type: GroupType
+    /// The name (≤ ``AppLimits/groupNameBytes``).
+    public var name: String
+    /// The introduction (≤ ``AppLimits/introductionBytes``).
+    public var introduction: String
+    /// The notification, i.e. announcement (≤ ``AppLimits/notificationBytes``).
+    public var notification: String
+    /// The avatar URL (≤ ``AppLimits/faceURLBytes``).
+    public var faceURL: String
+    /// The permission settings.
+    public var settings: GroupSettings
+    /// The owner's user id; `nil` only for AVChatRoom rooms the backend created without owner.
+    public var ownerID: String?
+    /// The maximum member count (`nil`: unlimited, AVChatRoom).
+    public var maxMembers: Int?
+    /// The number of stored members (for AVChatRoom: only those stored, i.e. the owner; the live
+    /// audience is counted in memory).
+    public var memberCount: Int
+    /// When the group was created.
+    public var createdAt: Timestamp
+    /// When the profile or settings last changed.
+    public var updatedAt: Timestamp
+    /// Group custom fields: key → opaque bytes.
+    public var custom: [String: [UInt8]]
+    /// The sequence of the group's latest event (0 before any).
+    public var latestSequence: Int64
+    /// The whole-group mute state.
+    public var mute: GroupMuteState
+
+    /// Create a group value with every field given (defaults for the counters and mute).
+    public init(
+        appID: String, id: String, type: GroupType, name: String, introduction: String = "",
+        notification: String = "", faceURL: String = "", settings: GroupSettings, ownerID: String?,
+        maxMembers: Int?, memberCount: Int = 0, createdAt: Timestamp, updatedAt: Timestamp,
+        custom: [String: [UInt8]] = [:], latestSequence: Int64 = 0, mute: GroupMuteState = .unmuted
+    ) {
+        self.appID = appID
+        self.id = id
+        self.type = type
+        self.name = name
+        self.introduction = introduction
+        self.notification = notification
+        self.faceURL = faceURL
+        self.settings = settings
+        self.ownerID = ownerID
+        self.maxMembers = maxMembers
+        self.memberCount = memberCount
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.custom = custom
+        self.latestSequence = latestSequence
+        self.mute = mute
+    }
+}
+
+/// Which members a whole-group mute applies to (ZIM's three modes; Tencent's `allMuted`).
+public enum GroupMuteMode: Sendable, Hashable {
+    /// Not muted.
+    case none
+    /// Every member, the owner and admins included.
+    case all
+    /// Ordinary members only.
+    case ordinaryMembers
+    /// Members holding one of the given roles.
+    case roles(Set<MemberRole>)
+}
+
+/// The whole-group mute state: a mode and when it ends.
+public struct GroupMuteState: Sendable, Hashable {
+    /// Who is muted.
+    public var mode: GroupMuteMode
+    /// When the mute ends (`nil`: until lifted).
+    public var until: Timestamp?
+
+    /// Create a mute state.
+    public init(mode: GroupMuteMode, until: Timestamp?) {
+        self.mode = mode
+        self.until = until
+    }
+
+    /// No mute.
+    public static let unmuted = GroupMuteState(mode: .none, until: nil)
+
+    /// Whether a member of `role` is muted by this state at `now`.
+    public func mutes(_ role: MemberRole, at now: Timestamp) -> Bool {
+        if let until, until <= now { return false }
+        switch self.mode {
+        case .none: return false
+        case .all: return true
+        case .ordinaryMembers: return role == .member
+        case .roles(let roles): return roles.contains(role)
+        }
+    }
+}
+
+/// Whether a member receives the group's messages (Tencent `TIMGroupReceiveMessageOpt`).
+public enum ReceiveOption: String, Sendable, Hashable, CaseIterable {
+    /// Receive and be pushed offline.
+    case receive
+    /// Do not receive.
+    case notReceive = "not_receive"
+    /// Receive online, no offline push.
+    case receiveWithoutPush = "receive_without_push"
+}
+
+/// A member of a group.
+public struct Member: Sendable, Hashable, Identifiable {
+    /// The member's user id.
+    public var userID: String
+    /// The member's role.
+    public var role: MemberRole
+    /// When the member joined.
+    public var joinedAt: Timestamp
+    /// A per-group number increasing with each join: orders members by seniority (the owner of a
+    /// Work group who quits hands over to the lowest) and gives member lists a stable cursor.
+    public var joinOrder: Int64
+    /// The group's event sequence at the member's joining (history before it is hidden from
+    /// members of types that do not show history from before joining).
+    public var joinSequence: Int64
+    /// The member's name card in the group (≤ ``AppLimits/nameCardBytes``).
+    public var nameCard: String
+    /// When the member's mute ends (`nil` or past: not muted).
+    public var mutedUntil: Timestamp?
+    /// Member custom fields: key → opaque bytes.
+    public var custom: [String: [UInt8]]
+    /// Whether the member receives the group's messages.
+    public var receiveOption: ReceiveOption
+
+    /// The user id, as `Identifiable` identity.
+    public var id: String { self.userID }
+
+    /// Create a member.
+    public init(
+        userID: String, role: MemberRole, joinedAt: Timestamp, joinOrder: Int64 = 0,
+        joinSequence: Int64 = 0, nameCard: String = "", mutedUntil: Timestamp? = nil,
+        custom: [String: [UInt8]] = [:], receiveOption: ReceiveOption = .receive
+    ) {
+        self.userID = userID
+        self.role = role
+        self.joinedAt = joinedAt
+        self.joinOrder = joinOrder
+        self.joinSequence = joinSequence
+        self.nameCard = nameCard
+        self.mutedUntil = mutedUntil
+        self.custom = custom
+        self.receiveOption = receiveOption
+    }
+
+    /// Whether the member is muted at `now`.
+    public func isMuted(at now: Timestamp) -> Bool {
+        guard let mutedUntil else { return false }
+        return mutedUntil > now
+    }
+}

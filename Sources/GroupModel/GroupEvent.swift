@@ -1,0 +1,172 @@
+/// A change in a group, stored in the same transaction as the change and numbered by the group's
+/// sequence (1, 2, 3… per group, no gaps). Subscribers resume from a sequence.
+public struct GroupEvent: Sendable, Hashable {
+    /// What happened. Tips go to the group; system notifications to a user or the approvers
+    /// (DESIGN.md §4 Events; seed 000's tips and group system messages).
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        // MARK: Tips (recipient: the group)
+        /// The group was created; `targets` are the initial members, owner first.
+        case groupCreated = "GROUP_CREATED"
+        /// The group was dismissed.
+        case groupDismissed = "GROUP_DISMISSED"
+        /// The group was revoked by the app's backend.
+        case groupRevoked = "GROUP_REVOKED"
+        /// `targets` joined (by themselves, by approval, or as initial members).
+        case memberJoined = "MEMBER_JOINED"
+        /// `targets` were added by `operator`'s invitation.
+        case memberInvited = "MEMBER_INVITED"
+        /// `targets` quit.
+        case memberQuit = "MEMBER_QUIT"
+        /// `targets` were removed by `operator`.
+        case memberKicked = "MEMBER_KICKED"
+        /// `targets` became admins.
+        case adminSet = "ADMIN_SET"
+        /// `targets` are admins no more.
+        case adminCancelled = "ADMIN_CANCELLED"
+        /// Ownership passed to `targets[0]`; `changes["previous_owner"]` names the old owner.
+        case ownerChanged = "OWNER_CHANGED"
+        /// Profile or settings changed; `changes` maps each changed field to its new value.
+        case groupInfoChanged = "GROUP_INFO_CHANGED"
+        /// A member's name card or custom fields changed; `changes` lists them.
+        case memberInfoChanged = "MEMBER_INFO_CHANGED"
+        /// `targets` were muted until `changes["muted_until"]` (ms; `0` = unmuted).
+        case memberMuted = "MEMBER_MUTED"
+        /// The whole group was muted or unmuted; `changes` has `mode`, `roles`, `until`.
+        case groupMuted = "GROUP_MUTED"
+
+        // MARK: System notifications (recipient: a user or the approvers)
+        /// A join application arrived (to the approvers).
+        case joinApplicationReceived = "JOIN_APPLICATION_RECEIVED"
+        /// A join application was approved (to the applicant).
+        case joinApplicationApproved = "JOIN_APPLICATION_APPROVED"
+        /// A join application was refused (to the applicant).
+        case joinApplicationRefused = "JOIN_APPLICATION_REFUSED"
+        /// An invitation awaits the invitee's answer (to the invitee).
+        case invitationReceived = "INVITATION_RECEIVED"
+        /// An ordinary member's invitation awaits approval (to the approvers).
+        case invitationApprovalRequested = "INVITATION_APPROVAL_REQUESTED"
+        /// The invitee accepted (to the inviter).
+        case invitationAccepted = "INVITATION_ACCEPTED"
+        /// The invitee or an approver refused (to the inviter).
+        case invitationRefused = "INVITATION_REFUSED"
+        /// A pending application or invitation was withdrawn by its sender.
+        case applicationWithdrawn = "APPLICATION_WITHDRAWN"
+        /// A pending application or invitation expired.
+        case applicationExpired = "APPLICATION_EXPIRED"
+        /// The user was added to the group by invitation (to the invitee).
+        case invitedToGroup = "INVITED_TO_GROUP"
+        /// The user was removed from the group (to the removed user).
+        case kickedFromGroup = "KICKED_FROM_GROUP"
+        /// The user quit the group (to the user's other devices).
+        case quitGroup = "QUIT_GROUP"
+        /// The user was made admin (to the user).
+        case adminGranted = "ADMIN_GRANTED"
+        /// The user's admin role was taken back (to the user).
+        case adminRevoked = "ADMIN_REVOKED"
+        /// The user's private remark of the group changed (to the user's devices).
+        case remarkChanged = "REMARK_CHANGED"
+        /// A custom system notification from the app's backend.
+        case customNotification = "CUSTOM_NOTIFICATION"
+
+        /// Whether this kind is a tip to the whole group (else a system notification).
+        public var isTip: Bool {
+            switch self {
+            case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
+                .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
+                .groupInfoChanged, .memberInfoChanged, .memberMuted, .groupMuted:
+                true
+            default:
+                false
+            }
+        }
+
+        /// Whether this kind reports a membership change (suppressed where the type has no
+        /// member-change events).
+        public var isMemberChange: Bool {
+            switch self {
+            case .memberJoined, .memberInvited, .memberQuit, .memberKicked: true
+            default: false
+            }
+        }
+    }
+
+    /// Who an event is for.
+    public enum Recipient: Sendable, Hashable {
+        /// Every member of the group.
+        case group
+        /// One user (a system notification).
+        case user(String)
+        /// The group's approvers (owner, or owner and admins, per the group's settings).
+        case approvers
+    }
+
+    /// An event before the store numbers it: everything but the group, sequence and time.
+    public struct Draft: Sendable, Hashable {
+        /// What happened.
+        public var kind: Kind
+        /// Who did it (`nil`: the app's backend).
+        public var operatorID: String?
+        /// The users it happened to.
+        public var targets: [String]
+        /// Changed fields and their new values (field name → text).
+        public var changes: [String: String]
+        /// Who receives it.
+        public var recipient: Recipient
+
+        /// Create a draft.
+        public init(
+            kind: Kind, operatorID: String?, targets: [String] = [], changes: [String: String] = [:],
+            recipient: Recipient = .group
+        ) {
+            self.kind = kind
+            self.operatorID = operatorID
+            self.targets = targets
+            self.changes = changes
+            self.recipient = recipient
+        }
+    }
+
+    /// The app the group belongs to.
+    public var appID: String
+    /// The group.
+    public var groupID: String
+    /// The event's number in the group's sequence (1, 2, 3…).
+    public var sequence: Int64
+    /// What happened.
+    public var kind: Kind
+    /// When it was committed (the mutation's time).
+    public var time: Timestamp
+    /// Who did it (`nil`: the app's backend).
+    public var operatorID: String?
+    /// The users it happened to.
+    public var targets: [String]
+    /// Changed fields and their new values.
+    public var changes: [String: String]
+    /// Who receives it.
+    public var recipient: Recipient
+
+    /// Create an event.
+    public init(
+        appID: String, groupID: String, sequence: Int64, kind: Kind, time: Timestamp,
+        operatorID: String?, targets: [String] = [], changes: [String: String] = [:],
+        recipient: Recipient = .group
+    ) {
+        self.appID = appID
+        self.groupID = groupID
+        self.sequence = sequence
+        self.kind = kind
+        self.time = time
+        self.operatorID = operatorID
+        self.targets = targets
+        self.changes = changes
+        self.recipient = recipient
+    }
+
+    /// Number a draft as the event `sequence` of `groupID` at `time`.
+    public init(draft: Draft, appID: String, groupID: String, sequence: Int64, time: Timestamp) {
+        self.init(
+            appID: appID, groupID: groupID, sequence: sequence, kind: draft.kind, time: time,
+            operatorID: draft.operatorID, targets: draft.targets, changes: draft.changes,
+            recipient: draft.recipient)
+    }
+}

@@ -1,0 +1,207 @@
+/// Whether and how a non-member may join by themselves (Tencent `addOpt`, ZIM `joinMode`,
+/// RongCloud `joinPermission`).
+public enum JoinOption: String, Sendable, Hashable, CaseIterable {
+    /// Anyone may join at once.
+    case any
+    /// Joining creates an application that an approver accepts or refuses.
+    case approval
+    /// Nobody may join by themselves (invitation only).
+    case forbidden
+}
+
+/// Who approves join applications (and invitations that need approval).
+public enum ApproverSet: String, Sendable, Hashable, CaseIterable {
+    /// Only the owner.
+    case owner
+    /// The owner and the admins.
+    case ownerAndAdmins = "owner_and_admins"
+
+    /// Whether a member of `role` is an approver.
+    public func includes(_ role: MemberRole) -> Bool {
+        switch self {
+        case .owner: role == .owner
+        case .ownerAndAdmins: role == .owner || role == .admin
+        }
+    }
+}
+
+/// Which members may perform an operation (RongCloud `RCGroupOperationPermission`, plus `nobody`).
+public enum OperationPermission: String, Sendable, Hashable, CaseIterable {
+    /// No member (the app's backend still may, unless the type forbids the operation itself).
+    case nobody
+    /// Only the owner.
+    case owner
+    /// The owner and the admins.
+    case ownerAndAdmins = "owner_and_admins"
+    /// Every member.
+    case everyone
+
+    /// Whether a member of `role` holds this permission.
+    public func grants(_ role: MemberRole) -> Bool {
+        switch self {
+        case .nobody: false
+        case .owner: role == .owner
+        case .ownerAndAdmins: role == .owner || role == .admin
+        case .everyone: true
+        }
+    }
+}
+
+/// Who may edit a member's profile in the group: name card and member custom fields
+/// (RongCloud `RCGroupMemberInfoEditPermission`).
+public enum MemberInfoEditPermission: String, Sendable, Hashable, CaseIterable {
+    /// Each member edits only their own.
+    case selfOnly = "self"
+    /// Each member their own; the owner anyone's.
+    case ownerAndSelf = "owner_and_self"
+    /// Each member their own; the owner anyone's; admins those of ordinary members.
+    case ownerAdminsAndSelf = "owner_admins_and_self"
+}
+
+/// The names of the per-group settings, as used in the API, in errors (`metadata["setting"]`)
+/// and in ``GroupTypePreset/fixedSettings``.
+public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// ``GroupSettings/joinOption``.
+    case joinOption = "join_option"
+    /// ``GroupSettings/joinApprovers``.
+    case joinApprovers = "join_approvers"
+    /// ``GroupSettings/invitePermission``.
+    case invitePermission = "invite_permission"
+    /// ``GroupSettings/inviteeMustAccept``.
+    case inviteeMustAccept = "invitee_must_accept"
+    /// ``GroupSettings/invitationNeedsApproval``.
+    case invitationNeedsApproval = "invitation_needs_approval"
+    /// ``GroupSettings/removeMembersPermission``.
+    case removeMembersPermission = "remove_members_permission"
+    /// ``GroupSettings/editProfilePermission``.
+    case editProfilePermission = "edit_profile_permission"
+    /// ``GroupSettings/editMemberInfoPermission``.
+    case editMemberInfoPermission = "edit_member_info_permission"
+
+    /// Orders by declaration order.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// The permission settings of one group (DESIGN.md §4). Defaults come from the group's type;
+/// the owner may change those the type does not fix.
+public struct GroupSettings: Sendable, Hashable {
+    /// Whether and how non-members may join by themselves.
+    public var joinOption: JoinOption
+    /// Who approves join applications and invitations that need approval.
+    public var joinApprovers: ApproverSet
+    /// Who may invite users.
+    public var invitePermission: OperationPermission
+    /// Whether an invitee must accept before becoming a member (ZIM `beInviteMode` AUTH).
+    public var inviteeMustAccept: Bool
+    /// Whether an invitation by an ordinary member needs an approver's approval (Tencent Public).
+    public var invitationNeedsApproval: Bool
+    /// Who may remove (kick) members.
+    public var removeMembersPermission: OperationPermission
+    /// Who may edit the group profile (name, introduction, notification, avatar, custom fields).
+    public var editProfilePermission: OperationPermission
+    /// Who may edit members' name cards and member custom fields.
+    public var editMemberInfoPermission: MemberInfoEditPermission
+
+    /// Create a settings record with every value given.
+    public init(
+        joinOption: JoinOption,
+        joinApprovers: ApproverSet,
+        invitePermission: OperationPermission,
+        inviteeMustAccept: Bool,
+        invitationNeedsApproval: Bool,
+        removeMembersPermission: OperationPermission,
+        editProfilePermission: OperationPermission,
+        editMemberInfoPermission: MemberInfoEditPermission
+    ) {
+        self.joinOption = joinOption
+        self.joinApprovers = joinApprovers
+        self.invitePermission = invitePermission
+        self.inviteeMustAccept = inviteeMustAccept
+        self.invitationNeedsApproval = invitationNeedsApproval
+        self.removeMembersPermission = removeMembersPermission
+        self.editProfilePermission = editProfilePermission
+        self.editMemberInfoPermission = editMemberInfoPermission
+    }
+
+    /// The value of one setting as its API text (`approval`, `owner_and_admins`, `true`).
+    public func value(of key: GroupSettingKey) -> String {
+        switch key {
+        case .joinOption: self.joinOption.rawValue
+        case .joinApprovers: self.joinApprovers.rawValue
+        case .invitePermission: self.invitePermission.rawValue
+        case .inviteeMustAccept: String(self.inviteeMustAccept)
+        case .invitationNeedsApproval: String(self.invitationNeedsApproval)
+        case .removeMembersPermission: self.removeMembersPermission.rawValue
+        case .editProfilePermission: self.editProfilePermission.rawValue
+        case .editMemberInfoPermission: self.editMemberInfoPermission.rawValue
+        }
+    }
+
+    /// The settings whose values differ between `self` and `other`.
+    public func differences(from other: GroupSettings) -> Set<GroupSettingKey> {
+        Set(GroupSettingKey.allCases.filter { self.value(of: $0) != other.value(of: $0) })
+    }
+}
+
+extension GroupSettings {
+    /// A partial settings record: the values a request wants changed (`nil` = keep).
+    public struct Changes: Sendable, Hashable {
+        /// New ``GroupSettings/joinOption``, if any.
+        public var joinOption: JoinOption?
+        /// New ``GroupSettings/joinApprovers``, if any.
+        public var joinApprovers: ApproverSet?
+        /// New ``GroupSettings/invitePermission``, if any.
+        public var invitePermission: OperationPermission?
+        /// New ``GroupSettings/inviteeMustAccept``, if any.
+        public var inviteeMustAccept: Bool?
+        /// New ``GroupSettings/invitationNeedsApproval``, if any.
+        public var invitationNeedsApproval: Bool?
+        /// New ``GroupSettings/removeMembersPermission``, if any.
+        public var removeMembersPermission: OperationPermission?
+        /// New ``GroupSettings/editProfilePermission``, if any.
+        public var editProfilePermission: OperationPermission?
+        /// New ``GroupSettings/editMemberInfoPermission``, if any.
+        public var editMemberInfoPermission: MemberInfoEditPermission?
+
+        /// Create a change set; every value defaults to "keep".
+        public init(
+            joinOption: JoinOption? = nil,
+            joinApprovers: ApproverSet? = nil,
+            invitePermission: OperationPermission? = nil,
+            inviteeMustAccept: Bool? = nil,
+            invitationNeedsApproval: Bool? = nil,
+            removeMembersPermission: OperationPermission? = nil,
+            editProfilePermission: OperationPermission? = nil,
+            editMemberInfoPermission: MemberInfoEditPermission? = nil
+        ) {
+            self.joinOption = joinOption
+            self.joinApprovers = joinApprovers
+            self.invitePermission = invitePermission
+            self.inviteeMustAccept = inviteeMustAccept
+            self.invitationNeedsApproval = invitationNeedsApproval
+            self.removeMembersPermission = removeMembersPermission
+            self.editProfilePermission = editProfilePermission
+            self.editMemberInfoPermission = editMemberInfoPermission
+        }
+
+        /// Whether no value is set.
+        public var isEmpty: Bool { self == Changes() }
+    }
+
+    /// `self` with every non-`nil` value of `changes` applied (no checks; see
+    /// ``GroupTypePreset/apply(_:to:)`` for the checked version).
+    public func applying(_ changes: Changes) -> GroupSettings {
+        var result = self
+        if let v = changes.joinOption { result.joinOption = v }
+        if let v = changes.joinApprovers { result.joinApprovers = v }
+        if let v = changes.invitePermission { result.invitePermission = v }
+        if let v = changes.inviteeMustAccept { result.inviteeMustAccept = v }
+        if let v = changes.invitationNeedsApproval { result.invitationNeedsApproval = v }
+        if let v = changes.removeMembersPermission { result.removeMembersPermission = v }
+        if let v = changes.editProfilePermission { result.editProfilePermission = v }
+        if let v = changes.editMemberInfoPermission { result.editMemberInfoPermission = v }
+        return result
+    }
+}

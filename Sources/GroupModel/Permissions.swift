@@ -1,0 +1,475 @@
+/// The role a caller acts with in one group: a member's role, not a member, or the app's backend.
+///
+/// The backend is an admin token without `x-operator-id`; an admin token acting for a user
+/// (`x-operator-id`) acts with that user's role.
+public enum ActingRole: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// The group's owner.
+    case owner
+    /// An admin of the group.
+    case admin
+    /// An ordinary member.
+    case member
+    /// A user who is not a member.
+    case nonMember
+    /// The app's backend: passes every permission check (but not what the type itself forbids).
+    case backend
+
+    /// The acting role of a user with the given membership role (`nil`: not a member).
+    public init(role: MemberRole?) {
+        switch role {
+        case .owner: self = .owner
+        case .admin: self = .admin
+        case .member: self = .member
+        case nil: self = .nonMember
+        }
+    }
+
+    /// The backend if `isBackend`, else the acting role of a user with `role`.
+    public init(isBackend: Bool, role: MemberRole?) {
+        self = isBackend ? .backend : ActingRole(role: role)
+    }
+
+    /// The membership role, for owner, admin and member.
+    public var role: MemberRole? {
+        switch self {
+        case .owner: .owner
+        case .admin: .admin
+        case .member: .member
+        case .nonMember, .backend: nil
+        }
+    }
+
+    /// `owner`, `admin`, `member`, `non_member` or `backend`.
+    public var description: String {
+        switch self {
+        case .owner: "owner"
+        case .admin: "admin"
+        case .member: "member"
+        case .nonMember: "non_member"
+        case .backend: "backend"
+        }
+    }
+}
+
+/// The profile fields of a group, as named in the API and in `GROUP_INFO_CHANGED` events.
+public enum ProfileField: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// The name.
+    case name
+    /// The introduction.
+    case introduction
+    /// The notification (announcement).
+    case notification
+    /// The avatar URL.
+    case faceURL = "face_url"
+    /// Group custom fields (per-key read/write roles are checked separately, from the app config).
+    case customFields = "custom_fields"
+
+    /// Orders by declaration order.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// Whose member profile (name card, member custom fields) an edit touches.
+public enum MemberInfoTarget: Sendable, Hashable {
+    /// The caller's own.
+    case own
+    /// Another member's, who holds the given role.
+    case other(MemberRole)
+}
+
+/// Every operation on a group that a permission decision covers (issues 2–5).
+///
+/// Actions that act on another member carry that member's role, because the decision depends on
+/// rank (an admin may remove an ordinary member, not another admin).
+public enum GroupAction: Sendable, Hashable {
+    /// Create a group (checked before the group exists; any authenticated caller may).
+    case createGroup
+    /// Read the group's profile (non-members see the public subset; see ``GroupVisibility``).
+    case viewProfile
+    /// Change profile fields.
+    case updateProfile(Set<ProfileField>)
+    /// Change permission settings; pass only the keys whose value actually changes.
+    case updateSettings(Set<GroupSettingKey>)
+    /// Change the group's maximum member count (backend only).
+    case setMaxMembers
+    /// Dismiss the group.
+    case dismiss
+    /// Revoke the group (backend only).
+    case revoke
+    /// Transfer ownership to another member.
+    case transferOwnership
+    /// Invite (or, without consent and approval, add) users.
+    case invite
+    /// Join by oneself (free, or by application).
+    case join
+    /// Leave the group.
+    case quit
+    /// Remove a member holding `target`.
+    case kick(target: MemberRole)
+    /// Change the role of a member holding `target` to `to`.
+    case setRole(target: MemberRole, to: MemberRole)
+    /// Mute (or unmute) a member holding `target`.
+    case muteMember(target: MemberRole)
+    /// Mute (or unmute) the whole group, or some roles.
+    case muteGroup
+    /// Edit a member's name card or member custom fields.
+    case editMemberInfo(MemberInfoTarget)
+    /// Change one's own receive option or private remark of the group.
+    case setOwnPreferences
+    /// List members.
+    case listMembers
+    /// Read members' profiles.
+    case viewMemberInfo
+    /// Accept or refuse a join application, or approve an invitation.
+    case handleApplication
+    /// Answer an invitation addressed to oneself (the service checks it is addressed to the caller).
+    case answerInvitation
+    /// Withdraw one's own pending application or invitation (the service checks it is the caller's).
+    case withdrawApplication
+    /// Send a group message (mute is checked separately, with the time).
+    case sendMessage
+    /// Read message history.
+    case readHistory
+    /// Mark messages read.
+    case markRead
+    /// Send a custom system notification (backend only).
+    case sendCustomNotification
+    /// Import members or messages (backend only).
+    case importData
+}
+
+/// The outcome of a permission decision.
+public enum PermissionDecision: Sendable, Hashable {
+    /// The action may proceed.
+    case allowed
+    /// The action is refused, with the error to return.
+    case refused(GroupError)
+
+    /// Whether the action may proceed.
+    public var isAllowed: Bool {
+        if case .allowed = self { return true }
+        return false
+    }
+
+    /// The refusal, if refused.
+    public var error: GroupError? {
+        if case .refused(let error) = self { return error }
+        return nil
+    }
+
+    /// Return if allowed.
+    /// - Throws: The refusal's ``GroupError``.
+    public func get() throws {
+        if case .refused(let error) = self { throw error }
+    }
+}
+
+/// How much of a group's profile a caller may read.
+public enum GroupVisibility: Sendable, Hashable {
+    /// Everything (members and the backend).
+    case full
+    /// The public subset of seed 000 (non-members of Public, Meeting and AVChatRoom groups).
+    case publicProfile
+    /// Nothing: the group does not exist for the caller (non-members of Work groups).
+    case hidden
+
+    /// Whether `field` may be shown.
+    public func includes(_ field: GroupInfoField) -> Bool {
+        switch self {
+        case .full: true
+        case .publicProfile: GroupInfoField.publicFields.contains(field)
+        case .hidden: false
+        }
+    }
+}
+
+/// The fields of group info, for ``GroupVisibility``.
+public enum GroupInfoField: String, Sendable, Hashable, CaseIterable {
+    /// ``Group/id``.
+    case id
+    /// ``Group/type``.
+    case type
+    /// ``Group/name``.
+    case name
+    /// ``Group/ownerID``.
+    case ownerID = "owner_id"
+    /// ``Group/createdAt``.
+    case createdAt = "created_at"
+    /// ``Group/maxMembers``.
+    case maxMembers = "max_members"
+    /// ``Group/memberCount``.
+    case memberCount = "member_count"
+    /// ``Group/introduction``.
+    case introduction
+    /// ``Group/faceURL``.
+    case faceURL = "face_url"
+    /// The join option of ``Group/settings``.
+    case joinOption = "join_option"
+    /// ``Group/custom`` (subject to per-key read roles).
+    case custom
+    /// ``Group/notification``.
+    case notification
+    /// ``Group/settings`` other than the join option.
+    case settings
+    /// ``Group/updatedAt``.
+    case updatedAt = "updated_at"
+    /// ``Group/latestSequence``.
+    case latestSequence = "latest_sequence"
+    /// ``Group/mute``.
+    case mute
+
+    /// What non-members of Public, Meeting and AVChatRoom groups see (seed 000: group, groupName,
+    /// owner, groupType, createTime, maxMemberNum, memberNum, introduction, faceURL, addOpt,
+    /// customInfo).
+    public static let publicFields: Set<GroupInfoField> = [
+        .id, .type, .name, .ownerID, .createdAt, .maxMembers, .memberCount, .introduction, .faceURL,
+        .joinOption, .custom,
+    ]
+}
+
+/// The pure rules of the group domain: one permission function and the rules of each operation.
+public enum GroupRules {
+    /// Decide whether `actor` may perform `action` on a group of `type` with `settings`.
+    ///
+    /// This is the only place permissions are decided. The order of checks:
+    /// 1. A non-member acting on a group hidden from non-members (Work) gets `GROUP_NOT_FOUND`,
+    ///    except for creating, answering an invitation and withdrawing an application.
+    /// 2. What the type's behaviour forbids binds everyone, the backend included
+    ///    (`KICK_NOT_SUPPORTED`, `TRANSFER_NOT_SUPPORTED`, `SETTING_FIXED_BY_TYPE`, …).
+    /// 3. The backend passes every role and setting check; operations that need a user
+    ///    (join, quit, own preferences) refuse it with `OPERATOR_REQUIRED`.
+    /// 4. Users are checked against the settings and their role (`PERMISSION_DENIED`,
+    ///    `NOT_A_MEMBER`, `ADMIN_TOKEN_REQUIRED`, …).
+    /// - Returns: `.allowed`, or `.refused` with the error to return.
+    public static func authorize(
+        _ action: GroupAction, type: GroupType, settings: GroupSettings, actor: ActingRole
+    ) -> PermissionDecision {
+        let preset = type.preset
+        let behaviour = preset.behaviour
+
+        if actor == .nonMember, !behaviour.publicProfileVisibleToNonMembers {
+            switch action {
+            case .createGroup, .answerInvitation, .withdrawApplication: break
+            default:
+                return .refused(GroupError(
+                    code: .notFound, reason: .groupNotFound,
+                    message: "group not found"))
+            }
+        }
+
+        switch action {
+        case .createGroup, .answerInvitation, .withdrawApplication:
+            return .allowed
+
+        case .viewProfile:
+            return .allowed
+
+        case .updateProfile:
+            return memberCheck(actor, grantedTo: settings.editProfilePermission, setting: .editProfilePermission)
+
+        case .updateSettings(let keys):
+            if let fixed = keys.intersection(preset.fixedSettings).sorted().first {
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .settingFixedByType,
+                    message: "\(fixed.rawValue) is fixed for \(type) groups",
+                    metadata: ["setting": fixed.rawValue, "group_type": type.name]))
+            }
+            return memberCheck(actor, grantedTo: .owner, setting: nil)
+
+        case .setMaxMembers, .revoke, .sendCustomNotification, .importData:
+            return backendOnly(actor)
+
+        case .dismiss:
+            switch behaviour.dismissal {
+            case .adminTokenOnly:
+                if actor == .backend { return .allowed }
+                return .refused(GroupError(
+                    code: .permissionDenied, reason: .adminTokenRequired,
+                    message: "\(type) groups are dismissed only by the app's backend (admin token)"))
+            case .ownerOrAdminToken:
+                return memberCheck(actor, grantedTo: .owner, setting: nil)
+            }
+
+        case .transferOwnership:
+            if !behaviour.transferAllowed {
+                return .refused(notSupported(.transferNotSupported, "ownership transfer", type))
+            }
+            return memberCheck(actor, grantedTo: .owner, setting: nil)
+
+        case .invite:
+            if !behaviour.invitationsSupported {
+                return .refused(notSupported(.inviteNotSupported, "invitations", type))
+            }
+            return memberCheck(actor, grantedTo: settings.invitePermission, setting: .invitePermission)
+
+        case .join:
+            switch actor {
+            case .backend: return .refused(operatorRequired("join"))
+            case .owner, .admin, .member:
+                return .refused(GroupError(
+                    code: .alreadyExists, reason: .alreadyMember, message: "already a member of the group"))
+            case .nonMember:
+                if settings.joinOption == .forbidden {
+                    return .refused(GroupError(
+                        code: .permissionDenied, reason: .joinForbidden,
+                        message: "the group does not accept join requests",
+                        metadata: ["setting": GroupSettingKey.joinOption.rawValue]))
+                }
+                return .allowed
+            }
+
+        case .quit:
+            switch actor {
+            case .backend: return .refused(operatorRequired("quit"))
+            case .nonMember: return .refused(notAMember())
+            case .owner where !behaviour.ownerMayQuit:
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .ownerCannotQuit,
+                    message: "the owner of a \(type) group cannot quit; transfer ownership or dismiss it"))
+            case .owner, .admin, .member:
+                return .allowed
+            }
+
+        case .kick(let target):
+            if !behaviour.kickSupported {
+                return .refused(notSupported(.kickNotSupported, "removing members (mute them instead)", type))
+            }
+            if target == .owner { return .refused(targetIsOwner("removed")) }
+            let decision = memberCheck(
+                actor, grantedTo: settings.removeMembersPermission, setting: .removeMembersPermission)
+            guard decision.isAllowed, let role = actor.role else { return decision }
+            let everyoneMayRemoveMembers = settings.removeMembersPermission == .everyone && target == .member
+            return role.rank > target.rank || everyoneMayRemoveMembers ? .allowed : outranked(target)
+
+        case .setRole(let target, let newRole):
+            if newRole == .owner {
+                return .refused(GroupError.invalidArgument(
+                    field: "role", "ownership changes by transfer, not by setting a role"))
+            }
+            if !behaviour.allowedRoles.contains(.admin) {
+                return .refused(notSupported(.roleNotSupported, "admins", type))
+            }
+            if target == .owner { return .refused(targetIsOwner("given another role")) }
+            return memberCheck(actor, grantedTo: .owner, setting: nil)
+
+        case .muteMember(let target):
+            if target == .owner { return .refused(targetIsOwner("muted")) }
+            let decision = memberCheck(actor, grantedTo: behaviour.mutePermission, setting: nil)
+            guard decision.isAllowed, let role = actor.role else { return decision }
+            return role.rank > target.rank ? .allowed : outranked(target)
+
+        case .muteGroup:
+            return memberCheck(actor, grantedTo: behaviour.mutePermission, setting: nil)
+
+        case .editMemberInfo(let target):
+            switch actor {
+            case .backend: return .allowed
+            case .nonMember: return .refused(notAMember())
+            case .owner, .admin, .member:
+                guard case .other(let targetRole) = target else { return .allowed }
+                let role = actor.role!
+                let allowed: Bool
+                switch settings.editMemberInfoPermission {
+                case .selfOnly: allowed = false
+                case .ownerAndSelf: allowed = role == .owner
+                case .ownerAdminsAndSelf: allowed = role.rank > targetRole.rank
+                }
+                return allowed ? .allowed : .refused(GroupError(
+                    code: .permissionDenied, reason: .permissionDenied,
+                    message: "\(actor) may not edit the profile of a member with role \(targetRole)",
+                    metadata: ["setting": GroupSettingKey.editMemberInfoPermission.rawValue]))
+            }
+
+        case .setOwnPreferences, .markRead:
+            switch actor {
+            case .backend: return .refused(operatorRequired("this operation"))
+            case .nonMember: return .refused(notAMember())
+            case .owner, .admin, .member: return .allowed
+            }
+
+        case .listMembers, .viewMemberInfo, .sendMessage:
+            return memberCheck(actor, grantedTo: .everyone, setting: nil)
+
+        case .readHistory:
+            if !behaviour.historyKept {
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .historyNotKept,
+                    message: "\(type) groups keep no message history"))
+            }
+            return memberCheck(actor, grantedTo: .everyone, setting: nil)
+
+        case .handleApplication:
+            switch actor {
+            case .backend: return .allowed
+            case .nonMember: return .refused(notAMember())
+            case .owner, .admin, .member:
+                return settings.joinApprovers.includes(actor.role!) ? .allowed : .refused(GroupError(
+                    code: .permissionDenied, reason: .permissionDenied,
+                    message: "only \(settings.joinApprovers.rawValue) handle applications",
+                    metadata: ["setting": GroupSettingKey.joinApprovers.rawValue]))
+            }
+        }
+    }
+
+    /// How much of a group of `type` `actor` may read: members and the backend everything,
+    /// non-members the public subset or nothing (Work).
+    public static func visibility(of type: GroupType, for actor: ActingRole) -> GroupVisibility {
+        switch actor {
+        case .owner, .admin, .member, .backend: .full
+        case .nonMember: type.preset.behaviour.publicProfileVisibleToNonMembers ? .publicProfile : .hidden
+        }
+    }
+
+    // MARK: Helpers
+
+    private static func memberCheck(
+        _ actor: ActingRole, grantedTo permission: OperationPermission, setting: GroupSettingKey?
+    ) -> PermissionDecision {
+        switch actor {
+        case .backend: return .allowed
+        case .nonMember: return .refused(notAMember())
+        case .owner, .admin, .member:
+            if permission.grants(actor.role!) { return .allowed }
+            var metadata: [String: String] = ["role": actor.description]
+            if let setting { metadata["setting"] = setting.rawValue }
+            return .refused(GroupError(
+                code: .permissionDenied, reason: .permissionDenied,
+                message: "a group \(actor) may not do this (allowed: \(permission.rawValue))",
+                metadata: metadata))
+        }
+    }
+
+    private static func backendOnly(_ actor: ActingRole) -> PermissionDecision {
+        actor == .backend ? .allowed : .refused(GroupError(
+            code: .permissionDenied, reason: .adminTokenRequired,
+            message: "only the app's backend (admin token) may do this"))
+    }
+
+    private static func notAMember() -> GroupError {
+        GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
+    }
+
+    private static func operatorRequired(_ what: String) -> GroupError {
+        GroupError(
+            code: .invalidArgument, reason: .operatorRequired,
+            message: "\(what) needs a user: send x-operator-id with the admin token",
+            metadata: ["field": "x-operator-id"])
+    }
+
+    private static func notSupported(_ reason: GroupError.Reason, _ what: String, _ type: GroupType) -> GroupError {
+        GroupError(
+            code: .failedPrecondition, reason: reason, message: "\(type) groups do not support \(what)",
+            metadata: ["group_type": type.name])
+    }
+
+    private static func targetIsOwner(_ what: String) -> GroupError {
+        GroupError(code: .failedPrecondition, reason: .targetIsOwner, message: "the owner cannot be \(what)")
+    }
+
+    private static func outranked(_ target: MemberRole) -> PermissionDecision {
+        .refused(GroupError(
+            code: .permissionDenied, reason: .permissionDenied,
+            message: "may not act on a member with role \(target)", metadata: ["target_role": target.rawValue]))
+    }
+}

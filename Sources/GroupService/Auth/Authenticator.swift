@@ -1,0 +1,208 @@
+import GroupModel
+import JWTKit
+
+/// Verifies the bearer token of every call and says who is calling.
+///
+/// Tokens are HS256 JWTs signed with one of the app's secrets, with claims `app`, `sub`, `role`
+/// (`user` | `admin`) and `exp` (required), `nbf` (honoured if present). A `kid` header picks the
+/// app's secret with that key id; without one every secret of the app is tried (rotation).
+/// Verified tokens are cached (bounded, see ``TokenCache``), so repeated calls with the same token
+/// skip the HMAC; `exp` and `nbf` are still checked on every call.
+///
+/// Faults are `GroupError`s with code `unauthenticated` and a distinct reason: `TOKEN_MISSING`,
+/// `TOKEN_MALFORMED`, `TOKEN_BAD_SIGNATURE`, `UNKNOWN_KID`, `TOKEN_EXPIRED`,
+/// `TOKEN_NOT_YET_VALID`, `UNKNOWN_APP`, `CLAIM_MISSING` (`metadata["claim"]`), `BAD_ROLE`.
+public final class Authenticator: Sendable {
+    private struct AppKeys: Sendable {
+        var limits: AppLimits
+        var keys: [(kid: String, algorithm: any JWTAlgorithm)]
+    }
+
+    private let apps: [String: AppKeys]
+    private let clock: any WallClock
+    private let skewMilliseconds: Int64
+    private let cache: TokenCache
+    private let parser = DefaultJWTParser()
+
+    /// Prepare the HS256 keys of `apps`.
+    /// - Parameters:
+    ///   - apps: The configured apps and their secrets (validated: at least 32 bytes each).
+    ///   - clockSkewSeconds: Leeway on `exp` and `nbf`.
+    ///   - cacheCapacity: Verified tokens remembered (`0`: none).
+    ///   - clock: The time source for `exp` and `nbf`.
+    public init(
+        apps: [GroupdConfiguration.App], clockSkewSeconds: Int = 0, cacheCapacity: Int = 4096,
+        clock: any WallClock = SystemWallClock()
+    ) async {
+        var prepared: [String: AppKeys] = [:]
+        for app in apps {
+            var keys: [(kid: String, algorithm: any JWTAlgorithm)] = []
+            for secret in app.secrets {
+                // One collection per secret, used only to build jwt-kit's HMAC-SHA256 algorithm,
+                // which verification then calls directly (no actor hop per call).
+                let collection = JWTKeyCollection()
+                await collection.add(hmac: HMACKey(from: secret.secret), digestAlgorithm: .sha256)
+                if let algorithm = try? await collection.getKey() {
+                    keys.append((secret.kid, algorithm))
+                }
+            }
+            prepared[app.id] = AppKeys(limits: app.limits, keys: keys)
+        }
+        self.apps = prepared
+        self.clock = clock
+        self.skewMilliseconds = Int64(clockSkewSeconds) * 1000
+        self.cache = TokenCache(capacity: cacheCapacity)
+    }
+
+    /// Prepare the keys of every app of `configuration`, with its `auth` settings.
+    public convenience init(configuration: GroupdConfiguration, clock: any WallClock = SystemWallClock()) async {
+        await self.init(
+            apps: configuration.apps, clockSkewSeconds: configuration.auth.clockSkewSeconds,
+            cacheCapacity: configuration.auth.tokenCacheEntries, clock: clock)
+    }
+
+    /// How many verified tokens the cache holds.
+    public var cachedTokenCount: Int { self.cache.count }
+
+    /// Authenticate a call from its `authorization` and `x-operator-id` header values.
+    ///
+    /// Synchronous and non-blocking (an HMAC-SHA256 at most), so it may run on an event loop.
+    /// - Parameters:
+    ///   - authorization: The `authorization` header value (`Bearer <JWT>`), or `nil` if absent.
+    ///   - operatorID: The `x-operator-id` header value, or `nil`/empty if absent. With an admin
+    ///     token the caller acts for that user; with a user token it must be absent or the
+    ///     token's own subject.
+    /// - Returns: The caller.
+    /// - Throws: `GroupError`: `UNAUTHENTICATED` with a reason for token faults;
+    ///   `PERMISSION_DENIED` / `OPERATOR_OVERRIDE_FORBIDDEN` for `x-operator-id` on a user token;
+    ///   `INVALID_ARGUMENT` for a malformed `x-operator-id`.
+    public func authenticate(authorization: String?, operatorID: String? = nil) throws -> Caller {
+        let token = try Self.bearerToken(authorization)
+        let now = self.clock.now().millisecondsSince1970
+        let entry: TokenCache.Entry
+        if let cached = self.cache.entry(for: token) {
+            do {
+                try self.checkTime(cached, now: now)
+            } catch {
+                self.cache.remove(token)
+                throw error
+            }
+            entry = cached
+        } else {
+            entry = try self.verify(token)
+            try self.checkTime(entry, now: now)
+            self.cache.store(entry, for: token)
+        }
+        return try self.caller(entry, operatorID: operatorID)
+    }
+
+    // MARK: Steps
+
+    private static func bearerToken(_ authorization: String?) throws -> String {
+        guard let authorization, !authorization.allSatisfy({ $0 == " " || $0 == "\t" }) else {
+            throw fault(.tokenMissing, "the authorization header is missing; send 'Bearer <token>'")
+        }
+        let parts = authorization.split(separator: " ", omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw fault(.tokenMalformed, "the authorization header must be 'Bearer <token>'")
+        }
+        return String(parts[1])
+    }
+
+    private func verify(_ token: String) throws -> TokenCache.Entry {
+        let bytes = Array(token.utf8)
+        let header: JWTHeader
+        let claims: ReceivedClaims
+        let signature: [UInt8]
+        do {
+            let parsed = try self.parser.parse(bytes, as: ReceivedClaims.self)
+            (header, claims, signature) = (parsed.header, parsed.payload, Array(parsed.signature))
+        } catch {
+            throw Self.fault(.tokenMalformed, "the token is not a well-formed JWT")
+        }
+        guard header.alg == "HS256" else {
+            throw Self.fault(.tokenMalformed, "the token's alg must be HS256, found \(header.alg ?? "none")")
+        }
+
+        guard let appID = claims.app, !appID.isEmpty else { throw Self.claimMissing("app") }
+        guard let app = self.apps[appID] else {
+            throw GroupError(
+                code: .unauthenticated, reason: .unknownApp, message: "the token's app '\(appID)' is not served here",
+                metadata: ["app": appID])
+        }
+
+        let candidates: [any JWTAlgorithm]
+        if let kid = header.kid {
+            guard let key = app.keys.first(where: { $0.kid == kid }) else {
+                throw GroupError(
+                    code: .unauthenticated, reason: .unknownKeyID,
+                    message: "the token's kid '\(kid)' names no secret of app '\(appID)'", metadata: ["kid": kid])
+            }
+            candidates = [key.algorithm]
+        } else {
+            candidates = app.keys.map(\.algorithm)
+        }
+        // The signature covers `header.payload`: the token up to its second period.
+        let periods = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") }
+        let signingInput = bytes[..<periods[1]]
+        let signed = candidates.contains { (try? $0.verify(signature, signs: signingInput)) == true }
+        guard signed else {
+            throw Self.fault(.tokenBadSignature, "the token's signature does not match the app's secrets")
+        }
+
+        guard let sub = claims.sub, !sub.isEmpty else { throw Self.claimMissing("sub") }
+        guard let role = claims.role else { throw Self.claimMissing("role") }
+        guard let exp = claims.exp else { throw Self.claimMissing("exp") }
+        guard role == "user" || role == "admin" else {
+            throw GroupError(
+                code: .unauthenticated, reason: .badRole, message: "the token's role must be user or admin",
+                metadata: ["role": role])
+        }
+        return TokenCache.Entry(
+            appID: appID, userID: sub, isAdmin: role == "admin", expiresAt: Self.milliseconds(exp),
+            notBefore: claims.nbf.map(Self.milliseconds))
+    }
+
+    private func checkTime(_ entry: TokenCache.Entry, now: Int64) throws {
+        if now >= entry.expiresAt + self.skewMilliseconds {
+            throw Self.fault(.tokenExpired, "the token expired")
+        }
+        if let notBefore = entry.notBefore, notBefore > now + self.skewMilliseconds {
+            throw Self.fault(.tokenNotYetValid, "the token is not valid yet (nbf)")
+        }
+    }
+
+    private func caller(_ entry: TokenCache.Entry, operatorID: String?) throws -> Caller {
+        var caller = Caller(appID: entry.appID, userID: entry.userID, isAdmin: entry.isAdmin)
+        guard let operatorID, !operatorID.isEmpty else { return caller }
+        if !entry.isAdmin {
+            if operatorID == entry.userID { return caller }
+            throw GroupError(
+                code: .permissionDenied, reason: .operatorOverrideForbidden,
+                message: "only admin tokens may act for another user with x-operator-id")
+        }
+        let limit = self.apps[entry.appID]?.limits.userIDBytes ?? AppLimits.defaults.userIDBytes
+        try FieldValidation.checkUserID(operatorID, field: "x-operator-id", limit: limit)
+        caller.actingUserID = operatorID
+        return caller
+    }
+
+    // MARK: Helpers
+
+    private static func milliseconds(_ seconds: Double) -> Int64 {
+        let value = (seconds * 1000).rounded(.down)
+        if value >= Double(Int64.max) { return .max }
+        if value <= Double(Int64.min) { return .min }
+        return Int64(value)
+    }
+
+    private static func fault(_ reason: GroupError.Reason, _ message: String) -> GroupError {
+        GroupError(code: .unauthenticated, reason: reason, message: message)
+    }
+
+    private static func claimMissing(_ claim: String) -> GroupError {
+        GroupError(
+            code: .unauthenticated, reason: .claimMissing, message: "the token has no \(claim) claim",
+            metadata: ["claim": claim])
+    }
+}

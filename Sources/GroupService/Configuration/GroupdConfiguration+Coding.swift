@@ -1,0 +1,232 @@
+import GroupModel
+import GroupStore
+
+/// A key of a configuration mapping, by name (or index, inside lists).
+struct ConfigKey: CodingKey, Hashable {
+    var stringValue: String
+    var intValue: Int?
+
+    init(_ name: String) {
+        self.stringValue = name
+        self.intValue = nil
+    }
+
+    init?(stringValue: String) { self.init(stringValue) }
+
+    init?(intValue: Int) {
+        self.stringValue = String(intValue)
+        self.intValue = intValue
+    }
+}
+
+/// A mistake found while decoding, at a coding path; the loader adds the file name.
+struct ConfigurationFault: Error {
+    var path: [any CodingKey]
+    var message: String
+}
+
+extension Decoder {
+    /// The mapping at this position, refusing keys not in `allowed`.
+    func configMapping(allowing allowed: [String]) throws -> KeyedDecodingContainer<ConfigKey> {
+        let container = try self.container(keyedBy: ConfigKey.self)
+        for key in container.allKeys where !allowed.contains(key.stringValue) {
+            throw ConfigurationFault(
+                path: self.codingPath + [key],
+                message: "unknown key; expected one of: \(allowed.joined(separator: ", "))")
+        }
+        return container
+    }
+}
+
+extension KeyedDecodingContainer where Key == ConfigKey {
+    /// The value at `key`, or `fallback` when the key is absent or null.
+    func value<T: Decodable>(_ key: String, or fallback: T) throws -> T {
+        try self.decodeIfPresent(T.self, forKey: ConfigKey(key)) ?? fallback
+    }
+
+    /// The value at `key`; absent or null is a mistake.
+    func required<T: Decodable>(_ key: String) throws -> T {
+        guard let value = try self.decodeIfPresent(T.self, forKey: ConfigKey(key)) else {
+            throw ConfigurationFault(path: self.codingPath + [ConfigKey(key)], message: "required key is missing")
+        }
+        return value
+    }
+}
+
+// MARK: Decoding and encoding
+
+extension GroupdConfiguration {
+    private static let keys = [
+        "listen", "data_dir", "durability", "max_message_bytes", "max_header_list_bytes",
+        "max_concurrent_streams", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
+    ]
+
+    /// Decode, taking the default for every absent key and refusing unknown keys.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: Self.keys)
+        let d = GroupdConfiguration.defaults
+        self.listen = try c.value("listen", or: d.listen)
+        self.dataDir = try c.value("data_dir", or: d.dataDir)
+        let durability: String = try c.value("durability", or: d.durability.rawValue)
+        guard let parsed = Durability(rawValue: durability) else {
+            throw ConfigurationFault(
+                path: decoder.codingPath + [ConfigKey("durability")],
+                message: "expected full or normal, found '\(durability)'")
+        }
+        self.durability = parsed
+        self.maxMessageBytes = try c.value("max_message_bytes", or: d.maxMessageBytes)
+        self.maxHeaderListBytes = try c.value("max_header_list_bytes", or: d.maxHeaderListBytes)
+        self.maxConcurrentStreams = try c.value("max_concurrent_streams", or: d.maxConcurrentStreams)
+        self.drainTimeoutSeconds = try c.value("drain_timeout_seconds", or: d.drainTimeoutSeconds)
+        self.eventLoopThreads = try c.value("event_loop_threads", or: d.eventLoopThreads)
+        self.auth = try c.value("auth", or: d.auth)
+        self.apps = try c.value("apps", or: d.apps)
+    }
+
+    /// Encode every key, defaults included.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.listen, forKey: ConfigKey("listen"))
+        try c.encode(self.dataDir, forKey: ConfigKey("data_dir"))
+        try c.encode(self.durability.rawValue, forKey: ConfigKey("durability"))
+        try c.encode(self.maxMessageBytes, forKey: ConfigKey("max_message_bytes"))
+        try c.encode(self.maxHeaderListBytes, forKey: ConfigKey("max_header_list_bytes"))
+        try c.encode(self.maxConcurrentStreams, forKey: ConfigKey("max_concurrent_streams"))
+        try c.encode(self.drainTimeoutSeconds, forKey: ConfigKey("drain_timeout_seconds"))
+        try c.encode(self.eventLoopThreads, forKey: ConfigKey("event_loop_threads"))
+        try c.encode(self.auth, forKey: ConfigKey("auth"))
+        try c.encode(self.apps, forKey: ConfigKey("apps"))
+    }
+}
+
+extension GroupdConfiguration.Listen {
+    /// Decode, taking the default for every absent key and refusing unknown keys.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: ["host", "port"])
+        self.host = try c.value("host", or: Self.defaults.host)
+        self.port = try c.value("port", or: Self.defaults.port)
+    }
+
+    /// Encode every key.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.host, forKey: ConfigKey("host"))
+        try c.encode(self.port, forKey: ConfigKey("port"))
+    }
+}
+
+extension GroupdConfiguration.Auth {
+    /// Decode, taking the default for every absent key and refusing unknown keys.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: ["clock_skew_seconds", "token_cache_entries"])
+        self.clockSkewSeconds = try c.value("clock_skew_seconds", or: Self.defaults.clockSkewSeconds)
+        self.tokenCacheEntries = try c.value("token_cache_entries", or: Self.defaults.tokenCacheEntries)
+    }
+
+    /// Encode every key.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.clockSkewSeconds, forKey: ConfigKey("clock_skew_seconds"))
+        try c.encode(self.tokenCacheEntries, forKey: ConfigKey("token_cache_entries"))
+    }
+}
+
+extension GroupdConfiguration.Secret {
+    /// Decode; both keys are required.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: ["kid", "secret"])
+        self.kid = try c.required("kid")
+        self.secret = try c.required("secret")
+    }
+
+    /// Encode both keys.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.kid, forKey: ConfigKey("kid"))
+        try c.encode(self.secret, forKey: ConfigKey("secret"))
+    }
+}
+
+extension GroupdConfiguration.App {
+    /// Decode; `id` and `secrets` are required, `limits` keys optional.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: ["id", "secrets", "limits"])
+        self.id = try c.required("id")
+        self.secrets = try c.required("secrets")
+        self.limits = try c.value("limits", or: LimitsCoding(.defaults)).limits
+    }
+
+    /// Encode every key, limits included.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.id, forKey: ConfigKey("id"))
+        try c.encode(self.secrets, forKey: ConfigKey("secrets"))
+        try c.encode(LimitsCoding(self.limits), forKey: ConfigKey("limits"))
+    }
+}
+
+/// The YAML form of ``AppLimits`` (snake_case keys, `max_members` per type, 0 = unlimited).
+struct LimitsCoding: Codable {
+    var limits: AppLimits
+
+    init(_ limits: AppLimits) { self.limits = limits }
+
+    /// The YAML keys of ``GroupType``s under `max_members`.
+    static let typeKeys: [(key: String, type: GroupType)] = [
+        ("work", .work), ("public", .public), ("meeting", .meeting), ("av_chat_room", .avChatRoom),
+    ]
+
+    /// Every integer key and the property it sets (computed: key paths are not `Sendable`).
+    static var integerKeys: [(key: String, path: WritableKeyPath<AppLimits, Int>)] {
+        [
+        ("group_name_bytes", \.groupNameBytes),
+        ("introduction_bytes", \.introductionBytes),
+        ("notification_bytes", \.notificationBytes),
+        ("face_url_bytes", \.faceURLBytes),
+        ("name_card_bytes", \.nameCardBytes),
+        ("application_message_bytes", \.applicationMessageBytes),
+        ("user_id_bytes", \.userIDBytes),
+        ("max_groups_per_user", \.maxGroupsPerUser),
+        ("max_users_per_batch", \.maxUsersPerBatch),
+        ("max_groups_per_request", \.maxGroupsPerRequest),
+        ("max_page_size", \.maxPageSize),
+        ("application_expiry_seconds", \.applicationExpirySeconds),
+        ("event_retention_seconds", \.eventRetentionSeconds),
+        ("av_chat_room_messages_per_second", \.avChatRoomMessagesPerSecond),
+        ]
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: Self.integerKeys.map(\.key) + ["max_members"])
+        var limits = AppLimits.defaults
+        for (key, path) in Self.integerKeys {
+            limits[keyPath: path] = try c.value(key, or: limits[keyPath: path])
+        }
+        if c.contains(ConfigKey("max_members")) {
+            let nested = try c.superDecoder(forKey: ConfigKey("max_members"))
+            let m = try nested.configMapping(allowing: Self.typeKeys.map(\.key))
+            for (key, type) in Self.typeKeys {
+                if let value = try m.decodeIfPresent(Int.self, forKey: ConfigKey(key)) {
+                    if value < 0 {
+                        throw ConfigurationFault(
+                            path: m.codingPath + [ConfigKey(key)],
+                            message: "expected 0 (unlimited) or a positive member count, found \(value)")
+                    }
+                    limits.maxMembers[type] = .some(value == 0 ? nil : value)
+                }
+            }
+        }
+        self.limits = limits
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        for (key, path) in Self.integerKeys {
+            try c.encode(self.limits[keyPath: path], forKey: ConfigKey(key))
+        }
+        var m = c.nestedContainer(keyedBy: ConfigKey.self, forKey: ConfigKey("max_members"))
+        for (key, type) in Self.typeKeys {
+            try m.encode(self.limits.maxMembers(for: type) ?? 0, forKey: ConfigKey(key))
+        }
+    }
+}

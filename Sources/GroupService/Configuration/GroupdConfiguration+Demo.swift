@@ -1,0 +1,83 @@
+extension GroupdConfiguration {
+    /// A random secret for a demo app: 32 random bytes as 64 hex digits.
+    public static func randomSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef")
+        return String((0..<64).map { _ in digits[Int(generator.next(upperBound: UInt8(16)))] })
+    }
+
+    /// A complete, commented configuration file with one app, for `make run`.
+    /// - Parameters:
+    ///   - appID: The demo app's id.
+    ///   - kid: The key id of its secret.
+    ///   - secret: Its secret (default: a fresh random one).
+    ///   - port: The port to listen on.
+    ///   - dataDir: The data directory.
+    /// - Returns: YAML text that ``parse(yaml:file:)`` accepts.
+    public static func demoYAML(
+        appID: String = "demo", kid: String = "k1", secret: String = randomSecret(), port: Int = 50051,
+        dataDir: String = "./data"
+    ) -> String {
+        let d = GroupdConfiguration.defaults
+        return """
+            # groupd configuration (generated for local use). Every key but apps is optional;
+            # the values below are the defaults unless noted.
+
+            listen:
+              host: \(d.listen.host)        # address to bind; 0.0.0.0 for every interface
+              port: \(port)                # TCP port; 0 picks a free one
+            data_dir: \(yamlQuoted(dataDir))       # directory of groupd.sqlite
+            durability: full             # full: fsync every commit; normal: fsync at checkpoints
+            max_message_bytes: \(d.maxMessageBytes)   # larger gRPC messages get RESOURCE_EXHAUSTED
+            max_header_list_bytes: \(d.maxHeaderListBytes)  # HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE
+            max_concurrent_streams: \(d.maxConcurrentStreams)   # HTTP/2 streams per connection
+            drain_timeout_seconds: \(Int(d.drainTimeoutSeconds))     # time in-flight calls get on SIGTERM
+            event_loop_threads: \(d.eventLoopThreads)        # 0 = one per core
+            auth:
+              clock_skew_seconds: \(d.auth.clockSkewSeconds)      # leeway on token exp / nbf
+              token_cache_entries: \(d.auth.tokenCacheEntries) # verified tokens remembered; 0 = off
+
+            apps:
+              - id: \(yamlQuoted(appID))
+                secrets:
+                  # HS256 secrets, at least 32 bytes; tokens pick one with their kid header.
+                  - kid: \(yamlQuoted(kid))
+                    secret: \(yamlQuoted(secret))
+                limits:                  # every key optional; defaults shown
+                  group_name_bytes: 30
+                  introduction_bytes: 120
+                  notification_bytes: 150
+                  face_url_bytes: 100
+                  name_card_bytes: 50
+                  application_message_bytes: 100
+                  user_id_bytes: 64
+                  max_members:           # per group type; 0 = unlimited
+                    work: 200
+                    public: 2000
+                    meeting: 6000
+                    av_chat_room: 0
+                  max_groups_per_user: 1000
+                  max_users_per_batch: 100
+                  max_groups_per_request: 50
+                  max_page_size: 50
+                  application_expiry_seconds: 604800
+                  event_retention_seconds: 604800
+                  av_chat_room_messages_per_second: 40
+
+            """
+    }
+
+    /// `value` as a double-quoted YAML scalar.
+    private static func yamlQuoted(_ value: String) -> String {
+        var text = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": text += "\\\""
+            case "\\": text += "\\\\"
+            case "\n": text += "\\n"
+            default: text.unicodeScalars.append(scalar)
+            }
+        }
+        return text + "\""
+    }
+}

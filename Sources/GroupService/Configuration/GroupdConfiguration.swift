@@ -1,0 +1,171 @@
+public import GroupModel
+public import GroupStore
+
+/// The server's configuration, decoded from a YAML file (`groupd serve --config groupd.yaml`).
+///
+/// Every key is optional except `apps`; a missing key takes the default documented on its
+/// property. Unknown keys are refused, so a misspelt key fails loudly instead of being ignored.
+/// ``load(path:)`` decodes and validates before anything starts; a mistake fails with the file, the
+/// key path (`apps[1].secrets[0].secret`) and what was expected.
+public struct GroupdConfiguration: Codable, Sendable, Hashable {
+    /// Where the gRPC server listens.
+    public struct Listen: Codable, Sendable, Hashable {
+        /// `listen.host`: the address to bind. Default `127.0.0.1` (loopback only); `0.0.0.0` for
+        /// every interface.
+        public var host: String
+        /// `listen.port`: the TCP port. Default `50051`; `0` picks a free port (tests).
+        public var port: Int
+
+        /// The defaults: `127.0.0.1:50051`.
+        public static var defaults: Listen { Listen(host: "127.0.0.1", port: 50051) }
+
+        /// Create a listen address.
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    /// Token verification settings.
+    public struct Auth: Codable, Sendable, Hashable {
+        /// `auth.clock_skew_seconds`: leeway applied to `exp` and `nbf` for clocks that disagree.
+        /// Default `0`.
+        public var clockSkewSeconds: Int
+        /// `auth.token_cache_entries`: how many verified tokens are remembered so that repeated
+        /// calls skip the HMAC; `0` turns the cache off. Default `4096`.
+        public var tokenCacheEntries: Int
+
+        /// The defaults: no skew, 4096 cached tokens.
+        public static var defaults: Auth { Auth(clockSkewSeconds: 0, tokenCacheEntries: 4096) }
+
+        /// Create token settings.
+        public init(clockSkewSeconds: Int, tokenCacheEntries: Int) {
+            self.clockSkewSeconds = clockSkewSeconds
+            self.tokenCacheEntries = tokenCacheEntries
+        }
+    }
+
+    /// One token secret of an app.
+    public struct Secret: Codable, Sendable, Hashable {
+        /// `apps[].secrets[].kid`: the key id a token names in its `kid` header to pick this
+        /// secret. Required, unique within the app; rotate by adding a new kid, then removing the old.
+        public var kid: String
+        /// `apps[].secrets[].secret`: the HS256 secret, as text; at least 32 bytes (RFC 7518 §3.2:
+        /// an HS256 key must be at least as long as the hash).
+        public var secret: String
+
+        /// Create a secret.
+        public init(kid: String, secret: String) {
+            self.kid = kid
+            self.secret = secret
+        }
+    }
+
+    /// One app (tenant).
+    public struct App: Codable, Sendable, Hashable {
+        /// `apps[].id`: the app id, the `app` claim of its tokens. Required; 1–64 of
+        /// `A-Z a-z 0-9 _ - .`.
+        public var id: String
+        /// `apps[].secrets`: the app's token secrets. At least one.
+        public var secrets: [Secret]
+        /// `apps[].limits`: the app's limits; every key optional (see ``AppLimits``):
+        /// `group_name_bytes` (30), `introduction_bytes` (120), `notification_bytes` (150),
+        /// `face_url_bytes` (100), `name_card_bytes` (50), `application_message_bytes` (100),
+        /// `user_id_bytes` (64), `max_members` (`work` 200, `public` 2000, `meeting` 6000,
+        /// `av_chat_room` 0; 0 = unlimited), `max_groups_per_user` (1000), `max_users_per_batch`
+        /// (100), `max_groups_per_request` (50), `max_page_size` (50),
+        /// `application_expiry_seconds` (604800), `event_retention_seconds` (604800),
+        /// `av_chat_room_messages_per_second` (40).
+        public var limits: AppLimits
+
+        /// Create an app.
+        public init(id: String, secrets: [Secret], limits: AppLimits = .defaults) {
+            self.id = id
+            self.secrets = secrets
+            self.limits = limits
+        }
+    }
+
+    /// `listen`: the address and port to serve on.
+    public var listen: Listen
+    /// `data_dir`: the directory of the SQLite file (`groupd.sqlite`), relative to the working
+    /// directory unless absolute. Default `./data`.
+    public var dataDir: String
+    /// `durability`: `full` (default) or `normal`; SQLite's `synchronous` (see ``Durability``).
+    public var durability: Durability
+    /// `max_message_bytes`: the largest gRPC message accepted; larger ones get
+    /// `RESOURCE_EXHAUSTED` from their length prefix. Default 4 MiB (4194304).
+    public var maxMessageBytes: Int
+    /// `max_header_list_bytes`: HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`. Default 16 KiB (16384).
+    public var maxHeaderListBytes: Int
+    /// `max_concurrent_streams`: HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` per connection.
+    /// Default 256.
+    public var maxConcurrentStreams: Int
+    /// `drain_timeout_seconds`: on SIGTERM, how long in-flight calls may finish before the
+    /// connections close. Default 10.
+    public var drainTimeoutSeconds: Double
+    /// `event_loop_threads`: SwiftNIO event loop threads; `0` = one per core. Default 0.
+    public var eventLoopThreads: Int
+    /// `auth`: token verification settings.
+    public var auth: Auth
+    /// `apps`: the apps served. Required, at least one, unique ids.
+    public var apps: [App]
+
+    /// Every default, and no app (a configuration needs at least one to be valid).
+    public static var defaults: GroupdConfiguration {
+        GroupdConfiguration(
+            listen: .defaults, dataDir: "./data", durability: .full, maxMessageBytes: 4 * 1024 * 1024,
+            maxHeaderListBytes: 16 * 1024, maxConcurrentStreams: 256, drainTimeoutSeconds: 10,
+            eventLoopThreads: 0, auth: .defaults, apps: [])
+    }
+
+    /// Create a configuration with every value given; see ``defaults``.
+    public init(
+        listen: Listen, dataDir: String, durability: Durability, maxMessageBytes: Int,
+        maxHeaderListBytes: Int, maxConcurrentStreams: Int, drainTimeoutSeconds: Double,
+        eventLoopThreads: Int, auth: Auth, apps: [App]
+    ) {
+        self.listen = listen
+        self.dataDir = dataDir
+        self.durability = durability
+        self.maxMessageBytes = maxMessageBytes
+        self.maxHeaderListBytes = maxHeaderListBytes
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.drainTimeoutSeconds = drainTimeoutSeconds
+        self.eventLoopThreads = eventLoopThreads
+        self.auth = auth
+        self.apps = apps
+    }
+
+    /// The app with id `id`, if configured.
+    public func app(_ id: String) -> App? {
+        self.apps.first { $0.id == id }
+    }
+
+    /// The path of the SQLite file: `data_dir/groupd.sqlite`.
+    public var databasePath: String {
+        (self.dataDir.hasSuffix("/") ? self.dataDir : self.dataDir + "/") + "groupd.sqlite"
+    }
+}
+
+/// A configuration mistake: the file, the key path and what was expected.
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The file (or `<string>` when parsed from text).
+    public var file: String
+    /// The key path, e.g. `apps[1].secrets[0].secret`; empty for the whole document.
+    public var keyPath: String
+    /// What is wrong and what was expected.
+    public var message: String
+
+    /// Create an error.
+    public init(file: String, keyPath: String, message: String) {
+        self.file = file
+        self.keyPath = keyPath
+        self.message = message
+    }
+
+    /// `file: key.path: message`.
+    public var description: String {
+        self.keyPath.isEmpty ? "\(self.file): \(self.message)" : "\(self.file): \(self.keyPath): \(self.message)"
+    }
+}

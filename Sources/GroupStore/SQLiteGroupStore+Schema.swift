@@ -1,0 +1,140 @@
+import GRDB
+
+extension SQLiteGroupStore {
+    /// The numbered schema migrations. Append new ones (`v2`, `v3`…); never edit a shipped one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1", migrate: Schema.v1)
+        return migrator
+    }
+}
+
+/// The SQL of each migration.
+enum Schema {
+    /// v1: groups, their custom fields, members and theirs, per-user remarks, events, name search.
+    ///
+    /// - `groups.group_key` is an internal surrogate key; members, custom fields and events
+    ///   refer to it. `(app_id, group_id)` is UNIQUE, dismissed groups included, so an id stays
+    ///   taken (and its event sequence unambiguous) until the group is purged.
+    /// - `member_count` and `latest_seq` are maintained in the same transaction as the rows they
+    ///   count, so reading a group costs the same with 10 or 100,000 members.
+    /// - `members.join_order` comes from `groups.next_join_order`: a member list pages by
+    ///   `(group_key, join_order)` with a stable cursor, and seniority is its order.
+    /// - `group_events.event_id` is an app-wide AUTOINCREMENT order for backend firehoses;
+    ///   `(group_key, seq)` is the per-group sequence.
+    static func v1(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE groups (
+                group_key INTEGER PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                type TEXT NOT NULL CHECK (type IN ('Work', 'Public', 'Meeting', 'AVChatRoom')),
+                name TEXT NOT NULL,
+                introduction TEXT NOT NULL DEFAULT '',
+                notification TEXT NOT NULL DEFAULT '',
+                face_url TEXT NOT NULL DEFAULT '',
+                owner_id TEXT,
+                max_members INTEGER,
+                member_count INTEGER NOT NULL DEFAULT 0,
+                join_option TEXT NOT NULL,
+                join_approvers TEXT NOT NULL,
+                invite_permission TEXT NOT NULL,
+                invitee_must_accept INTEGER NOT NULL,
+                invitation_needs_approval INTEGER NOT NULL,
+                remove_members_permission TEXT NOT NULL,
+                edit_profile_permission TEXT NOT NULL,
+                edit_member_info_permission TEXT NOT NULL,
+                mute_mode TEXT NOT NULL DEFAULT 'none',
+                mute_roles TEXT NOT NULL DEFAULT '',
+                mute_until INTEGER,
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL,
+                latest_seq INTEGER NOT NULL DEFAULT 0,
+                next_join_order INTEGER NOT NULL DEFAULT 1,
+                dismissed_at INTEGER,
+                UNIQUE (app_id, group_id)
+            );
+
+            CREATE TABLE group_custom (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                key TEXT NOT NULL,
+                value BLOB NOT NULL,
+                PRIMARY KEY (group_key, key)
+            ) WITHOUT ROWID;
+
+            CREATE TABLE members (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                app_id TEXT NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+                join_order INTEGER NOT NULL,
+                join_seq INTEGER NOT NULL DEFAULT 0,
+                joined_at INTEGER NOT NULL,
+                name_card TEXT NOT NULL DEFAULT '',
+                muted_until INTEGER,
+                receive_option TEXT NOT NULL DEFAULT 'receive',
+                last_read_seq INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (group_key, user_id)
+            ) WITHOUT ROWID;
+            CREATE UNIQUE INDEX members_by_join_order ON members(group_key, join_order);
+            CREATE INDEX members_by_role ON members(group_key, role, join_order);
+            CREATE INDEX members_by_user ON members(app_id, user_id, group_key);
+            CREATE INDEX members_by_name_card ON members(group_key, name_card) WHERE name_card <> '';
+
+            CREATE TABLE member_custom (
+                group_key INTEGER NOT NULL,
+                user_id TEXT NOT NULL,
+                key TEXT NOT NULL,
+                value BLOB NOT NULL,
+                PRIMARY KEY (group_key, user_id, key),
+                FOREIGN KEY (group_key, user_id) REFERENCES members(group_key, user_id) ON DELETE CASCADE
+            ) WITHOUT ROWID;
+
+            CREATE TABLE group_remarks (
+                app_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                remark TEXT NOT NULL,
+                updated_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, user_id, group_key)
+            ) WITHOUT ROWID;
+            CREATE INDEX group_remarks_by_group ON group_remarks(group_key);
+
+            CREATE TABLE group_events (
+                event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+                app_id TEXT NOT NULL,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                group_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                kind TEXT NOT NULL,
+                time INTEGER NOT NULL,
+                operator_id TEXT,
+                targets TEXT NOT NULL DEFAULT '[]',
+                changes TEXT NOT NULL DEFAULT '{}',
+                recipient_kind TEXT NOT NULL CHECK (recipient_kind IN ('group', 'user', 'approvers')),
+                recipient_user TEXT,
+                UNIQUE (group_key, seq)
+            );
+            CREATE INDEX group_events_by_app ON group_events(app_id, event_id);
+            CREATE INDEX group_events_by_recipient ON group_events(app_id, recipient_user, event_id)
+                WHERE recipient_user IS NOT NULL;
+            CREATE INDEX group_events_by_time ON group_events(time);
+
+            CREATE VIRTUAL TABLE group_name_search USING fts5(
+                name, content='groups', content_rowid='group_key', tokenize='trigram'
+            );
+            CREATE TRIGGER groups_search_insert AFTER INSERT ON groups BEGIN
+                INSERT INTO group_name_search(rowid, name) VALUES (new.group_key, new.name);
+            END;
+            CREATE TRIGGER groups_search_delete AFTER DELETE ON groups BEGIN
+                INSERT INTO group_name_search(group_name_search, rowid, name)
+                    VALUES ('delete', old.group_key, old.name);
+            END;
+            CREATE TRIGGER groups_search_update AFTER UPDATE OF name ON groups BEGIN
+                INSERT INTO group_name_search(group_name_search, rowid, name)
+                    VALUES ('delete', old.group_key, old.name);
+                INSERT INTO group_name_search(rowid, name) VALUES (new.group_key, new.name);
+            END;
+            """)
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+public import GroupStore
+
+/// A directory under the system's temporary directory, removed when this value is released.
+public final class TemporaryDirectory: Sendable {
+    /// The directory's path (no trailing slash).
+    public let path: String
+
+    /// Create a fresh, empty directory.
+    /// - Throws: If it cannot be created.
+    public init(prefix: String = "groupd-test") throws {
+        let base = FileManager.default.temporaryDirectory.path
+        let path = base + "/" + prefix + "-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        self.path = path
+    }
+
+    /// `path/name`.
+    public func file(_ name: String) -> String { self.path + "/" + name }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: self.path)
+    }
+}
+
+/// A ``SQLiteGroupStore`` in a temporary file; the file goes when this value is released.
+///
+/// Keep the value alive for as long as the store is used. ``reopen()`` closes the store and
+/// opens the same file again (to test persistence).
+public final class TemporaryStore: Sendable {
+    /// The directory holding the database file (and its WAL).
+    public let directory: TemporaryDirectory
+    /// The path of the database file.
+    public let path: String
+    /// The durability the store was opened with.
+    public let durability: Durability
+    /// The open store.
+    public let store: SQLiteGroupStore
+
+    /// Open a fresh store in a new temporary directory.
+    public convenience init(durability: Durability = .full) async throws {
+        let directory = try TemporaryDirectory()
+        try await self.init(directory: directory, durability: durability)
+    }
+
+    private init(directory: TemporaryDirectory, durability: Durability) async throws {
+        self.directory = directory
+        self.path = directory.file("groupd.sqlite")
+        self.durability = durability
+        self.store = try await SQLiteGroupStore.open(path: self.path, durability: durability)
+    }
+
+    /// Close this store and open the same file again.
+    /// - Returns: A new value over the same directory (which stays until both are released).
+    public func reopen() async throws -> TemporaryStore {
+        try await self.store.close()
+        return try await TemporaryStore(directory: self.directory, durability: self.durability)
+    }
+}
+
+/// A fresh store in a temporary file, removed when the returned value is released.
+public func temporaryStore(durability: Durability = .full) async throws -> TemporaryStore {
+    try await TemporaryStore(durability: durability)
+}
+
+/// Run `body` with a fresh temporary store, then close it and remove its file.
+public func withTemporaryStore<T>(
+    durability: Durability = .full, _ body: (SQLiteGroupStore) async throws -> T
+) async throws -> T {
+    let temporary = try await TemporaryStore(durability: durability)
+    do {
+        let result = try await body(temporary.store)
+        try await temporary.store.close()
+        return result
+    } catch {
+        try? await temporary.store.close()
+        throw error
+    }
+}

@@ -1,0 +1,234 @@
+import GroupModel
+import GroupStore
+import GroupTestSupport
+import Testing
+
+private let t0 = Timestamp(millisecondsSince1970: 1_700_000_000_000)
+
+/// A creation plan for `id` in `app` by user `owner`, with `members` as ordinary members.
+private func creation(
+    _ id: String, app: String = "app-a", type: GroupType = .public, owner: String = "alice",
+    members: [String] = [], name: String = "team", custom: [String: [UInt8]] = [:]
+) throws -> GroupCreationPlan {
+    var request = GroupCreationRequest(
+        type: type, groupID: id, name: name, introduction: "intro", notification: "notice",
+        faceURL: "https://x/a.png", members: members.map { InitialMember(userID: $0) })
+    request.custom = custom
+    return try GroupRules.planCreation(request, appID: app, creatorID: owner, limits: .defaults, now: t0)
+}
+
+/// The `GroupError` thrown by `body`, or `nil`.
+private func groupError(_ body: () async throws -> Void) async -> GroupError? {
+    do {
+        try await body()
+        return nil
+    } catch let error as GroupError {
+        return error
+    } catch {
+        return nil
+    }
+}
+
+/// Dismissal as the service wires it: the pure rule, inside the store's transaction.
+private func dismiss(
+    _ store: some GroupStore, app: String = "app-a", _ id: String, by user: String?, at time: Timestamp = t0
+) async throws -> [GroupEvent] {
+    try await store.dismissGroup(app: app, groupID: id, operatorID: user, at: time) { group, membership in
+        try GroupRules.planDismissal(
+            of: group, by: ActingRole(isBackend: user == nil, role: membership?.role), operatorID: user)
+    }
+}
+
+@Suite("SQLite group store")
+struct SQLiteGroupStoreTests {
+    @Test("migrations run on an empty file and are idempotent on reopen")
+    func migrations() async throws {
+        let temporary = try await temporaryStore()
+        #expect(try await temporary.store.appliedMigrations() == ["v1"])
+        _ = try await temporary.store.createGroup(try creation("g1"))
+        let reopened = try await temporary.reopen()
+        #expect(try await reopened.store.appliedMigrations() == ["v1"])
+        #expect(try await reopened.store.groups(app: "app-a", ids: ["g1"]).count == 1)
+        try await reopened.store.close()
+    }
+
+    @Test("synchronous follows the durability setting", arguments: Durability.allCases)
+    func durability(_ durability: Durability) async throws {
+        let temporary = try await temporaryStore(durability: durability)
+        #expect(try await temporary.store.effectiveDurability() == durability)
+        try await temporary.store.close()
+    }
+
+    @Test("create and fetch round trip every field")
+    func roundTrip() async throws {
+        try await withTemporaryStore { store in
+            let plan = try creation("g1", members: ["bob", "carol"], custom: ["level": [1, 2, 255]])
+            let committed = try await store.createGroup(plan)
+            #expect(committed.value.latestSequence == 1)
+            #expect(committed.events.map(\.sequence) == [1])
+            #expect(committed.events.first?.kind == .groupCreated)
+
+            let fetched = try #require(try await store.groups(app: "app-a", ids: ["g1", "missing"])["g1"])
+            var expected = plan.group
+            expected.latestSequence = 1
+            expected.memberCount = 3
+            #expect(fetched == expected)
+            #expect(fetched.ownerID == "alice")
+            #expect(fetched.custom == ["level": [1, 2, 255]])
+            #expect(fetched.settings == GroupTypePreset.public.defaultSettings)
+
+            let memberships = try await store.memberships(app: "app-a", userID: "bob", groupIDs: ["g1", "missing"])
+            #expect(memberships.keys.sorted() == ["g1"])
+            #expect(memberships["g1"]?.role == .member)
+            #expect(memberships["g1"]?.joinOrder == 2)
+            #expect(try await store.memberships(app: "app-a", userID: "alice", groupIDs: ["g1"])["g1"]?.role == .owner)
+            #expect(try await store.memberships(app: "app-a", userID: "zed", groupIDs: ["g1"]).isEmpty)
+        }
+    }
+
+    @Test("a batch read returns every group asked for in one call")
+    func batch() async throws {
+        try await withTemporaryStore { store in
+            for i in 0..<20 {
+                _ = try await store.createGroup(try creation("g\(i)", type: i % 2 == 0 ? .work : .meeting))
+            }
+            let ids = (0..<25).map { "g\($0)" }
+            let groups = try await store.groups(app: "app-a", ids: ids)
+            #expect(groups.count == 20)
+            #expect(groups["g3"]?.type == .meeting)
+            #expect(groups["g4"]?.type == .work)
+            #expect(try await store.groups(app: "app-a", ids: []).isEmpty)
+        }
+    }
+
+    @Test("a duplicate id fails with GROUP_ID_TAKEN and changes nothing")
+    func duplicate() async throws {
+        try await withTemporaryStore { store in
+            _ = try await store.createGroup(try creation("g1", members: ["bob"], name: "first"))
+            let error = try #require(await groupError {
+                _ = try await store.createGroup(try creation("g1", owner: "mallory", members: ["eve"], name: "second"))
+            })
+            #expect(error.code == .alreadyExists)
+            #expect(error.reason == .groupIDTaken)
+            let group = try #require(try await store.groups(app: "app-a", ids: ["g1"])["g1"])
+            #expect(group.name == "first")
+            #expect(group.ownerID == "alice")
+            #expect(group.memberCount == 2)
+            #expect(try await store.memberships(app: "app-a", userID: "eve", groupIDs: ["g1"]).isEmpty)
+            #expect(try await store.events(app: "app-a", groupID: "g1", after: 0, limit: 100).count == 1)
+        }
+    }
+
+    @Test("concurrent creates of one id: exactly one wins")
+    func concurrentDuplicates() async throws {
+        try await withTemporaryStore { store in
+            let outcomes = try await withThrowingTaskGroup(of: Bool.self) { tasks in
+                for i in 0..<16 {
+                    let plan = try creation("race", owner: "user\(i)")
+                    tasks.addTask {
+                        do {
+                            _ = try await store.createGroup(plan)
+                            return true
+                        } catch let error as GroupError where error.reason == .groupIDTaken {
+                            return false
+                        }
+                    }
+                }
+                return try await tasks.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 }.count == 1)
+            #expect(try await store.groups(app: "app-a", ids: ["race"])["race"]?.memberCount == 1)
+        }
+    }
+
+    @Test("dismiss appends GROUP_DISMISSED after the existing events, in the same transaction")
+    func dismissal() async throws {
+        try await withTemporaryStore { store in
+            _ = try await store.createGroup(try creation("g1", members: ["bob"]))
+            let later = t0.adding(seconds: 60)
+            let events = try await dismiss(store, "g1", by: "alice", at: later)
+            #expect(events.map(\.kind) == [.groupDismissed])
+            #expect(events.map(\.sequence) == [2])
+
+            let log = try await store.events(app: "app-a", groupID: "g1", after: 0, limit: 100)
+            #expect(log.map(\.sequence) == [1, 2])
+            #expect(log.map(\.kind) == [.groupCreated, .groupDismissed])
+            #expect(log.last?.operatorID == "alice")
+            #expect(log.last?.time == later)
+            #expect(log.first?.targets == ["alice", "bob"])
+            #expect(try await store.events(app: "app-a", groupID: "g1", after: 1, limit: 100).map(\.sequence) == [2])
+
+            #expect(try await store.groups(app: "app-a", ids: ["g1"]).isEmpty)
+            #expect(try await store.memberships(app: "app-a", userID: "bob", groupIDs: ["g1"]).isEmpty)
+            #expect(await groupError { _ = try await dismiss(store, "g1", by: "alice") }?.reason == .groupNotFound)
+            // The id stays reserved while the dismissed group's events are kept.
+            #expect(await groupError { _ = try await store.createGroup(try creation("g1")) }?.reason == .groupIDTaken)
+        }
+    }
+
+    @Test("a refused dismissal changes nothing")
+    func refusedDismissal() async throws {
+        try await withTemporaryStore { store in
+            _ = try await store.createGroup(try creation("w", type: .work, members: ["bob"]))
+            _ = try await store.createGroup(try creation("p", members: ["bob"]))
+            #expect(await groupError { _ = try await dismiss(store, "w", by: "alice") }?.reason == .adminTokenRequired)
+            #expect(await groupError { _ = try await dismiss(store, "p", by: "bob") }?.reason == .permissionDenied)
+            #expect(await groupError { _ = try await dismiss(store, "w", by: "zed") }?.reason == .groupNotFound)
+            #expect(try await store.groups(app: "app-a", ids: ["w", "p"]).count == 2)
+            #expect(try await store.events(app: "app-a", groupID: "w", after: 0, limit: 10).count == 1)
+            #expect(try await store.events(app: "app-a", groupID: "p", after: 0, limit: 10).count == 1)
+            // The backend may dismiss the Work group.
+            #expect(try await dismiss(store, "w", by: nil).first?.operatorID == nil)
+        }
+    }
+
+    @Test("every method is scoped by app")
+    func appScoping() async throws {
+        try await withTemporaryStore { store in
+            _ = try await store.createGroup(try creation("shared", app: "app-a", members: ["bob"], name: "A"))
+            #expect(try await store.groups(app: "app-b", ids: ["shared"]).isEmpty)
+            #expect(try await store.memberships(app: "app-b", userID: "bob", groupIDs: ["shared"]).isEmpty)
+            #expect(await groupError { _ = try await store.events(app: "app-b", groupID: "shared", after: 0, limit: 10) }?
+                .reason == .groupNotFound)
+            #expect(await groupError { _ = try await dismiss(store, app: "app-b", "shared", by: nil) }?
+                .reason == .groupNotFound)
+
+            // The same id is free in another app, and the two never mix.
+            _ = try await store.createGroup(try creation("shared", app: "app-b", owner: "zoe", name: "B"))
+            #expect(try await store.groups(app: "app-a", ids: ["shared"])["shared"]?.name == "A")
+            #expect(try await store.groups(app: "app-b", ids: ["shared"])["shared"]?.name == "B")
+            _ = try await dismiss(store, app: "app-b", "shared", by: nil)
+            #expect(try await store.groups(app: "app-a", ids: ["shared"])["shared"]?.name == "A")
+            #expect(try await store.events(app: "app-a", groupID: "shared", after: 0, limit: 10).count == 1)
+        }
+    }
+
+    @Test("data survives closing and reopening the store")
+    func persistence() async throws {
+        let temporary = try await temporaryStore()
+        _ = try await temporary.store.createGroup(try creation("g1", members: ["bob"]))
+        _ = try await temporary.store.createGroup(try creation("g2"))
+        _ = try await dismiss(temporary.store, "g2", by: "alice")
+        let reopened = try await temporary.reopen()
+        let groups = try await reopened.store.groups(app: "app-a", ids: ["g1", "g2"])
+        #expect(groups.keys.sorted() == ["g1"])
+        #expect(groups["g1"]?.memberCount == 2)
+        #expect(try await reopened.store.events(app: "app-a", groupID: "g2", after: 0, limit: 10).map(\.kind)
+            == [.groupCreated, .groupDismissed])
+        try await reopened.store.close()
+    }
+
+    @Test("ownerless AVChatRoom and unlimited max members persist as such")
+    func ownerless() async throws {
+        try await withTemporaryStore { store in
+            let plan = try GroupRules.planCreation(
+                GroupCreationRequest(type: .avChatRoom, groupID: "live", name: "live"), appID: "app-a",
+                creatorID: nil, limits: .defaults, now: t0)
+            _ = try await store.createGroup(plan)
+            let group = try #require(try await store.groups(app: "app-a", ids: ["live"])["live"])
+            #expect(group.ownerID == nil)
+            #expect(group.maxMembers == nil)
+            #expect(group.memberCount == 0)
+        }
+    }
+}
