@@ -1,0 +1,13 @@
+import GRPCServer
+import GroupModel
+import NIOCore
+
+/// Everything a handler knows about its call once the caller is authenticated.
+public struct CallContext: Sendable {
+    /// Who calls, for which app, acting as whom.
+    public let caller: Caller
+    /// The caller's app limits.
+    public let limits: AppLimits
+    /// The transport's view of the call (metadata, deadline).
+    public let server: ServerContext
+}

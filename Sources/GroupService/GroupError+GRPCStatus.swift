@@ -1,0 +1,55 @@
+import GRPCServer
+import GroupAPI
+import GroupModel
+
+/// The one place where a domain failure becomes a gRPC status: the code maps one to one, and
+/// `grpc-status-details-bin` carries a `google.rpc.Status` with a `google.rpc.ErrorInfo`
+/// (`reason`, `domain` "groupd", `metadata`), plus a `google.rpc.BadRequest` naming the field
+/// for invalid arguments.
+extension GroupError: GRPCStatusConvertible {
+    /// The `ErrorInfo.domain` of every groupd error.
+    public static let errorDomain = "groupd"
+
+    public var grpcStatus: GRPCStatus {
+        let code = Self.statusCode(for: self.code)
+        var info = Google_Rpc_ErrorInfo()
+        info.reason = reason.rawValue
+        info.domain = Self.errorDomain
+        info.metadata = metadata
+        var status = Google_Rpc_Status()
+        status.code = Int32(code.rawValue)
+        status.message = message
+        status.details = [Google_Protobuf_Any(packing: info)]
+        if self.code == .invalidArgument, let field = metadata["field"] {
+            var violation = Google_Rpc_BadRequest.FieldViolation()
+            violation.field = field
+            violation.description_p = message
+            violation.reason = reason.rawValue
+            var badRequest = Google_Rpc_BadRequest()
+            badRequest.fieldViolations = [violation]
+            status.details.append(Google_Protobuf_Any(packing: badRequest))
+        }
+        return GRPCStatus(code, message, details: status.serializedBytes())
+    }
+
+    private static func statusCode(for code: Code) -> GRPCStatus.Code {
+        switch code {
+        case .cancelled: .cancelled
+        case .invalidArgument: .invalidArgument
+        case .deadlineExceeded: .deadlineExceeded
+        case .notFound: .notFound
+        case .alreadyExists: .alreadyExists
+        case .permissionDenied: .permissionDenied
+        case .resourceExhausted: .resourceExhausted
+        case .failedPrecondition: .failedPrecondition
+        case .aborted: .aborted
+        case .outOfRange: .outOfRange
+        case .unimplemented: .unimplemented
+        case .internal: .internal
+        case .unavailable: .unavailable
+        case .dataLoss: .dataLoss
+        case .unauthenticated: .unauthenticated
+        default: .unknown
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// The GroupService methods implemented so far: CreateGroup, GetGroupsInfo, DismissGroup.
+extension GroupdService {
+    func registerGroupMethods(in routes: inout Routes) {
+        routes.unary(Groupd_V1_GroupService.Method.createGroup) { [self] request, call in
+            try await createGroup(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.getGroupsInfo) { [self] request, call in
+            try await getGroupsInfo(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.dismissGroup) { [self] request, call in
+            try await dismissGroup(request, call)
+        }
+    }
+
+    func createGroup(_ request: Groupd_V1_CreateGroupRequest, _ call: CallContext) async throws -> Groupd_V1_CreateGroupResponse {
+        let type = try APIMapping.groupType(request.type)
+        var members: [InitialMember] = []
+        for (index, member) in request.members.enumerated() {
+            members.append(InitialMember(
+                userID: member.userID,
+                role: try APIMapping.role(member.role, field: "members[\(index)].role") ?? .member,
+                nameCard: member.nameCard))
+        }
+        let profile = request.profile ?? Groupd_V1_GroupProfile()
+        let creation = GroupCreationRequest(
+            type: type, groupID: request.groupID, name: profile.name, introduction: profile.introduction,
+            notification: profile.notification, faceURL: profile.faceURL,
+            maxMembers: request.maxMemberCount == 0 ? nil : Int(request.maxMemberCount),
+            settings: try APIMapping.settingsChanges(request.settings, type: type, field: "settings"),
+            ownerID: request.ownerUserID.isEmpty ? nil : request.ownerUserID,
+            members: members, custom: request.custom)
+        let plan: GroupCreationPlan
+        do {
+            plan = try GroupRules.planCreation(
+                creation, appID: call.caller.appID, creatorID: call.caller.operatorID, limits: call.limits, now: clock.now())
+        } catch var error as GroupError {
+            // The model names fields as the domain does; the client knows the request's paths.
+            if let field = error.metadata["field"] { error.metadata["field"] = Self.createRequestField(field) }
+            throw error
+        }
+        let committed = try await store.createGroup(plan)
+        let group = committed.value
+        let owner = plan.members.first { $0.role == .owner }
+        return .with {
+            $0.group = APIMapping.group(group, visibility: .full, selfInfo: owner.flatMap { $0.userID == call.caller.operatorID ? $0 : nil })
+            $0.memberResults = plan.members.filter { $0.role != .owner }.map { member in
+                .with {
+                    $0.userID = member.userID
+                    $0.result = .success
+                    $0.member = APIMapping.member(member)
+                }
+            }
+        }
+    }
+
+    private static func createRequestField(_ field: String) -> String {
+        switch field {
+        case "name", "introduction", "notification", "face_url": "profile.\(field)"
+        case "owner_id": "owner_user_id"
+        case "max_members": "max_member_count"
+        default: field
+        }
+    }
+
+    func getGroupsInfo(_ request: Groupd_V1_GetGroupsInfoRequest, _ call: CallContext) async throws -> Groupd_V1_GetGroupsInfoResponse {
+        guard !request.groupIds.isEmpty else {
+            throw GroupError.invalidArgument(field: "group_ids", "group_ids must not be empty")
+        }
+        var ids: [String] = []
+        var seen: Set<String> = []
+        for id in request.groupIds where seen.insert(id).inserted { ids.append(id) }
+        guard ids.count <= call.limits.maxGroupsPerRequest else {
+            throw GroupError.invalidArgument(
+                field: "group_ids", "\(ids.count) group ids exceed the limit of \(call.limits.maxGroupsPerRequest)",
+                limit: call.limits.maxGroupsPerRequest)
+        }
+        let app = call.caller.appID
+        let groups = try await store.groups(app: app, ids: ids)
+        var memberships: [String: Member] = [:]
+        if let user = call.caller.operatorID, !groups.isEmpty {
+            memberships = try await store.memberships(app: app, userID: user, groupIDs: Array(groups.keys))
+        }
+        var response = Groupd_V1_GetGroupsInfoResponse()
+        for id in ids {
+            let membership = memberships[id]
+            guard let group = groups[id] else {
+                response.failures.append(.with {
+                    $0.groupID = id
+                    $0.error = .notFound
+                    $0.reason = GroupError.Reason.groupNotFound.rawValue
+                })
+                continue
+            }
+            let visibility = GroupRules.visibility(of: group.type, for: call.caller.actingRole(membership: membership?.role))
+            if visibility == .hidden {
+                // A Work group does not exist for a non-member: the same answer as a missing id.
+                response.failures.append(.with {
+                    $0.groupID = id
+                    $0.error = .notFound
+                    $0.reason = GroupError.Reason.groupNotFound.rawValue
+                })
+                continue
+            }
+            response.groups.append(APIMapping.group(group, visibility: visibility, selfInfo: membership))
+        }
+        return response
+    }
+
+    func dismissGroup(_ request: Groupd_V1_DismissGroupRequest, _ call: CallContext) async throws -> Groupd_V1_DismissGroupResponse {
+        guard !request.groupID.isEmpty else {
+            throw GroupError.invalidArgument(field: "group_id", "group_id must not be empty")
+        }
+        let caller = call.caller
+        _ = try await store.dismissGroup(app: caller.appID, groupID: request.groupID, operatorID: caller.operatorID, at: clock.now()) { group, membership in
+            let actor = caller.actingRole(membership: membership?.role)
+            if GroupRules.visibility(of: group.type, for: actor) == .hidden {
+                throw GroupError.groupNotFound(group.id)
+            }
+            return try GroupRules.planDismissal(of: group, by: actor, operatorID: caller.operatorID)
+        }
+        return Groupd_V1_DismissGroupResponse()
+    }
+}

@@ -1,0 +1,114 @@
+import GRPCServer
+import GroupAPI
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The standard `grpc.health.v1.Health` service: `Check` answers on the event loop with no
+/// authentication (load balancers and orchestrators call it); `List` reports every service;
+/// `Watch` streams the status and every change. Known services are "" (the whole server) and every service in Protos/.
+public final class HealthService: Sendable {
+    private typealias Status = Grpc_Health_V1_HealthCheckResponse.ServingStatus
+
+    private struct State {
+        var serving = true
+        var watchers: [Int: AsyncStream<Status>.Continuation] = [:]
+        var nextWatcher = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
+    private let knownServices: Set<String>
+    private let servingResponse: ByteBuffer
+    private let notServingResponse: ByteBuffer
+
+    /// Creates the service, serving.
+    /// - Parameter services: The service names `Check` knows besides "".
+    public init(services: [String] = GroupAPI.allServiceNames) {
+        knownServices = Set(services + [""])
+        servingResponse = MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = .serving })
+        notServingResponse = MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = .notServing })
+    }
+
+    /// Registers `Check` and `Watch`.
+    public func register(in router: inout ServerRouter) {
+        router.register(Grpc_Health_V1_Health.Method.check.path, .inlineUnary { [self] request, _ in
+            check(request)
+        })
+        router.register(Grpc_Health_V1_Health.Method.list.path, .inlineUnary { [self] request, _ in
+            list(request)
+        })
+        router.register(Grpc_Health_V1_Health.Method.watch.path, .serverStreaming { [self] request, _, writer in
+            try await watch(request, writer: writer)
+        })
+    }
+
+    /// Reports NOT_SERVING from now on and ends every `Watch` stream with `UNAVAILABLE`, so
+    /// watchers move to another node while the server drains.
+    public func beginShutdown() {
+        let watchers = state.withLockedValue { state in
+            state.serving = false
+            let watchers = state.watchers
+            state.watchers.removeAll()
+            return watchers
+        }
+        for continuation in watchers.values {
+            continuation.yield(.notServing)
+            continuation.finish()
+        }
+    }
+
+    private func check(_ request: ByteBuffer) -> Result<ByteBuffer, GRPCStatus> {
+        let service: String
+        do {
+            service = try MessageCoding.decode(Grpc_Health_V1_HealthCheckRequest.self, from: request).service
+        } catch {
+            return .failure(error)
+        }
+        guard knownServices.contains(service) else {
+            return .failure(GRPCStatus(.notFound, "unknown service \(service)"))
+        }
+        return .success(state.withLockedValue { $0.serving } ? servingResponse : notServingResponse)
+    }
+
+    private func list(_ request: ByteBuffer) -> Result<ByteBuffer, GRPCStatus> {
+        do {
+            _ = try MessageCoding.decode(Grpc_Health_V1_HealthListRequest.self, from: request)
+        } catch {
+            return .failure(error)
+        }
+        let status: Status = state.withLockedValue { $0.serving } ? .serving : .notServing
+        var response = Grpc_Health_V1_HealthListResponse()
+        for service in knownServices {
+            response.statuses[service] = Grpc_Health_V1_HealthCheckResponse.with { $0.status = status }
+        }
+        return .success(MessageCoding.encode(response))
+    }
+
+    private func watch(_ request: ByteBuffer, writer: ServerStreamWriter) async throws {
+        let service = try MessageCoding.decode(Grpc_Health_V1_HealthCheckRequest.self, from: request).service
+        guard knownServices.contains(service) else {
+            // The health protocol keeps the stream open for a service it does not know yet.
+            try await writer.write(MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = .serviceUnknown }))
+            try await Self.waitForCancellation()
+            return
+        }
+        let (changes, continuation) = AsyncStream<Status>.makeStream()
+        let (id, serving) = state.withLockedValue { state in
+            let id = state.nextWatcher
+            state.nextWatcher += 1
+            if state.serving { state.watchers[id] = continuation }
+            return (id, state.serving)
+        }
+        defer { _ = state.withLockedValue { $0.watchers.removeValue(forKey: id) } }
+        try await writer.write(serving ? servingResponse : notServingResponse)
+        guard serving else { throw GRPCStatus(.unavailable, "server is shutting down") }
+        for await status in changes {
+            try await writer.write(MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = status }))
+        }
+        try Task.checkCancellation()
+        throw GRPCStatus(.unavailable, "server is shutting down")
+    }
+
+    private static func waitForCancellation() async throws {
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+}

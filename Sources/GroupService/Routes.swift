@@ -1,0 +1,60 @@
+import GRPCServer
+import GroupAPI
+import GroupModel
+import NIOCore
+
+/// Builds the router: typed registration of each implemented method behind authentication,
+/// and `UNIMPLEMENTED` for every method of the API that has no handler yet.
+struct Routes {
+    private(set) var router = ServerRouter()
+    private var implemented: Set<String> = []
+    private let authenticate: @Sendable (ServerContext) throws -> CallContext
+
+    init(authenticate: @escaping @Sendable (ServerContext) throws -> CallContext) {
+        self.authenticate = authenticate
+    }
+
+    /// Serves a unary method: authenticate, decode, run `body`, encode.
+    mutating func unary<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ body: @escaping @Sendable (Request, CallContext) async throws -> Response
+    ) {
+        let authenticate = self.authenticate
+        implemented.insert(method.path)
+        router.register(method.path, .unary { bytes, server in
+            let call = try authenticate(server)
+            let request = try MessageCoding.decode(Request.self, from: bytes)
+            return MessageCoding.encode(try await body(request, call))
+        })
+    }
+
+    /// Serves a server-streaming method: authenticate, decode, run `body` with a typed sink.
+    mutating func serverStreaming<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ body: @escaping @Sendable (Request, CallContext, _ send: @Sendable (Response) async throws -> Void) async throws -> Void
+    ) {
+        let authenticate = self.authenticate
+        implemented.insert(method.path)
+        router.register(method.path, .serverStreaming { bytes, server, writer in
+            let call = try authenticate(server)
+            let request = try MessageCoding.decode(Request.self, from: bytes)
+            try await body(request, call) { response in try await writer.write(MessageCoding.encode(response)) }
+        })
+    }
+
+    /// Marks methods registered elsewhere (health) as implemented.
+    mutating func registerExternally(_ register: (inout ServerRouter) -> Void, paths: [String]) {
+        register(&router)
+        implemented.formUnion(paths)
+    }
+
+    /// The router, with every API method that has no handler answering `UNIMPLEMENTED`.
+    func finish() -> ServerRouter {
+        var router = self.router
+        for method in GroupAPI.allMethods where !implemented.contains(method.path) {
+            let status = GRPCStatus(.unimplemented, "\(method.path) is not implemented yet")
+            router.register(method.path, .inlineUnary { _, _ in .failure(status) })
+        }
+        return router
+    }
+}

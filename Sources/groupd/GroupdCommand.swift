@@ -1,0 +1,119 @@
+import ArgumentParser
+import GroupService
+
+/// `groupd`: the group system of an instant-messaging backend, served over gRPC.
+@main
+struct GroupdCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "groupd",
+        abstract: "The group system of an instant-messaging backend, served over gRPC.",
+        subcommands: [Serve.self, CheckConfig.self, Token.self, DemoConfig.self, Quickstart.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// Loads and validates a configuration file, or exits non-zero with the problem.
+func loadConfiguration(_ path: String) throws -> GroupdConfiguration {
+    do {
+        return try GroupdConfiguration.load(path: path)
+    } catch {
+        printError("groupd: \(error)")
+        throw ExitCode(2)
+    }
+}
+
+/// Writes a line to standard error.
+func printError(_ line: String) {
+    var stream = StandardError()
+    print(line, to: &stream)
+}
+
+private struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        var bytes = Array(string.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `groupd check-config FILE`: validates a configuration without starting anything.
+struct CheckConfig: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config", abstract: "Validate a configuration file and exit.")
+
+    @Argument(help: "The YAML configuration file.")
+    var file: String
+
+    func run() async throws {
+        let config = try loadConfiguration(file)
+        print("\(file): ok (\(config.apps.count) app\(config.apps.count == 1 ? "" : "s"))")
+    }
+}
+
+/// `groupd token`: mints an HS256 token for an app, for scripts and tests.
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Mint a token for an app's user or backend.")
+
+    @Option(help: "The YAML configuration file.") var config = "groupd.yaml"
+    @Option(help: "The app id.") var app: String
+    @Option(help: "The user id (the token's sub).") var user = "admin"
+    @Flag(help: "An admin (backend) token.") var admin = false
+    @Option(help: "Lifetime in seconds.") var ttl = 3600
+    @Option(help: "The key id of the secret to sign with (default: the app's first).") var kid: String?
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        guard let app = configuration.app(app) else {
+            printError("groupd: no app \(self.app) in \(config)")
+            throw ExitCode(2)
+        }
+        guard let secret = kid.flatMap({ kid in app.secrets.first { $0.kid == kid } }) ?? app.secrets.first else {
+            printError("groupd: app \(app.id) has no secret with kid \(kid ?? "")")
+            throw ExitCode(2)
+        }
+        print(try await TokenMinter.mint(app: app.id, secret: secret.secret, kid: secret.kid, user: user, admin: admin, ttl: .seconds(ttl)))
+    }
+}
+
+/// `groupd demo-config`: prints a commented configuration with one demo app and a fresh secret.
+struct DemoConfig: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo-config", abstract: "Print a configuration with a demo app.")
+
+    @Option(help: "The port to listen on.") var port = 50051
+
+    func run() async throws {
+        print(GroupdConfiguration.demoYAML(port: port), terminator: "")
+    }
+}
+
+/// `groupd quickstart`: prints an admin token for the first app and a call to paste.
+struct Quickstart: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print an admin token and a first call to paste.")
+
+    @Option(help: "The YAML configuration file.") var config = "groupd.yaml"
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        guard let app = configuration.apps.first, let secret = app.secrets.first else { return }
+        let token = try await TokenMinter.mint(app: app.id, secret: secret.secret, kid: secret.kid, user: "admin", admin: true, ttl: .seconds(24 * 3600))
+        let address = "\(configuration.listen.host):\(configuration.listen.port)"
+        print("""
+
+            groupd will listen on \(address) (app "\(app.id)", data in \(configuration.dataDir)).
+            An admin token for app "\(app.id)", valid 24 hours:
+
+              export GROUPD_TOKEN=\(token)
+
+            In another terminal, create and read a group (Python grpcio; stubs are generated from Protos/):
+
+              GROUPD_TOKEN=\(token) python3 scripts/first_call.py \(address)
+
+            """)
+    }
+}

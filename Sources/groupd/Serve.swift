@@ -1,0 +1,78 @@
+import ArgumentParser
+import GRPCServer
+import GroupModel
+import GroupService
+import GroupStore
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `groupd serve --config FILE`: runs the server until SIGTERM or SIGINT, then drains.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the gRPC server.")
+
+    @Option(help: "The YAML configuration file.") var config = "groupd.yaml"
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        var logger = Logger(label: "groupd")
+        logger.logLevel = .info
+
+        guard mkdir(configuration.dataDir, 0o755) == 0 || errno == EEXIST else {
+            printError("groupd: cannot create data_dir \(configuration.dataDir): \(String(cString: strerror(errno)))")
+            throw ExitCode(1)
+        }
+        let store = try await SQLiteGroupStore.open(path: configuration.databasePath, durability: configuration.durability)
+        let authenticator = await Authenticator(configuration: configuration)
+        let service = GroupdService(configuration: configuration, store: store, authenticator: authenticator, logger: logger)
+
+        let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let server = GRPCServer(configuration: configuration.serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
+
+        let serviceGroup = ServiceGroup(configuration: .init(
+            services: [.init(service: ServerService(server: server, service: service))],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        try await serviceGroup.run()
+        try await store.close()
+        try await group.shutdownGracefully()
+        logger.info("stopped")
+    }
+}
+
+/// The gRPC server as a lifecycle service: serve until graceful shutdown, then end long-lived
+/// streams, send GOAWAY and drain calls in flight.
+struct ServerService: Service {
+    let server: GRPCServer
+    let service: GroupdService
+
+    func run() async throws {
+        try await server.start()
+        try? await gracefulShutdown()
+        service.beginShutdown()
+        await server.shutdownGracefully()
+    }
+}
+
+extension GroupdConfiguration {
+    /// The transport's share of the configuration.
+    var serverConfiguration: ServerConfiguration {
+        var server = ServerConfiguration()
+        server.host = listen.host
+        server.port = listen.port
+        server.maxMessageBytes = maxMessageBytes
+        server.http2.maxConcurrentStreams = maxConcurrentStreams
+        server.http2.maxHeaderListSize = maxHeaderListBytes
+        server.drainTimeout = .nanoseconds(Int64(drainTimeoutSeconds * 1_000_000_000))
+        return server
+    }
+}

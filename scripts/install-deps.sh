@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what groupd needs on Debian 12 and is not there yet: the C libraries it links,
+# the protobuf compilers (for `make protos` and the freshness test), h2load for `make bench`,
+# and the Python packages the interop tests use. Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+apt_packages=(
+  libnghttp2-dev        # HTTP/2 (the transport)
+  libprotobuf-c-dev     # protobuf-c runtime (the codec)
+  libsqlite3-dev        # SQLite (the embedded store)
+  protobuf-c-compiler   # protoc-c, for make protos and the generated-code freshness test
+  protobuf-compiler     # protoc, descriptors for the Swift generator
+  libprotobuf-dev       # the well-known .proto files
+  nghttp2-client        # h2load and nghttp, for make bench
+  pkg-config            # SwiftPM finds the C libraries through it
+)
+pip_packages=(grpcio grpcio-tools protobuf h2 pytest)
+
+missing=()
+for package in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+missing_pip=()
+for package in "${pip_packages[@]}"; do
+  python3 -m pip show -q "$package" >/dev/null 2>&1 || missing_pip+=("$package")
+done
+if [ ${#missing_pip[@]} -gt 0 ]; then
+  echo "installing python packages: ${missing_pip[*]}"
+  python3 -m pip install -q --disable-pip-version-check "${missing_pip[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+fi
