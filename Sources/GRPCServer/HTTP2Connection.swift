@@ -151,11 +151,17 @@ final class HTTP2Connection: ChannelInboundHandler {
             out!.writeBytes(bytes)
         }
         inSession = false
-        if let out { context.writeAndFlush(wrapOutboundOut(out), promise: nil) }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            closeConnection()
-        } else if draining && streams.isEmpty {
-            closeConnection()
+        let done = (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
+            || (draining && streams.isEmpty)
+        guard let out else {
+            if done { closeConnection() }
+            return
+        }
+        let written = context.writeAndFlush(wrapOutboundOut(out))
+        if done {
+            // Close once the last frames (GOAWAY, final trailers) are on the wire, not before.
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            written.whenComplete { _ in bound.value.closeConnection() }
         }
     }
 
