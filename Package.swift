@@ -106,7 +106,7 @@ let package = Package(
         /// Helpers shared by the test targets: temporary stores, a server on port 0, a token minter.
         .target(
             name: "GroupTestSupport",
-            dependencies: ["GroupService", "GroupStore", "GroupModel", "GRPCServer"],
+            dependencies: ["GroupService", "GroupStore", "GroupModel", "GRPCServer", "GroupAPI", .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

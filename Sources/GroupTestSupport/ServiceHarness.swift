@@ -1,0 +1,183 @@
+public import GRPCServer
+public import GroupAPI
+public import GroupModel
+public import GroupService
+public import GroupStore
+import Logging
+import NIOCore
+import NIOEmbedded
+
+/// Who a test call comes from: the `authorization` and `x-operator-id` metadata it carries.
+public enum TestIdentity: Sendable, Hashable {
+    /// A user token of `app` for `user`.
+    case user(String, app: String = TestApps.appA)
+    /// The app's backend: an admin token without `x-operator-id`.
+    case admin(app: String = TestApps.appA)
+    /// An admin token acting for `user` through `x-operator-id`.
+    case adminActing(for: String, app: String = TestApps.appA)
+    /// Exactly these header values (`nil`: header absent).
+    case headers(authorization: String?, operatorID: String?)
+
+    /// A user of app-a (shorthand for `.user(id)`).
+    public static func user(_ id: String) -> Self { .user(id, app: TestApps.appA) }
+    /// The backend of app-a (shorthand for `.admin()`).
+    public static var admin: Self { .admin(app: TestApps.appA) }
+}
+
+/// The outcome of one in-process call: the decoded response, or the status the call ended with.
+public struct RPCOutcome<Response: ProtoMessage>: Sendable {
+    /// The response or the status.
+    public let result: Result<Response, GRPCStatus>
+
+    /// Creates an outcome.
+    public init(_ result: Result<Response, GRPCStatus>) { self.result = result }
+
+    /// The response; throws the status if the call failed.
+    public func get() throws -> Response { try result.get() }
+
+    /// The status, when the call failed; `nil` when it succeeded.
+    public var status: GRPCStatus? {
+        if case .failure(let status) = result { return status }
+        return nil
+    }
+
+    /// The response, when the call succeeded.
+    public var response: Response? {
+        if case .success(let response) = result { return response }
+        return nil
+    }
+
+    /// The failure's status code (`.ok` on success).
+    public var code: GRPCStatus.Code { status?.code ?? .ok }
+
+    /// The `google.rpc.ErrorInfo` of the failure's details, when present and decodable.
+    public var errorInfo: Google_Rpc_ErrorInfo? { status?.errorInfo }
+}
+
+extension GRPCStatus {
+    /// `details` decoded as a `google.rpc.Status`; nil when there are none.
+    /// - Throws: When the bytes are not a valid `google.rpc.Status`.
+    public func decodedDetails() throws -> Google_Rpc_Status? {
+        guard let details else { return nil }
+        return try Google_Rpc_Status(serializedBytes: details)
+    }
+
+    /// The first `google.rpc.ErrorInfo` in `details`.
+    public var errorInfo: Google_Rpc_ErrorInfo? {
+        guard let status = try? decodedDetails() else { return nil }
+        for any in status.details {
+            if let info = try? any.unpack(Google_Rpc_ErrorInfo.self) { return info }
+        }
+        return nil
+    }
+
+    /// The first `google.rpc.BadRequest` in `details`.
+    public var badRequest: Google_Rpc_BadRequest? {
+        guard let status = try? decodedDetails() else { return nil }
+        for any in status.details {
+            if let request = try? any.unpack(Google_Rpc_BadRequest.self) { return request }
+        }
+        return nil
+    }
+}
+
+/// A ``GroupdService`` over a temporary SQLite store, serving ``TestApps/apps``, whose router's
+/// handlers are called in process, as any caller, with serialized request bytes; no socket.
+///
+/// Keep the harness alive while using ``store``; its file goes with it.
+public final class ServiceHarness: Sendable {
+    /// The temporary store (and its directory).
+    public let temporary: TemporaryStore
+    /// The service under test.
+    public let service: GroupdService
+    /// `service.makeRouter()`.
+    public let router: ServerRouter
+    /// The configuration the service serves.
+    public let configuration: GroupdConfiguration
+    /// The clock of the service and the authenticator; tokens are minted at its `now()`.
+    public let clock: any WallClock
+    /// The loop every harness's `ServerContext` names: thread-safe and never released (the
+    /// handlers under test do not run on it; the transport's contexts always carry a loop).
+    private static let eventLoop = NIOAsyncTestingEventLoop()
+
+    /// The store the service writes to.
+    public var store: SQLiteGroupStore { temporary.store }
+
+    /// Builds the service.
+    /// - Parameters:
+    ///   - configuration: Apps and limits; ``TestApps/configuration(dataDir:)`` by default.
+    ///   - clock: The service's and the authenticator's time source.
+    public init(
+        configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock()
+    ) async throws {
+        let temporary = try await temporaryStore()
+        let authenticator = await Authenticator(apps: configuration.apps, clock: clock)
+        self.temporary = temporary
+        self.configuration = configuration
+        self.clock = clock
+        self.service = GroupdService(
+            configuration: configuration, store: temporary.store, authenticator: authenticator, clock: clock,
+            logger: Logger(label: "groupd-test"))
+        self.router = service.makeRouter()
+    }
+
+    /// The `authorization` and `x-operator-id` values of `identity` (tokens valid for an hour from now).
+    public func headers(for identity: TestIdentity) async throws -> (authorization: String?, operatorID: String?) {
+        switch identity {
+        case .user(let user, let app):
+            return ("Bearer " + (try await TestApps.token(user: user, app: app, now: clock.now())), nil)
+        case .admin(let app):
+            return ("Bearer " + (try await TestApps.token(user: "backend", admin: true, app: app, now: clock.now())), nil)
+        case .adminActing(let user, let app):
+            return ("Bearer " + (try await TestApps.token(user: "backend", admin: true, app: app, now: clock.now())), user)
+        case .headers(let authorization, let operatorID):
+            return (authorization, operatorID)
+        }
+    }
+
+    /// Calls the unary `method` with `request` as `identity`, through the router's registered handler.
+    public func call<Request, Response>(
+        _ method: ProtoMethod<Request, Response>, _ request: Request, as identity: TestIdentity
+    ) async throws -> RPCOutcome<Response> {
+        let (authorization, operatorID) = try await headers(for: identity)
+        var metadata = Metadata()
+        if let authorization { metadata.append(name: "authorization", value: authorization) }
+        if let operatorID { metadata.append(name: "x-operator-id", value: operatorID) }
+        let raw = await callRaw(path: method.path, bytes: request.serializedBytes(), metadata: metadata)
+        switch raw {
+        case .failure(let status):
+            return RPCOutcome(.failure(status))
+        case .success(let bytes):
+            do {
+                return RPCOutcome(.success(try Response(serializedBytes: bytes)))
+            } catch {
+                return RPCOutcome(.failure(GRPCStatus(.internal, "test harness: undecodable response: \(error)")))
+            }
+        }
+    }
+
+    /// Calls whatever handler serves `path` with raw request bytes and metadata, as the transport
+    /// would: thrown errors become their status (anything not `GRPCStatusConvertible` is `INTERNAL`).
+    /// Paths with no handler answer `UNIMPLEMENTED`, as the transport does.
+    public func callRaw(path: String, bytes: [UInt8], metadata: Metadata) async -> Result<[UInt8], GRPCStatus> {
+        let context = ServerContext(path: path, metadata: metadata, deadline: nil, eventLoop: Self.eventLoop)
+        let buffer = ByteBuffer(bytes: bytes)
+        guard let handler = router.handler(for: path) else {
+            return .failure(GRPCStatus(.unimplemented, "unknown method \(path)"))
+        }
+        do {
+            switch handler {
+            case .inlineUnary(let body):
+                return body(buffer, context).map { Array($0.readableBytesView) }
+            case .unary(let body):
+                return .success(Array(try await body(buffer, context).readableBytesView))
+            case .serverStreaming:
+                return .failure(GRPCStatus(.internal, "test harness: \(path) is server-streaming"))
+            }
+        } catch let error as any GRPCStatusConvertible {
+            return .failure(error.grpcStatus)
+        } catch {
+            return .failure(GRPCStatus(.internal, "test harness: unexpected error \(error)"))
+        }
+    }
+}

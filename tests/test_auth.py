@@ -1,0 +1,138 @@
+"""Every token fault is UNAUTHENTICATED with its own ErrorInfo reason, through a real groupd;
+Health/Check needs no token. Tokens are minted here in Python (support.mint_token)."""
+import json
+import time
+
+import grpc
+import pytest
+
+from support import APP_ID, APP_SECRET, b64url, error_info, mint_token, user_md
+from groupd.v1 import group_pb2, group_pb2_grpc
+from grpc.health.v1 import health_pb2, health_pb2_grpc
+
+
+def bearer(token):
+    return [("authorization", "Bearer " + token)]
+
+
+def call_get_groups_info(channel, metadata):
+    stub = group_pb2_grpc.GroupServiceStub(channel)
+    return stub.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=["any"]), metadata=metadata, timeout=10)
+
+
+def expect_unauthenticated(channel, metadata, reason):
+    with pytest.raises(grpc.RpcError) as caught:
+        call_get_groups_info(channel, metadata)
+    error = caught.value
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+    info = error_info(error)
+    assert info is not None, f"no ErrorInfo in {error.trailing_metadata()}"
+    assert info.reason == reason, info
+    assert info.domain == "groupd"
+    return info
+
+
+def unsigned(alg, signature=b""):
+    """A token with header `alg`, good claims, and `signature` (HS256 over the input for 'HS256-sig')."""
+    header = b64url(json.dumps({"alg": alg, "typ": "JWT"}).encode())
+    payload = b64url(json.dumps({"app": APP_ID, "sub": "alice", "role": "user",
+                                 "exp": int(time.time()) + 3600}).encode())
+    return f"{header}.{payload}.{b64url(signature)}"
+
+
+def test_a_good_token_passes(channel):
+    response = call_get_groups_info(channel, user_md("alice"))
+    assert [f.reason for f in response.failures] == ["GROUP_NOT_FOUND"]
+
+
+def test_missing_header(channel):
+    expect_unauthenticated(channel, None, "TOKEN_MISSING")
+    expect_unauthenticated(channel, [("authorization", "")], "TOKEN_MISSING")
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Token {jwt}", "{jwt}", "Bearer", "Bearer {jwt} extra"])
+def test_not_bearer(channel, header):
+    value = header.format(jwt=mint_token())
+    expect_unauthenticated(channel, [("authorization", value)], "TOKEN_MALFORMED")
+
+
+@pytest.mark.parametrize("token", ["not-a-jwt", "a.b", "a.b.c.d", "%%%.%%%.%%%", "e30.e30.", "eyJhbGciOiJIUzI1NiJ9.bm90IGpzb24.c2ln"])
+def test_malformed_jwt(channel, token):
+    expect_unauthenticated(channel, bearer(token), "TOKEN_MALFORMED")
+
+
+def test_wrong_signature(channel):
+    expect_unauthenticated(channel, bearer(mint_token(secret="another-secret-entirely-0123456789")), "TOKEN_BAD_SIGNATURE")
+    # A payload changed after signing.
+    header, _, signature = mint_token(sub="alice", role="user").split(".")
+    forged = b64url(json.dumps({"app": APP_ID, "sub": "root", "role": "admin",
+                                "exp": int(time.time()) + 3600}).encode())
+    expect_unauthenticated(channel, bearer(f"{header}.{forged}.{signature}"), "TOKEN_BAD_SIGNATURE")
+
+
+def test_expired(channel):
+    expect_unauthenticated(channel, bearer(mint_token(exp_in=-60)), "TOKEN_EXPIRED")
+
+
+def test_not_yet_valid(channel):
+    token = mint_token(claims={"nbf": int(time.time()) + 3600})
+    expect_unauthenticated(channel, bearer(token), "TOKEN_NOT_YET_VALID")
+
+
+def test_unknown_app(channel):
+    info = expect_unauthenticated(channel, bearer(mint_token(app="app-nowhere")), "UNKNOWN_APP")
+    assert info.metadata["app"] == "app-nowhere"
+
+
+def test_unknown_kid(channel):
+    expect_unauthenticated(channel, bearer(mint_token(kid="k9")), "UNKNOWN_KID")
+    # The configured kid works.
+    call_get_groups_info(channel, bearer(mint_token(kid="k1")))
+
+
+@pytest.mark.parametrize("claim", ["app", "sub", "role", "exp"])
+def test_missing_claim(channel, claim):
+    info = expect_unauthenticated(channel, bearer(mint_token(drop=(claim,))), "CLAIM_MISSING")
+    assert info.metadata["claim"] == claim
+
+
+@pytest.mark.parametrize("role", ["root", "", "ADMIN", "superuser"])
+def test_bad_role(channel, role):
+    expect_unauthenticated(channel, bearer(mint_token(role=role)), "BAD_ROLE")
+
+
+@pytest.mark.parametrize("alg", ["HS384", "HS512", "RS256", "none"])
+def test_other_algorithm(channel, alg):
+    # Signed with the app's secret (HMAC-SHA256) but labelled otherwise, and unsigned.
+    expect_unauthenticated(channel, bearer(mint_token(alg=alg)), "TOKEN_MALFORMED")
+    expect_unauthenticated(channel, bearer(unsigned(alg)), "TOKEN_MALFORMED")
+
+
+def test_user_token_cannot_act_for_another_user(channel):
+    with pytest.raises(grpc.RpcError) as caught:
+        call_get_groups_info(channel, user_md("alice") + [("x-operator-id", "bob")])
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_info(caught.value).reason == "OPERATOR_OVERRIDE_FORBIDDEN"
+
+
+def test_every_group_rpc_needs_a_token(channel):
+    stub = group_pb2_grpc.GroupServiceStub(channel)
+    calls = [
+        lambda: stub.CreateGroup(group_pb2.CreateGroupRequest(), timeout=10),
+        lambda: stub.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=["x"]), timeout=10),
+        lambda: stub.DismissGroup(group_pb2.DismissGroupRequest(group_id="x"), timeout=10),
+    ]
+    for call in calls:
+        with pytest.raises(grpc.RpcError) as caught:
+            call()
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert error_info(caught.value).reason == "TOKEN_MISSING"
+
+
+@pytest.mark.parametrize("metadata", [None, [("authorization", "Bearer garbage")], bearer(mint_token(exp_in=-60))])
+def test_health_check_needs_no_token(channel, metadata):
+    stub = health_pb2_grpc.HealthStub(channel)
+    response = stub.Check(health_pb2.HealthCheckRequest(service=""), metadata=metadata, timeout=10)
+    assert response.status == health_pb2.HealthCheckResponse.SERVING
+    named = stub.Check(health_pb2.HealthCheckRequest(service="groupd.v1.GroupService"), metadata=metadata, timeout=10)
+    assert named.status == health_pb2.HealthCheckResponse.SERVING
