@@ -101,14 +101,17 @@ apps:
 class Groupd:
     """A groupd process with its own config and data directory."""
 
-    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024):
+    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10):
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.port = free_port()
         self.config = workdir / "groupd.yaml"
-        self.config.write_text(CONFIG_TEMPLATE.format(
+        self.drain_timeout_seconds = drain_timeout_seconds
+        text = CONFIG_TEMPLATE.format(
             port=self.port, data_dir=self.data_dir, max_message_bytes=max_message_bytes,
-            app=APP_ID, secret=APP_SECRET, other_app=OTHER_APP_ID, other_secret=OTHER_APP_SECRET))
+            app=APP_ID, secret=APP_SECRET, other_app=OTHER_APP_ID, other_secret=OTHER_APP_SECRET)
+        self.config.write_text(text.replace("drain_timeout_seconds: 10\n",
+                                            f"drain_timeout_seconds: {drain_timeout_seconds}\n"))
         self.process = None
         self.log = workdir / "groupd.log"
 
