@@ -24,6 +24,9 @@ final class HTTP2Connection: ChannelInboundHandler {
     private var inSession = false
     private var flushScheduled = false
     private var draining = false
+    /// Set once the GOAWAY naming the last stream processed is queued; only then may a draining
+    /// connection close when it has no streams (a request racing the first GOAWAY is served).
+    private var finalGoAwaySubmitted = false
     private var closing = false
 
     init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
@@ -71,9 +74,13 @@ final class HTTP2Connection: ChannelInboundHandler {
         }
         inSession = false
         if rv < 0 {
-            // A fatal protocol error (bad preface, flooding, a broken frame): nghttp2 has queued a
-            // GOAWAY where the protocol wants one. Send what is queued, then close.
+            // A fatal protocol error (bad preface, flooding, a broken frame). Some of these return
+            // without a GOAWAY queued (a bad client magic, too many CONTINUATIONs); queue one with
+            // PROTOCOL_ERROR (a no-op when nghttp2 already did), send it, then close.
             logger.debug("closing connection after nghttp2 error", metadata: ["error": "\(String(cString: nghttp2_strerror(Int32(rv))))"])
+            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+            finalGoAwaySubmitted = true
+            draining = true
             flush()
             closeConnection()
         }
@@ -152,7 +159,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         }
         inSession = false
         let done = (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
-            || (draining && streams.isEmpty)
+            || (finalGoAwaySubmitted && streams.isEmpty)
         guard let out else {
             if done { closeConnection() }
             return
@@ -190,6 +197,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             let connection = bound.value
             guard let session = connection.session else { return }
             nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session), UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
+            connection.finalGoAwaySubmitted = true
             connection.flush()
         }
     }
@@ -292,7 +300,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func onStreamClose(streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         stream.abandon()
-        if draining && streams.isEmpty { scheduleFlush() }
+        if finalGoAwaySubmitted && streams.isEmpty { scheduleFlush() }
     }
 
     /// Fills one DATA frame's payload from the stream's queued messages.

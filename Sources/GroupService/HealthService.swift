@@ -85,12 +85,9 @@ public final class HealthService: Sendable {
 
     private func watch(_ request: ByteBuffer, writer: ServerStreamWriter) async throws {
         let service = try MessageCoding.decode(Grpc_Health_V1_HealthCheckRequest.self, from: request).service
-        guard knownServices.contains(service) else {
-            // The health protocol keeps the stream open for a service it does not know yet.
-            try await writer.write(MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = .serviceUnknown }))
-            try await Self.waitForCancellation()
-            return
-        }
+        // The health protocol keeps the stream open for a service it does not know (yet), and
+        // reports SERVICE_UNKNOWN; such a watch ends at shutdown like every other.
+        let known = knownServices.contains(service)
         let (changes, continuation) = AsyncStream<Status>.makeStream()
         let (id, serving) = state.withLockedValue { state in
             let id = state.nextWatcher
@@ -99,16 +96,13 @@ public final class HealthService: Sendable {
             return (id, state.serving)
         }
         defer { _ = state.withLockedValue { $0.watchers.removeValue(forKey: id) } }
-        try await writer.write(serving ? servingResponse : notServingResponse)
+        let first: Status = known ? (serving ? .serving : .notServing) : .serviceUnknown
+        try await writer.write(MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = first }))
         guard serving else { throw GRPCStatus(.unavailable, "server is shutting down") }
-        for await status in changes {
+        for await status in changes where known {
             try await writer.write(MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = status }))
         }
         try Task.checkCancellation()
         throw GRPCStatus(.unavailable, "server is shutting down")
-    }
-
-    private static func waitForCancellation() async throws {
-        while true { try await Task.sleep(for: .seconds(3600)) }
     }
 }
