@@ -6,12 +6,15 @@ public struct InitialMember: Sendable, Hashable {
     public var role: MemberRole
     /// The member's name card in the group.
     public var nameCard: String
+    /// The member's custom fields.
+    public var custom: [String: [UInt8]]
 
     /// Create an initial member.
-    public init(userID: String, role: MemberRole = .member, nameCard: String = "") {
+    public init(userID: String, role: MemberRole = .member, nameCard: String = "", custom: [String: [UInt8]] = [:]) {
         self.userID = userID
         self.role = role
         self.nameCard = nameCard
+        self.custom = custom
     }
 }
 
@@ -172,8 +175,16 @@ extension GroupRules {
             throw GroupError.invalidArgument(
                 field: "members", "\(request.type) groups take no initial members; members join by themselves")
         }
+        if request.members.count > limits.maxUsersPerBatch {
+            throw GroupError.invalidArgument(
+                field: "members", "\(request.members.count) initial members exceed the limit of \(limits.maxUsersPerBatch)",
+                limit: limits.maxUsersPerBatch)
+        }
         for (index, member) in request.members.enumerated() {
             let field = "members[\(index)]"
+            for key in member.custom.keys where key.isEmpty {
+                throw GroupError.invalidArgument(field: field + ".custom", "custom field keys must not be empty")
+            }
             try FieldValidation.checkUserID(member.userID, field: field + ".user_id", limit: limits.userIDBytes)
             try FieldValidation.checkBytes(member.nameCard, field: field + ".name_card", limit: limits.nameCardBytes)
             if member.role == .owner {
@@ -185,7 +196,7 @@ extension GroupRules {
                     field: field + ".role", "\(request.type) groups have no \(member.role) role")
             }
             if member.userID == ownerID {
-                if member.role == .member && member.nameCard.isEmpty { continue }
+                if member.role == .member && member.nameCard.isEmpty && member.custom.isEmpty { continue }
                 throw GroupError.invalidArgument(field: field + ".user_id", "the owner is listed as a member")
             }
             if !seen.insert(member.userID).inserted {
@@ -206,7 +217,7 @@ extension GroupRules {
         for member in others {
             members.append(Member(
                 userID: member.userID, role: member.role, joinedAt: now, joinOrder: Int64(members.count + 1),
-                nameCard: member.nameCard))
+                nameCard: member.nameCard, custom: member.custom))
         }
 
         let group = Group(

@@ -23,7 +23,7 @@ extension GroupdService {
             members.append(InitialMember(
                 userID: member.userID,
                 role: try APIMapping.role(member.role, field: "members[\(index)].role") ?? .member,
-                nameCard: member.nameCard))
+                nameCard: member.nameCard, custom: member.custom))
         }
         let profile = request.profile ?? Groupd_V1_GroupProfile()
         let creation = GroupCreationRequest(
@@ -33,16 +33,28 @@ extension GroupdService {
             settings: try APIMapping.settingsChanges(request.settings, type: type, field: "settings"),
             ownerID: request.ownerUserID.isEmpty ? nil : request.ownerUserID,
             members: members, custom: request.custom)
-        let plan: GroupCreationPlan
-        do {
-            plan = try GroupRules.planCreation(
-                creation, appID: call.caller.appID, creatorID: call.caller.operatorID, limits: call.limits, now: clock.now())
-        } catch var error as GroupError {
-            // The model names fields as the domain does; the client knows the request's paths.
-            if let field = error.metadata["field"] { error.metadata["field"] = Self.createRequestField(field) }
-            throw error
+        // A generated id that collides (1 in 32^12 per pair) is planned again with a fresh one;
+        // a custom id that is taken is the caller's error.
+        var attempt = 0
+        var plan: GroupCreationPlan
+        var committed: Committed<Group>
+        while true {
+            attempt += 1
+            do {
+                plan = try GroupRules.planCreation(
+                    creation, appID: call.caller.appID, creatorID: call.caller.operatorID, limits: call.limits, now: clock.now())
+            } catch var error as GroupError {
+                // The model names fields as the domain does; the client knows the request's paths.
+                if let field = error.metadata["field"] { error.metadata["field"] = Self.createRequestField(field) }
+                throw error
+            }
+            do {
+                committed = try await store.createGroup(plan)
+                break
+            } catch let error as GroupError where error.reason == .groupIDTaken && plan.idWasGenerated && attempt < 5 {
+                continue
+            }
         }
-        let committed = try await store.createGroup(plan)
         let group = committed.value
         let owner = plan.members.first { $0.role == .owner }
         return .with {
@@ -86,6 +98,14 @@ extension GroupdService {
         }
         var response = Groupd_V1_GetGroupsInfoResponse()
         for id in ids {
+            guard Self.isWellFormedGroupID(id) else {
+                response.failures.append(.with {
+                    $0.groupID = id
+                    $0.error = .invalidID
+                    $0.reason = GroupError.Reason.invalidArgument.rawValue
+                })
+                continue
+            }
             let membership = memberships[id]
             guard let group = groups[id] else {
                 response.failures.append(.with {
@@ -108,6 +128,12 @@ extension GroupdService {
             response.groups.append(APIMapping.group(group, visibility: visibility, selfInfo: membership))
         }
         return response
+    }
+
+    /// Whether `id` could name a group: a valid custom id or a generated one.
+    private static func isWellFormedGroupID(_ id: String) -> Bool {
+        if GroupID.isGenerated(id) { return true }
+        return (try? GroupID.validateCustom(id)) != nil
     }
 
     func dismissGroup(_ request: Groupd_V1_DismissGroupRequest, _ call: CallContext) async throws -> Groupd_V1_DismissGroupResponse {

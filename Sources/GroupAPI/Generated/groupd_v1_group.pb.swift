@@ -177,8 +177,8 @@ public struct Groupd_V1_CreateGroupResponse: ProtoMessage {
     /// The created group as the owner sees it.
     public var group: Groupd_V1_Group? = nil
 
-    /// One result per initial member: SUCCESS, PENDING (consent needed) or
-    /// FAILED with a reason; the group is created regardless.
+    /// One result per initial member (SUCCESS, with the member as stored);
+    /// an invalid member fails the whole request with INVALID_ARGUMENT.
     public var memberResults: [Groupd_V1_MemberResult] = []
 
     /// A message with every field at its proto3 default.
@@ -1674,12 +1674,13 @@ public enum Groupd_V1_GroupService {
     /// The service's methods.
     public enum Method {
         /// Creates a group owned by the operator, who joins as OWNER; initial
-        /// members join at once (or get a pending invitation when the settings ask
-        /// for invitee consent). Any user may call it; `owner_user_id` needs an
-        /// admin token. Emits GROUP_CREATED (to the creator) and MEMBER_INVITED.
+        /// members join at once, as with Tencent's create_group member list (the
+        /// creator adds them; invitee consent applies to later invitations). Any
+        /// user may call it; `owner_user_id` needs an admin token. Emits one
+        /// GROUP_CREATED listing every member, owner first.
         /// Errors: INVALID_ARGUMENT (bad type, id, profile field over its limit,
-        /// max_member_count over the app limit, too many initial members),
-        /// GROUP_ID_TAKEN, TOO_MANY_GROUPS, POLICY_REJECTED.
+        /// max_member_count over the app limit, more initial members than the
+        /// app's batch limit), GROUP_ID_TAKEN, POLICY_REJECTED (policy plugins).
         ///
         /// `/groupd.v1.GroupService/CreateGroup`, unary.
         public static let createGroup = ProtoMethod<Groupd_V1_CreateGroupRequest, Groupd_V1_CreateGroupResponse>(

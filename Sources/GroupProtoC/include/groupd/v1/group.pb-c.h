@@ -217,8 +217,8 @@ struct  Groupd__V1__CreateGroupResponse
    */
   Groupd__V1__Group *group;
   /*
-   * One result per initial member: SUCCESS, PENDING (consent needed) or
-   * FAILED with a reason; the group is created regardless.
+   * One result per initial member (SUCCESS, with the member as stored);
+   * an invalid member fails the whole request with INVALID_ARGUMENT.
    */
   size_t n_member_results;
   Groupd__V1__MemberResult **member_results;
