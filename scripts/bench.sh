@@ -35,6 +35,7 @@ run() {
   # One call first, to prove the method answers grpc-status 0 (h2load sees only HTTP status).
   status=$(nghttp -v -H 'content-type: application/grpc' -H 'te: trailers' -H "authorization: Bearer $token" \
       -d "$body" "http://127.0.0.1:$port$path" 2>&1 | grep -a -o 'grpc-status: [0-9]*' | head -1 | awk '{print $2}')
+  rm -f "$work/h2.log"
   taskset -c 1 timeout $((DUR + 30)) h2load -c "$c" -m "$m" -t 1 -D "$DUR" --warm-up-time 1 \
       --log-file="$work/h2.log" -d "$body" -H 'content-type: application/grpc' -H 'te: trailers' \
       -H "authorization: Bearer $token" "http://127.0.0.1:$port$path" > "$work/h2.out" 2>&1
