@@ -43,6 +43,10 @@ public protocol GroupStore: Sendable {
     func createGroup(_ plan: GroupCreationPlan) async throws -> Committed<Group>
 
     /// Read groups of one app by id, in one query, with member count, owner and custom fields.
+    ///
+    /// An implementation may answer from a cache, provided the answer is exactly what the
+    /// database holds: never older than a mutation that has returned, and one consistent instant
+    /// for the whole batch (``SQLiteGroupStore`` does, for one node).
     /// - Returns: The groups found, keyed by id; ids not found (or dismissed) are absent.
     func groups(app: String, ids: [String]) async throws -> [String: Group]
 

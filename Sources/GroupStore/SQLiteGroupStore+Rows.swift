@@ -8,6 +8,25 @@ enum Rows {
         Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
+    /// The size an `IN (?, …)` list of `count` values is padded to (by repeating a value), so
+    /// that a handful of statement texts, each prepared once per connection, serve every size:
+    /// 1, 2, 4 … 64, then multiples of 64.
+    static func paddedCount(_ count: Int) -> Int {
+        if count <= 1 { return 1 }
+        if count > 64 { return (count + 63) / 64 * 64 }
+        var size = 2
+        while size < count { size *= 2 }
+        return size
+    }
+
+    /// `values` padded to ``paddedCount(_:)`` by repeating its first value (an `IN` list
+    /// ignores duplicates). `values` must not be empty.
+    static func padded<T>(_ values: [T]) -> [T] {
+        let size = paddedCount(values.count)
+        if size == values.count { return values }
+        return values + Array(repeating: values[0], count: size - values.count)
+    }
+
     // MARK: Groups
 
     static func groupInsertValues(_ group: Group, nextJoinOrder: Int) -> [(any DatabaseValueConvertible)?] {
@@ -25,30 +44,91 @@ enum Rows {
         ]
     }
 
-    static func group(_ row: Row) throws -> Group {
+    /// The columns ``group(_:)`` decodes, in `SELECT` order: rows are decoded by index (a
+    /// lookup by name lowercases and hashes the name for every column of every row).
+    enum GroupColumn: Int, CaseIterable {
+        case groupKey, appID, groupID, type, name, introduction, notification, faceURL, ownerID
+        case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
+        case invitationNeedsApproval, removeMembersPermission, editProfilePermission
+        case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
+        case latestSequence, hasCustom
+
+        var name: String {
+            switch self {
+            case .groupKey: "group_key"
+            case .appID: "app_id"
+            case .groupID: "group_id"
+            case .type: "type"
+            case .name: "name"
+            case .introduction: "introduction"
+            case .notification: "notification"
+            case .faceURL: "face_url"
+            case .ownerID: "owner_id"
+            case .maxMembers: "max_members"
+            case .memberCount: "member_count"
+            case .joinOption: "join_option"
+            case .joinApprovers: "join_approvers"
+            case .invitePermission: "invite_permission"
+            case .inviteeMustAccept: "invitee_must_accept"
+            case .invitationNeedsApproval: "invitation_needs_approval"
+            case .removeMembersPermission: "remove_members_permission"
+            case .editProfilePermission: "edit_profile_permission"
+            case .editMemberInfoPermission: "edit_member_info_permission"
+            case .muteMode: "mute_mode"
+            case .muteRoles: "mute_roles"
+            case .muteUntil: "mute_until"
+            case .createdAt: "created_at"
+            case .updatedAt: "updated_at"
+            case .latestSequence: "latest_seq"
+            case .hasCustom: "has_custom"
+            }
+        }
+
+        /// `group_key, app_id, …` (prefixed with `table.` if given), for a `SELECT`.
+        static func list(table: String? = nil) -> String {
+            allCases.map { column in table.map { "\($0).\(column.name)" } ?? column.name }
+                .joined(separator: ", ")
+        }
+    }
+
+    /// A group row as read: its surrogate key, the group (without custom fields) and whether
+    /// it has custom fields.
+    struct GroupRow {
+        var key: Int64
+        var group: Group
+        var hasCustom: Bool
+    }
+
+    /// Decode a row selected with ``GroupColumn/list(table:)``, by index.
+    static func group(_ row: Row) throws -> GroupRow {
+        func column<T: DatabaseValueConvertible & StatementColumnConvertible>(_ column: GroupColumn) throws -> T {
+            try row.decode(T.self, atIndex: column.rawValue)
+        }
         let settings = GroupSettings(
-            joinOption: try parse(row["join_option"], JoinOption.init(rawValue:)),
-            joinApprovers: try parse(row["join_approvers"], ApproverSet.init(rawValue:)),
-            invitePermission: try parse(row["invite_permission"], OperationPermission.init(rawValue:)),
-            inviteeMustAccept: row["invitee_must_accept"],
-            invitationNeedsApproval: row["invitation_needs_approval"],
-            removeMembersPermission: try parse(row["remove_members_permission"], OperationPermission.init(rawValue:)),
-            editProfilePermission: try parse(row["edit_profile_permission"], OperationPermission.init(rawValue:)),
+            joinOption: try parse(column(.joinOption), JoinOption.init(rawValue:)),
+            joinApprovers: try parse(column(.joinApprovers), ApproverSet.init(rawValue:)),
+            invitePermission: try parse(column(.invitePermission), OperationPermission.init(rawValue:)),
+            inviteeMustAccept: try column(.inviteeMustAccept),
+            invitationNeedsApproval: try column(.invitationNeedsApproval),
+            removeMembersPermission: try parse(column(.removeMembersPermission), OperationPermission.init(rawValue:)),
+            editProfilePermission: try parse(column(.editProfilePermission), OperationPermission.init(rawValue:)),
             editMemberInfoPermission: try parse(
-                row["edit_member_info_permission"], MemberInfoEditPermission.init(rawValue:)))
-        let muteUntil: Int64? = row["mute_until"]
-        return Group(
-            appID: row["app_id"], id: row["group_id"],
-            type: try parse(row["type"], GroupType.init(rawValue:)),
-            name: row["name"], introduction: row["introduction"], notification: row["notification"],
-            faceURL: row["face_url"], settings: settings, ownerID: row["owner_id"],
-            maxMembers: row["max_members"], memberCount: row["member_count"],
-            createdAt: Timestamp(millisecondsSince1970: row["created_at"]),
-            updatedAt: Timestamp(millisecondsSince1970: row["updated_at"]),
-            custom: [:], latestSequence: row["latest_seq"],
+                column(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)))
+        let muteUntil: Int64? = try column(.muteUntil)
+        let group = Group(
+            appID: try column(.appID), id: try column(.groupID),
+            type: try parse(column(.type), GroupType.init(rawValue:)),
+            name: try column(.name), introduction: try column(.introduction),
+            notification: try column(.notification), faceURL: try column(.faceURL), settings: settings,
+            ownerID: try column(.ownerID), maxMembers: try column(.maxMembers),
+            memberCount: try column(.memberCount),
+            createdAt: Timestamp(millisecondsSince1970: try column(.createdAt)),
+            updatedAt: Timestamp(millisecondsSince1970: try column(.updatedAt)),
+            custom: [:], latestSequence: try column(.latestSequence),
             mute: GroupMuteState(
-                mode: try decodeMuteMode(row["mute_mode"], roles: row["mute_roles"]),
+                mode: try decodeMuteMode(column(.muteMode), roles: column(.muteRoles)),
                 until: muteUntil.map(Timestamp.init(millisecondsSince1970:))))
+        return GroupRow(key: try column(.groupKey), group: group, hasCustom: try column(.hasCustom))
     }
 
     static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {
@@ -76,33 +156,51 @@ enum Rows {
     // MARK: Members
 
     static func insert(_ member: Member, groupKey: Int64, appID: String, db: Database) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO members (
                     group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
                     muted_until, receive_option)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 groupKey, member.userID, appID, member.role.rawValue, member.joinOrder,
                 member.joinSequence, member.joinedAt.millisecondsSince1970, member.nameCard,
                 member.mutedUntil?.millisecondsSince1970, member.receiveOption.rawValue,
             ])
         for (key, value) in member.custom {
-            try db.execute(
-                sql: "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)",
-                arguments: [groupKey, member.userID, key, Data(value)])
+            try db.cachedStatement(sql: "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [groupKey, member.userID, key, Data(value)])
         }
     }
 
-    static func member(_ row: Row) throws -> Member {
-        let mutedUntil: Int64? = row["muted_until"]
-        return Member(
-            userID: row["user_id"], role: try parse(row["role"], MemberRole.init(rawValue:)),
-            joinedAt: Timestamp(millisecondsSince1970: row["joined_at"]), joinOrder: row["join_order"],
-            joinSequence: row["join_seq"], nameCard: row["name_card"],
+    /// The columns ``member(_:at:)`` decodes, in `SELECT` order, from `m.`.
+    static let memberColumns =
+        "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
+        + "m.receive_option, m.has_custom"
+
+    /// A member row as read: its group's surrogate key, the member (without custom fields) and
+    /// whether it has custom fields.
+    struct MemberRow {
+        var groupKey: Int64
+        var member: Member
+        var hasCustom: Bool
+    }
+
+    /// Decode the ``memberColumns`` of a row, starting at column `first`, by index.
+    static func member(_ row: Row, at first: Int = 0) throws -> MemberRow {
+        let mutedUntil: Int64? = try row.decode(atIndex: first + 7)
+        let member = Member(
+            userID: try row.decode(atIndex: first + 1),
+            role: try parse(row.decode(atIndex: first + 2), MemberRole.init(rawValue:)),
+            joinedAt: Timestamp(millisecondsSince1970: try row.decode(atIndex: first + 3)),
+            joinOrder: try row.decode(atIndex: first + 4),
+            joinSequence: try row.decode(atIndex: first + 5),
+            nameCard: try row.decode(atIndex: first + 6),
             mutedUntil: mutedUntil.map(Timestamp.init(millisecondsSince1970:)), custom: [:],
-            receiveOption: try parse(row["receive_option"], ReceiveOption.init(rawValue:)))
+            receiveOption: try parse(row.decode(atIndex: first + 8), ReceiveOption.init(rawValue:)))
+        return MemberRow(groupKey: try row.decode(atIndex: first), member: member, hasCustom: try row.decode(atIndex: first + 9))
     }
 
     // MARK: Events
@@ -126,13 +224,14 @@ enum Rows {
                 case .user(let user): ("user", user)
                 case .approvers: ("approvers", nil)
                 }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO group_events (
                         app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
                         recipient_kind, recipient_user)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     appID, groupKey, groupID, event.sequence, event.kind.rawValue,
                     time.millisecondsSince1970, event.operatorID,
@@ -143,27 +242,32 @@ enum Rows {
             events.append(event)
         }
         if let last = events.last {
-            try db.execute(
-                sql: "UPDATE groups SET latest_seq = ? WHERE group_key = ?", arguments: [last.sequence, groupKey])
+            try db.cachedStatement(sql: "UPDATE groups SET latest_seq = ? WHERE group_key = ?")
+                .execute(arguments: [last.sequence, groupKey])
         }
         return events
     }
 
+    /// The columns ``event(_:)`` decodes, in `SELECT` order.
+    static let eventColumns =
+        "app_id, group_id, seq, kind, time, operator_id, targets, changes, recipient_kind, recipient_user"
+
+    /// Decode a row selected with ``eventColumns``, by index.
     static func event(_ row: Row) throws -> GroupEvent {
         let decoder = JSONDecoder()
-        let targets: String = row["targets"]
-        let changes: String = row["changes"]
+        let targets: String = try row.decode(atIndex: 6)
+        let changes: String = try row.decode(atIndex: 7)
         let recipient: GroupEvent.Recipient
-        switch row["recipient_kind"] as String {
+        switch try row.decode(String.self, atIndex: 8) {
         case "group": recipient = .group
         case "approvers": recipient = .approvers
-        case "user": recipient = .user(row["recipient_user"] ?? "")
+        case "user": recipient = .user(try row.decode(String?.self, atIndex: 9) ?? "")
         case let other: throw corrupt("recipient_kind", other)
         }
         return GroupEvent(
-            appID: row["app_id"], groupID: row["group_id"], sequence: row["seq"],
-            kind: try parse(row["kind"], GroupEvent.Kind.init(rawValue:)),
-            time: Timestamp(millisecondsSince1970: row["time"]), operatorID: row["operator_id"],
+            appID: try row.decode(atIndex: 0), groupID: try row.decode(atIndex: 1), sequence: try row.decode(atIndex: 2),
+            kind: try parse(row.decode(atIndex: 3), GroupEvent.Kind.init(rawValue:)),
+            time: Timestamp(millisecondsSince1970: try row.decode(atIndex: 4)), operatorID: try row.decode(atIndex: 5),
             targets: try decoder.decode([String].self, from: Data(targets.utf8)),
             changes: try decoder.decode([String: String].self, from: Data(changes.utf8)),
             recipient: recipient)

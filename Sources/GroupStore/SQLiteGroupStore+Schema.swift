@@ -5,6 +5,7 @@ extension SQLiteGroupStore {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1", migrate: Schema.v1)
+        migrator.registerMigration("v2", migrate: Schema.v2)
         return migrator
     }
 }
@@ -134,6 +135,45 @@ enum Schema {
                 INSERT INTO group_name_search(group_name_search, rowid, name)
                     VALUES ('delete', old.group_key, old.name);
                 INSERT INTO group_name_search(rowid, name) VALUES (new.group_key, new.name);
+            END;
+            """)
+    }
+
+    /// v2: `groups.has_custom` and `members.has_custom`, so that a read skips the custom-field
+    /// query when none of the rows it returned has any (the common case).
+    ///
+    /// - Both are 1 exactly when the row has at least one custom field. Triggers on
+    ///   `group_custom` / `member_custom` maintain them in the transaction that changes the
+    ///   custom fields, whatever statement does it (`INSERT`, `INSERT OR REPLACE`, upsert,
+    ///   `DELETE`, cascades), so no write path can forget them.
+    /// - Existing rows are backfilled from the custom tables.
+    /// - `ADD COLUMN` with a constant default does not rewrite the tables.
+    static func v2(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN has_custom INTEGER NOT NULL DEFAULT 0;
+            UPDATE groups SET has_custom = 1
+                WHERE group_key IN (SELECT DISTINCT group_key FROM group_custom);
+            CREATE TRIGGER group_custom_insert AFTER INSERT ON group_custom BEGIN
+                UPDATE groups SET has_custom = 1 WHERE group_key = new.group_key AND has_custom = 0;
+            END;
+            CREATE TRIGGER group_custom_delete AFTER DELETE ON group_custom BEGIN
+                UPDATE groups
+                    SET has_custom = EXISTS (SELECT 1 FROM group_custom WHERE group_key = old.group_key)
+                    WHERE group_key = old.group_key;
+            END;
+
+            ALTER TABLE members ADD COLUMN has_custom INTEGER NOT NULL DEFAULT 0;
+            UPDATE members SET has_custom = 1
+                WHERE (group_key, user_id) IN (SELECT DISTINCT group_key, user_id FROM member_custom);
+            CREATE TRIGGER member_custom_insert AFTER INSERT ON member_custom BEGIN
+                UPDATE members SET has_custom = 1
+                    WHERE group_key = new.group_key AND user_id = new.user_id AND has_custom = 0;
+            END;
+            CREATE TRIGGER member_custom_delete AFTER DELETE ON member_custom BEGIN
+                UPDATE members
+                    SET has_custom = EXISTS (
+                        SELECT 1 FROM member_custom WHERE group_key = old.group_key AND user_id = old.user_id)
+                    WHERE group_key = old.group_key AND user_id = old.user_id;
             END;
             """)
     }

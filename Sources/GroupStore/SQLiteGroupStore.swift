@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import GRDB
 public import GroupModel
+import Synchronization
 
 /// The embedded ``GroupStore``: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
 ///
@@ -13,12 +14,30 @@ public import GroupModel
 ///   `synchronous=FULL` in WAL mode, SQLite fsyncs the WAL before a commit returns, so a commit
 ///   this store has acknowledged survives a process crash (and an OS crash or power loss); with
 ///   `NORMAL` it survives a process crash but the latest commits may be lost on power loss.
+/// - ``groups(app:ids:)`` answers from an in-memory cache of group records when it can (see
+///   `GroupCache`): exact because this store is the file's only writer, one node over SQLite.
+///   A hit touches neither SQLite nor GRDB's queues. Every mutation that changes a `groups` or
+///   `group_custom` row must call `changesGroups(_:in:)` inside its transaction, before it
+///   commits; the cache drops those records when, and only if, the transaction commits.
+///   (A PostgreSQL store shared by several nodes will need the cache invalidated through the
+///   shared event log instead.)
+/// - Reads use statements prepared once per connection (`cachedStatement`), explicit column
+///   lists decoded by index, and skip the custom-field query unless a row has custom fields
+///   (`has_custom`, migration v2).
 public final class SQLiteGroupStore: GroupStore {
+    /// The default number of group records the cache holds.
+    public static let defaultCacheCapacity = 100_000
+
     /// The path of the database file.
     public let path: String
     /// The durability the connections were opened with.
     public let durability: Durability
     private let pool: DatabasePool
+    /// The group records cache of ``groups(app:ids:)``.
+    let cache: GroupCache
+    /// Tests only: called with the method name at the end of each write transaction, before it
+    /// commits; throwing rolls the transaction back.
+    let faultInjection = Mutex<(@Sendable (String) throws -> Void)?>(nil)
 
     /// Open (creating if needed) the database at `path` and run pending migrations.
     ///
@@ -27,11 +46,21 @@ public final class SQLiteGroupStore: GroupStore {
     /// - Parameters:
     ///   - path: The SQLite file; its directory must exist.
     ///   - durability: `synchronous` for every connection (default ``Durability/full``).
+    ///   - cacheCapacity: The most group records kept in memory (0: no cache).
     /// - Throws: `GroupError` `INTERNAL` (with the SQLite error as `cause`) if the file cannot be
     ///   opened or migrated.
-    public init(path: String, durability: Durability = .full) throws {
+    public convenience init(
+        path: String, durability: Durability = .full, cacheCapacity: Int = SQLiteGroupStore.defaultCacheCapacity
+    ) throws {
+        try self.init(path: path, durability: durability, cacheCapacity: cacheCapacity, migratingUpTo: nil)
+    }
+
+    /// As the public initialiser, but running the migrations only up to `lastMigration` (tests:
+    /// a file as an older version left it). `nil`: all of them.
+    init(path: String, durability: Durability, cacheCapacity: Int, migratingUpTo lastMigration: String?) throws {
         self.path = path
         self.durability = durability
+        self.cache = GroupCache(capacity: cacheCapacity)
         var configuration = Configuration()
         configuration.label = "groupd.store"
         configuration.foreignKeysEnabled = true
@@ -48,7 +77,11 @@ public final class SQLiteGroupStore: GroupStore {
             try self.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             }
-            try Self.migrator.migrate(self.pool)
+            if let lastMigration {
+                try Self.migrator.migrate(self.pool, upTo: lastMigration)
+            } else {
+                try Self.migrator.migrate(self.pool)
+            }
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -58,13 +91,31 @@ public final class SQLiteGroupStore: GroupStore {
     /// - Parameters:
     ///   - path: The SQLite file; its directory must exist.
     ///   - durability: `synchronous` for every connection.
-    /// - Throws: As ``init(path:durability:)``.
-    public static func open(path: String, durability: Durability = .full) async throws -> SQLiteGroupStore {
+    ///   - cacheCapacity: The most group records kept in memory (0: no cache).
+    /// - Throws: As ``init(path:durability:cacheCapacity:)``.
+    public static func open(
+        path: String, durability: Durability = .full, cacheCapacity: Int = SQLiteGroupStore.defaultCacheCapacity
+    ) async throws -> SQLiteGroupStore {
+        try await open(path: path, durability: durability, cacheCapacity: cacheCapacity, migratingUpTo: nil)
+    }
+
+    /// As the public `open`, with the migrations run only up to `lastMigration` (tests).
+    static func open(
+        path: String, durability: Durability, cacheCapacity: Int, migratingUpTo lastMigration: String?
+    ) async throws -> SQLiteGroupStore {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try SQLiteGroupStore(path: path, durability: durability) })
+                continuation.resume(with: Result {
+                    try SQLiteGroupStore(
+                        path: path, durability: durability, cacheCapacity: cacheCapacity, migratingUpTo: lastMigration)
+                })
             }
         }
+    }
+
+    /// What the group cache holds and has served.
+    public func cacheStatistics() -> GroupCacheStatistics {
+        cache.statistics
     }
 
     /// The identifiers of the migrations applied to the file, in order (`["v1", …]`).
@@ -93,8 +144,9 @@ public final class SQLiteGroupStore: GroupStore {
         try await self.run { [pool] in
             try await pool.write { db in
                 let group = plan.group
+                self.changesGroups([GroupCache.Key(app: group.appID, id: group.id)], in: db)
                 do {
-                    try db.execute(
+                    try db.cachedStatement(
                         sql: """
                             INSERT INTO groups (
                                 app_id, group_id, type, name, introduction, notification, face_url,
@@ -105,16 +157,15 @@ public final class SQLiteGroupStore: GroupStore {
                                 mute_mode, mute_roles, mute_until, created_at, updated_at,
                                 latest_seq, next_join_order)
                             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
-                            """,
-                        arguments: StatementArguments(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)))
+                            """
+                    ).execute(arguments: StatementArguments(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)))
                 } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
                     throw GroupError.groupIDTaken(group.id)
                 }
                 let groupKey = db.lastInsertedRowID
                 for (key, value) in group.custom {
-                    try db.execute(
-                        sql: "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)",
-                        arguments: [groupKey, key, Data(value)])
+                    try db.cachedStatement(sql: "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
+                        .execute(arguments: [groupKey, key, Data(value)])
                 }
                 for member in plan.members {
                     try Rows.insert(member, groupKey: groupKey, appID: group.appID, db: db)
@@ -122,6 +173,7 @@ public final class SQLiteGroupStore: GroupStore {
                 let events = try Rows.appendEvents(
                     plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id,
                     after: 0, time: group.createdAt, db: db)
+                try self.injectedFault("createGroup")
                 var stored = group
                 stored.memberCount = plan.members.count
                 stored.latestSequence = events.last?.sequence ?? 0
@@ -131,75 +183,98 @@ public final class SQLiteGroupStore: GroupStore {
     }
 
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
-        let ids = Array(Set(ids))
+        let ids = ids.count > 1 ? Array(Set(ids)) : ids
         if ids.isEmpty { return [:] }
-        return try await self.run { [pool] in
-            try await pool.read { db in
-                let placeholders = Rows.placeholders(ids.count)
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT * FROM groups
-                        WHERE app_id = ? AND group_id IN (\(placeholders)) AND dismissed_at IS NULL
-                        """,
-                    arguments: StatementArguments([app] + ids))
-                var byKey: [Int64: Group] = [:]
-                for row in rows {
-                    byKey[row["group_key"]] = try Rows.group(row)
-                }
-                if !byKey.isEmpty {
-                    let keys = Array(byKey.keys)
-                    let customRows = try Row.fetchAll(
-                        db,
-                        sql: "SELECT group_key, key, value FROM group_custom WHERE group_key IN (\(Rows.placeholders(keys.count)))",
-                        arguments: StatementArguments(keys))
-                    for row in customRows {
-                        let key: Int64 = row["group_key"]
-                        let value: Data = row["value"]
-                        byKey[key]?.custom[row["key"]] = [UInt8](value)
-                    }
-                }
-                return Dictionary(uniqueKeysWithValues: byKey.values.map { ($0.id, $0) })
+        let generation: UInt64
+        switch cache.lookup(app: app, ids: ids) {
+        case .hit(let groups): return groups
+        case .miss(let since): generation = since
+        }
+        let groups = try await self.run { [pool] in
+            try await pool.read { db in try Self.readGroups(app: app, ids: ids, db: db) }
+        }
+        cache.fill(app: app, groups: groups.values, generation: generation)
+        return groups
+    }
+
+    /// The `SELECT` of ``readGroups(app:ids:db:)`` for `count` ids (a padded count).
+    private static func groupsSQL(count: Int) -> String {
+        if count <= 64, count.nonzeroBitCount == 1 { return groupsSQLByPowerOfTwo[count.trailingZeroBitCount] }
+        return makeGroupsSQL(count: count)
+    }
+
+    private static let groupsSQLByPowerOfTwo = (0...6).map { makeGroupsSQL(count: 1 << $0) }
+
+    private static func makeGroupsSQL(count: Int) -> String {
+        """
+        SELECT \(Rows.GroupColumn.list()) FROM groups
+        WHERE app_id = ? AND group_id IN (\(Rows.placeholders(count))) AND dismissed_at IS NULL
+        """
+    }
+
+    /// Read groups (not dismissed) with their custom fields, in the caller's transaction.
+    private static func readGroups(app: String, ids: [String], db: Database) throws -> [String: Group] {
+        let padded = Rows.padded(ids)
+        let statement = try db.cachedStatement(sql: groupsSQL(count: padded.count))
+        let rows = try Row.fetchCursor(statement, arguments: StatementArguments([app] + padded))
+        var result: [String: Group] = [:]
+        result.reserveCapacity(ids.count)
+        var idByKey: [Int64: String] = [:]
+        while let row = try rows.next() {
+            let read = try Rows.group(row)
+            result[read.group.id] = read.group
+            if read.hasCustom { idByKey[read.key] = read.group.id }
+        }
+        if !idByKey.isEmpty {
+            let keys = Rows.padded(Array(idByKey.keys))
+            let statement = try db.cachedStatement(
+                sql: "SELECT group_key, key, value FROM group_custom WHERE group_key IN (\(Rows.placeholders(keys.count)))")
+            let customRows = try Row.fetchCursor(statement, arguments: StatementArguments(keys))
+            while let row = try customRows.next() {
+                guard let id = idByKey[try row.decode(atIndex: 0)] else { continue }
+                let value: Data = try row.decode(atIndex: 2)
+                result[id]?.custom[try row.decode(String.self, atIndex: 1)] = [UInt8](value)
             }
         }
+        return result
     }
 
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
-        let groupIDs = Array(Set(groupIDs))
+        let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
         return try await self.run { [pool] in
             try await pool.read { db in
-                let rows = try Row.fetchAll(
-                    db,
+                let padded = Rows.padded(groupIDs)
+                let statement = try db.cachedStatement(
                     sql: """
-                        SELECT g.group_id, m.* FROM groups g
+                        SELECT g.group_id, \(Rows.memberColumns) FROM groups g
                         JOIN members m ON m.group_key = g.group_key AND m.user_id = ?
-                        WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(groupIDs.count)))
+                        WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
                           AND g.dismissed_at IS NULL
-                        """,
-                    arguments: StatementArguments([userID, app] + groupIDs))
+                        """)
+                let rows = try Row.fetchCursor(statement, arguments: StatementArguments([userID, app] + padded))
                 var result: [String: Member] = [:]
                 var groupIDByKey: [Int64: String] = [:]
-                for row in rows {
-                    let groupID: String = row["group_id"]
-                    result[groupID] = try Rows.member(row)
-                    groupIDByKey[row["group_key"]] = groupID
+                while let row = try rows.next() {
+                    let groupID: String = try row.decode(atIndex: 0)
+                    let read = try Rows.member(row, at: 1)
+                    result[groupID] = read.member
+                    if read.hasCustom { groupIDByKey[read.groupKey] = groupID }
                 }
                 if !groupIDByKey.isEmpty {
-                    let keys = Array(groupIDByKey.keys)
-                    let customRows = try Row.fetchAll(
-                        db,
+                    let keys = Rows.padded(Array(groupIDByKey.keys))
+                    let statement = try db.cachedStatement(
                         sql: """
                             SELECT group_key, key, value FROM member_custom
                             WHERE user_id = ? AND group_key IN (\(Rows.placeholders(keys.count)))
-                            """,
+                            """)
+                    let customRows = try Row.fetchCursor(
+                        statement,
                         arguments: StatementArguments([userID] + keys.map { $0 as any DatabaseValueConvertible }))
-                    for row in customRows {
-                        let key: Int64 = row["group_key"]
-                        let value: Data = row["value"]
-                        if let groupID = groupIDByKey[key] {
-                            result[groupID]?.custom[row["key"]] = [UInt8](value)
-                        }
+                    while let row = try customRows.next() {
+                        guard let groupID = groupIDByKey[try row.decode(atIndex: 0)] else { continue }
+                        let value: Data = try row.decode(atIndex: 2)
+                        result[groupID]?.custom[try row.decode(String.self, atIndex: 1)] = [UInt8](value)
                     }
                 }
                 return result
@@ -214,26 +289,32 @@ public final class SQLiteGroupStore: GroupStore {
         try await self.run { [pool] in
             try await pool.write { db in
                 guard let row = try Row.fetchOne(
-                    db,
-                    sql: "SELECT * FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+                    db.cachedStatement(
+                        sql: """
+                            SELECT \(Rows.GroupColumn.list()) FROM groups
+                            WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
+                            """),
                     arguments: [app, groupID])
                 else { throw GroupError.groupNotFound(groupID) }
-                let groupKey: Int64 = row["group_key"]
-                let group = try Rows.group(row)
+                let read = try Rows.group(row)
+                let groupKey = read.key
                 var membership: Member?
                 if let operatorID {
                     membership = try Row.fetchOne(
-                        db, sql: "SELECT * FROM members WHERE group_key = ? AND user_id = ?",
+                        db.cachedStatement(
+                            sql: "SELECT \(Rows.memberColumns) FROM members m WHERE m.group_key = ? AND m.user_id = ?"),
                         arguments: [groupKey, operatorID]
-                    ).map(Rows.member)
+                    ).map { try Rows.member($0).member }
                 }
-                let drafts = try plan(group, membership)
-                try db.execute(
-                    sql: "UPDATE groups SET dismissed_at = ?, updated_at = ? WHERE group_key = ?",
-                    arguments: [time.millisecondsSince1970, time.millisecondsSince1970, groupKey])
-                return try Rows.appendEvents(
-                    drafts, groupKey: groupKey, appID: app, groupID: groupID, after: group.latestSequence,
+                let drafts = try plan(read.group, membership)
+                self.changesGroups([GroupCache.Key(app: app, id: groupID)], in: db)
+                try db.cachedStatement(sql: "UPDATE groups SET dismissed_at = ?, updated_at = ? WHERE group_key = ?")
+                    .execute(arguments: [time.millisecondsSince1970, time.millisecondsSince1970, groupKey])
+                let events = try Rows.appendEvents(
+                    drafts, groupKey: groupKey, appID: app, groupID: groupID, after: read.group.latestSequence,
                     time: time, db: db)
+                try self.injectedFault("dismissGroup")
+                return events
             }
         }
     }
@@ -242,24 +323,57 @@ public final class SQLiteGroupStore: GroupStore {
         try await self.run { [pool] in
             try await pool.read { db in
                 guard let groupKey = try Int64.fetchOne(
-                    db, sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?",
+                    db.cachedStatement(sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"),
                     arguments: [app, groupID])
                 else { throw GroupError.groupNotFound(groupID) }
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT * FROM group_events WHERE group_key = ? AND seq > ? ORDER BY seq LIMIT ?
-                        """,
+                let rows = try Row.fetchCursor(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT \(Rows.eventColumns) FROM group_events
+                            WHERE group_key = ? AND seq > ? ORDER BY seq LIMIT ?
+                            """),
                     arguments: [groupKey, sequence, max(0, limit)])
-                return try rows.map(Rows.event)
+                var events: [GroupEvent] = []
+                while let row = try rows.next() { events.append(try Rows.event(row)) }
+                return events
             }
         }
     }
 
     public func close() async throws {
+        cache.close()
         try await self.run { [pool] in
             try pool.close()
         }
+    }
+
+    // MARK: Cache
+
+    /// Declare, inside a write transaction and before it commits, the groups whose `groups` or
+    /// `group_custom` rows it changes (or may change). Until the transaction ends their cached
+    /// records are bypassed; if it commits they are dropped (once `COMMIT` has executed, before
+    /// the write returns); if it rolls back they stay.
+    ///
+    /// - Important: Every mutation that changes a group row (create, dismiss, profile, settings,
+    ///   owner, member count, `latest_seq` through new events, custom fields…) must call this,
+    ///   or reads may serve the record as it was before.
+    private func changesGroups(_ keys: [GroupCache.Key], in db: Database) {
+        guard cache.capacity > 0 else { return }
+        let cache = self.cache
+        cache.beginWrite(keys)
+        db.afterNextTransaction(
+            onCommit: { _ in cache.commitWrite(keys) },
+            onRollback: { _ in cache.rollbackWrite(keys) })
+    }
+
+    /// Tests only: make each write transaction run `fault` (with the method name) just before it
+    /// commits; a throwing fault rolls the transaction back. `nil`: no fault.
+    func injectFault(_ fault: (@Sendable (String) throws -> Void)?) {
+        faultInjection.withLock { $0 = fault }
+    }
+
+    private func injectedFault(_ method: String) throws {
+        if let fault = faultInjection.withLock({ $0 }) { try fault(method) }
     }
 
     // MARK: Errors

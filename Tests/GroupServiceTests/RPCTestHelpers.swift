@@ -142,5 +142,7 @@ func expectLookupFailure(
 /// Checks that group `id` of app-a does not exist (for the backend, which sees everything).
 func expectNoGroup(_ h: ServiceHarness, _ id: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
     let response = try await h.info([id], as: .admin)
-    expectLookupFailure(response, id, sourceLocation: sourceLocation)
+    // An id that could never name a group reads as INVALID_ID; a well-formed one as NOT_FOUND.
+    let wellFormed = GroupID.isGenerated(id) || (try? GroupID.validateCustom(id)) != nil
+    expectLookupFailure(response, id, wellFormed ? .notFound : .invalidID, sourceLocation: sourceLocation)
 }
