@@ -99,14 +99,33 @@ public final class Authenticator: Sendable {
     // MARK: Steps
 
     private static func bearerToken(_ authorization: String?) throws -> String {
-        guard let authorization, !authorization.allSatisfy({ $0 == " " || $0 == "\t" }) else {
-            throw fault(.tokenMissing, "the authorization header is missing; send 'Bearer <token>'")
+        // Scanned as UTF-8 bytes: this runs on every call, and Character iteration (grapheme
+        // breaking) and lowercasing cost more than the cached verification behind it.
+        let space = UInt8(ascii: " ")
+        guard let authorization else { throw missingToken() }
+        let bytes = authorization.utf8
+        var index = bytes.startIndex
+        func skip(_ matches: (UInt8) -> Bool) {
+            while index != bytes.endIndex, matches(bytes[index]) { index = bytes.index(after: index) }
         }
-        let parts = authorization.split(separator: " ", omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+        skip { $0 == space || $0 == UInt8(ascii: "\t") }
+        guard index != bytes.endIndex else { throw missingToken() }
+        let schemeStart = index
+        skip { $0 != space }
+        let isBearer = bytes[schemeStart..<index].elementsEqual("bearer".utf8) { ($0 | 0x20) == $1 }
+        skip { $0 == space }
+        let tokenStart = index
+        skip { $0 != space }
+        let tokenEnd = index
+        skip { $0 == space }
+        guard isBearer, tokenStart != tokenEnd, index == bytes.endIndex else {
             throw fault(.tokenMalformed, "the authorization header must be 'Bearer <token>'")
         }
-        return String(parts[1])
+        return String(authorization[tokenStart..<tokenEnd])
+    }
+
+    private static func missingToken() -> GroupError {
+        fault(.tokenMissing, "the authorization header is missing; send 'Bearer <token>'")
     }
 
     private func verify(_ token: String) throws -> TokenCache.Entry {
