@@ -65,6 +65,8 @@ public struct GroupEvent: Sendable, Hashable {
         case adminRevoked = "ADMIN_REVOKED"
         /// The user's private remark of the group changed (to the user's devices).
         case remarkChanged = "REMARK_CHANGED"
+        /// The user's receive option for the group changed (to the user's devices).
+        case receiveOptionChanged = "RECEIVE_OPTION_CHANGED"
         /// A custom system notification from the app's backend.
         case customNotification = "CUSTOM_NOTIFICATION"
 
