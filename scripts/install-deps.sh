@@ -34,5 +34,8 @@ for package in "${pip_packages[@]}"; do
 done
 if [ ${#missing_pip[@]} -gt 0 ]; then
   echo "installing python packages: ${missing_pip[*]}"
-  python3 -m pip install -q --disable-pip-version-check "${missing_pip[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+  # A Debian system Python refuses installs outside a venv (PEP 668); the packages are test
+  # tools, so install them anyway there.
+  python3 -m pip install -q --disable-pip-version-check "${missing_pip[@]}" \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${missing_pip[@]}"
 fi
