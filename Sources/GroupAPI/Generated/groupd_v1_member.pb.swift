@@ -1424,7 +1424,7 @@ public enum Groupd_V1_MemberService {
         /// Makes a member an admin or an ordinary member. Owner only; types with
         /// admins only (Public, Meeting). Emits ADMIN_SET + ADMIN_GRANTED or
         /// ADMIN_CANCELLED + ADMIN_REVOKED. Errors: GROUP_NOT_FOUND,
-        /// PERMISSION_DENIED, OPERATION_NOT_SUPPORTED_BY_TYPE, NOT_A_MEMBER (target),
+        /// PERMISSION_DENIED, ROLE_NOT_SUPPORTED, NOT_A_MEMBER (target),
         /// INVALID_ARGUMENT (role OWNER or UNSPECIFIED, target is the owner).
         ///
         /// `/groupd.v1.MemberService/SetMemberRole`, unary.

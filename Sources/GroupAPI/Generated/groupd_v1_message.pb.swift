@@ -574,7 +574,7 @@ public enum Groupd_V1_MessageService {
         /// Reads history by sequence, paged in either direction. Meeting members
         /// see messages from before they joined; Work and Public members only from
         /// their join on. Members only. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
-        /// HISTORY_NOT_AVAILABLE (AVChatRoom), INVALID_ARGUMENT.
+        /// HISTORY_NOT_KEPT (AVChatRoom), INVALID_ARGUMENT.
         ///
         /// `/groupd.v1.MessageService/GetGroupMessages`, unary.
         public static let getGroupMessages = ProtoMethod<Groupd_V1_GetGroupMessagesRequest, Groupd_V1_GetGroupMessagesResponse>(
