@@ -6,6 +6,7 @@ extension SQLiteGroupStore {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1", migrate: Schema.v1)
         migrator.registerMigration("v2", migrate: Schema.v2)
+        migrator.registerMigration("v3", migrate: Schema.v3)
         return migrator
     }
 }
@@ -175,6 +176,25 @@ enum Schema {
                         SELECT 1 FROM member_custom WHERE group_key = old.group_key AND user_id = old.user_id)
                     WHERE group_key = old.group_key AND user_id = old.user_id;
             END;
+            """)
+    }
+
+    /// v3 (issue 3): mutes kept across quit and rejoin, and the joined-groups listing.
+    ///
+    /// - `retained_mutes`: a user's mute end kept after leaving a group (RongCloud's quit option
+    ///   `removeMuteStatus = NO`), handed back when the user rejoins, then deleted. Deleted with
+    ///   the group (cascade).
+    /// - `members_by_user_joined`: a user's memberships newest join first, for `joinedGroups`,
+    ///   paged by `(joined_at, group_key)`.
+    static func v3(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE retained_mutes (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                muted_until INTEGER NOT NULL,
+                PRIMARY KEY (group_key, user_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX members_by_user_joined ON members(app_id, user_id, joined_at, group_key);
             """)
     }
 }

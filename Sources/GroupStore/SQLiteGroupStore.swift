@@ -32,7 +32,7 @@ public final class SQLiteGroupStore: GroupStore {
     public let path: String
     /// The durability the connections were opened with.
     public let durability: Durability
-    private let pool: DatabasePool
+    let pool: DatabasePool
     /// The group records cache of ``groups(app:ids:)``.
     let cache: GroupCache
     /// Tests only: called with the method name at the end of each write transaction, before it
@@ -357,7 +357,7 @@ public final class SQLiteGroupStore: GroupStore {
     /// - Important: Every mutation that changes a group row (create, dismiss, profile, settings,
     ///   owner, member count, `latest_seq` through new events, custom fields…) must call this,
     ///   or reads may serve the record as it was before.
-    private func changesGroups(_ keys: [GroupCache.Key], in db: Database) {
+    func changesGroups(_ keys: [GroupCache.Key], in db: Database) {
         guard cache.capacity > 0 else { return }
         let cache = self.cache
         cache.beginWrite(keys)
@@ -372,14 +372,14 @@ public final class SQLiteGroupStore: GroupStore {
         faultInjection.withLock { $0 = fault }
     }
 
-    private func injectedFault(_ method: String) throws {
+    func injectedFault(_ method: String) throws {
         if let fault = faultInjection.withLock({ $0 }) { try fault(method) }
     }
 
     // MARK: Errors
 
     /// Run `body`, letting `GroupError` through and wrapping anything else as `INTERNAL`.
-    private func run<T>(_ body: () async throws -> T) async throws -> T {
+    func run<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as GroupError {
