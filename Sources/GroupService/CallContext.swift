@@ -8,6 +8,8 @@ public struct CallContext: Sendable {
     public let caller: Caller
     /// The caller's app limits.
     public let limits: AppLimits
+    /// The app's custom-field definitions (`nil`: none configured, any non-empty key is accepted).
+    public let customFields: CustomFieldSchema?
     /// The transport's view of the call (metadata, deadline).
     public let server: ServerContext
 }

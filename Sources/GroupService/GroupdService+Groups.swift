@@ -2,7 +2,7 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// The GroupService methods implemented so far: CreateGroup, GetGroupsInfo, DismissGroup.
+/// GroupService methods that create, read and dismiss groups: CreateGroup, GetGroupsInfo, DismissGroup.
 extension GroupdService {
     func registerGroupMethods(in routes: inout Routes) {
         routes.unary(Groupd_V1_GroupService.Method.createGroup) { [self] request, call in
@@ -24,6 +24,17 @@ extension GroupdService {
                 userID: member.userID,
                 role: try APIMapping.role(member.role, field: "members[\(index)].role") ?? .member,
                 nameCard: member.nameCard, custom: member.custom))
+        }
+        if let schema = call.customFields {
+            // The model's creation rule knows no schema: the initial values are checked here, the
+            // creator writing as the owner (the backend writes every key).
+            let backend = call.caller.isBackend
+            try Self.checkInitialCustom(request.custom, fields: schema.groupFields, maxKeys: schema.maxGroupKeys,
+                                        field: "custom", backend: backend)
+            for (index, member) in request.members.enumerated() {
+                try Self.checkInitialCustom(member.custom, fields: schema.memberFields, maxKeys: schema.maxMemberKeys,
+                                            field: "members[\(index)].custom", backend: backend)
+            }
         }
         let profile = request.profile ?? Groupd_V1_GroupProfile()
         let creation = GroupCreationRequest(
@@ -69,6 +80,32 @@ extension GroupdService {
         }
     }
 
+    /// Initial custom values against the app's definitions: known keys, within their byte limits
+    /// and the key count, writable by the owner (the creator) unless the backend creates.
+    private static func checkInitialCustom(
+        _ values: [String: [UInt8]], fields: [String: CustomFieldDefinition], maxKeys: Int, field: String, backend: Bool
+    ) throws {
+        for key in values.keys.sorted() {
+            let path = "\(field).\(key)"
+            guard let definition = fields[key] else {
+                throw GroupError.invalidArgument(field: path, "\(key) is not a custom field of this app")
+            }
+            let size = values[key]!.count
+            if size > definition.maxValueBytes {
+                throw GroupError.invalidArgument(
+                    field: path, "\(path) is \(size) bytes; at most \(definition.maxValueBytes) allowed",
+                    limit: definition.maxValueBytes)
+            }
+            if !backend, !definition.writers.grants(.owner) {
+                throw GroupError(code: .permissionDenied, reason: .permissionDenied,
+                                 message: "\(path) is written by the app's backend only", metadata: ["field": path])
+            }
+        }
+        if values.count > maxKeys {
+            throw GroupError.invalidArgument(field: field, "\(values.count) custom fields exceed the limit of \(maxKeys)", limit: maxKeys)
+        }
+    }
+
     private static func createRequestField(_ field: String) -> String {
         switch field {
         case "name", "introduction", "notification", "face_url": "profile.\(field)"
@@ -106,14 +143,21 @@ extension GroupdService {
                 })
                 continue
             }
-            let membership = memberships[id]
-            guard let group = groups[id] else {
+            var membership = memberships[id]
+            guard var group = groups[id] else {
                 response.failures.append(.with {
                     $0.groupID = id
                     $0.error = .notFound
                     $0.reason = GroupError.Reason.groupNotFound.rawValue
                 })
                 continue
+            }
+            if !group.type.preset.behaviour.membershipStored {
+                // AVChatRoom: the audience this node holds counts and may be the caller.
+                group.memberCount += audience.count(app: app, group: id)
+                if membership == nil, let user = call.caller.operatorID {
+                    membership = audience.member(app: app, group: id, user: user)
+                }
             }
             let visibility = GroupRules.visibility(of: group.type, for: call.caller.actingRole(membership: membership?.role))
             if visibility == .hidden {
@@ -125,7 +169,7 @@ extension GroupdService {
                 })
                 continue
             }
-            response.groups.append(APIMapping.group(group, visibility: visibility, selfInfo: membership))
+            response.groups.append(Self.groupView(group, membership: membership, call: call))
         }
         return response
     }
@@ -148,6 +192,7 @@ extension GroupdService {
             }
             return try GroupRules.planDismissal(of: group, by: actor, operatorID: caller.operatorID)
         }
+        audience.removeRoom(app: caller.appID, group: request.groupID)
         return Groupd_V1_DismissGroupResponse()
     }
 }

@@ -9,13 +9,16 @@ import NIOCore
 /// store, and maps outcomes to gRPC. One instance serves every app of the configuration.
 public final class GroupdService: Sendable {
     let configuration: GroupdConfiguration
-    let store: any GroupStore
+    let store: any GroupOperationStore
     let authenticator: Authenticator
     let clock: any WallClock
     let logger: Logger
     /// The health service, for `beginShutdown()`.
     public let health = HealthService()
     private let limits: [String: AppLimits]
+    private let customFields: [String: CustomFieldSchema]
+    /// The AVChatRoom audiences this node holds in memory.
+    let audience = AudienceRegistry()
 
     /// Creates the service.
     /// - Parameters:
@@ -25,7 +28,7 @@ public final class GroupdService: Sendable {
     ///   - clock: The time source (injectable for tests).
     ///   - logger: Where unexpected failures are logged.
     public init(
-        configuration: GroupdConfiguration, store: any GroupStore, authenticator: Authenticator,
+        configuration: GroupdConfiguration, store: any GroupOperationStore, authenticator: Authenticator,
         clock: any WallClock = SystemWallClock(), logger: Logger
     ) {
         self.configuration = configuration
@@ -34,6 +37,8 @@ public final class GroupdService: Sendable {
         self.clock = clock
         self.logger = logger
         self.limits = Dictionary(configuration.apps.map { ($0.id, $0.limits) }, uniquingKeysWith: { first, _ in first })
+        self.customFields = Dictionary(
+            configuration.apps.compactMap { app in app.customFields.map { (app.id, $0) } }, uniquingKeysWith: { first, _ in first })
     }
 
     /// The router serving every method of the API; the ones without a handler yet answer
@@ -42,6 +47,10 @@ public final class GroupdService: Sendable {
         var routes = Routes(authenticate: { [self] server in try authenticate(server) })
         routes.registerExternally({ health.register(in: &$0) }, paths: Grpc_Health_V1_Health.allMethods.map(\.path))
         registerGroupMethods(in: &routes)
+        registerGroupOperationMethods(in: &routes)
+        registerListingMethods(in: &routes)
+        registerMembershipMethods(in: &routes)
+        registerMemberMethods(in: &routes)
         return routes.finish()
     }
 
@@ -56,6 +65,6 @@ public final class GroupdService: Sendable {
         guard let limits = limits[caller.appID] else {
             throw GroupError(code: .unauthenticated, reason: .unknownApp, message: "unknown app \(caller.appID)")
         }
-        return CallContext(caller: caller, limits: limits, server: server)
+        return CallContext(caller: caller, limits: limits, customFields: customFields[caller.appID], server: server)
     }
 }

@@ -181,3 +181,25 @@ public final class ServiceHarness: Sendable {
         }
     }
 }
+
+extension ServiceHarness {
+    /// Calls `method` as `identity` and returns the response; throws the status when it fails.
+    public func ok<Request, Response>(
+        _ method: ProtoMethod<Request, Response>, _ request: Request, as identity: TestIdentity
+    ) async throws -> Response {
+        try await call(method, request, as: identity).get()
+    }
+
+    /// A field mask of `paths`.
+    public static func mask(_ paths: String...) -> Google_Protobuf_FieldMask {
+        Google_Protobuf_FieldMask.with { $0.paths = paths }
+    }
+
+    /// The AVChatRoom audience count and membership of `user` as the service holds them, through
+    /// GetGroupsInfo as the backend (member_count) and GetSelfMemberInfo as `user`.
+    public func audienceCount(_ groupID: String, app: String = TestApps.appA) async throws -> UInt32 {
+        let response = try await ok(
+            Groupd_V1_GroupService.Method.getGroupsInfo, .with { $0.groupIds = [groupID] }, as: .admin(app: app))
+        return response.groups.first?.memberCount ?? 0
+    }
+}

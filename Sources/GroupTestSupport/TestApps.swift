@@ -41,3 +41,28 @@ public enum TestApps {
         return try await TokenMinter.mint(app: app, secret: secret, kid: "k1", user: user, admin: admin, now: now)
     }
 }
+
+extension TestApps {
+    /// App-a's custom fields in ``customFieldsConfiguration(dataDir:)``: group keys `level`
+    /// (8 bytes, read by anyone, written by the owner and admins) and `secret` (8 bytes, read and
+    /// written by the owner only); member keys `title` (8 bytes, anyone in the group) and `score`
+    /// (8 bytes, read by owner and admins, written by the owner).
+    public static var customFields: CustomFieldSchema {
+        CustomFieldSchema(
+            groupFields: [
+                CustomFieldDefinition(key: "level", maxValueBytes: 8, readers: .anyone, writers: .ownerAndAdmins),
+                CustomFieldDefinition(key: "secret", maxValueBytes: 8, readers: .owner, writers: .owner),
+            ],
+            memberFields: [
+                CustomFieldDefinition(key: "title", maxValueBytes: 8, readers: .members, writers: .everyone),
+                CustomFieldDefinition(key: "score", maxValueBytes: 8, readers: .ownerAndAdmins, writers: .owner),
+            ])
+    }
+
+    /// ``configuration(dataDir:)`` with ``customFields`` defined for app-a.
+    public static func customFieldsConfiguration(dataDir: String = "./data") -> GroupdConfiguration {
+        var configuration = configuration(dataDir: dataDir)
+        configuration.apps[0].customFields = customFields
+        return configuration
+    }
+}

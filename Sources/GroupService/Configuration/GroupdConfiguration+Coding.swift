@@ -150,10 +150,11 @@ extension GroupdConfiguration.Secret {
 extension GroupdConfiguration.App {
     /// Decode; `id` and `secrets` are required, `limits` keys optional.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.configMapping(allowing: ["id", "secrets", "limits"])
+        let c = try decoder.configMapping(allowing: ["id", "secrets", "limits", "custom_fields"])
         self.id = try c.required("id")
         self.secrets = try c.required("secrets")
         self.limits = try c.value("limits", or: LimitsCoding(.defaults)).limits
+        self.customFields = try c.decodeIfPresent(CustomFieldsCoding.self, forKey: ConfigKey("custom_fields"))?.schema
     }
 
     /// Encode every key, limits included.
@@ -162,6 +163,7 @@ extension GroupdConfiguration.App {
         try c.encode(self.id, forKey: ConfigKey("id"))
         try c.encode(self.secrets, forKey: ConfigKey("secrets"))
         try c.encode(LimitsCoding(self.limits), forKey: ConfigKey("limits"))
+        if let customFields { try c.encode(CustomFieldsCoding(customFields), forKey: ConfigKey("custom_fields")) }
     }
 }
 

@@ -77,12 +77,17 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `application_expiry_seconds` (604800), `event_retention_seconds` (604800),
         /// `av_chat_room_messages_per_second` (40).
         public var limits: AppLimits
+        /// `apps[].custom_fields`: the app's custom-field keys for groups and members (key,
+        /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key
+        /// absent): any non-empty key is accepted and every member reads every value.
+        public var customFields: CustomFieldSchema?
 
         /// Create an app.
-        public init(id: String, secrets: [Secret], limits: AppLimits = .defaults) {
+        public init(id: String, secrets: [Secret], limits: AppLimits = .defaults, customFields: CustomFieldSchema? = nil) {
             self.id = id
             self.secrets = secrets
             self.limits = limits
+            self.customFields = customFields
         }
     }
 

@@ -1,0 +1,97 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// GroupService listings: ListJoinedGroups, SearchGroups.
+extension GroupdService {
+    func registerListingMethods(in routes: inout Routes) {
+        routes.unary(Groupd_V1_GroupService.Method.listJoinedGroups) { [self] request, call in
+            try await listJoinedGroups(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.searchGroups) { [self] request, call in
+            try await searchGroups(request, call)
+        }
+    }
+
+    /// ListJoinedGroups: the operator's groups, newest join first (the backend must act for a user).
+    /// A type filter is applied to each page the store returns, so a filtered page may be short
+    /// (follow `next_page_token` until it is empty). `total_count` is not reported yet: the store
+    /// contract has no count of a user's groups.
+    func listJoinedGroups(_ request: Groupd_V1_ListJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_ListJoinedGroupsResponse {
+        guard let user = call.caller.operatorID else {
+            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
+                             message: "listing joined groups needs a user: send x-operator-id with the admin token",
+                             metadata: ["field": "x-operator-id"])
+        }
+        var types: Set<GroupType> = []
+        for (index, type) in request.types.enumerated() {
+            types.insert(try APIMapping.groupType(type, field: "types[\(index)]"))
+        }
+        let size = try Self.pageSize(request.pageSize, fallback: 50, max: 100)
+        let page = try await operations.joinedGroups(
+            app: call.caller.appID, userID: user, after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
+        return .with {
+            $0.groups = page.items.filter { types.isEmpty || types.contains($0.group.type) }.map {
+                Self.groupView($0.group, membership: $0.membership, call: call, remark: $0.remark)
+            }
+            $0.nextPageToken = page.next ?? ""
+        }
+    }
+
+    /// SearchGroups among the groups the caller may see. `matched_members` stays empty: the store
+    /// contract returns the groups a name card matched, not the members.
+    func searchGroups(_ request: Groupd_V1_SearchGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_SearchGroupsResponse {
+        let keyword = request.keyword
+        if keyword.isEmpty || keyword.utf8.count > 30 {
+            throw GroupError.invalidArgument(field: "keyword", "keyword must be 1 to 30 bytes", limit: 30)
+        }
+        var fields: Set<Groupd_V1_SearchField> = []
+        for (index, field) in request.fields.enumerated() {
+            switch field {
+            case .groupID, .name, .memberNameCard: fields.insert(field)
+            case .unspecified, .UNRECOGNIZED:
+                throw GroupError.invalidArgument(field: "fields[\(index)]", "fields must be GROUP_ID, NAME or MEMBER_NAME_CARD")
+            }
+        }
+        if fields.isEmpty { fields = [.groupID, .name] }
+        if request.joinedOnly, call.caller.operatorID == nil {
+            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
+                             message: "joined_only needs a user: send x-operator-id with the admin token",
+                             metadata: ["field": "x-operator-id"])
+        }
+        let size = try Self.pageSize(request.pageSize, fallback: 20, max: 100)
+        let app = call.caller.appID
+        let user = call.caller.operatorID
+        let page = try await operations.searchGroups(
+            app: app, keyword: keyword, userID: user, matchNameCards: fields.contains(.memberNameCard),
+            after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
+        var memberships: [String: Member] = [:]
+        if let user, !page.items.isEmpty {
+            memberships = try await store.memberships(app: app, userID: user, groupIDs: page.items.map(\.id))
+        }
+        var results: [Groupd_V1_GroupSearchResult] = []
+        let lowered = keyword.lowercased()
+        for group in page.items {
+            let membership = memberships[group.id]
+            if request.joinedOnly, membership == nil { continue }
+            let actor = call.caller.actingRole(membership: membership?.role)
+            if GroupRules.visibility(of: group.type, for: actor) == .hidden { continue }
+            var matched: [Groupd_V1_SearchField] = []
+            if fields.contains(.groupID), group.id == keyword || group.id.hasPrefix(keyword) { matched.append(.groupID) }
+            if fields.contains(.name), group.name.lowercased().contains(lowered) { matched.append(.name) }
+            if matched.isEmpty {
+                // Only a name card matched (or a field the caller did not ask for).
+                guard fields.contains(.memberNameCard), membership != nil else { continue }
+                matched.append(.memberNameCard)
+            }
+            results.append(.with {
+                $0.group = Self.groupView(group, membership: membership, call: call)
+                $0.matchedFields = matched
+            })
+        }
+        return .with {
+            $0.results = results
+            $0.nextPageToken = page.next ?? ""
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// The shared machinery of the issue-3 operations: the one write path (snapshot → pure plan →
+/// store), the AVChatRoom audience kept in memory around it, and the caller's view of groups and
+/// members (visibility, readable custom fields).
+extension GroupdService {
+    /// The store's issue-3 operations.
+    var operations: any GroupOperationStore { store }
+
+    /// The model's operator for the caller, with their membership (nil: none, or the backend).
+    static func groupOperator(_ caller: Caller, membership: Member?) -> GroupOperator {
+        guard let user = caller.operatorID else { return .backend }
+        return .user(user, membership: membership)
+    }
+
+    /// `INVALID_ARGUMENT` naming `group_id` when it is empty.
+    static func requireGroupID(_ id: String) throws {
+        if id.isEmpty { throw GroupError.invalidArgument(field: "group_id", "group_id must not be empty") }
+    }
+
+    /// What the plan closure hands out of the transaction.
+    struct MutationOutcome<Value: Sendable>: Sendable {
+        var value: Value
+        var upserts: [Member] = []
+        var removals: [String] = []
+        var live: Bool = false
+        var membership: Member?
+    }
+
+    /// What a committed mutation gives back.
+    struct Mutation<Value: Sendable>: Sendable {
+        var value: Value
+        /// The group after the change (for AVChatRoom, `memberCount` counts the live audience).
+        var group: Group
+        /// The operator's membership after the change.
+        var membership: Member?
+        var events: [GroupEvent]
+    }
+
+    /// Runs `plan` against the group's snapshot in one write transaction and applies its change.
+    ///
+    /// For an AVChatRoom the snapshot is completed with the node's audience (operator and target
+    /// memberships, live member count) before the plan runs; the audience's part of the change
+    /// (joins, leaves, member updates of users not stored) is taken out of what the store writes
+    /// and applied to the in-memory registry after the commit. The events are stored either way.
+    func mutate<Value: Sendable>(
+        _ call: CallContext, groupID: String, targets: [String] = [],
+        _ plan: @escaping @Sendable (GroupSnapshot, GroupOperator) throws -> (GroupChange, Value)
+    ) async throws -> Mutation<Value> {
+        try Self.requireGroupID(groupID)
+        let caller = call.caller
+        let app = caller.appID
+        let audience = self.audience
+        let committed = try await operations.mutateGroup(
+            app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now()
+        ) { stored in
+            var snapshot = stored
+            let live = !stored.group.type.preset.behaviour.membershipStored
+            var storedIDs: Set<String> = Set(stored.targets.keys)
+            if let owner = stored.owner { storedIDs.insert(owner.userID) }
+            if let own = stored.operatorMembership { storedIDs.insert(own.userID) }
+            if live {
+                let listeners = audience.members(app: app, group: groupID, users: targets + [caller.operatorID].compactMap { $0 })
+                for (user, member) in listeners where snapshot.targets[user] == nil { snapshot.targets[user] = member }
+                if snapshot.operatorMembership == nil, let user = caller.operatorID { snapshot.operatorMembership = listeners[user] }
+                snapshot.group.memberCount = stored.group.memberCount + audience.count(app: app, group: groupID)
+            }
+            let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
+            var (change, value) = try plan(snapshot, op)
+            var outcome = MutationOutcome(value: value, live: live)
+            let operatorID = caller.operatorID
+            outcome.membership = operatorID.flatMap { user in
+                if change.removedMembers.contains(user) { return nil }
+                return change.insertedMembers.first { $0.userID == user }
+                    ?? change.updatedMembers.first { $0.userID == user } ?? snapshot.operatorMembership
+            }
+            if live {
+                outcome.upserts = change.insertedMembers + change.updatedMembers.filter { !storedIDs.contains($0.userID) }
+                outcome.removals = change.removedMembers.filter { !storedIDs.contains($0) }
+                change.insertedMembers = []
+                change.updatedMembers.removeAll { !storedIDs.contains($0.userID) }
+                change.removedMembers.removeAll { !storedIDs.contains($0) }
+                change.group.memberCount = stored.group.memberCount - change.removedMembers.count
+            }
+            return (change, outcome)
+        }
+        let outcome = committed.value.value
+        var group = committed.value.group
+        if outcome.live {
+            audience.apply(app: app, group: groupID, upserts: outcome.upserts, removals: outcome.removals)
+            group.memberCount += audience.count(app: app, group: groupID)
+        }
+        return Mutation(value: outcome.value, group: group, membership: outcome.membership, events: committed.events)
+    }
+
+    /// The group and the operator's membership, outside a transaction (reads and checks that need
+    /// no atomic write): `GROUP_NOT_FOUND` when missing. For AVChatRoom the membership may come
+    /// from the audience and the member count is the live one.
+    func loadGroup(_ call: CallContext, groupID: String) async throws -> (group: Group, membership: Member?) {
+        try Self.requireGroupID(groupID)
+        let app = call.caller.appID
+        guard var group = try await store.groups(app: app, ids: [groupID])[groupID] else {
+            throw GroupError.groupNotFound(groupID)
+        }
+        var membership: Member?
+        if let user = call.caller.operatorID {
+            membership = try await store.memberships(app: app, userID: user, groupIDs: [groupID])[groupID]
+        }
+        if !group.type.preset.behaviour.membershipStored {
+            group.memberCount += audience.count(app: app, group: groupID)
+            if membership == nil, let user = call.caller.operatorID {
+                membership = audience.member(app: app, group: groupID, user: user)
+            }
+        }
+        return (group, membership)
+    }
+
+    // MARK: Views
+
+    /// A member as `actor` may see it: custom values limited to the readable keys (and, when
+    /// `keys` is given, to those keys).
+    static func memberView(_ member: Member, actor: ActingRole, call: CallContext, keys: Set<String>? = nil) -> Groupd_V1_Member {
+        var out = APIMapping.member(member)
+        var custom = member.custom
+        if let keys { custom = custom.filter { keys.contains($0.key) } }
+        if let schema = call.customFields { custom = schema.readable(custom, scope: .member, for: actor) }
+        out.custom = custom
+        return out
+    }
+
+    /// A group as the caller sees it: visibility by role, readable custom fields, own membership.
+    static func groupView(_ group: Group, membership: Member?, call: CallContext, remark: String = "") -> Groupd_V1_Group {
+        let actor = call.caller.actingRole(membership: membership?.role)
+        var visibility = GroupRules.visibility(of: group.type, for: actor)
+        if visibility == .hidden { visibility = .publicProfile }  // callers check hidden before
+        var out = APIMapping.group(group, visibility: visibility, selfInfo: nil)
+        if let schema = call.customFields, visibility.includes(.custom) {
+            out.custom = schema.readable(group.custom, scope: .group, for: actor)
+        }
+        out.selfInfo = membership.map { memberView($0, actor: actor, call: call) }
+        out.remark = remark
+        return out
+    }
+
+    /// One batch result in the API's form.
+    static func memberResult(_ result: MemberResult, actor: ActingRole, call: CallContext) -> Groupd_V1_MemberResult {
+        .with {
+            $0.userID = result.userID
+            switch result.outcome {
+            case .success(let member):
+                $0.result = .success
+                $0.member = memberView(member, actor: actor, call: call)
+            case .alreadyMember:
+                $0.result = .alreadyMember
+                $0.reason = GroupError.Reason.alreadyMember.rawValue
+            case .notMember:
+                $0.result = .notMember
+                $0.reason = GroupError.Reason.notAMember.rawValue
+            case .failed(let error):
+                $0.result = .failed
+                $0.reason = error.reason.rawValue
+            case .invalid(let error):
+                $0.result = .invalid
+                $0.reason = error.reason.rawValue
+            case .pending:
+                // The invitation record (and its id) belongs to the applications issue.
+                $0.result = .pending
+            }
+        }
+    }
+
+    /// Quit options from the API (absent: the defaults).
+    static func quitOptions(_ options: Groupd_V1_QuitOptions?) -> QuitOptions {
+        QuitOptions(keepMuteStatus: options?.keepMuteStatus ?? false)
+    }
+
+    /// A page size: 0 → `fallback`, above `max` → `max`, negative → `INVALID_ARGUMENT`.
+    static func pageSize(_ size: Int32, fallback: Int, max: Int) throws -> Int {
+        if size < 0 {
+            throw GroupError.invalidArgument(field: "page_size", "page_size must not be negative", limit: max)
+        }
+        return size == 0 ? fallback : min(Int(size), max)
+    }
+}
