@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps build release run test test-swift test-interop protos protos-check bench clean
+.PHONY: deps build release run test test-swift test-interop protos protos-check bench bench-scale clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -44,6 +44,11 @@ protos-check: deps
 ## bench: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench: release
 	scripts/bench.sh $(RELEASE_BIN)
+
+## bench-scale: member-list pages of a 100,000-member group, GetGroupsInfo at 1,000 vs 1,000,000
+## groups, join throughput (server on core 0, the Python load on core 1; takes several minutes)
+bench-scale: release
+	taskset -c 1 python3 scripts/bench_scale.py $(RELEASE_BIN)
 
 clean:
 	rm -rf .build

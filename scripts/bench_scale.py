@@ -1,0 +1,235 @@
+"""Scale benchmarks for groups and members (issue 3), run by `make bench-scale`.
+
+  python3 scripts/bench_scale.py .build/release/groupd [--groups 1000000] [--members 100000]
+
+What it measures, with groupd pinned to core 0 and the load on core 1, loopback only, every
+load bounded in time:
+  1. GetGroupsInfo (one id) with 1,000 groups in the store, then with --groups groups: h2load on
+     one hot id (served from the group cache), and a grpc.aio client reading random ids
+     (mostly cache misses once the store holds more groups than the cache).
+  2. ListMembers, first page (50) and a page deep in the list, of a group with --members members:
+     h2load, -c1 -m1 and -c8 -m32.
+  3. JoinGroup throughput into one Public group (join option ANY), distinct users, grpc.aio
+     client with 256 calls in flight, durability full.
+Seeding uses `durability: normal` (an fsync per commit would make a million creations take an
+hour); the measurement phases restart groupd on the same data with `durability: full`.
+"""
+import argparse
+import asyncio
+import os
+import random
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import grpc  # noqa: E402
+from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
+
+CONFIG = """\
+listen: {{ host: 127.0.0.1, port: {port} }}
+data_dir: {data}
+durability: {durability}
+apps:
+  - id: {app}
+    secrets: [{{ kid: k1, secret: {secret} }}]
+    limits:
+      max_members: {{ work: 200, public: 1000000, meeting: 6000, av_chat_room: 0 }}
+      max_users_per_batch: 500
+"""
+
+
+def frame(message) -> bytes:
+    payload = message.SerializeToString()
+    return struct.pack(">BI", 0, len(payload)) + payload
+
+
+class Server:
+    def __init__(self, binary, workdir):
+        self.binary, self.workdir = binary, workdir
+        self.process = None
+        self.port = None
+
+    def start(self, durability):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        config = self.workdir / f"groupd-{durability}.yaml"
+        config.write_text(CONFIG.format(port=self.port, data=self.workdir / "data", durability=durability,
+                                        app=APP_ID, secret=APP_SECRET))
+        self.process = subprocess.Popen(["taskset", "-c", "0", str(self.binary), "serve", "--config", str(config)],
+                                        stdout=open(self.workdir / "groupd.log", "ab"), stderr=subprocess.STDOUT)
+        for _ in range(300):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("groupd did not start")
+
+    def stop(self):
+        if self.process:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+
+def h2load(server, path, body: bytes, token, clients, streams, seconds, workdir):
+    body_file = workdir / "body.bin"
+    body_file.write_bytes(body)
+    log = workdir / "h2.log"
+    log.unlink(missing_ok=True)
+    out = subprocess.run(
+        ["taskset", "-c", "1", "timeout", str(seconds + 30), "h2load", "-c", str(clients), "-m", str(streams),
+         "-t", "1", "-D", str(seconds), "--warm-up-time", "1", f"--log-file={log}", "-d", str(body_file),
+         "-H", "content-type: application/grpc", "-H", "te: trailers", "-H", f"authorization: Bearer {token}",
+         f"http://{server.address}{path}"], capture_output=True, text=True).stdout
+    rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
+    failed = int(re.search(r"requests: .* (\d+) failed", out).group(1))
+    lat = sorted(int(line.split()[2]) for line in open(log) if line.strip())
+    pct = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] if lat else 0
+    return f"{rps:,.0f} req/s, p50 {pct(.5)} µs, p99 {pct(.99)} µs, failed {failed}"
+
+
+async def run_calls(address, make_call, total, in_flight=256, seconds=None):
+    """Runs `total` calls (or until `seconds` pass) with `in_flight` outstanding; returns (done, elapsed)."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        done = 0
+        start = time.perf_counter()
+        queue = iter(range(total))
+
+        async def worker():
+            nonlocal done
+            for index in queue:
+                if seconds and time.perf_counter() - start > seconds:
+                    return
+                await make_call(channel, index)
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return done, time.perf_counter() - start
+
+
+def seed_groups(server, first, count, token):
+    md = [("authorization", f"Bearer {token}")]
+
+    async def create(channel, index):
+        stub = group_pb2_grpc.GroupServiceStub(channel)
+        n = first + index
+        try:
+            await stub.CreateGroup(group_pb2.CreateGroupRequest(
+                group_id=f"g{n}", type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=f"owner{n % 1000}",
+                profile=common_pb2.GroupProfile(name=f"group {n}")), metadata=md)
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+
+    done, elapsed = asyncio.run(run_calls(server.address, create, count))
+    return done / elapsed
+
+
+def random_reads(server, groups, token, seconds=10):
+    md = [("authorization", f"Bearer {token}")]
+    rng = random.Random(7)
+
+    async def read(channel, _):
+        stub = group_pb2_grpc.GroupServiceStub(channel)
+        response = await stub.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[f"g{rng.randrange(groups)}"]), metadata=md)
+        assert len(response.groups) == 1
+
+    done, elapsed = asyncio.run(run_calls(server.address, read, 10**9, seconds=seconds))
+    return done / elapsed
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--groups", type=int, default=1_000_000)
+    parser.add_argument("--members", type=int, default=100_000)
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="groupd-scale-"))
+    token = mint_token(exp_in=24 * 3600)
+    server = Server(Path(args.binary).resolve(), workdir)
+    print(f"machine: {os.cpu_count()} cores; groupd on core 0, load on core 1; workdir {workdir}")
+    try:
+        # 1. GetGroupsInfo at 1,000 groups, then at --groups.
+        server.start("normal")
+        rate = seed_groups(server, 0, 1000, token)
+        server.stop()
+        server.start("full")
+        body = frame(group_pb2.GetGroupsInfoRequest(group_ids=["g7"]))
+        print(f"GetGroupsInfo, 1,000 groups, hot id, 8x32: {h2load(server, '/groupd.v1.GroupService/GetGroupsInfo', body, token, 8, 32, args.seconds, workdir)}")
+        print(f"GetGroupsInfo, 1,000 groups, random ids (grpc.aio, 256 in flight): {random_reads(server, 1000, token, args.seconds):,.0f} req/s")
+        server.stop()
+        server.start("normal")
+        started = time.perf_counter()
+        rate = seed_groups(server, 1000, args.groups - 1000, token)
+        print(f"seeded {args.groups:,} groups ({rate:,.0f} CreateGroup/s, durability normal, {time.perf_counter() - started:.0f} s)")
+        server.stop()
+        server.start("full")
+        print(f"GetGroupsInfo, {args.groups:,} groups, hot id, 8x32: {h2load(server, '/groupd.v1.GroupService/GetGroupsInfo', body, token, 8, 32, args.seconds, workdir)}")
+        print(f"GetGroupsInfo, {args.groups:,} groups, random ids (grpc.aio, 256 in flight): {random_reads(server, args.groups, token, args.seconds):,.0f} req/s")
+        size = sum(f.stat().st_size for f in (workdir / "data").iterdir())
+        print(f"data directory: {size / 2**20:,.0f} MiB")
+        server.stop()
+
+        # 2. ListMembers on a group of --members members (added by the backend, 500 a call).
+        server.start("normal")
+        md = [("authorization", f"Bearer {token}")]
+        with grpc.insecure_channel(server.address) as channel:
+            group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
+                group_id="big", type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id="u0", max_member_count=args.members + 1,
+                profile=common_pb2.GroupProfile(name="big")), metadata=md)
+
+        async def invite(channel, index):
+            users = [f"u{index * 500 + k + 1}" for k in range(500)]
+            await member_pb2_grpc.MemberServiceStub(channel).InviteMembers(
+                member_pb2.InviteMembersRequest(group_id="big", user_ids=users), metadata=md)
+
+        done, elapsed = asyncio.run(run_calls(server.address, invite, args.members // 500, in_flight=8))
+        print(f"seeded a group of {args.members + 1:,} members ({done * 500 / elapsed:,.0f} members/s through InviteMembers)")
+        server.stop()
+        server.start("full")
+        with grpc.insecure_channel(server.address) as channel:
+            stub = member_pb2_grpc.MemberServiceStub(channel)
+            token_mid = ""
+            for _ in range(args.members // 100):
+                token_mid = stub.ListMembers(member_pb2.ListMembersRequest(group_id="big", page_size=50, page_token=token_mid), metadata=md).next_page_token
+        first = frame(member_pb2.ListMembersRequest(group_id="big", page_size=50))
+        deep = frame(member_pb2.ListMembersRequest(group_id="big", page_size=50, page_token=token_mid))
+        for label, body in (("first page", first), ("page at the middle", deep)):
+            for c, m in ((1, 1), (8, 32)):
+                print(f"ListMembers {label} (50 of {args.members + 1:,}), {c}x{m}: {h2load(server, '/groupd.v1.MemberService/ListMembers', body, token, c, m, args.seconds, workdir)}")
+
+        # 3. JoinGroup throughput: distinct users, each with their own token, durability full.
+        with grpc.insecure_channel(server.address) as channel:
+            group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
+                group_id="open", type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id="owner", max_member_count=1_000_000,
+                settings=common_pb2.GroupSettings(join_option=common_pb2.JOIN_OPTION_ANY),
+                profile=common_pb2.GroupProfile(name="open")), metadata=md)
+        tokens = [mint_token(sub=f"joiner{n}", role="user", exp_in=3600) for n in range(200_000)]
+
+        async def join(channel, index):
+            await member_pb2_grpc.MemberServiceStub(channel).JoinGroup(
+                member_pb2.JoinGroupRequest(group_id="open"), metadata=[("authorization", f"Bearer {tokens[index]}")])
+
+        done, elapsed = asyncio.run(run_calls(server.address, join, len(tokens), seconds=args.seconds))
+        print(f"JoinGroup into one Public group, distinct users, durability full: {done / elapsed:,.0f} joins/s ({done:,} in {elapsed:.1f} s)")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
