@@ -80,12 +80,19 @@ class Server:
             self.process.wait(timeout=30)
             self.process = None
 
+    def cpu_seconds(self):
+        """The server's user + system CPU time so far (from /proc), to report cost per call
+        independently of the load generator's own limits."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     @property
     def address(self):
         return f"127.0.0.1:{self.port}"
 
 
 def h2load(server, path, body: bytes, token, clients, streams, seconds, workdir):
+    cpu_before = server.cpu_seconds()
     body_file = workdir / "body.bin"
     body_file.write_bytes(body)
     log = workdir / "h2.log"
@@ -99,7 +106,9 @@ def h2load(server, path, body: bytes, token, clients, streams, seconds, workdir)
     failed = int(re.search(r"requests: .* (\d+) failed", out).group(1))
     lat = sorted(int(line.split()[2]) for line in open(log) if line.strip())
     pct = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] if lat else 0
-    return f"{rps:,.0f} req/s, p50 {pct(.5)} µs, p99 {pct(.99)} µs, failed {failed}"
+    done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
+    cpu = (server.cpu_seconds() - cpu_before) / max(done, 1) * 1e6
+    return f"{rps:,.0f} req/s, p50 {pct(.5)} µs, p99 {pct(.99)} µs, failed {failed}, server CPU {cpu:.1f} µs/call"
 
 
 async def run_calls(address, make_call, total, in_flight=256, seconds=None):
@@ -148,8 +157,10 @@ def random_reads(server, groups, token, seconds=10):
         response = await stub.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[f"g{rng.randrange(groups)}"]), metadata=md)
         assert len(response.groups) == 1
 
+    cpu_before = server.cpu_seconds()
     done, elapsed = asyncio.run(run_calls(server.address, read, 10**9, seconds=seconds))
-    return done / elapsed
+    cpu = (server.cpu_seconds() - cpu_before) / max(done, 1) * 1e6
+    return f"{done / elapsed:,.0f} req/s (client-bound), server CPU {cpu:.1f} µs/call"
 
 
 def main():
@@ -171,7 +182,7 @@ def main():
         server.start("full")
         body = frame(group_pb2.GetGroupsInfoRequest(group_ids=["g7"]))
         print(f"GetGroupsInfo, 1,000 groups, hot id, 8x32: {h2load(server, '/groupd.v1.GroupService/GetGroupsInfo', body, token, 8, 32, args.seconds, workdir)}")
-        print(f"GetGroupsInfo, 1,000 groups, random ids (grpc.aio, 256 in flight): {random_reads(server, 1000, token, args.seconds):,.0f} req/s")
+        print(f"GetGroupsInfo, 1,000 groups, random ids (grpc.aio, 256 in flight): {random_reads(server, 1000, token, args.seconds)}")
         server.stop()
         server.start("normal")
         started = time.perf_counter()
@@ -180,7 +191,7 @@ def main():
         server.stop()
         server.start("full")
         print(f"GetGroupsInfo, {args.groups:,} groups, hot id, 8x32: {h2load(server, '/groupd.v1.GroupService/GetGroupsInfo', body, token, 8, 32, args.seconds, workdir)}")
-        print(f"GetGroupsInfo, {args.groups:,} groups, random ids (grpc.aio, 256 in flight): {random_reads(server, args.groups, token, args.seconds):,.0f} req/s")
+        print(f"GetGroupsInfo, {args.groups:,} groups, random ids (grpc.aio, 256 in flight): {random_reads(server, args.groups, token, args.seconds)}")
         size = sum(f.stat().st_size for f in (workdir / "data").iterdir())
         print(f"data directory: {size / 2**20:,.0f} MiB")
         server.stop()
@@ -225,8 +236,10 @@ def main():
             await member_pb2_grpc.MemberServiceStub(channel).JoinGroup(
                 member_pb2.JoinGroupRequest(group_id="open"), metadata=[("authorization", f"Bearer {tokens[index]}")])
 
+        cpu_before = server.cpu_seconds()
         done, elapsed = asyncio.run(run_calls(server.address, join, len(tokens), seconds=args.seconds))
-        print(f"JoinGroup into one Public group, distinct users, durability full: {done / elapsed:,.0f} joins/s ({done:,} in {elapsed:.1f} s)")
+        cpu = (server.cpu_seconds() - cpu_before) / max(done, 1) * 1e6
+        print(f"JoinGroup into one Public group, distinct users, durability full: {done / elapsed:,.0f} joins/s ({done:,} in {elapsed:.1f} s), server CPU {cpu:.0f} µs/join")
     finally:
         server.stop()
 
