@@ -227,7 +227,7 @@ extension GroupError {
 extension GroupRules {
     /// Whether membership of a group of `type` counts toward ``AppLimits/maxGroupsPerUser``
     /// (AVChatRoom rooms do not: they are not listed among joined groups).
-    static func countsTowardGroupLimit(_ type: GroupType) -> Bool {
+    public static func countsTowardGroupLimit(_ type: GroupType) -> Bool {
         type.preset.behaviour.listedInJoinedGroups
     }
 

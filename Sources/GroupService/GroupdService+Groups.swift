@@ -47,10 +47,9 @@ extension GroupdService {
         // A generated id that collides (1 in 32^12 per pair) is planned again with a fresh one;
         // a custom id that is taken is the caller's error.
         var attempt = 0
-        var plan: GroupCreationPlan
-        var committed: Committed<Group>
         while true {
             attempt += 1
+            let plan: GroupCreationPlan
             do {
                 plan = try GroupRules.planCreation(
                     creation, appID: call.caller.appID, creatorID: call.caller.operatorID, limits: call.limits, now: clock.now())
@@ -60,29 +59,66 @@ extension GroupdService {
                 throw error
             }
             do {
-                committed = try await store.createGroup(plan)
-                break
+                let created = try await commitCreation(plan, call)
+                return .with {
+                    $0.group = created.group
+                    $0.memberResults = created.memberResults
+                }
             } catch let error as GroupError where error.reason == .groupIDTaken && plan.idWasGenerated && attempt < 5 {
                 continue
             }
         }
-        let group = committed.value
-        let owner = plan.members.first { $0.role == .owner }
-        return .with {
-            $0.group = APIMapping.group(group, visibility: .full, selfInfo: owner.flatMap { $0.userID == call.caller.operatorID ? $0 : nil })
-            $0.memberResults = plan.members.filter { $0.role != .owner }.map { member in
-                .with {
+    }
+
+    /// What a committed creation (or import) answers.
+    struct CreatedGroup: Sendable {
+        /// The group as the owner sees it (own membership when the operator is the owner).
+        var group: Groupd_V1_Group
+        /// SUCCESS per stored member but the owner (and the owner too when `includeOwner`),
+        /// FAILED / TOO_MANY_GROUPS per member left out, in plan order.
+        var memberResults: [Groupd_V1_MemberResult]
+    }
+
+    /// Writes a creation plan with the app's joined-groups limit checked in the same write
+    /// transaction (``GroupRules/applyGroupLimit(to:joinedGroupCounts:limits:)``): an owner over
+    /// the limit refuses the request with `TOO_MANY_GROUPS`; other members over it are left out
+    /// and answered FAILED with reason `TOO_MANY_GROUPS`.
+    func commitCreation(_ plan: GroupCreationPlan, _ call: CallContext, includeOwner: Bool = false) async throws -> CreatedGroup {
+        let limits = call.limits
+        let committed = try await operations.createGroup(plan) { counts in
+            let (revised, refused) = try GroupRules.applyGroupLimit(to: plan, joinedGroupCounts: counts, limits: limits)
+            return (revised, (members: revised.members, refused: refused))
+        }
+        let group = committed.value.group
+        let stored = committed.value.value.members
+        let refused = Set(committed.value.value.refused)
+        let owner = stored.first { $0.role == .owner }
+        var byUser: [String: Member] = [:]
+        for member in stored { byUser[member.userID] = member }
+        var results: [Groupd_V1_MemberResult] = []
+        for member in plan.members where includeOwner || member.role != .owner {
+            if refused.contains(member.userID) {
+                results.append(.with {
                     $0.userID = member.userID
+                    $0.result = .failed
+                    $0.reason = GroupError.Reason.tooManyGroups.rawValue
+                })
+            } else if let stored = byUser[member.userID] {
+                results.append(.with {
+                    $0.userID = stored.userID
                     $0.result = .success
-                    $0.member = APIMapping.member(member)
-                }
+                    $0.member = APIMapping.member(stored)
+                })
             }
         }
+        return CreatedGroup(
+            group: APIMapping.group(group, visibility: .full, selfInfo: owner.flatMap { $0.userID == call.caller.operatorID ? $0 : nil }),
+            memberResults: results)
     }
 
     /// Initial custom values against the app's definitions: known keys, within their byte limits
     /// and the key count, writable by the owner (the creator) unless the backend creates.
-    private static func checkInitialCustom(
+    static func checkInitialCustom(
         _ values: [String: [UInt8]], fields: [String: CustomFieldDefinition], maxKeys: Int, field: String, backend: Bool
     ) throws {
         for key in values.keys.sorted() {
@@ -106,7 +142,7 @@ extension GroupdService {
         }
     }
 
-    private static func createRequestField(_ field: String) -> String {
+    static func createRequestField(_ field: String) -> String {
         switch field {
         case "name", "introduction", "notification", "face_url": "profile.\(field)"
         case "owner_id": "owner_user_id"

@@ -15,8 +15,8 @@ extension GroupdService {
 
     /// ListJoinedGroups: the operator's groups, newest join first (the backend must act for a user).
     /// A type filter is applied to each page the store returns, so a filtered page may be short
-    /// (follow `next_page_token` until it is empty). `total_count` is not reported yet: the store
-    /// contract has no count of a user's groups.
+    /// (follow `next_page_token` until it is empty). `total_count` counts the user's groups of
+    /// the requested types (empty: Work, Public and Meeting), read after the page.
     func listJoinedGroups(_ request: Groupd_V1_ListJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_ListJoinedGroupsResponse {
         guard let user = call.caller.operatorID else {
             throw GroupError(code: .invalidArgument, reason: .operatorRequired,
@@ -30,16 +30,22 @@ extension GroupdService {
         let size = try Self.pageSize(request.pageSize, fallback: 50, max: 100)
         let page = try await operations.joinedGroups(
             app: call.caller.appID, userID: user, after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
+        // AVChatRoom is never listed, so never counted (its owner's row is stored).
+        let counted = (types.isEmpty ? Set(GroupType.allCases) : types).filter(GroupRules.countsTowardGroupLimit)
+        let total = counted.isEmpty
+            ? 0 : try await operations.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
         return .with {
             $0.groups = page.items.filter { types.isEmpty || types.contains($0.group.type) }.map {
                 Self.groupView($0.group, membership: $0.membership, call: call, remark: $0.remark)
             }
             $0.nextPageToken = page.next ?? ""
+            $0.totalCount = UInt32(clamping: total)
         }
     }
 
-    /// SearchGroups among the groups the caller may see. `matched_members` stays empty: the store
-    /// contract returns the groups a name card matched, not the members.
+    /// SearchGroups among the groups the caller may see. With MEMBER_NAME_CARD, each joined group
+    /// of the page carries the members whose name card contains the keyword (at most
+    /// ``matchedMembersPerGroup``, in join order, as the caller may see them).
     func searchGroups(_ request: Groupd_V1_SearchGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_SearchGroupsResponse {
         let keyword = request.keyword
         if keyword.isEmpty || keyword.utf8.count > 30 {
@@ -69,6 +75,11 @@ extension GroupdService {
         if let user, !page.items.isEmpty {
             memberships = try await store.memberships(app: app, userID: user, groupIDs: page.items.map(\.id))
         }
+        var matchedMembers: [String: [Member]] = [:]
+        if fields.contains(.memberNameCard), !memberships.isEmpty {
+            matchedMembers = try await operations.nameCardMatches(
+                app: app, groupIDs: Array(memberships.keys), keyword: keyword, limit: Self.matchedMembersPerGroup)
+        }
         var results: [Groupd_V1_GroupSearchResult] = []
         let lowered = keyword.lowercased()
         for group in page.items {
@@ -79,14 +90,14 @@ extension GroupdService {
             var matched: [Groupd_V1_SearchField] = []
             if fields.contains(.groupID), group.id == keyword || group.id.hasPrefix(keyword) { matched.append(.groupID) }
             if fields.contains(.name), group.name.lowercased().contains(lowered) { matched.append(.name) }
-            if matched.isEmpty {
-                // Only a name card matched (or a field the caller did not ask for).
-                guard fields.contains(.memberNameCard), membership != nil else { continue }
-                matched.append(.memberNameCard)
-            }
+            let cards = membership == nil ? [] : matchedMembers[group.id] ?? []
+            if !cards.isEmpty { matched.append(.memberNameCard) }
+            // Nothing the caller asked for matched (a name card changed since the page was read).
+            if matched.isEmpty { continue }
             results.append(.with {
                 $0.group = Self.groupView(group, membership: membership, call: call)
                 $0.matchedFields = matched
+                $0.matchedMembers = cards.map { Self.memberView($0, actor: actor, call: call) }
             })
         }
         return .with {
@@ -94,4 +105,7 @@ extension GroupdService {
             $0.nextPageToken = page.next ?? ""
         }
     }
+
+    /// The most members one SearchGroups hit lists in `matched_members`.
+    static let matchedMembersPerGroup = 20
 }

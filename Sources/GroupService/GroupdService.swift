@@ -51,6 +51,7 @@ public final class GroupdService: Sendable {
         registerListingMethods(in: &routes)
         registerMembershipMethods(in: &routes)
         registerMemberMethods(in: &routes)
+        registerLifecycleMethods(in: &routes)
         return routes.finish()
     }
 

@@ -114,4 +114,23 @@ public protocol GroupOperationStore: GroupStore {
     func searchGroups(
         app: String, keyword: String, userID: String?, matchNameCards: Bool, after cursor: String?, limit: Int
     ) async throws -> Page<Group>
+
+    /// Creates a group as ``GroupStore/createGroup(_:)`` does, after `revise` has seen, in the
+    /// same write transaction, how many groups of the app each member of `plan` is in (undismissed,
+    /// AVChatRoom excluded), so a limit check and the insert cannot be separated by a concurrent join.
+    /// - Parameter revise: Pure: returns the plan to write (members left out, say) and a value for
+    ///   the caller, or throws a `GroupError` (nothing is written).
+    /// - Throws: `GROUP_ID_TAKEN`; what `revise` throws; `INTERNAL`.
+    func createGroup<Value: Sendable>(
+        _ plan: GroupCreationPlan,
+        revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
+    ) async throws -> Committed<(value: Value, group: Group)>
+
+    /// How many undismissed groups of `types` the user belongs to, as stored (an AVChatRoom's
+    /// audience is not stored; its owner is). `types` empty: every type.
+    func joinedGroupCount(app: String, userID: String, types: Set<GroupType>) async throws -> Int
+
+    /// Per group id, the members whose name card contains `keyword` (case-insensitive for ASCII),
+    /// at most `limit` per group, in join order. Groups missing, dismissed or without a match are absent.
+    func nameCardMatches(app: String, groupIDs: [String], keyword: String, limit: Int) async throws -> [String: [Member]]
 }

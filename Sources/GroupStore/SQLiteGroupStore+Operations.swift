@@ -277,6 +277,78 @@ extension SQLiteGroupStore: GroupOperationStore {
     }
 }
 
+// MARK: - Creation with a limit check, counts, name-card matches
+
+extension SQLiteGroupStore {
+    public func createGroup<Value: Sendable>(
+        _ plan: GroupCreationPlan,
+        revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
+    ) async throws -> Committed<(value: Value, group: Group)> {
+        try await self.run { [pool] in
+            try await pool.write { db in
+                let counts = try Operations.joinedGroupCounts(
+                    app: plan.group.appID, users: plan.members.map(\.userID), db: db)
+                let (revised, value) = try revise(counts)
+                let committed = try self.insertGroup(revised, db: db)
+                return Committed(value: (value: value, group: committed.value), events: committed.events)
+            }
+        }
+    }
+
+    public func joinedGroupCount(app: String, userID: String, types: Set<GroupType>) async throws -> Int {
+        let names = types.map(\.name).sorted()
+        return try await self.run { [pool] in
+            try await pool.read { db in
+                var sql = """
+                    SELECT COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
+                    WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL
+                    """
+                var arguments: [any DatabaseValueConvertible] = [app, userID]
+                if !names.isEmpty {
+                    sql += " AND g.type IN (\(Rows.placeholders(names.count)))"
+                    arguments += names.map { $0 as any DatabaseValueConvertible }
+                }
+                return try Int.fetchOne(db, sql: sql, arguments: StatementArguments(arguments)) ?? 0
+            }
+        }
+    }
+
+    public func nameCardMatches(
+        app: String, groupIDs: [String], keyword: String, limit: Int
+    ) async throws -> [String: [Member]] {
+        let groupIDs = Array(Set(groupIDs))
+        if groupIDs.isEmpty || keyword.isEmpty || limit < 1 { return [:] }
+        let pattern = "%" + Operations.escapeLike(keyword) + "%"
+        return try await self.run { [pool] in
+            try await pool.read { db in
+                let padded = Rows.padded(groupIDs)
+                let keys = try Row.fetchAll(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT group_key, group_id FROM groups
+                            WHERE app_id = ? AND group_id IN (\(Rows.placeholders(padded.count))) AND dismissed_at IS NULL
+                            """),
+                    arguments: StatementArguments([app] + padded))
+                var result: [String: [Member]] = [:]
+                for row in keys {
+                    let groupKey: Int64 = try row.decode(atIndex: 0)
+                    let rows = try Rows.MemberRow.fetchAll(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT \(Rows.memberColumns) FROM members m
+                                WHERE m.group_key = ? AND m.name_card <> '' AND m.name_card LIKE ? ESCAPE '\\'
+                                ORDER BY m.join_order LIMIT ?
+                                """),
+                        arguments: [groupKey, pattern, limit])
+                    if rows.isEmpty { continue }
+                    result[try row.decode(String.self, atIndex: 1)] = try Operations.withCustom(rows, groupKey: groupKey, db: db)
+                }
+                return result
+            }
+        }
+    }
+}
+
 // MARK: - Cursors
 
 /// Opaque page cursors: numbers in base 36 joined by `.`.
@@ -343,20 +415,8 @@ enum Operations {
         var counts: [String: Int] = [:]
         var retained: [String: Timestamp] = [:]
         if !users.isEmpty {
-            for user in users { counts[user] = 0 }
             let padded = Rows.padded(users)
-            let countRows = try Row.fetchCursor(
-                db.cachedStatement(
-                    sql: """
-                        SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
-                        WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
-                          AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
-                        GROUP BY m.user_id
-                        """),
-                arguments: StatementArguments([app] + padded))
-            while let row = try countRows.next() {
-                counts[try row.decode(String.self, atIndex: 0)] = try row.decode(Int.self, atIndex: 1)
-            }
+            counts = try joinedGroupCounts(app: app, users: users, db: db)
             let muteRows = try Row.fetchCursor(
                 db.cachedStatement(
                     sql: """
@@ -377,6 +437,27 @@ enum Operations {
             owner: group.ownerID.flatMap { members[$0] }, successor: successor, joinedGroupCounts: counts,
             retainedMutes: retained)
         return Loaded(snapshot: snapshot, groupKey: groupKey, members: members)
+    }
+
+    /// Per user (0 when none), how many undismissed groups of the app other than AVChatRooms they are in.
+    static func joinedGroupCounts(app: String, users: [String], db: Database) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        if users.isEmpty { return counts }
+        for user in users { counts[user] = 0 }
+        let padded = Rows.padded(Array(Set(users)))
+        let countRows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
+                    WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
+                      AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
+                    GROUP BY m.user_id
+                    """),
+            arguments: StatementArguments([app] + padded))
+        while let row = try countRows.next() {
+            counts[try row.decode(String.self, atIndex: 0)] = try row.decode(Int.self, atIndex: 1)
+        }
+        return counts
     }
 
     /// Write `change` (not empty) and its events; returns the numbered events.

@@ -142,44 +142,48 @@ public final class SQLiteGroupStore: GroupStore {
 
     public func createGroup(_ plan: GroupCreationPlan) async throws -> Committed<Group> {
         try await self.run { [pool] in
-            try await pool.write { db in
-                let group = plan.group
-                self.changesGroups([GroupCache.Key(app: group.appID, id: group.id)], in: db)
-                do {
-                    try db.cachedStatement(
-                        sql: """
-                            INSERT INTO groups (
-                                app_id, group_id, type, name, introduction, notification, face_url,
-                                owner_id, max_members, member_count,
-                                join_option, join_approvers, invite_permission, invitee_must_accept,
-                                invitation_needs_approval, remove_members_permission,
-                                edit_profile_permission, edit_member_info_permission,
-                                mute_mode, mute_roles, mute_until, created_at, updated_at,
-                                latest_seq, next_join_order)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
-                            """
-                    ).execute(arguments: StatementArguments(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)))
-                } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
-                    throw GroupError.groupIDTaken(group.id)
-                }
-                let groupKey = db.lastInsertedRowID
-                for (key, value) in group.custom {
-                    try db.cachedStatement(sql: "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
-                        .execute(arguments: [groupKey, key, Data(value)])
-                }
-                for member in plan.members {
-                    try Rows.insert(member, groupKey: groupKey, appID: group.appID, db: db)
-                }
-                let events = try Rows.appendEvents(
-                    plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id,
-                    after: 0, time: group.createdAt, db: db)
-                try self.injectedFault("createGroup")
-                var stored = group
-                stored.memberCount = plan.members.count
-                stored.latestSequence = events.last?.sequence ?? 0
-                return Committed(value: stored, events: events)
-            }
+            try await pool.write { db in try self.insertGroup(plan, db: db) }
         }
+    }
+
+    /// Writes a creation plan (group, custom fields, members, events) in the caller's write
+    /// transaction, invalidating the group's cache record.
+    func insertGroup(_ plan: GroupCreationPlan, db: Database) throws -> Committed<Group> {
+        let group = plan.group
+        self.changesGroups([GroupCache.Key(app: group.appID, id: group.id)], in: db)
+        do {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO groups (
+                        app_id, group_id, type, name, introduction, notification, face_url,
+                        owner_id, max_members, member_count,
+                        join_option, join_approvers, invite_permission, invitee_must_accept,
+                        invitation_needs_approval, remove_members_permission,
+                        edit_profile_permission, edit_member_info_permission,
+                        mute_mode, mute_roles, mute_until, created_at, updated_at,
+                        latest_seq, next_join_order)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+                    """
+            ).execute(arguments: StatementArguments(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)))
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw GroupError.groupIDTaken(group.id)
+        }
+        let groupKey = db.lastInsertedRowID
+        for (key, value) in group.custom {
+            try db.cachedStatement(sql: "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
+                .execute(arguments: [groupKey, key, Data(value)])
+        }
+        for member in plan.members {
+            try Rows.insert(member, groupKey: groupKey, appID: group.appID, db: db)
+        }
+        let events = try Rows.appendEvents(
+            plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id,
+            after: 0, time: group.updatedAt, db: db)
+        try self.injectedFault("createGroup")
+        var stored = group
+        stored.memberCount = plan.members.count
+        stored.latestSequence = events.last?.sequence ?? 0
+        return Committed(value: stored, events: events)
     }
 
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {

@@ -726,3 +726,71 @@ struct SQLiteGroupStoreOperationsTests {
         try await store.close()
     }
 }
+
+@Suite("SQLite group store: creation with counts, joined-group counts, name-card matches")
+struct SQLiteGroupStoreCreationTests {
+    @Test("createGroup(_:revise:) hands revise the members' counted groups, writes the revised plan, or nothing when it throws")
+    func createWithCounts() async throws {
+        try await withTemporaryStore { store in
+            try await create(store, "a", members: ["bob"])
+            try await create(store, "b", type: .work, members: ["bob"])
+            try await create(store, "room", type: .avChatRoom)
+            try await create(store, "gone", members: ["bob"])
+            _ = try await store.dismissGroup(app: "app-a", groupID: "gone", operatorID: nil, at: t0) { _, _ in
+                [.init(kind: .groupDismissed, operatorID: nil)]
+            }
+            try await create(store, "other-app", app: "app-b", members: ["bob"])
+            let plan = try creation("c", owner: "carol", members: [InitialMember(userID: "bob"), InitialMember(userID: "dan")])
+            let committed = try await store.createGroup(plan) { counts in
+                #expect(counts == ["carol": 0, "bob": 2, "dan": 0])
+                return try GroupRules.applyGroupLimit(to: plan, joinedGroupCounts: counts, limits: {
+                    var limits = AppLimits.defaults
+                    limits.maxGroupsPerUser = 2
+                    return limits
+                }())
+            }
+            #expect(committed.value.value == ["bob"])
+            #expect(committed.value.group.memberCount == 2)
+            #expect(committed.events.first?.targets == ["carol", "dan"])
+            let members = try await store.members(app: "app-a", groupID: "c", userIDs: ["carol", "bob", "dan"])
+            #expect(members.keys.sorted() == ["carol", "dan"])
+            #expect(members["dan"]?.joinOrder == 2)
+
+            let refused = try creation("d", owner: "bob")
+            let error = await groupError {
+                _ = try await store.createGroup(refused) { _ -> (GroupCreationPlan, Void) in
+                    throw GroupError(code: .failedPrecondition, reason: .tooManyGroups, message: "no")
+                }
+            }
+            #expect(error?.reason == .tooManyGroups)
+            #expect(try await store.groups(app: "app-a", ids: ["d"]).isEmpty)
+            #expect(try await store.joinedGroupCount(app: "app-a", userID: "bob", types: []) == 2)
+            #expect(try await store.joinedGroupCount(app: "app-a", userID: "bob", types: [.work]) == 1)
+            #expect(try await store.joinedGroupCount(app: "app-a", userID: "alice", types: []) == 3)
+            #expect(try await store.joinedGroupCount(app: "app-a", userID: "alice", types: [.public, .work, .meeting]) == 2)
+            #expect(try await store.joinedGroupCount(app: "app-b", userID: "bob", types: []) == 1)
+            try await store.close()
+        }
+    }
+
+    @Test("nameCardMatches: members whose card contains the keyword, per live group of the app, in join order, limited")
+    func nameCards() async throws {
+        try await withTemporaryStore { store in
+            let members = [
+                InitialMember(userID: "bob", nameCard: "Big 100%"), InitialMember(userID: "carl", nameCard: "big_top"),
+                InitialMember(userID: "dan", nameCard: "small"), InitialMember(userID: "eve", nameCard: "BIG"),
+            ]
+            _ = try await store.createGroup(try creation("g", members: members))
+            _ = try await store.createGroup(try creation("g", app: "app-b", members: members))
+            let matches = try await store.nameCardMatches(app: "app-a", groupIDs: ["g", "missing"], keyword: "big", limit: 10)
+            #expect(matches.keys.sorted() == ["g"])
+            #expect(matches["g"]?.map(\.userID) == ["bob", "carl", "eve"])
+            #expect(try await store.nameCardMatches(app: "app-a", groupIDs: ["g"], keyword: "big", limit: 2)["g"]?.count == 2)
+            // LIKE wildcards in the keyword are literal.
+            #expect(try await store.nameCardMatches(app: "app-a", groupIDs: ["g"], keyword: "%", limit: 10)["g"]?.map(\.userID) == ["bob"])
+            #expect(try await store.nameCardMatches(app: "app-a", groupIDs: ["g"], keyword: "_", limit: 10)["g"]?.map(\.userID) == ["carl"])
+            #expect(try await store.nameCardMatches(app: "app-a", groupIDs: ["g"], keyword: "nobody", limit: 10).isEmpty)
+            try await store.close()
+        }
+    }
+}

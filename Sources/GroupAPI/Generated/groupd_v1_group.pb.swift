@@ -177,8 +177,10 @@ public struct Groupd_V1_CreateGroupResponse: ProtoMessage {
     /// The created group as the owner sees it.
     public var group: Groupd_V1_Group? = nil
 
-    /// One result per initial member (SUCCESS, with the member as stored);
-    /// an invalid member fails the whole request with INVALID_ARGUMENT.
+    /// One result per initial member: SUCCESS with the member as stored, or
+    /// FAILED with reason TOO_MANY_GROUPS for a member at the app's
+    /// joined-groups limit (left out; the group is still created). An invalid
+    /// member fails the whole request with INVALID_ARGUMENT.
     public var memberResults: [Groupd_V1_MemberResult] = []
 
     /// A message with every field at its proto3 default.
@@ -583,7 +585,9 @@ public struct Groupd_V1_ImportGroupResponse: ProtoMessage {
     /// The imported group.
     public var group: Groupd_V1_Group? = nil
 
-    /// One result per imported member.
+    /// One result per user listed in `members` (the owner too when listed):
+    /// SUCCESS, or FAILED with reason TOO_MANY_GROUPS for a member left out at
+    /// the limit.
     public var memberResults: [Groupd_V1_MemberResult] = []
 
     /// A message with every field at its proto3 default.
@@ -1680,7 +1684,8 @@ public enum Groupd_V1_GroupService {
         /// GROUP_CREATED listing every member, owner first.
         /// Errors: INVALID_ARGUMENT (bad type, id, profile field over its limit,
         /// max_member_count over the app limit, more initial members than the
-        /// app's batch limit), GROUP_ID_TAKEN, POLICY_REJECTED (policy plugins).
+        /// app's batch limit), GROUP_ID_TAKEN, TOO_MANY_GROUPS (the owner is at
+        /// the app's joined-groups limit), POLICY_REJECTED (policy plugins).
         ///
         /// `/groupd.v1.GroupService/CreateGroup`, unary.
         public static let createGroup = ProtoMethod<Groupd_V1_CreateGroupRequest, Groupd_V1_CreateGroupResponse>(
@@ -1774,7 +1779,8 @@ public enum Groupd_V1_GroupService {
         /// Imports an existing group with its members and times from another
         /// system (Tencent import_group, RongCloud hosting import). Admin token
         /// only. Emits no member tips; GROUP_CREATED to the owner. Errors:
-        /// ADMIN_TOKEN_REQUIRED, GROUP_ID_TAKEN, INVALID_ARGUMENT.
+        /// ADMIN_TOKEN_REQUIRED, GROUP_ID_TAKEN, TOO_MANY_GROUPS (owner at the
+        /// joined-groups limit), INVALID_ARGUMENT.
         ///
         /// `/groupd.v1.GroupService/ImportGroup`, unary.
         public static let importGroup = ProtoMethod<Groupd_V1_ImportGroupRequest, Groupd_V1_ImportGroupResponse>(

@@ -217,8 +217,10 @@ struct  Groupd__V1__CreateGroupResponse
    */
   Groupd__V1__Group *group;
   /*
-   * One result per initial member (SUCCESS, with the member as stored);
-   * an invalid member fails the whole request with INVALID_ARGUMENT.
+   * One result per initial member: SUCCESS with the member as stored, or
+   * FAILED with reason TOO_MANY_GROUPS for a member at the app's
+   * joined-groups limit (left out; the group is still created). An invalid
+   * member fails the whole request with INVALID_ARGUMENT.
    */
   size_t n_member_results;
   Groupd__V1__MemberResult **member_results;
@@ -803,7 +805,9 @@ struct  Groupd__V1__ImportGroupResponse
    */
   Groupd__V1__Group *group;
   /*
-   * One result per imported member.
+   * One result per user listed in `members` (the owner too when listed):
+   * SUCCESS, or FAILED with reason TOO_MANY_GROUPS for a member left out at
+   * the limit.
    */
   size_t n_member_results;
   Groupd__V1__MemberResult **member_results;
