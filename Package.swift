@@ -13,6 +13,15 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "groupd", targets: ["groupd"]),
+        // Policy plugins: each a dynamic library groupd dlopens (docs/PLUGINS.md).
+        .library(name: "ExampleCPolicy", type: .dynamic, targets: ["ExampleCPolicy"]),
+        .library(name: "KeywordPolicy", type: .dynamic, targets: ["KeywordPolicy"]),
+        .library(name: "CustomFieldSchemaPolicy", type: .dynamic, targets: ["CustomFieldSchemaPolicy"]),
+        // Broken and scripted plugins the PolicyHost tests load.
+        .library(name: "PolicyFixtureBehaviors", type: .dynamic, targets: ["PolicyFixtureBehaviors"]),
+        .library(name: "PolicyFixtureWrongMajor", type: .dynamic, targets: ["PolicyFixtureWrongMajor"]),
+        .library(name: "PolicyFixtureNoEntry", type: .dynamic, targets: ["PolicyFixtureNoEntry"]),
+        .library(name: "PolicyFixtureSmallTable", type: .dynamic, targets: ["PolicyFixtureSmallTable"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -102,6 +111,32 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Policy plugins
+        /// The C ABI of policy plugins: `include/groupd_policy.h`, the only header a plugin includes.
+        .target(name: "PolicyABI"),
+        /// Loads policy plugins with dlopen, keeps per-app chains, runs hooks on its own threads.
+        .target(
+            name: "PolicyHost",
+            dependencies: [
+                "PolicyABI",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// A plugin in plain C: banned words and a maximum length.
+        .target(name: "ExampleCPolicy", dependencies: ["PolicyABI"], path: "Plugins/ExampleCPolicy"),
+        /// Keyword moderation in Swift: Aho–Corasick over case- and width-folded text, reject or mask.
+        .target(name: "KeywordPolicy", dependencies: ["PolicyABI"], path: "Plugins/KeywordPolicy", swiftSettings: swiftSettings),
+        /// Typed custom fields in Swift: validated and normalised on write, filtered by role on read.
+        .target(name: "CustomFieldSchemaPolicy", dependencies: ["PolicyABI"], path: "Plugins/CustomFieldSchemaPolicy", swiftSettings: swiftSettings),
+        .target(name: "PolicyFixtureBehaviors", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureBehaviors"),
+        .target(name: "PolicyFixtureWrongMajor", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureWrongMajor"),
+        .target(name: "PolicyFixtureNoEntry", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureNoEntry"),
+        .target(name: "PolicyFixtureSmallTable", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureSmallTable"),
+
         // MARK: Tests
         /// Helpers shared by the test targets: temporary stores, a server on port 0, a token minter.
         .target(
@@ -120,6 +155,11 @@ let package = Package(
         .testTarget(
             name: "GroupServiceTests",
             dependencies: ["GroupService", "GroupTestSupport", "GroupAPI"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PolicyHostTests",
+            dependencies: ["PolicyHost", "PolicyABI", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,1 @@
+/* ExampleCPolicy exports only groupd_policy_entry_v1 (see groupd_policy.h); nothing else is public. */
