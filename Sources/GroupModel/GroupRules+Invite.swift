@@ -11,7 +11,8 @@ extension GroupRules {
     ///   - `pending` when the invitee must accept (``GroupSettings/inviteeMustAccept``) or when an
     ///     ordinary inviter needs an approver (``GroupSettings/invitationNeedsApproval`` and the
     ///     inviter is not among ``GroupSettings/joinApprovers``); pending invitations take no seat
-    ///     until accepted;
+    ///     until accepted (their records come from
+    ///     ``planInvitationApplications(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:pending:newID:)``);
     ///   - otherwise `success`: the user is an ordinary member now.
     ///   The backend adds directly (no consent, no approval), like Tencent's server API.
     /// - Events: one `MEMBER_INVITED` tip (targets: the added users), `INVITED_TO_GROUP` to each;

@@ -2,8 +2,9 @@
 public enum JoinOutcome: Sendable, Hashable {
     /// The user is a member now (join option `any`).
     case joined(Member)
-    /// An application awaits an approver (join option `approval`); the applications machinery
-    /// stores it.
+    /// An application awaits an approver (join option `approval`);
+    /// ``GroupRules/planJoinApplication(_:by:joinedGroupCount:message:limits:now:retainedMute:pending:newID:)``
+    /// makes the record to store.
     case pendingApproval
 }
 
@@ -36,7 +37,8 @@ extension GroupRules {
     ///   too, and again when an application is accepted.
     /// - Join option `any`: the user becomes an ordinary member now (a mute kept from an earlier
     ///   membership, `retainedMute`, applies again if it has not ended); events `MEMBER_JOINED`.
-    ///   Option `approval`: nothing is written but `JOIN_APPLICATION_RECEIVED` to the approvers.
+    ///   Option `approval`: nothing is written but `JOIN_APPLICATION_RECEIVED` to the approvers
+    ///   (the application itself comes from ``planJoinApplication(_:by:joinedGroupCount:message:limits:now:retainedMute:pending:newID:)``).
     /// - Parameters:
     ///   - group: The group as stored (for AVChatRoom, `memberCount` should be the live count).
     ///   - op: The joining user and their membership (`nil` if not a member).

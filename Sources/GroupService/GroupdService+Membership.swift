@@ -20,28 +20,61 @@ extension GroupdService {
         }
     }
 
-    /// JoinGroup. Join option APPROVAL answers PENDING_APPROVAL and stores the
-    /// `JOIN_APPLICATION_RECEIVED` event; the application record itself (and so `application`
-    /// in the response) comes with the applications issue.
+    /// JoinGroup. Join option ANY: the user joins now. APPROVAL: an application is stored (or the
+    /// user's pending one refreshed) with `JOIN_APPLICATION_RECEIVED` to the approvers, in the same
+    /// transaction, and returned. AVChatRoom audiences (kept in memory) join through ``mutate``.
     func joinGroup(_ request: Groupd_V1_JoinGroupRequest, _ call: CallContext) async throws -> Groupd_V1_JoinGroupResponse {
-        let message = request.message
         let limits = call.limits
         let now = clock.now()
         let user = call.caller.operatorID
-        let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
-            let plan = try GroupRules.planJoin(
-                snapshot.group, by: op, joinedGroupCount: user.flatMap { snapshot.joinedGroupCounts[$0] } ?? 0,
-                message: message, limits: limits, now: now, retainedMute: user.flatMap { snapshot.retainedMutes[$0] })
-            return (plan.change, plan.outcome)
+        try Self.requireGroupID(request.groupID)
+        guard let stored = try await store.groups(app: call.caller.appID, ids: [request.groupID])[request.groupID] else {
+            throw GroupError.groupNotFound(request.groupID)
         }
-        let actor = call.caller.actingRole(membership: result.membership?.role)
+        // Policy plugins: before_apply_to_join may refuse the join or rewrite (mask) the message.
+        let message = try await checkJoinPolicy(message: request.message, groupID: request.groupID, groupType: stored.type, call)
+        if !stored.type.preset.behaviour.membershipStored {
+            let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+                let plan = try GroupRules.planJoin(
+                    snapshot.group, by: op, joinedGroupCount: user.flatMap { snapshot.joinedGroupCounts[$0] } ?? 0,
+                    message: message, limits: limits, now: now, retainedMute: user.flatMap { snapshot.retainedMutes[$0] })
+                return (plan.change, plan.outcome)
+            }
+            let actor = call.caller.actingRole(membership: result.membership?.role)
+            return .with {
+                $0.outcome = .joined
+                if case .joined(let member) = result.value {
+                    $0.member = Self.memberView(result.membership ?? member, actor: actor, call: call)
+                }
+            }
+        }
+        let caller = call.caller
+        let newID = ApplicationID.make()
+        let committed = try await applications.mutateApplications(
+            app: caller.appID, groupID: request.groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
+            at: now
+        ) { snapshot in
+            let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
+            let plan = try GroupRules.planJoinApplication(
+                snapshot.group.group, by: op,
+                joinedGroupCount: user.flatMap { snapshot.group.joinedGroupCounts[$0] } ?? 0, message: message,
+                limits: limits, now: now, retainedMute: user.flatMap { snapshot.group.retainedMutes[$0] },
+                pending: user.flatMap { snapshot.pending[$0] }, newID: newID)
+            return (ApplicationChange(group: plan.join.change, applications: plan.application.map { [$0] } ?? []), plan)
+        }
+        let plan = committed.value.value
+        let group = committed.value.group
         return .with {
-            switch result.value {
+            switch plan.join.outcome {
             case .joined(let member):
                 $0.outcome = .joined
-                $0.member = Self.memberView(result.membership ?? member, actor: actor, call: call)
+                $0.member = Self.memberView(member, actor: caller.actingRole(membership: member.role), call: call)
             case .pendingApproval:
                 $0.outcome = .pendingApproval
+                if let application = plan.application {
+                    $0.application = Self.applicationView(
+                        application, groupName: group.name, roles: [.sender], caller: caller, now: now)
+                }
             }
         }
     }
@@ -60,20 +93,44 @@ extension GroupdService {
         }
     }
 
+    /// InviteMembers. Each invitee who must consent, or whose invitation needs an approver, gets a
+    /// stored invitation (a pending one is replaced in place) and a PENDING result with its id,
+    /// written with the members added at once and the events in one transaction.
     func inviteMembers(_ request: Groupd_V1_InviteMembersRequest, _ call: CallContext) async throws -> Groupd_V1_InviteMembersResponse {
-        let users = request.userIds
         let message = request.message
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits)) { snapshot, op in
-            let plan = try GroupRules.planInvitation(
-                of: users, to: snapshot.group, by: op, memberships: snapshot.targets,
-                joinedGroupCounts: snapshot.joinedGroupCounts, message: message, limits: limits, now: now,
-                retainedMutes: snapshot.retainedMutes)
-            return (plan.change, plan.results)
+        let caller = call.caller
+        try Self.requireGroupID(request.groupID)
+        // Policy plugins: before_invite may refuse some invitees (FAILED, POLICY_REJECTED); the others go on.
+        let (users, refused) = try await checkInvitePolicy(users: request.userIds, groupID: request.groupID, call)
+        if users.isEmpty, !refused.isEmpty {
+            return .with { $0.results = refused.map(Self.policyRefusedResult) }
         }
-        let actor = call.caller.actingRole(membership: result.membership?.role)
-        return .with { $0.results = result.value.map { Self.memberResult($0, actor: actor, call: call) } }
+        let targets = Self.distinctTargets(users, limits: limits)
+        let committed = try await applications.mutateApplications(
+            app: caller.appID, groupID: request.groupID, operatorID: caller.operatorID, targets: targets,
+            kind: .invitation, at: now
+        ) { snapshot in
+            let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
+            let plan = try GroupRules.planInvitationApplications(
+                of: users, to: snapshot.group.group, by: op, memberships: snapshot.group.targets,
+                joinedGroupCounts: snapshot.group.joinedGroupCounts, message: message, limits: limits, now: now,
+                retainedMutes: snapshot.group.retainedMutes, pending: snapshot.pending, newID: ApplicationID.make)
+            return (ApplicationChange(group: plan.batch.change, applications: Array(plan.invitations.values)),
+                    (plan: plan, membership: op.membership))
+        }
+        let (plan, membership) = committed.value.value
+        let actor = caller.actingRole(membership: membership?.role)
+        return .with {
+            $0.results = Self.mergingPolicyRefusals(plan.batch.results.map { result in
+                var out = Self.memberResult(result, actor: actor, call: call)
+                if case .pending = result.outcome, let invitation = plan.invitations[result.userID] {
+                    out.applicationID = invitation.id
+                }
+                return out
+            }, refused: refused, order: request.userIds)
+        }
     }
 
     func kickMembers(_ request: Groupd_V1_KickMembersRequest, _ call: CallContext) async throws -> Groupd_V1_KickMembersResponse {

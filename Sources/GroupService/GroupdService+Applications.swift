@@ -1,0 +1,277 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// ApplicationService: ListApplications, ReportApplicationsRead, AcceptApplication,
+/// RefuseApplication, WithdrawApplication (issue 4). Items are created by JoinGroup and
+/// InviteMembers (``GroupdService/joinGroup(_:_:)``, ``GroupdService/inviteMembers(_:_:)``).
+extension GroupdService {
+    func registerApplicationMethods(in routes: inout Routes) {
+        routes.unary(Groupd_V1_ApplicationService.Method.listApplications) { [self] request, call in
+            try await listApplications(request, call)
+        }
+        routes.unary(Groupd_V1_ApplicationService.Method.reportApplicationsRead) { [self] request, call in
+            try await reportApplicationsRead(request, call)
+        }
+        routes.unary(Groupd_V1_ApplicationService.Method.acceptApplication) { [self] request, call in
+            try await acceptApplication(request, call)
+        }
+        routes.unary(Groupd_V1_ApplicationService.Method.refuseApplication) { [self] request, call in
+            try await refuseApplication(request, call)
+        }
+        routes.unary(Groupd_V1_ApplicationService.Method.withdrawApplication) { [self] request, call in
+            try await withdrawApplication(request, call)
+        }
+    }
+
+    /// The store's applications, or `INTERNAL` when the configured store has none.
+    var applications: any ApplicationStore {
+        get throws {
+            guard let store = store as? any ApplicationStore else {
+                throw GroupError.internal("the configured store does not keep applications")
+            }
+            return store
+        }
+    }
+
+    /// Default and maximum page sizes of ListApplications (application.proto).
+    static let applicationPageSize = (fallback: 20, max: 100)
+    /// In how many groups a listing marks due items expired (with their events) before it reads.
+    static let expiryBatch = 200
+
+    func listApplications(
+        _ request: Groupd_V1_ListApplicationsRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_ListApplicationsResponse {
+        let size = try Self.pageSize(
+            request.pageSize, fallback: Self.applicationPageSize.fallback, max: Self.applicationPageSize.max)
+        let now = clock.now()
+        let query = ApplicationQuery(
+            userID: call.caller.operatorID, kinds: try Self.kinds(request.kind), states: try Self.states(request.states),
+            groupID: request.groupID.isEmpty ? nil : request.groupID, roles: try Self.roles(request.roles), now: now)
+        let store = try applications
+        // Items past their expiry read as EXPIRED either way; marking them stores their events.
+        _ = try await store.expireApplications(app: call.caller.appID, now: now, limit: Self.expiryBatch)
+        let listing = try await store.listApplications(
+            app: call.caller.appID, query: query, after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
+        return .with {
+            $0.applications = listing.page.items.map {
+                Self.applicationView($0.application, groupName: $0.groupName, roles: $0.roles, caller: call.caller, now: now)
+            }
+            $0.nextPageToken = listing.page.next ?? ""
+            $0.unreadCount = UInt32(clamping: listing.unreadCount)
+            $0.readTime = listing.readTime.map(APIMapping.timestamp)
+        }
+    }
+
+    func reportApplicationsRead(
+        _ request: Groupd_V1_ReportApplicationsReadRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_ReportApplicationsReadResponse {
+        guard let user = call.caller.operatorID else {
+            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
+                             message: "reporting applications read needs a user: send x-operator-id with the admin token",
+                             metadata: ["field": "x-operator-id"])
+        }
+        let now = clock.now()
+        // A time in the future would mark items not yet sent as read: it counts as now.
+        let time = min(request.readTime.map(Self.time) ?? now, now)
+        let (readTime, unread) = try await applications.markApplicationsRead(
+            app: call.caller.appID, userID: user, upTo: time, now: now)
+        return .with {
+            $0.readTime = APIMapping.timestamp(readTime)
+            $0.unreadCount = UInt32(clamping: unread)
+        }
+    }
+
+    func acceptApplication(
+        _ request: Groupd_V1_AcceptApplicationRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_AcceptApplicationResponse {
+        let message = request.message
+        let limits = call.limits
+        let now = clock.now()
+        let decided = try await decide(call, id: request.applicationID) { context in
+            try GroupRules.planAcceptApplication(context, message: message, limits: limits, now: now)
+        }
+        let actor = call.caller.actingRole(membership: decided.membership?.role)
+        return .with {
+            $0.application = decided.view
+            $0.member = decided.plan.member.map { Self.memberView($0, actor: actor, call: call) }
+        }
+    }
+
+    func refuseApplication(
+        _ request: Groupd_V1_RefuseApplicationRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_RefuseApplicationResponse {
+        let message = request.message
+        let limits = call.limits
+        let now = clock.now()
+        let decided = try await decide(call, id: request.applicationID) { context in
+            try GroupRules.planRefuseApplication(context, message: message, limits: limits, now: now)
+        }
+        return .with { $0.application = decided.view }
+    }
+
+    func withdrawApplication(
+        _ request: Groupd_V1_WithdrawApplicationRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_WithdrawApplicationResponse {
+        let now = clock.now()
+        let decided = try await decide(call, id: request.applicationID) { context in
+            try GroupRules.planWithdrawApplication(context, now: now)
+        }
+        return .with { $0.application = decided.view }
+    }
+
+    /// A committed decision: the plan, the caller's membership and the item as the caller sees it.
+    struct DecidedApplication: Sendable {
+        var plan: ApplicationDecisionPlan
+        var membership: Member?
+        var view: Groupd_V1_Application
+    }
+
+    /// Runs a decision plan on item `id` in one store transaction (permission rule included).
+    func decide(
+        _ call: CallContext, id: String,
+        _ plan: @escaping @Sendable (ApplicationContext) throws -> ApplicationDecisionPlan
+    ) async throws -> DecidedApplication {
+        if id.isEmpty { throw GroupError.invalidArgument(field: "application_id", "application_id must not be empty") }
+        let caller = call.caller
+        let now = clock.now()
+        let committed = try await applications.decideApplication(
+            app: caller.appID, id: id, operatorID: caller.operatorID, at: now
+        ) { snapshot in
+            guard let application = snapshot.application else { throw GroupError.applicationNotFound(id) }
+            let subject = application.subjectID
+            let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
+            let context = ApplicationContext(
+                application: application, group: snapshot.group.group, op: op,
+                subjectMembership: snapshot.group.targets[subject],
+                subjectJoinedGroupCount: snapshot.group.joinedGroupCounts[subject] ?? 0,
+                subjectRetainedMute: snapshot.group.retainedMutes[subject])
+            let decided = try plan(context)
+            let roles = GroupRules.relations(of: decided.application, in: decided.change.group, for: op)
+            return (ApplicationChange(group: decided.change, applications: [decided.application]),
+                    (plan: decided, membership: op.membership, roles: roles))
+        }
+        let value = committed.value.value
+        let view = Self.applicationView(
+            value.plan.application, groupName: committed.value.group.name, roles: value.roles, caller: caller, now: now)
+        return DecidedApplication(plan: value.plan, membership: value.membership, view: view)
+    }
+
+    // MARK: Views and conversions
+
+    /// An item in the API's form, as `caller` (with `roles`) sees it at `now`.
+    static func applicationView(
+        _ application: Application, groupName: String, roles: Set<ApplicationRole>, caller: Caller, now: Timestamp
+    ) -> Groupd_V1_Application {
+        .with {
+            $0.applicationID = application.id
+            $0.kind = application.kind == .join ? .join : .invitation
+            $0.state = state(application.state(at: now))
+            $0.groupID = application.groupID
+            $0.groupName = groupName
+            switch application.kind {
+            case .join: $0.applicantUserID = application.senderID
+            case .invitation:
+                $0.inviterUserID = application.senderID
+                $0.inviteeUserID = application.subjectID
+            }
+            $0.message = application.message
+            $0.createTime = APIMapping.timestamp(application.createdAt)
+            $0.updateTime = APIMapping.timestamp(application.updatedAt)
+            $0.expireTime = APIMapping.timestamp(application.expiresAt)
+            $0.needsApproval = application.needsApproval
+            $0.approval = decision(application.approval)
+            $0.needsConsent = application.needsConsent
+            $0.consent = decision(application.consent)
+            $0.handledByUserID = application.handledBy ?? ""
+            $0.handleMessage = application.handleMessage
+            $0.handleTime = application.handledAt.map(APIMapping.timestamp)
+            if application.state(at: now) == .expired, application.handledAt == nil {
+                $0.handleTime = APIMapping.timestamp(application.expiresAt)
+            }
+            $0.callerRoles = ApplicationRole.allCases.filter(roles.contains).map(role)
+            $0.handleStatus = switch GroupRules.handleStatus(of: application, roles: roles, for: caller.operatorID, now: now) {
+            case .notHandled: .notHandled
+            case .handledBySelf: .handledBySelf
+            case .handledByOther: .handledByOther
+            }
+        }
+    }
+
+    static func decision(_ decision: ApplicationDecision) -> Groupd_V1_Decision {
+        .with {
+            $0.state = switch decision.state {
+            case .notNeeded: .unspecified
+            case .pending: .pending
+            case .accepted: .accepted
+            case .refused: .refused
+            }
+            $0.decidedByUserID = decision.decidedBy ?? ""
+            $0.message = decision.message
+            $0.decideTime = decision.decidedAt.map(APIMapping.timestamp)
+        }
+    }
+
+    static func state(_ state: ApplicationState) -> Groupd_V1_ApplicationState {
+        switch state {
+        case .pending: .pending
+        case .accepted: .accepted
+        case .refused: .refused
+        case .expired: .expired
+        case .withdrawn: .withdrawn
+        }
+    }
+
+    static func role(_ role: ApplicationRole) -> Groupd_V1_ApplicationRole {
+        switch role {
+        case .approver: .approver
+        case .invitee: .invitee
+        case .sender: .sender
+        }
+    }
+
+    /// The kind filter (UNSPECIFIED: both).
+    static func kinds(_ kind: Groupd_V1_ApplicationKind) throws -> Set<ApplicationKind> {
+        switch kind {
+        case .unspecified: return []
+        case .join: return [.join]
+        case .invitation: return [.invitation]
+        case .UNRECOGNIZED(let value): throw GroupError.invalidArgument(field: "kind", "unknown kind \(value)")
+        }
+    }
+
+    /// The state filter (empty: all); UNSPECIFIED or unknown entries are `INVALID_ARGUMENT`.
+    static func states(_ states: [Groupd_V1_ApplicationState]) throws -> Set<ApplicationState> {
+        var result: Set<ApplicationState> = []
+        for (index, state) in states.enumerated() {
+            switch state {
+            case .pending: result.insert(.pending)
+            case .accepted: result.insert(.accepted)
+            case .refused: result.insert(.refused)
+            case .expired: result.insert(.expired)
+            case .withdrawn: result.insert(.withdrawn)
+            default: throw GroupError.invalidArgument(field: "states[\(index)]", "unknown or unspecified state")
+            }
+        }
+        return result
+    }
+
+    /// The relation filter (empty: any); UNSPECIFIED or unknown entries are `INVALID_ARGUMENT`.
+    static func roles(_ roles: [Groupd_V1_ApplicationRole]) throws -> Set<ApplicationRole> {
+        var result: Set<ApplicationRole> = []
+        for (index, role) in roles.enumerated() {
+            switch role {
+            case .approver: result.insert(.approver)
+            case .invitee: result.insert(.invitee)
+            case .sender: result.insert(.sender)
+            default: throw GroupError.invalidArgument(field: "roles[\(index)]", "unknown or unspecified role")
+            }
+        }
+        return result
+    }
+
+    /// A protobuf timestamp as the domain's milliseconds.
+    static func time(_ time: Google_Protobuf_Timestamp) -> Timestamp {
+        Timestamp(millisecondsSince1970: time.seconds * 1000 + Int64(time.nanos) / 1_000_000)
+    }
+}

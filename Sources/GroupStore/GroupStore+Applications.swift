@@ -1,0 +1,161 @@
+public import GroupModel
+
+/// What an application plan reads, loaded inside the write transaction that applies it.
+public struct ApplicationSnapshot: Sendable {
+    /// The group, the operator's and the named users' memberships, their joined-group counts and
+    /// retained mutes (as ``GroupOperationStore/mutateGroup(app:groupID:operatorID:targets:at:plan:)``
+    /// loads them).
+    public var group: GroupSnapshot
+    /// The pending items of the group (not yet marked expired) whose subject is one of the named
+    /// users, of the requested kind, keyed by subject.
+    public var pending: [String: Application]
+    /// The item being decided on (``ApplicationStore/decideApplication(app:id:operatorID:at:plan:)``).
+    public var application: Application?
+
+    /// Creates a snapshot.
+    public init(group: GroupSnapshot, pending: [String: Application], application: Application?) {
+        self.group = group
+        self.pending = pending
+        self.application = application
+    }
+}
+
+/// What an application plan writes: the group change (members, events) and the items, inserted
+/// when their id is new, updated otherwise.
+public struct ApplicationChange: Sendable {
+    /// The group change.
+    public var group: GroupChange
+    /// Items to insert or update.
+    public var applications: [Application]
+
+    /// Creates a change.
+    public init(group: GroupChange, applications: [Application] = []) {
+        self.group = group
+        self.applications = applications
+    }
+}
+
+/// What a committed application mutation gives back.
+public struct ApplicationCommit<Value: Sendable>: Sendable {
+    /// The plan's value.
+    public var value: Value
+    /// The group after the change.
+    public var group: Group
+    /// The items as written.
+    public var applications: [Application]
+
+    /// Creates a result.
+    public init(value: Value, group: Group, applications: [Application]) {
+        self.value = value
+        self.group = group
+        self.applications = applications
+    }
+}
+
+/// The filters of a listing of applications (`ListApplications`).
+public struct ApplicationQuery: Sendable, Hashable {
+    /// The caller (`nil`: the backend, which approves every item needing approval).
+    public var userID: String?
+    /// Only these kinds (empty: both).
+    public var kinds: Set<ApplicationKind>
+    /// Only these states, as seen at ``now`` (empty: all).
+    public var states: Set<ApplicationState>
+    /// Only this group.
+    public var groupID: String?
+    /// Only items where the caller has one of these relations (empty: any).
+    public var roles: Set<ApplicationRole>
+    /// The time states are seen at (a pending item past its expiry is `expired`).
+    public var now: Timestamp
+
+    /// Creates a query.
+    public init(
+        userID: String?, kinds: Set<ApplicationKind> = [], states: Set<ApplicationState> = [], groupID: String? = nil,
+        roles: Set<ApplicationRole> = [], now: Timestamp
+    ) {
+        self.userID = userID
+        self.kinds = kinds
+        self.states = states
+        self.groupID = groupID
+        self.roles = roles
+        self.now = now
+    }
+}
+
+/// One item of a listing, with what the caller sees of it.
+public struct ListedApplication: Sendable, Hashable {
+    /// The item.
+    public var application: Application
+    /// Its group's name.
+    public var groupName: String
+    /// The caller's relations to it.
+    public var roles: Set<ApplicationRole>
+
+    /// Creates a listed item.
+    public init(application: Application, groupName: String, roles: Set<ApplicationRole>) {
+        self.application = application
+        self.groupName = groupName
+        self.roles = roles
+    }
+}
+
+/// One page of a listing, with the unread count over every matching item and the read time.
+public struct ApplicationListing: Sendable {
+    /// The page, newest first.
+    public var page: Page<ListedApplication>
+    /// Matching items created after the caller's read time (all matching items when never read),
+    /// counted in the same read transaction as the page.
+    public var unreadCount: Int
+    /// The caller's read time (`nil`: never reported).
+    public var readTime: Timestamp?
+
+    /// Creates a listing.
+    public init(page: Page<ListedApplication>, unreadCount: Int, readTime: Timestamp?) {
+        self.page = page
+        self.unreadCount = unreadCount
+        self.readTime = readTime
+    }
+}
+
+/// Join applications and invitations (issue 4), on top of the group operations.
+///
+/// Every mutation runs in one write transaction: first the group's items whose expiry passed are
+/// marked expired with their `APPLICATION_EXPIRED` events (committed even when the plan then
+/// refuses), then the snapshot is loaded, the pure plan runs, and its group change, items and
+/// events are written together.
+public protocol ApplicationStore: GroupOperationStore {
+    /// Runs a plan over a group and the pending items of `kind` whose subject is among `targets`
+    /// (JoinGroup: the applicant; InviteMembers: the invitees), and writes its change atomically.
+    /// - Throws: `GROUP_NOT_FOUND`; the plan's error; `INTERNAL`.
+    func mutateApplications<Value: Sendable>(
+        app: String, groupID: String, operatorID: String?, targets: [String], kind: ApplicationKind, at time: Timestamp,
+        plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
+    ) async throws -> Committed<ApplicationCommit<Value>>
+
+    /// Runs a decision plan over one item (found by id in the app) and its group, with the subject
+    /// (applicant or invitee) among the snapshot's targets, and writes its change atomically.
+    /// Two concurrent decisions on one item are serialised: the second sees the first's result.
+    /// - Throws: `APPLICATION_NOT_FOUND` when no such item exists in the app; `GROUP_NOT_FOUND`
+    ///   when its group was dismissed; the plan's error; `INTERNAL`.
+    func decideApplication<Value: Sendable>(
+        app: String, id: String, operatorID: String?, at time: Timestamp,
+        plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
+    ) async throws -> Committed<ApplicationCommit<Value>>
+
+    /// One page of the caller's items, newest first (by creation time), with the unread count over
+    /// every item matching `query` and the caller's read time, all read in one transaction. The
+    /// cursor also records where the listing began, so items created later are not listed and no
+    /// item is listed twice. Items of dismissed groups are left out.
+    /// - Throws: `INVALID_ARGUMENT` naming `page_token` for a malformed cursor; `INTERNAL`.
+    func listApplications(app: String, query: ApplicationQuery, after cursor: String?, limit: Int) async throws -> ApplicationListing
+
+    /// Moves the user's read time to `time` (never backwards) and returns it, with the unread
+    /// count over all the user's items afterwards.
+    func markApplicationsRead(app: String, userID: String, upTo time: Timestamp, now: Timestamp) async throws -> (readTime: Timestamp, unreadCount: Int)
+
+    /// Marks the items of the app whose expiry passed by `now` as expired, with their events, in
+    /// at most `limit` groups, one transaction per group. Returns the committed events.
+    func expireApplications(app: String, now: Timestamp, limit: Int) async throws -> [GroupEvent]
+
+    /// One item by id as stored (`nil`: none in the app).
+    func application(app: String, id: String) async throws -> Application?
+}
