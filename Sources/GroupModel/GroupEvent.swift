@@ -67,8 +67,16 @@ public struct GroupEvent: Sendable, Hashable {
         case remarkChanged = "REMARK_CHANGED"
         /// The user's receive option for the group changed (to the user's devices).
         case receiveOptionChanged = "RECEIVE_OPTION_CHANGED"
-        /// A custom system notification from the app's backend.
+        /// A custom system notification from the app's backend (to the group, or to one listed
+        /// member); its body is ``CustomNotification/init(changes:)`` of `changes`.
         case customNotification = "CUSTOM_NOTIFICATION"
+        /// The user marked the group read (to the user's devices); `changes["read_sequence"]`.
+        case groupRead = "GROUP_READ"
+
+        // MARK: Messages (recipient: the group)
+        /// A group message from `operator`; its body is stored beside the event, keyed by the
+        /// event's row (`group_messages`), and shares the group's sequence.
+        case groupMessage = "GROUP_MESSAGE"
 
         /// Whether this kind is a tip to the whole group (else a system notification).
         public var isTip: Bool {

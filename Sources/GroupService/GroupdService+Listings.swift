@@ -13,7 +13,8 @@ extension GroupdService {
         }
     }
 
-    /// ListJoinedGroups: the operator's groups, newest join first (the backend must act for a user).
+    /// ListJoinedGroups: the operator's groups, newest join first (the backend must act for a user),
+    /// each with the user's read position and, for Work and Public groups, unread count.
     /// A type filter is applied to each page the store returns, so a filtered page may be short
     /// (follow `next_page_token` until it is empty). `total_count` counts the user's groups of
     /// the requested types (empty: Work, Public and Meeting), read after the page.
@@ -34,10 +35,13 @@ extension GroupdService {
         let counted = (types.isEmpty ? Set(GroupType.allCases) : types).filter(GroupRules.countsTowardGroupLimit)
         let total = counted.isEmpty
             ? 0 : try await operations.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
+        var views = page.items.filter { types.isEmpty || types.contains($0.group.type) }.map {
+            Self.groupView($0.group, membership: $0.membership, call: call, remark: $0.remark)
+        }
+        // Read positions and unread counts, read after the page.
+        try await fillReadStates(&views, call: call)
         return .with {
-            $0.groups = page.items.filter { types.isEmpty || types.contains($0.group.type) }.map {
-                Self.groupView($0.group, membership: $0.membership, call: call, remark: $0.remark)
-            }
+            $0.groups = views
             $0.nextPageToken = page.next ?? ""
             $0.totalCount = UInt32(clamping: total)
         }

@@ -7,6 +7,8 @@ extension SQLiteGroupStore {
         migrator.registerMigration("v1", migrate: Schema.v1)
         migrator.registerMigration("v2", migrate: Schema.v2)
         migrator.registerMigration("v3", migrate: Schema.v3)
+        migrator.registerMigration("v4", migrate: Schema.v4)
+        migrator.registerMigration("v5", migrate: Schema.v5)
         return migrator
     }
 }
@@ -195,6 +197,62 @@ enum Schema {
                 PRIMARY KEY (group_key, user_id)
             ) WITHOUT ROWID;
             CREATE INDEX members_by_user_joined ON members(app_id, user_id, joined_at, group_key);
+            """)
+    }
+
+    /// v4 (issue 4): join applications and invitations, and each user's read time of them.
+    ///
+    /// - `applications.app_key` is AUTOINCREMENT, so a listing can remember where it began;
+    ///   listings go newest first by `(created_at, app_key)`, which never change (a refreshed
+    ///   application keeps its creation time).
+    /// - `sender_id` is the applicant or the inviter, `subject_id` the user who joins; at most one
+    ///   pending item per group, kind and subject (`applications_pending`): a repeated request
+    ///   refreshes it. Expired items are marked in the write transactions of their group before
+    ///   anything else, so the index never holds a stale pending row against a new request.
+    /// - Decisions (`approval_*`, `consent_*`) have the states `none`, `pending`, `accepted`,
+    ///   `refused`. Items go with their group (cascade).
+    /// - `application_reads`: per user, items created at or before `read_at` are read.
+    static func v4(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE applications (
+                app_key INTEGER PRIMARY KEY AUTOINCREMENT,
+                app_id TEXT NOT NULL,
+                application_id TEXT NOT NULL,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                kind TEXT NOT NULL CHECK (kind IN ('join', 'invitation')),
+                state TEXT NOT NULL CHECK (state IN ('pending', 'accepted', 'refused', 'expired', 'withdrawn')),
+                sender_id TEXT NOT NULL,
+                subject_id TEXT NOT NULL,
+                message TEXT NOT NULL DEFAULT '',
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                approval_state TEXT NOT NULL CHECK (approval_state IN ('none', 'pending', 'accepted', 'refused')),
+                approval_by TEXT,
+                approval_message TEXT NOT NULL DEFAULT '',
+                approval_at INTEGER,
+                consent_state TEXT NOT NULL CHECK (consent_state IN ('none', 'pending', 'accepted', 'refused')),
+                consent_by TEXT,
+                consent_message TEXT NOT NULL DEFAULT '',
+                consent_at INTEGER,
+                handled_by TEXT,
+                handle_message TEXT NOT NULL DEFAULT '',
+                handled_at INTEGER,
+                UNIQUE (app_id, application_id)
+            );
+            CREATE UNIQUE INDEX applications_pending ON applications(group_key, kind, subject_id)
+                WHERE state = 'pending';
+            CREATE INDEX applications_by_sender ON applications(app_id, sender_id, created_at);
+            CREATE INDEX applications_by_subject ON applications(app_id, subject_id, created_at);
+            CREATE INDEX applications_by_group ON applications(group_key, created_at);
+            CREATE INDEX applications_due ON applications(app_id, expires_at) WHERE state = 'pending';
+
+            CREATE TABLE application_reads (
+                app_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                read_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, user_id)
+            ) WITHOUT ROWID;
             """)
     }
 }

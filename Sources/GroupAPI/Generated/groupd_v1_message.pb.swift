@@ -566,6 +566,8 @@ public enum Groupd_V1_MessageService {
         /// rate, LOW then NORMAL messages are shed (result SHED). Errors:
         /// GROUP_NOT_FOUND, NOT_A_MEMBER, MEMBER_MUTED, GROUP_MUTED,
         /// INVALID_ARGUMENT (empty message, over the size limit), POLICY_REJECTED.
+        /// A message a policy plugin discards is answered as sent and is neither
+        /// stored nor delivered (Tencent's silent discard).
         ///
         /// `/groupd.v1.MessageService/SendGroupMessage`, unary.
         public static let sendGroupMessage = ProtoMethod<Groupd_V1_SendGroupMessageRequest, Groupd_V1_SendGroupMessageResponse>(
@@ -582,7 +584,8 @@ public enum Groupd_V1_MessageService {
             isClientStreaming: false, isServerStreaming: false)
         /// Marks the group read up to a sequence for the operator; unread counts
         /// exist for Work and Public groups. Emits GROUP_READ to the user's
-        /// devices. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER.
+        /// devices. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, HISTORY_NOT_KEPT
+        /// (AVChatRoom).
         ///
         /// `/groupd.v1.MessageService/MarkGroupRead`, unary.
         public static let markGroupRead = ProtoMethod<Groupd_V1_MarkGroupReadRequest, Groupd_V1_MarkGroupReadResponse>(

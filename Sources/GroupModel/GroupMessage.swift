@@ -1,0 +1,97 @@
+/// How urgently a group message must be delivered. An AVChatRoom over its rate sheds `low`
+/// first, then `normal`; `high` is always kept (seed 000's message priorities).
+public enum MessagePriority: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// Kept even over the rate (gifts, likes the room must see).
+    case high
+    /// The default.
+    case normal
+    /// Shed first (chatter).
+    case low
+
+    /// How much shedding protects this priority: `low` 0, `normal` 1, `high` 2.
+    public var rank: Int {
+        switch self {
+        case .low: 0
+        case .normal: 1
+        case .high: 2
+        }
+    }
+
+    /// Orders by ``rank`` (`low < normal < high`).
+    public static func < (lhs: MessagePriority, rhs: MessagePriority) -> Bool {
+        lhs.rank < rhs.rank
+    }
+}
+
+/// What a sender gives for one group message: a type tag, a text and/or opaque bytes, a priority
+/// and an optional idempotency key.
+public struct MessageContent: Sendable, Hashable {
+    /// App-defined type tag (`text`, `image`, `custom`…; ≤ ``GroupRules/messageTypeBytes``).
+    public var type: String
+    /// Text body (moderated by policy plugins as `message.text`).
+    public var text: String
+    /// Opaque body.
+    public var payload: [UInt8]
+    /// Delivery priority.
+    public var priority: MessagePriority
+    /// The client's idempotency key (`nil`: none): a retry with the same key by the same sender in
+    /// the same group answers the first result and sends nothing more.
+    public var clientMessageID: String?
+
+    /// Create message content.
+    public init(
+        type: String = "", text: String = "", payload: [UInt8] = [], priority: MessagePriority = .normal,
+        clientMessageID: String? = nil
+    ) {
+        self.type = type
+        self.text = text
+        self.payload = payload
+        self.priority = priority
+        self.clientMessageID = clientMessageID
+    }
+}
+
+/// A message sent to a group, as stored and delivered.
+public struct GroupMessage: Sendable, Hashable {
+    /// The app the group belongs to.
+    public var appID: String
+    /// The group.
+    public var groupID: String
+    /// The message's number in the group's sequence, shared with events; 0 for an AVChatRoom
+    /// message, which is not stored.
+    public var sequence: Int64
+    /// Server-generated unique id (32 hex digits).
+    public var messageID: String
+    /// The sender's user id.
+    public var senderID: String
+    /// The sender's name card at send time, for display.
+    public var senderNameCard: String
+    /// What was sent.
+    public var content: MessageContent
+    /// When the server accepted it.
+    public var time: Timestamp
+
+    /// Create a message.
+    public init(
+        appID: String, groupID: String, sequence: Int64, messageID: String, senderID: String,
+        senderNameCard: String = "", content: MessageContent, time: Timestamp
+    ) {
+        self.appID = appID
+        self.groupID = groupID
+        self.sequence = sequence
+        self.messageID = messageID
+        self.senderID = senderID
+        self.senderNameCard = senderNameCard
+        self.content = content
+        self.time = time
+    }
+}
+
+/// What happened to a sent message.
+public enum SendOutcome: Sendable, Hashable {
+    /// Accepted: stored (not AVChatRoom) and delivered. `deduplicated` when this answers a retry
+    /// with the client message id of an earlier send.
+    case sent(GroupMessage, deduplicated: Bool)
+    /// AVChatRoom over its rate: dropped by priority, not delivered.
+    case shed(GroupMessage)
+}

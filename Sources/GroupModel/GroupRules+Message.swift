@@ -1,0 +1,224 @@
+extension GroupRules {
+    /// The most bytes of a message's type tag (`type`).
+    public static let messageTypeBytes = 32
+    /// The most bytes of a client message id (`client_message_id`).
+    public static let clientMessageIDBytes = 64
+    /// The most bytes of a message or custom notification body, text and payload together
+    /// (Tencent's 12 KB per message).
+    public static let messageBodyBytes = 12 * 1024
+
+    /// Validate what a sender gives, before anything is read or written.
+    ///
+    /// - A text or a payload is needed (`INVALID_ARGUMENT` naming `text`).
+    /// - Text and payload together at most ``messageBodyBytes`` (naming `text` when the text
+    ///   alone is over, else `payload`).
+    /// - The type tag at most ``messageTypeBytes``, the client message id at most
+    ///   ``clientMessageIDBytes`` and free of control characters.
+    /// - Throws: `GroupError` `INVALID_ARGUMENT` with `field` and `limit`.
+    public static func validateMessage(_ content: MessageContent) throws {
+        try validateBody(text: content.text, payload: content.payload, what: "a message")
+        try FieldValidation.checkBytes(content.type, field: "type", limit: messageTypeBytes)
+        if let id = content.clientMessageID {
+            try FieldValidation.checkUserID(id, field: "client_message_id", limit: clientMessageIDBytes)
+        }
+    }
+
+    /// Validate a body (message or custom notification): not empty, not over ``messageBodyBytes``.
+    static func validateBody(text: String, payload: [UInt8], what: String) throws {
+        if text.isEmpty && payload.isEmpty {
+            throw GroupError.invalidArgument(field: "text", "\(what) needs a text or a payload")
+        }
+        let textBytes = text.utf8.count
+        if textBytes + payload.count > messageBodyBytes {
+            throw GroupError.invalidArgument(
+                field: textBytes > messageBodyBytes ? "text" : "payload",
+                "text and payload together exceed \(messageBodyBytes) bytes", limit: messageBodyBytes)
+        }
+    }
+
+    /// The refusal of a message from the backend acting for no user (`OPERATOR_REQUIRED`): a
+    /// message needs a sender.
+    public static var senderRequired: GroupError {
+        GroupError(
+            code: .invalidArgument, reason: .operatorRequired,
+            message: "a message needs a sender: send x-operator-id with the admin token",
+            metadata: ["field": "x-operator-id"])
+    }
+
+    /// Check that the operator may send a message to the group now.
+    ///
+    /// The order of checks: the backend must act for a user (`OPERATOR_REQUIRED`); membership
+    /// (``authorize(_:type:settings:actor:)``: a non-member of a Work group gets
+    /// `GROUP_NOT_FOUND`, of any other type `NOT_A_MEMBER`; an AVChatRoom member is whoever has
+    /// joined the room's audience); the member's own mute (`MEMBER_MUTED`, metadata `mute_until`
+    /// in ms); the whole-group mute in its mode (`GROUP_MUTED`, metadata `mode` and `until`, `0` =
+    /// until lifted). A mute whose end is at or before `now` no longer applies.
+    /// - Returns: The sender's name card, recorded with the message.
+    /// - Throws: `GroupError` as above (`PERMISSION_DENIED` for the three refusals).
+    public static func checkSend(in group: Group, by op: GroupOperator, now: Timestamp) throws -> String {
+        guard op.userID != nil else { throw senderRequired }
+        try authorize(.sendMessage, type: group.type, settings: group.settings, actor: op.role).get()
+        guard let member = op.membership else { throw GroupError.internal("a member without a membership") }
+        if member.isMuted(at: now), let until = member.mutedUntil {
+            throw GroupError(
+                code: .permissionDenied, reason: .memberMuted, message: "you are muted in this group",
+                metadata: ["mute_until": millisText(until)])
+        }
+        if group.mute.mutes(member.role, at: now) {
+            throw GroupError(
+                code: .permissionDenied, reason: .groupMuted,
+                message: "the group is muted for \(member.role) members",
+                metadata: ["mode": muteChanges(group.mute)["mode"] ?? "", "until": millisText(group.mute.until)])
+        }
+        return member.nameCard
+    }
+
+    /// The messages of a group an operator may read: those with a sequence above the returned
+    /// floor. Members of types that show history from before joining (Meeting) and the backend
+    /// read from the first; Work and Public members from their join on (``Member/joinSequence``).
+    /// - Throws: `HISTORY_NOT_KEPT` (`FAILED_PRECONDITION`) for types that keep none (AVChatRoom);
+    ///   `GROUP_NOT_FOUND` / `NOT_A_MEMBER` for a non-member, as ``authorize(_:type:settings:actor:)``.
+    public static func historyFloor(in group: Group, by op: GroupOperator) throws -> Int64 {
+        try authorize(.readHistory, type: group.type, settings: group.settings, actor: op.role).get()
+        guard let member = op.membership, !group.type.preset.behaviour.historyVisibleBeforeJoin else { return 0 }
+        return max(0, member.joinSequence)
+    }
+
+    /// Check that a group has a history to read or mark (`HISTORY_NOT_KEPT` for AVChatRoom).
+    public static func checkHistoryKept(_ type: GroupType) throws {
+        if !type.preset.behaviour.historyKept {
+            throw GroupError(
+                code: .failedPrecondition, reason: .historyNotKept, message: "\(type) groups keep no message history")
+        }
+    }
+
+    /// Whether a member's unread count of a group of `type` is shown (Work and Public; not
+    /// Meeting and AVChatRoom, seed 001).
+    public static func showsUnreadCount(_ type: GroupType) -> Bool {
+        type.preset.behaviour.unreadCounting
+    }
+
+    /// Plan a `MarkGroupRead`: move the operator's read position forward to `latestMessage`, the
+    /// latest message at or below the requested sequence. The position never moves back; moving
+    /// it emits one `GROUP_READ` to the user's devices (`changes["read_sequence"]`).
+    /// - Parameters:
+    ///   - current: The read position now.
+    ///   - latestMessage: The latest message sequence the request covers (0: none).
+    /// - Returns: The new position and its events (none if it did not move).
+    /// - Throws: `HISTORY_NOT_KEPT` (AVChatRoom); `OPERATOR_REQUIRED` for the backend;
+    ///   `GROUP_NOT_FOUND` / `NOT_A_MEMBER` for a non-member.
+    public static func planRead(
+        in group: Group, by op: GroupOperator, current: Int64, latestMessage: Int64
+    ) throws -> (readSequence: Int64, events: [GroupEvent.Draft]) {
+        try checkHistoryKept(group.type)
+        try authorize(.markRead, type: group.type, settings: group.settings, actor: op.role).get()
+        guard let user = op.userID else { throw GroupError.internal("a reader without a user") }
+        let position = max(current, latestMessage)
+        if position == current { return (current, []) }
+        return (position, [
+            GroupEvent.Draft(
+                kind: .groupRead, operatorID: user, changes: ["read_sequence": String(position)],
+                recipient: .user(user)),
+        ])
+    }
+
+    /// Plan a custom system notification (seed 000's `TIM_GROUP_SYSTEM_CUSTOM_INFO`) from the
+    /// app's backend: one `CUSTOM_NOTIFICATION` to the group when `recipients` is empty, else one
+    /// to each listed member, in the order given.
+    /// - Parameters:
+    ///   - memberships: The memberships of the listed recipients (absent: not a member).
+    /// - Throws: `ADMIN_TOKEN_REQUIRED` unless `op` is the backend; `INVALID_ARGUMENT` for an empty
+    ///   or oversized body (`text`, `payload`), too many recipients, or a recipient who is
+    ///   malformed, listed twice or not a member (`recipient_user_ids[i]`).
+    public static func planCustomNotification(
+        text: String, payload: [UInt8], recipients: [String], in group: Group, by op: GroupOperator,
+        memberships: [String: Member], limits: AppLimits
+    ) throws -> GroupChange {
+        try authorize(.sendCustomNotification, type: group.type, settings: group.settings, actor: op.role).get()
+        try validateBody(text: text, payload: payload, what: "a notification")
+        let field = "recipient_user_ids"
+        if recipients.count > limits.maxUsersPerBatch {
+            throw GroupError.invalidArgument(
+                field: field, "\(recipients.count) recipients exceed the limit of \(limits.maxUsersPerBatch) per call",
+                limit: limits.maxUsersPerBatch)
+        }
+        var seen: Set<String> = []
+        for (index, user) in recipients.enumerated() {
+            if let error = batchEntryError(user, index: index, field: field, seen: &seen, limits: limits) { throw error }
+            if memberships[user] == nil {
+                throw GroupError.invalidArgument(field: "\(field)[\(index)]", "\(user) is not a member of the group")
+            }
+        }
+        let changes = CustomNotification(text: text, payload: payload).changes
+        if recipients.isEmpty {
+            return GroupChange(group: group, events: [
+                GroupEvent.Draft(kind: .customNotification, operatorID: nil, changes: changes),
+            ])
+        }
+        return GroupChange(group: group, events: recipients.map {
+            GroupEvent.Draft(kind: .customNotification, operatorID: nil, changes: changes, recipient: .user($0))
+        })
+    }
+}
+
+/// The body of a `CUSTOM_NOTIFICATION` event, as kept in the event's `changes`: `text`, and the
+/// payload as lowercase hex in `payload_hex` (changes hold text).
+public struct CustomNotification: Sendable, Hashable {
+    /// Optional text.
+    public var text: String
+    /// Opaque pass-through payload (Tencent `userData`).
+    public var payload: [UInt8]
+
+    /// Create a notification body.
+    public init(text: String, payload: [UInt8]) {
+        self.text = text
+        self.payload = payload
+    }
+
+    /// Read the body from an event's changes (missing keys are empty; malformed hex is empty).
+    public init(changes: [String: String]) {
+        self.text = changes["text"] ?? ""
+        self.payload = Self.bytes(hex: changes["payload_hex"] ?? "") ?? []
+    }
+
+    /// The body as event changes.
+    public var changes: [String: String] {
+        var changes = ["text": self.text]
+        if !self.payload.isEmpty { changes["payload_hex"] = Self.hex(self.payload) }
+        return changes
+    }
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let text = Array(hex.utf8)
+        guard text.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count / 2)
+        var index = 0
+        while index < text.count {
+            guard let high = nibble(text[index]), let low = nibble(text[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+}

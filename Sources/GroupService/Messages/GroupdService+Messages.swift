@@ -1,0 +1,232 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// MessageService: SendGroupMessage, GetGroupMessages, MarkGroupRead, SendSystemNotification.
+extension GroupdService {
+    func registerMessageMethods(in routes: inout Routes) {
+        routes.unary(Groupd_V1_MessageService.Method.sendGroupMessage) { [self] request, call in
+            try await sendGroupMessage(request, call)
+        }
+        routes.unary(Groupd_V1_MessageService.Method.getGroupMessages) { [self] request, call in
+            try await getGroupMessages(request, call)
+        }
+        routes.unary(Groupd_V1_MessageService.Method.markGroupRead) { [self] request, call in
+            try await markGroupRead(request, call)
+        }
+        routes.unary(Groupd_V1_MessageService.Method.sendSystemNotification) { [self] request, call in
+            try await sendSystemNotification(request, call)
+        }
+    }
+
+    /// The store's message operations.
+    var messages: any GroupMessageStore {
+        get throws {
+            guard let store = store as? any GroupMessageStore else {
+                throw GroupError.internal("the store keeps no group messages")
+            }
+            return store
+        }
+    }
+
+    /// SendGroupMessage.
+    ///
+    /// 1. Validate the request (`INVALID_ARGUMENT`); the backend must act for a user.
+    /// 2. Load the group and the sender's membership (an AVChatRoom's audience from memory).
+    /// 3. A retry (same sender, same `client_message_id`) answers the first result, `deduplicated`,
+    ///    before any other check: the first send succeeded. AVChatRoom messages are remembered by
+    ///    this node for a while (``RoomMessageLimiter``), stored ones by the store.
+    /// 4. Check membership and mutes (``GroupRules/checkSend(in:by:now:)``), so a refusal costs
+    ///    no moderation.
+    /// 5. Moderation (the policy plugins' before-send-message hook).
+    /// 6. AVChatRoom: the room's rate admits or sheds it (not stored), then it is published to the
+    ///    room's subscribers. Other types: stored with its event in one transaction, the check
+    ///    run again inside it, committed before the answer; the commit delivers it.
+    func sendGroupMessage(
+        _ request: Groupd_V1_SendGroupMessageRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_SendGroupMessageResponse {
+        try Self.requireGroupID(request.groupID)
+        let content = MessageContent(
+            type: request.type, text: request.text, payload: request.payload,
+            priority: try MessageMapping.priority(request.priority),
+            clientMessageID: request.clientMessageID.isEmpty ? nil : request.clientMessageID)
+        try GroupRules.validateMessage(content)
+        guard let sender = call.caller.operatorID else { throw GroupRules.senderRequired }
+        let app = call.caller.appID
+        let groupID = request.groupID
+
+        let (group, membership) = try await loadGroup(call, groupID: groupID)
+        let stored = group.type.preset.behaviour.historyKept
+        let now = clock.now()
+        if let clientID = content.clientMessageID {
+            let earlier = stored
+                ? try await messages.message(app: app, groupID: groupID, senderID: sender, clientMessageID: clientID)?.message
+                : roomMessages.sent(app: app, groupID: groupID, senderID: sender, clientMessageID: clientID, now: now)
+            if let earlier { return Self.sendResponse(.sent(earlier, deduplicated: true)) }
+        }
+        _ = try GroupRules.checkSend(in: group, by: Self.groupOperator(call.caller, membership: membership), now: now)
+
+        // Moderation: the policy plugins' before-send-message hook runs here, before anything is
+        // stored or delivered. It may refuse (throw), rewrite the text, or discard the message
+        // (answer SENT, store and deliver nothing).
+        var moderated = content
+        let keep = try await checkMessagePolicy(&moderated, groupID: groupID, groupType: group.type, call)
+
+        let message = GroupMessage(
+            appID: app, groupID: groupID, sequence: 0, messageID: Self.newMessageID(), senderID: sender,
+            senderNameCard: membership?.nameCard ?? "", content: moderated, time: now)
+        if !keep { return Self.sendResponse(.sent(message, deduplicated: false)) }
+        if !stored {
+            let outcome = roomMessages.admit(message, rate: call.limits.avChatRoomMessagesPerSecond, now: now)
+            if case .sent(let sent, deduplicated: false) = outcome {
+                publishRoomMessage(sent)
+            }
+            return Self.sendResponse(outcome)
+        }
+        let appended = try await messages.appendMessage(message, at: now) { group, member in
+            try GroupRules.checkSend(in: group, by: .user(sender, membership: member), now: now)
+        }
+        return Self.sendResponse(.sent(appended.stored.message, deduplicated: appended.deduplicated))
+    }
+
+    /// GetGroupMessages: a page of history walked from an anchor or a page token, ascending by
+    /// sequence. The model decides what the caller may see (``GroupRules/historyFloor(in:by:)``).
+    func getGroupMessages(
+        _ request: Groupd_V1_GetGroupMessagesRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_GetGroupMessagesResponse {
+        try Self.requireGroupID(request.groupID)
+        let size = try Self.pageSize(request.pageSize, fallback: 20, max: 100)
+        var direction: MessageRange.Direction
+        var anchor: Int64?
+        if request.pageToken.isEmpty {
+            switch request.direction {
+            case .unspecified, .older: direction = .older
+            case .newer: direction = .newer
+            case .UNRECOGNIZED(let value):
+                throw GroupError.invalidArgument(field: "direction", "unknown direction \(value)")
+            }
+            anchor = request.anchorSequence == 0 ? nil : Int64(clamping: request.anchorSequence)
+        } else {
+            (direction, anchor) = try HistoryToken.decode(request.pageToken)
+        }
+        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
+        let floor = try GroupRules.historyFloor(in: group, by: Self.groupOperator(call.caller, membership: membership))
+        let page = try await messages.messages(
+            app: call.caller.appID, groupID: request.groupID,
+            range: MessageRange(direction: direction, anchor: anchor, floor: floor), limit: size)
+        return .with {
+            $0.messages = page.messages.map(MessageMapping.message)
+            $0.latestSequence = UInt64(max(page.latestSequence, 0))
+            if page.hasMore, let edge = direction == .older ? page.messages.first : page.messages.last {
+                $0.nextPageToken = HistoryToken.encode(direction, anchor: edge.sequence)
+            }
+        }
+    }
+
+    /// MarkGroupRead: moves the operator's read position forward (never back) to the latest
+    /// message at or below `read_sequence` (0: the latest), with a `GROUP_READ` to the user's
+    /// devices when it moved. The unread count is reported for Work and Public groups only.
+    func markGroupRead(
+        _ request: Groupd_V1_MarkGroupReadRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_MarkGroupReadResponse {
+        try Self.requireGroupID(request.groupID)
+        guard let user = call.caller.operatorID else {
+            throw GroupError(
+                code: .invalidArgument, reason: .operatorRequired,
+                message: "marking a group read needs a user: send x-operator-id with the admin token",
+                metadata: ["field": "x-operator-id"])
+        }
+        let committed = try await messages.markRead(
+            app: call.caller.appID, groupID: request.groupID, userID: user,
+            upTo: request.readSequence == 0 ? nil : Int64(clamping: request.readSequence), at: clock.now()
+        ) { snapshot in
+            try GroupRules.planRead(
+                in: snapshot.group, by: .user(user, membership: snapshot.membership), current: snapshot.readSequence,
+                latestMessage: snapshot.latestMessageSequence)
+        }
+        let (state, group) = committed.value
+        return .with {
+            $0.readSequence = UInt64(max(state.readSequence, 0))
+            $0.unreadCount = GroupRules.showsUnreadCount(group.type) ? UInt32(clamping: state.unreadCount) : 0
+        }
+    }
+
+    /// SendSystemNotification: a custom notification from the app's backend to every member or
+    /// to the listed members (one stored `CUSTOM_NOTIFICATION` each). The backend is checked
+    /// before the group is looked up (an admin token acting for a user is refused).
+    func sendSystemNotification(
+        _ request: Groupd_V1_SendSystemNotificationRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_SendSystemNotificationResponse {
+        guard call.caller.isBackend else {
+            throw GroupError(
+                code: .permissionDenied, reason: .adminTokenRequired,
+                message: "only the app's backend (admin token without x-operator-id) sends system notifications")
+        }
+        try Self.requireGroupID(request.groupID)
+        let text = request.text
+        let payload = request.payload
+        let recipients = request.recipientUserIds
+        let limits = call.limits
+        let result = try await mutate(call, groupID: request.groupID, targets: recipients) { snapshot, op in
+            let change = try GroupRules.planCustomNotification(
+                text: text, payload: payload, recipients: recipients, in: snapshot.group, by: op,
+                memberships: snapshot.targets, limits: limits)
+            return (change, ())
+        }
+        guard let first = result.events.first,
+            let eventID = try await messages.eventIDs(app: call.caller.appID, groupID: request.groupID, sequences: [first.sequence])[first.sequence]
+        else { throw GroupError.internal("the notification stored no event") }
+        return .with {
+            $0.event = Self.notificationView(first, eventID: eventID, group: result.group, recipients: recipients)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The answer to a send.
+    static func sendResponse(_ outcome: SendOutcome) -> Groupd_V1_SendGroupMessageResponse {
+        .with {
+            switch outcome {
+            case .sent(let message, let deduplicated):
+                $0.result = .sent
+                $0.message = MessageMapping.message(message)
+                $0.deduplicated = deduplicated
+            case .shed(let message):
+                $0.result = .shed
+                $0.message = MessageMapping.message(message)
+            }
+        }
+    }
+
+    /// A new message id: 128 random bits as 32 lowercase hex digits.
+    static func newMessageID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        func hex(_ value: UInt64) -> String {
+            let digits = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        return hex(generator.next()) + hex(generator.next())
+    }
+}
+
+/// The page token of GetGroupMessages: the direction and the sequence to continue from,
+/// `o.<base36>` (older) or `n.<base36>` (newer).
+enum HistoryToken {
+    static func encode(_ direction: MessageRange.Direction, anchor: Int64) -> String {
+        (direction == .older ? "o." : "n.") + String(anchor, radix: 36)
+    }
+
+    /// - Throws: `INVALID_ARGUMENT` naming `page_token` for anything `encode` did not make.
+    static func decode(_ token: String) throws -> (MessageRange.Direction, Int64) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        let invalid = GroupError.invalidArgument(field: "page_token", "the page token is not valid")
+        guard parts.count == 2, parts[1].count <= 13, let anchor = Int64(parts[1], radix: 36), anchor > 0 else {
+            throw invalid
+        }
+        switch parts[0] {
+        case "o": return (.older, anchor)
+        case "n": return (.newer, anchor)
+        default: throw invalid
+        }
+    }
+}

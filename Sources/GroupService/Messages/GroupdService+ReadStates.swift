@@ -1,0 +1,25 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// The caller's read position and unread count on group views.
+extension GroupdService {
+    /// Fills `read_sequence` and `last_message_time` on the views of groups the caller belongs to
+    /// (those with `self_info`), and `unread_count` where the type counts unread messages (Work and Public).
+    /// One read for all the views; the backend acting for no user gets nothing filled.
+    func fillReadStates(_ views: inout [Groupd_V1_Group], call: CallContext) async throws {
+        guard let user = call.caller.operatorID else { return }
+        let joined = views.filter { $0.selfInfo != nil }.map(\.groupID)
+        if joined.isEmpty { return }
+        let reads = try await messages.readStates(app: call.caller.appID, userID: user, groupIDs: joined)
+        for index in views.indices {
+            guard views[index].selfInfo != nil, let read = reads[views[index].groupID] else { continue }
+            views[index].readSequence = UInt64(max(read.readSequence, 0))
+            if let last = read.lastMessageAt { views[index].lastMessageTime = APIMapping.timestamp(last) }
+            let type = try? APIMapping.groupType(views[index].type)
+            if let type, GroupRules.showsUnreadCount(type) {
+                views[index].unreadCount = UInt32(clamping: read.unreadCount)
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+public import GroupModel
+
+/// A stored group message: the `group_events` row that numbers it (kind `GROUP_MESSAGE`) and
+/// its body from `group_messages`, keyed by that row's `event_id`.
+public struct StoredMessage: Sendable, Hashable {
+    /// The `group_events.event_id` of the message's event row (the app-wide firehose order).
+    public var eventID: Int64
+    /// The message, with its sequence.
+    public var message: GroupMessage
+
+    /// Create a stored message.
+    public init(eventID: Int64, message: GroupMessage) {
+        self.eventID = eventID
+        self.message = message
+    }
+}
+
+/// The answer of ``GroupMessageStore/appendMessage(_:at:check:)``.
+public struct AppendedMessage: Sendable {
+    /// The message as stored: the new one, or the earlier one a retry repeats.
+    public var stored: StoredMessage
+    /// True when `stored` is an earlier message with the same sender and client message id.
+    public var deduplicated: Bool
+    /// The events committed with it (empty for a deduplicated retry).
+    public var events: [GroupEvent]
+
+    /// Create an answer.
+    public init(stored: StoredMessage, deduplicated: Bool, events: [GroupEvent]) {
+        self.stored = stored
+        self.deduplicated = deduplicated
+        self.events = events
+    }
+}
+
+/// Which stored messages a history read returns: a window of sequences walked one way.
+public struct MessageRange: Sendable, Hashable {
+    /// Which way the walk goes.
+    public enum Direction: String, Sendable, Hashable {
+        /// Toward lower sequences, from `before` (exclusive) down to `floor` (exclusive).
+        case older
+        /// Toward higher sequences, from `after` (exclusive).
+        case newer
+    }
+
+    /// The walk's direction.
+    public var direction: Direction
+    /// The anchor, exclusive: OLDER returns sequences below it (`nil`: from the newest), NEWER
+    /// above it (`nil`: from the first visible).
+    public var anchor: Int64?
+    /// The first sequence the reader may not see: only messages with a greater sequence are
+    /// returned (0: all).
+    public var floor: Int64
+
+    /// Create a range.
+    public init(direction: Direction, anchor: Int64?, floor: Int64) {
+        self.direction = direction
+        self.anchor = anchor
+        self.floor = floor
+    }
+}
+
+/// One page of history.
+public struct MessagePage: Sendable {
+    /// The messages, ascending by sequence whatever the direction.
+    public var messages: [GroupMessage]
+    /// Whether more messages lie beyond this page in the walk's direction.
+    public var hasMore: Bool
+    /// The group's latest sequence when read.
+    public var latestSequence: Int64
+
+    /// Create a page.
+    public init(messages: [GroupMessage], hasMore: Bool, latestSequence: Int64) {
+        self.messages = messages
+        self.hasMore = hasMore
+        self.latestSequence = latestSequence
+    }
+}
+
+/// A member's read state in one group.
+public struct ReadState: Sendable, Hashable {
+    /// The read position: the sequence read up to and including.
+    public var readSequence: Int64
+    /// Messages after the read position (and after the member's join), not sent by the member.
+    public var unreadCount: Int
+    /// When the group's newest stored message was sent; `nil` when it has none.
+    public var lastMessageAt: Timestamp?
+
+    /// Create a read state.
+    public init(readSequence: Int64, unreadCount: Int, lastMessageAt: Timestamp? = nil) {
+        self.readSequence = readSequence
+        self.unreadCount = unreadCount
+        self.lastMessageAt = lastMessageAt
+    }
+}
+
+/// What ``GroupMessageStore/markRead(app:groupID:userID:upTo:at:plan:)`` hands its plan: the
+/// group, the member, where they have read up to, and the latest message the request covers.
+public struct ReadSnapshot: Sendable {
+    /// The group.
+    public var group: Group
+    /// The reader's membership (nil: not a member).
+    public var membership: Member?
+    /// The read position before the call.
+    public var readSequence: Int64
+    /// The sequence of the latest message at or below the requested sequence (0: none).
+    public var latestMessageSequence: Int64
+
+    /// Create a snapshot.
+    public init(group: Group, membership: Member?, readSequence: Int64, latestMessageSequence: Int64) {
+        self.group = group
+        self.membership = membership
+        self.readSequence = readSequence
+        self.latestMessageSequence = latestMessageSequence
+    }
+}
+
+/// Group messages, history and read state (issue 5).
+///
+/// A stored message is one `group_events` row of kind `GROUP_MESSAGE`, numbered by the group's
+/// sequence like every event (so the store's commit path delivers it to subscribers), plus its
+/// body, keyed by the row's `event_id`. Both commit in one transaction before the send returns.
+public protocol GroupMessageStore: GroupOperationStore {
+    /// Stores one message, atomically with its event, unless the sender already sent one with the
+    /// same client message id in the group (then that one is returned and nothing is written).
+    ///
+    /// In one write transaction: find the group (`GROUP_NOT_FOUND`), look for an earlier message
+    /// with the same `(sender, client message id)`, load the sender's membership, run `check`
+    /// (the pure send rule, which throws to refuse), append the event and the body.
+    /// - Parameters:
+    ///   - message: The message to store; its `sequence` is assigned here, `senderNameCard` is
+    ///     replaced by what `check` returns.
+    ///   - time: The send time (event time).
+    ///   - check: Pure: throws to refuse; returns the sender's name card to record.
+    /// - Throws: `GROUP_NOT_FOUND`; what `check` throws; `INTERNAL`.
+    func appendMessage(
+        _ message: GroupMessage, at time: Timestamp,
+        check: @escaping @Sendable (Group, Member?) throws -> String
+    ) async throws -> AppendedMessage
+
+    /// The message a sender sent with `clientMessageID` in a group, if any.
+    /// - Throws: `GROUP_NOT_FOUND` if the app has no such group (dismissed included); `INTERNAL`.
+    func message(app: String, groupID: String, senderID: String, clientMessageID: String) async throws -> StoredMessage?
+
+    /// A page of a group's stored messages in `range`, at most `limit`.
+    /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
+    func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage
+
+    /// Moves a member's read position forward, with the events `plan` returns, atomically.
+    /// - Parameters:
+    ///   - upTo: The requested sequence (`nil`: the latest).
+    ///   - plan: Pure: refuses (throws) or returns the new position and the events to append.
+    /// - Returns: The read state after the call, the group, and the committed events.
+    /// - Throws: `GROUP_NOT_FOUND`; what `plan` throws; `INTERNAL`.
+    func markRead(
+        app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
+        plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
+    ) async throws -> Committed<(state: ReadState, group: Group)>
+
+    /// The `group_events.event_id` of a group's events by sequence (absent: no such event).
+    /// - Throws: `GROUP_NOT_FOUND` if the app has no such group (dismissed included); `INTERNAL`.
+    func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64]
+
+    /// A user's read state in each of `groupIDs` where they are a stored member (absent
+    /// otherwise). Unread counts are computed for every type; callers show them where the type
+    /// counts unread messages.
+    func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState]
+}

@@ -1,0 +1,236 @@
+import Foundation
+import GRDB
+import GroupModel
+@testable import GroupStore
+import GroupTestSupport
+import Testing
+
+private let t0 = Timestamp(millisecondsSince1970: 1_700_000_000_000)
+
+/// Creates a group `id` of `type` owned by `alice` with `members` as ordinary members.
+@discardableResult
+private func create(
+    _ store: SQLiteGroupStore, _ id: String, type: GroupType = .public, members: [String] = ["bob", "carol"]
+) async throws -> Group {
+    let request = GroupCreationRequest(type: type, groupID: id, name: "team", members: members.map { InitialMember(userID: $0) })
+    let plan = try GroupRules.planCreation(request, appID: "app", creatorID: "alice", limits: .defaults, now: t0)
+    return try await store.createGroup(plan).value
+}
+
+/// Adds `user` to the group as an ordinary member with a `MEMBER_JOINED` event.
+private func join(_ store: SQLiteGroupStore, _ id: String, _ user: String) async throws {
+    _ = try await store.mutateGroup(app: "app", groupID: id, operatorID: user, targets: [], at: t0) { snapshot in
+        var group = snapshot.group
+        group.memberCount += 1
+        var change = GroupChange(group: group)
+        change.insertedMembers = [Member(userID: user, role: .member, joinedAt: t0)]
+        change.events = [GroupEvent.Draft(kind: .memberJoined, operatorID: user, targets: [user])]
+        return (change, ())
+    }
+}
+
+private func message(
+    _ group: String, from sender: String, text: String = "hi", clientID: String? = nil, priority: MessagePriority = .normal
+) -> GroupMessage {
+    GroupMessage(
+        appID: "app", groupID: group, sequence: 0, messageID: UUID().uuidString, senderID: sender,
+        content: MessageContent(type: "text", text: text, payload: [1, 2], priority: priority, clientMessageID: clientID),
+        time: t0)
+}
+
+/// Stores a message from a member (the check passes members only).
+@discardableResult
+private func send(
+    _ store: SQLiteGroupStore, _ group: String, from sender: String, text: String = "hi", clientID: String? = nil
+) async throws -> AppendedMessage {
+    try await store.appendMessage(message(group, from: sender, text: text, clientID: clientID), at: t0) { _, member in
+        guard let member else { throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member") }
+        return member.nameCard
+    }
+}
+
+private func groupError(_ body: () async throws -> Void) async -> GroupError? {
+    do {
+        try await body()
+        return nil
+    } catch let error as GroupError {
+        return error
+    } catch {
+        return nil
+    }
+}
+
+@Suite("SQLite store: group messages")
+struct SQLiteGroupStoreMessageTests {
+    @Test("migration v5 is applied")
+    func migration() async throws {
+        let temporary = try await TemporaryStore()
+        #expect(try await temporary.store.appliedMigrations().contains("v5"))
+    }
+
+    @Test("a message is a GROUP_MESSAGE event under the group's sequence, with its body beside it")
+    func append() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        let group = try await create(store, "g1")
+        let appended = try await send(store, "g1", from: "bob", text: "hello", clientID: "c-1")
+        #expect(!appended.deduplicated)
+        let stored = appended.stored.message
+        #expect(stored.sequence == group.latestSequence + 1)
+        #expect(stored.content == MessageContent(type: "text", text: "hello", payload: [1, 2], clientMessageID: "c-1"))
+        #expect(appended.events.map(\.kind) == [.groupMessage])
+        #expect(appended.events.first?.operatorID == "bob")
+        #expect(appended.events.first?.sequence == stored.sequence)
+
+        let events = try await store.events(app: "app", groupID: "g1", after: group.latestSequence, limit: 10)
+        #expect(events.map(\.kind) == [.groupMessage])
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.latestSequence == stored.sequence)
+
+        let bodies = try await store.messageBodies(eventIDs: [appended.stored.eventID, 999_999])
+        #expect(bodies == [appended.stored.eventID: appended.stored])
+    }
+
+    @Test("a retry with the same client id returns the first message and writes nothing")
+    func retry() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        try await create(store, "g1")
+        let first = try await send(store, "g1", from: "bob", text: "one", clientID: "c-1")
+        let again = try await send(store, "g1", from: "bob", text: "changed", clientID: "c-1")
+        #expect(again.deduplicated)
+        #expect(again.stored == first.stored)
+        #expect(again.events.isEmpty)
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.latestSequence == first.stored.message.sequence)
+        #expect(try await store.message(app: "app", groupID: "g1", senderID: "bob", clientMessageID: "c-1") == first.stored)
+
+        // Another sender's id, or no id, is another message.
+        let other = try await send(store, "g1", from: "carol", clientID: "c-1")
+        #expect(!other.deduplicated)
+        let plain = try await send(store, "g1", from: "bob")
+        let plain2 = try await send(store, "g1", from: "bob")
+        #expect(plain.stored.message.sequence + 1 == plain2.stored.message.sequence)
+    }
+
+    @Test("concurrent retries store one message")
+    func concurrentRetries() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        let group = try await create(store, "g1")
+        let results = try await withThrowingTaskGroup(of: AppendedMessage.self) { tasks in
+            for _ in 0..<16 { tasks.addTask { try await send(store, "g1", from: "bob", clientID: "same") } }
+            return try await tasks.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.filter { !$0.deduplicated }.count == 1)
+        #expect(Set(results.map(\.stored.message.messageID)).count == 1)
+        let events = try await store.events(app: "app", groupID: "g1", after: group.latestSequence, limit: 100)
+        #expect(events.count == 1)
+    }
+
+    @Test("a refused check or a failed commit writes nothing")
+    func refusals() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        let group = try await create(store, "g1")
+        let refused = await groupError { try await send(store, "g1", from: "mallory") }
+        #expect(refused?.reason == .notAMember)
+
+        store.injectFault { method in
+            if method == "appendMessage" { throw GroupError.internal("disk on fire") }
+        }
+        let failed = await groupError { try await send(store, "g1", from: "bob", clientID: "c-9") }
+        #expect(failed?.code == .internal)
+        store.injectFault(nil)
+        #expect(try await store.events(app: "app", groupID: "g1", after: group.latestSequence, limit: 10).isEmpty)
+        #expect(try await store.message(app: "app", groupID: "g1", senderID: "bob", clientMessageID: "c-9") == nil)
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.latestSequence == group.latestSequence)
+
+        let missing = await groupError { try await send(store, "nope", from: "bob") }
+        #expect(missing?.reason == .groupNotFound)
+    }
+
+    @Test("history pages both ways, ascending, above the floor")
+    func history() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        try await create(store, "g1")
+        var sequences: [Int64] = []
+        for index in 0..<5 { sequences.append(try await send(store, "g1", from: "bob", text: "m\(index)").stored.message.sequence) }
+        try await join(store, "g1", "dave")  // an event between messages: not in the history
+        for index in 5..<7 { sequences.append(try await send(store, "g1", from: "carol", text: "m\(index)").stored.message.sequence) }
+
+        let newest = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .older, anchor: nil, floor: 0), limit: 3)
+        #expect(newest.messages.map(\.sequence) == Array(sequences[4...6]))
+        #expect(newest.hasMore)
+        #expect(newest.latestSequence == sequences[6])
+        let older = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .older, anchor: sequences[4], floor: 0), limit: 3)
+        #expect(older.messages.map(\.sequence) == Array(sequences[1...3]))
+        let oldest = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .older, anchor: sequences[1], floor: 0), limit: 3)
+        #expect(oldest.messages.map(\.sequence) == [sequences[0]])
+        #expect(!oldest.hasMore)
+
+        let first = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 4)
+        #expect(first.messages.map(\.sequence) == Array(sequences[0...3]))
+        #expect(first.messages.map(\.content.text) == ["m0", "m1", "m2", "m3"])
+        #expect(first.hasMore)
+        let rest = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: sequences[3], floor: 0), limit: 4)
+        #expect(rest.messages.map(\.sequence) == Array(sequences[4...6]))
+        #expect(!rest.hasMore)
+
+        // A floor hides what lies at or below it, both ways.
+        let floor = sequences[4]
+        let visibleOlder = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .older, anchor: nil, floor: floor), limit: 10)
+        #expect(visibleOlder.messages.map(\.sequence) == Array(sequences[5...6]))
+        let visibleNewer = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: 1, floor: floor), limit: 10)
+        #expect(visibleNewer.messages.map(\.sequence) == Array(sequences[5...6]))
+    }
+
+    @Test("history outlives the event rows (retention purges events, not messages)")
+    func historyWithoutEvents() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        try await create(store, "g1")
+        let sent = try await send(store, "g1", from: "bob")
+        try await store.pool.write { db in try db.execute(sql: "DELETE FROM group_events") }
+        let page = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .older, anchor: nil, floor: 0), limit: 10)
+        #expect(page.messages == [sent.stored.message])
+    }
+
+    @Test("read position: moves to the latest message covered, never back; unread skips own and pre-join messages")
+    func readState() async throws {
+        let temporary = try await TemporaryStore()
+        let store = temporary.store
+        try await create(store, "g1")
+        try await send(store, "g1", from: "bob")
+        let m2 = try await send(store, "g1", from: "carol").stored.message.sequence
+        try await join(store, "g1", "dave")
+        let m3 = try await send(store, "g1", from: "bob").stored.message.sequence
+        _ = try await send(store, "g1", from: "alice")
+
+        let states = try await store.readStates(app: "app", userID: "alice", groupIDs: ["g1", "missing"])
+        #expect(states == ["g1": ReadState(readSequence: 0, unreadCount: 3, lastMessageAt: t0)])
+        #expect(try await store.readStates(app: "app", userID: "dave", groupIDs: ["g1"])["g1"]?.unreadCount == 2)
+
+        let plan: @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft]) = { snapshot in
+            let position = max(snapshot.readSequence, snapshot.latestMessageSequence)
+            return (position, position == snapshot.readSequence ? [] : [
+                GroupEvent.Draft(kind: .groupRead, operatorID: "alice", changes: ["read_sequence": String(position)], recipient: .user("alice")),
+            ])
+        }
+        // Up to a sequence between messages: the latest message at or below it.
+        let partial = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: m3 - 1, at: t0, plan: plan)
+        #expect(partial.value.state == ReadState(readSequence: m2, unreadCount: 1, lastMessageAt: t0))
+        #expect(partial.events.map(\.kind) == [.groupRead])
+        #expect(partial.events.first?.recipient == .user("alice"))
+        let back = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: 1, at: t0, plan: plan)
+        #expect(back.value.state.readSequence == m2)
+        #expect(back.events.isEmpty)
+        let latest = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: nil, at: t0, plan: plan)
+        #expect(latest.value.state.unreadCount == 0)
+        #expect(try await store.readStates(app: "app", userID: "alice", groupIDs: ["g1"])["g1"] == latest.value.state)
+    }
+}
