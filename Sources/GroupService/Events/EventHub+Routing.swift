@@ -1,0 +1,205 @@
+import GroupModel
+import GroupStore
+import Synchronization
+
+extension EventHub {
+    /// Kinds that make their targets members (applied before the item is routed, so a joiner
+    /// receives its own join).
+    static let joinKinds: Set<GroupEvent.Kind> = [.groupCreated, .memberJoined, .memberInvited]
+    /// Kinds that end their targets' (or recipient's) membership (applied after routing, so the
+    /// leaver receives them).
+    static let leaveKinds: Set<GroupEvent.Kind> = [.memberKicked, .memberQuit, .kickedFromGroup, .quitGroup]
+    /// Kinds that end the group for everyone.
+    static let endKinds: Set<GroupEvent.Kind> = [.groupDismissed, .groupRevoked]
+
+    // MARK: Registration
+
+    /// Registers a stream for routing (user streams: by user, with no groups until
+    /// ``install(_:snapshot:)``). Returns false while shutting down.
+    func register(_ subscriber: EventSubscriber) -> Bool {
+        state.withLock { state -> Bool in
+            if state.shuttingDown { return false }
+            let route = Route(subscriber: subscriber)
+            state.routes[subscriber.id] = route
+            let routes = Self.appRoutes(subscriber.app, state: &state)
+            if let user = subscriber.filter.userID {
+                routes.byUser[user, default: [:]][subscriber.id] = subscriber
+            } else {
+                route.groups = [:]
+                routes.firehoses[subscriber.id] = subscriber
+            }
+            return true
+        }
+    }
+
+    /// A new stream id.
+    func nextStreamID() -> Int {
+        state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+    }
+
+    /// Installs a user stream's stored memberships, then replays the membership items routed
+    /// since the snapshot's watermark.
+    func install(_ subscriber: EventSubscriber, snapshot: MembershipSnapshot) {
+        state.withLock { state in
+            guard let route = state.routes[subscriber.id], route.groups == nil,
+                let user = subscriber.filter.userID
+            else { return }
+            let routes = Self.appRoutes(subscriber.app, state: &state)
+            route.groups = [:]
+            for membership in snapshot.memberships {
+                Self.add(membership.groupID, view: GroupView(
+                    joinSequence: membership.joinSequence, receiveOption: membership.receiveOption),
+                    route: route, routes: routes)
+            }
+            for logged in route.unsettled where logged.eventID > snapshot.watermark {
+                Self.applyBefore(logged, user: user, route: route, routes: routes)
+                Self.applyAfter(logged, user: user, route: route, routes: routes)
+            }
+            route.unsettled = []
+        }
+    }
+
+    /// Removes a stream from routing (idempotent).
+    func unregister(_ subscriber: EventSubscriber) {
+        state.withLock { state in
+            guard let route = state.routes.removeValue(forKey: subscriber.id),
+                let routes = state.apps[subscriber.app]
+            else { return }
+            if let user = subscriber.filter.userID {
+                routes.byUser[user]?[subscriber.id] = nil
+                if routes.byUser[user]?.isEmpty == true { routes.byUser[user] = nil }
+                for group in route.groups?.keys ?? [:].keys {
+                    routes.byGroup[group]?[subscriber.id] = nil
+                    if routes.byGroup[group]?.isEmpty == true { routes.byGroup[group] = nil }
+                }
+            } else {
+                routes.firehoses[subscriber.id] = nil
+            }
+        }
+    }
+
+    /// The indexes of `app`, created on first use.
+    static func appRoutes(_ app: String, state: inout State) -> AppRoutes {
+        if let routes = state.apps[app] { return routes }
+        let routes = AppRoutes()
+        state.apps[app] = routes
+        return routes
+    }
+
+    // MARK: Routing
+
+    /// The streams one stored item goes to, updating memberships on the way.
+    static func route(_ logged: LoggedEvent, state: inout State, now: Timestamp, settings: Settings) -> [EventSubscriber] {
+        let event = logged.event
+        guard let routes = state.apps[event.appID] else { return [] }
+        var users = event.targets
+        if case .user(let user) = event.recipient { users.append(user) }
+        let changesMembership = joinKinds.contains(event.kind) || leaveKinds.contains(event.kind)
+            || event.kind == .receiveOptionChanged
+        // The users' streams whose memberships this item changes, before it is routed.
+        var affected: [(String, Route)] = []
+        if changesMembership {
+            for user in Set(users) {
+                for id in routes.byUser[user]?.keys ?? [:].keys {
+                    guard let route = state.routes[id] else { continue }
+                    if route.groups == nil {
+                        route.unsettled.append(logged)
+                    } else {
+                        affected.append((user, route))
+                        applyBefore(logged, user: user, route: route, routes: routes)
+                    }
+                }
+            }
+        }
+
+        var targets: [EventSubscriber] = []
+        for subscriber in routes.firehoses.values where subscriber.filter.accepts(logged) {
+            targets.append(subscriber)
+        }
+        switch event.recipient {
+        case .group:
+            if logged.reachesMemberStreams, admitsMemberEvent(logged, state: &state, now: now, settings: settings) {
+                for route in routes.byGroup[event.groupID]?.values ?? [:].values {
+                    guard let view = route.groups?[event.groupID], event.sequence > view.joinSequence else { continue }
+                    if event.kind == .groupMessage, view.receiveOption == .notReceive { continue }
+                    if route.subscriber.filter.accepts(logged) { targets.append(route.subscriber) }
+                }
+            }
+        case .user(let user):
+            for subscriber in routes.byUser[user]?.values ?? [:].values where subscriber.filter.accepts(logged) {
+                targets.append(subscriber)
+            }
+        case .approvers:
+            for user in Set(logged.approvers) {
+                for subscriber in routes.byUser[user]?.values ?? [:].values where subscriber.filter.accepts(logged) {
+                    targets.append(subscriber)
+                }
+            }
+        }
+
+        for (user, route) in affected { applyAfter(logged, user: user, route: route, routes: routes) }
+        if endKinds.contains(event.kind) {
+            for route in Array(routes.byGroup[event.groupID]?.values ?? [:].values) {
+                remove(event.groupID, route: route, routes: routes)
+            }
+        }
+        return targets
+    }
+
+    /// Membership changes that take effect before the item is routed: joins.
+    static func applyBefore(_ logged: LoggedEvent, user: String, route: Route, routes: AppRoutes) {
+        let event = logged.event
+        guard joinKinds.contains(event.kind), event.targets.contains(user) else { return }
+        if route.groups?[event.groupID] != nil { return }
+        add(event.groupID, view: GroupView(joinSequence: event.sequence - 1, receiveOption: .receive),
+            route: route, routes: routes)
+    }
+
+    /// Membership changes that take effect after the item is routed: kicks, quits, receive option.
+    static func applyAfter(_ logged: LoggedEvent, user: String, route: Route, routes: AppRoutes) {
+        let event = logged.event
+        switch event.kind {
+        case .memberKicked, .memberQuit, .kickedFromGroup, .quitGroup:
+            guard event.targets.contains(user) || event.recipient == .user(user) else { return }
+            remove(event.groupID, route: route, routes: routes)
+        case .receiveOptionChanged:
+            guard let option = event.changes["option"].flatMap(ReceiveOption.init(rawValue:)) else { return }
+            route.groups?[event.groupID]?.receiveOption = option
+        default:
+            break
+        }
+    }
+
+    /// Makes a stream receive `group`.
+    static func add(_ group: String, view: GroupView, route: Route, routes: AppRoutes) {
+        route.groups?[group] = view
+        routes.byGroup[group, default: [:]][route.subscriber.id] = route
+    }
+
+    /// Stops a stream receiving `group`.
+    static func remove(_ group: String, route: Route, routes: AppRoutes) {
+        route.groups?[group] = nil
+        routes.byGroup[group]?[route.subscriber.id] = nil
+        if routes.byGroup[group]?.isEmpty == true { routes.byGroup[group] = nil }
+    }
+
+    /// Whether a group item may reach user streams under the AVChatRoom member-event rate
+    /// (every other item may).
+    static func admitsMemberEvent(_ logged: LoggedEvent, state: inout State, now: Timestamp, settings: Settings) -> Bool {
+        guard logged.event.kind.isMemberChange,
+            GroupTypePreset.of(logged.groupType).behaviour.memberChangeEvents == .rateLimited
+        else { return true }
+        let key = RoomKey(app: logged.event.appID, group: logged.event.groupID)
+        let second = now.millisecondsSince1970 / 1000
+        var window = state.roomWindows[key] ?? (second, 0)
+        if window.second != second { window = (second, 0) }
+        guard window.count < settings.avChatRoomMemberEventsPerSecond else { return false }
+        window.count += 1
+        state.roomWindows[key] = window
+        if state.roomWindows.count > 10_000 { state.roomWindows = state.roomWindows.filter { $0.value.second == second } }
+        return true
+    }
+}

@@ -1,0 +1,146 @@
+public import GroupModel
+
+/// One committed `group_events` row as the event stream delivers it: the event, its app-wide
+/// position, what the stream needs to route it, and the message body for `GROUP_MESSAGE` rows.
+public struct LoggedEvent: Sendable, Hashable {
+    /// `group_events.event_id`: the app-wide order (one writer, so commit order) and the
+    /// stream's resume position.
+    public var eventID: Int64
+    /// The event.
+    public var event: GroupEvent
+    /// The group's type (routing: Meeting member-change events, AVChatRoom audiences).
+    public var groupType: GroupType
+    /// For a recipient of ``GroupEvent/Recipient/approvers``: the approvers when it was read
+    /// (owner, and admins when the group's `join_approvers` includes them); empty otherwise.
+    public var approvers: [String]
+    /// For a `GROUP_MESSAGE` row: its body (`nil` if the body is missing).
+    public var message: StoredMessage?
+    /// The group's name when the row was read (right after its commit for live delivery).
+    public var groupName: String
+    /// The group's stored member count when the row was read.
+    public var memberCount: Int
+
+    /// Create a logged event.
+    public init(
+        eventID: Int64, event: GroupEvent, groupType: GroupType, approvers: [String] = [], message: StoredMessage? = nil,
+        groupName: String = "", memberCount: Int = 0
+    ) {
+        self.eventID = eventID
+        self.event = event
+        self.groupType = groupType
+        self.approvers = approvers
+        self.message = message
+        self.groupName = groupName
+        self.memberCount = memberCount
+    }
+
+    /// Whether a user's stream may carry it: member-change tips of a type without member-change
+    /// events (Meeting) never reach member streams (the backend firehose still gets them).
+    public var reachesMemberStreams: Bool {
+        !(event.kind.isMemberChange && GroupTypePreset.of(groupType).behaviour.memberChangeEvents == .none)
+    }
+}
+
+/// A user's stored membership of one group, as the event stream routes with it.
+public struct StreamMembership: Sendable, Hashable {
+    /// The group.
+    public var groupID: String
+    /// Its type.
+    public var groupType: GroupType
+    /// The group's sequence before the user's join event (`members.join_seq` is that event's
+    /// sequence, 0 for initial members): the user receives group items after it.
+    public var joinSequence: Int64
+    /// Whether the user receives the group's messages.
+    public var receiveOption: ReceiveOption
+
+    /// Create a membership.
+    public init(groupID: String, groupType: GroupType, joinSequence: Int64, receiveOption: ReceiveOption) {
+        self.groupID = groupID
+        self.groupType = groupType
+        self.joinSequence = joinSequence
+        self.receiveOption = receiveOption
+    }
+}
+
+/// A user's stored memberships read in one snapshot, with the last `event_id` that snapshot
+/// includes: membership changes after `watermark` are not reflected in it.
+public struct MembershipSnapshot: Sendable, Hashable {
+    /// The memberships (AVChatRoom audiences are not stored: only a room's owner appears).
+    public var memberships: [StreamMembership]
+    /// The highest `event_id` committed when the snapshot was read (0: none).
+    public var watermark: Int64
+
+    /// Create a snapshot.
+    public init(memberships: [StreamMembership], watermark: Int64) {
+        self.memberships = memberships
+        self.watermark = watermark
+    }
+}
+
+/// One page of a backlog read.
+public struct EventLogPage: Sendable {
+    /// The events the reader receives, in `event_id` order.
+    public var events: [LoggedEvent]
+    /// The last `event_id` examined; the next page reads after it.
+    public var scannedThrough: Int64
+    /// True when the page reached the end of the log (nothing more after `scannedThrough` when
+    /// it was read).
+    public var isLast: Bool
+
+    /// Create a page.
+    public init(events: [LoggedEvent], scannedThrough: Int64, isLast: Bool) {
+        self.events = events
+        self.scannedThrough = scannedThrough
+        self.isLast = isLast
+    }
+}
+
+/// The oldest position of an app's log that retention still keeps.
+public struct RetainedStart: Sendable, Hashable {
+    /// Resume after this `event_id` to receive everything retained.
+    public var afterEventID: Int64
+    /// The time of the oldest retained event (or the cutoff when none is retained).
+    public var time: Timestamp
+
+    /// Create a position.
+    public init(afterEventID: Int64, time: Timestamp) {
+        self.afterEventID = afterEventID
+        self.time = time
+    }
+}
+
+/// The event log as the event stream reads it: committed rows pushed once per commit, backlogs
+/// read from the store, and retention.
+///
+/// - Every row inserted into `group_events` by any write transaction reaches
+///   ``observeCommittedEvents(_:)`` once its transaction commits, in commit order (which is
+///   `event_id` order), whatever code wrote it.
+public protocol EventLogStore: Sendable {
+    /// Calls `handler` after every commit that inserted `group_events` rows, with those rows in
+    /// `event_id` order, on the store's writer (in commit order; keep it short and never block).
+    /// A `.failure` means committed rows could not be read: streams must resume from the store.
+    func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void)
+
+    /// The highest `event_id` committed so far (0: none).
+    func latestEventID() async throws -> Int64
+
+    /// Every event of `app` after `eventID`, in order, at most `limit` rows examined.
+    func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
+
+    /// The events of `app` a user's stream carries after `eventID`: those addressed to the user,
+    /// the group and approver events of the groups (AVChatRoom: only the stored owner) while the user was a member
+    /// (from the join on; through the kick or quit for groups left since `eventID`), approver
+    /// events where the user approves now. At most `limit` rows examined.
+    func userEvents(app: String, userID: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
+
+    /// The user's stored memberships of `app` with the snapshot's watermark.
+    func streamMemberships(app: String, userID: String) async throws -> MembershipSnapshot
+
+    /// The oldest retained position of `app` given the retention `cutoff` (events older than it
+    /// are expired, purged or not).
+    func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart
+
+    /// Delete up to `limit` events of `app` older than `cutoff` (group messages stay: they are
+    /// the history). Returns how many were deleted.
+    func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int
+}

@@ -1,0 +1,339 @@
+import Foundation
+import GRDB
+public import GroupModel
+import Synchronization
+
+/// ``EventLogStore`` over SQLite (issue 5): a transaction observer hands every committed
+/// `group_events` row to the event stream, one read per commit on the writer, in commit order.
+extension SQLiteGroupStore: EventLogStore {
+    public func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
+        pool.add(transactionObserver: EventCommitObserver(handler: handler), extent: .databaseLifetime)
+    }
+
+    public func latestEventID() async throws -> Int64 {
+        try await self.run { [pool] in
+            try await pool.read { db in try Self.latestEventID(db) }
+        }
+    }
+
+    public func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
+        let limit = max(1, limit)
+        return try await self.run { [pool] in
+            try await pool.read { db in
+                let latest = try Self.latestEventID(db)
+                let events = try Self.loggedEvents(
+                    db, where: "e.app_id = ? AND e.event_id > ? ORDER BY e.event_id LIMIT ?",
+                    arguments: [app, eventID, limit])
+                let isLast = events.count < limit
+                return EventLogPage(
+                    events: events, scannedThrough: isLast ? max(latest, eventID) : events.last?.eventID ?? eventID,
+                    isLast: isLast)
+            }
+        }
+    }
+
+    public func userEvents(app: String, userID: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
+        let limit = max(1, limit)
+        return try await self.run { [pool] in
+            try await pool.read { db in
+                let latest = try Self.latestEventID(db)
+                let scope = try Self.userScope(db, app: app, userID: userID, after: eventID)
+                let keys = Array(scope.intervals.keys)
+                let keyList = String(decoding: try JSONEncoder().encode(keys), as: UTF8.self)
+                let candidates = try Self.loggedEvents(
+                    db,
+                    where: """
+                        e.app_id = ? AND e.event_id > ?
+                          AND (e.recipient_user = ? OR e.group_id IN (SELECT value FROM json_each(?)))
+                        ORDER BY e.event_id LIMIT ?
+                        """,
+                    arguments: [app, eventID, userID, keyList, limit],
+                    resolveApprovers: false)
+                let isLast = candidates.count < limit
+                var events: [LoggedEvent] = []
+                for candidate in candidates where scope.includes(candidate, userID: userID) {
+                    var event = candidate
+                    if case .approvers = event.event.recipient { event.approvers = [userID] }
+                    events.append(event)
+                }
+                return EventLogPage(
+                    events: events,
+                    scannedThrough: isLast ? max(latest, eventID) : candidates.last?.eventID ?? eventID,
+                    isLast: isLast)
+            }
+        }
+    }
+
+    public func streamMemberships(app: String, userID: String) async throws -> MembershipSnapshot {
+        try await self.run { [pool] in
+            try await pool.read { db in
+                let watermark = try Self.latestEventID(db)
+                let rows = try Row.fetchCursor(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT g.group_id, g.type, m.join_seq, m.receive_option FROM members m
+                            JOIN groups g ON g.group_key = m.group_key
+                            WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL
+                            """),
+                    arguments: [app, userID])
+                var memberships: [StreamMembership] = []
+                while let row = try rows.next() {
+                    memberships.append(StreamMembership(
+                        groupID: try row.decode(atIndex: 0),
+                        groupType: try Rows.parse(row.decode(atIndex: 1), GroupType.init(rawValue:)),
+                        joinSequence: max(0, try row.decode(Int64.self, atIndex: 2) - 1),
+                        receiveOption: try Rows.parse(row.decode(atIndex: 3), ReceiveOption.init(rawValue:))))
+                }
+                return MembershipSnapshot(memberships: memberships, watermark: watermark)
+            }
+        }
+    }
+
+    public func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart {
+        try await self.run { [pool] in
+            try await pool.read { db in
+                if let row = try Row.fetchOne(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT event_id, time FROM group_events
+                            WHERE app_id = ? AND time >= ? ORDER BY event_id LIMIT 1
+                            """),
+                    arguments: [app, cutoff.millisecondsSince1970])
+                {
+                    let eventID: Int64 = try row.decode(atIndex: 0)
+                    return RetainedStart(
+                        afterEventID: eventID - 1, time: Timestamp(millisecondsSince1970: try row.decode(atIndex: 1)))
+                }
+                return RetainedStart(afterEventID: try Self.latestEventID(db), time: cutoff)
+            }
+        }
+    }
+
+    public func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await self.run { [pool] in
+            try await pool.write { db in
+                try db.cachedStatement(
+                    sql: """
+                        DELETE FROM group_events WHERE event_id IN (
+                            SELECT event_id FROM group_events
+                            WHERE app_id = ? AND time < ? AND kind <> 'GROUP_MESSAGE'
+                            ORDER BY event_id LIMIT ?)
+                        """
+                ).execute(arguments: [app, cutoff.millisecondsSince1970, max(0, limit)])
+                return db.changesCount
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// The highest `event_id` ever given (deleted rows included), from AUTOINCREMENT's counter.
+    static func latestEventID(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'group_events'")) ?? 0
+    }
+
+    /// The columns ``loggedEvents(_:where:arguments:resolveApprovers:)`` decodes: the
+    /// ``Rows/eventColumns`` (same order, so ``Rows/event(_:)`` decodes them), then the row's id,
+    /// the group's type, key, name and member count.
+    static let loggedEventColumns = """
+        e.app_id, e.group_id, e.seq, e.kind, e.time, e.operator_id, e.targets, e.changes, e.recipient_kind,
+        e.recipient_user, e.event_id, g.type, e.group_key, g.name, g.member_count
+        """
+
+    /// Read events matching `condition` (a `WHERE` clause over `group_events e` joined with
+    /// `groups g`, with its `ORDER BY` / `LIMIT`), with message bodies and, when asked, the
+    /// approvers of approver-addressed events.
+    static func loggedEvents(
+        _ db: Database, where condition: String, arguments: StatementArguments, resolveApprovers: Bool = true
+    ) throws -> [LoggedEvent] {
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: "SELECT \(loggedEventColumns) FROM group_events e JOIN groups g ON g.group_key = e.group_key WHERE \(condition)"),
+            arguments: arguments)
+        var events: [LoggedEvent] = []
+        var messageIDs: [Int64] = []
+        var approversByGroup: [Int64: [String]] = [:]
+        while let row = try rows.next() {
+            let event = try Rows.event(row)
+            let eventID: Int64 = try row.decode(atIndex: 10)
+            let groupKey: Int64 = try row.decode(atIndex: 12)
+            var logged = LoggedEvent(
+                eventID: eventID, event: event, groupType: try Rows.parse(row.decode(atIndex: 11), GroupType.init(rawValue:)),
+                groupName: try row.decode(atIndex: 13), memberCount: try row.decode(atIndex: 14))
+            if event.kind == .groupMessage { messageIDs.append(eventID) }
+            if resolveApprovers, case .approvers = event.recipient {
+                if approversByGroup[groupKey] == nil { approversByGroup[groupKey] = try approvers(db, groupKey: groupKey) }
+                logged.approvers = approversByGroup[groupKey] ?? []
+            }
+            events.append(logged)
+        }
+        if !messageIDs.isEmpty {
+            let bodies = try messageBodies(db, eventIDs: messageIDs)
+            for index in events.indices where events[index].event.kind == .groupMessage {
+                events[index].message = bodies[events[index].eventID]
+            }
+        }
+        return events
+    }
+
+    /// The users who approve for a group now: the owner, and the admins when its
+    /// `join_approvers` is `owner_and_admins`.
+    static func approvers(_ db: Database, groupKey: Int64) throws -> [String] {
+        try String.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.user_id FROM members m JOIN groups g ON g.group_key = m.group_key
+                    WHERE m.group_key = ?
+                      AND (m.role = 'owner' OR (m.role = 'admin' AND g.join_approvers = 'owner_and_admins'))
+                    ORDER BY m.join_order
+                    """),
+            arguments: [groupKey])
+    }
+
+    /// Which group rows a user's stream carries after `eventID`: per group, the sequence
+    /// intervals of the user's memberships (the current one, and those ended by a kick or quit
+    /// after `eventID`), and the groups where the user approves now.
+    static func userScope(_ db: Database, app: String, userID: String, after eventID: Int64) throws -> UserScope {
+        var scope = UserScope()
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT g.group_id, m.join_seq, m.role, g.join_approvers, m.receive_option FROM members m
+                    JOIN groups g ON g.group_key = m.group_key
+                    WHERE m.app_id = ? AND m.user_id = ?
+                    """),
+            arguments: [app, userID])
+        while let row = try rows.next() {
+            let key: String = try row.decode(atIndex: 0)
+            // `join_seq` is the sequence of the member's join event (0 for initial members).
+            let joinSequence: Int64 = try row.decode(atIndex: 1)
+            scope.intervals[key, default: []].append(UserScope.Interval(after: max(0, joinSequence - 1), through: nil))
+            let role: String = try row.decode(atIndex: 2)
+            let approvers: String = try row.decode(atIndex: 3)
+            if role == "owner" || (role == "admin" && approvers == "owner_and_admins") { scope.approverOf.insert(key) }
+            if try row.decode(String.self, atIndex: 4) == ReceiveOption.notReceive.rawValue { scope.notReceiving.insert(key) }
+        }
+        // Memberships ended since `eventID`: each KICKED_FROM_GROUP / QUIT_GROUP addressed to
+        // the user closes one; it began at the user's latest join before it in the window, or
+        // before the window.
+        var leaves: [String: [Int64]] = [:]
+        let leaveRows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT group_id, seq FROM group_events
+                    WHERE app_id = ? AND recipient_user = ? AND event_id > ?
+                      AND kind IN ('KICKED_FROM_GROUP', 'QUIT_GROUP')
+                    """),
+            arguments: [app, userID, eventID])
+        while let row = try leaveRows.next() {
+            leaves[try row.decode(atIndex: 0), default: []].append(try row.decode(atIndex: 1))
+        }
+        let decoder = JSONDecoder()
+        for (key, leaveSequences) in leaves {
+            var joins: [Int64] = []
+            let joinRows = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: """
+                        SELECT seq, targets FROM group_events
+                        WHERE app_id = ? AND group_id = ? AND event_id > ?
+                          AND kind IN ('GROUP_CREATED', 'MEMBER_JOINED', 'MEMBER_INVITED')
+                        """),
+                arguments: [app, key, eventID])
+            while let row = try joinRows.next() {
+                let targets = try decoder.decode([String].self, from: Data(try row.decode(String.self, atIndex: 1).utf8))
+                if targets.contains(userID) { joins.append(try row.decode(atIndex: 0)) }
+            }
+            var previous: Int64 = 0
+            for leave in leaveSequences.sorted() {
+                let join = joins.filter { $0 > previous && $0 < leave }.max()
+                scope.intervals[key, default: []].append(
+                    UserScope.Interval(after: join.map { $0 - 1 } ?? previous, through: leave))
+                previous = leave
+            }
+        }
+        return scope
+    }
+}
+
+/// The group rows a user's stream carries (see ``SQLiteGroupStore/userScope(_:app:userID:after:)``).
+struct UserScope {
+    /// A membership: the group's sequences after `after`, through `through` (`nil`: still a member).
+    struct Interval {
+        /// The sequence before the membership's first item.
+        var after: Int64
+        /// The membership's last item (`nil`: open).
+        var through: Int64?
+
+        /// Whether `sequence` falls in the membership.
+        func contains(_ sequence: Int64) -> Bool {
+            sequence > after && (through.map { sequence <= $0 } ?? true)
+        }
+    }
+
+    /// Memberships by group id.
+    var intervals: [String: [Interval]] = [:]
+    /// Groups where the user approves now.
+    var approverOf: Set<String> = []
+    /// Groups whose messages the user does not receive (the receive option now).
+    var notReceiving: Set<String> = []
+
+    /// Whether the user's stream carries `logged`.
+    func includes(_ logged: LoggedEvent, userID: String) -> Bool {
+        switch logged.event.recipient {
+        case .user(let user):
+            return user == userID
+        case .group, .approvers:
+            guard logged.reachesMemberStreams else { return false }
+            let key = logged.event.groupID
+            if logged.event.kind == .groupMessage, notReceiving.contains(key) { return false }
+            guard let intervals = intervals[key],
+                intervals.contains(where: { $0.contains(logged.event.sequence) })
+            else { return false }
+            if case .approvers = logged.event.recipient {
+                return approverOf.contains(key) && intervals.contains(where: { $0.through == nil })
+            }
+            return true
+        }
+    }
+}
+
+/// Collects the `event_id` of every row a transaction inserts into `group_events` and, once it
+/// commits, reads them (with message bodies and approvers) on the writer and hands them over.
+private final class EventCommitObserver: TransactionObserver {
+    /// Where committed rows go.
+    private let handler: @Sendable (Result<[LoggedEvent], any Error>) -> Void
+    /// Rows inserted by the transaction in progress (only touched on the writer).
+    private var inserted: [Int64] = []
+
+    /// An observer handing committed rows to `handler`.
+    init(handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
+        self.handler = handler
+    }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool {
+        if case .insert(let table) = eventKind { return table == "group_events" }
+        return false
+    }
+
+    func databaseDidChange(with event: DatabaseEvent) {
+        inserted.append(event.rowID)
+    }
+
+    func databaseDidCommit(_ db: Database) {
+        guard !inserted.isEmpty else { return }
+        let ids = inserted
+        inserted.removeAll(keepingCapacity: true)
+        let result = Result {
+            // One transaction's rows are consecutive (one writer, AUTOINCREMENT).
+            try SQLiteGroupStore.loggedEvents(
+                db, where: "e.event_id BETWEEN ? AND ? ORDER BY e.event_id",
+                arguments: [ids.min() ?? 0, ids.max() ?? 0])
+        }
+        handler(result)
+    }
+
+    func databaseDidRollback(_ db: Database) {
+        inserted.removeAll(keepingCapacity: true)
+    }
+}
