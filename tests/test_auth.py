@@ -136,3 +136,50 @@ def test_health_check_needs_no_token(channel, metadata):
     assert response.status == health_pb2.HealthCheckResponse.SERVING
     named = stub.Check(health_pb2.HealthCheckRequest(service="groupd.v1.GroupService"), metadata=metadata, timeout=10)
     assert named.status == health_pb2.HealthCheckResponse.SERVING
+
+
+# Faults one by one that the cases above leave out.
+
+def test_a_token_signed_with_another_apps_secret(channel):
+    # app-one's name, app-two's secret (a tenant forging another's tokens): the signature fails.
+    from support import OTHER_APP_SECRET
+    expect_unauthenticated(channel, bearer(mint_token(secret=OTHER_APP_SECRET, kid="k1")), "TOKEN_BAD_SIGNATURE")
+    expect_unauthenticated(channel, bearer(mint_token(secret=OTHER_APP_SECRET)), "TOKEN_BAD_SIGNATURE")
+
+
+def test_an_expired_token_within_no_skew(channel):
+    # One second past exp is expired: the default skew is 0.
+    expect_unauthenticated(channel, bearer(mint_token(exp_in=-1)), "TOKEN_EXPIRED")
+
+
+def test_a_token_both_expired_and_not_yet_valid_is_expired(channel):
+    # Both time faults at once: expiry is checked first, so the reason does not depend on the clock.
+    info = expect_unauthenticated(channel, bearer(mint_token(exp_in=-60, claims={"nbf": int(time.time()) + 60})),
+                                  "TOKEN_EXPIRED")
+    assert info.domain == "groupd"
+
+
+@pytest.mark.parametrize("rpc", ["RevokeGroup", "ImportGroup", "SendSystemNotification"])
+def test_admin_only_rpcs_refuse_a_user_token(channel, rpc):
+    from groupd.v1 import common_pb2, message_pb2, message_pb2_grpc
+
+    groups = group_pb2_grpc.GroupServiceStub(channel)
+    messages = message_pb2_grpc.MessageServiceStub(channel)
+    calls = {
+        "RevokeGroup": lambda md: groups.RevokeGroup(group_pb2.RevokeGroupRequest(group_id="any"), metadata=md, timeout=10),
+        "ImportGroup": lambda md: groups.ImportGroup(group_pb2.ImportGroupRequest(
+            group_id="imported-by-a-user", type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id="alice",
+            profile=common_pb2.GroupProfile(name="x")), metadata=md, timeout=10),
+        "SendSystemNotification": lambda md: messages.SendSystemNotification(
+            message_pb2.SendSystemNotificationRequest(group_id="any", text="x"), metadata=md, timeout=10),
+    }
+    with pytest.raises(grpc.RpcError) as caught:
+        calls[rpc](user_md("alice"))
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, caught.value
+    assert error_info(caught.value).reason == "ADMIN_TOKEN_REQUIRED"
+    # An admin token acting for a user is that user: refused as well.
+    from support import admin_md
+    with pytest.raises(grpc.RpcError) as caught:
+        calls[rpc](admin_md(operator="alice"))
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, caught.value
+    assert error_info(caught.value).reason == "ADMIN_TOKEN_REQUIRED"

@@ -22,6 +22,8 @@ public final class GRPCServer: Sendable {
         var listener: (any Channel)?
         var connections: [ObjectIdentifier: any Channel] = [:]
         var shuttingDown = false
+        /// Connections closed at accept because `maxConnections` were open.
+        var refusedConnections = 0
     }
 
     /// Creates a server; nothing listens until `start()`.
@@ -71,14 +73,31 @@ public final class GRPCServer: Sendable {
         state.withLockedValue { $0.connections.count }
     }
 
+    /// How many connections were closed at accept because `maxConnections` were open.
+    public var refusedConnectionCount: Int {
+        state.withLockedValue { $0.refusedConnections }
+    }
+
     private func track(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        let refused = state.withLockedValue { state -> Bool in
-            if state.shuttingDown { return true }
+        let limit = configuration.maxConnections
+        // (refused, how many were refused for the limit so far: 0 when this one was not)
+        let (refused, overLimit) = state.withLockedValue { state -> (Bool, Int) in
+            if state.shuttingDown { return (true, 0) }
+            if limit > 0, state.connections.count >= limit {
+                state.refusedConnections += 1
+                return (true, state.refusedConnections)
+            }
             state.connections[id] = channel
-            return false
+            return (false, 0)
         }
         if refused {
+            // The first refusal and every thousandth after it: a flood must not flood the log too.
+            if overLimit == 1 || overLimit % 1000 == 0 {
+                logger.warning("max_connections reached: closing new connections", metadata: [
+                    "max_connections": "\(limit)", "refused_so_far": "\(overLimit)",
+                ])
+            }
             channel.close(promise: nil)
             return
         }

@@ -30,6 +30,9 @@ public struct ServerConfiguration: Sendable {
     public var maxMessageBytes: Int = 4 << 20
     /// The HTTP/2 settings.
     public var http2: HTTP2Settings = .defaults
+    /// Open connections at most; one accepted above it is closed at once, before its HTTP/2
+    /// preface is read (the client sees the connection fail and may retry). 0 = no limit.
+    public var maxConnections: Int = 0
     /// Messages a server-streaming call may have queued before its writer waits.
     public var streamQueueCapacity: Int = 128
     /// How long a graceful shutdown waits for calls in flight before closing connections.

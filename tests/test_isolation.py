@@ -1,0 +1,252 @@
+"""Cross-app isolation for every RPC of the API, through a real groupd: app-two's tokens (its
+backend, its backend acting for a user id that also exists in app-one, and that user's own token)
+run every method against app-one's group, applications and messages, and get NOT_FOUND or an
+empty answer, never app-one's data; app-one's state is unchanged afterwards.
+
+The table holds every method of every service in Protos/ (a test checks that none is missing).
+A method that still answers UNIMPLEMENTED is skipped, not passed: its row runs once it exists.
+"""
+import uuid
+
+import grpc
+import pytest
+from google.protobuf import field_mask_pb2, timestamp_pb2
+
+from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, user_md
+from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
+                       group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
+
+MASK = field_mask_pb2.FieldMask
+SERVICES = {"GroupService": group_pb2, "MemberService": member_pb2, "MessageService": message_pb2,
+            "ApplicationService": application_pb2, "EventService": event_pb2}
+
+# Refusals that do not depend on the group (so they reveal nothing about it): a user token on an
+# admin-only RPC, the backend without x-operator-id on an RPC that needs a user.
+NEUTRAL = {("PERMISSION_DENIED", "ADMIN_TOKEN_REQUIRED"), ("INVALID_ARGUMENT", "OPERATOR_REQUIRED")}
+NOT_FOUND = {("NOT_FOUND", "GROUP_NOT_FOUND"), ("NOT_FOUND", "APPLICATION_NOT_FOUND")}
+
+
+def uid(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class Stubs:
+    def __init__(self, channel):
+        self.group = group_pb2_grpc.GroupServiceStub(channel)
+        self.member = member_pb2_grpc.MemberServiceStub(channel)
+        self.message = message_pb2_grpc.MessageServiceStub(channel)
+        self.application = application_pb2_grpc.ApplicationServiceStub(channel)
+        self.event = event_pb2_grpc.EventServiceStub(channel)
+
+
+def implemented(call):
+    """Run `call`; None when the method is UNIMPLEMENTED, else its result or raised RpcError."""
+    try:
+        return call()
+    except grpc.RpcError as error:
+        if error.code() == grpc.StatusCode.UNIMPLEMENTED:
+            return None
+        raise
+
+
+class AppOne:
+    """App-one's world: a Public group needing approval, with an owner, a member, a pending
+    join application and a message, every name carrying a unique marker."""
+
+    def __init__(self, stubs):
+        self.marker = uid("secret")
+        self.owner, self.member, self.applicant = uid("owner"), uid("member"), uid("applicant")
+        self.group_id = uid("g")
+        self.creator_owner = ""
+        request = group_pb2.CreateGroupRequest(
+            group_id=self.group_id, type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=self.owner,
+            profile=common_pb2.GroupProfile(name=self.marker[:30], introduction=self.marker),
+            settings=common_pb2.GroupSettings(join_option=common_pb2.JOIN_OPTION_APPROVAL),
+            members=[group_pb2.InitialMember(user_id=self.member, role=common_pb2.MEMBER_ROLE_MEMBER)])
+        stubs.group.CreateGroup(request, metadata=admin_md(), timeout=10)
+        # A pending join application, when applications exist.
+        self.application_id = uid("no-such-application")
+        joined = implemented(lambda: stubs.member.JoinGroup(member_pb2.JoinGroupRequest(
+            group_id=self.group_id, message=self.marker), metadata=user_md(self.applicant), timeout=10))
+        if joined is not None:
+            listed = implemented(lambda: stubs.application.ListApplications(
+                application_pb2.ListApplicationsRequest(group_id=self.group_id),
+                metadata=user_md(self.owner), timeout=10))
+            if listed is not None and listed.applications:
+                self.application_id = listed.applications[0].application_id
+        implemented(lambda: stubs.message.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+            group_id=self.group_id, client_message_id=uid("m"), type="text", text=self.marker),
+            metadata=user_md(self.owner), timeout=10))
+
+    def secrets(self, method):
+        """Byte strings no answer to app-two may contain (GetGroupsInfo echoes the id it misses)."""
+        ids = [] if method == "GetGroupsInfo" else [self.group_id.encode()]
+        return [self.marker.encode(), self.application_id.encode()] + ids
+
+    def state(self, stubs):
+        """Everything app-one can read about its group, members, applications and messages."""
+        parts = [
+            stubs.group.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[self.group_id]),
+                                      metadata=admin_md(), timeout=10),
+            stubs.member.ListMembers(member_pb2.ListMembersRequest(group_id=self.group_id),
+                                     metadata=admin_md(), timeout=10),
+            stubs.member.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(group_id=self.group_id),
+                                           metadata=admin_md(operator=self.member), timeout=10),
+            implemented(lambda: stubs.application.ListApplications(
+                application_pb2.ListApplicationsRequest(group_id=self.group_id), metadata=user_md(self.owner),
+                timeout=10)),
+            implemented(lambda: stubs.message.GetGroupMessages(
+                message_pb2.GetGroupMessagesRequest(group_id=self.group_id), metadata=user_md(self.owner),
+                timeout=10)),
+        ]
+        return [part.SerializeToString(deterministic=True) if part is not None else None for part in parts]
+
+
+@pytest.fixture
+def stubs(channel):
+    return Stubs(channel)
+
+
+# Every method: (call, which answers are allowed besides NOT_FOUND / neutral refusals).
+# `call(stubs, world, kwargs)`; "ok" means the method may succeed, and then its answer is checked
+# for app-one's secrets.
+def _subscribe(stubs, world, kw, group_ids):
+    """Read a Subscribe stream for a moment; the events it delivered."""
+    kw = dict(kw, timeout=1.5)
+    events = []
+    try:
+        for response in stubs.event.Subscribe(event_pb2.SubscribeRequest(group_ids=group_ids, from_oldest=True), **kw):
+            events.append(response)
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise
+    return event_pb2.SubscribeResponse() if not events else events
+
+
+G, M, S, A, E = "GroupService", "MemberService", "MessageService", "ApplicationService", "EventService"
+TABLE = {
+    (G, "CreateGroup"): ("ok", lambda s, w, kw: s.group.CreateGroup(group_pb2.CreateGroupRequest(
+        group_id=uid("own"), type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=w.creator_owner,
+        profile=common_pb2.GroupProfile(name="theirs")), **kw)),
+    (G, "GetGroupsInfo"): ("ok", lambda s, w, kw: s.group.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(
+        group_ids=[w.group_id]), **kw)),
+    (G, "UpdateGroupProfile"): ("", lambda s, w, kw: s.group.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
+        group_id=w.group_id, update_mask=MASK(paths=["name"]), profile=common_pb2.GroupProfile(name="hijacked")), **kw)),
+    (G, "UpdateGroupSettings"): ("", lambda s, w, kw: s.group.UpdateGroupSettings(group_pb2.UpdateGroupSettingsRequest(
+        group_id=w.group_id, update_mask=MASK(paths=["join_option"]),
+        settings=common_pb2.GroupSettings(join_option=common_pb2.JOIN_OPTION_ANY)), **kw)),
+    (G, "DismissGroup"): ("", lambda s, w, kw: s.group.DismissGroup(group_pb2.DismissGroupRequest(group_id=w.group_id), **kw)),
+    (G, "RevokeGroup"): ("", lambda s, w, kw: s.group.RevokeGroup(group_pb2.RevokeGroupRequest(
+        group_id=w.group_id, reason="hijacked"), **kw)),
+    (G, "TransferOwnership"): ("", lambda s, w, kw: s.group.TransferOwnership(group_pb2.TransferOwnershipRequest(
+        group_id=w.group_id, new_owner_user_id=w.member), **kw)),
+    (G, "SetGroupMute"): ("", lambda s, w, kw: s.group.SetGroupMute(group_pb2.SetGroupMuteRequest(
+        group_id=w.group_id, muted=True, mode=common_pb2.GROUP_MUTE_MODE_ALL), **kw)),
+    (G, "ListJoinedGroups"): ("ok", lambda s, w, kw: s.group.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(), **kw)),
+    (G, "SearchGroups"): ("ok", lambda s, w, kw: [s.group.SearchGroups(group_pb2.SearchGroupsRequest(keyword=k), **kw)
+                                                  for k in (w.group_id, w.marker[:30])]),
+    (G, "ImportGroup"): ("ok", lambda s, w, kw: s.group.ImportGroup(group_pb2.ImportGroupRequest(
+        group_id=uid("own"), type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=w.creator_owner or uid("owner"),
+        profile=common_pb2.GroupProfile(name="theirs")), **kw)),
+    (M, "JoinGroup"): ("", lambda s, w, kw: s.member.JoinGroup(member_pb2.JoinGroupRequest(group_id=w.group_id), **kw)),
+    (M, "QuitGroup"): ("", lambda s, w, kw: s.member.QuitGroup(member_pb2.QuitGroupRequest(group_id=w.group_id), **kw)),
+    (M, "InviteMembers"): ("", lambda s, w, kw: s.member.InviteMembers(member_pb2.InviteMembersRequest(
+        group_id=w.group_id, user_ids=["intruder"]), **kw)),
+    (M, "KickMembers"): ("", lambda s, w, kw: s.member.KickMembers(member_pb2.KickMembersRequest(
+        group_id=w.group_id, user_ids=[w.member]), **kw)),
+    (M, "ListMembers"): ("", lambda s, w, kw: s.member.ListMembers(member_pb2.ListMembersRequest(group_id=w.group_id), **kw)),
+    (M, "GetMembersInfo"): ("", lambda s, w, kw: s.member.GetMembersInfo(member_pb2.GetMembersInfoRequest(
+        group_id=w.group_id, user_ids=[w.member, w.owner]), **kw)),
+    (M, "GetSelfMemberInfo"): ("", lambda s, w, kw: s.member.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(
+        group_id=w.group_id), **kw)),
+    (M, "SetMemberRole"): ("", lambda s, w, kw: s.member.SetMemberRole(member_pb2.SetMemberRoleRequest(
+        group_id=w.group_id, user_id=w.member, role=common_pb2.MEMBER_ROLE_ADMIN), **kw)),
+    (M, "MuteMembers"): ("", lambda s, w, kw: s.member.MuteMembers(member_pb2.MuteMembersRequest(
+        group_id=w.group_id, user_ids=[w.member], duration_seconds=60), **kw)),
+    (M, "UpdateMemberInfo"): ("", lambda s, w, kw: s.member.UpdateMemberInfo(member_pb2.UpdateMemberInfoRequest(
+        group_id=w.group_id, user_id=w.member, update_mask=MASK(paths=["name_card"]), name_card="hijacked"), **kw)),
+    (M, "SetReceiveMessageOption"): ("", lambda s, w, kw: s.member.SetReceiveMessageOption(
+        member_pb2.SetReceiveMessageOptionRequest(group_id=w.group_id,
+                                                  option=common_pb2.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE), **kw)),
+    (M, "SetGroupRemark"): ("", lambda s, w, kw: s.member.SetGroupRemark(member_pb2.SetGroupRemarkRequest(
+        group_id=w.group_id, remark="hijacked"), **kw)),
+    (S, "SendGroupMessage"): ("", lambda s, w, kw: s.message.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+        group_id=w.group_id, client_message_id=uid("m"), type="text", text="hijacked"), **kw)),
+    (S, "GetGroupMessages"): ("", lambda s, w, kw: s.message.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
+        group_id=w.group_id), **kw)),
+    (S, "MarkGroupRead"): ("", lambda s, w, kw: s.message.MarkGroupRead(message_pb2.MarkGroupReadRequest(
+        group_id=w.group_id, read_sequence=1), **kw)),
+    (S, "SendSystemNotification"): ("", lambda s, w, kw: s.message.SendSystemNotification(
+        message_pb2.SendSystemNotificationRequest(group_id=w.group_id, text="hijacked"), **kw)),
+    (A, "ListApplications"): ("ok", lambda s, w, kw: [
+        s.application.ListApplications(application_pb2.ListApplicationsRequest(), **kw),
+        s.application.ListApplications(application_pb2.ListApplicationsRequest(group_id=w.group_id), **kw)]),
+    (A, "ReportApplicationsRead"): ("ok", lambda s, w, kw: s.application.ReportApplicationsRead(
+        application_pb2.ReportApplicationsReadRequest(read_time=timestamp_pb2.Timestamp(seconds=2_000_000_000)), **kw)),
+    (A, "AcceptApplication"): ("", lambda s, w, kw: s.application.AcceptApplication(
+        application_pb2.AcceptApplicationRequest(application_id=w.application_id), **kw)),
+    (A, "RefuseApplication"): ("", lambda s, w, kw: s.application.RefuseApplication(
+        application_pb2.RefuseApplicationRequest(application_id=w.application_id), **kw)),
+    (A, "WithdrawApplication"): ("", lambda s, w, kw: s.application.WithdrawApplication(
+        application_pb2.WithdrawApplicationRequest(application_id=w.application_id), **kw)),
+    (E, "Subscribe"): ("ok", lambda s, w, kw: [_subscribe(s, w, kw, [w.group_id]), _subscribe(s, w, kw, [])]),
+}
+
+
+def identities(world):
+    """App-two's callers, by name: its backend, its backend acting for a user id that is app-one's
+    owner (and member), and that user id's own app-two token."""
+    other = {"app": OTHER_APP_ID, "secret": OTHER_APP_SECRET}
+    return {
+        "backend": admin_md(**other),
+        "backend-as-owner": admin_md(operator=world.owner, **other),
+        "owner-id-user": user_md(world.owner, **other),
+        "member-id-user": user_md(world.member, **other),
+    }
+
+
+def test_the_table_covers_every_method_of_the_api():
+    declared = {(service.name, method.name) for module in SERVICES.values()
+                for service in module.DESCRIPTOR.services_by_name.values() for method in service.methods}
+    assert declared == set(TABLE), (declared - set(TABLE), set(TABLE) - declared)
+
+
+@pytest.mark.parametrize("service,method", sorted(TABLE))
+def test_other_apps_tokens_see_nothing_and_change_nothing(stubs, service, method):
+    allowed, call = TABLE[(service, method)]
+    world = AppOne(stubs)
+    before = world.state(stubs)
+    outcomes = []
+    for name, metadata in identities(world).items():
+        # A group app-two creates for itself: the backend names a fresh owner, a user owns it.
+        world.creator_owner = uid("their-owner") if name == "backend" else ""
+        try:
+            answer = call(stubs, world, {"metadata": metadata, "timeout": 10})
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNIMPLEMENTED:
+                pytest.skip(f"{service}/{method} is not implemented yet")
+            info = error_info(error)
+            refusal = (error.code().name, info.reason if info else "")
+            assert refusal in NOT_FOUND | NEUTRAL, f"{name}: {error.code()} {info}"
+            outcomes.append(refusal)
+            continue
+        assert allowed == "ok", f"{name}: {method} on another app's group succeeded: {answer}"
+        answers = answer if isinstance(answer, list) else [answer]
+        for one in answers:
+            for item in (one if isinstance(one, list) else [one]):
+                serialized = item.SerializeToString()
+                for secret in world.secrets(method):
+                    assert secret not in serialized, f"{name}: {method} answered app-one's data: {item}"
+        outcomes.append("ok")
+    # At least one caller got past the identity checks to the group's (absent) data.
+    assert any(o == "ok" or o in NOT_FOUND for o in outcomes), outcomes
+    assert world.state(stubs) == before
+
+
+def test_get_groups_info_reports_not_found_for_another_apps_group(stubs):
+    world = AppOne(stubs)
+    for name, metadata in identities(world).items():
+        response = stubs.group.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[world.group_id]),
+                                             metadata=metadata, timeout=10)
+        assert not response.groups, name
+        assert [(f.group_id, f.reason) for f in response.failures] == [(world.group_id, "GROUP_NOT_FOUND")], name
