@@ -89,7 +89,7 @@ let package = Package(
         .target(
             name: "GroupService",
             dependencies: [
-                "GroupAPI", "GroupModel", "GroupStore", "GRPCServer",
+                "GroupAPI", "GroupModel", "GroupStore", "GRPCServer", "PolicyHost",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -136,6 +136,14 @@ let package = Package(
         .target(name: "PolicyFixtureWrongMajor", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureWrongMajor"),
         .target(name: "PolicyFixtureNoEntry", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureNoEntry"),
         .target(name: "PolicyFixtureSmallTable", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureSmallTable"),
+
+        /// `make bench-plugins`: the policy host's cost per call (no chain, empty chain, keyword plugin).
+        .executableTarget(
+            name: "policy-bench",
+            dependencies: ["PolicyHost"],
+            path: "Benchmarks/PolicyBench",
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Tests
         /// Helpers shared by the test targets: temporary stores, a server on port 0, a token minter.

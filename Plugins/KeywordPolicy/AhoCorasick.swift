@@ -74,6 +74,11 @@ struct AhoCorasick: Sendable {
 enum Folding {
     static func fold(_ scalar: Unicode.Scalar) -> UInt32 {
         var value = scalar.value
+        // ASCII, the common case: lowercase without asking the Unicode tables (which build a
+        // string per scalar and dominated the cost of a 1 KiB message).
+        if value < 0x80 {
+            return (0x41...0x5A).contains(value) ? value + 0x20 : value
+        }
         // Fullwidth ASCII variants (U+FF01–U+FF5E) and the ideographic space fold to ASCII.
         if (0xFF01...0xFF5E).contains(value) { value -= 0xFEE0 } else if value == 0x3000 { value = 0x20 }
         guard let folded = Unicode.Scalar(value) else { return value }

@@ -15,12 +15,25 @@ extension GroupError: GRPCStatusConvertible {
         var info = Google_Rpc_ErrorInfo()
         info.reason = reason.rawValue
         info.domain = Self.errorDomain
-        info.metadata = metadata
+        // `reason.<key>` entries carry a policy plugin's reason per rejected key into the
+        // BadRequest below; they are not ErrorInfo metadata (keys there have no dots).
+        info.metadata = metadata.filter { !$0.key.hasPrefix("reason.") }
         var status = Google_Rpc_Status()
         status.code = Int32(code.rawValue)
         status.message = message
         status.details = [Google_Protobuf_Any(packing: info)]
-        if self.code == .invalidArgument, let field = metadata["field"] {
+        if let keys = metadata["error_keys"] {
+            // A policy refusal: one violation per rejected field key, with the plugin's reason.
+            var badRequest = Google_Rpc_BadRequest()
+            badRequest.fieldViolations = keys.split(separator: ",").map { key in
+                var violation = Google_Rpc_BadRequest.FieldViolation()
+                violation.field = String(key)
+                violation.description_p = metadata["reason.\(key)"] ?? message
+                violation.reason = reason.rawValue
+                return violation
+            }
+            status.details.append(Google_Protobuf_Any(packing: badRequest))
+        } else if self.code == .invalidArgument, let field = metadata["field"] {
             var violation = Google_Rpc_BadRequest.FieldViolation()
             violation.field = field
             violation.description_p = message

@@ -49,7 +49,9 @@ extension GroupdService {
     }
 
     func updateGroupProfile(_ request: Groupd_V1_UpdateGroupProfileRequest, _ call: CallContext) async throws -> Groupd_V1_UpdateGroupProfileResponse {
-        let update = try Self.profileUpdate(request)
+        var requested = try Self.profileUpdate(request)
+        try await checkProfilePolicy(&requested, groupID: request.groupID, call)
+        let update = requested
         let limits = call.limits
         let schema = call.customFields
         let now = clock.now()

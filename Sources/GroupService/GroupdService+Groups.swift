@@ -36,14 +36,16 @@ extension GroupdService {
                                             field: "members[\(index)].custom", backend: backend)
             }
         }
-        let profile = request.profile ?? Groupd_V1_GroupProfile()
+        var profile = request.profile ?? Groupd_V1_GroupProfile()
+        var custom = request.custom
+        try await checkCreationPolicy(type: type, groupID: request.groupID, profile: &profile, custom: &custom, members: &members, call)
         let creation = GroupCreationRequest(
             type: type, groupID: request.groupID, name: profile.name, introduction: profile.introduction,
             notification: profile.notification, faceURL: profile.faceURL,
             maxMembers: request.maxMemberCount == 0 ? nil : Int(request.maxMemberCount),
             settings: try APIMapping.settingsChanges(request.settings, type: type, field: "settings"),
             ownerID: request.ownerUserID.isEmpty ? nil : request.ownerUserID,
-            members: members, custom: request.custom)
+            members: members, custom: custom)
         // A generated id that collides (1 in 32^12 per pair) is planned again with a fresh one;
         // a custom id that is taken is the caller's error.
         var attempt = 0
@@ -205,7 +207,9 @@ extension GroupdService {
                 })
                 continue
             }
-            response.groups.append(Self.groupView(group, membership: membership, call: call))
+            var view = Self.groupView(group, membership: membership, call: call)
+            await filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
+            response.groups.append(view)
         }
         return response
     }

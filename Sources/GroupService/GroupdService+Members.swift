@@ -71,8 +71,11 @@ extension GroupdService {
             }
             members = Array(members.prefix(size))
         }
+        var views = members.map { Self.memberView($0, actor: op.role, call: call, keys: keys) }
+        await filterMemberViews(&views, role: op.role, group: group, call)
+        let page = views
         return .with {
-            $0.members = members.map { Self.memberView($0, actor: op.role, call: call, keys: keys) }
+            $0.members = page
             $0.nextPageToken = next ?? ""
             $0.memberCount = UInt32(clamping: group.memberCount)
         }
@@ -112,7 +115,16 @@ extension GroupdService {
                 results.append(MemberResult(userID: user, outcome: .notMember))
             }
         }
-        return .with { $0.results = results.map { Self.memberResult($0, actor: op.role, call: call) } }
+        var views = results.map { Self.memberResult($0, actor: op.role, call: call) }
+        for index in views.indices {
+            guard var member = views[index].member else { continue }
+            var one = [member]
+            await filterMemberViews(&one, role: op.role, group: group, call)
+            member = one[0]
+            views[index].member = member
+        }
+        let answered = views
+        return .with { $0.results = answered }
     }
 
     func getSelfMemberInfo(_ request: Groupd_V1_GetSelfMemberInfoRequest, _ call: CallContext) async throws -> Groupd_V1_GetSelfMemberInfoResponse {
@@ -124,8 +136,11 @@ extension GroupdService {
             throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
         }
         let remark = try await operations.remark(app: call.caller.appID, groupID: group.id, userID: user)
+        var views = [Self.memberView(membership, actor: op.role, call: call)]
+        await filterMemberViews(&views, role: op.role, group: group, call)
+        let own = views[0]
         return .with {
-            $0.member = Self.memberView(membership, actor: op.role, call: call)
+            $0.member = own
             $0.remark = remark
         }
     }
@@ -180,8 +195,10 @@ extension GroupdService {
     }
 
     func updateMemberInfo(_ request: Groupd_V1_UpdateMemberInfoRequest, _ call: CallContext) async throws -> Groupd_V1_UpdateMemberInfoResponse {
-        let update = try Self.memberInfoUpdate(request)
+        var requested = try Self.memberInfoUpdate(request)
         let user: String? = request.userID.isEmpty ? nil : request.userID
+        try await checkMemberInfoPolicy(&requested, user: user, groupID: request.groupID, call)
+        let update = requested
         let limits = call.limits
         let schema = call.customFields
         let now = clock.now()

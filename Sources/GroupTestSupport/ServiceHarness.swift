@@ -107,8 +107,10 @@ public final class ServiceHarness: Sendable {
     /// - Parameters:
     ///   - configuration: Apps and limits; ``TestApps/configuration(dataDir:)`` by default.
     ///   - clock: The service's and the authenticator's time source.
+    ///   - policy: The policy plugins (chains applied by the caller); none by default.
     public init(
-        configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock()
+        configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock(),
+        policy: ServicePolicy = .disabled
     ) async throws {
         let temporary = try await temporaryStore()
         let authenticator = await Authenticator(apps: configuration.apps, clock: clock)
@@ -117,7 +119,7 @@ public final class ServiceHarness: Sendable {
         self.clock = clock
         self.service = GroupdService(
             configuration: configuration, store: temporary.store, authenticator: authenticator, clock: clock,
-            logger: Logger(label: "groupd-test"))
+            logger: Logger(label: "groupd-test"), policy: policy)
         self.router = service.makeRouter()
     }
 

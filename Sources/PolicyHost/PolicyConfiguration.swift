@@ -31,12 +31,25 @@ public struct AppPolicyConfiguration: Sendable, Hashable {
     public var budget: Duration
     /// Per-hook overrides of ``budget``.
     public var hookBudgets: [PolicyHook: Duration]
+    /// The app's failure mode per hook; a plugin's own ``PluginConfiguration/failureMode`` wins,
+    /// and a hook absent here takes ``PolicyHook/defaultFailureMode``.
+    public var failureModes: [PolicyHook: FailureMode]
 
     /// Make an app's policy; the budget defaults to 200 ms.
-    public init(plugins: [PluginConfiguration], budget: Duration = .milliseconds(200), hookBudgets: [PolicyHook: Duration] = [:]) {
+    public init(
+        plugins: [PluginConfiguration], budget: Duration = .milliseconds(200), hookBudgets: [PolicyHook: Duration] = [:],
+        failureModes: [PolicyHook: FailureMode] = [:]
+    ) {
         self.plugins = plugins
         self.budget = budget
         self.hookBudgets = hookBudgets
+        self.failureModes = failureModes
+    }
+
+    /// The failure mode of `plugin` on `hook`: the plugin's own, else the app's for the hook,
+    /// else the hook's default.
+    public func failureMode(of plugin: PluginConfiguration, for hook: PolicyHook) -> FailureMode {
+        plugin.failureMode ?? failureModes[hook] ?? hook.defaultFailureMode
     }
 
     /// The budget for `hook`.

@@ -63,13 +63,27 @@ public final class PolicyHost: Sendable {
     /// Old instances are destroyed once the calls still using them finished.
     /// - Throws: ``PolicyLoadError`` saying which plugin, which app and why.
     public func apply(_ apps: [String: AppPolicyConfiguration]) throws(PolicyLoadError) {
+        install(try prepare(apps))
+    }
+
+    /// Load and instantiate every app's chain without putting any in force: the first half of
+    /// ``apply(_:)``, for a reload that must build everything (configuration, chains) before it
+    /// swaps anything. Dropping the result destroys its instances.
+    /// - Throws: ``PolicyLoadError`` saying which plugin, which app and why.
+    public func prepare(_ apps: [String: AppPolicyConfiguration]) throws(PolicyLoadError) -> PreparedChains {
         var built: [String: AppChain] = [:]
         for (app, configuration) in apps.sorted(by: { $0.key < $1.key }) {
             built[app] = try buildChain(app: app, configuration)
         }
+        return PreparedChains(chains: built)
+    }
+
+    /// Put chains built by ``prepare(_:)`` in force for every app (apps absent from them lose
+    /// their chain). Old instances are destroyed once the calls still using them finished.
+    public func install(_ prepared: PreparedChains) {
         let old = chains.withLockedValue { chains in
             let old = chains
-            chains = built
+            chains = prepared.chains
             return old
         }
         _ = old  // released here; in-flight calls keep their instances alive until they return
@@ -101,7 +115,7 @@ public final class PolicyHost: Sendable {
         var current = request
         var changes: [String: String?] = [:]
         for link in chain.links where link.hooks.contains(hook) {
-            let mode = link.failureMode ?? hook.defaultFailureMode
+            let mode = link.failureMode ?? chain.configuration.failureModes[hook] ?? hook.defaultFailureMode
             switch await call(link, hook: hook, request: current, budget: chain.configuration.budget(for: hook)) {
             case .allow:
                 continue
@@ -214,6 +228,15 @@ public final class PolicyHost: Sendable {
             })
         }
     }
+}
+
+/// Every app's chain, loaded and instantiated by ``PolicyHost/prepare(_:)`` and not yet in
+/// force; ``PolicyHost/install(_:)`` swaps them in.
+public struct PreparedChains: Sendable {
+    let chains: [String: AppChain]
+
+    /// The apps that have a chain.
+    public var apps: [String] { chains.keys.sorted() }
 }
 
 /// One app's chain, immutable; swapped whole on reload.

@@ -58,7 +58,7 @@ extension KeyedDecodingContainer where Key == ConfigKey {
 extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "max_message_bytes", "max_header_list_bytes",
-        "max_concurrent_streams", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
+        "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
     ]
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -77,6 +77,7 @@ extension GroupdConfiguration {
         self.maxMessageBytes = try c.value("max_message_bytes", or: d.maxMessageBytes)
         self.maxHeaderListBytes = try c.value("max_header_list_bytes", or: d.maxHeaderListBytes)
         self.maxConcurrentStreams = try c.value("max_concurrent_streams", or: d.maxConcurrentStreams)
+        self.maxConnections = try c.value("max_connections", or: d.maxConnections)
         self.drainTimeoutSeconds = try c.value("drain_timeout_seconds", or: d.drainTimeoutSeconds)
         self.eventLoopThreads = try c.value("event_loop_threads", or: d.eventLoopThreads)
         self.auth = try c.value("auth", or: d.auth)
@@ -92,6 +93,7 @@ extension GroupdConfiguration {
         try c.encode(self.maxMessageBytes, forKey: ConfigKey("max_message_bytes"))
         try c.encode(self.maxHeaderListBytes, forKey: ConfigKey("max_header_list_bytes"))
         try c.encode(self.maxConcurrentStreams, forKey: ConfigKey("max_concurrent_streams"))
+        try c.encode(self.maxConnections, forKey: ConfigKey("max_connections"))
         try c.encode(self.drainTimeoutSeconds, forKey: ConfigKey("drain_timeout_seconds"))
         try c.encode(self.eventLoopThreads, forKey: ConfigKey("event_loop_threads"))
         try c.encode(self.auth, forKey: ConfigKey("auth"))
@@ -150,11 +152,13 @@ extension GroupdConfiguration.Secret {
 extension GroupdConfiguration.App {
     /// Decode; `id` and `secrets` are required, `limits` keys optional.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.configMapping(allowing: ["id", "secrets", "limits", "custom_fields"])
+        let c = try decoder.configMapping(allowing: ["id", "secrets", "limits", "custom_fields", "policy", "rate_limits"])
         self.id = try c.required("id")
         self.secrets = try c.required("secrets")
         self.limits = try c.value("limits", or: LimitsCoding(.defaults)).limits
         self.customFields = try c.decodeIfPresent(CustomFieldsCoding.self, forKey: ConfigKey("custom_fields"))?.schema
+        self.policy = try Self.decodePolicy(c)
+        self.rateLimits = try c.value("rate_limits", or: .unlimited)
     }
 
     /// Encode every key, limits included.
@@ -164,6 +168,8 @@ extension GroupdConfiguration.App {
         try c.encode(self.secrets, forKey: ConfigKey("secrets"))
         try c.encode(LimitsCoding(self.limits), forKey: ConfigKey("limits"))
         if let customFields { try c.encode(CustomFieldsCoding(customFields), forKey: ConfigKey("custom_fields")) }
+        if let policy { try c.encode(PolicyCoding(policy), forKey: ConfigKey("policy")) }
+        if !rateLimits.isUnlimited { try c.encode(rateLimits, forKey: ConfigKey("rate_limits")) }
     }
 }
 

@@ -21,7 +21,7 @@ extension GroupdConfiguration {
         let d = GroupdConfiguration.defaults
         return """
             # groupd configuration (generated for local use). Every key but apps is optional;
-            # the values below are the defaults unless noted.
+            # the values below are the defaults unless noted. `kill -HUP` reloads apps and auth.
 
             listen:
               host: \(d.listen.host)        # address to bind; 0.0.0.0 for every interface
@@ -31,6 +31,7 @@ extension GroupdConfiguration {
             max_message_bytes: \(d.maxMessageBytes)   # larger gRPC messages get RESOURCE_EXHAUSTED
             max_header_list_bytes: \(d.maxHeaderListBytes)  # HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE
             max_concurrent_streams: \(d.maxConcurrentStreams)   # HTTP/2 streams per connection
+            max_connections: \(d.maxConnections)     # connections above it are closed at accept
             drain_timeout_seconds: \(Int(d.drainTimeoutSeconds))     # time in-flight calls get on SIGTERM
             event_loop_threads: \(d.eventLoopThreads)        # 0 = one per core
             auth:
@@ -63,6 +64,10 @@ extension GroupdConfiguration {
                   application_expiry_seconds: 604800
                   event_retention_seconds: 604800
                   av_chat_room_messages_per_second: 40
+                # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
+                #   app: {per_second: 2000, burst: 4000}
+                #   operator: {per_second: 50, burst: 100}
+                #   operator_writes: {per_second: 10}
 
             """
     }

@@ -51,6 +51,7 @@ extension GroupdConfiguration {
         try inRange(self.maxMessageBytes, 1...Int(Int32.max), "max_message_bytes")
         try inRange(self.maxHeaderListBytes, 1024...(64 * 1024 * 1024), "max_header_list_bytes")
         try inRange(self.maxConcurrentStreams, 1...Int(Int32.max), "max_concurrent_streams")
+        try inRange(self.maxConnections, 1...1_000_000, "max_connections")
         try require(self.drainTimeoutSeconds.isFinite, "drain_timeout_seconds", "expected a number of seconds")
         try inRange(self.drainTimeoutSeconds, 0...3600, "drain_timeout_seconds")
         try inRange(self.eventLoopThreads, 0...1024, "event_loop_threads")
@@ -85,6 +86,15 @@ extension GroupdConfiguration {
             let limitsPath = appPath + ".limits"
             for (key, path) in LimitsCoding.integerKeys {
                 try inRange(app.limits[keyPath: path], 1...Int(Int32.max), limitsPath + "." + key)
+            }
+            for (key, path) in RateLimits.bucketKeys {
+                guard let rate = app.rateLimits[keyPath: path] else { continue }
+                let ratePath = appPath + ".rate_limits." + key
+                try require(
+                    rate.perSecond.isFinite && rate.perSecond > 0 && rate.perSecond <= Double(RateLimits.maximumRate),
+                    ratePath + ".per_second",
+                    "expected calls per second above 0 and at most \(RateLimits.maximumRate), found \(rate.perSecond)")
+                try inRange(rate.burst, 1...RateLimits.maximumRate, ratePath + ".burst")
             }
         }
     }

@@ -81,6 +81,12 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key
         /// absent): any non-empty key is accepted and every member reads every value.
         public var customFields: CustomFieldSchema?
+        /// `apps[].policy`: the app's chain of policy plugins (see ``AppPolicySettings``,
+        /// docs/PLUGINS.md). `nil` (the key absent): no plugins, every hook allows.
+        public var policy: AppPolicySettings? = nil
+        /// `apps[].rate_limits`: token buckets per app, per operator and per operator's writes
+        /// (see ``RateLimits``); absent = unlimited.
+        public var rateLimits: RateLimits = .unlimited
 
         /// Create an app.
         public init(id: String, secrets: [Secret], limits: AppLimits = .defaults, customFields: CustomFieldSchema? = nil) {
@@ -106,6 +112,9 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     /// `max_concurrent_streams`: HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` per connection.
     /// Default 256.
     public var maxConcurrentStreams: Int
+    /// `max_connections`: open client connections at most; a connection accepted above it is
+    /// closed at once (the client sees `UNAVAILABLE` and may retry elsewhere). Default 10000.
+    public var maxConnections: Int
     /// `drain_timeout_seconds`: on SIGTERM, how long in-flight calls may finish before the
     /// connections close. Default 10.
     public var drainTimeoutSeconds: Double
@@ -121,15 +130,16 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         GroupdConfiguration(
             listen: .defaults, dataDir: "./data", durability: .full, maxMessageBytes: 4 * 1024 * 1024,
             maxHeaderListBytes: 16 * 1024, maxConcurrentStreams: 256, drainTimeoutSeconds: 10,
-            eventLoopThreads: 0, auth: .defaults, apps: [])
+            eventLoopThreads: 0, auth: .defaults, apps: [], maxConnections: 10_000)
     }
 
     /// Create a configuration with every value given; see ``defaults``.
     public init(
         listen: Listen, dataDir: String, durability: Durability, maxMessageBytes: Int,
         maxHeaderListBytes: Int, maxConcurrentStreams: Int, drainTimeoutSeconds: Double,
-        eventLoopThreads: Int, auth: Auth, apps: [App]
+        eventLoopThreads: Int, auth: Auth, apps: [App], maxConnections: Int = 10_000
     ) {
+        self.maxConnections = maxConnections
         self.listen = listen
         self.dataDir = dataDir
         self.durability = durability
