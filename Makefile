@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps build release run test test-swift test-interop protos protos-check bench bench-scale clean
+.PHONY: deps build release run test test-swift test-interop protos protos-check bench bench-scale bench-fanout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -49,6 +49,26 @@ bench: release
 ## groups, join throughput (server on core 0, the Python load on core 1; takes several minutes)
 bench-scale: release
 	taskset -c 1 python3 scripts/bench_scale.py $(RELEASE_BIN)
+
+## bench-fanout: one event to 10,000 subscribers over 100 connections (latency to the last one),
+## memory per idle stream, messages/s into a 1,000-member group with 1,000 subscribers
+bench-fanout: release
+	python3 scripts/bench_fanout.py $(RELEASE_BIN)
+
+## test-sanitize: the policy host and the C plugins under ThreadSanitizer (many callers on one
+## instance while a reload swaps it, among others), built in .build-tsan so the main build stays
+test-sanitize: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	GROUPD_PLUGIN_DIR=.build-tsan/debug $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
+	  --filter 'PolicyHostTests.(ChainTests|FailureTests|ConcurrencyTests|PluginLoadingTests|PolicyConfigurationTests|ExampleCPolicyTests|PreparedChainsTests)'
+
+## bench-plugins: cost per call of no chain, an empty chain, and the keyword plugin with
+## 10,000 words on a 1 KiB message (PolicyHost level, release build)
+bench-plugins: deps
+	$(SWIFT) build -c release --product policy-bench
+	$(SWIFT) build -c release --product KeywordPolicy
+	$(SWIFT) build -c release --product PolicyFixtureBehaviors
+	.build/release/policy-bench .build/release
 
 clean:
 	rm -rf .build

@@ -173,16 +173,6 @@ def test_unknown_method_raw_is_trailers_only(raw):
     assert_trailers_only(result, UNIMPLEMENTED, "Method not found: /groupd.v1.GroupService/NoSuchMethod")
 
 
-def test_groupd_method_not_implemented_yet(channel):
-    from groupd.v1 import message_pb2, message_pb2_grpc
-
-    stub = message_pb2_grpc.MessageServiceStub(channel)
-    with pytest.raises(grpc.RpcError) as error:
-        stub.SendGroupMessage(message_pb2.SendGroupMessageRequest(group_id="g1"),
-                              metadata=support.admin_md(), timeout=5)
-    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
-
-
 # --- Deadlines -------------------------------------------------------------------------------
 
 def test_deadline_exceeded_is_sent_by_the_server(groupd, raw):

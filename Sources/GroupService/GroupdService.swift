@@ -4,21 +4,28 @@ import GroupModel
 import GroupStore
 import Logging
 import NIOCore
+import Synchronization
 
 /// groupd's RPC layer: authenticates each call, runs its handler against the model and the
 /// store, and maps outcomes to gRPC. One instance serves every app of the configuration.
 public final class GroupdService: Sendable {
-    let configuration: GroupdConfiguration
     let store: any GroupOperationStore
-    let authenticator: Authenticator
     let clock: any WallClock
     let logger: Logger
     /// The health service, for `beginShutdown()`.
     public let health = HealthService()
-    private let limits: [String: AppLimits]
-    private let customFields: [String: CustomFieldSchema]
+    /// The configuration snapshot in force, swapped whole by ``reload(to:baseDirectory:)``.
+    private let current: Mutex<ConfigurationSnapshot>
+    /// Whether a reload is under way (reloads run one at a time).
+    let reloading = Mutex(false)
     /// The AVChatRoom audiences this node holds in memory.
     let audience = AudienceRegistry()
+    /// The AVChatRoom message rates and recent client message ids this node holds in memory.
+    let roomMessages = RoomMessageLimiter()
+    /// The policy plugins' per-app chains (``ServicePolicy/disabled``: none).
+    public let policy: ServicePolicy
+    /// The event stream's fan-out (Subscribe), fed by the store's commits.
+    public let events: EventHub
 
     /// Creates the service.
     /// - Parameters:
@@ -27,18 +34,30 @@ public final class GroupdService: Sendable {
     ///   - authenticator: Verifies each call's token.
     ///   - clock: The time source (injectable for tests).
     ///   - logger: Where unexpected failures are logged.
+    ///   - policy: The policy plugins (chains already applied); none by default.
     public init(
         configuration: GroupdConfiguration, store: any GroupOperationStore, authenticator: Authenticator,
-        clock: any WallClock = SystemWallClock(), logger: Logger
+        clock: any WallClock = SystemWallClock(), logger: Logger, policy: ServicePolicy = .disabled
     ) {
-        self.configuration = configuration
+        self.policy = policy
         self.store = store
-        self.authenticator = authenticator
         self.clock = clock
         self.logger = logger
-        self.limits = Dictionary(configuration.apps.map { ($0.id, $0.limits) }, uniquingKeysWith: { first, _ in first })
-        self.customFields = Dictionary(
-            configuration.apps.compactMap { app in app.customFields.map { (app.id, $0) } }, uniquingKeysWith: { first, _ in first })
+        self.current = Mutex(ConfigurationSnapshot(configuration: configuration, authenticator: authenticator))
+        self.events = EventHub(store: store as? any EventLogStore, clock: clock, logger: logger)
+        policy.notifyAfterEvents(from: events)
+    }
+
+    /// The configuration snapshot in force now. A call reads it once, in `authenticate`; code
+    /// serving a call uses what its ``CallContext`` captured rather than reading this again.
+    public var snapshot: ConfigurationSnapshot { current.withLock { $0 } }
+
+    /// The configuration in force now (``snapshot``'s).
+    public var configuration: GroupdConfiguration { snapshot.configuration }
+
+    /// Put `snapshot` in force: calls authenticated from now on use it.
+    func install(_ snapshot: ConfigurationSnapshot) {
+        current.withLock { $0 = snapshot }
     }
 
     /// The router serving every method of the API; the ones without a handler yet answer
@@ -50,8 +69,11 @@ public final class GroupdService: Sendable {
         registerGroupOperationMethods(in: &routes)
         registerListingMethods(in: &routes)
         registerMembershipMethods(in: &routes)
+        registerApplicationMethods(in: &routes)
         registerMemberMethods(in: &routes)
         registerLifecycleMethods(in: &routes)
+        registerMessageMethods(in: &routes)
+        registerEventMethods(in: &routes, authenticate: { [self] server in try authenticate(server) })
         return routes.finish()
     }
 
@@ -60,12 +82,29 @@ public final class GroupdService: Sendable {
         health.beginShutdown()
     }
 
+    /// Authenticate and admit a call under the snapshot in force, read once here: the token is
+    /// checked against its secrets, the app's and the operator's rate limits are charged, and the
+    /// call's context gets its limits and custom-field definitions.
     private func authenticate(_ server: ServerContext) throws -> CallContext {
-        let caller = try authenticator.authenticate(
+        let snapshot = self.snapshot
+        let caller = try snapshot.authenticator.authenticate(
             authorization: server.metadata["authorization"], operatorID: server.metadata["x-operator-id"])
-        guard let limits = limits[caller.appID] else {
+        guard let limits = snapshot.limits(app: caller.appID) else {
             throw GroupError(code: .unauthenticated, reason: .unknownApp, message: "unknown app \(caller.appID)")
         }
-        return CallContext(caller: caller, limits: limits, customFields: customFields[caller.appID], server: server)
+        if let limiter = snapshot.rateLimiters.apps[caller.appID],
+            let refusal = limiter.acquire(
+                operatorKey: Self.rateLimitKey(caller), isWrite: !RateLimiters.isRead(method: server.path))
+        {
+            throw RateLimitedError(refusal, appID: caller.appID)
+        }
+        return CallContext(caller: caller, limits: limits, customFields: snapshot.customFields(app: caller.appID), server: server)
+    }
+
+    /// The operator's rate-limit bucket: the user acted for, or the token's subject (a user's
+    /// id, or for the backend `admin:` and its account name, so it never shares a user's bucket).
+    static func rateLimitKey(_ caller: Caller) -> String {
+        if let user = caller.operatorID { return user }
+        return "admin:" + caller.userID
     }
 }

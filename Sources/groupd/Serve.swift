@@ -21,6 +21,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
+        // Trap SIGHUP first: from here on it reloads instead of ending the process.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         var logger = Logger(label: "groupd")
         logger.logLevel = .info
@@ -31,19 +33,35 @@ struct Serve: AsyncParsableCommand {
         }
         let store = try await SQLiteGroupStore.open(path: configuration.databasePath, durability: configuration.durability)
         let authenticator = await Authenticator(configuration: configuration)
-        let service = GroupdService(configuration: configuration, store: store, authenticator: authenticator, logger: logger)
+        // Policy plugins: load every app's chain before serving; a plugin that fails to load stops startup.
+        let policy = ServicePolicy.standard(logger: logger)
+        do {
+            try policy.apply(configuration, baseDirectory: ServicePolicy.directory(of: config))
+        } catch {
+            printError("groupd: \(error)")
+            throw ExitCode(1)
+        }
+        let service = GroupdService(
+            configuration: configuration, store: store, authenticator: authenticator, logger: logger, policy: policy)
 
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let server = GRPCServer(configuration: configuration.serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
 
+        // SIGHUP reloads the file; the reloader ends quietly at shutdown.
+        let reloader = ReloadOnSignal(signals: hangups, service: service, path: config)
         let serviceGroup = ServiceGroup(configuration: .init(
-            services: [.init(service: ServerService(server: server, service: service))],
+            services: [
+                .init(service: ServerService(server: server, service: service)),
+                .init(service: reloader, successTerminationBehavior: .ignore),
+                .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
+            ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
         try await serviceGroup.run()
         try await store.close()
+        try await policy.shutdown()
         try await group.shutdownGracefully()
         logger.info("stopped")
     }
@@ -71,6 +89,7 @@ extension GroupdConfiguration {
         server.port = listen.port
         server.maxMessageBytes = maxMessageBytes
         server.http2.maxConcurrentStreams = maxConcurrentStreams
+        server.maxConnections = maxConnections
         server.http2.maxHeaderListSize = maxHeaderListBytes
         server.drainTimeout = .nanoseconds(Int64(drainTimeoutSeconds * 1_000_000_000))
         return server

@@ -1254,7 +1254,8 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// When the profile or settings last changed.
     public var lastInfoTime: Google_Protobuf_Timestamp? = nil
 
-    /// When the last message was sent; absent if none.
+    /// When the last stored message was sent; filled by ListJoinedGroups,
+    /// absent if none (and in other reads).
     public var lastMessageTime: Google_Protobuf_Timestamp? = nil
 
     /// The latest per-group sequence number (events and messages share it).
@@ -1274,10 +1275,10 @@ public struct Groupd_V1_Group: ProtoMessage {
     public var remark: String = ""
 
     /// The caller's unread message count (Work and Public only; 0 otherwise).
-    /// Filled by ListJoinedGroups and GetGroupsInfo for members.
+    /// Filled by ListJoinedGroups (GetGroupsInfo stays a cache-served read).
     public var unreadCount: UInt32 = 0
 
-    /// The caller's read position (MarkGroupRead).
+    /// The caller's read position (MarkGroupRead); filled by ListJoinedGroups.
     public var readSequence: UInt64 = 0
 
     /// True when the caller sees only the public subset (non-member).

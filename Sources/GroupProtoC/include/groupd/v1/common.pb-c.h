@@ -791,7 +791,8 @@ struct  Groupd__V1__Group
    */
   Google__Protobuf__Timestamp *last_info_time;
   /*
-   * When the last message was sent; absent if none.
+   * When the last stored message was sent; filled by ListJoinedGroups,
+   * absent if none (and in other reads).
    */
   Google__Protobuf__Timestamp *last_message_time;
   /*
@@ -818,11 +819,11 @@ struct  Groupd__V1__Group
   char *remark;
   /*
    * The caller's unread message count (Work and Public only; 0 otherwise).
-   * Filled by ListJoinedGroups and GetGroupsInfo for members.
+   * Filled by ListJoinedGroups (GetGroupsInfo stays a cache-served read).
    */
   uint32_t unread_count;
   /*
-   * The caller's read position (MarkGroupRead).
+   * The caller's read position (MarkGroupRead); filled by ListJoinedGroups.
    */
   uint64_t read_sequence;
   /*
