@@ -32,6 +32,10 @@ public struct AppLimits: Sendable, Hashable {
     public var eventRetentionSeconds: Int
     /// Messages per second an AVChatRoom accepts before shedding by priority. Default 40.
     public var avChatRoomMessagesPerSecond: Int
+    /// Seconds a group message is kept in the history (and on the event log); older ones are
+    /// purged by the retention job. Default 0: kept forever (Tencent's history time is a paid
+    /// setting; deleting an existing deployment's history must be an operator's choice).
+    public var messageRetentionSeconds: Int
 
     /// The defaults listed on each property.
     public static var defaults: AppLimits {
@@ -52,7 +56,8 @@ public struct AppLimits: Sendable, Hashable {
             maxPageSize: 50,
             applicationExpirySeconds: 7 * 24 * 3600,
             eventRetentionSeconds: 7 * 24 * 3600,
-            avChatRoomMessagesPerSecond: 40
+            avChatRoomMessagesPerSecond: 40,
+            messageRetentionSeconds: 0
         )
     }
 
@@ -62,7 +67,7 @@ public struct AppLimits: Sendable, Hashable {
         nameCardBytes: Int, applicationMessageBytes: Int, userIDBytes: Int,
         maxMembers: [GroupType: Int?], maxGroupsPerUser: Int, maxUsersPerBatch: Int,
         maxGroupsPerRequest: Int, maxPageSize: Int, applicationExpirySeconds: Int,
-        eventRetentionSeconds: Int, avChatRoomMessagesPerSecond: Int
+        eventRetentionSeconds: Int, avChatRoomMessagesPerSecond: Int, messageRetentionSeconds: Int = 0
     ) {
         self.groupNameBytes = groupNameBytes
         self.introductionBytes = introductionBytes
@@ -79,6 +84,7 @@ public struct AppLimits: Sendable, Hashable {
         self.applicationExpirySeconds = applicationExpirySeconds
         self.eventRetentionSeconds = eventRetentionSeconds
         self.avChatRoomMessagesPerSecond = avChatRoomMessagesPerSecond
+        self.messageRetentionSeconds = messageRetentionSeconds
     }
 
     /// The maximum member count for groups of `type` in this app (`nil`: unlimited).

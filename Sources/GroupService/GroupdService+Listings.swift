@@ -17,7 +17,8 @@ extension GroupdService {
     /// each with the user's read position and, for Work and Public groups, unread count.
     /// A type filter is applied to each page the store returns, so a filtered page may be short
     /// (follow `next_page_token` until it is empty). `total_count` counts the user's groups of
-    /// the requested types (empty: Work, Public and Meeting), read after the page.
+    /// the requested types (empty: Work, Public and Meeting), read after the page. Custom values
+    /// go through the app's filter-on-read hook for the user's role in each group.
     func listJoinedGroups(_ request: Groupd_V1_ListJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_ListJoinedGroupsResponse {
         guard let user = call.caller.operatorID else {
             throw GroupError(code: .invalidArgument, reason: .operatorRequired,
@@ -35,8 +36,12 @@ extension GroupdService {
         let counted = (types.isEmpty ? Set(GroupType.allCases) : types).filter(GroupRules.countsTowardGroupLimit)
         let total = counted.isEmpty
             ? 0 : try await operations.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
-        var views = page.items.filter { types.isEmpty || types.contains($0.group.type) }.map {
-            Self.groupView($0.group, membership: $0.membership, call: call, remark: $0.remark)
+        var views: [Groupd_V1_Group] = []
+        for item in page.items where types.isEmpty || types.contains(item.group.type) {
+            var view = Self.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
+            // Custom values as the app's read filter leaves them for the user's role there.
+            await filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
+            views.append(view)
         }
         // Read positions and unread counts, read after the page.
         try await fillReadStates(&views, call: call)
@@ -49,7 +54,8 @@ extension GroupdService {
 
     /// SearchGroups among the groups the caller may see. With MEMBER_NAME_CARD, each joined group
     /// of the page carries the members whose name card contains the keyword (at most
-    /// ``matchedMembersPerGroup``, in join order, as the caller may see them).
+    /// ``matchedMembersPerGroup``, in join order, as the caller may see them). Custom values go
+    /// through the app's filter-on-read hook for the caller's role in each group.
     func searchGroups(_ request: Groupd_V1_SearchGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_SearchGroupsResponse {
         let keyword = request.keyword
         if keyword.isEmpty || keyword.utf8.count > 30 {
@@ -98,10 +104,15 @@ extension GroupdService {
             if !cards.isEmpty { matched.append(.memberNameCard) }
             // Nothing the caller asked for matched (a name card changed since the page was read).
             if matched.isEmpty { continue }
+            // Custom values as the app's read filter leaves them for the caller's role there.
+            var view = Self.groupView(group, membership: membership, call: call)
+            await filterGroupView(&view, role: actor, call)
+            var members = cards.map { Self.memberView($0, actor: actor, call: call) }
+            await filterMemberViews(&members, role: actor, group: group, call)
             results.append(.with {
-                $0.group = Self.groupView(group, membership: membership, call: call)
+                $0.group = view
                 $0.matchedFields = matched
-                $0.matchedMembers = cards.map { Self.memberView($0, actor: actor, call: call) }
+                $0.matchedMembers = members
             })
         }
         return .with {

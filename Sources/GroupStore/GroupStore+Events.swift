@@ -19,11 +19,21 @@ public struct LoggedEvent: Sendable, Hashable {
     public var groupName: String
     /// The group's stored member count when the row was read.
     public var memberCount: Int
+    /// For an application or invitation event (``applicationKinds``): the item named by its
+    /// `changes["application_id"]` as it was when the row was read (right after its commit for
+    /// live delivery); `nil` for other kinds, or when the item is gone.
+    public var application: Application?
+
+    /// The kinds whose rows name an application or invitation and carry it as their detail.
+    public static let applicationKinds: Set<GroupEvent.Kind> = [
+        .joinApplicationReceived, .invitationApprovalRequested, .joinApplicationApproved, .joinApplicationRefused,
+        .applicationWithdrawn, .applicationExpired, .invitationReceived, .invitationAccepted, .invitationRefused,
+    ]
 
     /// Create a logged event.
     public init(
         eventID: Int64, event: GroupEvent, groupType: GroupType, approvers: [String] = [], message: StoredMessage? = nil,
-        groupName: String = "", memberCount: Int = 0
+        groupName: String = "", memberCount: Int = 0, application: Application? = nil
     ) {
         self.eventID = eventID
         self.event = event
@@ -32,6 +42,7 @@ public struct LoggedEvent: Sendable, Hashable {
         self.message = message
         self.groupName = groupName
         self.memberCount = memberCount
+        self.application = application
     }
 
     /// Whether a user's stream may carry it: member-change tips of a type without member-change

@@ -164,4 +164,10 @@ public protocol GroupMessageStore: GroupOperationStore {
     /// otherwise). Unread counts are computed for every type; callers show them where the type
     /// counts unread messages.
     func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState]
+
+    /// Deletes up to `limit` of an app's messages sent before `cutoff` (the body and its
+    /// `GROUP_MESSAGE` event row, in one transaction). Sequences are never reused: history reads
+    /// simply find nothing below the oldest kept message.
+    /// - Returns: How many messages were deleted.
+    func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int
 }

@@ -153,6 +153,7 @@ extension SQLiteGroupStore: EventLogStore {
             arguments: arguments)
         var events: [LoggedEvent] = []
         var messageIDs: [Int64] = []
+        var applicationKeys: Set<ApplicationKey> = []
         var approversByGroup: [Int64: [String]] = [:]
         while let row = try rows.next() {
             let event = try Rows.event(row)
@@ -162,6 +163,9 @@ extension SQLiteGroupStore: EventLogStore {
                 eventID: eventID, event: event, groupType: try Rows.parse(row.decode(atIndex: 11), GroupType.init(rawValue:)),
                 groupName: try row.decode(atIndex: 13), memberCount: try row.decode(atIndex: 14))
             if event.kind == .groupMessage { messageIDs.append(eventID) }
+            if LoggedEvent.applicationKinds.contains(event.kind), let id = event.changes["application_id"] {
+                applicationKeys.insert(ApplicationKey(app: event.appID, id: id))
+            }
             if resolveApprovers, case .approvers = event.recipient {
                 if approversByGroup[groupKey] == nil { approversByGroup[groupKey] = try approvers(db, groupKey: groupKey) }
                 logged.approvers = approversByGroup[groupKey] ?? []
@@ -174,7 +178,37 @@ extension SQLiteGroupStore: EventLogStore {
                 events[index].message = bodies[events[index].eventID]
             }
         }
+        if !applicationKeys.isEmpty {
+            // One read per app in the batch, and only when it holds application events.
+            let items = try applications(db, keys: applicationKeys)
+            for index in events.indices where LoggedEvent.applicationKinds.contains(events[index].event.kind) {
+                let event = events[index].event
+                events[index].application = event.changes["application_id"].flatMap {
+                    items[ApplicationKey(app: event.appID, id: $0)]
+                }
+            }
+        }
         return events
+    }
+
+    /// An application's app-wide identity.
+    struct ApplicationKey: Hashable {
+        /// The app.
+        var app: String
+        /// `applications.application_id`.
+        var id: String
+    }
+
+    /// The applications with the given keys (one indexed read per app).
+    static func applications(_ db: Database, keys: Set<ApplicationKey>) throws -> [ApplicationKey: Application] {
+        var result: [ApplicationKey: Application] = [:]
+        for (app, appKeys) in Dictionary(grouping: keys, by: \.app) {
+            let list = String(decoding: try JSONEncoder().encode(appKeys.map(\.id).sorted()), as: UTF8.self)
+            let found = try ApplicationRows.fetchAll(
+                db, where: "a.app_id = ? AND a.application_id IN (SELECT value FROM json_each(?))", arguments: [app, list])
+            for application in found { result[ApplicationKey(app: app, id: application.id)] = application }
+        }
+        return result
     }
 
     /// The users who approve for a group now: the owner, and the admins when its

@@ -280,6 +280,27 @@ extension SQLiteGroupStore: GroupMessageStore {
         }
     }
 
+    public func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await self.run { [pool] in
+            try await pool.write { db in
+                let ids = try Int64.fetchAll(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT event_id FROM group_events
+                            WHERE time < ? AND app_id = ? AND kind = 'GROUP_MESSAGE' LIMIT ?
+                            """),
+                    arguments: [cutoff.millisecondsSince1970, app, max(0, limit)])
+                if ids.isEmpty { return 0 }
+                let list = String(decoding: try JSONEncoder().encode(ids), as: UTF8.self)
+                try db.cachedStatement(sql: "DELETE FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?))")
+                    .execute(arguments: [list])
+                try db.cachedStatement(sql: "DELETE FROM group_events WHERE event_id IN (SELECT value FROM json_each(?))")
+                    .execute(arguments: [list])
+                return ids.count
+            }
+        }
+    }
+
     /// The bodies of the given `group_events` rows that are messages, in the caller's
     /// transaction; rows without a body (not messages) are absent. Event delivery reads the
     /// bodies of committed `GROUP_MESSAGE` rows through this.

@@ -1,15 +1,17 @@
 import GroupService
 import ServiceLifecycle
 
-/// The event log's upkeep as a lifecycle service: purges events past each app's retention every
-/// minute; at graceful shutdown it stops and ends every `Subscribe` stream (UNAVAILABLE with
-/// its resume cursor) before the server drains (services shut down in reverse order, and this
-/// one comes after the server).
+/// The store's upkeep as a lifecycle service: every minute it expires due applications and
+/// invitations (committing their APPLICATION_EXPIRED events), purges events past each app's
+/// `event_retention_seconds` and messages past its `message_retention_seconds`; at graceful
+/// shutdown it stops and ends every `Subscribe` stream (UNAVAILABLE with its resume cursor)
+/// before the server drains (services shut down in reverse order, and this one comes after the
+/// server).
 struct EventStreamService: Service {
     let service: GroupdService
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await service.runEventRetention()
         }
         service.events.shutdown()

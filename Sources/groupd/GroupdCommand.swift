@@ -1,5 +1,6 @@
 import ArgumentParser
 import GroupService
+import Logging
 
 /// `groupd`: the group system of an instant-messaging backend, served over gRPC.
 @main
@@ -41,17 +42,29 @@ import Glibc
 import Darwin
 #endif
 
-/// `groupd check-config FILE`: validates a configuration without starting anything.
+/// `groupd check-config FILE`: validates a configuration without serving: the file, then every
+/// policy plugin it names (loaded and instantiated with its config, then torn down). A failure
+/// prints `groupd: FILE: KEY PATH: what went wrong` per problem and exits 2.
 struct CheckConfig: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "check-config", abstract: "Validate a configuration file and exit.")
+        commandName: "check-config", abstract: "Validate a configuration file and its policy plugins, and exit.")
 
     @Argument(help: "The YAML configuration file.")
     var file: String
 
     func run() async throws {
         let config = try loadConfiguration(file)
-        print("\(file): ok (\(config.apps.count) app\(config.apps.count == 1 ? "" : "s"))")
+        // The host's own log lines would repeat what is printed below.
+        var logger = Logger(label: "groupd", factory: { label in StreamLogHandler.standardError(label: label) })
+        logger.logLevel = .critical
+        let policy = ServicePolicy.standard(logger: logger)
+        let (failures, checked) = policy.checkLoad(config, baseDirectory: ServicePolicy.directory(of: file))
+        try await policy.shutdown()
+        for failure in failures { printError("groupd: \(file): \(failure)") }
+        if !failures.isEmpty { throw ExitCode(2) }
+        let apps = "\(config.apps.count) app\(config.apps.count == 1 ? "" : "s")"
+        let plugins = checked == 0 ? "" : ", \(checked) plugin\(checked == 1 ? "" : "s") loaded"
+        print("\(file): ok (\(apps)\(plugins))")
     }
 }
 

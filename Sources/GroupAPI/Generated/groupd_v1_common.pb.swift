@@ -985,6 +985,12 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// Sync, to the user's devices: they marked the group read. Detail: read.
     case groupRead // = 31
 
+    /// System, to the approvers and the sender (and the invitee of an
+    /// invitation): a pending item passed its expiry unhandled. Emitted by the
+    /// periodic expiry sweep, or by the next write or listing that finds it due.
+    /// Detail: application.
+    case applicationExpired // = 32
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1028,6 +1034,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 29: self = .remarkChanged
         case 30: self = .receiveOptionChanged
         case 31: self = .groupRead
+        case 32: self = .applicationExpired
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1067,12 +1074,13 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .remarkChanged: return 29
         case .receiveOptionChanged: return 30
         case .groupRead: return 31
+        case .applicationExpired: return 32
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,

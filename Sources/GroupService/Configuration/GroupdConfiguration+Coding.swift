@@ -184,6 +184,10 @@ struct LimitsCoding: Codable {
         ("work", .work), ("public", .public), ("meeting", .meeting), ("av_chat_room", .avChatRoom),
     ]
 
+    /// The integer keys where 0 is a value (`message_retention_seconds`: keep forever); the
+    /// others must be at least 1.
+    static let zeroAllowedKeys: Set<String> = ["message_retention_seconds"]
+
     /// Every integer key and the property it sets (computed: key paths are not `Sendable`).
     static var integerKeys: [(key: String, path: WritableKeyPath<AppLimits, Int>)] {
         [
@@ -201,6 +205,7 @@ struct LimitsCoding: Codable {
         ("application_expiry_seconds", \.applicationExpirySeconds),
         ("event_retention_seconds", \.eventRetentionSeconds),
         ("av_chat_room_messages_per_second", \.avChatRoomMessagesPerSecond),
+        ("message_retention_seconds", \.messageRetentionSeconds),
         ]
     }
 

@@ -1,4 +1,4 @@
-public import GroupModel
+import GroupModel
 
 /// The YAML form of an app's custom-field definitions (`apps[].custom_fields`), turned into the
 /// model's ``CustomFieldSchema``.

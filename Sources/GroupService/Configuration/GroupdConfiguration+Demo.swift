@@ -64,6 +64,7 @@ extension GroupdConfiguration {
                   application_expiry_seconds: 604800
                   event_retention_seconds: 604800
                   av_chat_room_messages_per_second: 40
+                  message_retention_seconds: 0   # group message history; 0 = kept forever
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -85,7 +85,9 @@ extension GroupdConfiguration {
 
             let limitsPath = appPath + ".limits"
             for (key, path) in LimitsCoding.integerKeys {
-                try inRange(app.limits[keyPath: path], 1...Int(Int32.max), limitsPath + "." + key)
+                // message_retention_seconds: 0 keeps history forever; every other limit is at least 1.
+                let lowest = LimitsCoding.zeroAllowedKeys.contains(key) ? 0 : 1
+                try inRange(app.limits[keyPath: path], lowest...Int(Int32.max), limitsPath + "." + key)
             }
             for (key, path) in RateLimits.bucketKeys {
                 guard let rate = app.rateLimits[keyPath: path] else { continue }

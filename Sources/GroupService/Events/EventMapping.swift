@@ -24,7 +24,8 @@ enum EventMapping {
         case .joinApplicationReceived, .invitationApprovalRequested: .applicationReceived
         case .joinApplicationApproved: .applicationAccepted
         case .joinApplicationRefused: .applicationRefused
-        case .applicationWithdrawn, .applicationExpired: .applicationWithdrawn
+        case .applicationWithdrawn: .applicationWithdrawn
+        case .applicationExpired: .applicationExpired
         case .invitationReceived: .invitationReceived
         case .invitationAccepted: .invitationAccepted
         case .invitationRefused: .invitationRefused
@@ -78,8 +79,25 @@ enum EventMapping {
             $0.groupType = APIMapping.groupType(logged.groupType)
             $0.groupName = logged.groupName
             if event.kind.isMemberChange { $0.memberCount = UInt32(clamping: max(0, logged.memberCount)) }
-            if let detail = detail(event) { $0.detail = detail }
+            if let application = logged.application {
+                $0.application = applicationDetail(application, groupName: logged.groupName, at: event.time)
+            } else if let detail = detail(event) {
+                $0.detail = detail
+            }
         }
+    }
+
+    /// An application event's detail: the item as stored when the row was read (right after its
+    /// commit for live delivery), its state as of the event's time. The hub encodes each item
+    /// once for every subscriber, so the reader-relative fields (`caller_roles`,
+    /// `handle_status`) stay unset; ListApplications gives them per caller.
+    static func applicationDetail(_ application: Application, groupName: String, at time: Timestamp) -> Groupd_V1_Application {
+        var view = GroupdService.applicationView(
+            application, groupName: groupName, roles: [],
+            caller: Caller(appID: application.appID, userID: "", isAdmin: true), now: time)
+        view.callerRoles = []
+        view.handleStatus = .unspecified
+        return view
     }
 
     /// The kind-specific detail that the event's `changes` carry.

@@ -5,9 +5,24 @@ import Logging
 extension GroupdService {
     /// How many events one purge statement deletes (short write transactions between batches).
     static let eventPurgeBatch = 1000
+    /// How many messages one purge transaction deletes.
+    static let messagePurgeBatch = 1000
+    /// How many sweep rounds (each over at most ``expiryBatch`` groups) one retention pass runs
+    /// per app; the rest waits for the next pass.
+    static let expirySweepRounds = 50
+
+    /// What one retention pass did.
+    public struct RetentionReport: Sendable, Hashable {
+        /// Events deleted past `event_retention_seconds`.
+        public var purgedEvents = 0
+        /// Messages deleted past `message_retention_seconds`.
+        public var purgedMessages = 0
+        /// Events committed by expiring pending applications and invitations (`APPLICATION_EXPIRED`).
+        public var expiryEvents = 0
+    }
 
     /// Deletes, for every app, the stored events older than its `event_retention_seconds`
-    /// (messages stay: they are the history), in batches.
+    /// (messages stay: they are the history, kept by ``purgeExpiredMessages()``), in batches.
     /// - Returns: How many events were deleted.
     @discardableResult
     public func purgeExpiredEvents() async throws -> Int {
@@ -26,17 +41,72 @@ extension GroupdService {
         return total
     }
 
-    /// Runs ``purgeExpiredEvents()`` every `interval` until the task is cancelled; failures are
+    /// Deletes, for every app with a `message_retention_seconds` above 0, the group messages
+    /// sent before it (body and event row), in batches. 0 keeps history forever.
+    /// - Returns: How many messages were deleted.
+    @discardableResult
+    public func purgeExpiredMessages() async throws -> Int {
+        guard let messages = store as? any GroupMessageStore else { return 0 }
+        let now = clock.now()
+        var total = 0
+        for app in configuration.apps where app.limits.messageRetentionSeconds > 0 {
+            let cutoff = now.adding(seconds: -Int64(app.limits.messageRetentionSeconds))
+            while true {
+                try Task.checkCancellation()
+                let deleted = try await messages.purgeMessages(app: app.id, olderThan: cutoff, limit: Self.messagePurgeBatch)
+                total += deleted
+                if deleted < Self.messagePurgeBatch { break }
+            }
+        }
+        return total
+    }
+
+    /// Marks, for every app, the pending applications and invitations past their expiry as
+    /// expired, committing their `APPLICATION_EXPIRED` events (which the event stream then
+    /// delivers), without waiting for a write to their group or a listing.
+    /// - Returns: How many events the expiries committed.
+    @discardableResult
+    public func expireDueApplications() async throws -> Int {
+        guard let applications = store as? any ApplicationStore else { return 0 }
+        let now = clock.now()
+        var total = 0
+        for app in configuration.apps {
+            for _ in 0..<Self.expirySweepRounds {
+                try Task.checkCancellation()
+                let events = try await applications.expireApplications(app: app.id, now: now, limit: Self.expiryBatch)
+                total += events.count
+                // Every expired item commits at least one event: none means nothing was due.
+                if events.isEmpty { break }
+            }
+        }
+        return total
+    }
+
+    /// One retention pass: expire due applications, purge events, purge messages. Each part
+    /// runs even when an earlier one failed; the first failure is rethrown after all ran.
+    public func runRetentionPass() async throws -> RetentionReport {
+        var report = RetentionReport()
+        var failure: (any Error)?
+        do { report.expiryEvents = try await expireDueApplications() } catch { failure = failure ?? error }
+        do { report.purgedEvents = try await purgeExpiredEvents() } catch { failure = failure ?? error }
+        do { report.purgedMessages = try await purgeExpiredMessages() } catch { failure = failure ?? error }
+        if let failure { throw failure }
+        return report
+    }
+
+    /// Runs ``runRetentionPass()`` every `interval` until the task is cancelled; failures are
     /// logged and retried at the next round.
     public func runEventRetention(every interval: Duration = .seconds(60)) async {
         while !Task.isCancelled {
             do {
-                let deleted = try await purgeExpiredEvents()
-                if deleted > 0 { logger.info("event retention purged \(deleted) events") }
+                let report = try await runRetentionPass()
+                if report.expiryEvents > 0 { logger.info("application expiry committed \(report.expiryEvents) events") }
+                if report.purgedEvents > 0 { logger.info("event retention purged \(report.purgedEvents) events") }
+                if report.purgedMessages > 0 { logger.info("message retention purged \(report.purgedMessages) messages") }
             } catch is CancellationError {
                 return
             } catch {
-                logger.error("event retention failed", metadata: ["error": "\(error)"])
+                logger.error("retention pass failed", metadata: ["error": "\(error)"])
             }
             try? await Task.sleep(for: interval)
         }

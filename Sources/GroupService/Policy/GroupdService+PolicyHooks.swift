@@ -6,8 +6,9 @@ import PolicyHost
 /// refusal, and applies its rewrites to what is then stored.
 extension GroupdService {
     /// CreateGroup: `validate_group_custom` on the group's custom values,
-    /// `validate_member_custom` on each initial member's, then `before_create_group` on the
-    /// profile and custom values.
+    /// `validate_member_custom` on each initial member's, `before_set_member_info` on each
+    /// initial member's name card and custom values (`users[0]`: the member; error fields
+    /// `members[i].name_card`), then `before_create_group` on the profile and custom values.
     func checkCreationPolicy(
         type: GroupType, groupID: String, profile: inout Groupd_V1_GroupProfile, custom: inout [String: [UInt8]],
         members: inout [InitialMember], _ call: CallContext
@@ -26,6 +27,19 @@ extension GroupdService {
             let verdict = try await checkPolicy(.validateMemberCustom, call, fieldPath: { "members[\(index)]." + Self.requestPath($0) }) {
                 HookRequest(groupID: groupID, groupType: groupType, fields: fields, users: [member.userID])
             }
+            Self.applyCustom(verdict.changes, prefix: "custom.member.", to: &members[index].custom)
+        }
+        // Each initial member's name card and custom values, as UpdateMemberInfo would set them.
+        for index in members.indices where !members[index].nameCard.isEmpty || !members[index].custom.isEmpty {
+            let member = members[index]
+            let fields = (member.nameCard.isEmpty ? [] : [HookField("name_card", member.nameCard)])
+                + Self.hookFields(custom: member.custom, prefix: "custom.member.")
+            let verdict = try await checkPolicy(
+                .beforeSetMemberInfo, call, fieldPath: { "members[\(index)]." + Self.requestPath($0) }
+            ) {
+                HookRequest(groupID: groupID, groupType: groupType, fields: fields, users: [member.userID])
+            }
+            members[index].nameCard = Self.rewritten("name_card", member.nameCard, verdict.changes)
             Self.applyCustom(verdict.changes, prefix: "custom.member.", to: &members[index].custom)
         }
         let named: [HookField] = [

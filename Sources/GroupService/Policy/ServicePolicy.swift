@@ -71,6 +71,46 @@ public final class ServicePolicy: Sendable {
         install(try prepare(configuration, baseDirectory: baseDirectory))
     }
 
+    /// A plugin of the configuration that cannot be put in force, by its key path.
+    public struct LoadFailure: Sendable, Hashable, CustomStringConvertible {
+        /// `apps[i].policy.plugins[j]`.
+        public var keyPath: String
+        /// Why: the load error (which path, which app, which code, the plugin's message).
+        public var error: PolicyLoadError
+
+        /// `apps[i].policy.plugins[j]: policy plugin PATH for app APP: CODE: MESSAGE`.
+        public var description: String { "\(keyPath): \(error)" }
+    }
+
+    /// Loads every configured plugin (`dlopen`, the ABI checks) and makes one instance of each
+    /// chain entry with its app id and config string, then lets them go (`instance_destroy`):
+    /// what `groupd check-config` runs. Nothing is put in force.
+    /// - Returns: Every entry that failed, in configuration order (empty: all load), and how
+    ///   many entries were checked.
+    public func checkLoad(
+        _ configuration: GroupdConfiguration, baseDirectory: String?
+    ) -> (failures: [LoadFailure], checked: Int) {
+        guard let host else { return ([], 0) }
+        var failures: [LoadFailure] = []
+        var checked = 0
+        for (appIndex, app) in configuration.apps.enumerated() {
+            guard let policy = app.policy else { continue }
+            for (pluginIndex, plugin) in policy.plugins.enumerated() {
+                checked += 1
+                var single = policy
+                single.plugins = [plugin]
+                let chain = single.hostConfiguration { Self.resolvePluginPath($0, baseDirectory: baseDirectory) }
+                do {
+                    // Built and dropped at once: the instance is destroyed when the chain goes.
+                    _ = try host.prepare([app.id: chain])
+                } catch {
+                    failures.append(LoadFailure(keyPath: "apps[\(appIndex)].policy.plugins[\(pluginIndex)]", error: error))
+                }
+            }
+        }
+        return (failures, checked)
+    }
+
     /// Stop the host's threads (after the queued plugin calls ran).
     public func shutdown() async throws {
         try await host?.shutdown()

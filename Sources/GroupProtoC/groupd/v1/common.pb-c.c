@@ -3854,7 +3854,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[32] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[33] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -3888,17 +3888,19 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[32
   { "EVENT_KIND_REMARK_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_REMARK_CHANGED", 29 },
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
   { "EVENT_KIND_GROUP_READ", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_READ", 31 },
+  { "EVENT_KIND_APPLICATION_EXPIRED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED", 32 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{0, 32}
+{0, 0},{0, 33}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[32] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[33] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
   { "EVENT_KIND_ADMIN_REVOKED", 27 },
   { "EVENT_KIND_ADMIN_SET", 5 },
   { "EVENT_KIND_APPLICATION_ACCEPTED", 14 },
+  { "EVENT_KIND_APPLICATION_EXPIRED", 32 },
   { "EVENT_KIND_APPLICATION_RECEIVED", 13 },
   { "EVENT_KIND_APPLICATION_REFUSED", 15 },
   { "EVENT_KIND_APPLICATION_WITHDRAWN", 16 },
@@ -3934,9 +3936,9 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  32,
+  33,
   groupd__v1__event_kind__enum_values_by_number,
-  32,
+  33,
   groupd__v1__event_kind__enum_values_by_name,
   1,
   groupd__v1__event_kind__value_ranges,

@@ -586,7 +586,14 @@ typedef enum _Groupd__V1__EventKind {
   /*
    * Sync, to the user's devices: they marked the group read. Detail: read.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_READ = 31
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_READ = 31,
+  /*
+   * System, to the approvers and the sender (and the invitee of an
+   * invitation): a pending item passed its expiry unhandled. Emitted by the
+   * periodic expiry sweep, or by the next write or listing that finds it due.
+   * Detail: application.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED = 32
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
