@@ -308,6 +308,28 @@ def test_slow_consumer_is_ended_with_its_cursor(groupd, channel, stubs):
     resumed.cancel()
 
 
+def test_live_stream_ends_at_its_deadline_and_others_go_on(groupd, channel, stubs):
+    # A live stream is served without a waiting task; its grpc-timeout still ends it, with
+    # DEADLINE_EXCEEDED after what it had, and the hub drops it while other streams go on.
+    owner, bob = uid("alice"), uid("bob")
+    group = create(stubs, common_pb2.GROUP_TYPE_WORK, owner, [bob])
+    request = event_pb2.SubscribeRequest().SerializeToString()
+    headers = [("authorization", user_md(bob)[0][1]), ("grpc-timeout", "1500m")]
+    other = Stream(channel, event_pb2.SubscribeRequest(), user_md(bob))
+    other.until_caught_up()
+    with RawConnection(groupd.port, timeout=30) as raw:
+        stream_id = raw.start_request(SUBSCRIBE, [grpc_frame(request)], headers=headers)
+        raw.read_for(0.3)
+        rename(stubs, group, "before the deadline", owner)
+        result = raw.read_response(stream_id, timeout=10)
+    assert result.trailers["grpc-status"] == str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0])
+    items = [event_pb2.SubscribeResponse.FromString(message) for message in grpc_messages(result.data)]
+    assert [item.WhichOneof("item") for item in items] == ["caught_up", "event"]
+    rename(stubs, group, "after the deadline", owner)
+    assert [event.event.kind for event in other.events(2)] == [common_pb2.EVENT_KIND_GROUP_INFO_CHANGED] * 2
+    other.cancel()
+
+
 def test_shutdown_ends_streams_with_their_cursor(fresh_groupd):
     import signal as signals
     server = fresh_groupd().start()

@@ -39,6 +39,12 @@ public struct GRPCMessageDeframer: Sendable {
     /// Whether bytes of an incomplete message are held.
     public var hasPartialMessage: Bool { buffer.readableBytes > 0 }
 
+    /// Drops the reassembly buffer's storage (the stream takes no more messages); a later
+    /// append allocates again.
+    public mutating func release() {
+        buffer = ByteBuffer()
+    }
+
     /// Appends the payload of a DATA frame.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         buffer.writeBytes(bytes)

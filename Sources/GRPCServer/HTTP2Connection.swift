@@ -28,6 +28,10 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// connection close when it has no streams (a request racing the first GOAWAY is served).
     private var finalGoAwaySubmitted = false
     private var closing = false
+    /// Messages written by the streaming calls' tasks, taken in one hop per burst.
+    private let outbox = ConnectionOutbox()
+    /// The array the last drain emptied, kept for its capacity.
+    private var outboxBatch: [ConnectionOutbox.Entry] = []
 
     init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
@@ -246,7 +250,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         // Taking the bytes into the stream's deframer is what reopens the window: the deframer's
         // memory is bounded by the message limit, which it enforces from each length prefix.
         nghttp2_session_consume(session, streamID, data.count)
-        guard let stream = streams[streamID], stream.trailers == nil, stream.task == nil else { return }
+        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched else { return }
         stream.deframer.append(data)
         do {
             while let message = try stream.deframer.next() {
@@ -276,7 +280,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func onEndOfRequest(streamID: Int32) {
-        guard let stream = streams[streamID], stream.trailers == nil, stream.task == nil, let handler = stream.handler else { return }
+        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, let handler = stream.handler else { return }
         if stream.deframer.hasPartialMessage {
             respond(stream, .status(GRPCStatus(.internal, "request ended inside a message")))
             return
@@ -326,6 +330,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         guard let context else { return }
         let callContext = ServerContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop)
         let streamID = stream.id
+        stream.dispatched = true
         switch handler {
         case .inlineUnary(let body):
             complete(stream, with: body(request, callContext))
@@ -333,13 +338,17 @@ final class HTTP2Connection: ChannelInboundHandler {
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             stream.task = Self.startUnary(body, request: request, context: callContext, streamID: streamID, connection: bound)
         case .serverStreaming(let body):
+            stream.releaseRequestState()
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             let eventLoop = context.eventLoop
-            let writer = ServerStreamWriter(capacity: configuration.streamQueueCapacity) { message in
-                eventLoop.execute {
-                    bound.value.enqueue(message, onStream: streamID)
+            let outbox = self.outbox
+            let writer = ServerStreamWriter(capacity: configuration.streamQueueCapacity, finish: { status in
+                eventLoop.execute { bound.value.finishDetached(streamID: streamID, status: status) }
+            }, deliver: { message in
+                if outbox.post(message, toStream: streamID) {
+                    eventLoop.execute { bound.value.drainOutbox() }
                 }
-            }
+            })
             stream.writer = writer
             stream.task = Self.startServerStreaming(body, request: request, context: callContext, writer: writer, streamID: streamID, connection: bound)
         }
@@ -371,16 +380,22 @@ final class HTTP2Connection: ChannelInboundHandler {
         connection: NIOLoopBound<HTTP2Connection>
     ) -> Task<Void, Never> {
         Task {
-            let status: GRPCStatus
+            let status: GRPCStatus?
             do {
                 try await body(request, context, writer)
-                status = .ok
+                // A detached call stays open; it ends through the writer.
+                status = writer.isDetached ? nil : .ok
             } catch {
                 status = self.status(for: error)
             }
             context.eventLoop.execute {
                 let connection = connection.value
                 guard let stream = connection.streams[streamID] else { return }
+                guard let status else {
+                    // The task is over: drop it, so that an idle detached stream keeps none.
+                    stream.task = nil
+                    return
+                }
                 connection.finish(stream, status: status)
                 connection.scheduleFlush()
             }
@@ -397,7 +412,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         guard stream.trailers == nil else { return }
         switch result {
         case .success(let response):
-            stream.appendFramed(response, fromWriter: false)
+            stream.appendMessage(response, fromWriter: false)
             stream.trailers = .ok
             submitResponseHeaders(stream)
         case .failure(let status):
@@ -405,20 +420,39 @@ final class HTTP2Connection: ChannelInboundHandler {
         }
     }
 
+    /// Hands every message the streaming calls wrote since the last drain to its stream, then
+    /// flushes the connection once (one hop and one write for a whole fan-out burst).
+    private func drainOutbox() {
+        outbox.takeAll(into: &outboxBatch)
+        for entry in outboxBatch { enqueue(entry.message, onStream: entry.streamID) }
+        // A burst far above the usual keeps no large array alive.
+        if outboxBatch.capacity > 4096 { outboxBatch = [] } else { outboxBatch.removeAll(keepingCapacity: true) }
+        flush()
+    }
+
     private func enqueue(_ message: ByteBuffer, onStream streamID: Int32) {
         guard let stream = streams[streamID], stream.trailers == nil else { return }
-        stream.appendFramed(message, fromWriter: true)
+        stream.appendMessage(message, fromWriter: true)
         if !stream.responseHeadersSent {
             submitResponseHeaders(stream)
         } else if stream.dataDeferred, let session {
             stream.dataDeferred = false
             nghttp2_session_resume_data(session, streamID)
         }
-        scheduleFlush()
+    }
+
+    /// Ends a detached call from its writer: its queued messages first, then the trailers.
+    private func finishDetached(streamID: Int32, status: GRPCStatus) {
+        drainOutbox()
+        guard let stream = streams[streamID] else { return }
+        finish(stream, status: status)
+        flush()
     }
 
     private func finish(_ stream: HTTP2Stream, status: GRPCStatus) {
         guard stream.trailers == nil else { return }
+        // No write is taken once the outcome is known; a detached call's owner learns it here.
+        defer { stream.writer?.close() }
         guard stream.responseHeadersSent else {
             respond(stream, .status(status))
             return
@@ -450,6 +484,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         guard let session, stream.trailers == nil else { return }
         stream.deadlineTask?.cancel()
         stream.task?.cancel()
+        defer { stream.writer?.close() }
         let status: GRPCStatus
         var httpStatus = 200
         var extra: [(String, [UInt8])] = []
@@ -521,23 +556,29 @@ final class HTTP2Stream {
     var messageCount = 0
     var request: ByteBuffer?
     var task: Task<Void, Never>?
+    /// Set once the request went to its handler; later DATA and END_STREAM are ignored.
+    var dispatched = false
     var deadlineTask: Scheduled<Void>?
     var writer: ServerStreamWriter?
     var responseHeadersSent = false
     /// Set once the call's outcome is known; the trailers go out after the queued messages.
     var trailers: GRPCStatus?
     var dataDeferred = false
-    var outbound = CircularBuffer<OutboundMessage>()
-    private let allocator: ByteBufferAllocator
-
+    /// Messages waiting for DATA frames, unframed: the 5-byte gRPC prefix is written as the
+    /// frame is filled, so a message shared by many streams is never copied per stream.
+    var outbound = CircularBuffer<OutboundMessage>(initialCapacity: 2)
+    /// One queued message.
     struct OutboundMessage {
+        /// The serialized message; its reader index advances as it is sent.
         var bytes: ByteBuffer
+        /// How many bytes of the 5-byte prefix have been sent.
+        var prefixSent: Int
+        /// Whether it counts against the writer's queue.
         var fromWriter: Bool
     }
 
     init(id: Int32, maxMessageBytes: Int, allocator: ByteBufferAllocator) {
         self.id = id
-        self.allocator = allocator
         self.deframer = GRPCMessageDeframer(maxMessageBytes: maxMessageBytes, allocator: allocator)
     }
 
@@ -590,30 +631,50 @@ final class HTTP2Stream {
         return nil
     }
 
-    func appendFramed(_ message: ByteBuffer, fromWriter: Bool) {
-        var framed = allocator.buffer(capacity: 5 + message.readableBytes)
-        GRPCMessageFramer.append(message, to: &framed)
-        outbound.append(OutboundMessage(bytes: framed, fromWriter: fromWriter))
+    /// Queues a message (its prefix is added as it is sent).
+    func appendMessage(_ message: ByteBuffer, fromWriter: Bool) {
+        outbound.append(OutboundMessage(bytes: message, prefixSent: 0, fromWriter: fromWriter))
     }
 
-    /// Copies queued bytes into a DATA payload; returns how many.
+    /// Copies queued bytes, gRPC prefixes included, into a DATA payload; returns how many.
     func drainOutbound(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         var written = 0
         while written < buffer.count, !outbound.isEmpty {
-            let room = buffer.count - written
-            let take = min(room, outbound[outbound.startIndex].bytes.readableBytes)
-            outbound[outbound.startIndex].bytes.withUnsafeReadableBytes { source in
-                UnsafeMutableRawBufferPointer(rebasing: buffer[written..<(written + take)])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<take]))
+            let index = outbound.startIndex
+            if outbound[index].prefixSent < 5 {
+                let length = UInt32(outbound[index].bytes.readableBytes)
+                while outbound[index].prefixSent < 5, written < buffer.count {
+                    let position = outbound[index].prefixSent
+                    // Byte 0 is the compressed flag (0), bytes 1–4 the big-endian length.
+                    buffer[written] = position == 0 ? 0 : UInt8(truncatingIfNeeded: length >> (8 * (4 - position)))
+                    outbound[index].prefixSent += 1
+                    written += 1
+                }
+                if outbound[index].prefixSent < 5 { break }
             }
-            outbound[outbound.startIndex].bytes.moveReaderIndex(forwardBy: take)
-            written += take
-            if outbound[outbound.startIndex].bytes.readableBytes == 0 {
+            let take = min(buffer.count - written, outbound[index].bytes.readableBytes)
+            if take > 0 {
+                outbound[index].bytes.withUnsafeReadableBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[written..<(written + take)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<take]))
+                }
+                outbound[index].bytes.moveReaderIndex(forwardBy: take)
+                written += take
+            }
+            if outbound[index].bytes.readableBytes == 0 {
                 let sent = outbound.removeFirst()
                 if sent.fromWriter { writer?.didSend() }
             }
         }
         return written
+    }
+
+    /// Drops what only the request needed, once the call is dispatched: an idle stream keeps
+    /// only its response state.
+    func releaseRequestState() {
+        metadata = Metadata()
+        request = nil
+        deframer.release()
     }
 
     /// The stream is gone (closed, reset, or its connection lost): stop its work.

@@ -6,6 +6,10 @@ import NIOCore
 /// At most `capacity` messages wait for the connection to send them. `write(_:)` suspends
 /// while the queue is full; `tryWrite(_:)` never suspends and reports a full queue instead, for
 /// fan-out code that must not wait on one slow subscriber.
+///
+/// By default the call ends when the handler returns. A handler that calls ``detach()`` returns
+/// once the stream is set up, and the call stays open without a task until ``finish(_:)`` or
+/// until the client goes (``onClose(_:)``): an idle stream then costs no suspended task.
 public final class ServerStreamWriter: Sendable {
     /// The outcome of `tryWrite(_:)`.
     public enum TryWriteResult: Sendable, Equatable {
@@ -20,21 +24,59 @@ public final class ServerStreamWriter: Sendable {
     private struct State {
         var queued = 0
         var closed = false
+        /// Set by ``detach()``.
+        var detached = false
         var waiters: [CheckedContinuation<Void, any Error>] = []
+        /// Runs once when the call is over (``close()``).
+        var onClose: (@Sendable () -> Void)?
     }
 
     /// The most messages that may wait to be sent.
     public let capacity: Int
     private let state = NIOLockedValueBox(State())
     private let deliver: @Sendable (ByteBuffer) -> Void
+    private let finisher: @Sendable (GRPCStatus) -> Void
 
     /// Creates a writer; the transport does this for each server-streaming call.
     /// - Parameters:
     ///   - capacity: The queue bound.
+    ///   - finish: Ends the call with a status after the queued messages (hops to its event loop).
     ///   - deliver: Hands a serialized message to the connection (hops to its event loop).
-    init(capacity: Int, deliver: @escaping @Sendable (ByteBuffer) -> Void) {
+    init(
+        capacity: Int, finish: @escaping @Sendable (GRPCStatus) -> Void = { _ in },
+        deliver: @escaping @Sendable (ByteBuffer) -> Void
+    ) {
         self.capacity = capacity
+        self.finisher = finish
         self.deliver = deliver
+    }
+
+    /// Whether the handler detached the call from its return.
+    var isDetached: Bool { state.withLockedValue { $0.detached } }
+
+    /// Keeps the call open after the handler returns: it ends with ``finish(_:)``, or when the
+    /// client goes (cancel, reset, lost connection, deadline), which runs the ``onClose(_:)``
+    /// handler. A handler that throws still ends the call with the error's status.
+    public func detach() {
+        state.withLockedValue { $0.detached = true }
+    }
+
+    /// Ends the call with `status` once the queued messages are sent (a no-op once the call is
+    /// over). For detached calls; a handler that does not detach ends the call by returning.
+    public func finish(_ status: GRPCStatus) {
+        if isClosed { return }
+        finisher(status)
+    }
+
+    /// Runs `handler` once when the call is over (at once if it already is). One handler; a
+    /// second replaces the first.
+    public func onClose(_ handler: @escaping @Sendable () -> Void) {
+        let runNow = state.withLockedValue { state -> Bool in
+            if state.closed { return true }
+            state.onClose = handler
+            return false
+        }
+        if runNow { handler() }
     }
 
     /// How many messages are queued and not yet sent.
@@ -91,14 +133,19 @@ public final class ServerStreamWriter: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Called by the connection when the call is over; wakes every waiting writer.
+    /// Called by the connection when the call is over; wakes every waiting writer and runs the
+    /// ``onClose(_:)`` handler.
     func close() {
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, any Error>] in
+        let (waiters, onClose) = state.withLockedValue { state -> ([CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) in
+            if state.closed { return ([], nil) }
             state.closed = true
             let waiters = state.waiters
             state.waiters.removeAll()
-            return waiters
+            let onClose = state.onClose
+            state.onClose = nil
+            return (waiters, onClose)
         }
         for waiter in waiters { waiter.resume() }
+        onClose?()
     }
 }

@@ -41,7 +41,9 @@ final class TestStream: Sendable {
         var metadata = Metadata()
         if let authorization { metadata.append(name: "authorization", value: authorization) }
         if let operatorID { metadata.append(name: "x-operator-id", value: operatorID) }
-        let writer = ServerStreamWriter(capacity: capacity) { [weak self] buffer in self?.received(buffer) }
+        let writer = ServerStreamWriter(capacity: capacity, finish: { [weak self] status in
+            self?.finished(status)
+        }, deliver: { [weak self] buffer in self?.received(buffer) })
         writerBox.withLock { $0 = writer }
         let path = EventMethods.subscribe.path
         guard case .serverStreaming(let body) = try #require(harness.router.handler(for: path)) else {
@@ -55,21 +57,29 @@ final class TestStream: Sendable {
                 var status = GRPCStatus(.ok)
                 do {
                     try await body(bytes, context, writer)
+                    // A detached call goes on; it ends through `finished(_:)` or `cancel()`.
+                    if writer.isDetached { return }
                 } catch let error as any GRPCStatusConvertible {
                     status = error.grpcStatus
                 } catch {
                     status = GRPCStatus(.cancelled, "\(error)")
                 }
-                writer.close()
-                state.withLock {
-                    $0.end = status
-                    $0.ended = true
-                }
+                finished(status)
             }
         }
     }
 
     private static let eventLoop = NIOAsyncTestingEventLoop()
+
+    /// The call ended with `status` (the first end wins); the writer closes, as the transport's does.
+    private func finished(_ status: GRPCStatus) {
+        state.withLock {
+            guard !$0.ended else { return }
+            $0.end = status
+            $0.ended = true
+        }
+        writerBox.withLock { $0 }?.close()
+    }
 
     private func received(_ buffer: ByteBuffer) {
         let item = try? Groupd_V1_SubscribeResponse(serializedBytes: Array(buffer.readableBytesView))
@@ -131,6 +141,7 @@ final class TestStream: Sendable {
         writerBox.withLock { $0 }?.close()
         task?.cancel()
         await task?.value
+        finished(GRPCStatus(.cancelled, "the client went away"))
     }
 }
 

@@ -50,9 +50,8 @@ extension EventHub {
             let routes = Self.appRoutes(subscriber.app, state: &state)
             route.groups = [:]
             for membership in snapshot.memberships {
-                Self.add(membership.groupID, view: GroupView(
-                    joinSequence: membership.joinSequence, receiveOption: membership.receiveOption),
-                    route: route, routes: routes)
+                Self.add(membership.groupID, joinSequence: membership.joinSequence,
+                         receiveOption: membership.receiveOption, route: route, routes: routes)
             }
             for logged in route.unsettled where logged.eventID > snapshot.watermark {
                 Self.applyBefore(logged, user: user, route: route, routes: routes)
@@ -122,10 +121,12 @@ extension EventHub {
         switch event.recipient {
         case .group:
             if logged.reachesMemberStreams, admitsMemberEvent(logged, state: &state, now: now, settings: settings) {
-                for route in routes.byGroup[event.groupID]?.values ?? [:].values {
-                    guard let view = route.groups?[event.groupID], event.sequence > view.joinSequence else { continue }
-                    if event.kind == .groupMessage, view.receiveOption == .notReceive { continue }
-                    if route.subscriber.filter.accepts(logged) { targets.append(route.subscriber) }
+                let isMessage = event.kind == .groupMessage
+                for view in routes.byGroup[event.groupID]?.values ?? [:].values {
+                    guard event.sequence > view.joinSequence else { continue }
+                    if isMessage, view.receiveOption == .notReceive { continue }
+                    let subscriber = view.subscriber
+                    if subscriber.filter.accepts(logged) { targets.append(subscriber) }
                 }
             }
         case .user(let user):
@@ -142,8 +143,8 @@ extension EventHub {
 
         for (user, route) in affected { applyAfter(logged, user: user, route: route, routes: routes) }
         if endKinds.contains(event.kind) {
-            for route in Array(routes.byGroup[event.groupID]?.values ?? [:].values) {
-                remove(event.groupID, route: route, routes: routes)
+            for view in Array(routes.byGroup[event.groupID]?.values ?? [:].values) {
+                remove(event.groupID, route: view.route, routes: routes)
             }
         }
         return targets
@@ -154,8 +155,7 @@ extension EventHub {
         let event = logged.event
         guard joinKinds.contains(event.kind), event.targets.contains(user) else { return }
         if route.groups?[event.groupID] != nil { return }
-        add(event.groupID, view: GroupView(joinSequence: event.sequence - 1, receiveOption: .receive),
-            route: route, routes: routes)
+        add(event.groupID, joinSequence: event.sequence - 1, receiveOption: .receive, route: route, routes: routes)
     }
 
     /// Membership changes that take effect after the item is routed: kicks, quits, receive option.
@@ -174,9 +174,10 @@ extension EventHub {
     }
 
     /// Makes a stream receive `group`.
-    static func add(_ group: String, view: GroupView, route: Route, routes: AppRoutes) {
+    static func add(_ group: String, joinSequence: Int64, receiveOption: ReceiveOption, route: Route, routes: AppRoutes) {
+        let view = GroupView(route: route, joinSequence: joinSequence, receiveOption: receiveOption)
         route.groups?[group] = view
-        routes.byGroup[group, default: [:]][route.subscriber.id] = route
+        routes.byGroup[group, default: [:]][route.subscriber.id] = view
     }
 
     /// Stops a stream receiving `group`.

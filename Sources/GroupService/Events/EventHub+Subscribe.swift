@@ -30,19 +30,23 @@ extension EventHub {
     /// and goes live. A commit racing the subscription is either routed after registration
     /// (kept) or committed before the last read (read): never lost; the `event_id` comparison
     /// drops the copies.
+    ///
+    /// The call's task ends once the stream is live: the writer is detached, the subscriber's
+    /// end finishes the call with its status (`UNAVAILABLE` / `SUBSCRIBER_TOO_SLOW`,
+    /// `STREAM_INTERRUPTED` or `SERVER_SHUTTING_DOWN`, with `StreamResumeInfo`), and the client
+    /// going away (the writer closing) ends the subscriber. An idle stream keeps no suspended task.
     /// - Throws: `INVALID_ARGUMENT` (cursor, group_ids, kinds), `OUT_OF_RANGE` /
-    ///   `CURSOR_EXPIRED`, `UNAVAILABLE` / `SUBSCRIBER_TOO_SLOW` (both with `StreamResumeInfo`).
+    ///   `CURSOR_EXPIRED` (with `StreamResumeInfo`), `UNAVAILABLE` / `SERVER_SHUTTING_DOWN`.
     func subscribe(_ request: Groupd_V1_SubscribeRequest, call: CallContext, writer: ServerStreamWriter) async throws {
-        // Everything up to going live runs in a child task: the deep frames of the store reads
-        // go with it, and an idle stream keeps only this small frame while it waits.
-        let subscriber = try await withThrowingTaskGroup(of: EventSubscriber.self) { group in
-            group.addTask { [self] in try await self.open(request, call: call, writer: writer) }
-            guard let subscriber = try await group.next() else { throw CancellationError() }
-            return subscriber
+        let subscriber = try await open(request, call: call, writer: writer)
+        writer.detach()
+        subscriber.whenEnded { [self] reason in
+            unregister(subscriber)
+            guard reason != .cancelled else { return }
+            let status = Self.status(for: reason, cursor: subscriber.cursor) as? GRPCStatus
+            writer.finish(status ?? GRPCStatus(.unavailable, "the stream ended"))
         }
-        defer { unregister(subscriber) }
-        let reason = await subscriber.waitForEnd()
-        throw Self.status(for: reason, cursor: subscriber.cursor)
+        writer.onClose { [self] in end(subscriber, .cancelled) }
     }
 
     /// Validates a request, catches the stream up and makes it live; returns it live.

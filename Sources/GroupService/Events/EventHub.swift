@@ -36,12 +36,25 @@ public final class EventHub: Sendable {
         public init() {}
     }
 
-    /// One group a user stream receives.
-    struct GroupView {
+    /// One group a user stream receives, shared by the stream's route and the group's index (so
+    /// routing an item to the group's streams reads it without a lookup per stream).
+    final class GroupView {
+        /// The route of the stream (which owns its views).
+        unowned let route: Route
+        /// The stream (held here too, so that routing reads it without going through `route`).
+        let subscriber: EventSubscriber
         /// Items of the group with a greater sequence reach the stream.
-        var joinSequence: Int64
+        let joinSequence: Int64
         /// Whether messages reach it.
         var receiveOption: ReceiveOption
+
+        /// A view of a group for `route`.
+        init(route: Route, joinSequence: Int64, receiveOption: ReceiveOption) {
+            self.route = route
+            self.subscriber = route.subscriber
+            self.joinSequence = joinSequence
+            self.receiveOption = receiveOption
+        }
     }
 
     /// The routing state of one stream.
@@ -61,8 +74,8 @@ public final class EventHub: Sendable {
 
     /// The routing indexes of one app.
     final class AppRoutes {
-        /// The routes of the user streams receiving each group, by stream id.
-        var byGroup: [String: [Int: Route]] = [:]
+        /// The views of the user streams receiving each group, by stream id.
+        var byGroup: [String: [Int: GroupView]] = [:]
         /// Each user's streams, by stream id.
         var byUser: [String: [Int: EventSubscriber]] = [:]
         /// The backend's firehose streams, by stream id.
@@ -151,11 +164,12 @@ public final class EventHub: Sendable {
                 where subscriber.filter.accepts(kind: .groupMessage, groupID: groupID, addressed: false) {
                     targets.append(subscriber)
                 }
-                for route in routes.byGroup[groupID]?.values ?? [:].values {
-                    guard let view = route.groups?[groupID], view.receiveOption != .notReceive,
-                        route.subscriber.filter.accepts(kind: .groupMessage, groupID: groupID, addressed: false)
+                for view in routes.byGroup[groupID]?.values ?? [:].values {
+                    let subscriber = view.subscriber
+                    guard view.receiveOption != .notReceive,
+                        subscriber.filter.accepts(kind: .groupMessage, groupID: groupID, addressed: false)
                     else { continue }
-                    targets.append(route.subscriber)
+                    targets.append(subscriber)
                 }
                 return (targets, state.lastPublished)
             }

@@ -85,8 +85,8 @@ final class EventSubscriber: Sendable {
         var cursor: EventCursor
         /// Why it ended, once it has.
         var end: StreamEnd?
-        /// The task waiting in ``waitForEnd()``.
-        var waiter: CheckedContinuation<StreamEnd, Never>?
+        /// The handler given to ``whenEnded(_:)``.
+        var onEnd: (@Sendable (StreamEnd) -> Void)?
     }
 
     /// The hub's id of the stream.
@@ -172,33 +172,28 @@ final class EventSubscriber: Sendable {
         }
     }
 
-    /// Ends the stream (once): wakes ``waitForEnd()``.
+    /// Ends the stream (once): runs the ``whenEnded(_:)`` handler.
     func end(_ reason: StreamEnd) {
-        let waiter = state.withLock { state -> CheckedContinuation<StreamEnd, Never>? in
+        let onEnd = state.withLock { state -> (@Sendable (StreamEnd) -> Void)? in
             guard state.phase != .ended else { return nil }
             state.phase = .ended
             state.pending = []
             state.end = reason
-            let waiter = state.waiter
-            state.waiter = nil
-            return waiter
+            let onEnd = state.onEnd
+            state.onEnd = nil
+            return onEnd
         }
-        waiter?.resume(returning: reason)
+        onEnd?(reason)
     }
 
-    /// Waits until the stream is ended (by the hub, or by cancellation of the calling task).
-    func waitForEnd() async -> StreamEnd {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<StreamEnd, Never>) in
-                let ended = state.withLock { state -> StreamEnd? in
-                    if let end = state.end { return end }
-                    state.waiter = continuation
-                    return nil
-                }
-                if let ended { continuation.resume(returning: ended) }
-            }
-        } onCancel: {
-            self.end(.cancelled)
+    /// Runs `handler` once when the stream ends (at once if it has): how a stream served
+    /// without a waiting task learns its end.
+    func whenEnded(_ handler: @escaping @Sendable (StreamEnd) -> Void) {
+        let ended = state.withLock { state -> StreamEnd? in
+            if let end = state.end { return end }
+            state.onEnd = handler
+            return nil
         }
+        if let ended { handler(ended) }
     }
 }
