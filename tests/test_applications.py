@@ -2,19 +2,14 @@
 groupd with stock grpcio: the main flows and their errors on the wire."""
 import concurrent.futures
 import time
-import uuid
 
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
-from support import Groupd, admin_md, error_info, user_md
+from support import Groupd, admin_md, error_info, expect_error, uid, user_md
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, group_pb2, group_pb2_grpc, member_pb2,
                        member_pb2_grpc)
-
-
-def uid(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -30,15 +25,6 @@ def members(channel):
 @pytest.fixture
 def apps(channel):
     return application_pb2_grpc.ApplicationServiceStub(channel)
-
-
-def expect_error(call, code, reason):
-    with pytest.raises(grpc.RpcError) as caught:
-        call()
-    assert caught.value.code() == code, caught.value
-    info = error_info(caught.value)
-    assert info is not None and info.reason == reason and info.domain == "groupd", info
-    return info
 
 
 def public_group(groups, settings=None, max_members=0):
@@ -175,6 +161,23 @@ def test_invitation_with_approval_and_consent(groups, members, apps):
     assert is_member(members, gid, invitee)
     sent = listing(apps, member, roles=[common_pb2.APPLICATION_ROLE_SENDER])
     assert sent.applications[0].state == common_pb2.APPLICATION_STATE_ACCEPTED
+    # The member record keeps how the invitee came in and who invited them.
+    assert joined.member.join_source == common_pb2.JOIN_SOURCE_INVITATION
+    assert joined.member.inviter_user_id == member
+
+
+def test_member_records_keep_how_each_member_came_in(groups, members, apps):
+    gid, owner, admin, member = public_group(groups)
+    applicant = uid("applicant")
+    item = join(members, gid, applicant).application
+    apps.AcceptApplication(application_pb2.AcceptApplicationRequest(application_id=item.application_id),
+                           metadata=user_md(admin), timeout=10)
+    info = members.GetMembersInfo(member_pb2.GetMembersInfoRequest(group_id=gid, user_ids=[owner, admin, applicant]),
+                                  metadata=admin_md(), timeout=10)
+    by_user = {r.member.user_id: (r.member.join_source, r.member.inviter_user_id) for r in info.results}
+    assert by_user == {owner: (common_pb2.JOIN_SOURCE_CREATOR, ""),
+                       admin: (common_pb2.JOIN_SOURCE_INITIAL_MEMBER, ""),
+                       applicant: (common_pb2.JOIN_SOURCE_APPLICATION, admin)}
 
 
 def test_listing_paging_and_read_report(groups, members, apps):

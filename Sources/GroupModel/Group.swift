@@ -110,6 +110,24 @@ public enum ReceiveOption: String, Sendable, Hashable, CaseIterable {
     case receiveWithoutPush = "receive_without_push"
 }
 
+/// How a member came into a group (OpenIM's `joinSource`).
+public enum JoinSource: String, Sendable, Hashable, CaseIterable {
+    /// Not recorded: members stored before the source was kept, AVChatRoom audiences.
+    case unknown = ""
+    /// Created the group (its first owner).
+    case creator
+    /// Listed as an initial member when the group was created.
+    case initialMember = "initial_member"
+    /// Joined a group whose join option is `any`.
+    case freeJoin = "free_join"
+    /// Joined when an approver accepted the application.
+    case application
+    /// Joined through an invitation: at once, or after the invitee's consent and/or approval.
+    case invitation
+    /// Added by `ImportGroup`.
+    case imported
+}
+
 /// A member of a group.
 public struct Member: Sendable, Hashable, Identifiable {
     /// The member's user id.
@@ -132,6 +150,12 @@ public struct Member: Sendable, Hashable, Identifiable {
     public var custom: [String: [UInt8]]
     /// Whether the member receives the group's messages.
     public var receiveOption: ReceiveOption
+    /// How the member came in.
+    public var joinSource: JoinSource
+    /// Who let the member in: the inviter (invitations, initial members of a group a user
+    /// created) or the approver (applications); `nil` for the creator, free joins, imports and
+    /// the backend acting for itself.
+    public var inviterID: String?
 
     /// The user id, as `Identifiable` identity.
     public var id: String { self.userID }
@@ -140,7 +164,8 @@ public struct Member: Sendable, Hashable, Identifiable {
     public init(
         userID: String, role: MemberRole, joinedAt: Timestamp, joinOrder: Int64 = 0,
         joinSequence: Int64 = 0, nameCard: String = "", mutedUntil: Timestamp? = nil,
-        custom: [String: [UInt8]] = [:], receiveOption: ReceiveOption = .receive
+        custom: [String: [UInt8]] = [:], receiveOption: ReceiveOption = .receive,
+        joinSource: JoinSource = .unknown, inviterID: String? = nil
     ) {
         self.userID = userID
         self.role = role
@@ -151,6 +176,8 @@ public struct Member: Sendable, Hashable, Identifiable {
         self.mutedUntil = mutedUntil
         self.custom = custom
         self.receiveOption = receiveOption
+        self.joinSource = joinSource
+        self.inviterID = inviterID
     }
 
     /// Whether the member is muted at `now`.

@@ -146,9 +146,11 @@ extension GroupRules {
         if countsTowardGroupLimit(group.type), context.subjectJoinedGroupCount >= limits.maxGroupsPerUser {
             throw GroupError.tooManyGroups(application.subjectID, limit: limits.maxGroupsPerUser)
         }
-        let member = newMember(application.subjectID, in: group, now: now, retainedMute: context.subjectRetainedMute)
-        group.memberCount += 1
         let letIn = application.kind == .join ? op.userID : application.senderID
+        let member = newMember(
+            application.subjectID, in: group, now: now, retainedMute: context.subjectRetainedMute,
+            source: application.kind == .join ? .application : .invitation, inviterID: letIn)
+        group.memberCount += 1
         var joined = ["application_id": application.id]
         joined["via"] = application.kind == .join ? "application" : "invitation"
         events.insert(GroupEvent.Draft(

@@ -212,12 +212,12 @@ extension GroupRules {
 
         var members: [Member] = []
         if let ownerID {
-            members.append(Member(userID: ownerID, role: .owner, joinedAt: now, joinOrder: 1))
+            members.append(Member(userID: ownerID, role: .owner, joinedAt: now, joinOrder: 1, joinSource: .creator))
         }
         for member in others {
             members.append(Member(
                 userID: member.userID, role: member.role, joinedAt: now, joinOrder: Int64(members.count + 1),
-                nameCard: member.nameCard, custom: member.custom))
+                nameCard: member.nameCard, custom: member.custom, joinSource: .initialMember, inviterID: creatorID))
         }
 
         let group = Group(

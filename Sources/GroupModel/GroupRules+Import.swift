@@ -182,6 +182,8 @@ extension GroupRules {
             let record = member.role == .owner ? ownerRecord : records[member.userID]
             member.joinedAt = record?.joinedAt ?? now
             member.mutedUntil = record?.mutedUntil
+            member.joinSource = .imported
+            member.inviterID = nil
             if member.role == .owner, let record {
                 member.nameCard = record.nameCard
                 member.custom = record.custom

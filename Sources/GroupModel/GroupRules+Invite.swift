@@ -75,7 +75,8 @@ extension GroupRules {
                 results.append(MemberResult(userID: userID, outcome: .pending(pending)))
                 continue
             }
-            let member = newMember(userID, in: group, now: now, retainedMute: retainedMutes[userID])
+            let member = newMember(
+                userID, in: group, now: now, retainedMute: retainedMutes[userID], source: .invitation, inviterID: op.userID)
             change.insertedMembers.append(member)
             after.memberCount += 1
             added.append(userID)

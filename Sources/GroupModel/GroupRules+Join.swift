@@ -70,7 +70,7 @@ extension GroupRules {
             return JoinPlan(outcome: .pendingApproval, change: GroupChange(group: group, events: [received]),
                             message: message)
         case .any:
-            let member = newMember(userID, in: group, now: now, retainedMute: retainedMute)
+            let member = newMember(userID, in: group, now: now, retainedMute: retainedMute, source: .freeJoin)
             var after = group
             after.memberCount += 1
             let joined = GroupEvent.Draft(kind: .memberJoined, operatorID: userID, targets: [userID])
@@ -80,10 +80,14 @@ extension GroupRules {
         }
     }
 
-    /// A new ordinary member of `group` (join order assigned by the store).
-    static func newMember(_ userID: String, in group: Group, now: Timestamp, retainedMute: Timestamp?) -> Member {
+    /// A new ordinary member of `group` (join order assigned by the store), who came in by
+    /// `source`, let in by `inviterID`.
+    static func newMember(
+        _ userID: String, in group: Group, now: Timestamp, retainedMute: Timestamp?, source: JoinSource,
+        inviterID: String? = nil
+    ) -> Member {
         let mute = retainedMute.flatMap { $0 > now ? $0 : nil }
         return Member(userID: userID, role: .member, joinedAt: now, joinOrder: 0,
-                      joinSequence: group.latestSequence, mutedUntil: mute)
+                      joinSequence: group.latestSequence, mutedUntil: mute, joinSource: source, inviterID: inviterID)
     }
 }

@@ -161,6 +161,16 @@ enum APIMapping {
             case .receiveWithoutPush: .receiveWithoutPush
             }
             $0.joinSequence = UInt64(max(member.joinSequence, 0))
+            $0.joinSource = switch member.joinSource {
+            case .unknown: .unspecified
+            case .creator: .creator
+            case .initialMember: .initialMember
+            case .freeJoin: .freeJoin
+            case .application: .application
+            case .invitation: .invitation
+            case .imported: .imported
+            }
+            $0.inviterUserID = member.inviterID ?? ""
         }
     }
 

@@ -21,11 +21,7 @@ extension SQLiteGroupStore: ApplicationStore {
     ) async throws -> Committed<ApplicationCommit<Value>> {
         let outcome: Outcome<Value> = try await self.run { [pool] in
             try await pool.write { db in
-                guard let groupKey = try Int64.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
+                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID)
                 let swept = try self.expireDue(groupKey: groupKey, app: app, groupID: groupID, now: time, db: db)
                 let loaded = try Operations.loadSnapshot(
                     app: app, groupID: groupID, operatorID: operatorID, targets: targets, time: time, db: db)
@@ -56,11 +52,7 @@ extension SQLiteGroupStore: ApplicationStore {
                 guard let found = try ApplicationRows.fetchOne(
                     db, where: "a.app_id = ? AND a.application_id = ?", arguments: [app, id])
                 else { throw GroupError.applicationNotFound(id) }
-                guard let groupKey = try Int64.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
-                    arguments: [app, found.groupID])
-                else { throw GroupError.groupNotFound(found.groupID) }
+                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: found.groupID)
                 let swept = try self.expireDue(groupKey: groupKey, app: app, groupID: found.groupID, now: time, db: db)
                 let current = swept.isEmpty
                     ? found
@@ -94,7 +86,8 @@ extension SQLiteGroupStore: ApplicationStore {
         var events = swept
         if !change.group.isEmpty {
             self.changesGroups([GroupCache.Key(app: before.appID, id: before.id)], in: db)
-            events += try Operations.apply(change.group, to: loaded, time: time, db: db)
+            events += try Operations.apply(
+                change.group, to: loaded, time: time, memberOrigin: self.storesMemberOrigin, db: db)
         }
         for application in change.applications {
             try ApplicationRows.upsert(application, groupKey: loaded.groupKey, db: db)

@@ -51,15 +51,7 @@ extension SQLiteGroupStore: GroupMessageStore {
     ) async throws -> AppendedMessage {
         try await self.run { [pool] in
             try await pool.write { db in
-                guard let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT \(Rows.GroupColumn.list()) FROM groups
-                            WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-                            """),
-                    arguments: [message.appID, message.groupID])
-                else { throw GroupError.groupNotFound(message.groupID) }
-                let read = try Rows.group(row)
+                let read = try Rows.liveGroup(db, app: message.appID, groupID: message.groupID)
                 let groupKey = read.key
                 if let clientID = message.content.clientMessageID,
                     let earlier = try Self.messageByClientID(
@@ -114,10 +106,7 @@ extension SQLiteGroupStore: GroupMessageStore {
     ) async throws -> StoredMessage? {
         try await self.run { [pool] in
             try await pool.read { db in
-                guard let groupKey = try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
+                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
                 return try Self.messageByClientID(
                     groupKey: groupKey, appID: app, groupID: groupID, senderID: senderID,
                     clientMessageID: clientMessageID, db: db)
@@ -176,15 +165,7 @@ extension SQLiteGroupStore: GroupMessageStore {
     ) async throws -> Committed<(state: ReadState, group: Group)> {
         try await self.run { [pool] in
             try await pool.write { db in
-                guard let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT \(Rows.GroupColumn.list()) FROM groups
-                            WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-                            """),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
-                let read = try Rows.group(row)
+                let read = try Rows.liveGroup(db, app: app, groupID: groupID)
                 let groupKey = read.key
                 var membership: Member?
                 var position: Int64 = 0
@@ -197,7 +178,7 @@ extension SQLiteGroupStore: GroupMessageStore {
                     arguments: [groupKey, userID])
                 {
                     membership = try Rows.member(memberRow).member
-                    position = try memberRow.decode(atIndex: 10)
+                    position = try memberRow.decode(atIndex: Rows.memberColumnCount)
                 }
                 let latestMessage = try Int64.fetchOne(
                     db.cachedStatement(sql: "SELECT max(seq) FROM group_messages WHERE group_key = ? AND seq <= ?"),
@@ -233,10 +214,7 @@ extension SQLiteGroupStore: GroupMessageStore {
     public func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64] {
         try await self.run { [pool] in
             try await pool.read { db in
-                guard let groupKey = try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
+                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
                 var result: [Int64: Int64] = [:]
                 for sequence in sequences {
                     result[sequence] = try Int64.fetchOne(

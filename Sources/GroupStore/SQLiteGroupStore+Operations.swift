@@ -28,7 +28,7 @@ extension SQLiteGroupStore: GroupOperationStore {
                     return Committed(value: (value: value, group: before), events: [])
                 }
                 self.changesGroups([GroupCache.Key(app: app, id: groupID)], in: db)
-                let events = try Operations.apply(change, to: loaded, time: time, db: db)
+                let events = try Operations.apply(change, to: loaded, time: time, memberOrigin: self.storesMemberOrigin, db: db)
                 try self.injectedFault("mutateGroup")
                 var group = change.group
                 group.appID = before.appID
@@ -152,11 +152,7 @@ extension SQLiteGroupStore: GroupOperationStore {
     public func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member] {
         try await self.run { [pool] in
             try await pool.read { db in
-                guard let groupKey = try Int64.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
+                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID)
                 return try Operations.members(groupKey: groupKey, userIDs: userIDs, db: db)
             }
         }
@@ -197,7 +193,7 @@ extension SQLiteGroupStore: GroupOperationStore {
                 while let row = try rows.next() {
                     groups.append(try Rows.group(row))
                     memberships.append(try Rows.member(row, at: memberOffset))
-                    remarks.append(try row.decode(String?.self, atIndex: memberOffset + 10) ?? "")
+                    remarks.append(try row.decode(String?.self, atIndex: memberOffset + Rows.memberColumnCount) ?? "")
                 }
                 var next: String?
                 if groups.count > limit {
@@ -383,15 +379,7 @@ enum Operations {
     static func loadSnapshot(
         app: String, groupID: String, operatorID: String?, targets: [String], time: Timestamp, db: Database
     ) throws -> Loaded {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT \(Rows.GroupColumn.list()) FROM groups
-                    WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-                    """),
-            arguments: [app, groupID])
-        else { throw GroupError.groupNotFound(groupID) }
-        let read = try Rows.group(row)
+        let read = try Rows.liveGroup(db, app: app, groupID: groupID)
         let group = try withCustom([read], db: db)[0]
         let groupKey = read.key
 
@@ -461,7 +449,9 @@ enum Operations {
     }
 
     /// Write `change` (not empty) and its events; returns the numbered events.
-    static func apply(_ change: GroupChange, to loaded: Loaded, time: Timestamp, db: Database) throws -> [GroupEvent] {
+    static func apply(
+        _ change: GroupChange, to loaded: Loaded, time: Timestamp, memberOrigin: Bool, db: Database
+    ) throws -> [GroupEvent] {
         let key = loaded.groupKey
         let before = loaded.snapshot.group
         let after = change.group
@@ -519,7 +509,7 @@ enum Operations {
                 member.joinOrder = next
                 next += 1
                 if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
-                try Rows.insert(member, groupKey: key, appID: before.appID, db: db)
+                try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, db: db)
                 try db.cachedStatement(sql: "DELETE FROM retained_mutes WHERE group_key = ? AND user_id = ?")
                     .execute(arguments: [key, member.userID])
             }

@@ -99,6 +99,21 @@ enum Rows {
         var hasCustom: Bool
     }
 
+    /// The SQL reading one live (not dismissed) group by app and id.
+    private static let liveGroupSQL = """
+        SELECT \(GroupColumn.list()) FROM groups
+        WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
+        """
+
+    /// Reads one live group in the caller's transaction (without its custom fields).
+    /// - Throws: ``GroupError/groupNotFound(_:)`` when it is not stored or is dismissed.
+    static func liveGroup(_ db: Database, app: String, groupID: String) throws -> GroupRow {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: liveGroupSQL), arguments: [app, groupID]) else {
+            throw GroupError.groupNotFound(groupID)
+        }
+        return try group(row)
+    }
+
     /// Decode a row selected with ``GroupColumn/list(table:)``, by index.
     static func group(_ row: Row) throws -> GroupRow {
         func column<T: DatabaseValueConvertible & StatementColumnConvertible>(_ column: GroupColumn) throws -> T {
@@ -155,20 +170,31 @@ enum Rows {
 
     // MARK: Members
 
-    static func insert(_ member: Member, groupKey: Int64, appID: String, db: Database) throws {
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO members (
-                    group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
-                    muted_until, receive_option)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(
-            arguments: [
-                groupKey, member.userID, appID, member.role.rawValue, member.joinOrder,
-                member.joinSequence, member.joinedAt.millisecondsSince1970, member.nameCard,
-                member.mutedUntil?.millisecondsSince1970, member.receiveOption.rawValue,
-            ])
+    /// The member insert, with the origin columns of v6.
+    private static let insertMemberSQL = """
+        INSERT INTO members (
+            group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
+            muted_until, receive_option, join_source, inviter_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+    /// The member insert of a file before v6 (no origin columns).
+    private static let insertMemberBeforeV6SQL = """
+        INSERT INTO members (
+            group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
+            muted_until, receive_option)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Inserts a member row and its custom fields.
+    /// - Parameter origin: Whether the schema has the origin columns (``SQLiteGroupStore/storesMemberOrigin``).
+    static func insert(_ member: Member, groupKey: Int64, appID: String, origin: Bool, db: Database) throws {
+        var arguments: StatementArguments = [
+            groupKey, member.userID, appID, member.role.rawValue, member.joinOrder,
+            member.joinSequence, member.joinedAt.millisecondsSince1970, member.nameCard,
+            member.mutedUntil?.millisecondsSince1970, member.receiveOption.rawValue,
+        ]
+        if origin { arguments += [member.joinSource.rawValue, member.inviterID] }
+        try db.cachedStatement(sql: origin ? insertMemberSQL : insertMemberBeforeV6SQL).execute(arguments: arguments)
         for (key, value) in member.custom {
             try db.cachedStatement(sql: "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [groupKey, member.userID, key, Data(value)])
@@ -178,7 +204,9 @@ enum Rows {
     /// The columns ``member(_:at:)`` decodes, in `SELECT` order, from `m.`.
     static let memberColumns =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
-        + "m.receive_option, m.has_custom"
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id"
+    /// How many columns ``memberColumns`` lists.
+    static let memberColumnCount = 12
 
     /// A member row as read: its group's surrogate key, the member (without custom fields) and
     /// whether it has custom fields.
@@ -199,7 +227,9 @@ enum Rows {
             joinSequence: try row.decode(atIndex: first + 5),
             nameCard: try row.decode(atIndex: first + 6),
             mutedUntil: mutedUntil.map(Timestamp.init(millisecondsSince1970:)), custom: [:],
-            receiveOption: try parse(row.decode(atIndex: first + 8), ReceiveOption.init(rawValue:)))
+            receiveOption: try parse(row.decode(atIndex: first + 8), ReceiveOption.init(rawValue:)),
+            joinSource: try parse(row.decode(atIndex: first + 10), JoinSource.init(rawValue:)),
+            inviterID: try row.decode(atIndex: first + 11))
         return MemberRow(groupKey: try row.decode(atIndex: first), member: member, hasCustom: try row.decode(atIndex: first + 9))
     }
 

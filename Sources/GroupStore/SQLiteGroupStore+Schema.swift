@@ -9,6 +9,7 @@ extension SQLiteGroupStore {
         migrator.registerMigration("v3", migrate: Schema.v3)
         migrator.registerMigration("v4", migrate: Schema.v4)
         migrator.registerMigration("v5", migrate: Schema.v5)
+        migrator.registerMigration("v6", migrate: Schema.v6)
         return migrator
     }
 }
@@ -253,6 +254,15 @@ enum Schema {
                 read_at INTEGER NOT NULL,
                 PRIMARY KEY (app_id, user_id)
             ) WITHOUT ROWID;
+            """)
+    }
+
+    /// v6: how each member came in and who let them in (`Member.joinSource`, `inviterID`).
+    /// Members stored before keep `''` (unknown) and no inviter: the past is not guessed.
+    static func v6(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE members ADD COLUMN join_source TEXT NOT NULL DEFAULT '';
+            ALTER TABLE members ADD COLUMN inviter_id TEXT;
             """)
     }
 }

@@ -38,6 +38,9 @@ public final class SQLiteGroupStore: GroupStore {
     /// Tests only: called with the method name at the end of each write transaction, before it
     /// commits; throwing rolls the transaction back.
     let faultInjection = Mutex<(@Sendable (String) throws -> Void)?>(nil)
+    /// Whether member rows are written with their origin (`join_source`, `inviter_id`, v6). False
+    /// only for a file opened with migrations up to one before v6 (tests of older files).
+    let storesMemberOrigin: Bool
 
     /// Open (creating if needed) the database at `path` and run pending migrations.
     ///
@@ -61,6 +64,7 @@ public final class SQLiteGroupStore: GroupStore {
         self.path = path
         self.durability = durability
         self.cache = GroupCache(capacity: cacheCapacity)
+        self.storesMemberOrigin = lastMigration.map { (Int($0.dropFirst()) ?? 0) >= 6 } ?? true
         var configuration = Configuration()
         configuration.label = "groupd.store"
         configuration.foreignKeysEnabled = true
@@ -174,7 +178,7 @@ public final class SQLiteGroupStore: GroupStore {
                 .execute(arguments: [groupKey, key, Data(value)])
         }
         for member in plan.members {
-            try Rows.insert(member, groupKey: groupKey, appID: group.appID, db: db)
+            try Rows.insert(member, groupKey: groupKey, appID: group.appID, origin: storesMemberOrigin, db: db)
         }
         let events = try Rows.appendEvents(
             plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id,
@@ -292,15 +296,7 @@ public final class SQLiteGroupStore: GroupStore {
     ) async throws -> [GroupEvent] {
         try await self.run { [pool] in
             try await pool.write { db in
-                guard let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT \(Rows.GroupColumn.list()) FROM groups
-                            WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-                            """),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
-                let read = try Rows.group(row)
+                let read = try Rows.liveGroup(db, app: app, groupID: groupID)
                 let groupKey = read.key
                 var membership: Member?
                 if let operatorID {
@@ -326,10 +322,7 @@ public final class SQLiteGroupStore: GroupStore {
     public func events(app: String, groupID: String, after sequence: Int64, limit: Int) async throws -> [GroupEvent] {
         try await self.run { [pool] in
             try await pool.read { db in
-                guard let groupKey = try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"),
-                    arguments: [app, groupID])
-                else { throw GroupError.groupNotFound(groupID) }
+                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
                 let rows = try Row.fetchCursor(
                     db.cachedStatement(
                         sql: """
@@ -391,5 +384,21 @@ public final class SQLiteGroupStore: GroupStore {
         } catch {
             throw GroupError.internal("storage failure", cause: error)
         }
+    }
+}
+
+extension SQLiteGroupStore {
+    /// The row key of a group of `app`, read inside a transaction.
+    /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
+    /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is
+    ///   dismissed and `dismissedToo` is false).
+    static func groupKey(_ db: Database, app: String, groupID: String, dismissedToo: Bool = false) throws -> Int64 {
+        let sql = dismissedToo
+            ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"
+            : "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"
+        guard let key = try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app, groupID]) else {
+            throw GroupError.groupNotFound(groupID)
+        }
+        return key
     }
 }

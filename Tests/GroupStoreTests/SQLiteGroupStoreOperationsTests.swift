@@ -183,7 +183,7 @@ struct SQLiteGroupStoreOperationsTests {
             #expect(members["bob"]?.custom == ["m2": [7]])
             #expect(members["alice"] == Member(
                 userID: "alice", role: .admin, joinedAt: t0, joinOrder: 1, joinSequence: 0, nameCard: "Al",
-                mutedUntil: muteEnd, receiveOption: .receiveWithoutPush))
+                mutedUntil: muteEnd, receiveOption: .receiveWithoutPush, joinSource: .creator))
             // Join order from the counter (creation used 1…3); join sequence = its MEMBER_INVITED event.
             #expect(members["dave"] == Member(
                 userID: "dave", role: .member, joinedAt: at(10), joinOrder: 4, joinSequence: 3, nameCard: "D",
@@ -703,6 +703,27 @@ struct SQLiteGroupStoreOperationsTests {
 
     // MARK: Migration
 
+    @Test("migration v6 applies on a v5 file: old members read as of unknown origin, new ones keep theirs")
+    func migrationV6() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("db.sqlite")
+        let v5 = try await SQLiteGroupStore.open(path: path, durability: .full, cacheCapacity: 0, migratingUpTo: "v5")
+        #expect(try await v5.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5"])
+        _ = try await v5.createGroup(try creation("g1", members: [InitialMember(userID: "bob")]))
+        try await v5.close()
+
+        let store = try await SQLiteGroupStore.open(path: path)
+        #expect(try await store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+        let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
+        #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
+        #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
+        _ = try await store.createGroup(try creation("g2", members: [InitialMember(userID: "bob")]))
+        let after = try await store.members(app: "app-a", groupID: "g2", userIDs: ["alice", "bob"])
+        #expect(after["alice"]?.joinSource == .creator && after["alice"]?.inviterID == nil)
+        #expect(after["bob"]?.joinSource == .initialMember && after["bob"]?.inviterID == "alice")
+        try await store.close()
+    }
+
     @Test("migration v3 applies on a v2 file and keeps its data")
     func migrationV3() async throws {
         let directory = try TemporaryDirectory()
@@ -714,7 +735,7 @@ struct SQLiteGroupStoreOperationsTests {
 
         for _ in 0..<2 {
             let store = try await SQLiteGroupStore.open(path: path)
-            #expect(try await store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5"])
+            #expect(try await store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()

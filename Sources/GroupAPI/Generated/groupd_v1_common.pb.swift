@@ -1322,11 +1322,13 @@ public struct Groupd_V1_Member: ProtoMessage {
     /// The member's receive option. Only filled in the caller's own record.
     public var receiveMessageOption: Groupd_V1_ReceiveMessageOption = .unspecified
 
-    /// How the member joined.
+    /// How the member joined (UNSPECIFIED for members stored before it was
+    /// kept, and for AVChatRoom audiences).
     public var joinSource: Groupd_V1_JoinSource = .unspecified
 
-    /// Who let the member in: the inviter or the approver; empty for the
-    /// creator and free joins.
+    /// Who let the member in: the inviter, the approver of the application,
+    /// or the user who created the group (initial members); empty for the
+    /// creator, free joins, imports and the backend acting for itself.
     public var inviterUserID: String = ""
 
     /// The group sequence at the member's join; history visibility starts

@@ -890,12 +890,14 @@ struct  Groupd__V1__Member
    */
   Groupd__V1__ReceiveMessageOption receive_message_option;
   /*
-   * How the member joined.
+   * How the member joined (UNSPECIFIED for members stored before it was
+   * kept, and for AVChatRoom audiences).
    */
   Groupd__V1__JoinSource join_source;
   /*
-   * Who let the member in: the inviter or the approver; empty for the
-   * creator and free joins.
+   * Who let the member in: the inviter, the approver of the application,
+   * or the user who created the group (initial members); empty for the
+   * creator, free joins, imports and the backend acting for itself.
    */
   char *inviter_user_id;
   /*
