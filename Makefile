@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps build release run test test-swift test-interop protos protos-check bench bench-scale bench-fanout test-sanitize bench-plugins clean
+.PHONY: deps build release run test test-swift test-interop protos protos-check bench bench-rpc bench-scale bench-fanout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -41,8 +41,12 @@ protos: deps
 protos-check: deps
 	python3 scripts/genproto.py --check
 
-## bench: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
-bench: release
+## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
+## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
+bench: bench-rpc bench-fanout bench-plugins bench-scale
+
+## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
+bench-rpc: release
 	scripts/bench.sh $(RELEASE_BIN)
 
 ## bench-scale: member-list pages of a 100,000-member group, GetGroupsInfo at 1,000 vs 1,000,000

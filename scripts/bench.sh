@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: h2load against groupd's Health/Check and GroupService/GetGroupsInfo.
+# make bench-rpc: h2load against groupd's Health/Check and GroupService/GetGroupsInfo.
 # The server runs on core 0 (taskset -c 0), h2load on core 1 with one thread, loopback only,
 # each load bounded in time. Prints one table row per method and concurrency level.
 #   scripts/bench.sh .build/release/groupd        (DUR=10 seconds per level by default)

@@ -176,3 +176,23 @@ def error_info(rpc_error):
                     detail.Unpack(info)
                     return info
     return None
+
+
+def uid(prefix):
+    """An id no other test of the shared server uses."""
+    import uuid
+
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def expect_error(call, code, reason):
+    """Runs `call`, which must fail with `code` and an ErrorInfo of domain groupd and `reason`;
+    returns the ErrorInfo."""
+    import pytest
+
+    with pytest.raises(_grpc.RpcError) as caught:
+        call()
+    assert caught.value.code() == code, caught.value
+    info = error_info(caught.value)
+    assert info is not None and info.reason == reason and info.domain == "groupd", info
+    return info

@@ -6,12 +6,11 @@ firehose's filters; malformed and expired cursors; a slow consumer ended with it
 import queue
 import threading
 import time
-import uuid
 
 import grpc
 import pytest
 
-from support import Groupd, admin_md, error_info, user_md
+from support import Groupd, admin_md, error_info, uid, user_md
 from h2raw import RawConnection, grpc_frame, grpc_messages
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, member_pb2,
                        member_pb2_grpc)
@@ -19,10 +18,6 @@ from google.protobuf import field_mask_pb2
 from google.rpc import status_pb2
 
 SUBSCRIBE = "/groupd.v1.EventService/Subscribe"
-
-
-def uid(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 class Stream:

@@ -2,18 +2,13 @@
 matched_members and cross-app isolation of every group and member RPC, through a real groupd with
 stock grpcio.
 """
-import uuid
 
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, user_md
+from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, expect_error, uid, user_md
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc
-
-
-def uid(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -32,15 +27,6 @@ def create(stub, group_type, owner, users=(), name="team", group_id=None, metada
         profile=common_pb2.GroupProfile(name=name),
         members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in users])
     return stub.CreateGroup(request, metadata=metadata or admin_md(), timeout=10)
-
-
-def expect_error(call, code, reason):
-    with pytest.raises(grpc.RpcError) as caught:
-        call()
-    assert caught.value.code() == code, caught.value
-    info = error_info(caught.value)
-    assert info is not None and info.reason == reason and info.domain == "groupd", info
-    return info
 
 
 def lookup_failures(stub, group_id, metadata):

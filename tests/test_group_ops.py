@@ -7,7 +7,7 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from support import admin_md, error_info, user_md
+from support import admin_md, error_info, expect_error, uid, user_md
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc
 
 
@@ -21,26 +21,12 @@ def members(channel):
     return member_pb2_grpc.MemberServiceStub(channel)
 
 
-def uid(prefix):
-    """An id no other test of the shared server uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
 def create(stub, group_type, owner, members=(), name="team", group_id=None):
     request = group_pb2.CreateGroupRequest(
         group_id=group_id or uid("g"), type=group_type, owner_user_id=owner,
         profile=common_pb2.GroupProfile(name=name),
         members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members])
     return stub.CreateGroup(request, metadata=admin_md(), timeout=10).group
-
-
-def expect_error(call, code, reason):
-    with pytest.raises(grpc.RpcError) as caught:
-        call()
-    assert caught.value.code() == code, caught.value
-    info = error_info(caught.value)
-    assert info is not None and info.reason == reason and info.domain == "groupd", info
-    return info
 
 
 def mask(*paths):

@@ -6,13 +6,12 @@ empty answer, never app-one's data; app-one's state is unchanged afterwards.
 The table holds every method of every service in Protos/ (a test checks that none is missing).
 A method that still answers UNIMPLEMENTED is skipped, not passed: its row runs once it exists.
 """
-import uuid
 
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, user_md
+from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, uid, user_md
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
                        group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
 
@@ -24,10 +23,6 @@ SERVICES = {"GroupService": group_pb2, "MemberService": member_pb2, "MessageServ
 # admin-only RPC, the backend without x-operator-id on an RPC that needs a user.
 NEUTRAL = {("PERMISSION_DENIED", "ADMIN_TOKEN_REQUIRED"), ("INVALID_ARGUMENT", "OPERATOR_REQUIRED")}
 NOT_FOUND = {("NOT_FOUND", "GROUP_NOT_FOUND"), ("NOT_FOUND", "APPLICATION_NOT_FOUND")}
-
-
-def uid(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 class Stubs:

@@ -5,13 +5,12 @@ SendSystemNotification: each RPC once, with its main error.
 """
 import concurrent.futures
 import time
-import uuid
 
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from support import Groupd, admin_md, error_info, user_md
+from support import Groupd, admin_md, error_info, expect_error, uid, user_md
 from groupd.v1 import (common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
                        message_pb2_grpc)
 
@@ -20,11 +19,6 @@ PUBLIC, WORK, MEETING, AV = (common_pb2.GROUP_TYPE_PUBLIC, common_pb2.GROUP_TYPE
 MEMBER, ADMIN = common_pb2.MEMBER_ROLE_MEMBER, common_pb2.MEMBER_ROLE_ADMIN
 HIGH, NORMAL, LOW = common_pb2.MESSAGE_PRIORITY_HIGH, common_pb2.MESSAGE_PRIORITY_NORMAL, common_pb2.MESSAGE_PRIORITY_LOW
 SENT, SHED = message_pb2.SEND_RESULT_SENT, message_pb2.SEND_RESULT_SHED
-
-
-def uid(prefix):
-    """An id no other test of the shared server uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 class Stubs:
@@ -54,15 +48,6 @@ class Stubs:
 @pytest.fixture
 def stubs(channel):
     return Stubs(channel)
-
-
-def expect_error(call, code, reason):
-    with pytest.raises(grpc.RpcError) as caught:
-        call()
-    assert caught.value.code() == code, caught.value
-    info = error_info(caught.value)
-    assert info is not None and info.reason == reason and info.domain == "groupd", info
-    return info
 
 
 def test_send_is_idempotent_and_members_only(stubs):

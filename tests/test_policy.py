@@ -1,13 +1,12 @@
 """Policy plugins through a real groupd with stock grpcio: the shipped plugin libraries (built by
 `swift build` next to the groupd binary) loaded per app from the YAML configuration."""
-import uuid
 
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from support import (APP_ID, GROUPD_BIN, OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, user_md)
+from support import APP_ID, GROUPD_BIN, OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, uid, user_md
 from groupd.v1 import (common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
                        message_pb2_grpc)
 
@@ -78,10 +77,6 @@ def stubs(server):
 
     yield Stubs
     channel.close()
-
-
-def uid(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def status_details(rpc_error):

@@ -10,23 +10,18 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import grpc
 import pytest
 
-from support import GROUPD_BIN, admin_md, user_md
+from support import GROUPD_BIN, admin_md, uid, user_md
 from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
                        message_pb2_grpc)
 from test_events import Stream, events_of
 
 PLUGIN_DIR = GROUPD_BIN.resolve().parent
 SECRET = "0123456789abcdef0123456789abcdef"
-
-
-def uid(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def public_group(channel, owner):

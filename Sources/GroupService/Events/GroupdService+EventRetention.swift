@@ -31,11 +31,8 @@ extension GroupdService {
         var total = 0
         for app in configuration.apps {
             let cutoff = now.adding(seconds: -Int64(max(0, app.limits.eventRetentionSeconds)))
-            while true {
-                try Task.checkCancellation()
-                let deleted = try await log.purgeEvents(app: app.id, olderThan: cutoff, limit: Self.eventPurgeBatch)
-                total += deleted
-                if deleted < Self.eventPurgeBatch { break }
+            total += try await Self.deleteInBatches(of: Self.eventPurgeBatch) { limit in
+                try await log.purgeEvents(app: app.id, olderThan: cutoff, limit: limit)
             }
         }
         return total
@@ -51,14 +48,24 @@ extension GroupdService {
         var total = 0
         for app in configuration.apps where app.limits.messageRetentionSeconds > 0 {
             let cutoff = now.adding(seconds: -Int64(app.limits.messageRetentionSeconds))
-            while true {
-                try Task.checkCancellation()
-                let deleted = try await messages.purgeMessages(app: app.id, olderThan: cutoff, limit: Self.messagePurgeBatch)
-                total += deleted
-                if deleted < Self.messagePurgeBatch { break }
+            total += try await Self.deleteInBatches(of: Self.messagePurgeBatch) { limit in
+                try await messages.purgeMessages(app: app.id, olderThan: cutoff, limit: limit)
             }
         }
         return total
+    }
+
+    /// Runs `delete` (which deletes at most its argument's number of rows and says how many it
+    /// did) until a batch comes back short, checking for cancellation between batches.
+    /// - Returns: How many rows were deleted in all.
+    private static func deleteInBatches(of batch: Int, _ delete: (Int) async throws -> Int) async throws -> Int {
+        var total = 0
+        while true {
+            try Task.checkCancellation()
+            let deleted = try await delete(batch)
+            total += deleted
+            if deleted < batch { return total }
+        }
     }
 
     /// Marks, for every app, the pending applications and invitations past their expiry as
