@@ -110,22 +110,23 @@ public enum ReceiveOption: String, Sendable, Hashable, CaseIterable {
     case receiveWithoutPush = "receive_without_push"
 }
 
-/// How a member came into a group (OpenIM's `joinSource`).
-public enum JoinSource: String, Sendable, Hashable, CaseIterable {
+/// How a member came into a group (OpenIM's `joinSource`). The raw values are the stored codes
+/// (and the API's `JoinSource` numbers): an integer keeps the member row's decoding cheap.
+public enum JoinSource: Int, Sendable, Hashable, CaseIterable {
     /// Not recorded: members stored before the source was kept, AVChatRoom audiences.
-    case unknown = ""
+    case unknown = 0
     /// Created the group (its first owner).
-    case creator
+    case creator = 1
     /// Listed as an initial member when the group was created.
-    case initialMember = "initial_member"
+    case initialMember = 2
     /// Joined a group whose join option is `any`.
-    case freeJoin = "free_join"
+    case freeJoin = 3
     /// Joined when an approver accepted the application.
-    case application
+    case application = 4
     /// Joined through an invitation: at once, or after the invitee's consent and/or approval.
-    case invitation
+    case invitation = 5
     /// Added by `ImportGroup`.
-    case imported
+    case imported = 6
 }
 
 /// A member of a group.

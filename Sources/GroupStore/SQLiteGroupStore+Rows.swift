@@ -201,6 +201,12 @@ enum Rows {
         }
     }
 
+    /// A stored join-source code.
+    static func joinSource(_ code: Int) throws -> JoinSource {
+        guard let source = JoinSource(rawValue: code) else { throw corrupt("join_source", String(code)) }
+        return source
+    }
+
     /// The columns ``member(_:at:)`` decodes, in `SELECT` order, from `m.`.
     static let memberColumns =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
@@ -228,7 +234,7 @@ enum Rows {
             nameCard: try row.decode(atIndex: first + 6),
             mutedUntil: mutedUntil.map(Timestamp.init(millisecondsSince1970:)), custom: [:],
             receiveOption: try parse(row.decode(atIndex: first + 8), ReceiveOption.init(rawValue:)),
-            joinSource: try parse(row.decode(atIndex: first + 10), JoinSource.init(rawValue:)),
+            joinSource: try joinSource(row.decode(atIndex: first + 10)),
             inviterID: try row.decode(atIndex: first + 11))
         return MemberRow(groupKey: try row.decode(atIndex: first), member: member, hasCustom: try row.decode(atIndex: first + 9))
     }

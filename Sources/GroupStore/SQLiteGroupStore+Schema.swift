@@ -257,11 +257,12 @@ enum Schema {
             """)
     }
 
-    /// v6: how each member came in and who let them in (`Member.joinSource`, `inviterID`).
-    /// Members stored before keep `''` (unknown) and no inviter: the past is not guessed.
+    /// v6: how each member came in and who let them in (`Member.joinSource` as its integer code,
+    /// read with every member row; `inviterID`). Members stored before keep 0 (unknown) and no
+    /// inviter: the past is not guessed.
     static func v6(_ db: Database) throws {
         try db.execute(sql: """
-            ALTER TABLE members ADD COLUMN join_source TEXT NOT NULL DEFAULT '';
+            ALTER TABLE members ADD COLUMN join_source INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE members ADD COLUMN inviter_id TEXT;
             """)
     }
