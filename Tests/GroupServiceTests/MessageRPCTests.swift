@@ -25,7 +25,7 @@ extension ServiceHarness {
     }
 
     /// GetGroupMessages as `identity`.
-    fileprivate func history(
+    func history(
         _ group: String, anchor: UInt64 = 0, direction: Groupd_V1_HistoryDirection = .unspecified, pageSize: Int32 = 0,
         token: String = "", as identity: TestIdentity
     ) async throws -> RPCOutcome<Groupd_V1_GetGroupMessagesResponse> {

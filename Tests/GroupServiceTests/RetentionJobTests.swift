@@ -30,18 +30,12 @@ extension ServiceHarness {
         return try #require(sent.message).sequence
     }
 
-    /// One GetGroupMessages page as `identity`.
+    /// One GetGroupMessages page as `identity` (MessageRPCTests' `history`, which must succeed).
     fileprivate func page(
         _ group: String, anchor: UInt64 = 0, direction: Groupd_V1_HistoryDirection, size: Int32 = 100,
         token: String = "", as identity: TestIdentity
     ) async throws -> Groupd_V1_GetGroupMessagesResponse {
-        try await ok(MessageCalls.getGroupMessages, .with {
-            $0.groupID = group
-            $0.anchorSequence = anchor
-            $0.direction = direction
-            $0.pageSize = size
-            $0.pageToken = token
-        }, as: identity)
+        try await history(group, anchor: anchor, direction: direction, pageSize: size, token: token, as: identity).get()
     }
 }
 
