@@ -423,11 +423,16 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// Hands every message the streaming calls wrote since the last drain to its stream, then
     /// flushes the connection once (one hop and one write for a whole fan-out burst).
     private func drainOutbox() {
+        handOverOutbox()
+        flush()
+    }
+
+    /// Hands every message the streaming calls wrote since the last drain to its stream.
+    private func handOverOutbox() {
         outbox.takeAll(into: &outboxBatch)
         for entry in outboxBatch { enqueue(entry.message, onStream: entry.streamID) }
         // A burst far above the usual keeps no large array alive.
         if outboxBatch.capacity > 4096 { outboxBatch = [] } else { outboxBatch.removeAll(keepingCapacity: true) }
-        flush()
     }
 
     private func enqueue(_ message: ByteBuffer, onStream streamID: Int32) {
@@ -443,9 +448,8 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     /// Ends a detached call from its writer: its queued messages first, then the trailers.
     private func finishDetached(streamID: Int32, status: GRPCStatus) {
-        drainOutbox()
-        guard let stream = streams[streamID] else { return }
-        finish(stream, status: status)
+        handOverOutbox()
+        if let stream = streams[streamID] { finish(stream, status: status) }
         flush()
     }
 
@@ -644,9 +648,7 @@ final class HTTP2Stream {
             if outbound[index].prefixSent < 5 {
                 let length = UInt32(outbound[index].bytes.readableBytes)
                 while outbound[index].prefixSent < 5, written < buffer.count {
-                    let position = outbound[index].prefixSent
-                    // Byte 0 is the compressed flag (0), bytes 1–4 the big-endian length.
-                    buffer[written] = position == 0 ? 0 : UInt8(truncatingIfNeeded: length >> (8 * (4 - position)))
+                    buffer[written] = GRPCMessageFramer.prefixByte(outbound[index].prefixSent, length: length)
                     outbound[index].prefixSent += 1
                     written += 1
                 }
