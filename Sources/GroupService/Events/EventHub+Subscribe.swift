@@ -42,9 +42,7 @@ extension EventHub {
         writer.detach()
         subscriber.whenEnded { [self] reason in
             unregister(subscriber)
-            guard reason != .cancelled else { return }
-            let status = Self.status(for: reason, cursor: subscriber.cursor) as? GRPCStatus
-            writer.finish(status ?? GRPCStatus(.unavailable, "the stream ended"))
+            if let status = Self.status(for: reason, cursor: subscriber.cursor) { writer.finish(status) }
         }
         writer.onClose { [self] in end(subscriber, .cancelled) }
     }
@@ -110,7 +108,7 @@ extension EventHub {
         _ subscriber: EventSubscriber, userID: String?, backlog: Bool, store: any EventLogStore
     ) async throws {
         if backlog { try await catchUp(subscriber, store: store) }
-        guard register(subscriber) else { throw Self.status(for: .shutdown, cursor: subscriber.cursor) }
+        guard register(subscriber) else { throw Self.shutdownStatus(cursor: subscriber.cursor) }
         if let userID {
             install(subscriber, snapshot: try await store.streamMemberships(app: subscriber.app, userID: userID))
         }
@@ -150,8 +148,8 @@ extension EventHub {
         return EventCursor(eventID: start.afterEventID, time: start.time)
     }
 
-    /// The status a stream ends with.
-    static func status(for reason: StreamEnd, cursor: EventCursor) -> any Error {
+    /// The status a stream ends with; `nil` when the client went (its call is over already).
+    static func status(for reason: StreamEnd, cursor: EventCursor) -> GRPCStatus? {
         switch reason {
         case .tooSlow(let cursor):
             status(GroupError(code: .unavailable, reason: Reasons.subscriberTooSlow,
@@ -162,12 +160,17 @@ extension EventHub {
                               message: "live delivery was interrupted; resume from the cursor"),
                    resumeFrom: cursor)
         case .shutdown:
-            status(GroupError(code: .unavailable, reason: Reasons.shuttingDown,
-                              message: "the server is shutting down; resume from the cursor on another node"),
-                   resumeFrom: cursor)
+            shutdownStatus(cursor: cursor)
         case .cancelled:
-            CancellationError()
+            nil
         }
+    }
+
+    /// `UNAVAILABLE` / `SERVER_SHUTTING_DOWN`, resuming from `cursor`.
+    static func shutdownStatus(cursor: EventCursor) -> GRPCStatus {
+        status(GroupError(code: .unavailable, reason: Reasons.shuttingDown,
+                          message: "the server is shutting down; resume from the cursor on another node"),
+               resumeFrom: cursor)
     }
 
     /// `error`'s status with a `StreamResumeInfo` added to its details.

@@ -92,10 +92,10 @@ enum EventMapping {
     /// once for every subscriber, so the reader-relative fields (`caller_roles`,
     /// `handle_status`) stay unset; ListApplications gives them per caller.
     static func applicationDetail(_ application: Application, groupName: String, at time: Timestamp) -> Groupd_V1_Application {
+        // No roles: `caller_roles` stays empty; `handle_status` is per reader, so it is cleared.
         var view = GroupdService.applicationView(
             application, groupName: groupName, roles: [],
             caller: Caller(appID: application.appID, userID: "", isAdmin: true), now: time)
-        view.callerRoles = []
         view.handleStatus = .unspecified
         return view
     }
