@@ -21,7 +21,7 @@ extension SQLiteGroupStore: ApplicationStore {
     ) async throws -> Committed<ApplicationCommit<Value>> {
         let outcome: Outcome<Value> = try await self.run { [pool] in
             try await pool.write { db in
-                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID)
+                let groupKey = try Rows.groupKey(db, app: app, groupID: groupID)
                 let swept = try self.expireDue(groupKey: groupKey, app: app, groupID: groupID, now: time, db: db)
                 let loaded = try Operations.loadSnapshot(
                     app: app, groupID: groupID, operatorID: operatorID, targets: targets, time: time, db: db)
@@ -52,7 +52,7 @@ extension SQLiteGroupStore: ApplicationStore {
                 guard let found = try ApplicationRows.fetchOne(
                     db, where: "a.app_id = ? AND a.application_id = ?", arguments: [app, id])
                 else { throw GroupError.applicationNotFound(id) }
-                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: found.groupID)
+                let groupKey = try Rows.groupKey(db, app: app, groupID: found.groupID)
                 let swept = try self.expireDue(groupKey: groupKey, app: app, groupID: found.groupID, now: time, db: db)
                 let current = swept.isEmpty
                     ? found

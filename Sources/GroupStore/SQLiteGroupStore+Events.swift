@@ -39,7 +39,7 @@ extension SQLiteGroupStore: EventLogStore {
                 let latest = try Self.latestEventID(db)
                 let scope = try Self.userScope(db, app: app, userID: userID, after: eventID)
                 let keys = Array(scope.intervals.keys)
-                let keyList = String(decoding: try JSONEncoder().encode(keys), as: UTF8.self)
+                let keyList = try Rows.jsonArray(keys)
                 let candidates = try Self.loggedEvents(
                     db,
                     where: """
@@ -203,7 +203,7 @@ extension SQLiteGroupStore: EventLogStore {
     static func applications(_ db: Database, keys: Set<ApplicationKey>) throws -> [ApplicationKey: Application] {
         var result: [ApplicationKey: Application] = [:]
         for (app, appKeys) in Dictionary(grouping: keys, by: \.app) {
-            let list = String(decoding: try JSONEncoder().encode(appKeys.map(\.id).sorted()), as: UTF8.self)
+            let list = try Rows.jsonArray(appKeys.map(\.id).sorted())
             let found = try ApplicationRows.fetchAll(
                 db, where: "a.app_id = ? AND a.application_id IN (SELECT value FROM json_each(?))", arguments: [app, list])
             for application in found { result[ApplicationKey(app: app, id: application.id)] = application }

@@ -106,7 +106,7 @@ extension SQLiteGroupStore: GroupMessageStore {
     ) async throws -> StoredMessage? {
         try await self.run { [pool] in
             try await pool.read { db in
-                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
+                let groupKey = try Rows.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
                 return try Self.messageByClientID(
                     groupKey: groupKey, appID: app, groupID: groupID, senderID: senderID,
                     clientMessageID: clientMessageID, db: db)
@@ -214,7 +214,7 @@ extension SQLiteGroupStore: GroupMessageStore {
     public func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64] {
         try await self.run { [pool] in
             try await pool.read { db in
-                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
+                let groupKey = try Rows.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
                 var result: [Int64: Int64] = [:]
                 for sequence in sequences {
                     result[sequence] = try Int64.fetchOne(
@@ -269,7 +269,7 @@ extension SQLiteGroupStore: GroupMessageStore {
                             """),
                     arguments: [cutoff.millisecondsSince1970, app, max(0, limit)])
                 if ids.isEmpty { return 0 }
-                let list = String(decoding: try JSONEncoder().encode(ids), as: UTF8.self)
+                let list = try Rows.jsonArray(ids)
                 try db.cachedStatement(sql: "DELETE FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?))")
                     .execute(arguments: [list])
                 try db.cachedStatement(sql: "DELETE FROM group_events WHERE event_id IN (SELECT value FROM json_each(?))")

@@ -152,7 +152,7 @@ extension SQLiteGroupStore: GroupOperationStore {
     public func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member] {
         try await self.run { [pool] in
             try await pool.read { db in
-                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID)
+                let groupKey = try Rows.groupKey(db, app: app, groupID: groupID)
                 return try Operations.members(groupKey: groupKey, userIDs: userIDs, db: db)
             }
         }

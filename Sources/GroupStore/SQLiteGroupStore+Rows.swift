@@ -27,6 +27,12 @@ enum Rows {
         return values + Array(repeating: values[0], count: size - values.count)
     }
 
+    /// `values` as a JSON array, the one parameter of an `IN (SELECT value FROM json_each(?))`
+    /// list of any length (one statement text for every size).
+    static func jsonArray<T: Encodable>(_ values: [T]) throws -> String {
+        String(decoding: try JSONEncoder().encode(values), as: UTF8.self)
+    }
+
     // MARK: Groups
 
     static func groupInsertValues(_ group: Group, nextJoinOrder: Int) -> [(any DatabaseValueConvertible)?] {
@@ -104,6 +110,20 @@ enum Rows {
         SELECT \(GroupColumn.list()) FROM groups
         WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
         """
+
+    /// The row key of a group of `app`, read inside a transaction.
+    /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
+    /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is
+    ///   dismissed and `dismissedToo` is false).
+    static func groupKey(_ db: Database, app: String, groupID: String, dismissedToo: Bool = false) throws -> Int64 {
+        let sql = dismissedToo
+            ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"
+            : "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"
+        guard let key = try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app, groupID]) else {
+            throw GroupError.groupNotFound(groupID)
+        }
+        return key
+    }
 
     /// Reads one live group in the caller's transaction (without its custom fields).
     /// - Throws: ``GroupError/groupNotFound(_:)`` when it is not stored or is dismissed.

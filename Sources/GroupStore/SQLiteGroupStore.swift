@@ -64,7 +64,6 @@ public final class SQLiteGroupStore: GroupStore {
         self.path = path
         self.durability = durability
         self.cache = GroupCache(capacity: cacheCapacity)
-        self.storesMemberOrigin = lastMigration.map { (Int($0.dropFirst()) ?? 0) >= 6 } ?? true
         var configuration = Configuration()
         configuration.label = "groupd.store"
         configuration.foreignKeysEnabled = true
@@ -86,6 +85,7 @@ public final class SQLiteGroupStore: GroupStore {
             } else {
                 try Self.migrator.migrate(self.pool)
             }
+            self.storesMemberOrigin = try self.pool.read { try Self.migrator.appliedIdentifiers($0).contains("v6") }
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -322,7 +322,7 @@ public final class SQLiteGroupStore: GroupStore {
     public func events(app: String, groupID: String, after sequence: Int64, limit: Int) async throws -> [GroupEvent] {
         try await self.run { [pool] in
             try await pool.read { db in
-                let groupKey = try SQLiteGroupStore.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
+                let groupKey = try Rows.groupKey(db, app: app, groupID: groupID, dismissedToo: true)
                 let rows = try Row.fetchCursor(
                     db.cachedStatement(
                         sql: """
@@ -384,21 +384,5 @@ public final class SQLiteGroupStore: GroupStore {
         } catch {
             throw GroupError.internal("storage failure", cause: error)
         }
-    }
-}
-
-extension SQLiteGroupStore {
-    /// The row key of a group of `app`, read inside a transaction.
-    /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
-    /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is
-    ///   dismissed and `dismissedToo` is false).
-    static func groupKey(_ db: Database, app: String, groupID: String, dismissedToo: Bool = false) throws -> Int64 {
-        let sql = dismissedToo
-            ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"
-            : "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"
-        guard let key = try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app, groupID]) else {
-            throw GroupError.groupNotFound(groupID)
-        }
-        return key
     }
 }
