@@ -115,6 +115,11 @@ class Groupd:
         self.process = None
         self.log = workdir / "groupd.log"
 
+    def set_limits(self, limits):
+        """Puts `limits` (YAML lines, 6-space indented) into the first app's config (before start)."""
+        text = self.config.read_text()
+        self.config.write_text(text.replace("    secrets:\n", "    limits:\n" + limits + "    secrets:\n", 1))
+
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"

@@ -231,8 +231,7 @@ def test_concurrent_accepts_one_wins(groups, members, apps):
 def test_expiry_through_the_wire(fresh_groupd):
     """A groupd whose apps expire items after one second."""
     server = fresh_groupd()
-    text = server.config.read_text()
-    server.config.write_text(text.replace("    secrets:\n", "    limits:\n      application_expiry_seconds: 1\n    secrets:\n"))
+    server.set_limits("      application_expiry_seconds: 1\n")
     server.start()
     with grpc.insecure_channel(server.address) as channel:
         groups = group_pb2_grpc.GroupServiceStub(channel)

@@ -237,8 +237,7 @@ def test_malformed_cursor_is_invalid_argument(channel):
 
 def test_expired_cursor_is_out_of_range_with_the_oldest_cursor(fresh_groupd):
     server = fresh_groupd()
-    text = server.config.read_text()
-    server.config.write_text(text.replace("    secrets:\n", "    limits:\n      event_retention_seconds: 1\n    secrets:\n", 1))
+    server.set_limits("      event_retention_seconds: 1\n")
     server.start()
     with grpc.insecure_channel(server.address) as channel:
         stubs = {"groups": group_pb2_grpc.GroupServiceStub(channel)}

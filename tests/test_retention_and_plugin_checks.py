@@ -6,11 +6,8 @@
 - `groupd check-config` loads and instantiates every configured plugin and names the entry
   that fails by its key path.
 """
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -30,12 +27,6 @@ def public_group(channel, owner):
         group_id=gid, type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=owner,
         profile=common_pb2.GroupProfile(name="club")), metadata=admin_md(), timeout=10)
     return gid
-
-
-def with_limits(server, limits):
-    """Puts `limits` (YAML lines, 6-space indented) into the first app of a server's config."""
-    text = server.config.read_text()
-    server.config.write_text(text.replace("    secrets:\n", "    limits:\n" + limits + "    secrets:\n", 1))
 
 
 def test_application_events_carry_the_item(groupd, channel):
@@ -58,7 +49,7 @@ def test_application_events_carry_the_item(groupd, channel):
 
 def test_due_applications_expire_without_traffic(fresh_groupd):
     server = fresh_groupd()
-    with_limits(server, "      application_expiry_seconds: 1\n")
+    server.set_limits("      application_expiry_seconds: 1\n")
     server.start()
     owner, zoe = uid("owner"), uid("zoe")
     with grpc.insecure_channel(server.address) as channel:
@@ -87,7 +78,7 @@ def test_due_applications_expire_without_traffic(fresh_groupd):
 
 def test_messages_past_retention_are_purged(fresh_groupd):
     server = fresh_groupd()
-    with_limits(server, "      message_retention_seconds: 1\n")
+    server.set_limits("      message_retention_seconds: 1\n")
     server.start()
     owner = uid("owner")
     with grpc.insecure_channel(server.address) as channel:
@@ -126,22 +117,15 @@ APP = f"""apps:
 """
 
 
-@pytest.fixture
-def workdir():
-    path = Path(tempfile.mkdtemp(prefix="groupd-check-plugins-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def check(workdir, policy):
-    path = workdir / "groupd.yaml"
+def check(tmp_path, policy):
+    path = tmp_path / "groupd.yaml"
     path.write_text(APP + policy)
     return path, subprocess.run([str(GROUPD_BIN), "check-config", str(path)], capture_output=True, text=True,
                                 timeout=30)
 
 
-def test_check_config_loads_good_plugins(workdir):
-    path, result = check(workdir, f"""\
+def test_check_config_loads_good_plugins(tmp_path):
+    path, result = check(tmp_path, f"""\
     policy:
       plugins:
         - path: libKeywordPolicy.so
@@ -164,8 +148,8 @@ def test_check_config_loads_good_plugins(workdir):
      "instance_failed", "init_fail requested by config"),
     ("bad plugin config", "path: libKeywordPolicy.so\n          config: \"{not json\"", "instance_failed", ""),
 ])
-def test_check_config_names_the_plugin_that_fails(workdir, kind, plugin, code, detail):
-    path, result = check(workdir, f"""\
+def test_check_config_names_the_plugin_that_fails(tmp_path, kind, plugin, code, detail):
+    path, result = check(tmp_path, f"""\
     policy:
       plugins:
         - path: libKeywordPolicy.so
