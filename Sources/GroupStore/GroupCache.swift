@@ -27,15 +27,15 @@ public struct GroupCacheStatistics: Sendable, Hashable {
 /// id), or no such cache at all.
 ///
 /// How it stays exact:
-/// - **Writes.** A write transaction that changes a `groups` or `group_custom` row declares the
-///   keys it changes (``beginWrite(_:)``) *before* it commits. From then on those keys are
+/// - **Writes.** A mutation that changes a `groups` or `group_custom` row declares the keys it
+///   changes (``beginWrite(_:)``) *before* its transaction commits. From then on those keys are
 ///   *pending*: lookups of them miss (go to SQLite, which is exact by itself) and read results
-///   for them are not kept. When the transaction commits (GRDB `afterNextTransaction`, which
-///   runs after `COMMIT` has executed and before the write returns), ``commitWrite(_:)`` drops
-///   the keys' records, clears the pending mark and bumps the generation. On rollback,
-///   ``rollbackWrite(_:)`` only clears the pending mark: the records stay as they were. If
-///   neither ever ran (a failing `COMMIT` GRDB could not roll back), the keys would stay pending:
-///   slower, never stale.
+///   for them are not kept. When the batch holding the mutation commits (the group commit
+///   queue's hook, which runs after `COMMIT` has executed and before any write of the batch
+///   returns), ``commitWrite(_:)`` drops the keys' records, clears the pending mark and bumps
+///   the generation. When the mutation's changes are discarded (its savepoint rolled back, or
+///   the batch's commit failed), ``rollbackWrite(_:)`` only clears the pending mark: the
+///   records stay as they were.
 /// - **Read misses.** A read that misses notes the generation *before* it starts its database
 ///   read, and keeps its result (``fill(app:groups:generation:)``) only if no write committed
 ///   in the meantime and none of the keys is pending. A result read from a snapshot older than

@@ -19,8 +19,8 @@ extension SQLiteGroupStore: ApplicationStore {
         app: String, groupID: String, operatorID: String?, targets: [String], kind: ApplicationKind, at time: Timestamp,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let outcome: Outcome<Value> = try await self.run { [pool] in
-            try await pool.write { db in
+        let outcome: Outcome<Value> = try await self.run { [commits] in
+            try await commits.write { db in
                 let groupKey = try Rows.groupKey(db, app: app, groupID: groupID)
                 let swept = try self.expireDue(groupKey: groupKey, app: app, groupID: groupID, now: time, db: db)
                 let loaded = try Operations.loadSnapshot(
@@ -47,8 +47,8 @@ extension SQLiteGroupStore: ApplicationStore {
         app: String, id: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let outcome: Outcome<Value> = try await self.run { [pool] in
-            try await pool.write { db in
+        let outcome: Outcome<Value> = try await self.run { [commits] in
+            try await commits.write { db in
                 guard let found = try ApplicationRows.fetchOne(
                     db, where: "a.app_id = ? AND a.application_id = ?", arguments: [app, id])
                 else { throw GroupError.applicationNotFound(id) }
@@ -136,8 +136,8 @@ extension SQLiteGroupStore: ApplicationStore {
         }
         var events: [GroupEvent] = []
         for (groupKey, groupID) in groups {
-            events += try await self.run { [pool] in
-                try await pool.write { db in
+            events += try await self.run { [commits] in
+                try await commits.write { db in
                     try self.expireDue(groupKey: groupKey, app: app, groupID: groupID, now: now, db: db)
                 }
             }
@@ -206,8 +206,8 @@ extension SQLiteGroupStore: ApplicationStore {
     public func markApplicationsRead(
         app: String, userID: String, upTo time: Timestamp, now: Timestamp
     ) async throws -> (readTime: Timestamp, unreadCount: Int) {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 try db.cachedStatement(
                     sql: """
                         INSERT INTO application_reads (app_id, user_id, read_at) VALUES (?, ?, ?)

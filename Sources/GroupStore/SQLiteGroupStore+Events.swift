@@ -7,7 +7,7 @@ import Synchronization
 /// `group_events` row to the event stream, one read per commit on the writer, in commit order.
 extension SQLiteGroupStore: EventLogStore {
     public func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
-        pool.add(transactionObserver: EventCommitObserver(handler: handler), extent: .databaseLifetime)
+        commits.observe(handler)
     }
 
     public func latestEventID() async throws -> Int64 {
@@ -110,8 +110,8 @@ extension SQLiteGroupStore: EventLogStore {
     }
 
     public func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 try db.cachedStatement(
                     sql: """
                         DELETE FROM group_events WHERE event_id IN (
@@ -329,45 +329,5 @@ struct UserScope {
             }
             return true
         }
-    }
-}
-
-/// Collects the `event_id` of every row a transaction inserts into `group_events` and, once it
-/// commits, reads them (with message bodies and approvers) on the writer and hands them over.
-private final class EventCommitObserver: TransactionObserver {
-    /// Where committed rows go.
-    private let handler: @Sendable (Result<[LoggedEvent], any Error>) -> Void
-    /// Rows inserted by the transaction in progress (only touched on the writer).
-    private var inserted: [Int64] = []
-
-    /// An observer handing committed rows to `handler`.
-    init(handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
-        self.handler = handler
-    }
-
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool {
-        if case .insert(let table) = eventKind { return table == "group_events" }
-        return false
-    }
-
-    func databaseDidChange(with event: DatabaseEvent) {
-        inserted.append(event.rowID)
-    }
-
-    func databaseDidCommit(_ db: Database) {
-        guard !inserted.isEmpty else { return }
-        let ids = inserted
-        inserted.removeAll(keepingCapacity: true)
-        let result = Result {
-            // One transaction's rows are consecutive (one writer, AUTOINCREMENT).
-            try SQLiteGroupStore.loggedEvents(
-                db, where: "e.event_id BETWEEN ? AND ? ORDER BY e.event_id",
-                arguments: [ids.min() ?? 0, ids.max() ?? 0])
-        }
-        handler(result)
-    }
-
-    func databaseDidRollback(_ db: Database) {
-        inserted.removeAll(keepingCapacity: true)
     }
 }

@@ -49,8 +49,8 @@ extension SQLiteGroupStore: GroupMessageStore {
         _ message: GroupMessage, at time: Timestamp,
         check: @escaping @Sendable (Group, Member?) throws -> String
     ) async throws -> AppendedMessage {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 let read = try Rows.liveGroup(db, app: message.appID, groupID: message.groupID)
                 let groupKey = read.key
                 if let clientID = message.content.clientMessageID,
@@ -163,8 +163,8 @@ extension SQLiteGroupStore: GroupMessageStore {
         app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
         plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
     ) async throws -> Committed<(state: ReadState, group: Group)> {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 let read = try Rows.liveGroup(db, app: app, groupID: groupID)
                 let groupKey = read.key
                 var membership: Member?
@@ -259,8 +259,8 @@ extension SQLiteGroupStore: GroupMessageStore {
     }
 
     public func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 let ids = try Int64.fetchAll(
                     db.cachedStatement(
                         sql: """

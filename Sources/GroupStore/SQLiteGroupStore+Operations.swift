@@ -18,8 +18,8 @@ extension SQLiteGroupStore: GroupOperationStore {
         app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
         plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 let loaded = try Operations.loadSnapshot(
                     app: app, groupID: groupID, operatorID: operatorID, targets: targets, time: time, db: db)
                 let (change, value) = try plan(loaded.snapshot)
@@ -42,8 +42,8 @@ extension SQLiteGroupStore: GroupOperationStore {
     }
 
     public func setRemark(app: String, groupID: String, plan: RemarkPlan, at time: Timestamp) async throws -> [GroupEvent] {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 guard let row = try Row.fetchOne(
                     db.cachedStatement(
                         sql: "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
@@ -280,8 +280,8 @@ extension SQLiteGroupStore {
         _ plan: GroupCreationPlan,
         revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 let counts = try Operations.joinedGroupCounts(
                     app: plan.group.appID, users: plan.members.map(\.userID), db: db)
                 let (revised, value) = try revise(counts)

@@ -6,8 +6,10 @@ import Synchronization
 
 /// The embedded ``GroupStore``: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
 ///
-/// - Writes are serialised by the pool's single writer; reads run concurrently on reader
-///   connections and see the last committed state.
+/// - Writes are serialised by the pool's single writer and grouped into transactions
+///   (`GroupCommitQueue`): every write waiting when the writer is free commits in one
+///   transaction, one fsync, each in its own savepoint; a write returns once its batch has
+///   committed. Reads run concurrently on reader connections and see the last committed state.
 /// - Every method runs its SQL on GRDB's own dispatch queues through GRDB's async API, never on
 ///   a NIO event loop or the Swift cooperative pool.
 /// - Durability: each connection sets `PRAGMA synchronous` from ``Durability``. With
@@ -18,7 +20,7 @@ import Synchronization
 ///   `GroupCache`): exact because this store is the file's only writer, one node over SQLite.
 ///   A hit touches neither SQLite nor GRDB's queues. Every mutation that changes a `groups` or
 ///   `group_custom` row must call `changesGroups(_:in:)` inside its transaction, before it
-///   commits; the cache drops those records when, and only if, the transaction commits.
+///   commits; the cache drops those records when, and only if, the mutation's changes commit.
 ///   (A PostgreSQL store shared by several nodes will need the cache invalidated through the
 ///   shared event log instead.)
 /// - Reads use statements prepared once per connection (`cachedStatement`), explicit column
@@ -33,6 +35,8 @@ public final class SQLiteGroupStore: GroupStore {
     /// The durability the connections were opened with.
     public let durability: Durability
     let pool: DatabasePool
+    /// Group commit: every write goes through it, batched into transactions.
+    let commits: GroupCommitQueue
     /// The group records cache of ``groups(app:ids:)``.
     let cache: GroupCache
     /// Tests only: called with the method name at the end of each write transaction, before it
@@ -52,15 +56,20 @@ public final class SQLiteGroupStore: GroupStore {
     ///   - cacheCapacity: The most group records kept in memory (0: no cache).
     /// - Throws: `GroupError` `INTERNAL` (with the SQLite error as `cause`) if the file cannot be
     ///   opened or migrated.
+    ///   - batching: How pending writes are grouped into transactions.
     public convenience init(
-        path: String, durability: Durability = .full, cacheCapacity: Int = SQLiteGroupStore.defaultCacheCapacity
+        path: String, durability: Durability = .full, cacheCapacity: Int = SQLiteGroupStore.defaultCacheCapacity,
+        batching: WriteBatching = .defaults
     ) throws {
-        try self.init(path: path, durability: durability, cacheCapacity: cacheCapacity, migratingUpTo: nil)
+        try self.init(path: path, durability: durability, cacheCapacity: cacheCapacity, batching: batching, migratingUpTo: nil)
     }
 
     /// As the public initialiser, but running the migrations only up to `lastMigration` (tests:
     /// a file as an older version left it). `nil`: all of them.
-    init(path: String, durability: Durability, cacheCapacity: Int, migratingUpTo lastMigration: String?) throws {
+    init(
+        path: String, durability: Durability, cacheCapacity: Int, batching: WriteBatching = .defaults,
+        migratingUpTo lastMigration: String?
+    ) throws {
         self.path = path
         self.durability = durability
         self.cache = GroupCache(capacity: cacheCapacity)
@@ -89,6 +98,11 @@ public final class SQLiteGroupStore: GroupStore {
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
+        self.commits = GroupCommitQueue(
+            pool: pool, batching: batching, latestEventID: { try Self.latestEventID($0) },
+            readEvents: { db, after in
+                try Self.loggedEvents(db, where: "e.event_id > ? ORDER BY e.event_id", arguments: [after])
+            })
     }
 
     /// Open the store off the calling task's thread (the open and migrations block on file I/O).
@@ -97,21 +111,25 @@ public final class SQLiteGroupStore: GroupStore {
     ///   - durability: `synchronous` for every connection.
     ///   - cacheCapacity: The most group records kept in memory (0: no cache).
     /// - Throws: As ``init(path:durability:cacheCapacity:)``.
+    ///   - batching: How pending writes are grouped into transactions.
     public static func open(
-        path: String, durability: Durability = .full, cacheCapacity: Int = SQLiteGroupStore.defaultCacheCapacity
+        path: String, durability: Durability = .full, cacheCapacity: Int = SQLiteGroupStore.defaultCacheCapacity,
+        batching: WriteBatching = .defaults
     ) async throws -> SQLiteGroupStore {
-        try await open(path: path, durability: durability, cacheCapacity: cacheCapacity, migratingUpTo: nil)
+        try await open(path: path, durability: durability, cacheCapacity: cacheCapacity, batching: batching, migratingUpTo: nil)
     }
 
     /// As the public `open`, with the migrations run only up to `lastMigration` (tests).
     static func open(
-        path: String, durability: Durability, cacheCapacity: Int, migratingUpTo lastMigration: String?
+        path: String, durability: Durability, cacheCapacity: Int, batching: WriteBatching = .defaults,
+        migratingUpTo lastMigration: String?
     ) async throws -> SQLiteGroupStore {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(with: Result {
                     try SQLiteGroupStore(
-                        path: path, durability: durability, cacheCapacity: cacheCapacity, migratingUpTo: lastMigration)
+                        path: path, durability: durability, cacheCapacity: cacheCapacity, batching: batching,
+                        migratingUpTo: lastMigration)
                 })
             }
         }
@@ -131,8 +149,8 @@ public final class SQLiteGroupStore: GroupStore {
 
     /// The `synchronous` setting a connection actually runs with (`nil` if neither FULL nor NORMAL).
     public func effectiveDurability() async throws -> Durability? {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 switch try Int.fetchOne(db, sql: "PRAGMA synchronous") {
                 case 2: .full
                 case 1: .normal
@@ -145,8 +163,8 @@ public final class SQLiteGroupStore: GroupStore {
     // MARK: GroupStore
 
     public func createGroup(_ plan: GroupCreationPlan) async throws -> Committed<Group> {
-        try await self.run { [pool] in
-            try await pool.write { db in try self.insertGroup(plan, db: db) }
+        try await self.run { [commits] in
+            try await commits.write { db in try self.insertGroup(plan, db: db) }
         }
     }
 
@@ -294,8 +312,8 @@ public final class SQLiteGroupStore: GroupStore {
         app: String, groupID: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (Group, Member?) throws -> [GroupEvent.Draft]
     ) async throws -> [GroupEvent] {
-        try await self.run { [pool] in
-            try await pool.write { db in
+        try await self.run { [commits] in
+            try await commits.write { db in
                 let read = try Rows.liveGroup(db, app: app, groupID: groupID)
                 let groupKey = read.key
                 var membership: Member?
@@ -346,10 +364,10 @@ public final class SQLiteGroupStore: GroupStore {
 
     // MARK: Cache
 
-    /// Declare, inside a write transaction and before it commits, the groups whose `groups` or
-    /// `group_custom` rows it changes (or may change). Until the transaction ends their cached
-    /// records are bypassed; if it commits they are dropped (once `COMMIT` has executed, before
-    /// the write returns); if it rolls back they stay.
+    /// Declare, inside a mutation (on the writer), the groups whose `groups` or `group_custom`
+    /// rows it changes (or may change). Until its batch ends their cached records are bypassed;
+    /// if its changes commit they are dropped (once `COMMIT` has executed, before the write
+    /// returns); if they are discarded (savepoint or batch rolled back) they stay.
     ///
     /// - Important: Every mutation that changes a group row (create, dismiss, profile, settings,
     ///   owner, member count, `latest_seq` through new events, custom fields…) must call this,
@@ -358,9 +376,7 @@ public final class SQLiteGroupStore: GroupStore {
         guard cache.capacity > 0 else { return }
         let cache = self.cache
         cache.beginWrite(keys)
-        db.afterNextTransaction(
-            onCommit: { _ in cache.commitWrite(keys) },
-            onRollback: { _ in cache.rollbackWrite(keys) })
+        commits.afterMutation(committed: { cache.commitWrite(keys) }, discarded: { cache.rollbackWrite(keys) })
     }
 
     /// Tests only: make each write transaction run `fault` (with the method name) just before it
