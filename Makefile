@@ -5,11 +5,15 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps build release run test test-swift test-interop protos protos-check bench bench-rpc bench-scale bench-fanout test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build release run test test-swift test-interop protos protos-check bench bench-rpc bench-writes bench-scale bench-fanout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
 	@scripts/install-deps.sh
+
+## bench-deps: also what the benchmarks build (C++ gRPC for the load generator and the peer)
+bench-deps:
+	@scripts/install-deps.sh --bench
 
 ## build: debug build of everything, tests included
 build: deps
@@ -43,11 +47,18 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-fanout bench-plugins bench-scale
+bench: bench-rpc bench-writes bench-fanout bench-plugins bench-scale
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
 	scripts/bench.sh $(RELEASE_BIN)
+
+## bench-writes: the write path (issue 12): SendGroupMessage into one group and over 1,000 groups,
+## CreateGroup, JoinGroup, GetGroupsInfo and the Subscribe catch-up, with the C++ gRPC peer's
+## Health/Check and server stream measured in the same run (groupd and the peer on core 0, the C++
+## load generator on core 1, durability full)
+bench-writes: release bench-deps
+	python3 scripts/bench_writes.py $(RELEASE_BIN)
 
 ## bench-scale: member-list pages of a 100,000-member group, GetGroupsInfo at 1,000 vs 1,000,000
 ## groups, join throughput (server on core 0, the Python load on core 1; takes several minutes)

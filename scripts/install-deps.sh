@@ -2,6 +2,8 @@
 # Installs what groupd needs on Debian 12 and is not there yet: the C libraries it links,
 # the protobuf compilers (for `make protos` and the freshness test), h2load for `make bench`,
 # and the Python packages the interop tests use. Safe to run again: it installs only what is missing.
+#   scripts/install-deps.sh          what building and testing need
+#   scripts/install-deps.sh --bench  also C++ gRPC and g++ for the benchmarks' load generator and peer
 set -euo pipefail
 
 apt_packages=(
@@ -14,6 +16,12 @@ apt_packages=(
   nghttp2-client        # h2load and nghttp, for make bench
   pkg-config            # SwiftPM finds the C libraries through it
 )
+if [ "${1:-}" = "--bench" ]; then
+  apt_packages+=(
+    libgrpc++-dev       # C++ gRPC: the load generator and peer server of Benchmarks/LoadGen
+    g++                 # to build them
+  )
+fi
 pip_packages=(grpcio grpcio-tools protobuf h2 pytest)
 
 missing=()

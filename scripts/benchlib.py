@@ -1,0 +1,184 @@
+"""What the benchmark scripts share: a pinned groupd on a free port with its own config and data,
+its CPU time from /proc, h2load runs with latency percentiles, the C++ load generator and peer
+of Benchmarks/LoadGen (built on first use), and gRPC framing.
+"""
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+LOADGEN_DIR = ROOT / "Benchmarks" / "LoadGen"
+TOOLS_DIR = ROOT / ".build" / "bench-tools"
+
+
+def frame(message) -> bytes:
+    """A message with its 5-byte gRPC prefix (what h2load sends as the body)."""
+    payload = message.SerializeToString()
+    return struct.pack(">BI", 0, len(payload)) + payload
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, process, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port} after {seconds} s")
+
+
+def cpu_seconds(pid) -> float:
+    """A process's user + system CPU time so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    """groupd pinned to core 0 (`taskset -c 0`), on a free port, with `config` (a template with
+    `{port}`, `{data}` and `{durability}`) written into `workdir`."""
+
+    def __init__(self, binary, workdir, config, core="0"):
+        self.binary, self.workdir, self.config, self.core = Path(binary), Path(workdir), config, core
+        self.process = None
+        self.port = None
+
+    def start(self, durability="full", **extra):
+        self.port = free_port()
+        path = self.workdir / f"groupd-{durability}.yaml"
+        path.write_text(self.config.format(port=self.port, data=self.workdir / "data", durability=durability, **extra))
+        self.process = subprocess.Popen(["taskset", "-c", self.core, str(self.binary), "serve", "--config", str(path)],
+                                        stdout=open(self.workdir / "groupd.log", "ab"), stderr=subprocess.STDOUT)
+        wait_listening(self.port, self.process)
+        return self
+
+    def stop(self):
+        if self.process:
+            self.process.terminate()
+            self.process.wait(timeout=60)
+            self.process = None
+
+    def cpu_seconds(self):
+        return cpu_seconds(self.process.pid)
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+
+def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir):
+    """h2load on core 1 against `address`; returns req/s, p50/p99 µs, failures and, when `pid` is
+    given, that server's CPU µs per request over the run."""
+    cpu_before = cpu_seconds(pid) if pid else 0
+    workdir = Path(workdir)
+    body_file = workdir / "body.bin"
+    body_file.write_bytes(body)
+    log = workdir / "h2.log"
+    log.unlink(missing_ok=True)
+    command = ["taskset", "-c", "1", "timeout", str(seconds + 30), "h2load", "-c", str(clients), "-m", str(streams),
+               "-t", "1", "-D", str(seconds), "--warm-up-time", "1", f"--log-file={log}", "-d", str(body_file),
+               "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    for header in headers:
+        command += ["-H", header]
+    out = subprocess.run(command + [f"http://{address}{path}"], capture_output=True, text=True).stdout
+    rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
+    failed = int(re.search(r"requests: .* (\d+) failed", out).group(1))
+    done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
+    lat = sorted(int(line.split()[2]) for line in open(log) if line.strip())
+    pct = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] if lat else 0
+    result = {"rate": rps, "p50_us": pct(.5), "p99_us": pct(.99), "failed": failed, "calls": done}
+    if pid:
+        result["cpu_us"] = (cpu_seconds(pid) - cpu_before) / max(done, 1) * 1e6
+    return result
+
+
+def build_tool(name):
+    """Builds Benchmarks/LoadGen/NAME.cc against C++ gRPC (libgrpc++-dev) once; returns the binary."""
+    source = LOADGEN_DIR / f"{name}.cc"
+    binary = TOOLS_DIR / name
+    if not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime:
+        TOOLS_DIR.mkdir(parents=True, exist_ok=True)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "grpc++"], capture_output=True, text=True, check=True).stdout.split()
+        subprocess.run(["g++", "-O2", "-std=c++17", str(source), "-o", str(binary), *flags, "-lpthread"], check=True)
+    return binary
+
+
+def write_requests(path, records):
+    """Writes a loadgen requests file: `records` is an iterable of (metadata pairs, message)."""
+    with open(path, "wb") as out:
+        for metadata, message in records:
+            out.write(struct.pack("<H", len(metadata)))
+            for name, value in metadata:
+                name, value = name.encode(), value.encode()
+                out.write(struct.pack("<H", len(name)) + name + struct.pack("<H", len(value)) + value)
+            body = message.SerializeToString()
+            out.write(struct.pack("<I", len(body)) + body)
+
+
+def loadgen(address, pid, method, requests, connections=8, inflight=32, seconds=10, cycle=True, stream=None):
+    """Runs the C++ load generator on core 1; returns its JSON result, with the server's CPU µs
+    per call over the whole run (warm-up included) when `pid` is given."""
+    command = ["taskset", "-c", "1", str(build_tool("loadgen")), "--target", address, "--method", method,
+               "--requests", str(requests)]
+    if stream:
+        command += ["--stream", str(stream)]
+    else:
+        command += ["--connections", str(connections), "--inflight", str(inflight), "--duration", str(seconds)]
+        if cycle:
+            command.append("--cycle")
+    cpu_before = cpu_seconds(pid) if pid else 0
+    run = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120)
+    if not run.stdout.strip():
+        raise RuntimeError(f"loadgen failed ({run.returncode}): {run.stderr}")
+    result = json.loads(run.stdout)
+    if pid:
+        calls = result.get("total_calls", result.get("items", 1))
+        result["cpu_us"] = (cpu_seconds(pid) - cpu_before) / max(calls, 1) * 1e6
+    if run.stderr.strip():
+        result["stderr"] = run.stderr.strip().splitlines()[:3]
+    return result
+
+
+class Peer:
+    """The C++ gRPC callback server of Benchmarks/LoadGen/peer.cc, pinned to core 0."""
+
+    def __init__(self, core="0"):
+        self.core = core
+        self.process = None
+
+    def start(self):
+        self.port = free_port()
+        self.process = subprocess.Popen(["taskset", "-c", self.core, str(build_tool("peer")), str(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        wait_listening(self.port, self.process)
+        return self
+
+    def stop(self):
+        if self.process:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
