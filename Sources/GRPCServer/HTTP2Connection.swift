@@ -6,7 +6,8 @@ import NIOCore
 /// channel's bytes, turning requests into calls of the router's handlers.
 ///
 /// Everything here runs on the channel's event loop; the session is never touched elsewhere.
-/// Handlers that run as tasks hop back through `NIOLoopBound` to finish their calls.
+/// Handlers run as tasks on the loop's own `EventLoopTaskExecutor` and finish their calls
+/// through `NIOLoopBound` (off the loop, they hop back).
 final class HTTP2Connection: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -14,24 +15,26 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// Asks a connection to stop taking new calls and close once its calls are done.
     struct GracefulShutdownEvent: Sendable {}
 
-    private let router: ServerRouter
-    private let configuration: ServerConfiguration
-    private let logger: Logger
-    private var session: OpaquePointer?
-    private var context: ChannelHandlerContext?
-    private var streams: [Int32: HTTP2Stream] = [:]
+    let router: ServerRouter
+    let configuration: ServerConfiguration
+    let logger: Logger
+    var session: OpaquePointer?
+    var context: ChannelHandlerContext?
+    var streams: [Int32: HTTP2Stream] = [:]
     /// True while nghttp2 is calling back into us; `flush()` must not run then.
-    private var inSession = false
-    private var flushScheduled = false
-    private var draining = false
+    var inSession = false
+    var flushScheduled = false
+    var draining = false
     /// Set once the GOAWAY naming the last stream processed is queued; only then may a draining
     /// connection close when it has no streams (a request racing the first GOAWAY is served).
-    private var finalGoAwaySubmitted = false
-    private var closing = false
+    var finalGoAwaySubmitted = false
+    var closing = false
     /// Messages written by the streaming calls' tasks, taken in one hop per burst.
-    private let outbox = ConnectionOutbox()
+    let outbox = ConnectionOutbox()
     /// The array the last drain emptied, kept for its capacity.
-    private var outboxBatch: [ConnectionOutbox.Entry] = []
+    var outboxBatch: [ConnectionOutbox.Entry] = []
+    /// Where the calls' tasks run: this connection's event loop.
+    var taskExecutor: EventLoopTaskExecutor?
 
     init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
@@ -43,6 +46,7 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.taskExecutor = EventLoopTaskExecutor(eventLoop: context.eventLoop)
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
         let rv = nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, NGHTTP2Callbacks.shared.options)
@@ -123,7 +127,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         self.context = nil
     }
 
-    private func tearDown() {
+    func tearDown() {
         for stream in streams.values { stream.abandon() }
         streams.removeAll()
         if let session {
@@ -132,7 +136,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         }
     }
 
-    private func closeConnection() {
+    func closeConnection() {
         guard !closing, let context else { return }
         closing = true
         context.close(promise: nil)
@@ -141,7 +145,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     // MARK: Output
 
     /// Serialises every frame nghttp2 has queued and writes it in one buffer.
-    private func flush() {
+    func flush() {
         precondition(!inSession, "flush() re-entered from an nghttp2 callback")
         guard let session, let context, !closing else { return }
         guard context.channel.isWritable else { return }  // resumed by channelWritabilityChanged
@@ -177,32 +181,13 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     /// Flushes soon, once for a burst of completions arriving from handler tasks.
-    private func scheduleFlush() {
+    func scheduleFlush() {
         guard !flushScheduled, let context else { return }
         flushScheduled = true
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute {
             bound.value.flushScheduled = false
             bound.value.flush()
-        }
-    }
-
-    // MARK: Graceful shutdown
-
-    private func beginDraining() {
-        guard let session, let context, !draining else { return }
-        draining = true
-        // First GOAWAY with the maximum stream id: clients stop opening streams, and the ones
-        // already in flight to us are still served.
-        nghttp2_submit_shutdown_notice(session)
-        flush()
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: .milliseconds(200)) {
-            let connection = bound.value
-            guard let session = connection.session else { return }
-            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session), UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
-            connection.finalGoAwaySubmitted = true
-            connection.flush()
         }
     }
 
@@ -323,381 +308,4 @@ final class HTTP2Connection: ChannelInboundHandler {
         }
         return written
     }
-
-    // MARK: Calls
-
-    private func dispatch(_ stream: HTTP2Stream, handler: RPCHandler, request: ByteBuffer) {
-        guard let context else { return }
-        let callContext = ServerContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop)
-        let streamID = stream.id
-        stream.dispatched = true
-        switch handler {
-        case .inlineUnary(let body):
-            complete(stream, with: body(request, callContext))
-        case .unary(let body):
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            stream.task = Self.startUnary(body, request: request, context: callContext, streamID: streamID, connection: bound)
-        case .serverStreaming(let body):
-            stream.releaseRequestState()
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            let eventLoop = context.eventLoop
-            let outbox = self.outbox
-            let writer = ServerStreamWriter(capacity: configuration.streamQueueCapacity, finish: { status in
-                eventLoop.execute { bound.value.finishDetached(streamID: streamID, status: status) }
-            }, deliver: { message in
-                if outbox.post(message, toStream: streamID) {
-                    eventLoop.execute { bound.value.drainOutbox() }
-                }
-            })
-            stream.writer = writer
-            stream.task = Self.startServerStreaming(body, request: request, context: callContext, writer: writer, streamID: streamID, connection: bound)
-        }
-    }
-
-    private static func startUnary(
-        _ body: @escaping @Sendable (ByteBuffer, ServerContext) async throws -> ByteBuffer,
-        request: ByteBuffer, context: ServerContext, streamID: Int32, connection: NIOLoopBound<HTTP2Connection>
-    ) -> Task<Void, Never> {
-        Task {
-            let result: Result<ByteBuffer, GRPCStatus>
-            do {
-                result = .success(try await body(request, context))
-            } catch {
-                result = .failure(status(for: error))
-            }
-            context.eventLoop.execute {
-                let connection = connection.value
-                guard let stream = connection.streams[streamID] else { return }
-                connection.complete(stream, with: result)
-                connection.scheduleFlush()
-            }
-        }
-    }
-
-    private static func startServerStreaming(
-        _ body: @escaping @Sendable (ByteBuffer, ServerContext, ServerStreamWriter) async throws -> Void,
-        request: ByteBuffer, context: ServerContext, writer: ServerStreamWriter, streamID: Int32,
-        connection: NIOLoopBound<HTTP2Connection>
-    ) -> Task<Void, Never> {
-        Task {
-            let status: GRPCStatus?
-            do {
-                try await body(request, context, writer)
-                // A detached call stays open; it ends through the writer.
-                status = writer.isDetached ? nil : .ok
-            } catch {
-                status = self.status(for: error)
-            }
-            context.eventLoop.execute {
-                let connection = connection.value
-                guard let stream = connection.streams[streamID] else { return }
-                guard let status else {
-                    // The task is over: drop it, so that an idle detached stream keeps none.
-                    stream.task = nil
-                    return
-                }
-                connection.finish(stream, status: status)
-                connection.scheduleFlush()
-            }
-        }
-    }
-
-    private static func status(for error: any Error) -> GRPCStatus {
-        if let convertible = error as? any GRPCStatusConvertible { return convertible.grpcStatus }
-        if error is CancellationError { return GRPCStatus(.cancelled, "the call was cancelled") }
-        return GRPCStatus(.internal, "internal error")
-    }
-
-    private func complete(_ stream: HTTP2Stream, with result: Result<ByteBuffer, GRPCStatus>) {
-        guard stream.trailers == nil else { return }
-        switch result {
-        case .success(let response):
-            stream.appendMessage(response, fromWriter: false)
-            stream.trailers = .ok
-            submitResponseHeaders(stream)
-        case .failure(let status):
-            respond(stream, .status(status))
-        }
-    }
-
-    /// Hands every message the streaming calls wrote since the last drain to its stream, then
-    /// flushes the connection once (one hop and one write for a whole fan-out burst).
-    private func drainOutbox() {
-        handOverOutbox()
-        flush()
-    }
-
-    /// Hands every message the streaming calls wrote since the last drain to its stream.
-    private func handOverOutbox() {
-        outbox.takeAll(into: &outboxBatch)
-        for entry in outboxBatch { enqueue(entry.message, onStream: entry.streamID) }
-        // A burst far above the usual keeps no large array alive.
-        if outboxBatch.capacity > 4096 { outboxBatch = [] } else { outboxBatch.removeAll(keepingCapacity: true) }
-    }
-
-    private func enqueue(_ message: ByteBuffer, onStream streamID: Int32) {
-        guard let stream = streams[streamID], stream.trailers == nil else { return }
-        stream.appendMessage(message, fromWriter: true)
-        if !stream.responseHeadersSent {
-            submitResponseHeaders(stream)
-        } else if stream.dataDeferred, let session {
-            stream.dataDeferred = false
-            nghttp2_session_resume_data(session, streamID)
-        }
-    }
-
-    /// Ends a detached call from its writer: its queued messages first, then the trailers.
-    private func finishDetached(streamID: Int32, status: GRPCStatus) {
-        handOverOutbox()
-        if let stream = streams[streamID] { finish(stream, status: status) }
-        flush()
-    }
-
-    private func finish(_ stream: HTTP2Stream, status: GRPCStatus) {
-        guard stream.trailers == nil else { return }
-        // No write is taken once the outcome is known; a detached call's owner learns it here.
-        defer { stream.writer?.close() }
-        guard stream.responseHeadersSent else {
-            respond(stream, .status(status))
-            return
-        }
-        stream.trailers = status
-        if stream.dataDeferred, let session {
-            stream.dataDeferred = false
-            nghttp2_session_resume_data(session, stream.id)
-        }
-    }
-
-    private func deadlineExpired(streamID: Int32) {
-        guard let stream = streams[streamID], stream.trailers == nil else { return }
-        stream.task?.cancel()
-        finish(stream, status: GRPCStatus(.deadlineExceeded, "deadline exceeded"))
-        scheduleFlush()
-    }
-
-    // MARK: Submitting responses
-
-    /// A response that ends the call at once, as a Trailers-Only HEADERS frame.
-    enum ImmediateResponse {
-        case status(GRPCStatus)
-        case unsupportedEncoding([UInt8])
-        case httpStatus(Int, GRPCStatus)
-    }
-
-    private func respond(_ stream: HTTP2Stream, _ response: ImmediateResponse) {
-        guard let session, stream.trailers == nil else { return }
-        stream.deadlineTask?.cancel()
-        stream.task?.cancel()
-        defer { stream.writer?.close() }
-        let status: GRPCStatus
-        var httpStatus = 200
-        var extra: [(String, [UInt8])] = []
-        switch response {
-        case .status(let s):
-            status = s
-        case .unsupportedEncoding(let encoding):
-            status = GRPCStatus(.unimplemented, "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use identity")
-            extra.append(("grpc-accept-encoding", Array("identity".utf8)))
-        case .httpStatus(let code, let s):
-            httpStatus = code
-            status = s
-        }
-        stream.trailers = status
-        stream.responseHeadersSent = true
-        var fields = HeaderFields()
-        fields.append(StaticHeaders.shared.status(httpStatus))
-        fields.append(StaticHeaders.shared.contentType)
-        for (name, value) in extra { fields.append(name: name, value: value) }
-        fields.appendStatus(status)
-        fields.withNVArray { nva, count in
-            _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
-        }
-    }
-
-    private func submitResponseHeaders(_ stream: HTTP2Stream) {
-        guard let session, !stream.responseHeadersSent else { return }
-        stream.responseHeadersSent = true
-        var provider = nghttp2_data_provider()
-        provider.read_callback = NGHTTP2Callbacks.readCallback
-        let headers = StaticHeaders.shared.responseHeaders
-        _ = headers.withUnsafeBufferPointer { nva in
-            nghttp2_submit_response(session, stream.id, nva.baseAddress, nva.count, &provider)
-        }
-    }
-
-    private func submitTrailers(session: OpaquePointer, streamID: Int32, status: GRPCStatus) {
-        if status.code == .ok && status.message.isEmpty && status.details == nil {
-            let trailers = StaticHeaders.shared.okTrailers
-            _ = trailers.withUnsafeBufferPointer { nva in
-                nghttp2_submit_trailer(session, streamID, nva.baseAddress, nva.count)
-            }
-            return
-        }
-        var fields = HeaderFields()
-        fields.appendStatus(status)
-        fields.withNVArray { nva, count in
-            _ = nghttp2_submit_trailer(session, streamID, nva, count)
-        }
-    }
-}
-
-/// The state of one request stream, owned by its connection's event loop.
-final class HTTP2Stream {
-    let id: Int32
-    var path = ""
-    var isPost = false
-    var contentTypeIsGRPC = false
-    var malformedTimeout = false
-    var timeoutNanos: Int64?
-    var deadline: NIODeadline?
-    /// The value of `grpc-encoding` when it is not `identity`.
-    var encoding: [UInt8]?
-    var metadata = Metadata()
-    var headerListBytes = 0
-    var headersTooLarge = false
-    var handler: RPCHandler?
-    var deframer: GRPCMessageDeframer
-    var messageCount = 0
-    var request: ByteBuffer?
-    var task: Task<Void, Never>?
-    /// Set once the request went to its handler; later DATA and END_STREAM are ignored.
-    var dispatched = false
-    var deadlineTask: Scheduled<Void>?
-    var writer: ServerStreamWriter?
-    var responseHeadersSent = false
-    /// Set once the call's outcome is known; the trailers go out after the queued messages.
-    var trailers: GRPCStatus?
-    var dataDeferred = false
-    /// Messages waiting for DATA frames, unframed: the 5-byte gRPC prefix is written as the
-    /// frame is filled, so a message shared by many streams is never copied per stream.
-    var outbound = CircularBuffer<OutboundMessage>(initialCapacity: 2)
-    /// One queued message.
-    struct OutboundMessage {
-        /// The serialized message; its reader index advances as it is sent.
-        var bytes: ByteBuffer
-        /// How many bytes of the 5-byte prefix have been sent.
-        var prefixSent: Int
-        /// Whether it counts against the writer's queue.
-        var fromWriter: Bool
-    }
-
-    init(id: Int32, maxMessageBytes: Int, allocator: ByteBufferAllocator) {
-        self.id = id
-        self.deframer = GRPCMessageDeframer(maxMessageBytes: maxMessageBytes, allocator: allocator)
-    }
-
-    func acceptHeader(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
-        if name.first == UInt8(ascii: ":") {
-            if name.elementsEqual(HeaderName.path) {
-                path = String(decoding: value, as: UTF8.self)
-            } else if name.elementsEqual(HeaderName.method) {
-                isPost = value.elementsEqual(HeaderName.post)
-            }
-            return
-        }
-        if name.elementsEqual(HeaderName.contentType) {
-            contentTypeIsGRPC = Self.isGRPCContentType(value)
-        } else if name.elementsEqual(HeaderName.te) || name.elementsEqual(HeaderName.userAgent)
-            || name.elementsEqual(HeaderName.grpcAcceptEncoding) {
-            return
-        } else if name.elementsEqual(HeaderName.grpcTimeout) {
-            if let nanos = GRPCTimeout.parse(value) { timeoutNanos = nanos } else { malformedTimeout = true }
-        } else if name.elementsEqual(HeaderName.grpcEncoding) {
-            encoding = value.elementsEqual(HeaderName.identity) ? nil : Array(value)
-        } else {
-            metadata.append(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
-        }
-    }
-
-    /// `application/grpc`, optionally followed by `+format` or `;parameters`.
-    static func isGRPCContentType(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
-        let prefix = HeaderName.applicationGRPC
-        guard value.count >= prefix.count, value.prefix(prefix.count).elementsEqual(prefix) else { return false }
-        if value.count == prefix.count { return true }
-        let next = value[prefix.count]
-        return next == UInt8(ascii: "+") || next == UInt8(ascii: ";")
-    }
-
-    /// Why the request must be refused as soon as its headers are in, if it must.
-    func refusalAfterHeaders(maxHeaderListSize: Int) -> HTTP2Connection.ImmediateResponse? {
-        if headersTooLarge {
-            return .status(GRPCStatus(.resourceExhausted, "request headers exceed \(maxHeaderListSize) bytes"))
-        }
-        if !isPost {
-            return .httpStatus(405, GRPCStatus(.internal, "gRPC requests use POST"))
-        }
-        if !contentTypeIsGRPC {
-            return .httpStatus(415, GRPCStatus(.internal, "content-type must be application/grpc"))
-        }
-        if malformedTimeout {
-            return .status(GRPCStatus(.internal, "malformed grpc-timeout"))
-        }
-        return nil
-    }
-
-    /// Queues a message (its prefix is added as it is sent).
-    func appendMessage(_ message: ByteBuffer, fromWriter: Bool) {
-        outbound.append(OutboundMessage(bytes: message, prefixSent: 0, fromWriter: fromWriter))
-    }
-
-    /// Copies queued bytes, gRPC prefixes included, into a DATA payload; returns how many.
-    func drainOutbound(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        var written = 0
-        while written < buffer.count, !outbound.isEmpty {
-            let index = outbound.startIndex
-            if outbound[index].prefixSent < 5 {
-                let length = UInt32(outbound[index].bytes.readableBytes)
-                while outbound[index].prefixSent < 5, written < buffer.count {
-                    buffer[written] = GRPCMessageFramer.prefixByte(outbound[index].prefixSent, length: length)
-                    outbound[index].prefixSent += 1
-                    written += 1
-                }
-                if outbound[index].prefixSent < 5 { break }
-            }
-            let take = min(buffer.count - written, outbound[index].bytes.readableBytes)
-            if take > 0 {
-                outbound[index].bytes.withUnsafeReadableBytes { source in
-                    UnsafeMutableRawBufferPointer(rebasing: buffer[written..<(written + take)])
-                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<take]))
-                }
-                outbound[index].bytes.moveReaderIndex(forwardBy: take)
-                written += take
-            }
-            if outbound[index].bytes.readableBytes == 0 {
-                let sent = outbound.removeFirst()
-                if sent.fromWriter { writer?.didSend() }
-            }
-        }
-        return written
-    }
-
-    /// Drops what only the request needed, once the call is dispatched: an idle stream keeps
-    /// only its response state.
-    func releaseRequestState() {
-        metadata = Metadata()
-        request = nil
-        deframer.release()
-    }
-
-    /// The stream is gone (closed, reset, or its connection lost): stop its work.
-    func abandon() {
-        deadlineTask?.cancel()
-        task?.cancel()
-        writer?.close()
-    }
-}
-
-/// Header names and values compared byte-wise on the hot path.
-enum HeaderName {
-    static let path: [UInt8] = Array(":path".utf8)
-    static let method: [UInt8] = Array(":method".utf8)
-    static let post: [UInt8] = Array("POST".utf8)
-    static let contentType: [UInt8] = Array("content-type".utf8)
-    static let applicationGRPC: [UInt8] = Array("application/grpc".utf8)
-    static let te: [UInt8] = Array("te".utf8)
-    static let userAgent: [UInt8] = Array("user-agent".utf8)
-    static let grpcTimeout: [UInt8] = Array("grpc-timeout".utf8)
-    static let grpcEncoding: [UInt8] = Array("grpc-encoding".utf8)
-    static let grpcAcceptEncoding: [UInt8] = Array("grpc-accept-encoding".utf8)
-    static let identity: [UInt8] = Array("identity".utf8)
 }

@@ -1,0 +1,89 @@
+import CNGHTTP2
+import NIOCore
+
+/// Responses (Trailers-Only refusals, response headers, trailers) and the graceful shutdown.
+extension HTTP2Connection {
+    // MARK: Graceful shutdown
+
+    func beginDraining() {
+        guard let session, let context, !draining else { return }
+        draining = true
+        // First GOAWAY with the maximum stream id: clients stop opening streams, and the ones
+        // already in flight to us are still served.
+        nghttp2_submit_shutdown_notice(session)
+        flush()
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .milliseconds(200)) {
+            let connection = bound.value
+            guard let session = connection.session else { return }
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session), UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
+            connection.finalGoAwaySubmitted = true
+            connection.flush()
+        }
+    }
+
+    // MARK: Submitting responses
+
+    /// A response that ends the call at once, as a Trailers-Only HEADERS frame.
+    enum ImmediateResponse {
+        case status(GRPCStatus)
+        case unsupportedEncoding([UInt8])
+        case httpStatus(Int, GRPCStatus)
+    }
+
+    func respond(_ stream: HTTP2Stream, _ response: ImmediateResponse) {
+        guard let session, stream.trailers == nil else { return }
+        stream.deadlineTask?.cancel()
+        stream.task?.cancel()
+        defer { stream.writer?.close() }
+        let status: GRPCStatus
+        var httpStatus = 200
+        var extra: [(String, [UInt8])] = []
+        switch response {
+        case .status(let s):
+            status = s
+        case .unsupportedEncoding(let encoding):
+            status = GRPCStatus(.unimplemented, "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use identity")
+            extra.append(("grpc-accept-encoding", Array("identity".utf8)))
+        case .httpStatus(let code, let s):
+            httpStatus = code
+            status = s
+        }
+        stream.trailers = status
+        stream.responseHeadersSent = true
+        var fields = HeaderFields()
+        fields.append(StaticHeaders.shared.status(httpStatus))
+        fields.append(StaticHeaders.shared.contentType)
+        for (name, value) in extra { fields.append(name: name, value: value) }
+        fields.appendStatus(status)
+        fields.withNVArray { nva, count in
+            _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
+        }
+    }
+
+    func submitResponseHeaders(_ stream: HTTP2Stream) {
+        guard let session, !stream.responseHeadersSent else { return }
+        stream.responseHeadersSent = true
+        var provider = nghttp2_data_provider()
+        provider.read_callback = NGHTTP2Callbacks.readCallback
+        let headers = StaticHeaders.shared.responseHeaders
+        _ = headers.withUnsafeBufferPointer { nva in
+            nghttp2_submit_response(session, stream.id, nva.baseAddress, nva.count, &provider)
+        }
+    }
+
+    func submitTrailers(session: OpaquePointer, streamID: Int32, status: GRPCStatus) {
+        if status.code == .ok && status.message.isEmpty && status.details == nil {
+            let trailers = StaticHeaders.shared.okTrailers
+            _ = trailers.withUnsafeBufferPointer { nva in
+                nghttp2_submit_trailer(session, streamID, nva.baseAddress, nva.count)
+            }
+            return
+        }
+        var fields = HeaderFields()
+        fields.appendStatus(status)
+        fields.withNVArray { nva, count in
+            _ = nghttp2_submit_trailer(session, streamID, nva, count)
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import NIOCore
+
+/// The state of one request stream, owned by its connection's event loop.
+final class HTTP2Stream {
+    let id: Int32
+    var path = ""
+    var isPost = false
+    var contentTypeIsGRPC = false
+    var malformedTimeout = false
+    var timeoutNanos: Int64?
+    var deadline: NIODeadline?
+    /// The value of `grpc-encoding` when it is not `identity`.
+    var encoding: [UInt8]?
+    var metadata = Metadata()
+    var headerListBytes = 0
+    var headersTooLarge = false
+    var handler: RPCHandler?
+    var deframer: GRPCMessageDeframer
+    var messageCount = 0
+    var request: ByteBuffer?
+    var task: Task<Void, Never>?
+    /// Set once the request went to its handler; later DATA and END_STREAM are ignored.
+    var dispatched = false
+    var deadlineTask: Scheduled<Void>?
+    var writer: ServerStreamWriter?
+    var responseHeadersSent = false
+    /// Set once the call's outcome is known; the trailers go out after the queued messages.
+    var trailers: GRPCStatus?
+    var dataDeferred = false
+    /// Messages waiting for DATA frames, unframed: the 5-byte gRPC prefix is written as the
+    /// frame is filled, so a message shared by many streams is never copied per stream.
+    var outbound = CircularBuffer<OutboundMessage>(initialCapacity: 2)
+    /// One queued message.
+    struct OutboundMessage {
+        /// The serialized message; its reader index advances as it is sent.
+        var bytes: ByteBuffer
+        /// How many bytes of the 5-byte prefix have been sent.
+        var prefixSent: Int
+        /// Whether it counts against the writer's queue.
+        var fromWriter: Bool
+    }
+
+    init(id: Int32, maxMessageBytes: Int, allocator: ByteBufferAllocator) {
+        self.id = id
+        self.deframer = GRPCMessageDeframer(maxMessageBytes: maxMessageBytes, allocator: allocator)
+    }
+
+    func acceptHeader(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        if name.first == UInt8(ascii: ":") {
+            if name.elementsEqual(HeaderName.path) {
+                path = String(decoding: value, as: UTF8.self)
+            } else if name.elementsEqual(HeaderName.method) {
+                isPost = value.elementsEqual(HeaderName.post)
+            }
+            return
+        }
+        if name.elementsEqual(HeaderName.contentType) {
+            contentTypeIsGRPC = Self.isGRPCContentType(value)
+        } else if name.elementsEqual(HeaderName.te) || name.elementsEqual(HeaderName.userAgent)
+            || name.elementsEqual(HeaderName.grpcAcceptEncoding) {
+            return
+        } else if name.elementsEqual(HeaderName.grpcTimeout) {
+            if let nanos = GRPCTimeout.parse(value) { timeoutNanos = nanos } else { malformedTimeout = true }
+        } else if name.elementsEqual(HeaderName.grpcEncoding) {
+            encoding = value.elementsEqual(HeaderName.identity) ? nil : Array(value)
+        } else {
+            metadata.append(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+        }
+    }
+
+    /// `application/grpc`, optionally followed by `+format` or `;parameters`.
+    static func isGRPCContentType(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        let prefix = HeaderName.applicationGRPC
+        guard value.count >= prefix.count, value.prefix(prefix.count).elementsEqual(prefix) else { return false }
+        if value.count == prefix.count { return true }
+        let next = value[prefix.count]
+        return next == UInt8(ascii: "+") || next == UInt8(ascii: ";")
+    }
+
+    /// Why the request must be refused as soon as its headers are in, if it must.
+    func refusalAfterHeaders(maxHeaderListSize: Int) -> HTTP2Connection.ImmediateResponse? {
+        if headersTooLarge {
+            return .status(GRPCStatus(.resourceExhausted, "request headers exceed \(maxHeaderListSize) bytes"))
+        }
+        if !isPost {
+            return .httpStatus(405, GRPCStatus(.internal, "gRPC requests use POST"))
+        }
+        if !contentTypeIsGRPC {
+            return .httpStatus(415, GRPCStatus(.internal, "content-type must be application/grpc"))
+        }
+        if malformedTimeout {
+            return .status(GRPCStatus(.internal, "malformed grpc-timeout"))
+        }
+        return nil
+    }
+
+    /// Queues a message (its prefix is added as it is sent).
+    func appendMessage(_ message: ByteBuffer, fromWriter: Bool) {
+        outbound.append(OutboundMessage(bytes: message, prefixSent: 0, fromWriter: fromWriter))
+    }
+
+    /// Copies queued bytes, gRPC prefixes included, into a DATA payload; returns how many.
+    func drainOutbound(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        var written = 0
+        while written < buffer.count, !outbound.isEmpty {
+            let index = outbound.startIndex
+            if outbound[index].prefixSent < 5 {
+                let length = UInt32(outbound[index].bytes.readableBytes)
+                while outbound[index].prefixSent < 5, written < buffer.count {
+                    buffer[written] = GRPCMessageFramer.prefixByte(outbound[index].prefixSent, length: length)
+                    outbound[index].prefixSent += 1
+                    written += 1
+                }
+                if outbound[index].prefixSent < 5 { break }
+            }
+            let take = min(buffer.count - written, outbound[index].bytes.readableBytes)
+            if take > 0 {
+                outbound[index].bytes.withUnsafeReadableBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[written..<(written + take)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<take]))
+                }
+                outbound[index].bytes.moveReaderIndex(forwardBy: take)
+                written += take
+            }
+            if outbound[index].bytes.readableBytes == 0 {
+                let sent = outbound.removeFirst()
+                if sent.fromWriter { writer?.didSend() }
+            }
+        }
+        return written
+    }
+
+    /// Drops what only the request needed, once the call is dispatched: an idle stream keeps
+    /// only its response state.
+    func releaseRequestState() {
+        metadata = Metadata()
+        request = nil
+        deframer.release()
+    }
+
+    /// The stream is gone (closed, reset, or its connection lost): stop its work.
+    func abandon() {
+        deadlineTask?.cancel()
+        task?.cancel()
+        writer?.close()
+    }
+}
+
+/// Header names and values compared byte-wise on the hot path.
+enum HeaderName {
+    static let path: [UInt8] = Array(":path".utf8)
+    static let method: [UInt8] = Array(":method".utf8)
+    static let post: [UInt8] = Array("POST".utf8)
+    static let contentType: [UInt8] = Array("content-type".utf8)
+    static let applicationGRPC: [UInt8] = Array("application/grpc".utf8)
+    static let te: [UInt8] = Array("te".utf8)
+    static let userAgent: [UInt8] = Array("user-agent".utf8)
+    static let grpcTimeout: [UInt8] = Array("grpc-timeout".utf8)
+    static let grpcEncoding: [UInt8] = Array("grpc-encoding".utf8)
+    static let grpcAcceptEncoding: [UInt8] = Array("grpc-accept-encoding".utf8)
+    static let identity: [UInt8] = Array("identity".utf8)
+}
