@@ -24,16 +24,6 @@ extension GroupdService {
         }
     }
 
-    /// The store's applications, or `INTERNAL` when the configured store has none.
-    var applications: any ApplicationStore {
-        get throws {
-            guard let store = store as? any ApplicationStore else {
-                throw GroupError.internal("the configured store does not keep applications")
-            }
-            return store
-        }
-    }
-
     /// Default and maximum page sizes of ListApplications (application.proto).
     static let applicationPageSize = (fallback: 20, max: 100)
     /// In how many groups a listing marks due items expired (with their events) before it reads.
@@ -48,7 +38,6 @@ extension GroupdService {
         let query = ApplicationQuery(
             userID: call.caller.operatorID, kinds: try Self.kinds(request.kind), states: try Self.states(request.states),
             groupID: request.groupID.isEmpty ? nil : request.groupID, roles: try Self.roles(request.roles), now: now)
-        let store = try applications
         // Items past their expiry read as EXPIRED either way; marking them stores their events.
         _ = try await store.expireApplications(app: call.caller.appID, now: now, limit: Self.expiryBatch)
         let listing = try await store.listApplications(
@@ -74,7 +63,7 @@ extension GroupdService {
         let now = clock.now()
         // A time in the future would mark items not yet sent as read: it counts as now.
         let time = min(request.readTime.map(Self.time) ?? now, now)
-        let (readTime, unread) = try await applications.markApplicationsRead(
+        let (readTime, unread) = try await store.markApplicationsRead(
             app: call.caller.appID, userID: user, upTo: time, now: now)
         return .with {
             $0.readTime = APIMapping.timestamp(readTime)
@@ -135,7 +124,7 @@ extension GroupdService {
         if id.isEmpty { throw GroupError.invalidArgument(field: "application_id", "application_id must not be empty") }
         let caller = call.caller
         let now = clock.now()
-        let committed = try await applications.decideApplication(
+        let committed = try await store.decideApplication(
             app: caller.appID, id: id, operatorID: caller.operatorID, at: now
         ) { snapshot in
             guard let application = snapshot.application else { throw GroupError.applicationNotFound(id) }

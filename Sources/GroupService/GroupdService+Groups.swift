@@ -87,7 +87,7 @@ extension GroupdService {
     /// and answered FAILED with reason `TOO_MANY_GROUPS`.
     func commitCreation(_ plan: GroupCreationPlan, _ call: CallContext, includeOwner: Bool = false) async throws -> CreatedGroup {
         let limits = call.limits
-        let committed = try await operations.createGroup(plan) { counts in
+        let committed = try await store.createGroup(plan) { counts in
             let (revised, refused) = try GroupRules.applyGroupLimit(to: plan, joinedGroupCounts: counts, limits: limits)
             return (revised, (members: revised.members, refused: refused))
         }

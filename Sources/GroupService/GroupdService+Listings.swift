@@ -30,12 +30,12 @@ extension GroupdService {
             types.insert(try APIMapping.groupType(type, field: "types[\(index)]"))
         }
         let size = try Self.pageSize(request.pageSize, fallback: 50, max: 100)
-        let page = try await operations.joinedGroups(
+        let page = try await store.joinedGroups(
             app: call.caller.appID, userID: user, after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
         // AVChatRoom is never listed, so never counted (its owner's row is stored).
         let counted = (types.isEmpty ? Set(GroupType.allCases) : types).filter(GroupRules.countsTowardGroupLimit)
         let total = counted.isEmpty
-            ? 0 : try await operations.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
+            ? 0 : try await store.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
         var views: [Groupd_V1_Group] = []
         for item in page.items where types.isEmpty || types.contains(item.group.type) {
             var view = Self.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
@@ -78,7 +78,7 @@ extension GroupdService {
         let size = try Self.pageSize(request.pageSize, fallback: 20, max: 100)
         let app = call.caller.appID
         let user = call.caller.operatorID
-        let page = try await operations.searchGroups(
+        let page = try await store.searchGroups(
             app: app, keyword: keyword, userID: user, matchNameCards: fields.contains(.memberNameCard),
             after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
         var memberships: [String: Member] = [:]
@@ -87,7 +87,7 @@ extension GroupdService {
         }
         var matchedMembers: [String: [Member]] = [:]
         if fields.contains(.memberNameCard), !memberships.isEmpty {
-            matchedMembers = try await operations.nameCardMatches(
+            matchedMembers = try await store.nameCardMatches(
                 app: app, groupIDs: Array(memberships.keys), keyword: keyword, limit: Self.matchedMembersPerGroup)
         }
         var results: [Groupd_V1_GroupSearchResult] = []

@@ -55,7 +55,7 @@ extension GroupdService {
         var members: [Member]
         var next: String?
         if group.type.preset.behaviour.membershipStored {
-            let page = try await operations.listMembers(
+            let page = try await store.listMembers(
                 app: app, groupID: group.id, filter: filter, after: request.pageToken.isEmpty ? nil : request.pageToken,
                 limit: size)
             members = page.items
@@ -63,7 +63,7 @@ extension GroupdService {
         } else {
             members = []
             if filter.includes(.owner), let owner = group.ownerID,
-               let stored = try await operations.members(app: app, groupID: group.id, userIDs: [owner])[owner] {
+               let stored = try await store.members(app: app, groupID: group.id, userIDs: [owner])[owner] {
                 members.append(stored)
             }
             if filter.includes(.member) {
@@ -96,7 +96,7 @@ extension GroupdService {
         try GroupRules.authorize(.viewMemberInfo, type: group.type, settings: group.settings, actor: op.role).get()
         let app = call.caller.appID
         let wanted = Self.distinctTargets(users, limits: call.limits)
-        var found = try await operations.members(app: app, groupID: group.id, userIDs: wanted)
+        var found = try await store.members(app: app, groupID: group.id, userIDs: wanted)
         if !group.type.preset.behaviour.membershipStored {
             found.merge(audience.members(app: app, group: group.id, users: wanted)) { stored, _ in stored }
         }
@@ -135,7 +135,7 @@ extension GroupdService {
         guard let user = call.caller.operatorID, let membership else {
             throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
         }
-        let remark = try await operations.remark(app: call.caller.appID, groupID: group.id, userID: user)
+        let remark = try await store.remark(app: call.caller.appID, groupID: group.id, userID: user)
         var views = [Self.memberView(membership, actor: op.role, call: call)]
         await filterMemberViews(&views, role: op.role, group: group, call)
         let own = views[0]
@@ -235,10 +235,10 @@ extension GroupdService {
         let app = call.caller.appID
         // Check the operator before reading their remark.
         try GroupRules.authorize(.setOwnPreferences, type: group.type, settings: group.settings, actor: op.role).get()
-        let current = try await call.caller.operatorID.asyncMap { try await operations.remark(app: app, groupID: group.id, userID: $0) }
+        let current = try await call.caller.operatorID.asyncMap { try await store.remark(app: app, groupID: group.id, userID: $0) }
         let plan = try GroupRules.planRemark(request.remark, in: group, by: op, current: current.flatMap { $0.isEmpty ? nil : $0 })
         if !plan.events.isEmpty {
-            _ = try await operations.setRemark(app: app, groupID: group.id, plan: plan, at: clock.now())
+            _ = try await store.setRemark(app: app, groupID: group.id, plan: plan, at: clock.now())
         }
         return Groupd_V1_SetGroupRemarkResponse()
     }

@@ -50,7 +50,7 @@ extension GroupdService {
         }
         let caller = call.caller
         let newID = ApplicationID.make()
-        let committed = try await applications.mutateApplications(
+        let committed = try await store.mutateApplications(
             app: caller.appID, groupID: request.groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
             at: now
         ) { snapshot in
@@ -108,7 +108,7 @@ extension GroupdService {
             return .with { $0.results = refused.map(Self.policyRefusedResult) }
         }
         let targets = Self.distinctTargets(users, limits: limits)
-        let committed = try await applications.mutateApplications(
+        let committed = try await store.mutateApplications(
             app: caller.appID, groupID: request.groupID, operatorID: caller.operatorID, targets: targets,
             kind: .invitation, at: now
         ) { snapshot in

@@ -6,9 +6,6 @@ import GroupStore
 /// store), the AVChatRoom audience kept in memory around it, and the caller's view of groups and
 /// members (visibility, readable custom fields).
 extension GroupdService {
-    /// The store's issue-3 operations.
-    var operations: any GroupOperationStore { store }
-
     /// The model's operator for the caller, with their membership (nil: none, or the backend).
     static func groupOperator(_ caller: Caller, membership: Member?) -> GroupOperator {
         guard let user = caller.operatorID else { return .backend }
@@ -53,7 +50,7 @@ extension GroupdService {
         let caller = call.caller
         let app = caller.appID
         let audience = self.audience
-        let committed = try await operations.mutateGroup(
+        let committed = try await store.mutateGroup(
             app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now()
         ) { stored in
             var snapshot = stored

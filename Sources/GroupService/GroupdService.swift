@@ -9,7 +9,7 @@ import Synchronization
 /// groupd's RPC layer: authenticates each call, runs its handler against the model and the
 /// store, and maps outcomes to gRPC. One instance serves every app of the configuration.
 public final class GroupdService: Sendable {
-    let store: any GroupOperationStore
+    let store: Store
     let clock: any WallClock
     let logger: Logger
     /// The health service, for `beginShutdown()`.
@@ -36,7 +36,7 @@ public final class GroupdService: Sendable {
     ///   - logger: Where unexpected failures are logged.
     ///   - policy: The policy plugins (chains already applied); none by default.
     public init(
-        configuration: GroupdConfiguration, store: any GroupOperationStore, authenticator: Authenticator,
+        configuration: GroupdConfiguration, store: Store, authenticator: Authenticator,
         clock: any WallClock = SystemWallClock(), logger: Logger, policy: ServicePolicy = .disabled
     ) {
         self.policy = policy
@@ -44,7 +44,7 @@ public final class GroupdService: Sendable {
         self.clock = clock
         self.logger = logger
         self.current = Mutex(ConfigurationSnapshot(configuration: configuration, authenticator: authenticator))
-        self.events = EventHub(store: store as? any EventLogStore, clock: clock, logger: logger)
+        self.events = EventHub(store: store, clock: clock, logger: logger)
         policy.notifyAfterEvents(from: events)
     }
 

@@ -16,33 +16,33 @@ public struct GroupCacheStatistics: Sendable, Hashable {
 }
 
 /// A per-node, in-memory cache of group records, keyed by app and group id, for
-/// ``SQLiteGroupStore/groups(app:ids:)``.
+/// ``Store/groups(app:ids:)``.
 ///
-/// **Exact for one node over SQLite.** Every write to the file goes through this process's
-/// single ``SQLiteGroupStore`` (one writer connection), so the cache sees every commit and a
-/// read never returns a record older than the last write that *returned* (nor one older than a
-/// record another read already returned). It is not valid if anything else writes the file.
-/// The PostgreSQL store (several nodes writing one database) will need each node's cache to be
-/// invalidated from the shared event log (every group change appends an event with the group's
-/// id), or no such cache at all.
+/// **Exact for one node that is the database's only writer.** Every mutation goes through this
+/// process's ``Store`` (one commit queue), so the cache sees every commit and a read never
+/// returns a record older than the last write that *returned* (nor one older than a record
+/// another read already returned). It is not valid if anything else writes the database: a
+/// backend shared by several nodes needs each node's cache invalidated from the shared event
+/// log (every group change appends an event with the group's id), or no such cache at all.
 ///
 /// How it stays exact:
-/// - **Writes.** A mutation that changes a `groups` or `group_custom` row declares the keys it
-///   changes (``beginWrite(_:)``) *before* its transaction commits. From then on those keys are
-///   *pending*: lookups of them miss (go to SQLite, which is exact by itself) and read results
-///   for them are not kept. When the batch holding the mutation commits (the group commit
-///   queue's hook, which runs after `COMMIT` has executed and before any write of the batch
-///   returns), ``commitWrite(_:)`` drops the keys' records, clears the pending mark and bumps
-///   the generation. When the mutation's changes are discarded (its savepoint rolled back, or
-///   the batch's commit failed), ``rollbackWrite(_:)`` only clears the pending mark: the
-///   records stay as they were.
+/// - **Writes.** A mutation that changes a group row declares the key (``beginWrite(_:)``)
+///   *before* its transaction commits. From then on the key is *pending*: lookups of it miss
+///   (go to the database, which is exact by itself) and read results for it are not kept. When
+///   the batch holding the mutation commits (after `COMMIT` has executed and before any write of
+///   the batch returns), ``commitWrite(_:records:)`` puts the group as the mutation left it in
+///   place of the record (or drops it: a dismissed group), clears the pending mark and bumps the
+///   generation. When the mutation's changes are discarded (its savepoint rolled back, or the
+///   batch's commit failed), ``rollbackWrite(_:)`` only clears the pending mark: the record
+///   stays as it was.
 /// - **Read misses.** A read that misses notes the generation *before* it starts its database
 ///   read, and keeps its result (``fill(app:groups:generation:)``) only if no write committed
 ///   in the meantime and none of the keys is pending. A result read from a snapshot older than
-///   a commit can thus never be kept after that commit dropped the key.
+///   a commit can thus never be kept after that commit replaced the key.
 /// - **Batches.** A lookup answers from the cache only if every id hits, under one lock, so a
 ///   batch is one instant, as the single-snapshot database read is.
-/// - Ids that are missing (never created, or dismissed) are not cached: they always go to SQLite.
+/// - Ids that are missing (never created, or dismissed) are not cached: reads of them always go
+///   to the database (a created group enters the cache when its creation commits).
 /// - **Bound.** At most `capacity` records; a new one replaces the least recently used
 ///   approximately (CLOCK: a hit marks a record, eviction skips and clears marked ones).
 final class GroupCache: Sendable {
@@ -188,12 +188,17 @@ final class GroupCache: Sendable {
         }
     }
 
-    /// The write transaction that changed `keys` committed: drop their records.
-    func commitWrite(_ keys: [Key]) {
+    /// The mutation that changed `keys` committed: their records become `records[key]` (the
+    /// group as the mutation left it), or are dropped where `records` has none.
+    func commitWrite(_ keys: [Key], records: [Key: Group] = [:]) {
         state.withLock { state in
             state.generation &+= 1
             for key in keys {
-                state.remove(key)
+                if capacity > 0, !state.closed, let group = records[key] {
+                    state.insert(key, group, capacity: capacity)
+                } else {
+                    state.remove(key)
+                }
                 state.endPending(key)
             }
         }

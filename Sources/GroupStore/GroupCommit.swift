@@ -1,6 +1,6 @@
 import Foundation
-import GRDB
 public import GroupModel
+import Synchronization
 
 /// How the store groups pending writes into transactions (group commit).
 public struct WriteBatching: Sendable, Hashable {
@@ -20,138 +20,154 @@ public struct WriteBatching: Sendable, Hashable {
     public static let defaults = WriteBatching(maxWrites: 256, maxWait: .zero)
 }
 
-/// Group commit for one SQLite writer connection: mutations queue here and the writer applies
-/// every mutation waiting, up to ``WriteBatching/maxWrites``, in one transaction with one fsync.
+/// Group commit: mutations queue here, and every mutation waiting when the backend is free (up
+/// to ``WriteBatching/maxWrites``) is applied in one transaction, one fsync.
 ///
-/// - Each mutation runs in its own savepoint: one that throws is rolled back alone and fails
-///   alone; its neighbours commit.
-/// - A mutation is answered only once the transaction holding it has committed (or failed:
-///   then every mutation of the batch fails with the commit's error, and none of it is stored).
-/// - The events the batch appended are read in the transaction, before `COMMIT`, and handed to
-///   the observers once it has committed, in commit order, before any mutation is answered.
-/// - While a batch commits, new mutations queue; the writer takes them all when it is done, so
-///   the batch size follows the load without any waiting (``WriteBatching/maxWait`` adds some).
+/// - Each mutation runs in its own savepoint (``StoreBackend/commit(_:readEvents:then:)``): one
+///   that throws is rolled back alone and fails alone; its neighbours commit.
+/// - A mutation is answered only once the transaction holding it has committed (or failed: then
+///   every mutation of the batch fails with the commit's error, and none of it is stored).
+/// - The batch's events are handed to the observers once it has committed, in commit order,
+///   before any of its mutations is answered; so are the mutations' `committed` hooks (the
+///   group cache).
+/// - While a batch commits, new mutations queue; the next batch takes them all, so the batch size
+///   follows the load without waiting (``WriteBatching/maxWait`` adds a wait).
 final class GroupCommitQueue: Sendable {
-    /// What a mutation gives back once applied: how to answer its caller when the batch's fate
-    /// is known (`nil`: committed; an error: the commit failed).
+    /// How to answer a mutation's caller once its batch's fate is known (`nil`: committed).
     typealias Answer = @Sendable ((any Error)?) -> Void
+
+    /// What an applied mutation leaves for the end of its batch.
+    struct Applied: Sendable {
+        /// Answers the caller.
+        var answer: Answer
+        /// Runs after `COMMIT`, before observers and answers.
+        var committed: @Sendable () -> Void
+        /// Runs when the batch's commit failed (the mutation's changes are not stored).
+        var discarded: @Sendable () -> Void
+    }
 
     /// One queued mutation.
     struct PendingWrite: Sendable {
-        /// Applies the mutation in the batch's transaction (inside its savepoint).
-        let apply: @Sendable (Database) throws -> Answer
+        /// Applies the mutation in the batch's transaction (inside its savepoint). A mutation that
+        /// throws has undone its own side effects (cache marks) before throwing.
+        let apply: @Sendable (any StoreTransaction) throws -> Applied
         /// Answers the caller with the mutation's own error (its savepoint was rolled back).
         let fail: @Sendable (any Error) -> Void
     }
 
-    /// Reads the events a transaction appended after `eventID`, in order; called by the writer
-    /// inside the transaction, before `COMMIT`.
-    typealias EventReader = @Sendable (_ db: Database, _ afterEventID: Int64) throws -> [LoggedEvent]
+    /// Receives each committed batch's events.
+    typealias Observer = @Sendable (Result<[LoggedEvent], any Error>) -> Void
 
     private struct State {
         var pending: [PendingWrite] = []
         var draining = false
         var waiting = false
-        var observers: [@Sendable (Result<[LoggedEvent], any Error>) -> Void] = []
+        var observers: [Observer] = []
     }
 
-    private let pool: DatabasePool
+    /// Where a piece of work leaves its result for the end of the batch (written by the
+    /// backend's transaction, read by `then`, which the backend calls after the transaction).
+    private final class Slot: @unchecked Sendable {
+        var applied: Applied?
+    }
+
+    private let backend: any StoreBackend
     private let batching: WriteBatching
-    private let latestEventID: @Sendable (Database) throws -> Int64
-    private let readEvents: EventReader
     /// Guards `state`; signalled when a mutation arrives while the writer waits for more.
     private let condition = NSCondition()
     /// Only touched with `condition` locked.
     nonisolated(unsafe) private var state = State()
-    /// What the mutation being applied asked to run once its fate is known (writer only).
-    nonisolated(unsafe) private var mutationHooks: [Hook] = []
-    /// The hooks of the batch's mutations that applied (writer only).
-    nonisolated(unsafe) private var batchHooks: [Hook] = []
 
-    /// Code to run once a mutation's changes are known to be stored, or known to be discarded.
-    struct Hook {
-        var committed: () -> Void
-        var discarded: () -> Void
-    }
-
-    /// A queue committing through `pool`'s writer.
-    /// - Parameters:
-    ///   - latestEventID: The highest event id given so far (read on the writer).
-    ///   - readEvents: Reads the events appended after an event id (on the writer, in the transaction).
-    init(
-        pool: DatabasePool, batching: WriteBatching, latestEventID: @escaping @Sendable (Database) throws -> Int64,
-        readEvents: @escaping EventReader
-    ) {
-        self.pool = pool
+    /// A queue committing through `backend`.
+    init(backend: any StoreBackend, batching: WriteBatching) {
+        self.backend = backend
         self.batching = batching
-        self.latestEventID = latestEventID
-        self.readEvents = readEvents
     }
 
-    /// Hands every batch's committed events to `observer` from now on, on the writer, before the
-    /// batch's mutations are answered. A failure to read them is handed over as an error (the
-    /// batch itself committed).
-    func observe(_ observer: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
+    /// Hands every batch's committed events to `observer` from now on (on the thread that ends
+    /// the batch), before the batch's mutations are answered. A failure to read them is handed
+    /// over as an error (the batch itself committed).
+    func observe(_ observer: @escaping Observer) {
         condition.lock()
         state.observers.append(observer)
         condition.unlock()
     }
 
-    /// Applies `body` in the next batch's transaction, in its own savepoint, and returns its
-    /// value once that transaction has committed.
-    /// - Throws: What `body` throws (nothing of it is stored), or the commit's error (nothing
-    ///   of the batch is stored).
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
-            enqueue(PendingWrite(
-                apply: { db in
-                    let value = try body(db)
-                    return { error in
-                        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
-                    }
-                },
-                fail: { error in continuation.resume(throwing: error) }))
-        }
-    }
-
-    /// From inside a mutation (on the writer): run `committed` once the batch holding it has
-    /// committed (after `COMMIT`, before any answer), or `discarded` if its changes are not
-    /// stored (its savepoint rolled back, or the batch's commit failed).
-    func afterMutation(committed: @escaping () -> Void, discarded: @escaping () -> Void) {
-        mutationHooks.append(Hook(committed: committed, discarded: discarded))
-    }
-
-    private func enqueue(_ write: PendingWrite) {
+    /// Queues a mutation for the next batch.
+    func enqueue(_ write: PendingWrite) {
         condition.lock()
         state.pending.append(write)
         let start = !state.draining
         state.draining = true
         if state.waiting { condition.signal() }
         condition.unlock()
-        if start {
-            pool.asyncWriteWithoutTransaction { db in self.drain(db) }
+        if start { drive() }
+    }
+
+    // MARK: Batches
+
+    /// Runs batches until none is waiting. A backend that calls `then` before `commit` returns
+    /// is looped over here; one that calls it later continues from `then`.
+    private func drive() {
+        while let batch = take() {
+            let turn = Mutex((finished: false, returned: false))
+            let slots = batch.map { _ in Slot() }
+            let work: [TransactionWork] = zip(batch, slots).map { write, slot in
+                { transaction in slot.applied = try write.apply(transaction) }
+            }
+            backend.commit(work, readEvents: !observers().isEmpty) { outcome in
+                self.finish(batch, slots: slots, outcome: outcome)
+                let callReturned = turn.withLock { turn in
+                    turn.finished = true
+                    return turn.returned
+                }
+                if callReturned { self.drive() }
+            }
+            let finished = turn.withLock { turn in
+                turn.returned = true
+                return turn.finished
+            }
+            if !finished { return }
         }
     }
 
-    // MARK: The writer
-
-    /// Applies batches until none is waiting (on the writer).
-    private func drain(_ db: Database) {
-        var batch: [PendingWrite] = []
-        while take(into: &batch) {
-            run(batch, db)
-            batch.removeAll(keepingCapacity: true)
+    /// Ends a batch: hooks, observers, answers.
+    private func finish(_ batch: [PendingWrite], slots: [Slot], outcome: BatchOutcome) {
+        for (index, error) in outcome.failures { batch[index].fail(error) }
+        switch outcome.commit {
+        case .success(let events):
+            for slot in slots { slot.applied?.committed() }
+            let observers = self.observers()
+            if let error = outcome.eventReadError {
+                for observer in observers { observer(.failure(error)) }
+            } else if !events.isEmpty {
+                for observer in observers { observer(.success(events)) }
+            }
+            for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
+                if let applied = slot.applied {
+                    applied.answer(nil)
+                } else {
+                    batch[index].fail(GroupError.internal("the backend committed a batch without running one of its mutations"))
+                }
+            }
+        case .failure(let error):
+            // Nothing of the batch is stored: the mutations that applied are discarded, the ones
+            // the backend did not reach (it gave up on the transaction) fail with it too.
+            for slot in slots { slot.applied?.discarded() }
+            for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
+                if let applied = slot.applied { applied.answer(error) } else { batch[index].fail(error) }
+            }
         }
     }
 
-    /// Moves up to `maxWrites` waiting mutations into `batch` (waiting up to `maxWait` for more
-    /// when it is not full); false, and the queue marked idle, when none is waiting.
-    private func take(into batch: inout [PendingWrite]) -> Bool {
+    /// Up to `maxWrites` waiting mutations (waiting up to `maxWait` for more when fewer are
+    /// there); `nil`, and the queue marked idle, when none is waiting.
+    private func take() -> [PendingWrite]? {
         condition.lock()
         defer { condition.unlock() }
         if state.pending.isEmpty {
             state.draining = false
-            return false
+            return nil
         }
         if batching.maxWait > .zero, state.pending.count < batching.maxWrites {
             let deadline = Date().addingTimeInterval(Self.seconds(batching.maxWait))
@@ -161,109 +177,21 @@ final class GroupCommitQueue: Sendable {
         }
         let count = min(state.pending.count, batching.maxWrites)
         if count == state.pending.count {
-            swap(&batch, &state.pending)
-        } else {
-            batch.append(contentsOf: state.pending[..<count])
-            state.pending.removeFirst(count)
+            defer { state.pending = [] }
+            return state.pending
         }
-        return true
+        defer { state.pending.removeFirst(count) }
+        return Array(state.pending[..<count])
     }
 
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        let (seconds, attoseconds) = duration.components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
-
-    /// One transaction: every mutation in its savepoint, the new events read, `COMMIT`, the
-    /// observers, then the answers.
-    private func run(_ batch: [PendingWrite], _ db: Database) {
-        var answers: [Answer] = []
-        answers.reserveCapacity(batch.count)
-        var afterEventID: Int64 = 0
-        do {
-            try db.beginTransaction(.immediate)
-            afterEventID = try latestEventID(db)
-        } catch {
-            for write in batch { write.fail(error) }
-            return
-        }
-        for write in batch {
-            if !db.isInsideTransaction {
-                // An earlier failure ended the transaction (SQLite rolls back on I/O errors, a
-                // full disk…): what it held is gone; the rest starts a new one.
-                discardBatch(answers, GroupCommitError.transactionLost)
-                answers.removeAll()
-                do {
-                    try db.beginTransaction(.immediate)
-                    afterEventID = try latestEventID(db)
-                } catch {
-                    write.fail(error)
-                    continue
-                }
-            }
-            do {
-                try db.cachedStatement(sql: "SAVEPOINT mutation").execute()
-                let answer = try write.apply(db)
-                try db.cachedStatement(sql: "RELEASE SAVEPOINT mutation").execute()
-                answers.append(answer)
-                batchHooks += mutationHooks
-                mutationHooks.removeAll()
-            } catch {
-                if db.isInsideTransaction {
-                    try? db.cachedStatement(sql: "ROLLBACK TRANSACTION TO SAVEPOINT mutation").execute()
-                    try? db.cachedStatement(sql: "RELEASE SAVEPOINT mutation").execute()
-                }
-                for hook in mutationHooks { hook.discarded() }
-                mutationHooks.removeAll()
-                write.fail(error)
-            }
-        }
-        guard db.isInsideTransaction else {
-            discardBatch(answers, GroupCommitError.transactionLost)
-            return
-        }
-        let observers = self.observers()
-        var events: Result<[LoggedEvent], any Error> = .success([])
-        if !observers.isEmpty, !answers.isEmpty {
-            events = Result { try readEvents(db, afterEventID) }
-        }
-        do {
-            try db.commit()
-        } catch {
-            try? db.rollback()
-            discardBatch(answers, error)
-            return
-        }
-        for hook in batchHooks { hook.committed() }
-        batchHooks.removeAll()
-        if case .success(let list) = events, list.isEmpty {
-        } else {
-            for observer in observers { observer(events) }
-        }
-        for answer in answers { answer(nil) }
-    }
-
-    private func observers() -> [@Sendable (Result<[LoggedEvent], any Error>) -> Void] {
+    private func observers() -> [Observer] {
         condition.lock()
         defer { condition.unlock() }
         return state.observers
     }
 
-    /// The batch's applied mutations are not stored: their hooks learn it, their callers get `error`.
-    private func discardBatch(_ answers: [Answer], _ error: any Error) {
-        for hook in batchHooks { hook.discarded() }
-        batchHooks.removeAll()
-        for answer in answers { answer(error) }
-    }
-}
-
-/// Why a mutation that had applied was not stored.
-enum GroupCommitError: Error, CustomStringConvertible {
-    /// SQLite ended the batch's transaction on a later mutation's error (I/O error, full disk):
-    /// nothing of the transaction is stored.
-    case transactionLost
-
-    var description: String {
-        "the write's transaction was rolled back by a storage error in the same batch"
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 }

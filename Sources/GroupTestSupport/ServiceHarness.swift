@@ -81,7 +81,7 @@ extension GRPCStatus {
     }
 }
 
-/// A ``GroupdService`` over a temporary SQLite store, serving ``TestApps/apps``, whose router's
+/// A ``GroupdService`` over a temporary store, serving ``TestApps/apps``, whose router's
 /// handlers are called in process, as any caller, with serialized request bytes; no socket.
 ///
 /// Keep the harness alive while using ``store``; its file goes with it.
@@ -101,18 +101,19 @@ public final class ServiceHarness: Sendable {
     private static let eventLoop = NIOAsyncTestingEventLoop()
 
     /// The store the service writes to.
-    public var store: SQLiteGroupStore { temporary.store }
+    public var store: Store { temporary.store }
 
     /// Builds the service.
     /// - Parameters:
     ///   - configuration: Apps and limits; ``TestApps/configuration(dataDir:)`` by default.
     ///   - clock: The service's and the authenticator's time source.
     ///   - policy: The policy plugins (chains applied by the caller); none by default.
+    ///   - store: The kind of store the service writes to.
     public init(
         configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock(),
-        policy: ServicePolicy = .disabled
+        policy: ServicePolicy = .disabled, store kind: StoreKind = .sqlite
     ) async throws {
-        let temporary = try await temporaryStore()
+        let temporary = try await temporaryStore(kind)
         let authenticator = await Authenticator(apps: configuration.apps, clock: clock)
         self.temporary = temporary
         self.configuration = configuration

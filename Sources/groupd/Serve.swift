@@ -31,7 +31,9 @@ struct Serve: AsyncParsableCommand {
             printError("groupd: cannot create data_dir \(configuration.dataDir): \(String(cString: strerror(errno)))")
             throw ExitCode(1)
         }
-        let store = try await SQLiteGroupStore.open(path: configuration.databasePath, durability: configuration.durability)
+        let store = Store(
+            backend: try await SQLiteBackend.open(path: configuration.databasePath, durability: configuration.durability),
+            batching: configuration.writeBatching)
         let authenticator = await Authenticator(configuration: configuration)
         // Policy plugins: load every app's chain before serving; a plugin that fails to load stops startup.
         let policy = ServicePolicy.standard(logger: logger)

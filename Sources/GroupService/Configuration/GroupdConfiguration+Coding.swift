@@ -57,7 +57,7 @@ extension KeyedDecodingContainer where Key == ConfigKey {
 
 extension GroupdConfiguration {
     private static let keys = [
-        "listen", "data_dir", "durability", "max_message_bytes", "max_header_list_bytes",
+        "listen", "data_dir", "durability", "write_batch", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
     ]
 
@@ -74,6 +74,7 @@ extension GroupdConfiguration {
                 message: "expected full or normal, found '\(durability)'")
         }
         self.durability = parsed
+        self.writeBatch = try c.value("write_batch", or: d.writeBatch)
         self.maxMessageBytes = try c.value("max_message_bytes", or: d.maxMessageBytes)
         self.maxHeaderListBytes = try c.value("max_header_list_bytes", or: d.maxHeaderListBytes)
         self.maxConcurrentStreams = try c.value("max_concurrent_streams", or: d.maxConcurrentStreams)
@@ -90,6 +91,7 @@ extension GroupdConfiguration {
         try c.encode(self.listen, forKey: ConfigKey("listen"))
         try c.encode(self.dataDir, forKey: ConfigKey("data_dir"))
         try c.encode(self.durability.rawValue, forKey: ConfigKey("durability"))
+        try c.encode(self.writeBatch, forKey: ConfigKey("write_batch"))
         try c.encode(self.maxMessageBytes, forKey: ConfigKey("max_message_bytes"))
         try c.encode(self.maxHeaderListBytes, forKey: ConfigKey("max_header_list_bytes"))
         try c.encode(self.maxConcurrentStreams, forKey: ConfigKey("max_concurrent_streams"))
@@ -114,6 +116,22 @@ extension GroupdConfiguration.Listen {
         var c = encoder.container(keyedBy: ConfigKey.self)
         try c.encode(self.host, forKey: ConfigKey("host"))
         try c.encode(self.port, forKey: ConfigKey("port"))
+    }
+}
+
+extension GroupdConfiguration.WriteBatch {
+    /// Decode, taking the default for every absent key and refusing unknown keys.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: ["max_writes", "max_wait_microseconds"])
+        self.maxWrites = try c.value("max_writes", or: Self.defaults.maxWrites)
+        self.maxWaitMicroseconds = try c.value("max_wait_microseconds", or: Self.defaults.maxWaitMicroseconds)
+    }
+
+    /// Encode every key.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.maxWrites, forKey: ConfigKey("max_writes"))
+        try c.encode(self.maxWaitMicroseconds, forKey: ConfigKey("max_wait_microseconds"))
     }
 }
 

@@ -48,6 +48,8 @@ extension GroupdConfiguration {
         try require(!self.listen.host.isEmpty, "listen.host", "expected an address, found an empty string")
         try inRange(self.listen.port, 0...65535, "listen.port")
         try require(!self.dataDir.isEmpty, "data_dir", "expected a directory, found an empty string")
+        try inRange(self.writeBatch.maxWrites, 1...10_000, "write_batch.max_writes")
+        try inRange(self.writeBatch.maxWaitMicroseconds, 0...100_000, "write_batch.max_wait_microseconds")
         try inRange(self.maxMessageBytes, 1...Int(Int32.max), "max_message_bytes")
         try inRange(self.maxHeaderListBytes, 1024...(64 * 1024 * 1024), "max_header_list_bytes")
         try inRange(self.maxConcurrentStreams, 1...Int(Int32.max), "max_concurrent_streams")

@@ -45,6 +45,26 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         }
     }
 
+    /// Group commit: how pending writes are grouped into transactions.
+    public struct WriteBatch: Codable, Sendable, Hashable {
+        /// `write_batch.max_writes`: the most writes one transaction (one fsync) commits, 1–10000.
+        /// Default 256.
+        public var maxWrites: Int
+        /// `write_batch.max_wait_microseconds`: how long the writer waits for more writes once it
+        /// has fewer than `max_writes`, 0–100000. Default 0: it never waits; the writes that arrive
+        /// while one transaction commits form the next.
+        public var maxWaitMicroseconds: Int
+
+        /// The defaults: 256 writes, no wait.
+        public static var defaults: WriteBatch { WriteBatch(maxWrites: 256, maxWaitMicroseconds: 0) }
+
+        /// Create batch settings.
+        public init(maxWrites: Int, maxWaitMicroseconds: Int) {
+            self.maxWrites = maxWrites
+            self.maxWaitMicroseconds = maxWaitMicroseconds
+        }
+    }
+
     /// One token secret of an app.
     public struct Secret: Codable, Sendable, Hashable {
         /// `apps[].secrets[].kid`: the key id a token names in its `kid` header to pick this
@@ -104,6 +124,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var dataDir: String
     /// `durability`: `full` (default) or `normal`; SQLite's `synchronous` (see ``Durability``).
     public var durability: Durability
+    /// `write_batch`: group commit (see ``WriteBatch``).
+    public var writeBatch: WriteBatch = .defaults
     /// `max_message_bytes`: the largest gRPC message accepted; larger ones get
     /// `RESOURCE_EXHAUSTED` from their length prefix. Default 4 MiB (4194304).
     public var maxMessageBytes: Int
@@ -155,6 +177,11 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     /// The app with id `id`, if configured.
     public func app(_ id: String) -> App? {
         self.apps.first { $0.id == id }
+    }
+
+    /// The store's batching, from ``writeBatch``.
+    public var writeBatching: WriteBatching {
+        WriteBatching(maxWrites: writeBatch.maxWrites, maxWait: .microseconds(writeBatch.maxWaitMicroseconds))
     }
 
     /// The path of the SQLite file: `data_dir/groupd.sqlite`.

@@ -105,7 +105,7 @@ extension EventHub {
 
     /// Catches a stream up and makes it live (see ``subscribe(_:call:writer:)``).
     private func bringLive(
-        _ subscriber: EventSubscriber, userID: String?, backlog: Bool, store: any EventLogStore
+        _ subscriber: EventSubscriber, userID: String?, backlog: Bool, store: Store
     ) async throws {
         if backlog { try await catchUp(subscriber, store: store) }
         guard register(subscriber) else { throw Self.shutdownStatus(cursor: subscriber.cursor) }
@@ -118,7 +118,7 @@ extension EventHub {
 
     /// Delivers the stored items after the stream's cursor, page by page, waiting on the
     /// stream's queue (the backlog is the one place a stream waits).
-    func catchUp(_ subscriber: EventSubscriber, store: any EventLogStore) async throws {
+    func catchUp(_ subscriber: EventSubscriber, store: Store) async throws {
         var after = subscriber.cursor.eventID
         while true {
             try Task.checkCancellation()

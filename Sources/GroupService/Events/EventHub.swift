@@ -108,7 +108,7 @@ public final class EventHub: Sendable {
     }
 
     /// The event log (`nil`: the store keeps none).
-    let store: (any EventLogStore)?
+    let store: Store?
     /// The time source.
     let clock: any WallClock
     /// Where failures are logged.
@@ -128,7 +128,7 @@ public final class EventHub: Sendable {
     ///   - clock: The time source (retention cutoffs, AVChatRoom windows).
     ///   - logger: Where read failures of committed rows are logged.
     ///   - settings: Tunables.
-    public init(store: (any EventLogStore)?, clock: any WallClock, logger: Logger, settings: Settings = Settings()) {
+    public init(store: Store?, clock: any WallClock, logger: Logger, settings: Settings = Settings()) {
         self.store = store
         self.clock = clock
         self.logger = logger

@@ -26,13 +26,12 @@ extension GroupdService {
     /// - Returns: How many events were deleted.
     @discardableResult
     public func purgeExpiredEvents() async throws -> Int {
-        guard let log = store as? any EventLogStore else { return 0 }
         let now = clock.now()
         var total = 0
         for app in configuration.apps {
             let cutoff = now.adding(seconds: -Int64(max(0, app.limits.eventRetentionSeconds)))
             total += try await Self.deleteInBatches(of: Self.eventPurgeBatch) { limit in
-                try await log.purgeEvents(app: app.id, olderThan: cutoff, limit: limit)
+                try await store.purgeEvents(app: app.id, olderThan: cutoff, limit: limit)
             }
         }
         return total
@@ -43,13 +42,12 @@ extension GroupdService {
     /// - Returns: How many messages were deleted.
     @discardableResult
     public func purgeExpiredMessages() async throws -> Int {
-        guard let messages = store as? any GroupMessageStore else { return 0 }
         let now = clock.now()
         var total = 0
         for app in configuration.apps where app.limits.messageRetentionSeconds > 0 {
             let cutoff = now.adding(seconds: -Int64(app.limits.messageRetentionSeconds))
             total += try await Self.deleteInBatches(of: Self.messagePurgeBatch) { limit in
-                try await messages.purgeMessages(app: app.id, olderThan: cutoff, limit: limit)
+                try await store.purgeMessages(app: app.id, olderThan: cutoff, limit: limit)
             }
         }
         return total
@@ -74,13 +72,12 @@ extension GroupdService {
     /// - Returns: How many events the expiries committed.
     @discardableResult
     public func expireDueApplications() async throws -> Int {
-        guard let applications = store as? any ApplicationStore else { return 0 }
         let now = clock.now()
         var total = 0
         for app in configuration.apps {
             for _ in 0..<Self.expirySweepRounds {
                 try Task.checkCancellation()
-                let events = try await applications.expireApplications(app: app.id, now: now, limit: Self.expiryBatch)
+                let events = try await store.expireApplications(app: app.id, now: now, limit: Self.expiryBatch)
                 total += events.count
                 // Every expired item commits at least one event: none means nothing was due.
                 if events.isEmpty { break }

@@ -19,16 +19,6 @@ extension GroupdService {
         }
     }
 
-    /// The store's message operations.
-    var messages: any GroupMessageStore {
-        get throws {
-            guard let store = store as? any GroupMessageStore else {
-                throw GroupError.internal("the store keeps no group messages")
-            }
-            return store
-        }
-    }
-
     /// SendGroupMessage.
     ///
     /// 1. Validate the request (`INVALID_ARGUMENT`); the backend must act for a user.
@@ -60,7 +50,7 @@ extension GroupdService {
         let now = clock.now()
         if let clientID = content.clientMessageID {
             let earlier = stored
-                ? try await messages.message(app: app, groupID: groupID, senderID: sender, clientMessageID: clientID)?.message
+                ? try await store.message(app: app, groupID: groupID, senderID: sender, clientMessageID: clientID)?.message
                 : roomMessages.sent(app: app, groupID: groupID, senderID: sender, clientMessageID: clientID, now: now)
             if let earlier { return Self.sendResponse(.sent(earlier, deduplicated: true)) }
         }
@@ -83,7 +73,7 @@ extension GroupdService {
             }
             return Self.sendResponse(outcome)
         }
-        let appended = try await messages.appendMessage(message, at: now) { group, member in
+        let appended = try await store.appendMessage(message, at: now) { group, member in
             try GroupRules.checkSend(in: group, by: .user(sender, membership: member), now: now)
         }
         return Self.sendResponse(.sent(appended.stored.message, deduplicated: appended.deduplicated))
@@ -111,7 +101,7 @@ extension GroupdService {
         }
         let (group, membership) = try await loadGroup(call, groupID: request.groupID)
         let floor = try GroupRules.historyFloor(in: group, by: Self.groupOperator(call.caller, membership: membership))
-        let page = try await messages.messages(
+        let page = try await store.messages(
             app: call.caller.appID, groupID: request.groupID,
             range: MessageRange(direction: direction, anchor: anchor, floor: floor), limit: size)
         return .with {
@@ -136,7 +126,7 @@ extension GroupdService {
                 message: "marking a group read needs a user: send x-operator-id with the admin token",
                 metadata: ["field": "x-operator-id"])
         }
-        let committed = try await messages.markRead(
+        let committed = try await store.markRead(
             app: call.caller.appID, groupID: request.groupID, userID: user,
             upTo: request.readSequence == 0 ? nil : Int64(clamping: request.readSequence), at: clock.now()
         ) { snapshot in
@@ -174,7 +164,7 @@ extension GroupdService {
             return (change, ())
         }
         guard let first = result.events.first,
-            let eventID = try await messages.eventIDs(app: call.caller.appID, groupID: request.groupID, sequences: [first.sequence])[first.sequence]
+            let eventID = try await store.eventIDs(app: call.caller.appID, groupID: request.groupID, sequences: [first.sequence])[first.sequence]
         else { throw GroupError.internal("the notification stored no event") }
         return .with {
             $0.event = Self.notificationView(first, eventID: eventID, group: result.group, recipients: recipients)

@@ -11,7 +11,7 @@ extension GroupdService {
         guard let user = call.caller.operatorID else { return }
         let joined = views.filter { $0.selfInfo != nil }.map(\.groupID)
         if joined.isEmpty { return }
-        let reads = try await messages.readStates(app: call.caller.appID, userID: user, groupIDs: joined)
+        let reads = try await store.readStates(app: call.caller.appID, userID: user, groupIDs: joined)
         for index in views.indices {
             guard views[index].selfInfo != nil, let read = reads[views[index].groupID] else { continue }
             views[index].readSequence = UInt64(max(read.readSequence, 0))

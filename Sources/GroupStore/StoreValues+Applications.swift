@@ -3,13 +3,13 @@ public import GroupModel
 /// What an application plan reads, loaded inside the write transaction that applies it.
 public struct ApplicationSnapshot: Sendable {
     /// The group, the operator's and the named users' memberships, their joined-group counts and
-    /// retained mutes (as ``GroupOperationStore/mutateGroup(app:groupID:operatorID:targets:at:plan:)``
+    /// retained mutes (as ``Store/mutateGroup(app:groupID:operatorID:targets:at:parts:plan:)``
     /// loads them).
     public var group: GroupSnapshot
     /// The pending items of the group (not yet marked expired) whose subject is one of the named
     /// users, of the requested kind, keyed by subject.
     public var pending: [String: Application]
-    /// The item being decided on (``ApplicationStore/decideApplication(app:id:operatorID:at:plan:)``).
+    /// The item being decided on (``Store/decideApplication(app:id:operatorID:at:plan:)``).
     public var application: Application?
 
     /// Creates a snapshot.
@@ -114,48 +114,4 @@ public struct ApplicationListing: Sendable {
         self.unreadCount = unreadCount
         self.readTime = readTime
     }
-}
-
-/// Join applications and invitations (issue 4), on top of the group operations.
-///
-/// Every mutation runs in one write transaction: first the group's items whose expiry passed are
-/// marked expired with their `APPLICATION_EXPIRED` events (committed even when the plan then
-/// refuses), then the snapshot is loaded, the pure plan runs, and its group change, items and
-/// events are written together.
-public protocol ApplicationStore: GroupOperationStore {
-    /// Runs a plan over a group and the pending items of `kind` whose subject is among `targets`
-    /// (JoinGroup: the applicant; InviteMembers: the invitees), and writes its change atomically.
-    /// - Throws: `GROUP_NOT_FOUND`; the plan's error; `INTERNAL`.
-    func mutateApplications<Value: Sendable>(
-        app: String, groupID: String, operatorID: String?, targets: [String], kind: ApplicationKind, at time: Timestamp,
-        plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
-    ) async throws -> Committed<ApplicationCommit<Value>>
-
-    /// Runs a decision plan over one item (found by id in the app) and its group, with the subject
-    /// (applicant or invitee) among the snapshot's targets, and writes its change atomically.
-    /// Two concurrent decisions on one item are serialised: the second sees the first's result.
-    /// - Throws: `APPLICATION_NOT_FOUND` when no such item exists in the app; `GROUP_NOT_FOUND`
-    ///   when its group was dismissed; the plan's error; `INTERNAL`.
-    func decideApplication<Value: Sendable>(
-        app: String, id: String, operatorID: String?, at time: Timestamp,
-        plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
-    ) async throws -> Committed<ApplicationCommit<Value>>
-
-    /// One page of the caller's items, newest first (by creation time), with the unread count over
-    /// every item matching `query` and the caller's read time, all read in one transaction. The
-    /// cursor also records where the listing began, so items created later are not listed and no
-    /// item is listed twice. Items of dismissed groups are left out.
-    /// - Throws: `INVALID_ARGUMENT` naming `page_token` for a malformed cursor; `INTERNAL`.
-    func listApplications(app: String, query: ApplicationQuery, after cursor: String?, limit: Int) async throws -> ApplicationListing
-
-    /// Moves the user's read time to `time` (never backwards) and returns it, with the unread
-    /// count over all the user's items afterwards.
-    func markApplicationsRead(app: String, userID: String, upTo time: Timestamp, now: Timestamp) async throws -> (readTime: Timestamp, unreadCount: Int)
-
-    /// Marks the items of the app whose expiry passed by `now` as expired, with their events, in
-    /// at most `limit` groups, one transaction per group. Returns the committed events.
-    func expireApplications(app: String, now: Timestamp, limit: Int) async throws -> [GroupEvent]
-
-    /// One item by id as stored (`nil`: none in the app).
-    func application(app: String, id: String) async throws -> Application?
 }

@@ -119,39 +119,3 @@ public struct RetainedStart: Sendable, Hashable {
         self.time = time
     }
 }
-
-/// The event log as the event stream reads it: committed rows pushed once per commit, backlogs
-/// read from the store, and retention.
-///
-/// - Every row inserted into `group_events` by any write transaction reaches
-///   ``observeCommittedEvents(_:)`` once its transaction commits, in commit order (which is
-///   `event_id` order), whatever code wrote it.
-public protocol EventLogStore: Sendable {
-    /// Calls `handler` after every commit that inserted `group_events` rows, with those rows in
-    /// `event_id` order, on the store's writer (in commit order; keep it short and never block).
-    /// A `.failure` means committed rows could not be read: streams must resume from the store.
-    func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void)
-
-    /// The highest `event_id` committed so far (0: none).
-    func latestEventID() async throws -> Int64
-
-    /// Every event of `app` after `eventID`, in order, at most `limit` rows examined.
-    func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
-
-    /// The events of `app` a user's stream carries after `eventID`: those addressed to the user,
-    /// the group and approver events of the groups (AVChatRoom: only the stored owner) while the user was a member
-    /// (from the join on; through the kick or quit for groups left since `eventID`), approver
-    /// events where the user approves now. At most `limit` rows examined.
-    func userEvents(app: String, userID: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
-
-    /// The user's stored memberships of `app` with the snapshot's watermark.
-    func streamMemberships(app: String, userID: String) async throws -> MembershipSnapshot
-
-    /// The oldest retained position of `app` given the retention `cutoff` (events older than it
-    /// are expired, purged or not).
-    func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart
-
-    /// Delete up to `limit` events of `app` older than `cutoff` (group messages stay: they are
-    /// the history). Returns how many were deleted.
-    func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int
-}

@@ -64,11 +64,11 @@ extension ServiceHarness {
     }
 }
 
-@Suite("SQLite event log")
-struct SQLiteGroupStoreEventTests {
-    @Test("Every committed group_events row reaches the observer once, in commit order; rolled-back rows never")
-    func observerSeesCommitsOnly() async throws {
-        let harness = try await ServiceHarness()
+@Suite("Store conformance: the event log")
+struct StoreEventTests {
+    @Test("Every committed group_events row reaches the observer once, in commit order; rolled-back rows never", arguments: StoreKind.allCases)
+    func observerSeesCommitsOnly(kind: StoreKind) async throws {
+        let harness = try await ServiceHarness(store: kind)
         let seen = Mutex<[[Int64]]>([])
         harness.store.observeCommittedEvents { result in
             if case .success(let events) = result { seen.withLock { $0.append(events.map(\.eventID)) } }
@@ -89,9 +89,9 @@ struct SQLiteGroupStoreEventTests {
         #expect(log.allSatisfy { $0.groupType == .work })
     }
 
-    @Test("A user's backlog covers each membership: through the kick, then again from the rejoin, nothing between")
-    func userBacklogIntervals() async throws {
-        let harness = try await ServiceHarness()
+    @Test("A user's backlog covers each membership: through the kick, then again from the rejoin, nothing between", arguments: StoreKind.allCases)
+    func userBacklogIntervals(kind: StoreKind) async throws {
+        let harness = try await ServiceHarness(store: kind)
         try await harness.createWork("g", owner: "alice")
         try await harness.rename("g", "before", as: "alice")
         try await harness.invite("carol", to: "g", as: "alice")
@@ -118,9 +118,9 @@ struct SQLiteGroupStoreEventTests {
         #expect(try await harness.userLog("stranger").isEmpty)
     }
 
-    @Test("Approver notifications go to the approvers, resolved when committed and when read")
-    func approvers() async throws {
-        let harness = try await ServiceHarness()
+    @Test("Approver notifications go to the approvers, resolved when committed and when read", arguments: StoreKind.allCases)
+    func approvers(kind: StoreKind) async throws {
+        let harness = try await ServiceHarness(store: kind)
         _ = try await harness.ok(GroupMethods.createGroup, .with {
             $0.groupID = "p"
             $0.type = .public
@@ -139,10 +139,10 @@ struct SQLiteGroupStoreEventTests {
         #expect(try await harness.userLog("dan").contains { $0.eventID == application.eventID } == false)
     }
 
-    @Test("Purging removes events older than the cutoff but keeps messages; the retained start follows")
-    func purgeAndRetainedStart() async throws {
+    @Test("Purging removes events older than the cutoff but keeps messages; the retained start follows", arguments: StoreKind.allCases)
+    func purgeAndRetainedStart(kind: StoreKind) async throws {
         let clock = ManualWallClock()
-        let harness = try await ServiceHarness(clock: clock)
+        let harness = try await ServiceHarness(clock: clock, store: kind)
         try await harness.createWork("g", owner: "alice", members: ["bob"])
         _ = try await harness.ok(Groupd_V1_MessageService.Method.sendGroupMessage, .with {
             $0.groupID = "g"

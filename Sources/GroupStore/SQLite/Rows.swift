@@ -206,7 +206,7 @@ enum Rows {
         """
 
     /// Inserts a member row and its custom fields.
-    /// - Parameter origin: Whether the schema has the origin columns (``SQLiteGroupStore/storesMemberOrigin``).
+    /// - Parameter origin: Whether the schema has the origin columns (``SQLiteBackend/storesMemberOrigin``).
     static func insert(_ member: Member, groupKey: Int64, appID: String, origin: Bool, db: Database) throws {
         var arguments: StatementArguments = [
             groupKey, member.userID, appID, member.role.rawValue, member.joinOrder,

@@ -1,130 +1,9 @@
 import Foundation
 import GRDB
-public import GroupModel
-import Synchronization
+import GroupModel
 
-/// ``EventLogStore`` over SQLite (issue 5): a transaction observer hands every committed
-/// `group_events` row to the event stream, one read per commit on the writer, in commit order.
-extension SQLiteGroupStore: EventLogStore {
-    public func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
-        commits.observe(handler)
-    }
-
-    public func latestEventID() async throws -> Int64 {
-        try await self.run { [pool] in
-            try await pool.read { db in try Self.latestEventID(db) }
-        }
-    }
-
-    public func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
-        let limit = max(1, limit)
-        return try await self.run { [pool] in
-            try await pool.read { db in
-                let latest = try Self.latestEventID(db)
-                let events = try Self.loggedEvents(
-                    db, where: "e.app_id = ? AND e.event_id > ? ORDER BY e.event_id LIMIT ?",
-                    arguments: [app, eventID, limit])
-                let isLast = events.count < limit
-                return EventLogPage(
-                    events: events, scannedThrough: isLast ? max(latest, eventID) : events.last?.eventID ?? eventID,
-                    isLast: isLast)
-            }
-        }
-    }
-
-    public func userEvents(app: String, userID: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
-        let limit = max(1, limit)
-        return try await self.run { [pool] in
-            try await pool.read { db in
-                let latest = try Self.latestEventID(db)
-                let scope = try Self.userScope(db, app: app, userID: userID, after: eventID)
-                let keys = Array(scope.intervals.keys)
-                let keyList = try Rows.jsonArray(keys)
-                let candidates = try Self.loggedEvents(
-                    db,
-                    where: """
-                        e.app_id = ? AND e.event_id > ?
-                          AND (e.recipient_user = ? OR e.group_id IN (SELECT value FROM json_each(?)))
-                        ORDER BY e.event_id LIMIT ?
-                        """,
-                    arguments: [app, eventID, userID, keyList, limit],
-                    resolveApprovers: false)
-                let isLast = candidates.count < limit
-                var events: [LoggedEvent] = []
-                for candidate in candidates where scope.includes(candidate, userID: userID) {
-                    var event = candidate
-                    if case .approvers = event.event.recipient { event.approvers = [userID] }
-                    events.append(event)
-                }
-                return EventLogPage(
-                    events: events,
-                    scannedThrough: isLast ? max(latest, eventID) : candidates.last?.eventID ?? eventID,
-                    isLast: isLast)
-            }
-        }
-    }
-
-    public func streamMemberships(app: String, userID: String) async throws -> MembershipSnapshot {
-        try await self.run { [pool] in
-            try await pool.read { db in
-                let watermark = try Self.latestEventID(db)
-                let rows = try Row.fetchCursor(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT g.group_id, g.type, m.join_seq, m.receive_option FROM members m
-                            JOIN groups g ON g.group_key = m.group_key
-                            WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL
-                            """),
-                    arguments: [app, userID])
-                var memberships: [StreamMembership] = []
-                while let row = try rows.next() {
-                    memberships.append(StreamMembership(
-                        groupID: try row.decode(atIndex: 0),
-                        groupType: try Rows.parse(row.decode(atIndex: 1), GroupType.init(rawValue:)),
-                        joinSequence: max(0, try row.decode(Int64.self, atIndex: 2) - 1),
-                        receiveOption: try Rows.parse(row.decode(atIndex: 3), ReceiveOption.init(rawValue:))))
-                }
-                return MembershipSnapshot(memberships: memberships, watermark: watermark)
-            }
-        }
-    }
-
-    public func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart {
-        try await self.run { [pool] in
-            try await pool.read { db in
-                if let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT event_id, time FROM group_events
-                            WHERE app_id = ? AND time >= ? ORDER BY event_id LIMIT 1
-                            """),
-                    arguments: [app, cutoff.millisecondsSince1970])
-                {
-                    let eventID: Int64 = try row.decode(atIndex: 0)
-                    return RetainedStart(
-                        afterEventID: eventID - 1, time: Timestamp(millisecondsSince1970: try row.decode(atIndex: 1)))
-                }
-                return RetainedStart(afterEventID: try Self.latestEventID(db), time: cutoff)
-            }
-        }
-    }
-
-    public func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await self.run { [commits] in
-            try await commits.write { db in
-                try db.cachedStatement(
-                    sql: """
-                        DELETE FROM group_events WHERE event_id IN (
-                            SELECT event_id FROM group_events
-                            WHERE app_id = ? AND time < ? AND kind <> 'GROUP_MESSAGE'
-                            ORDER BY event_id LIMIT ?)
-                        """
-                ).execute(arguments: [app, cutoff.millisecondsSince1970, max(0, limit)])
-                return db.changesCount
-            }
-        }
-    }
-
+/// The SQL of `group_events` rows as the event stream reads them, run inside the caller's transaction.
+enum EventRows {
     // MARK: Reading
 
     /// The highest `event_id` ever given (deleted rows included), from AUTOINCREMENT's counter.
@@ -173,7 +52,7 @@ extension SQLiteGroupStore: EventLogStore {
             events.append(logged)
         }
         if !messageIDs.isEmpty {
-            let bodies = try messageBodies(db, eventIDs: messageIDs)
+            let bodies = try MessageRows.messageBodies(db, eventIDs: messageIDs)
             for index in events.indices where events[index].event.kind == .groupMessage {
                 events[index].message = bodies[events[index].eventID]
             }
@@ -290,7 +169,7 @@ extension SQLiteGroupStore: EventLogStore {
     }
 }
 
-/// The group rows a user's stream carries (see ``SQLiteGroupStore/userScope(_:app:userID:after:)``).
+/// The group rows a user's stream carries (see ``EventRows/userScope(_:app:userID:after:)``).
 struct UserScope {
     /// A membership: the group's sequences after `after`, through `through` (`nil`: still a member).
     struct Interval {

@@ -1,6 +1,6 @@
 import GRDB
 
-extension SQLiteGroupStore {
+extension Schema {
     /// The numbered schema migrations. Append new ones (`v2`, `v3`…); never edit a shipped one.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -254,6 +254,40 @@ enum Schema {
                 read_at INTEGER NOT NULL,
                 PRIMARY KEY (app_id, user_id)
             ) WITHOUT ROWID;
+            """)
+    }
+
+    /// v5 (issue 5): group message bodies.
+    ///
+    /// - A message is a `group_events` row of kind `GROUP_MESSAGE` (its sequence, time, sender,
+    ///   and the store's commit path to subscribers) plus this row, keyed by the event's
+    ///   `event_id`, holding the body. `group_key` and `seq` are repeated here so that history
+    ///   pages and unread counts read one index, and no foreign key ties the body to its event
+    ///   row: history outlives the event log's retention. Bodies go with their group (cascade).
+    /// - `(group_key, sender_id, client_message_id)` is UNIQUE where a client id is given: a retry
+    ///   finds the first message, and two concurrent retries cannot both insert.
+    /// - `group_messages_by_seq` covers the unread count (`seq` above the read position, sender
+    ///   not the reader) without reading the table.
+    static func v5(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE group_messages (
+                event_id INTEGER PRIMARY KEY,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                message_id TEXT NOT NULL,
+                sender_id TEXT NOT NULL,
+                client_message_id TEXT,
+                type TEXT NOT NULL DEFAULT '',
+                text TEXT NOT NULL DEFAULT '',
+                payload BLOB NOT NULL DEFAULT x'',
+                priority TEXT NOT NULL CHECK (priority IN ('high', 'normal', 'low')),
+                sender_name_card TEXT NOT NULL DEFAULT '',
+                time INTEGER NOT NULL
+            );
+            CREATE INDEX group_messages_by_seq ON group_messages(group_key, seq, sender_id);
+            CREATE UNIQUE INDEX group_messages_by_client_id
+                ON group_messages(group_key, sender_id, client_message_id)
+                WHERE client_message_id IS NOT NULL;
             """)
     }
 

@@ -25,7 +25,7 @@ private func creation(
 
 @discardableResult
 private func create(
-    _ store: SQLiteGroupStore, _ id: String, app: String = "app-a", type: GroupType = .public,
+    _ store: Store, _ id: String, app: String = "app-a", type: GroupType = .public,
     owner: String = "alice", members: [String] = [], name: String = "team", now: Timestamp = t0
 ) async throws -> Group {
     try await store.createGroup(
@@ -49,7 +49,7 @@ private func groupError(_ body: () async throws -> Void) async -> GroupError? {
 /// A test plan: `user` joins as an ordinary member (with a retained mute, if any).
 @discardableResult
 private func join(
-    _ store: SQLiteGroupStore, _ id: String, _ user: String, app: String = "app-a", at time: Timestamp = t0
+    _ store: Store, _ id: String, _ user: String, app: String = "app-a", at time: Timestamp = t0
 ) async throws -> Committed<(value: Member, group: Group)> {
     try await store.mutateGroup(app: app, groupID: id, operatorID: user, targets: [], at: time) { snapshot in
         if snapshot.operatorMembership != nil {
@@ -68,7 +68,7 @@ private func join(
 /// A test plan: `user` quits (keeping a mute, if asked); the last member leaving dismisses.
 @discardableResult
 private func quit(
-    _ store: SQLiteGroupStore, _ id: String, _ user: String, keepMute: Timestamp? = nil, at time: Timestamp = t0
+    _ store: Store, _ id: String, _ user: String, keepMute: Timestamp? = nil, at time: Timestamp = t0
 ) async throws -> Committed<(value: Void, group: Group)> {
     try await store.mutateGroup(app: "app-a", groupID: id, operatorID: user, targets: [], at: time) { snapshot in
         guard snapshot.operatorMembership != nil else {
@@ -89,13 +89,13 @@ private final class Flag: Sendable {
     let value = Atomic<Bool>(false)
 }
 
-@Suite("SQLite group store: operations")
-struct SQLiteGroupStoreOperationsTests {
+@Suite("Store conformance: group operations")
+struct StoreOperationTests {
     // MARK: mutateGroup
 
-    @Test("a plan's change is applied exactly: group columns, custom fields, members, retained mutes, events")
-    func applyEveryField() async throws {
-        try await withTemporaryStore { store in
+    @Test("a plan's change is applied exactly: group columns, custom fields, members, retained mutes, events", arguments: StoreKind.allCases)
+    func applyEveryField(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             var plan = try creation(
                 "g1", members: [InitialMember(userID: "bob", custom: ["m1": [1]]), InitialMember(userID: "carol")],
                 custom: ["a": [1], "b": [2]])
@@ -207,9 +207,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("an empty change writes nothing and appends no event")
-    func emptyChange() async throws {
-        try await withTemporaryStore { store in
+    @Test("an empty change writes nothing and appends no event", arguments: StoreKind.allCases)
+    func emptyChange(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             let group = try await create(store, "g1", members: ["bob"])
             let result = try await store.mutateGroup(
                 app: "app-a", groupID: "g1", operatorID: "bob", targets: [], at: at(5)
@@ -225,9 +225,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("a throwing plan, or a failure before commit, rolls back and changes nothing")
-    func rollback() async throws {
-        try await withTemporaryStore { store in
+    @Test("a throwing plan, or a failure before commit, rolls back and changes nothing", arguments: StoreKind.allCases)
+    func rollback(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             let group = try await create(store, "g1", members: ["bob"])
             _ = try await store.groups(app: "app-a", ids: ["g1"])
             let refused = await groupError {
@@ -253,9 +253,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("a missing, dismissed or other app's group is NOT_FOUND / GROUP_NOT_FOUND")
-    func notFound() async throws {
-        try await withTemporaryStore { store in
+    @Test("a missing, dismissed or other app's group is NOT_FOUND / GROUP_NOT_FOUND", arguments: StoreKind.allCases)
+    func notFound(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1")
             try await create(store, "solo", type: .work)
             _ = try await store.mutateGroup(app: "app-a", groupID: "solo", operatorID: "alice", targets: [], at: t0) { snapshot in
@@ -275,9 +275,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("concurrent joins get unique, increasing join orders; events are numbered without gaps")
-    func concurrentJoins() async throws {
-        try await withTemporaryStore(durability: .normal) { store in
+    @Test("concurrent joins get unique, increasing join orders; events are numbered without gaps", arguments: StoreKind.allCases)
+    func concurrentJoins(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind, durability: .normal) { store in
             try await create(store, "g1")
             let users = (0..<200).map { "u\($0)" }
             try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -298,9 +298,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("events are numbered without gaps across kinds of operation")
-    func sequenceAcrossOperations() async throws {
-        try await withTemporaryStore { store in
+    @Test("events are numbered without gaps across kinds of operation", arguments: StoreKind.allCases)
+    func sequenceAcrossOperations(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1", members: ["bob"])
             try await join(store, "g1", "carol")
             let remarkEvents = try await store.setRemark(
@@ -323,17 +323,16 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("every mutateGroup and setRemark invalidates the cached group")
-    func cacheInvalidation() async throws {
-        try await withTemporaryStore { store in
+    @Test("every mutateGroup and setRemark is seen by the next read, cached or not", arguments: StoreKind.allCases)
+    func cacheInvalidation(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1")
             func cached() async throws -> Group {
                 _ = try await store.groups(app: "app-a", ids: ["g1"])  // make sure it is cached
                 return try #require(try await store.groups(app: "app-a", ids: ["g1"])["g1"])
             }
             var before = try await cached()
-            let hits = store.cacheStatistics().hits
-            #expect(hits > 0)
+            #expect(kind.cacheCapacity == 0 || store.cacheStatistics().hits > 0)
             try await join(store, "g1", "bob")
             var after = try #require(try await store.groups(app: "app-a", ids: ["g1"])["g1"])
             #expect(after.memberCount == before.memberCount + 1)
@@ -367,9 +366,9 @@ struct SQLiteGroupStoreOperationsTests {
 
     // MARK: Remarks
 
-    @Test("remarks are set, replaced and cleared, per user")
-    func remarks() async throws {
-        try await withTemporaryStore { store in
+    @Test("remarks are set, replaced and cleared, per user", arguments: StoreKind.allCases)
+    func remarks(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1", members: ["bob"])
             #expect(try await store.remark(app: "app-a", groupID: "g1", userID: "bob") == "")
             let event = GroupEvent.Draft(kind: .remarkChanged, operatorID: "bob", targets: ["bob"], recipient: .user("bob"))
@@ -399,9 +398,9 @@ struct SQLiteGroupStoreOperationsTests {
 
     // MARK: Member listing
 
-    @Test("member paging over 10,000 members stays exact under concurrent joins and quits")
-    func pagingUnderChurn() async throws {
-        try await withTemporaryStore(durability: .normal) { store in
+    @Test("member paging over 10,000 members stays exact under concurrent joins and quits", arguments: StoreKind.allCases)
+    func pagingUnderChurn(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind, durability: .normal) { store in
             try await create(store, "big")
             let stable = (0..<5_000).map { "s\($0)" }
             let churn = (0..<5_000).map { "c\($0)" }
@@ -462,9 +461,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("a user who quits and rejoins during a listing is listed at most once")
-    func rejoinDuringListing() async throws {
-        try await withTemporaryStore { store in
+    @Test("a user who quits and rejoins during a listing is listed at most once", arguments: StoreKind.allCases)
+    func rejoinDuringListing(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1", members: ["bob", "carol", "dave"])
             let first = try await store.listMembers(app: "app-a", groupID: "g1", filter: .all, after: nil, limit: 2)
             #expect(first.items.map(\.userID) == ["alice", "bob"])
@@ -480,9 +479,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("role filters list only their roles, in join order, across pages", arguments: MemberListFilter.allCases)
-    func roleFilters(_ filter: MemberListFilter) async throws {
-        try await withTemporaryStore { store in
+    @Test("role filters list only their roles, in join order, across pages", arguments: StoreKind.allCases, MemberListFilter.allCases)
+    func roleFilters(kind: StoreKind, _ filter: MemberListFilter) async throws {
+        try await withTemporaryStore(kind) { store in
             var plan = try creation("g1", members: (0..<12).map {
                 InitialMember(userID: "u\($0)", role: $0 % 3 == 0 ? .admin : .member)
             })
@@ -501,9 +500,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("members batch returns only members, with custom fields")
-    func membersBatch() async throws {
-        try await withTemporaryStore { store in
+    @Test("members batch returns only members, with custom fields", arguments: StoreKind.allCases)
+    func membersBatch(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             var plan = try creation("g1", members: [InitialMember(userID: "bob"), InitialMember(userID: "carol")])
             plan.members[1].custom = ["x": [1]]
             _ = try await store.createGroup(plan)
@@ -514,9 +513,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("a malformed page token is INVALID_ARGUMENT naming page_token", arguments: ["", "zz", "!", "1.2.3", "1..2", "zzzzzzzzzzzzzzzzzz.1"])
-    func invalidCursor(_ token: String) async throws {
-        try await withTemporaryStore { store in
+    @Test("a malformed page token is INVALID_ARGUMENT naming page_token", arguments: StoreKind.allCases, ["", "zz", "!", "1.2.3", "1..2", "zzzzzzzzzzzzzzzzzz.1"])
+    func invalidCursor(kind: StoreKind, _ token: String) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1")
             var errors: [GroupError?] = []
             errors.append(await groupError {
@@ -540,9 +539,9 @@ struct SQLiteGroupStoreOperationsTests {
 
     // MARK: Joined groups
 
-    @Test("joined groups: newest join first, no AVChatRoom, no dismissed group, paged, with role and remark")
-    func joinedGroups() async throws {
-        try await withTemporaryStore { store in
+    @Test("joined groups: newest join first, no AVChatRoom, no dismissed group, paged, with role and remark", arguments: StoreKind.allCases)
+    func joinedGroups(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             for i in 0..<7 {
                 try await create(store, "g\(i)", owner: "owner\(i)", name: "group \(i)")
                 try await join(store, "g\(i)", "bob", at: at(Int64(10 - i)))  // g6 oldest … g0 newest
@@ -570,9 +569,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("joined groups with equal join times page by group, none twice or skipped")
-    func joinedGroupsTies() async throws {
-        try await withTemporaryStore { store in
+    @Test("joined groups with equal join times page by group, none twice or skipped", arguments: StoreKind.allCases)
+    func joinedGroupsTies(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             for i in 0..<10 { try await create(store, "g\(i)", owner: "bob") }
             var ids: [String] = []
             var cursor: String?
@@ -587,9 +586,9 @@ struct SQLiteGroupStoreOperationsTests {
 
     // MARK: Search
 
-    @Test("search by id, by name (short and long keywords, any case), by name card; visibility; paging")
-    func search() async throws {
-        try await withTemporaryStore { store in
+    @Test("search by id, by name (short and long keywords, any case), by name card; visibility; paging", arguments: StoreKind.allCases)
+    func search(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "pub1", type: .public, owner: "alice", name: "Rust Lovers")
             try await create(store, "meet", type: .meeting, owner: "alice", name: "rust meetup")
             try await create(store, "room", type: .avChatRoom, owner: "alice", name: "Rusty room")
@@ -649,9 +648,9 @@ struct SQLiteGroupStoreOperationsTests {
 
     // MARK: App scoping
 
-    @Test("every method is scoped by app")
-    func appScoping() async throws {
-        try await withTemporaryStore { store in
+    @Test("every method is scoped by app", arguments: StoreKind.allCases)
+    func appScoping(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1", app: "app-a", members: ["bob"], name: "alpha team")
             try await create(store, "g1", app: "app-b", members: ["carol"], name: "beta team")
             try await join(store, "g1", "dave", app: "app-b")
@@ -684,9 +683,9 @@ struct SQLiteGroupStoreOperationsTests {
         }
     }
 
-    @Test("the snapshot's joined-group counts leave out AVChatRooms and dismissed groups")
-    func joinedCounts() async throws {
-        try await withTemporaryStore { store in
+    @Test("the snapshot's joined-group counts leave out AVChatRooms and dismissed groups", arguments: StoreKind.allCases)
+    func joinedCounts(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "g1")
             try await create(store, "g2", owner: "bob")
             try await create(store, "room", type: .avChatRoom, owner: "bob")
@@ -707,13 +706,13 @@ struct SQLiteGroupStoreOperationsTests {
     func migrationV6() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("db.sqlite")
-        let v5 = try await SQLiteGroupStore.open(path: path, durability: .full, cacheCapacity: 0, migratingUpTo: "v5")
-        #expect(try await v5.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5"])
+        let v5 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v5"), cacheCapacity: 0)
+        #expect(try await v5.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5"])
         _ = try await v5.createGroup(try creation("g1", members: [InitialMember(userID: "bob")]))
         try await v5.close()
 
-        let store = try await SQLiteGroupStore.open(path: path)
-        #expect(try await store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+        let store = Store(backend: try await SQLiteBackend.open(path: path))
+        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
         let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
         #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
         #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
@@ -728,19 +727,19 @@ struct SQLiteGroupStoreOperationsTests {
     func migrationV3() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("db.sqlite")
-        let v2 = try await SQLiteGroupStore.open(path: path, durability: .full, cacheCapacity: 0, migratingUpTo: "v2")
-        #expect(try await v2.appliedMigrations() == ["v1", "v2"])
+        let v2 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v2"), cacheCapacity: 0)
+        #expect(try await v2.sqlite.appliedMigrations() == ["v1", "v2"])
         let group = try await v2.createGroup(try creation("g1", members: [InitialMember(userID: "bob")])).value
         try await v2.close()
 
         for _ in 0..<2 {
-            let store = try await SQLiteGroupStore.open(path: path)
-            #expect(try await store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+            let store = Store(backend: try await SQLiteBackend.open(path: path))
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()
         }
-        let store = try await SQLiteGroupStore.open(path: path)
+        let store = Store(backend: try await SQLiteBackend.open(path: path))
         try await quit(store, "g1", "bob", keepMute: at(999))
         let rejoined = try await join(store, "g1", "bob")
         #expect(rejoined.value.value.mutedUntil == at(999))
@@ -748,11 +747,11 @@ struct SQLiteGroupStoreOperationsTests {
     }
 }
 
-@Suite("SQLite group store: creation with counts, joined-group counts, name-card matches")
-struct SQLiteGroupStoreCreationTests {
-    @Test("createGroup(_:revise:) hands revise the members' counted groups, writes the revised plan, or nothing when it throws")
-    func createWithCounts() async throws {
-        try await withTemporaryStore { store in
+@Suite("Store conformance: creation with counts, joined-group counts, name-card matches")
+struct StoreCreationTests {
+    @Test("createGroup(_:revise:) hands revise the members' counted groups, writes the revised plan, or nothing when it throws", arguments: StoreKind.allCases)
+    func createWithCounts(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             try await create(store, "a", members: ["bob"])
             try await create(store, "b", type: .work, members: ["bob"])
             try await create(store, "room", type: .avChatRoom)
@@ -794,9 +793,9 @@ struct SQLiteGroupStoreCreationTests {
         }
     }
 
-    @Test("nameCardMatches: members whose card contains the keyword, per live group of the app, in join order, limited")
-    func nameCards() async throws {
-        try await withTemporaryStore { store in
+    @Test("nameCardMatches: members whose card contains the keyword, per live group of the app, in join order, limited", arguments: StoreKind.allCases)
+    func nameCards(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             let members = [
                 InitialMember(userID: "bob", nameCard: "Big 100%"), InitialMember(userID: "carl", nameCard: "big_top"),
                 InitialMember(userID: "dan", nameCard: "small"), InitialMember(userID: "eve", nameCard: "BIG"),

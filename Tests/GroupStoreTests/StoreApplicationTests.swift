@@ -8,7 +8,7 @@ private let t0 = Timestamp(millisecondsSince1970: 1_700_000_000_000)
 private let limits = AppLimits.defaults
 
 /// A Public group `id` owned by `alice` with admin `bob`, in app-a.
-private func publicGroup(_ store: SQLiteGroupStore, _ id: String, maxMembers: Int? = nil) async throws {
+private func publicGroup(_ store: Store, _ id: String, maxMembers: Int? = nil) async throws {
     var request = GroupCreationRequest(
         type: .public, groupID: id, name: "club", members: [InitialMember(userID: "bob", role: .admin)])
     request.maxMembers = maxMembers
@@ -18,7 +18,7 @@ private func publicGroup(_ store: SQLiteGroupStore, _ id: String, maxMembers: In
 
 /// `user` applies to join `id` at `time`; returns the application.
 @discardableResult
-private func apply(_ store: SQLiteGroupStore, _ id: String, _ user: String, at time: Timestamp = t0) async throws -> Application {
+private func apply(_ store: Store, _ id: String, _ user: String, at time: Timestamp = t0) async throws -> Application {
     let committed = try await store.mutateApplications(
         app: "app-a", groupID: id, operatorID: user, targets: [user], kind: .join, at: time
     ) { snapshot in
@@ -32,7 +32,7 @@ private func apply(_ store: SQLiteGroupStore, _ id: String, _ user: String, at t
 }
 
 /// `user` accepts item `id` at `time`.
-private func accept(_ store: SQLiteGroupStore, _ id: String, by user: String, at time: Timestamp = t0) async throws
+private func accept(_ store: Store, _ id: String, by user: String, at time: Timestamp = t0) async throws
     -> Committed<ApplicationCommit<ApplicationDecisionPlan>>
 {
     try await store.decideApplication(app: "app-a", id: id, operatorID: user, at: time) { snapshot in
@@ -48,11 +48,11 @@ private func accept(_ store: SQLiteGroupStore, _ id: String, by user: String, at
 }
 
 /// The store's applications: one write path with expiry, concurrent decisions, listing and read time.
-@Suite("SQLite applications store")
-struct SQLiteApplicationStoreTests {
-    @Test("Two approvers accepting the same item at the same moment: exactly one wins, the user joins once")
-    func concurrentAccept() async throws {
-        let temporary = try await temporaryStore()
+@Suite("Store conformance: applications")
+struct StoreApplicationTests {
+    @Test("Two approvers accepting the same item at the same moment: exactly one wins, the user joins once", arguments: StoreKind.allCases)
+    func concurrentAccept(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
         let store = temporary.store
         try await publicGroup(store, "g")
         var items: [Application] = []
@@ -97,9 +97,9 @@ struct SQLiteApplicationStoreTests {
         #expect(events.map(\.sequence) == Array(1...Int64(events.count)))
     }
 
-    @Test("Paging and the unread count stay exact while other applications are written concurrently")
-    func listingUnderConcurrentWrites() async throws {
-        let temporary = try await temporaryStore()
+    @Test("Paging and the unread count stay exact while other applications are written concurrently", arguments: StoreKind.allCases)
+    func listingUnderConcurrentWrites(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
         let store = temporary.store
         try await publicGroup(store, "g")
         var before: [String] = []
@@ -143,9 +143,9 @@ struct SQLiteApplicationStoreTests {
         #expect(times == times.sorted(by: >))
     }
 
-    @Test("A refused plan still commits the expiry it found; the expired items' events are stored once")
-    func expiryCommitsOnRefusal() async throws {
-        let temporary = try await temporaryStore()
+    @Test("A refused plan still commits the expiry it found; the expired items' events are stored once", arguments: StoreKind.allCases)
+    func expiryCommitsOnRefusal(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
         let store = temporary.store
         try await publicGroup(store, "g")
         let item = try await apply(store, "g", "zoe")
@@ -160,9 +160,9 @@ struct SQLiteApplicationStoreTests {
         #expect(try await store.expireApplications(app: "app-a", now: late, limit: 10).isEmpty)
     }
 
-    @Test("The read time only moves forward; unread counts items created after it")
-    func readTime() async throws {
-        let temporary = try await temporaryStore()
+    @Test("The read time only moves forward; unread counts items created after it", arguments: StoreKind.allCases)
+    func readTime(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
         let store = temporary.store
         try await publicGroup(store, "g")
         for index in 0..<4 { try await apply(store, "g", "u\(index)", at: t0.adding(seconds: Int64(index))) }
@@ -186,13 +186,13 @@ struct SQLiteApplicationStoreTests {
     func migrationV4() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("db.sqlite")
-        let v3 = try await SQLiteGroupStore.open(path: path, durability: .full, cacheCapacity: 0, migratingUpTo: "v3")
-        #expect(try await v3.appliedMigrations() == ["v1", "v2", "v3"])
+        let v3 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v3"), cacheCapacity: 0)
+        #expect(try await v3.sqlite.appliedMigrations() == ["v1", "v2", "v3"])
         try await publicGroup(v3, "g")
         try await v3.close()
 
-        let store = try await SQLiteGroupStore.open(path: path)
-        #expect(try await Array(store.appliedMigrations().prefix(4)) == ["v1", "v2", "v3", "v4"])
+        let store = Store(backend: try await SQLiteBackend.open(path: path))
+        #expect(try await Array(store.sqlite.appliedMigrations().prefix(4)) == ["v1", "v2", "v3", "v4"])
         #expect(try await store.groups(app: "app-a", ids: ["g"])["g"]?.memberCount == 2)
         let item = try await apply(store, "g", "zoe")
         _ = try await accept(store, item.id, by: "alice")

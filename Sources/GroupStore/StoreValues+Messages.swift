@@ -15,7 +15,7 @@ public struct StoredMessage: Sendable, Hashable {
     }
 }
 
-/// The answer of ``GroupMessageStore/appendMessage(_:at:check:)``.
+/// The answer of ``Store/appendMessage(_:at:check:)``.
 public struct AppendedMessage: Sendable {
     /// The message as stored: the new one, or the earlier one a retry repeats.
     public var stored: StoredMessage
@@ -93,7 +93,7 @@ public struct ReadState: Sendable, Hashable {
     }
 }
 
-/// What ``GroupMessageStore/markRead(app:groupID:userID:upTo:at:plan:)`` hands its plan: the
+/// What ``Store/markRead(app:groupID:userID:upTo:at:plan:)`` hands its plan: the
 /// group, the member, where they have read up to, and the latest message the request covers.
 public struct ReadSnapshot: Sendable {
     /// The group.
@@ -112,62 +112,4 @@ public struct ReadSnapshot: Sendable {
         self.readSequence = readSequence
         self.latestMessageSequence = latestMessageSequence
     }
-}
-
-/// Group messages, history and read state (issue 5).
-///
-/// A stored message is one `group_events` row of kind `GROUP_MESSAGE`, numbered by the group's
-/// sequence like every event (so the store's commit path delivers it to subscribers), plus its
-/// body, keyed by the row's `event_id`. Both commit in one transaction before the send returns.
-public protocol GroupMessageStore: GroupOperationStore {
-    /// Stores one message, atomically with its event, unless the sender already sent one with the
-    /// same client message id in the group (then that one is returned and nothing is written).
-    ///
-    /// In one write transaction: find the group (`GROUP_NOT_FOUND`), look for an earlier message
-    /// with the same `(sender, client message id)`, load the sender's membership, run `check`
-    /// (the pure send rule, which throws to refuse), append the event and the body.
-    /// - Parameters:
-    ///   - message: The message to store; its `sequence` is assigned here, `senderNameCard` is
-    ///     replaced by what `check` returns.
-    ///   - time: The send time (event time).
-    ///   - check: Pure: throws to refuse; returns the sender's name card to record.
-    /// - Throws: `GROUP_NOT_FOUND`; what `check` throws; `INTERNAL`.
-    func appendMessage(
-        _ message: GroupMessage, at time: Timestamp,
-        check: @escaping @Sendable (Group, Member?) throws -> String
-    ) async throws -> AppendedMessage
-
-    /// The message a sender sent with `clientMessageID` in a group, if any.
-    /// - Throws: `GROUP_NOT_FOUND` if the app has no such group (dismissed included); `INTERNAL`.
-    func message(app: String, groupID: String, senderID: String, clientMessageID: String) async throws -> StoredMessage?
-
-    /// A page of a group's stored messages in `range`, at most `limit`.
-    /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
-    func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage
-
-    /// Moves a member's read position forward, with the events `plan` returns, atomically.
-    /// - Parameters:
-    ///   - upTo: The requested sequence (`nil`: the latest).
-    ///   - plan: Pure: refuses (throws) or returns the new position and the events to append.
-    /// - Returns: The read state after the call, the group, and the committed events.
-    /// - Throws: `GROUP_NOT_FOUND`; what `plan` throws; `INTERNAL`.
-    func markRead(
-        app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
-        plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
-    ) async throws -> Committed<(state: ReadState, group: Group)>
-
-    /// The `group_events.event_id` of a group's events by sequence (absent: no such event).
-    /// - Throws: `GROUP_NOT_FOUND` if the app has no such group (dismissed included); `INTERNAL`.
-    func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64]
-
-    /// A user's read state in each of `groupIDs` where they are a stored member (absent
-    /// otherwise). Unread counts are computed for every type; callers show them where the type
-    /// counts unread messages.
-    func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState]
-
-    /// Deletes up to `limit` of an app's messages sent before `cutoff` (the body and its
-    /// `GROUP_MESSAGE` event row, in one transaction). Sequences are never reused: history reads
-    /// simply find nothing below the oldest kept message.
-    /// - Returns: How many messages were deleted.
-    func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int
 }

@@ -31,7 +31,7 @@ private func groupError(_ body: () async throws -> Void) async -> GroupError? {
 
 /// Dismissal as the service wires it: the pure rule, inside the store's transaction.
 private func dismiss(
-    _ store: some GroupStore, app: String = "app-a", _ id: String, by user: String?, at time: Timestamp = t0
+    _ store: Store, app: String = "app-a", _ id: String, by user: String?, at time: Timestamp = t0
 ) async throws -> [GroupEvent] {
     try await store.dismissGroup(app: app, groupID: id, operatorID: user, at: time) { group, membership in
         try GroupRules.planDismissal(
@@ -39,15 +39,15 @@ private func dismiss(
     }
 }
 
-@Suite("SQLite group store")
-struct SQLiteGroupStoreTests {
+@Suite("Store conformance: groups")
+struct StoreGroupTests {
     @Test("migrations run on an empty file and are idempotent on reopen")
     func migrations() async throws {
         let temporary = try await temporaryStore()
-        #expect(try await temporary.store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+        #expect(try await temporary.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
         _ = try await temporary.store.createGroup(try creation("g1"))
         let reopened = try await temporary.reopen()
-        #expect(try await reopened.store.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+        #expect(try await reopened.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
         #expect(try await reopened.store.groups(app: "app-a", ids: ["g1"]).count == 1)
         try await reopened.store.close()
     }
@@ -55,13 +55,13 @@ struct SQLiteGroupStoreTests {
     @Test("synchronous follows the durability setting", arguments: Durability.allCases)
     func durability(_ durability: Durability) async throws {
         let temporary = try await temporaryStore(durability: durability)
-        #expect(try await temporary.store.effectiveDurability() == durability)
+        #expect(try await temporary.store.sqlite.effectiveDurability() == durability)
         try await temporary.store.close()
     }
 
-    @Test("create and fetch round trip every field")
-    func roundTrip() async throws {
-        try await withTemporaryStore { store in
+    @Test("create and fetch round trip every field", arguments: StoreKind.allCases)
+    func roundTrip(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             let plan = try creation("g1", members: ["bob", "carol"], custom: ["level": [1, 2, 255]])
             let committed = try await store.createGroup(plan)
             #expect(committed.value.latestSequence == 1)
@@ -86,9 +86,9 @@ struct SQLiteGroupStoreTests {
         }
     }
 
-    @Test("a batch read returns every group asked for in one call")
-    func batch() async throws {
-        try await withTemporaryStore { store in
+    @Test("a batch read returns every group asked for in one call", arguments: StoreKind.allCases)
+    func batch(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             for i in 0..<20 {
                 _ = try await store.createGroup(try creation("g\(i)", type: i % 2 == 0 ? .work : .meeting))
             }
@@ -101,9 +101,9 @@ struct SQLiteGroupStoreTests {
         }
     }
 
-    @Test("a duplicate id fails with GROUP_ID_TAKEN and changes nothing")
-    func duplicate() async throws {
-        try await withTemporaryStore { store in
+    @Test("a duplicate id fails with GROUP_ID_TAKEN and changes nothing", arguments: StoreKind.allCases)
+    func duplicate(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             _ = try await store.createGroup(try creation("g1", members: ["bob"], name: "first"))
             let error = try #require(await groupError {
                 _ = try await store.createGroup(try creation("g1", owner: "mallory", members: ["eve"], name: "second"))
@@ -119,9 +119,9 @@ struct SQLiteGroupStoreTests {
         }
     }
 
-    @Test("concurrent creates of one id: exactly one wins")
-    func concurrentDuplicates() async throws {
-        try await withTemporaryStore { store in
+    @Test("concurrent creates of one id: exactly one wins", arguments: StoreKind.allCases)
+    func concurrentDuplicates(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             let outcomes = try await withThrowingTaskGroup(of: Bool.self) { tasks in
                 for i in 0..<16 {
                     let plan = try creation("race", owner: "user\(i)")
@@ -141,9 +141,9 @@ struct SQLiteGroupStoreTests {
         }
     }
 
-    @Test("dismiss appends GROUP_DISMISSED after the existing events, in the same transaction")
-    func dismissal() async throws {
-        try await withTemporaryStore { store in
+    @Test("dismiss appends GROUP_DISMISSED after the existing events, in the same transaction", arguments: StoreKind.allCases)
+    func dismissal(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             _ = try await store.createGroup(try creation("g1", members: ["bob"]))
             let later = t0.adding(seconds: 60)
             let events = try await dismiss(store, "g1", by: "alice", at: later)
@@ -166,9 +166,9 @@ struct SQLiteGroupStoreTests {
         }
     }
 
-    @Test("a refused dismissal changes nothing")
-    func refusedDismissal() async throws {
-        try await withTemporaryStore { store in
+    @Test("a refused dismissal changes nothing", arguments: StoreKind.allCases)
+    func refusedDismissal(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             _ = try await store.createGroup(try creation("w", type: .work, members: ["bob"]))
             _ = try await store.createGroup(try creation("p", members: ["bob"]))
             #expect(await groupError { _ = try await dismiss(store, "w", by: "alice") }?.reason == .adminTokenRequired)
@@ -182,9 +182,9 @@ struct SQLiteGroupStoreTests {
         }
     }
 
-    @Test("every method is scoped by app")
-    func appScoping() async throws {
-        try await withTemporaryStore { store in
+    @Test("every method is scoped by app", arguments: StoreKind.allCases)
+    func appScoping(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             _ = try await store.createGroup(try creation("shared", app: "app-a", members: ["bob"], name: "A"))
             #expect(try await store.groups(app: "app-b", ids: ["shared"]).isEmpty)
             #expect(try await store.memberships(app: "app-b", userID: "bob", groupIDs: ["shared"]).isEmpty)
@@ -218,9 +218,9 @@ struct SQLiteGroupStoreTests {
         try await reopened.store.close()
     }
 
-    @Test("ownerless AVChatRoom and unlimited max members persist as such")
-    func ownerless() async throws {
-        try await withTemporaryStore { store in
+    @Test("ownerless AVChatRoom and unlimited max members persist as such", arguments: StoreKind.allCases)
+    func ownerless(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
             let plan = try GroupRules.planCreation(
                 GroupCreationRequest(type: .avChatRoom, groupID: "live", name: "live"), appID: "app-a",
                 creatorID: nil, limits: .defaults, now: t0)

@@ -1,0 +1,267 @@
+import Foundation
+import GRDB
+import GroupModel
+
+/// The SQL of group changes and member rows, run inside the caller's transaction.
+enum Operations {
+    /// Per user (0 when none), how many undismissed groups of the app other than AVChatRooms they are in.
+    static func joinedGroupCounts(app: String, users: [String], db: Database) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        if users.isEmpty { return counts }
+        for user in users { counts[user] = 0 }
+        let padded = Rows.padded(Array(Set(users)))
+        let countRows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
+                    WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
+                      AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
+                    GROUP BY m.user_id
+                    """),
+            arguments: StatementArguments([app] + padded))
+        while let row = try countRows.next() {
+            counts[try row.decode(String.self, atIndex: 0)] = try row.decode(Int.self, atIndex: 1)
+        }
+        return counts
+    }
+
+    /// Write `change` (not empty) and its events; returns the numbered events.
+    /// - Parameters:
+    ///   - key: The group's row.
+    ///   - before: The group as the snapshot read it.
+    ///   - members: The member rows the snapshot read (their custom fields before the change).
+    static func apply(
+        _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp,
+        memberOrigin: Bool, db: Database
+    ) throws -> [GroupEvent] {
+        let after = change.group
+        let ms = time.millisecondsSince1970
+
+        // The sequence of each new member's join event, where the change has one.
+        var joinSequences: [String: Int64] = [:]
+        for (offset, event) in change.events.enumerated()
+        where event.kind == .memberJoined || event.kind == .memberInvited {
+            for user in event.targets where joinSequences[user] == nil {
+                joinSequences[user] = before.latestSequence + Int64(offset) + 1
+            }
+        }
+
+        for user in change.removedMembers {
+            try db.cachedStatement(sql: "DELETE FROM members WHERE group_key = ? AND user_id = ?")
+                .execute(arguments: [key, user])
+        }
+
+        for member in change.updatedMembers {
+            try db.cachedStatement(
+                sql: """
+                    UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?
+                    WHERE group_key = ? AND user_id = ?
+                    """
+            ).execute(arguments: [
+                member.role.rawValue, member.nameCard, member.mutedUntil?.millisecondsSince1970,
+                member.receiveOption.rawValue, key, member.userID,
+            ])
+            guard db.changesCount == 1 else {
+                throw GroupError.internal("the change updates \(member.userID), who is not a member")
+            }
+            let old = try members[member.userID]?.custom ?? memberCustom(groupKey: key, userID: member.userID, db: db)
+            if old != member.custom {
+                for name in old.keys where member.custom[name] == nil {
+                    try db.cachedStatement(sql: "DELETE FROM member_custom WHERE group_key = ? AND user_id = ? AND key = ?")
+                        .execute(arguments: [key, member.userID, name])
+                }
+                for (name, value) in member.custom where old[name] != value {
+                    try db.cachedStatement(
+                        sql: """
+                            INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (group_key, user_id, key) DO UPDATE SET value = excluded.value
+                            """
+                    ).execute(arguments: [key, member.userID, name, Data(value)])
+                }
+            }
+        }
+
+        var nextJoinOrder: Int64?
+        if !change.insertedMembers.isEmpty {
+            var next = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT next_join_order FROM groups WHERE group_key = ?"), arguments: [key]) ?? 1
+            for var member in change.insertedMembers {
+                member.joinOrder = next
+                next += 1
+                if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
+                try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, db: db)
+                try db.cachedStatement(sql: "DELETE FROM retained_mutes WHERE group_key = ? AND user_id = ?")
+                    .execute(arguments: [key, member.userID])
+            }
+            nextJoinOrder = next
+        }
+
+        for (user, until) in change.retainedMutes {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO retained_mutes (group_key, user_id, muted_until) VALUES (?, ?, ?)
+                    ON CONFLICT (group_key, user_id) DO UPDATE SET muted_until = excluded.muted_until
+                    """
+            ).execute(arguments: [key, user, until.millisecondsSince1970])
+        }
+
+        let settings = after.settings
+        let (mode, roles) = Rows.encode(after.mute.mode)
+        try db.cachedStatement(
+            sql: """
+                UPDATE groups SET
+                    introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
+                    member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
+                    invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
+                    edit_profile_permission = ?, edit_member_info_permission = ?,
+                    mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
+                    next_join_order = coalesce(?, next_join_order),
+                    dismissed_at = CASE WHEN ? THEN ? ELSE dismissed_at END
+                WHERE group_key = ?
+                """
+        ).execute(arguments: [
+            after.introduction, after.notification, after.faceURL, after.ownerID, after.maxMembers,
+            after.memberCount, settings.joinOption.rawValue, settings.joinApprovers.rawValue,
+            settings.invitePermission.rawValue, settings.inviteeMustAccept, settings.invitationNeedsApproval,
+            settings.removeMembersPermission.rawValue, settings.editProfilePermission.rawValue,
+            settings.editMemberInfoPermission.rawValue, mode, roles, after.mute.until?.millisecondsSince1970,
+            after.updatedAt.millisecondsSince1970, nextJoinOrder, change.dismissesGroup, ms, key,
+        ])
+        // Set apart: the name search trigger re-indexes on any UPDATE OF name.
+        if after.name != before.name {
+            try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?")
+                .execute(arguments: [after.name, key])
+        }
+        if after.custom != before.custom {
+            for name in before.custom.keys where after.custom[name] == nil {
+                try db.cachedStatement(sql: "DELETE FROM group_custom WHERE group_key = ? AND key = ?")
+                    .execute(arguments: [key, name])
+            }
+            for (name, value) in after.custom where before.custom[name] != value {
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)
+                        ON CONFLICT (group_key, key) DO UPDATE SET value = excluded.value
+                        """
+                ).execute(arguments: [key, name, Data(value)])
+            }
+        }
+
+        return try Rows.appendEvents(
+            change.events, groupKey: key, appID: before.appID, groupID: before.id, after: before.latestSequence,
+            time: time, db: db)
+    }
+
+    // MARK: Reading rows
+
+    /// Members of one group by user id, with custom fields.
+    static func members(groupKey: Int64, userIDs: [String], db: Database) throws -> [String: Member] {
+        let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
+        if userIDs.isEmpty { return [:] }
+        let padded = Rows.padded(userIDs)
+        let rows = try Rows.MemberRow.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT \(Rows.memberColumns) FROM members m
+                    WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
+                    """),
+            arguments: StatementArguments([groupKey] + padded.map { $0 as any DatabaseValueConvertible }))
+        var result: [String: Member] = [:]
+        for member in try withCustom(rows, groupKey: groupKey, db: db) { result[member.userID] = member }
+        return result
+    }
+
+    static func memberCustom(groupKey: Int64, userID: String, db: Database) throws -> [String: [UInt8]] {
+        var custom: [String: [UInt8]] = [:]
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(sql: "SELECT key, value FROM member_custom WHERE group_key = ? AND user_id = ?"),
+            arguments: [groupKey, userID])
+        while let row = try rows.next() {
+            custom[try row.decode(String.self, atIndex: 0)] = [UInt8](try row.decode(Data.self, atIndex: 1))
+        }
+        return custom
+    }
+
+    /// The members of `rows` (all of group `groupKey`), in order, with their custom fields.
+    static func withCustom(_ rows: [Rows.MemberRow], groupKey: Int64, db: Database) throws -> [Member] {
+        var members = rows.map(\.member)
+        let needing = rows.filter(\.hasCustom).map(\.member.userID)
+        if needing.isEmpty { return members }
+        var index: [String: Int] = [:]
+        for (offset, member) in members.enumerated() { index[member.userID] = offset }
+        let padded = Rows.padded(needing)
+        let custom = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT user_id, key, value FROM member_custom
+                    WHERE group_key = ? AND user_id IN (\(Rows.placeholders(padded.count)))
+                    """),
+            arguments: StatementArguments([groupKey] + padded.map { $0 as any DatabaseValueConvertible }))
+        while let row = try custom.next() {
+            guard let offset = index[try row.decode(String.self, atIndex: 0)] else { continue }
+            members[offset].custom[try row.decode(String.self, atIndex: 1)] = [UInt8](try row.decode(Data.self, atIndex: 2))
+        }
+        return members
+    }
+
+    /// One user's memberships `rows` (of several groups), in order, with their custom fields.
+    static func withCustom(_ rows: [Rows.MemberRow], userID: String, db: Database) throws -> [Member] {
+        var members = rows.map(\.member)
+        let needing = rows.filter(\.hasCustom).map(\.groupKey)
+        if needing.isEmpty { return members }
+        var index: [Int64: Int] = [:]
+        for (offset, row) in rows.enumerated() { index[row.groupKey] = offset }
+        let padded = Rows.padded(needing)
+        let custom = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT group_key, key, value FROM member_custom
+                    WHERE user_id = ? AND group_key IN (\(Rows.placeholders(padded.count)))
+                    """),
+            arguments: StatementArguments([userID] + padded.map { $0 as any DatabaseValueConvertible }))
+        while let row = try custom.next() {
+            guard let offset = index[try row.decode(Int64.self, atIndex: 0)] else { continue }
+            members[offset].custom[try row.decode(String.self, atIndex: 1)] = [UInt8](try row.decode(Data.self, atIndex: 2))
+        }
+        return members
+    }
+
+    /// The groups of `rows`, in order, with their custom fields.
+    static func withCustom(_ rows: [Rows.GroupRow], db: Database) throws -> [Group] {
+        var groups = rows.map(\.group)
+        let needing = rows.filter(\.hasCustom).map(\.key)
+        if needing.isEmpty { return groups }
+        var index: [Int64: Int] = [:]
+        for (offset, row) in rows.enumerated() { index[row.key] = offset }
+        let padded = Rows.padded(needing)
+        let custom = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: "SELECT group_key, key, value FROM group_custom WHERE group_key IN (\(Rows.placeholders(padded.count)))"),
+            arguments: StatementArguments(padded))
+        while let row = try custom.next() {
+            guard let offset = index[try row.decode(Int64.self, atIndex: 0)] else { continue }
+            groups[offset].custom[try row.decode(String.self, atIndex: 1)] = [UInt8](try row.decode(Data.self, atIndex: 2))
+        }
+        return groups
+    }
+
+    /// `text` with LIKE's wildcards and the escape character (`\`) escaped.
+    static func escapeLike(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            if character == "\\" || character == "%" || character == "_" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return escaped
+    }
+}
+
+extension Rows.MemberRow {
+    /// Every row of `statement` (selecting ``Rows/memberColumns``), decoded.
+    static func fetchAll(_ statement: Statement, arguments: StatementArguments) throws -> [Rows.MemberRow] {
+        var result: [Rows.MemberRow] = []
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
+        while let row = try rows.next() { result.append(try Rows.member(row)) }
+        return result
+    }
+}

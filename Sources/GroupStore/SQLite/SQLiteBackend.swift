@@ -1,0 +1,186 @@
+import Dispatch
+import Foundation
+import GRDB
+public import GroupModel
+import Synchronization
+
+/// The embedded ``StoreBackend``: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
+///
+/// - Batches (``commit(_:readEvents:then:)``) run on the pool's single writer connection, one
+///   `BEGIN IMMEDIATE … COMMIT` each, every piece of work inside `SAVEPOINT mutation`. Reads run
+///   concurrently on reader connections and see the last committed state.
+/// - Every method runs its SQL on GRDB's own dispatch queues, never on a NIO event loop or the
+///   Swift cooperative pool.
+/// - Durability: each connection sets `PRAGMA synchronous` from ``Durability``. With
+///   `synchronous=FULL` in WAL mode, SQLite fsyncs the WAL before `COMMIT` returns, so a batch
+///   this backend reports committed survives a process crash (and an OS crash or power loss);
+///   with `NORMAL` it survives a process crash but the latest commits may be lost on power loss.
+/// - The events a batch appended are read on the writer, inside the transaction, after the
+///   last piece of work: every `group_events` row with an `event_id` above the highest one when
+///   the batch began (one writer, AUTOINCREMENT: commit order).
+/// - Reads use statements prepared once per connection (`cachedStatement`), explicit column
+///   lists decoded by index, and skip the custom-field query unless a row has custom fields
+///   (`has_custom`, migration v2).
+public final class SQLiteBackend: StoreBackend {
+    /// The path of the database file.
+    public let path: String
+    /// The durability the connections were opened with.
+    public let durability: Durability
+    let pool: DatabasePool
+    /// Whether member rows are written with their origin (`join_source`, `inviter_id`, v6). False
+    /// only for a file opened with migrations up to one before v6 (tests of older files).
+    let storesMemberOrigin: Bool
+    /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
+    let commitFault = Mutex<(any Error)?>(nil)
+
+    /// Open (creating if needed) the database at `path` and run pending migrations.
+    ///
+    /// - Important: Blocking file I/O: call at startup, or use ``open(path:durability:)`` from
+    ///   async code.
+    /// - Parameters:
+    ///   - path: The SQLite file; its directory must exist.
+    ///   - durability: `synchronous` for every connection (default ``Durability/full``).
+    /// - Throws: `GroupError` `INTERNAL` (with the SQLite error as `cause`) if the file cannot be
+    ///   opened or migrated.
+    public convenience init(path: String, durability: Durability = .full) throws {
+        try self.init(path: path, durability: durability, migratingUpTo: nil)
+    }
+
+    /// As the public initialiser, but running the migrations only up to `lastMigration` (tests:
+    /// a file as an older version left it). `nil`: all of them.
+    init(path: String, durability: Durability, migratingUpTo lastMigration: String?) throws {
+        self.path = path
+        self.durability = durability
+        var configuration = Configuration()
+        configuration.label = "groupd.store"
+        configuration.foreignKeysEnabled = true
+        configuration.busyMode = .timeout(5)
+        let synchronous = durability == .full ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        do {
+            self.pool = try DatabasePool(path: path, configuration: configuration)
+            // DatabasePool sets `synchronous = NORMAL` on its writer after `prepareDatabase` runs
+            // (when it switches to WAL), so the writer, the only connection that commits, is set
+            // again here; it is kept for the pool's lifetime.
+            try self.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            }
+            if let lastMigration {
+                try Schema.migrator.migrate(self.pool, upTo: lastMigration)
+            } else {
+                try Schema.migrator.migrate(self.pool)
+            }
+            self.storesMemberOrigin = try self.pool.read { try Schema.migrator.appliedIdentifiers($0).contains("v6") }
+        } catch {
+            throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
+        }
+    }
+
+    /// Open the database off the calling task's thread (the open and migrations block on file I/O).
+    /// - Throws: As ``init(path:durability:)``.
+    public static func open(path: String, durability: Durability = .full) async throws -> SQLiteBackend {
+        try await open(path: path, durability: durability, migratingUpTo: nil)
+    }
+
+    /// As the public `open`, with the migrations run only up to `lastMigration` (tests).
+    static func open(path: String, durability: Durability, migratingUpTo lastMigration: String?) async throws -> SQLiteBackend {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result {
+                    try SQLiteBackend(path: path, durability: durability, migratingUpTo: lastMigration)
+                })
+            }
+        }
+    }
+
+    /// The identifiers of the migrations applied to the file, in order (`["v1", …]`).
+    public func appliedMigrations() async throws -> [String] {
+        try await pool.read { db in try Schema.migrator.appliedIdentifiers(db).sorted() }
+    }
+
+    /// The `synchronous` setting the writer connection actually runs with (`nil` if neither FULL
+    /// nor NORMAL).
+    public func effectiveDurability() async throws -> Durability? {
+        try await pool.writeWithoutTransaction { db in
+            switch try Int.fetchOne(db, sql: "PRAGMA synchronous") {
+            case 2: .full
+            case 1: .normal
+            default: nil
+            }
+        }
+    }
+
+    /// Tests only: from now on every batch's `COMMIT` fails with `error` (`nil`: commits work).
+    public func injectCommitFailure(_ error: (any Error)?) {
+        commitFault.withLock { $0 = error }
+    }
+
+    public func close() async throws {
+        try pool.close()
+    }
+
+    // MARK: Writes
+
+    public func commit(_ work: [TransactionWork], readEvents: Bool, then: @escaping @Sendable (BatchOutcome) -> Void) {
+        pool.asyncWriteWithoutTransaction { db in
+            then(self.run(work, readEvents: readEvents, db: db))
+        }
+    }
+
+    /// One transaction on the writer: every piece of work in its savepoint, the new events read,
+    /// `COMMIT`.
+    private func run(_ work: [TransactionWork], readEvents: Bool, db: Database) -> BatchOutcome {
+        var failures: [Int: any Error] = [:]
+        let afterEventID: Int64
+        do {
+            try db.beginTransaction(.immediate)
+            afterEventID = try EventRows.latestEventID(db)
+        } catch {
+            return BatchOutcome(failures: [:], commit: .failure(error))
+        }
+        let transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin)
+        for (index, item) in work.enumerated() {
+            do {
+                try db.cachedStatement(sql: "SAVEPOINT mutation").execute()
+                try item(transaction)
+                try db.cachedStatement(sql: "RELEASE SAVEPOINT mutation").execute()
+            } catch {
+                failures[index] = error
+                if db.isInsideTransaction {
+                    try? db.cachedStatement(sql: "ROLLBACK TRANSACTION TO SAVEPOINT mutation").execute()
+                    try? db.cachedStatement(sql: "RELEASE SAVEPOINT mutation").execute()
+                } else {
+                    // SQLite ended the transaction itself (an I/O error, a full disk): what the
+                    // earlier pieces wrote is gone; the whole batch fails.
+                    return BatchOutcome(failures: failures, commit: .failure(error))
+                }
+            }
+        }
+        var events: [LoggedEvent] = []
+        var eventReadError: (any Error)?
+        if readEvents, failures.count < work.count {
+            do {
+                events = try EventRows.loggedEvents(db, where: "e.event_id > ? ORDER BY e.event_id", arguments: [afterEventID])
+            } catch {
+                eventReadError = error
+            }
+        }
+        do {
+            if let fault = commitFault.withLock({ $0 }) { throw fault }
+            try db.commit()
+        } catch {
+            try? db.rollback()
+            return BatchOutcome(failures: failures, commit: .failure(error))
+        }
+        return BatchOutcome(failures: failures, commit: .success(events), eventReadError: eventReadError)
+    }
+
+    // MARK: Reads
+
+    /// Runs `body` in a read transaction on a reader connection.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
+}

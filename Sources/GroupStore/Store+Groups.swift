@@ -1,0 +1,234 @@
+public import GroupModel
+
+/// Groups and members: creation, the one mutation path of every group operation, dismissal,
+/// remarks, and the reads.
+extension Store {
+    // MARK: Creation
+
+    /// Creates a group with its members and events, atomically.
+    /// - Parameter plan: From ``GroupRules/planCreation(_:appID:creatorID:limits:now:generateID:)``.
+    /// - Returns: The stored group (with `latestSequence`) and its numbered events.
+    /// - Throws: `ALREADY_EXISTS` / `GROUP_ID_TAKEN` if the id is taken in that app (nothing is
+    ///   written); `INTERNAL` on storage failure.
+    public func createGroup(_ plan: GroupCreationPlan) async throws -> Committed<Group> {
+        let committed = try await createGroup(plan) { _ in (plan, ()) }
+        return Committed(value: committed.value.group, events: committed.events)
+    }
+
+    /// Creates a group as ``createGroup(_:)`` does, after `revise` has seen, in the same write
+    /// transaction, how many groups of the app each member of `plan` is in (undismissed,
+    /// AVChatRoom excluded), so a limit check and the insert cannot be separated by a concurrent join.
+    /// - Parameter revise: Pure: returns the plan to write (members left out, say) and a value for
+    ///   the caller, or throws a `GroupError` (nothing is written).
+    /// - Throws: `GROUP_ID_TAKEN`; what `revise` throws; `INTERNAL`.
+    public func createGroup<Value: Sendable>(
+        _ plan: GroupCreationPlan,
+        revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
+    ) async throws -> Committed<(value: Value, group: Group)> {
+        try await mutate("createGroup") { transaction, cache in
+            let snapshot = try transaction.load(SnapshotRequest(
+                app: plan.group.appID, targets: plan.members.map(\.userID), time: plan.group.createdAt,
+                parts: .joinedGroupCounts))
+            let (revised, value) = try revise(snapshot.joinedGroupCounts)
+            var group = revised.group
+            let written = try transaction.write(WriteSet(newGroup: revised), over: snapshot)
+            group.memberCount = revised.members.count
+            group.latestSequence = written.events.last?.sequence ?? 0
+            cache.set(group, app: group.appID, id: group.id)
+            return Committed(value: (value: value, group: group), events: written.events)
+        }
+    }
+
+    // MARK: Changes
+
+    /// The parts of a snapshot a group operation loads unless it asks for fewer.
+    public static let groupSnapshotParts: SnapshotRequest.Parts = [.owner, .successor, .joinedGroupCounts, .retainedMutes]
+
+    /// Applies one planned change to a group, atomically with its events.
+    ///
+    /// One path serves every group operation: load a ``GroupSnapshot`` in the write transaction,
+    /// run the pure plan, write the ``GroupChange`` it returns (group row, members inserted with
+    /// fresh join orders, updated, removed, retained mutes, dismissal) with its events.
+    /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - operatorID: The acting user (nil: the backend).
+    ///   - targets: The users the request names, whose memberships the snapshot carries.
+    ///   - time: The change's time.
+    ///   - parts: What the snapshot loads besides the group and those memberships (the plan
+    ///     reads nothing else).
+    ///   - plan: Pure: reads the snapshot, returns the change (or throws a `GroupError`, which
+    ///     rolls back and is rethrown) and a value for the caller.
+    /// - Returns: The caller's value, the group after the change, and the committed events.
+    /// - Throws: `NOT_FOUND` / `GROUP_NOT_FOUND` when the group does not exist (or is dismissed);
+    ///   the plan's error; `INTERNAL` on storage failure.
+    public func mutateGroup<Value: Sendable>(
+        app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
+        parts: SnapshotRequest.Parts = Store.groupSnapshotParts,
+        plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
+    ) async throws -> Committed<(value: Value, group: Group)> {
+        try await mutateGroup(
+            "mutateGroup", app: app, groupID: groupID, operatorID: operatorID, targets: targets, at: time, parts: parts,
+            plan: plan)
+    }
+
+    /// ``mutateGroup(app:groupID:operatorID:targets:at:parts:plan:)`` under the name `method`
+    /// (fault injection).
+    private func mutateGroup<Value: Sendable>(
+        _ method: String, app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
+        parts: SnapshotRequest.Parts, plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
+    ) async throws -> Committed<(value: Value, group: Group)> {
+        try await mutate(method) { transaction, cache in
+            let snapshot = try transaction.load(SnapshotRequest(
+                app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
+            let before = try Self.loadedGroup(snapshot)
+            let (change, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
+            if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
+            let written = try transaction.write(WriteSet(change: change), over: snapshot)
+            let after = Self.group(after: change, before: before, events: written.events)
+            cache.set(change.dismissesGroup ? nil : after, app: app, id: groupID)
+            return Committed(value: (value: value, group: after), events: written.events)
+        }
+    }
+
+    /// Dismisses a group: check, mark dismissed and append events, in one transaction.
+    ///
+    /// `plan` runs inside the transaction with the group and the operator's membership as they
+    /// are at that moment, so the permission check and the change cannot be separated by a
+    /// concurrent write (ownership transferred in between, say).
+    /// - Parameters:
+    ///   - operatorID: The acting user, whose membership `plan` receives; `nil` for the backend.
+    ///   - time: The time of the change (event time).
+    ///   - plan: The pure rule: throws to refuse, returns the events to append.
+    /// - Returns: The committed events.
+    /// - Throws: `GROUP_NOT_FOUND`, whatever `plan` throws, `INTERNAL`.
+    public func dismissGroup(
+        app: String, groupID: String, operatorID: String?, at time: Timestamp,
+        plan: @escaping @Sendable (Group, Member?) throws -> [GroupEvent.Draft]
+    ) async throws -> [GroupEvent] {
+        try await mutateGroup(
+            "dismissGroup", app: app, groupID: groupID, operatorID: operatorID, targets: [], at: time, parts: []
+        ) { snapshot in
+            let drafts = try plan(snapshot.group, snapshot.operatorMembership)
+            var group = snapshot.group
+            group.updatedAt = time
+            return (GroupChange(group: group, dismissesGroup: true, events: drafts), ())
+        }.events
+    }
+
+    /// Sets or clears (nil) a user's private remark for a group, with its events.
+    public func setRemark(app: String, groupID: String, plan: RemarkPlan, at time: Timestamp) async throws -> [GroupEvent] {
+        try await mutate("setRemark") { transaction, cache in
+            let snapshot = try transaction.load(SnapshotRequest(app: app, group: groupID, time: time))
+            var group = try Self.loadedGroup(snapshot)
+            let written = try transaction.write(
+                WriteSet(events: plan.events, remark: (user: plan.userID, remark: plan.remark)), over: snapshot)
+            if let last = written.events.last {
+                group.latestSequence = last.sequence
+                cache.set(group, app: app, id: groupID)
+            }
+            return written.events
+        }
+    }
+
+    // MARK: Reads
+
+    /// Reads groups of one app by id, with member count, owner and custom fields.
+    ///
+    /// Answers from the cache when every id is cached, exactly: never older than a mutation that
+    /// has returned, and one consistent instant for the whole batch.
+    /// - Returns: The groups found, keyed by id; ids not found (or dismissed) are absent.
+    public func groups(app: String, ids: [String]) async throws -> [String: Group] {
+        let ids = ids.count > 1 ? Array(Set(ids)) : ids
+        if ids.isEmpty { return [:] }
+        let generation: UInt64
+        switch cache.lookup(app: app, ids: ids) {
+        case .hit(let groups): return groups
+        case .miss(let since): generation = since
+        }
+        let groups = try await read { try await backend.groups(app: app, ids: ids) }
+        cache.fill(app: app, groups: groups.values, generation: generation)
+        return groups
+    }
+
+    /// Reads one user's membership in several groups of one app (for visibility and permissions).
+    /// - Returns: The user's member record per group id where the user is a member.
+    public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
+        let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
+        if groupIDs.isEmpty { return [:] }
+        return try await read { try await backend.memberships(app: app, userID: userID, groupIDs: groupIDs) }
+    }
+
+    /// A user's remark for a group ("" when none).
+    public func remark(app: String, groupID: String, userID: String) async throws -> String {
+        try await read { try await backend.remark(app: app, groupID: groupID, userID: userID) }
+    }
+
+    /// Members of one group in join order (the owner and the longest-standing first), filtered by
+    /// role, one page at a time. Stable under concurrent joins and quits: a member present for
+    /// the whole listing appears exactly once; nobody appears twice.
+    /// - Throws: `GROUP_NOT_FOUND`; `INVALID_ARGUMENT` naming `page_token` for a malformed cursor.
+    public func listMembers(
+        app: String, groupID: String, filter: MemberListFilter, after cursor: String?, limit: Int
+    ) async throws -> Page<Member> {
+        try await read {
+            try await backend.listMembers(app: app, groupID: groupID, filter: filter, after: cursor, limit: max(1, limit))
+        }
+    }
+
+    /// Several members of one group by user id (absent: not a member).
+    /// - Throws: `GROUP_NOT_FOUND`.
+    public func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member] {
+        let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
+        return try await read { try await backend.members(app: app, groupID: groupID, userIDs: userIDs) }
+    }
+
+    /// The groups a user belongs to, newest join first, excluding AVChatRooms, one page at a time.
+    /// - Throws: `INVALID_ARGUMENT` naming `page_token` for a malformed cursor.
+    public func joinedGroups(app: String, userID: String, after cursor: String?, limit: Int) async throws -> Page<JoinedGroup> {
+        try await read { try await backend.joinedGroups(app: app, userID: userID, after: cursor, limit: max(1, limit)) }
+    }
+
+    /// Groups whose id equals `keyword` or whose name contains it (case-insensitive), among the
+    /// groups `userID` belongs to and the Public, Meeting and AVChatRoom groups; with
+    /// `matchNameCards`, also the joined groups where a member's name card contains it (ZIM).
+    /// - Parameter userID: The searcher (nil: the backend, which sees every group).
+    /// - Throws: `INVALID_ARGUMENT` naming `keyword` when it is empty, or `page_token`.
+    public func searchGroups(
+        app: String, keyword: String, userID: String?, matchNameCards: Bool, after cursor: String?, limit: Int
+    ) async throws -> Page<Group> {
+        if keyword.isEmpty { throw GroupError.invalidArgument(field: "keyword", "the search keyword must not be empty") }
+        return try await read {
+            try await backend.searchGroups(
+                app: app, keyword: keyword, userID: userID, matchNameCards: matchNameCards, after: cursor, limit: max(1, limit))
+        }
+    }
+
+    /// How many undismissed groups of `types` the user belongs to, as stored (an AVChatRoom's
+    /// audience is not stored; its owner is). `types` empty: every type.
+    public func joinedGroupCount(app: String, userID: String, types: Set<GroupType>) async throws -> Int {
+        try await read { try await backend.joinedGroupCount(app: app, userID: userID, types: types) }
+    }
+
+    /// Per group id, the members whose name card contains `keyword` (case-insensitive for ASCII),
+    /// at most `limit` per group, in join order. Groups missing, dismissed or without a match are absent.
+    public func nameCardMatches(app: String, groupIDs: [String], keyword: String, limit: Int) async throws -> [String: [Member]] {
+        let groupIDs = Array(Set(groupIDs))
+        if groupIDs.isEmpty || keyword.isEmpty || limit < 1 { return [:] }
+        return try await read {
+            try await backend.nameCardMatches(app: app, groupIDs: groupIDs, keyword: keyword, limit: limit)
+        }
+    }
+}
+
+extension GroupSnapshot {
+    /// The plan's view of a loaded snapshot.
+    init(_ snapshot: StoreSnapshot, group: Group, operatorID: String?, targets: [String]) {
+        var targetMembers: [String: Member] = [:]
+        for user in targets { if let member = snapshot.members[user] { targetMembers[user] = member } }
+        self.init(
+            group: group, operatorMembership: operatorID.flatMap { snapshot.members[$0] }, targets: targetMembers,
+            owner: group.ownerID.flatMap { snapshot.members[$0] }, successor: snapshot.successor,
+            joinedGroupCounts: snapshot.joinedGroupCounts, retainedMutes: snapshot.retainedMutes)
+    }
+}

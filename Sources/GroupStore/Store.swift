@@ -1,0 +1,168 @@
+import GroupModel
+import Synchronization
+
+/// Persistence of groups, members, applications, messages and their events: the one store the
+/// service uses, over a ``StoreBackend`` (``SQLiteBackend`` by default).
+///
+/// What it adds to the backend, the same for every database:
+/// - **The rules of each mutation**: what it loads (a ``StoreSnapshot``), the pure plan the
+///   caller passes (from `GroupRules`), what it writes (a ``WriteSet``). A plan runs inside the
+///   write transaction with the state as it is at that moment, so a permission check and the
+///   change cannot be separated by a concurrent write.
+/// - **Group commit** (``WriteBatching``): every mutation waiting when the backend is free
+///   commits in one transaction, one fsync, each in its own savepoint. A mutation returns only
+///   after the commit that holds it; one that fails, fails alone.
+/// - **The group cache**: ``groups(app:ids:)`` answers from memory when it can, exactly (never
+///   older than a mutation that has returned). A mutation that changes a group row marks it
+///   pending before its transaction commits and, once it has committed, puts the group as the
+///   mutation left it in the cache (write-through).
+/// - **The event feed**: each committed batch's events go to ``observeCommittedEvents(_:)``
+///   before any of its mutations returns.
+///
+/// Rules every method keeps:
+/// - Every method is scoped by app id: nothing of one app is visible to another.
+/// - A mutation and its events commit together; the group's event sequence is assigned inside
+///   the transaction (1, 2, 3… per group, no gaps).
+/// - Methods throw only ``GroupError`` (storage failures become `INTERNAL` with a `cause`).
+/// - Dismissed groups are invisible to reads but keep their id taken and their events readable
+///   until purged.
+public final class Store: Sendable {
+    /// The default number of group records the cache holds.
+    public static let defaultCacheCapacity = 100_000
+
+    /// The database.
+    public let backend: any StoreBackend
+    /// The group records cache of ``groups(app:ids:)``.
+    let cache: GroupCache
+    /// Group commit: every mutation goes through it.
+    let commits: GroupCommitQueue
+    /// Tests only: called with the method name at the end of each mutation, inside its
+    /// transaction; throwing rolls that mutation back (alone).
+    let faultInjection = Mutex<(@Sendable (String) throws -> Void)?>(nil)
+
+    /// A store over `backend`.
+    /// - Parameters:
+    ///   - backend: The database (opened and migrated).
+    ///   - cacheCapacity: The most group records kept in memory (0: no cache).
+    ///   - batching: How pending mutations are grouped into transactions.
+    public init(backend: any StoreBackend, cacheCapacity: Int = Store.defaultCacheCapacity, batching: WriteBatching = .defaults) {
+        self.backend = backend
+        self.cache = GroupCache(capacity: cacheCapacity)
+        self.commits = GroupCommitQueue(backend: backend, batching: batching)
+    }
+
+    /// What the group cache holds and has served.
+    public func cacheStatistics() -> GroupCacheStatistics {
+        cache.statistics
+    }
+
+    /// Calls `handler` after every commit that appended events, with those events in commit
+    /// order (`event_id` order), before the mutations of that commit return.
+    public func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {
+        commits.observe(handler)
+    }
+
+    /// Closes the store; later calls fail. Call once, at shutdown, after in-flight calls finished.
+    public func close() async throws {
+        cache.close()
+        try await read { try await self.backend.close() }
+    }
+
+    // MARK: Mutations
+
+    /// The group records a mutation changes, and what they are after it (write-through).
+    final class CacheWrites: @unchecked Sendable {
+        // @unchecked Sendable: filled by one mutation on the backend's writer, then read by the
+        // commit queue once that batch has ended; never touched concurrently.
+        private let cache: GroupCache
+        private(set) var keys: [GroupCache.Key] = []
+        private var records: [GroupCache.Key: Group] = [:]
+
+        init(cache: GroupCache) {
+            self.cache = cache
+        }
+
+        /// The mutation leaves the group's record as `group` (`nil`: dropped, e.g. dismissed).
+        /// From now until the batch ends, reads of it bypass the cache.
+        func set(_ group: Group?, app: String, id: String) {
+            let key = GroupCache.Key(app: app, id: id)
+            if !keys.contains(key) {
+                keys.append(key)
+                cache.beginWrite([key])
+            }
+            records[key] = group
+        }
+
+        func committed() { cache.commitWrite(keys, records: records) }
+        func discarded() { cache.rollbackWrite(keys) }
+    }
+
+    /// Runs `body` as one mutation of the next batch, in its own savepoint, and returns its
+    /// value once that batch has committed.
+    /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
+    ///   the batch is stored); both as ``GroupError``.
+    func mutate<T: Sendable>(
+        _ method: String, _ body: @escaping @Sendable (any StoreTransaction, CacheWrites) throws -> T
+    ) async throws -> T {
+        let cache = self.cache
+        return try await read {
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
+                self.commits.enqueue(GroupCommitQueue.PendingWrite(
+                    apply: { transaction in
+                        let writes = CacheWrites(cache: cache)
+                        do {
+                            let value = try body(transaction, writes)
+                            try self.injectedFault(method)
+                            return GroupCommitQueue.Applied(
+                                answer: { error in
+                                    if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+                                },
+                                committed: writes.committed, discarded: writes.discarded)
+                        } catch {
+                            writes.discarded()
+                            throw error
+                        }
+                    },
+                    fail: { error in continuation.resume(throwing: error) }))
+            }
+        }
+    }
+
+    /// Run `body`, letting `GroupError` through and wrapping anything else as `INTERNAL`.
+    func read<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as GroupError {
+            throw error
+        } catch {
+            throw GroupError.internal("storage failure", cause: error)
+        }
+    }
+
+    /// Tests only: make each mutation run `fault` (with the method name) at its end, inside its
+    /// transaction; a throwing fault rolls that mutation back. `nil`: no fault.
+    public func injectFault(_ fault: (@Sendable (String) throws -> Void)?) {
+        faultInjection.withLock { $0 = fault }
+    }
+
+    private func injectedFault(_ method: String) throws {
+        if let fault = faultInjection.withLock({ $0 }) { try fault(method) }
+    }
+
+    /// The group after `change` was written over `before`, as stored.
+    static func group(after change: GroupChange, before: Group, events: [GroupEvent]) -> Group {
+        var group = change.group
+        group.appID = before.appID
+        group.id = before.id
+        group.type = before.type
+        group.createdAt = before.createdAt
+        group.latestSequence = events.last?.sequence ?? before.latestSequence
+        return group
+    }
+
+    /// The snapshot's group, which a load of a request naming one always has.
+    static func loadedGroup(_ snapshot: StoreSnapshot) throws -> Group {
+        guard let group = snapshot.group else { throw GroupError.internal("the snapshot holds no group") }
+        return group
+    }
+}

@@ -1,0 +1,163 @@
+public import GroupModel
+
+/// The seam between ``Store`` and a database: what a storage backend implements.
+///
+/// ``Store`` holds everything that is the same whatever the database: the rules of each
+/// mutation (what to read, the plan, what to write, sequence numbering, idempotent sends,
+/// expiry before a decision), group commit, the group cache and the event feed. A backend
+/// implements a small core:
+/// - **Writes**: ``commit(_:then:)`` runs a batch in one transaction, each piece of work in its
+///   own savepoint, where the work calls the transaction's two operations:
+///   ``StoreTransaction/load(_:)`` (a ``StoreSnapshot``: what a plan may read) and
+///   ``StoreTransaction/write(_:over:)`` (a ``WriteSet``: what the plan decided), plus
+///   ``StoreTransaction/purge(_:)`` for retention.
+/// - **Reads**: each a consistent snapshot of committed state: the group, member, application,
+///   message and event queries below.
+///
+/// Rules every backend keeps (the backend conformance suite checks them):
+/// - Every read and write is scoped by app id: nothing of one app is visible to another.
+/// - ``commit(_:then:)`` is called by one caller at a time, and its `then` before the next call.
+/// - Within a batch, each piece of work sees the writes of those before it; one that throws is
+///   rolled back alone; the batch commits once (one fsync under ``Durability/full``).
+/// - Events are numbered 1, 2, 3… per group without gaps, in commit order; `event_id` grows
+///   with commit order across the app.
+/// - Methods throw ``GroupError`` for what the caller got wrong (`GROUP_NOT_FOUND`,
+///   `GROUP_ID_TAKEN`, `INVALID_ARGUMENT` for a malformed cursor); anything else is a storage
+///   failure, which ``Store`` reports as `INTERNAL`.
+/// - Dismissed groups are invisible to reads and snapshots but keep their id taken and their
+///   events readable until purged.
+public protocol StoreBackend: Sendable {
+    // MARK: Writes
+
+    /// Runs `work` in one write transaction: each item in its own savepoint, in order; an item
+    /// that throws is rolled back to its savepoint alone. Then reads the events the transaction
+    /// appended (when `readEvents`), commits, and calls `then` with the outcome.
+    /// - Parameters:
+    ///   - work: The batch's pieces of work, each given the open transaction.
+    ///   - readEvents: Whether to read back the appended events for the event feed.
+    ///   - then: Called once, on any thread, after the commit (or its failure).
+    func commit(_ work: [TransactionWork], readEvents: Bool, then: @escaping @Sendable (BatchOutcome) -> Void)
+
+    // MARK: Group and member reads
+
+    /// Live groups of one app by id, with member count, owner and custom fields, read at one
+    /// instant; ids not found (or dismissed) are absent.
+    func groups(app: String, ids: [String]) async throws -> [String: Group]
+
+    /// One user's memberships (with custom fields) in several live groups of one app.
+    func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member]
+
+    /// Several members (with custom fields) of one live group by user id.
+    /// - Throws: `GROUP_NOT_FOUND`.
+    func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member]
+
+    /// See ``Store/listMembers(app:groupID:filter:after:limit:)``.
+    func listMembers(app: String, groupID: String, filter: MemberListFilter, after cursor: String?, limit: Int) async throws -> Page<Member>
+
+    /// See ``Store/joinedGroups(app:userID:after:limit:)``.
+    func joinedGroups(app: String, userID: String, after cursor: String?, limit: Int) async throws -> Page<JoinedGroup>
+
+    /// See ``Store/searchGroups(app:keyword:userID:matchNameCards:after:limit:)``.
+    func searchGroups(
+        app: String, keyword: String, userID: String?, matchNameCards: Bool, after cursor: String?, limit: Int
+    ) async throws -> Page<Group>
+
+    /// See ``Store/joinedGroupCount(app:userID:types:)``.
+    func joinedGroupCount(app: String, userID: String, types: Set<GroupType>) async throws -> Int
+
+    /// See ``Store/nameCardMatches(app:groupIDs:keyword:limit:)``.
+    func nameCardMatches(app: String, groupIDs: [String], keyword: String, limit: Int) async throws -> [String: [Member]]
+
+    /// A user's remark for a live group ("" when none).
+    /// - Throws: `GROUP_NOT_FOUND`.
+    func remark(app: String, groupID: String, userID: String) async throws -> String
+
+    // MARK: Application reads
+
+    /// One item by id (`nil`: none in the app).
+    func application(app: String, id: String) async throws -> Application?
+
+    /// See ``Store/listApplications(app:query:after:limit:)``.
+    func listApplications(app: String, query: ApplicationQuery, after cursor: String?, limit: Int) async throws -> ApplicationListing
+
+    /// Up to `limit` live groups of the app holding pending items whose expiry passed by `now`.
+    func groupsWithDueApplications(app: String, now: Timestamp, limit: Int) async throws -> [String]
+
+    // MARK: Message reads
+
+    /// See ``Store/message(app:groupID:senderID:clientMessageID:)``.
+    func message(app: String, groupID: String, senderID: String, clientMessageID: String) async throws -> StoredMessage?
+
+    /// See ``Store/messages(app:groupID:range:limit:)``.
+    func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage
+
+    /// See ``Store/eventIDs(app:groupID:sequences:)``.
+    func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64]
+
+    /// See ``Store/readStates(app:userID:groupIDs:)``.
+    func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState]
+
+    // MARK: Event reads
+
+    /// A group's events after `sequence`, in order, dismissed groups included.
+    /// - Throws: `GROUP_NOT_FOUND` if the app never had the group.
+    func events(app: String, groupID: String, after sequence: Int64, limit: Int) async throws -> [GroupEvent]
+
+    /// The highest `event_id` given so far (0: none).
+    func latestEventID() async throws -> Int64
+
+    /// See ``Store/appEvents(app:after:limit:)``.
+    func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
+
+    /// See ``Store/userEvents(app:userID:after:limit:)``.
+    func userEvents(app: String, userID: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
+
+    /// See ``Store/streamMemberships(app:userID:)``.
+    func streamMemberships(app: String, userID: String) async throws -> MembershipSnapshot
+
+    /// See ``Store/retainedStart(app:cutoff:)``.
+    func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart
+
+    // MARK: Lifecycle
+
+    /// Closes the backend; later calls fail. Called once, after the last batch ended.
+    func close() async throws
+}
+
+/// One piece of a batch: runs inside the batch's transaction, in its own savepoint. It keeps
+/// its own result; throwing rolls its savepoint back.
+public typealias TransactionWork = @Sendable (any StoreTransaction) throws -> Void
+
+/// The outcome of a batch.
+public struct BatchOutcome: Sendable {
+    /// The errors of the pieces of work that threw, by their index in the batch (rolled back).
+    public var failures: [Int: any Error]
+    /// The committed transaction's events (empty unless asked for), or the error that made the
+    /// whole transaction fail: then nothing of the batch is stored.
+    public var commit: Result<[LoggedEvent], any Error>
+    /// When the events were asked for but could not be read: why (the batch committed).
+    public var eventReadError: (any Error)?
+
+    /// Creates an outcome.
+    public init(failures: [Int: any Error], commit: Result<[LoggedEvent], any Error>, eventReadError: (any Error)? = nil) {
+        self.failures = failures
+        self.commit = commit
+        self.eventReadError = eventReadError
+    }
+}
+
+/// The write transaction a piece of work runs in (only valid during that call).
+public protocol StoreTransaction {
+    /// Reads what a plan may see, as the transaction sees it (earlier work of the batch included).
+    /// - Throws: `GROUP_NOT_FOUND` when ``SnapshotRequest/group`` names no live group;
+    ///   `APPLICATION_NOT_FOUND` when ``SnapshotRequest/application`` names no item.
+    func load(_ request: SnapshotRequest) throws -> StoreSnapshot
+
+    /// Writes what a plan decided, over the snapshot it was planned on (events are numbered
+    /// after `snapshot.group.latestSequence`).
+    /// - Throws: `GROUP_ID_TAKEN` when a new group's id is taken in its app; a storage failure.
+    func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult
+
+    /// Deletes up to `request.limit` old rows (retention); returns how many.
+    func purge(_ request: PurgeRequest) throws -> Int
+}

@@ -1,0 +1,220 @@
+public import GroupModel
+
+/// What a mutation reads inside its write transaction (``StoreTransaction/load(_:)``): the
+/// group, the memberships of the users it names, and the extra parts it asks for.
+public struct SnapshotRequest: Sendable {
+    /// Extra parts of a snapshot.
+    public struct Parts: OptionSet, Sendable, Hashable {
+        public let rawValue: Int
+        /// Creates a set from its raw value.
+        public init(rawValue: Int) { self.rawValue = rawValue }
+
+        /// The owner's membership.
+        public static let owner = Parts(rawValue: 1 << 0)
+        /// The longest-standing member other than the operator (a Work owner quitting).
+        public static let successor = Parts(rawValue: 1 << 1)
+        /// How many groups of the app (AVChatRooms excluded) each of ``SnapshotRequest/users`` is in.
+        public static let joinedGroupCounts = Parts(rawValue: 1 << 2)
+        /// Mutes kept from earlier memberships of ``SnapshotRequest/users``, not yet over at ``SnapshotRequest/time``.
+        public static let retainedMutes = Parts(rawValue: 1 << 3)
+        /// The group's pending items whose expiry passed by ``SnapshotRequest/time``.
+        public static let dueApplications = Parts(rawValue: 1 << 4)
+        /// The ``SnapshotRequest/readState`` user's read position and counts.
+        public static let readState = Parts(rawValue: 1 << 5)
+        /// The ``SnapshotRequest/applicationReader``'s read time and unread count.
+        public static let applicationReads = Parts(rawValue: 1 << 6)
+    }
+
+    /// The app.
+    public var app: String
+    /// The live group to load (with custom fields); `nil`: none (creation, application reads),
+    /// or the group of ``application``.
+    public var group: String?
+    /// An application item to load by id, with its live group (instead of ``group``).
+    public var application: String?
+    /// The acting user (`nil`: the backend), whose membership is loaded.
+    public var operatorID: String?
+    /// The users the request names, whose memberships are loaded.
+    public var targets: [String]
+    /// The time of the mutation (retained mutes still running, items due, unread counts).
+    public var time: Timestamp
+    /// What else to load.
+    public var parts: Parts
+    /// With a kind: the group's pending items of that kind whose subject is one of ``targets``.
+    public var pendingApplications: ApplicationKind?
+    /// With `.readState`: the reader and the sequence the read covers (`nil`: the latest).
+    public var readState: (user: String, upTo: Int64?)?
+    /// An earlier message with this sender and client message id, if the group has one.
+    public var earlierMessage: (sender: String, clientMessageID: String)?
+    /// With `.applicationReads`: whose read time and unread count.
+    public var applicationReader: String?
+
+    /// Creates a request.
+    public init(
+        app: String, group: String? = nil, application: String? = nil, operatorID: String? = nil, targets: [String] = [],
+        time: Timestamp, parts: Parts = [], pendingApplications: ApplicationKind? = nil,
+        readState: (user: String, upTo: Int64?)? = nil, earlierMessage: (sender: String, clientMessageID: String)? = nil,
+        applicationReader: String? = nil
+    ) {
+        self.app = app
+        self.group = group
+        self.application = application
+        self.operatorID = operatorID
+        self.targets = targets
+        self.time = time
+        self.parts = parts
+        self.pendingApplications = pendingApplications
+        self.readState = readState
+        self.earlierMessage = earlierMessage
+        self.applicationReader = applicationReader
+    }
+
+    /// The operator and the targets, each once (whose counts and retained mutes are loaded).
+    public var users: [String] {
+        var seen = Set<String>()
+        var users: [String] = []
+        for user in targets + (operatorID.map { [$0] } ?? []) where seen.insert(user).inserted { users.append(user) }
+        return users
+    }
+}
+
+/// A backend's handle of a stored group row (its surrogate key), opaque to ``Store``.
+public struct GroupRowID: Sendable, Hashable {
+    /// The backend's key.
+    public var value: Int64
+
+    /// Creates a handle.
+    public init(_ value: Int64) { self.value = value }
+}
+
+/// What ``StoreTransaction/load(_:)`` read.
+public struct StoreSnapshot: Sendable {
+    /// The app it was loaded in.
+    public var app: String
+    /// The time of the mutation it was loaded for (``SnapshotRequest/time``): the time of the
+    /// events and changes written over it.
+    public var time: Timestamp
+    /// The live group, with custom fields (`nil` when none was asked for).
+    public var group: Group?
+    /// The group's row.
+    public var groupRow: GroupRowID?
+    /// Every membership read (operator, targets, owner, successor), by user id.
+    public var members: [String: Member] = [:]
+    /// The successor (`.successor`).
+    public var successor: Member?
+    /// Per user of the request (0 when none), their joined-group count (`.joinedGroupCounts`).
+    public var joinedGroupCounts: [String: Int] = [:]
+    /// Retained mutes by user (`.retainedMutes`).
+    public var retainedMutes: [String: Timestamp] = [:]
+    /// Pending items by subject (``SnapshotRequest/pendingApplications``).
+    public var pendingApplications: [String: Application] = [:]
+    /// The group's items due for expiry (`.dueApplications`), in creation order.
+    public var dueApplications: [Application] = []
+    /// The item of ``SnapshotRequest/application``.
+    public var application: Application?
+    /// The reader's read position (`.readState`).
+    public var readSequence: Int64 = 0
+    /// The latest message sequence at or below the read's `upTo` (`.readState`; 0: none).
+    public var latestMessageSequence: Int64 = 0
+    /// Messages after the read position and the reader's join, not sent by the reader (`.readState`).
+    public var unreadCount: Int = 0
+    /// When the group's newest message was sent (`.readState`).
+    public var lastMessageAt: Timestamp?
+    /// The earlier message with the same client message id (``SnapshotRequest/earlierMessage``).
+    public var earlierMessage: StoredMessage?
+    /// The reader's application read time (`.applicationReads`).
+    public var applicationReadTime: Timestamp?
+    /// The reader's unread applications (`.applicationReads`).
+    public var unreadApplications: Int = 0
+
+    /// Creates a snapshot.
+    public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
+        self.app = app
+        self.time = time
+        self.group = group
+        self.groupRow = groupRow
+    }
+}
+
+/// What a plan decided: ``StoreTransaction/write(_:over:)`` writes it in the transaction, all of
+/// it or (throwing) nothing of it within the piece of work's savepoint.
+public struct WriteSet: Sendable {
+    /// A group to create with its members, custom fields and events (no snapshot group).
+    public var newGroup: GroupCreationPlan?
+    /// The change of the snapshot's group (its row, members, retained mutes, events).
+    public var change: GroupChange?
+    /// Events to append after the change's (or alone), on the snapshot's group.
+    public var events: [GroupEvent.Draft] = []
+    /// The message whose `GROUP_MESSAGE` event is the first of ``events``: its body is stored
+    /// under that event's row.
+    public var message: GroupMessage?
+    /// Application items to insert (new id) or update, in the snapshot's group.
+    public var applications: [Application] = []
+    /// A user's remark for the snapshot's group: set, or cleared (`nil`).
+    public var remark: (user: String, remark: String?)?
+    /// A member's new read position in the snapshot's group.
+    public var readSequence: (user: String, sequence: Int64)?
+    /// A user's application read time, moved forward only (never back).
+    public var applicationReadTime: (user: String, time: Timestamp)?
+
+    /// Creates a write set.
+    public init(
+        newGroup: GroupCreationPlan? = nil, change: GroupChange? = nil, events: [GroupEvent.Draft] = [],
+        message: GroupMessage? = nil, applications: [Application] = [], remark: (user: String, remark: String?)? = nil,
+        readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil
+    ) {
+        self.newGroup = newGroup
+        self.change = change
+        self.events = events
+        self.message = message
+        self.applications = applications
+        self.remark = remark
+        self.readSequence = readSequence
+        self.applicationReadTime = applicationReadTime
+    }
+}
+
+/// What ``StoreTransaction/write(_:over:)`` wrote.
+public struct WriteResult: Sendable {
+    /// The appended events, numbered, in order.
+    public var events: [GroupEvent]
+    /// The created group's row (``WriteSet/newGroup``).
+    public var groupRow: GroupRowID?
+    /// The `event_id` of the message's event row (``WriteSet/message``).
+    public var messageEventID: Int64?
+
+    /// Creates a result.
+    public init(events: [GroupEvent], groupRow: GroupRowID? = nil, messageEventID: Int64? = nil) {
+        self.events = events
+        self.groupRow = groupRow
+        self.messageEventID = messageEventID
+    }
+}
+
+/// Old rows to delete (retention), oldest first.
+public struct PurgeRequest: Sendable, Hashable {
+    /// Which rows.
+    public enum Kind: Sendable, Hashable {
+        /// Events other than messages (their bodies go with messages).
+        case events
+        /// Group messages: the body and its `GROUP_MESSAGE` event row together.
+        case messages
+    }
+
+    /// Which rows.
+    public var kind: Kind
+    /// The app.
+    public var app: String
+    /// Rows from before this time.
+    public var before: Timestamp
+    /// At most this many.
+    public var limit: Int
+
+    /// Creates a request.
+    public init(kind: Kind, app: String, before: Timestamp, limit: Int) {
+        self.kind = kind
+        self.app = app
+        self.before = before
+        self.limit = limit
+    }
+}

@@ -1,0 +1,67 @@
+public import GroupModel
+
+/// What a plan may read about a group, loaded inside the write transaction that applies it, so
+/// no concurrent change slips between the check and the write.
+public struct GroupSnapshot: Sendable {
+    /// The group as it is now.
+    public var group: Group
+    /// The operator's membership (nil for the backend or a non-member).
+    public var operatorMembership: Member?
+    /// The memberships of the users the request names, keyed by user id (absent: not a member).
+    public var targets: [String: Member]
+    /// The owner's membership (nil for an ownerless AVChatRoom).
+    public var owner: Member?
+    /// The longest-standing member other than the operator (lowest join order), for a Work owner
+    /// quitting; nil when the operator is the only member.
+    public var successor: Member?
+    /// How many (undismissed) groups of the app each of the operator and the targets is in.
+    public var joinedGroupCounts: [String: Int]
+    /// Mutes kept from earlier memberships of the targets and the operator (RongCloud's quit
+    /// option), keyed by user id.
+    public var retainedMutes: [String: Timestamp]
+
+    /// Creates a snapshot.
+    public init(
+        group: Group, operatorMembership: Member?, targets: [String: Member], owner: Member?, successor: Member?,
+        joinedGroupCounts: [String: Int], retainedMutes: [String: Timestamp]
+    ) {
+        self.group = group
+        self.operatorMembership = operatorMembership
+        self.targets = targets
+        self.owner = owner
+        self.successor = successor
+        self.joinedGroupCounts = joinedGroupCounts
+        self.retainedMutes = retainedMutes
+    }
+}
+
+/// One page of a listing, with the cursor of the next page (nil: this was the last).
+public struct Page<Item: Sendable>: Sendable {
+    /// The items, in the listing's order.
+    public var items: [Item]
+    /// Where the next page starts; opaque to callers, nil when there is no next page.
+    public var next: String?
+
+    /// Creates a page.
+    public init(items: [Item], next: String?) {
+        self.items = items
+        self.next = next
+    }
+}
+
+/// A group the user belongs to, as `ListJoinedGroups` shows it.
+public struct JoinedGroup: Sendable, Hashable {
+    /// The group.
+    public var group: Group
+    /// The user's membership.
+    public var membership: Member
+    /// The user's private remark for the group ("" when none).
+    public var remark: String
+
+    /// Creates a joined-group entry.
+    public init(group: Group, membership: Member, remark: String) {
+        self.group = group
+        self.membership = membership
+        self.remark = remark
+    }
+}
