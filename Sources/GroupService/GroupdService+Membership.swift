@@ -28,12 +28,12 @@ extension GroupdService {
         let now = clock.now()
         let user = call.caller.operatorID
         try Self.requireGroupID(request.groupID)
-        guard let stored = try await store.groups(app: call.caller.appID, ids: [request.groupID])[request.groupID] else {
+        guard let type = try await store.groupType(app: call.caller.appID, id: request.groupID) else {
             throw GroupError.groupNotFound(request.groupID)
         }
         // Policy plugins: before_apply_to_join may refuse the join or rewrite (mask) the message.
-        let message = try await checkJoinPolicy(message: request.message, groupID: request.groupID, groupType: stored.type, call)
-        if !stored.type.preset.behaviour.membershipStored {
+        let message = try await checkJoinPolicy(message: request.message, groupID: request.groupID, groupType: type, call)
+        if !type.preset.behaviour.membershipStored {
             let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
                 let plan = try GroupRules.planJoin(
                     snapshot.group, by: op, joinedGroupCount: user.flatMap { snapshot.joinedGroupCounts[$0] } ?? 0,
@@ -52,7 +52,7 @@ extension GroupdService {
         let newID = ApplicationID.make()
         let committed = try await store.mutateApplications(
             app: caller.appID, groupID: request.groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
-            at: now
+            at: now, parts: [.joinedGroupCounts, .retainedMutes]
         ) { snapshot in
             let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
             let plan = try GroupRules.planJoinApplication(

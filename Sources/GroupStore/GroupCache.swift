@@ -162,6 +162,16 @@ final class GroupCache: Sendable {
         }
     }
 
+    /// The type of a cached group, even while a write to it is in flight (a group's type never
+    /// changes); `nil` when the group is not cached.
+    func type(app: String, id: String) -> GroupType? {
+        state.withLock { state in
+            guard capacity > 0, !state.closed, let slot = state.index[Key(app: app, id: id)] else { return nil }
+            state.slots[slot]!.referenced = true
+            return state.slots[slot]!.group.type
+        }
+    }
+
     /// Keep records read from the database, unless a write committed since `generation` was
     /// handed out or one of them is being written.
     func fill(app: String, groups: some Collection<Group>, generation: UInt64) {

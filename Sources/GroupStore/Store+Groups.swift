@@ -151,6 +151,13 @@ extension Store {
         return groups
     }
 
+    /// A live group's type (`nil`: no such group): from the cache when it holds the group, even
+    /// while a write to it is in flight, since a group's type never changes; otherwise read.
+    public func groupType(app: String, id: String) async throws -> GroupType? {
+        if let type = cache.type(app: app, id: id) { return type }
+        return try await groups(app: app, ids: [id])[id]?.type
+    }
+
     /// Reads one user's membership in several groups of one app (for visibility and permissions).
     /// - Returns: The user's member record per group id where the user is a member.
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {

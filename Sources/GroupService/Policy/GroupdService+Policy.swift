@@ -33,11 +33,16 @@ extension GroupdService {
     /// `allowDiscard` (messages) and refused otherwise.
     /// - Parameters:
     ///   - fieldPath: the request field a hook key names, for `metadata["field"]`.
+    /// Whether the caller's app has a plugin on `hook` (no chain: the hook costs nothing).
+    func hasPolicy(_ hook: PolicyHook, _ call: CallContext) -> Bool {
+        policy.host?.hasPlugins(for: hook, app: call.caller.appID) ?? false
+    }
+
     func checkPolicy(
         _ hook: PolicyHook, _ call: CallContext, allowDiscard: Bool = false,
         fieldPath: (String) -> String = { $0 }, _ request: () -> HookRequest
     ) async throws -> PolicyVerdict {
-        guard let host = policy.host, host.hasPlugins(for: hook, app: call.caller.appID) else { return .proceed([:]) }
+        guard hasPolicy(hook, call), let host = policy.host else { return .proceed([:]) }
         var built = request()
         if built.operatorID.isEmpty { built.operatorID = call.caller.operatorID ?? "" }
         switch await host.run(hook, app: call.caller.appID, request: built) {
