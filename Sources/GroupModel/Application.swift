@@ -171,12 +171,28 @@ public struct Application: Sendable, Hashable, Identifiable {
 /// Application ids: `ap` and 20 base-36 characters from the system's random source (about 103
 /// bits), so ids do not reveal how many items an app has.
 public enum ApplicationID {
-    /// A fresh id.
+    /// A fresh id: `ap` and 20 characters of `[0-9a-z]`, uniformly random. Each 64-bit draw
+    /// gives 12 base-36 digits (draws at or above the largest multiple of 36^12 are drawn again,
+    /// so no digit is favoured).
     public static func make() -> String {
         var generator = SystemRandomNumberGenerator()
-        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
-        return "ap" + String((0..<20).map { _ in alphabet[Int(generator.next(upperBound: UInt64(alphabet.count)))] })
+        let block: UInt64 = 4_738_381_338_321_616_896  // 36^12
+        var text = "ap"
+        var left = 20
+        while left > 0 {
+            var draw = generator.next() as UInt64
+            guard draw < block * 3 else { continue }
+            draw %= block
+            for _ in 0..<min(12, left) {
+                text.unicodeScalars.append(Unicode.Scalar(alphabet[Int(draw % 36)]))
+                draw /= 36
+                left -= 1
+            }
+        }
+        return text
     }
+
+    private static let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)
 }
 
 extension GroupError.Reason {

@@ -62,10 +62,17 @@ public enum GroupID {
         return text
     }
 
-    /// Generate an id with the system's random number generator.
+    /// Generate an id with the system's random number generator: one 64-bit draw, 5 bits a
+    /// character.
     public static func generate() -> String {
         var generator = SystemRandomNumberGenerator()
-        return generate(using: &generator)
+        var bits: UInt64 = generator.next()
+        var text = generatedPrefix
+        for _ in 0..<generatedSuffixLength {
+            text.unicodeScalars.append(Unicode.Scalar(generatedAlphabet[Int(bits & 31)]))
+            bits >>= 5
+        }
+        return text
     }
 
     private static func isAllowed(_ byte: UInt8) -> Bool {

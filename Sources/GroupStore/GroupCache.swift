@@ -32,9 +32,8 @@ public struct GroupCacheStatistics: Sendable, Hashable {
 ///   the batch holding the mutation commits (after `COMMIT` has executed and before any write of
 ///   the batch returns), ``commitWrite(_:records:)`` puts the group as the mutation left it in
 ///   place of the record (or drops it: a dismissed group), clears the pending mark and bumps the
-///   generation. When the mutation's changes are discarded (its savepoint rolled back, or the
-///   batch's commit failed), ``rollbackWrite(_:)`` only clears the pending mark: the record
-///   stays as it was.
+///   generation. When the mutation's changes are discarded (it failed, or its batch did not
+///   commit), ``rollbackWrite(_:)`` only clears the pending mark: the record stays as it was.
 /// - **Read misses.** A read that misses notes the generation *before* it starts its database
 ///   read, and keeps its result (``fill(app:groups:generation:)``) only if no write committed
 ///   in the meantime and none of the keys is pending. A result read from a snapshot older than

@@ -23,8 +23,10 @@ public struct WriteBatching: Sendable, Hashable {
 /// Group commit: mutations queue here, and every mutation waiting when the backend is free (up
 /// to ``WriteBatching/maxWrites``) is applied in one transaction, one fsync.
 ///
-/// - Each mutation runs in its own savepoint (``StoreBackend/commit(_:readEvents:then:)``): one
-///   that throws is rolled back alone and fails alone; its neighbours commit.
+/// - A mutation that throws fails alone: before it wrote anything (plans throw before they
+///   write), nothing needs undoing; after writing, the backend aborts the batch and the others
+///   run again at once in a new one (``BatchOutcome/Ending/aborted(at:)``), before any newer
+///   mutation.
 /// - A mutation is answered only once the transaction holding it has committed (or failed: then
 ///   every mutation of the batch fails with the commit's error, and none of it is stored).
 /// - The batch's events are handed to the observers once it has committed, in commit order,
@@ -42,16 +44,18 @@ final class GroupCommitQueue: Sendable {
         var answer: Answer
         /// Runs after `COMMIT`, before observers and answers.
         var committed: @Sendable () -> Void
-        /// Runs when the batch's commit failed (the mutation's changes are not stored).
+        /// Runs when the batch did not commit (the mutation's changes are not stored; it may run
+        /// again).
         var discarded: @Sendable () -> Void
     }
 
     /// One queued mutation.
     struct PendingWrite: Sendable {
-        /// Applies the mutation in the batch's transaction (inside its savepoint). A mutation that
-        /// throws has undone its own side effects (cache marks) before throwing.
+        /// Applies the mutation in the batch's transaction. A mutation that throws has undone its
+        /// own side effects (cache marks) before throwing. It may be applied again (an aborted
+        /// batch), after its earlier application was discarded.
         let apply: @Sendable (any StoreTransaction) throws -> Applied
-        /// Answers the caller with the mutation's own error (its savepoint was rolled back).
+        /// Answers the caller with the mutation's own error.
         let fail: @Sendable (any Error) -> Void
     }
 
@@ -116,7 +120,8 @@ final class GroupCommitQueue: Sendable {
                 { transaction in slot.applied = try write.apply(transaction) }
             }
             backend.commit(work, readEvents: !observers().isEmpty) { outcome in
-                self.finish(batch, slots: slots, outcome: outcome)
+                let again = self.finish(batch, slots: slots, outcome: outcome)
+                if !again.isEmpty { self.runFirst(again) }
                 let callReturned = turn.withLock { turn in
                     turn.finished = true
                     return turn.returned
@@ -131,14 +136,15 @@ final class GroupCommitQueue: Sendable {
         }
     }
 
-    /// Ends a batch: hooks, observers, answers.
-    private func finish(_ batch: [PendingWrite], slots: [Slot], outcome: BatchOutcome) {
+    /// Ends a batch: hooks, observers, answers; returns the mutations to run again (an aborted
+    /// batch).
+    private func finish(_ batch: [PendingWrite], slots: [Slot], outcome: BatchOutcome) -> [PendingWrite] {
         for (index, error) in outcome.failures { batch[index].fail(error) }
-        switch outcome.commit {
-        case .success(let events):
+        switch outcome.ending {
+        case .committed(let events, let eventReadError):
             for slot in slots { slot.applied?.committed() }
             let observers = self.observers()
-            if let error = outcome.eventReadError {
+            if let error = eventReadError {
                 for observer in observers { observer(.failure(error)) }
             } else if !events.isEmpty {
                 for observer in observers { observer(.success(events)) }
@@ -150,14 +156,30 @@ final class GroupCommitQueue: Sendable {
                     batch[index].fail(GroupError.internal("the backend committed a batch without running one of its mutations"))
                 }
             }
-        case .failure(let error):
-            // Nothing of the batch is stored: the mutations that applied are discarded, the ones
-            // the backend did not reach (it gave up on the transaction) fail with it too.
+            return []
+        case .aborted:
+            var again: [PendingWrite] = []
+            for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
+                slot.applied?.discarded()
+                again.append(batch[index])
+            }
+            return again
+        case .failed(let error):
+            // Nothing of the batch is stored: the mutations that applied are discarded, and they
+            // and the ones the backend did not reach fail with it.
             for slot in slots { slot.applied?.discarded() }
             for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
                 if let applied = slot.applied { applied.answer(error) } else { batch[index].fail(error) }
             }
+            return []
         }
+    }
+
+    /// Puts `writes` at the head of the queue (the next batch takes them first, in order).
+    private func runFirst(_ writes: [PendingWrite]) {
+        condition.lock()
+        state.pending.insert(contentsOf: writes, at: 0)
+        condition.unlock()
     }
 
     /// Up to `maxWrites` waiting mutations (waiting up to `maxWait` for more when fewer are

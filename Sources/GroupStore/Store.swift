@@ -10,8 +10,8 @@ import Synchronization
 ///   write transaction with the state as it is at that moment, so a permission check and the
 ///   change cannot be separated by a concurrent write.
 /// - **Group commit** (``WriteBatching``): every mutation waiting when the backend is free
-///   commits in one transaction, one fsync, each in its own savepoint. A mutation returns only
-///   after the commit that holds it; one that fails, fails alone.
+///   commits in one transaction, one fsync. A mutation returns only after the commit that holds
+///   it; one that fails, fails alone (its batch runs again without it if it had written).
 /// - **The group cache**: ``groups(app:ids:)`` answers from memory when it can, exactly (never
 ///   older than a mutation that has returned). A mutation that changes a group row marks it
 ///   pending before its transaction commits and, once it has committed, puts the group as the
@@ -97,8 +97,9 @@ public final class Store: Sendable {
         func discarded() { cache.rollbackWrite(keys) }
     }
 
-    /// Runs `body` as one mutation of the next batch, in its own savepoint, and returns its
-    /// value once that batch has committed.
+    /// Runs `body` as one mutation of the next batch and returns its value once that batch has
+    /// committed. `body` may run more than once (an aborted batch runs again): it must do
+    /// nothing outside the transaction but through `CacheWrites`.
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
     ///   the batch is stored); both as ``GroupError``.
     func mutate<T: Sendable>(

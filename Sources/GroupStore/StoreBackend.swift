@@ -6,8 +6,8 @@ public import GroupModel
 /// mutation (what to read, the plan, what to write, sequence numbering, idempotent sends,
 /// expiry before a decision), group commit, the group cache and the event feed. A backend
 /// implements a small core:
-/// - **Writes**: ``commit(_:then:)`` runs a batch in one transaction, each piece of work in its
-///   own savepoint, where the work calls the transaction's two operations:
+/// - **Writes**: ``commit(_:readEvents:then:)`` runs a batch of pieces of work in one
+///   transaction, where each piece calls the transaction's two operations:
 ///   ``StoreTransaction/load(_:)`` (a ``StoreSnapshot``: what a plan may read) and
 ///   ``StoreTransaction/write(_:over:)`` (a ``WriteSet``: what the plan decided), plus
 ///   ``StoreTransaction/purge(_:)`` for retention.
@@ -16,9 +16,13 @@ public import GroupModel
 ///
 /// Rules every backend keeps (the backend conformance suite checks them):
 /// - Every read and write is scoped by app id: nothing of one app is visible to another.
-/// - ``commit(_:then:)`` is called by one caller at a time, and its `then` before the next call.
-/// - Within a batch, each piece of work sees the writes of those before it; one that throws is
-///   rolled back alone; the batch commits once (one fsync under ``Durability/full``).
+/// - ``commit(_:readEvents:then:)`` is called by one caller at a time, and its `then` before the
+///   next call.
+/// - Within a batch, each piece of work sees the writes of those before it; the batch commits
+///   once (one fsync under ``Durability/full``). A piece that throws before it wrote anything
+///   fails alone; one that throws after writing aborts the batch (``BatchOutcome/Ending/aborted(at:)``):
+///   nothing is stored and ``Store`` runs the other pieces again in a new batch. (Plans throw
+///   before their writes, so aborts are rare: a constraint a write hits, an injected fault.)
 /// - Events are numbered 1, 2, 3… per group without gaps, in commit order; `event_id` grows
 ///   with commit order across the app.
 /// - Methods throw ``GroupError`` for what the caller got wrong (`GROUP_NOT_FOUND`,
@@ -29,9 +33,10 @@ public import GroupModel
 public protocol StoreBackend: Sendable {
     // MARK: Writes
 
-    /// Runs `work` in one write transaction: each item in its own savepoint, in order; an item
-    /// that throws is rolled back to its savepoint alone. Then reads the events the transaction
-    /// appended (when `readEvents`), commits, and calls `then` with the outcome.
+    /// Runs `work` in one write transaction, in order. An item that throws having written nothing
+    /// fails alone; one that throws after writing ends the transaction: rolled back, the items
+    /// after it not run (``BatchOutcome/Ending/aborted(at:)``). Then reads the events the
+    /// transaction appended (when `readEvents`), commits, and calls `then` with the outcome.
     /// - Parameters:
     ///   - work: The batch's pieces of work, each given the open transaction.
     ///   - readEvents: Whether to read back the appended events for the event feed.
@@ -124,25 +129,34 @@ public protocol StoreBackend: Sendable {
     func close() async throws
 }
 
-/// One piece of a batch: runs inside the batch's transaction, in its own savepoint. It keeps
-/// its own result; throwing rolls its savepoint back.
+/// One piece of a batch: runs inside the batch's transaction and keeps its own result. It may
+/// be run again, in a later batch, when the batch it ran in aborted.
 public typealias TransactionWork = @Sendable (any StoreTransaction) throws -> Void
 
 /// The outcome of a batch.
 public struct BatchOutcome: Sendable {
-    /// The errors of the pieces of work that threw, by their index in the batch (rolled back).
+    /// How the transaction ended.
+    public enum Ending: Sendable {
+        /// Committed: the events it appended (empty unless asked for), and why they could not be
+        /// read when that failed (the batch committed all the same).
+        case committed([LoggedEvent], eventReadError: (any Error)?)
+        /// Rolled back because the piece at this index threw after writing: nothing is stored;
+        /// the pieces not in ``BatchOutcome/failures`` (before it, after it) may run again.
+        case aborted(at: Int)
+        /// Failed as a whole (the commit, an I/O error): nothing is stored, and every piece not in
+        /// ``BatchOutcome/failures`` fails with this error.
+        case failed(any Error)
+    }
+
+    /// The errors of the pieces that threw, by their index in the batch.
     public var failures: [Int: any Error]
-    /// The committed transaction's events (empty unless asked for), or the error that made the
-    /// whole transaction fail: then nothing of the batch is stored.
-    public var commit: Result<[LoggedEvent], any Error>
-    /// When the events were asked for but could not be read: why (the batch committed).
-    public var eventReadError: (any Error)?
+    /// How the transaction ended.
+    public var ending: Ending
 
     /// Creates an outcome.
-    public init(failures: [Int: any Error], commit: Result<[LoggedEvent], any Error>, eventReadError: (any Error)? = nil) {
+    public init(failures: [Int: any Error], ending: Ending) {
         self.failures = failures
-        self.commit = commit
-        self.eventReadError = eventReadError
+        self.ending = ending
     }
 }
 

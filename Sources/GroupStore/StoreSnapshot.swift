@@ -136,8 +136,8 @@ public struct StoreSnapshot: Sendable {
     }
 }
 
-/// What a plan decided: ``StoreTransaction/write(_:over:)`` writes it in the transaction, all of
-/// it or (throwing) nothing of it within the piece of work's savepoint.
+/// What a plan decided: ``StoreTransaction/write(_:over:)`` writes it in the transaction (a
+/// write that throws part-way aborts the batch: nothing of it is stored).
 public struct WriteSet: Sendable {
     /// A group to create with its members, custom fields and events (no snapshot group).
     public var newGroup: GroupCreationPlan?

@@ -142,7 +142,6 @@ enum EventRows {
         while let row = try leaveRows.next() {
             leaves[try row.decode(atIndex: 0), default: []].append(try row.decode(atIndex: 1))
         }
-        let decoder = JSONDecoder()
         for (key, leaveSequences) in leaves {
             var joins: [Int64] = []
             let joinRows = try Row.fetchCursor(
@@ -154,7 +153,7 @@ enum EventRows {
                         """),
                 arguments: [app, key, eventID])
             while let row = try joinRows.next() {
-                let targets = try decoder.decode([String].self, from: Data(try row.decode(String.self, atIndex: 1).utf8))
+                let targets = try EventJSON.strings(try row.decode(String.self, atIndex: 1))
                 if targets.contains(userID) { joins.append(try row.decode(atIndex: 0)) }
             }
             var previous: Int64 = 0

@@ -269,8 +269,6 @@ enum Rows {
     ) throws -> [GroupEvent] {
         var events: [GroupEvent] = []
         events.reserveCapacity(drafts.count)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         for (offset, draft) in drafts.enumerated() {
             let event = GroupEvent(
                 draft: draft, appID: appID, groupID: groupID, sequence: sequence + Int64(offset) + 1, time: time)
@@ -291,8 +289,7 @@ enum Rows {
                 arguments: [
                     appID, groupKey, groupID, event.sequence, event.kind.rawValue,
                     time.millisecondsSince1970, event.operatorID,
-                    String(decoding: try encoder.encode(event.targets), as: UTF8.self),
-                    String(decoding: try encoder.encode(event.changes), as: UTF8.self),
+                    EventJSON.encode(event.targets), EventJSON.encode(event.changes),
                     recipientKind, recipientUser,
                 ])
             events.append(event)
@@ -310,7 +307,6 @@ enum Rows {
 
     /// Decode a row selected with ``eventColumns``, by index.
     static func event(_ row: Row) throws -> GroupEvent {
-        let decoder = JSONDecoder()
         let targets: String = try row.decode(atIndex: 6)
         let changes: String = try row.decode(atIndex: 7)
         let recipient: GroupEvent.Recipient
@@ -324,8 +320,7 @@ enum Rows {
             appID: try row.decode(atIndex: 0), groupID: try row.decode(atIndex: 1), sequence: try row.decode(atIndex: 2),
             kind: try parse(row.decode(atIndex: 3), GroupEvent.Kind.init(rawValue:)),
             time: Timestamp(millisecondsSince1970: try row.decode(atIndex: 4)), operatorID: try row.decode(atIndex: 5),
-            targets: try decoder.decode([String].self, from: Data(targets.utf8)),
-            changes: try decoder.decode([String: String].self, from: Data(changes.utf8)),
+            targets: try EventJSON.strings(targets), changes: try EventJSON.object(changes),
             recipient: recipient)
     }
 
