@@ -66,7 +66,12 @@ final class GroupCommitQueue: Sendable {
         var pending: [PendingWrite] = []
         var draining = false
         var waiting = false
+        /// Tests: while set, mutations queue and no batch starts.
+        var held = false
+        /// Tests: callers waiting for this many queued mutations.
+        var pendingWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var observers: [Observer] = []
+        var statistics = GroupCommitStatistics()
     }
 
     /// Where a piece of work leaves its result for the end of the batch (written by the
@@ -101,11 +106,59 @@ final class GroupCommitQueue: Sendable {
     func enqueue(_ write: PendingWrite) {
         condition.lock()
         state.pending.append(write)
-        let start = !state.draining
-        state.draining = true
+        let start = !state.draining && !state.held
+        if start { state.draining = true }
         if state.waiting { condition.signal() }
+        let ready = resumeReadyWaiters()
+        condition.unlock()
+        for waiter in ready { waiter.resume() }
+        if start { drive() }
+    }
+
+    /// What the queue has committed so far.
+    var statistics: GroupCommitStatistics {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.statistics
+    }
+
+    // MARK: Holding (tests)
+
+    /// Tests: from now on mutations queue and no new batch starts (one under way finishes).
+    func hold() {
+        condition.lock()
+        state.held = true
+        condition.unlock()
+    }
+
+    /// Tests: batches start again, the first one taking what queued meanwhile.
+    func release() {
+        condition.lock()
+        state.held = false
+        let start = !state.draining && !state.pending.isEmpty
+        if start { state.draining = true }
         condition.unlock()
         if start { drive() }
+    }
+
+    /// Tests: returns once at least `count` mutations are queued (not yet taken by a batch).
+    func waitUntilQueued(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            state.pendingWaiters.append((count, continuation))
+            let ready = resumeReadyWaiters()
+            condition.unlock()
+            for waiter in ready { waiter.resume() }
+        }
+    }
+
+    /// The waiters whose count is reached, taken out (call with `condition` locked).
+    private func resumeReadyWaiters() -> [CheckedContinuation<Void, Never>] {
+        if state.pendingWaiters.isEmpty { return [] }
+        let count = state.pending.count
+        let ready = state.pendingWaiters.filter { $0.count <= count }.map(\.continuation)
+        state.pendingWaiters.removeAll { $0.count <= count }
+        return ready
     }
 
     // MARK: Batches
@@ -142,6 +195,7 @@ final class GroupCommitQueue: Sendable {
         for (index, error) in outcome.failures { batch[index].fail(error) }
         switch outcome.ending {
         case .committed(let events, let eventReadError):
+            count { $0.batches += 1; $0.mutations += slots.count(where: { $0.applied != nil }) }
             for slot in slots { slot.applied?.committed() }
             let observers = self.observers()
             if let error = eventReadError {
@@ -158,6 +212,7 @@ final class GroupCommitQueue: Sendable {
             }
             return []
         case .aborted:
+            count { $0.abortedBatches += 1 }
             var again: [PendingWrite] = []
             for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
                 slot.applied?.discarded()
@@ -165,6 +220,7 @@ final class GroupCommitQueue: Sendable {
             }
             return again
         case .failed(let error):
+            count { $0.failedBatches += 1 }
             // Nothing of the batch is stored: the mutations that applied are discarded, and they
             // and the ones the backend did not reach fail with it.
             for slot in slots { slot.applied?.discarded() }
@@ -173,6 +229,12 @@ final class GroupCommitQueue: Sendable {
             }
             return []
         }
+    }
+
+    private func count(_ update: (inout GroupCommitStatistics) -> Void) {
+        condition.lock()
+        update(&state.statistics)
+        condition.unlock()
     }
 
     /// Puts `writes` at the head of the queue (the next batch takes them first, in order).
@@ -187,7 +249,7 @@ final class GroupCommitQueue: Sendable {
     private func take() -> [PendingWrite]? {
         condition.lock()
         defer { condition.unlock() }
-        if state.pending.isEmpty {
+        if state.pending.isEmpty || state.held {
             state.draining = false
             return nil
         }
@@ -216,4 +278,17 @@ final class GroupCommitQueue: Sendable {
         let (seconds, attoseconds) = duration.components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
+}
+
+/// What group commit has done (tests and metrics).
+public struct GroupCommitStatistics: Sendable, Hashable {
+    /// Transactions committed.
+    public var batches = 0
+    /// Mutations those transactions held.
+    public var mutations = 0
+    /// Batches rolled back because a mutation failed after writing (their other mutations ran
+    /// again).
+    public var abortedBatches = 0
+    /// Batches that failed as a whole (commit or I/O errors).
+    public var failedBatches = 0
 }

@@ -56,6 +56,21 @@ public final class Store: Sendable {
         cache.statistics
     }
 
+    /// What group commit has done: batches committed, the mutations they held, aborted and failed
+    /// batches.
+    public var commitStatistics: GroupCommitStatistics { commits.statistics }
+
+    /// Tests: mutations queue and no batch starts until ``releaseCommits()`` (a batch under way
+    /// finishes).
+    public func holdCommits() { commits.hold() }
+
+    /// Tests: batches start again; the first takes every mutation that queued meanwhile (up to
+    /// the batch size).
+    public func releaseCommits() { commits.release() }
+
+    /// Tests: returns once at least `count` mutations wait for a batch.
+    public func waitUntilQueued(_ count: Int) async { await commits.waitUntilQueued(count) }
+
     /// Calls `handler` after every commit that appended events, with those events in commit
     /// order (`event_id` order), before the mutations of that commit return.
     public func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {

@@ -60,6 +60,12 @@ public final class TemporaryStore: Sendable {
         self.store = Store(backend: backend, cacheCapacity: cacheCapacity, batching: batching)
     }
 
+    /// Makes every batch's commit fail with `error` from now on (`nil`: commits work again), as
+    /// a full disk would: the backend-specific hook of the conformance suite.
+    public func failCommits(with error: (any Error)?) {
+        backend.injectCommitFailure(error)
+    }
+
     /// Close this store and open the same file again.
     /// - Returns: A new value over the same directory (which stays until both are released).
     public func reopen() async throws -> TemporaryStore {

@@ -1,0 +1,188 @@
+import Foundation
+import GroupModel
+@testable import GroupStore
+import GroupTestSupport
+import Synchronization
+import Testing
+
+private struct InjectedFault: Error {}
+
+/// The errors concurrent calls got.
+private final class Errors: Sendable {
+    private let list = Mutex<[GroupError]>([])
+    func append(_ error: GroupError) { list.withLock { $0.append(error) } }
+    var all: [GroupError] { list.withLock { $0 } }
+}
+
+/// Group commit as every backend must keep it: mutations held back, then released into one batch.
+@Suite("Store conformance: group commit")
+struct StoreBatchingTests {
+    @Test("one batch: a refused plan and a write that fails fail alone; the others commit", arguments: StoreKind.allCases)
+    func oneBadMember(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            for n in 0..<10 { try await Fixture.create(store, "g\(n)") }
+            let before = store.commitStatistics
+            // The remark write fails after writing its row and event (the batch aborts and the
+            // others run again).
+            store.injectFault { method in if method == "setRemark" { throw InjectedFault() } }
+            store.holdCommits()
+            async let renames = withThrowingTaskGroup(of: Group.self) { tasks in
+                for n in 0..<8 { tasks.addTask { try await Fixture.rename(store, "g\(n)", to: "renamed \(n)") } }
+                return try await tasks.reduce(into: [Group]()) { $0.append($1) }
+            }
+            async let refused = Fixture.groupError { try await Fixture.rename(store, "g8", to: "no", by: "mallory") }
+            async let failed: (any Error)? = {
+                do {
+                    _ = try await store.setRemark(
+                        app: Fixture.app, groupID: "g9",
+                        plan: RemarkPlan(userID: "alice", remark: "r", events: [.init(kind: .remarkChanged, operatorID: "alice")]),
+                        at: Fixture.t0)
+                    return nil
+                } catch { return error }
+            }()
+            await store.waitUntilQueued(10)
+            store.releaseCommits()
+            let renamed = try await renames
+            #expect(renamed.count == 8 && renamed.allSatisfy { $0.latestSequence == 2 })
+            #expect(await refused?.reason == .permissionDenied)
+            #expect(await failed is GroupError)
+            store.injectFault(nil)
+
+            let after = store.commitStatistics
+            #expect(after.abortedBatches == before.abortedBatches + 1)
+            #expect(after.mutations == before.mutations + 8)
+            for n in 0..<8 {
+                #expect(try await Fixture.events(store, "g\(n)").map(\.sequence) == [1, 2])
+                #expect(try await store.groups(app: Fixture.app, ids: ["g\(n)"])["g\(n)"]?.name == "renamed \(n)")
+            }
+            for id in ["g8", "g9"] { #expect(try await Fixture.events(store, id).map(\.kind) == [.groupCreated]) }
+            #expect(try await store.remark(app: Fixture.app, groupID: "g9", userID: "alice") == "")
+            // The sequence goes on without a gap where the failed writes were.
+            #expect(try await Fixture.rename(store, "g9", to: "later").latestSequence == 2)
+        }
+    }
+
+    @Test("a failed commit stores nothing of its batch and answers every mutation with the error", arguments: StoreKind.allCases)
+    func failedCommit(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        for n in 0..<4 { try await Fixture.create(store, "g\(n)", members: ["bob"]) }
+        let cached = try await store.groups(app: Fixture.app, ids: ["g0"])
+        temporary.failCommits(with: InjectedFault())
+        store.holdCommits()
+        let errors = Errors()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for n in 0..<4 {
+                tasks.addTask {
+                    if let error = await Fixture.groupError({ try await Fixture.rename(store, "g\(n)", to: "lost") }) {
+                        errors.append(error)
+                    }
+                }
+            }
+            tasks.addTask {
+                if let error = await Fixture.groupError({ try await Fixture.send(store, "g0", from: "bob") }) {
+                    errors.append(error)
+                }
+            }
+            await store.waitUntilQueued(5)
+            store.releaseCommits()
+            try await tasks.waitForAll()
+        }
+        #expect(errors.all.map(\.code) == Array(repeating: .internal, count: 5))
+        temporary.failCommits(with: nil)
+        #expect(try await store.groups(app: Fixture.app, ids: ["g0"]) == cached)
+        for n in 0..<4 {
+            #expect(try await Fixture.events(store, "g\(n)").map(\.kind) == [.groupCreated])
+            #expect(try await store.groups(app: Fixture.app, ids: ["g\(n)"])["g\(n)"]?.name == "team g\(n)")
+        }
+        #expect(store.commitStatistics.failedBatches == 1)
+        // The store goes on: the next write commits with the next sequence.
+        #expect(try await Fixture.rename(store, "g0", to: "kept").latestSequence == 2)
+        try await store.close()
+    }
+
+    @Test("concurrent writes to one group: sequences 1 to n without gaps, in commit order", arguments: StoreKind.allCases)
+    func sequenceOrder(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            try await Fixture.create(store, "g", members: (0..<20).map { "u\($0)" })
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for n in 0..<300 { tasks.addTask { try await Fixture.send(store, "g", from: "u\(n % 20)") } }
+                try await tasks.waitForAll()
+            }
+            let events = try await Fixture.events(store, "g")
+            #expect(events.map(\.sequence) == Array(1...301))
+            // The app-wide log (event_id order) lists the group's events in sequence order.
+            var logged: [Int64] = []
+            var after: Int64 = 0
+            while true {
+                let page = try await store.appEvents(app: Fixture.app, after: after, limit: 64)
+                logged += page.events.map(\.event.sequence)
+                if page.isLast { break }
+                after = page.scannedThrough
+            }
+            #expect(logged == Array(1...301))
+            #expect(try await store.groups(app: Fixture.app, ids: ["g"])["g"]?.latestSequence == 301)
+            #expect(store.commitStatistics.batches < 301)
+        }
+    }
+
+    @Test("a retry with the same client message id stores one message, in one batch or across batches", arguments: StoreKind.allCases)
+    func idempotentRetries(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            try await Fixture.create(store, "g", members: ["bob"])
+            store.holdCommits()
+            async let first = Fixture.send(store, "g", from: "bob", clientID: "c-1")
+            async let second = Fixture.send(store, "g", from: "bob", clientID: "c-1")
+            async let other = Fixture.send(store, "g", from: "bob", clientID: "c-2")
+            await store.waitUntilQueued(3)
+            store.releaseCommits()
+            let answers = try await [first, second, other]
+            let same = answers[0...1]
+            #expect(same.filter(\.deduplicated).count == 1)
+            #expect(Set(same.map(\.stored)).count == 1)
+            #expect(answers[2].deduplicated == false && answers[2].stored.message.sequence != same.first?.stored.message.sequence)
+            let later = try await Fixture.send(store, "g", from: "bob", clientID: "c-1")
+            #expect(later.deduplicated && later.stored == same.first?.stored)
+            #expect(try await Fixture.events(store, "g").filter { $0.kind == .groupMessage }.count == 2)
+        }
+    }
+
+    @Test("after every kind of mutation the store answers what the backend holds", arguments: StoreKind.allCases)
+    func cacheMatchesBackend(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            func check(_ id: String) async throws {
+                let answered = try await store.groups(app: Fixture.app, ids: [id])
+                let stored = try await store.backend.groups(app: Fixture.app, ids: [id])
+                #expect(answered == stored, "\(id)")
+            }
+            try await Fixture.create(store, "g", members: ["bob"])
+            try await check("g")
+            try await Fixture.rename(store, "g", to: "new name")
+            try await check("g")
+            try await Fixture.join(store, "g", "carol")
+            try await check("g")
+            try await Fixture.send(store, "g", from: "carol")
+            try await check("g")
+            _ = try await store.setRemark(
+                app: Fixture.app, groupID: "g",
+                plan: RemarkPlan(userID: "bob", remark: "mine", events: [.init(kind: .remarkChanged, operatorID: "bob")]),
+                at: Fixture.t0)
+            try await check("g")
+            _ = try await store.mutateGroup(app: Fixture.app, groupID: "g", operatorID: nil, targets: ["bob"], at: Fixture.t0) {
+                snapshot in
+                var group = snapshot.group
+                group.custom = ["k": [1, 2]]
+                group.mute = GroupMuteState(mode: .all, until: nil)
+                var bob = try #require(snapshot.targets["bob"])
+                bob.role = .admin
+                return (GroupChange(group: group, updatedMembers: [bob], events: [.init(kind: .groupInfoChanged, operatorID: nil)]), ())
+            }
+            try await check("g")
+            _ = try await store.dismissGroup(app: Fixture.app, groupID: "g", operatorID: nil, at: Fixture.t0) { _, _ in
+                [.init(kind: .groupDismissed, operatorID: nil)]
+            }
+            try await check("g")
+            #expect(try await store.groups(app: Fixture.app, ids: ["g"]).isEmpty)
+        }
+    }
+}
