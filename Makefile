@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build release run test test-swift test-interop protos protos-check bench bench-rpc bench-writes bench-scale bench-fanout test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build release run test test-swift test-interop protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -47,7 +47,7 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-writes bench-fanout bench-plugins bench-scale
+bench: bench-rpc bench-writes bench-crash bench-fanout bench-plugins bench-scale
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -59,6 +59,11 @@ bench-rpc: release
 ## load generator on core 1, durability full)
 bench-writes: release bench-deps
 	python3 scripts/bench_writes.py $(RELEASE_BIN)
+
+## bench-crash: the crash test of make test with 100 SIGKILLs instead of 10 (release build): every
+## acknowledged write read back, nothing duplicated, sequences without gaps
+bench-crash: release
+	CRASH_ROUNDS=100 GROUPD_BIN=$(RELEASE_BIN) python3 -m pytest -q -s tests/test_crash.py
 
 ## bench-scale: member-list pages of a 100,000-member group, GetGroupsInfo at 1,000 vs 1,000,000
 ## groups, join throughput (server on core 0, the Python load on core 1; takes several minutes)
