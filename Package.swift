@@ -82,6 +82,7 @@ let package = Package(
             dependencies: [
                 "GroupModel",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

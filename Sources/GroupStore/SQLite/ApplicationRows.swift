@@ -15,74 +15,76 @@ enum ApplicationRows {
     static let columnCount = 24
 
     /// The row's key, item and group name.
-    static func decode(_ row: Row) throws -> (key: Int64, application: Application, groupName: String) {
+    static func decode(_ row: some ColumnReader) throws -> (key: Int64, application: Application, groupName: String) {
         func time(_ index: Int) throws -> Timestamp? {
-            try row.decode(Int64?.self, atIndex: index).map { Timestamp(millisecondsSince1970: $0) }
+            try row.optionalInt64(index).map { Timestamp(millisecondsSince1970: $0) }
         }
         func enumValue<E: RawRepresentable>(_ type: E.Type, _ index: Int) throws -> E where E.RawValue == String {
-            let text = try row.decode(String.self, atIndex: index)
+            let text = try row.text(index)
             guard let value = E(rawValue: text) else { throw GroupError.internal("unknown stored value \(text)") }
             return value
         }
         func decision(_ index: Int) throws -> ApplicationDecision {
             ApplicationDecision(
-                state: try enumValue(DecisionState.self, index), decidedBy: try row.decode(String?.self, atIndex: index + 1),
-                message: try row.decode(String.self, atIndex: index + 2), decidedAt: try time(index + 3))
+                state: try enumValue(DecisionState.self, index), decidedBy: try row.optionalText(index + 1),
+                message: try row.text(index + 2), decidedAt: try time(index + 3))
         }
         let application = Application(
-            id: try row.decode(String.self, atIndex: 1), appID: try row.decode(String.self, atIndex: 2),
-            groupID: try row.decode(String.self, atIndex: 3), kind: try enumValue(ApplicationKind.self, 4),
-            storedState: try enumValue(ApplicationState.self, 5), senderID: try row.decode(String.self, atIndex: 6),
-            subjectID: try row.decode(String.self, atIndex: 7), message: try row.decode(String.self, atIndex: 8),
-            createdAt: try time(9)!, updatedAt: try time(10)!, expiresAt: try time(11)!,
-            approval: try decision(12), consent: try decision(16), handledBy: try row.decode(String?.self, atIndex: 20),
-            handleMessage: try row.decode(String.self, atIndex: 21), handledAt: try time(22))
-        return (try row.decode(Int64.self, atIndex: 0), application, try row.decode(String.self, atIndex: 23))
+            id: try row.text(1), appID: try row.text(2), groupID: try row.text(3), kind: try enumValue(ApplicationKind.self, 4),
+            storedState: try enumValue(ApplicationState.self, 5), senderID: try row.text(6),
+            subjectID: try row.text(7), message: try row.text(8),
+            createdAt: Timestamp(millisecondsSince1970: try row.int64(9)),
+            updatedAt: Timestamp(millisecondsSince1970: try row.int64(10)),
+            expiresAt: Timestamp(millisecondsSince1970: try row.int64(11)),
+            approval: try decision(12), consent: try decision(16), handledBy: try row.optionalText(20),
+            handleMessage: try row.text(21), handledAt: try time(22))
+        return (try row.int64(0), application, try row.text(23))
     }
 
-    static func fetchAll(_ db: Database, where condition: String, arguments: StatementArguments) throws -> [Application] {
-        let rows = try Row.fetchCursor(
-            db.cachedStatement(
-                sql: "SELECT \(columns) FROM applications a JOIN groups g ON g.group_key = a.group_key WHERE \(condition) ORDER BY a.app_key"),
-            arguments: arguments)
+    static func fetchAll(_ db: Database, where condition: String, arguments: [SQLArgument]) throws -> [Application] {
         var result: [Application] = []
-        while let row = try rows.next() { result.append(try decode(row).application) }
+        try RawStatement(
+            db, "SELECT \(columns) FROM applications a JOIN groups g ON g.group_key = a.group_key WHERE \(condition) ORDER BY a.app_key"
+        ).rows(arguments) { result.append(try decode($0).application) }
         return result
     }
 
-    static func fetchOne(_ db: Database, where condition: String, arguments: StatementArguments) throws -> Application? {
+    static func fetchOne(_ db: Database, where condition: String, arguments: [SQLArgument]) throws -> Application? {
         try fetchAll(db, where: condition, arguments: arguments).first
     }
 
     /// Inserts the item, or updates it when its id exists in the app (its group and creation
     /// order never change).
     static func upsert(_ a: Application, groupKey: Int64, db: Database) throws {
-        func ms(_ time: Timestamp?) -> Int64? { time?.millisecondsSince1970 }
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO applications (
-                    app_id, application_id, group_key, kind, state, sender_id, subject_id, message,
-                    created_at, updated_at, expires_at,
-                    approval_state, approval_by, approval_message, approval_at,
-                    consent_state, consent_by, consent_message, consent_at,
-                    handled_by, handle_message, handled_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (app_id, application_id) DO UPDATE SET
-                    state = excluded.state, sender_id = excluded.sender_id, message = excluded.message,
-                    updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                    approval_state = excluded.approval_state, approval_by = excluded.approval_by,
-                    approval_message = excluded.approval_message, approval_at = excluded.approval_at,
-                    consent_state = excluded.consent_state, consent_by = excluded.consent_by,
-                    consent_message = excluded.consent_message, consent_at = excluded.consent_at,
-                    handled_by = excluded.handled_by, handle_message = excluded.handle_message,
-                    handled_at = excluded.handled_at
-                """
-        ).execute(arguments: [
-            a.appID, a.id, groupKey, a.kind.rawValue, a.storedState.rawValue, a.senderID, a.subjectID, a.message,
-            a.createdAt.millisecondsSince1970, a.updatedAt.millisecondsSince1970, a.expiresAt.millisecondsSince1970,
-            a.approval.state.rawValue, a.approval.decidedBy, a.approval.message, ms(a.approval.decidedAt),
-            a.consent.state.rawValue, a.consent.decidedBy, a.consent.message, ms(a.consent.decidedAt),
-            a.handledBy, a.handleMessage, ms(a.handledAt),
+        try RawStatement(
+            db,
+            """
+            INSERT INTO applications (
+                app_id, application_id, group_key, kind, state, sender_id, subject_id, message,
+                created_at, updated_at, expires_at,
+                approval_state, approval_by, approval_message, approval_at,
+                consent_state, consent_by, consent_message, consent_at,
+                handled_by, handle_message, handled_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (app_id, application_id) DO UPDATE SET
+                state = excluded.state, sender_id = excluded.sender_id, message = excluded.message,
+                updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                approval_state = excluded.approval_state, approval_by = excluded.approval_by,
+                approval_message = excluded.approval_message, approval_at = excluded.approval_at,
+                consent_state = excluded.consent_state, consent_by = excluded.consent_by,
+                consent_message = excluded.consent_message, consent_at = excluded.consent_at,
+                handled_by = excluded.handled_by, handle_message = excluded.handle_message,
+                handled_at = excluded.handled_at
+            """
+        ).execute([
+            .text(a.appID), .text(a.id), .integer(groupKey), .text(a.kind.rawValue), .text(a.storedState.rawValue),
+            .text(a.senderID), .text(a.subjectID), .text(a.message), .integer(a.createdAt.millisecondsSince1970),
+            .integer(a.updatedAt.millisecondsSince1970), .integer(a.expiresAt.millisecondsSince1970),
+            .text(a.approval.state.rawValue), .text(a.approval.decidedBy), .text(a.approval.message),
+            .integer(a.approval.decidedAt?.millisecondsSince1970),
+            .text(a.consent.state.rawValue), .text(a.consent.decidedBy), .text(a.consent.message),
+            .integer(a.consent.decidedAt?.millisecondsSince1970),
+            .text(a.handledBy), .text(a.handleMessage), .integer(a.handledAt?.millisecondsSince1970),
         ])
     }
 

@@ -8,8 +8,7 @@ enum EventRows {
 
     /// The highest `event_id` ever given (deleted rows included), from AUTOINCREMENT's counter.
     static func latestEventID(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'group_events'")) ?? 0
+        try RawStatement(db, "SELECT seq FROM sqlite_sequence WHERE name = 'group_events'").first([]) { $0.int64(0) } ?? 0
     }
 
     /// The columns ``loggedEvents(_:where:arguments:resolveApprovers:)`` decodes: the
@@ -84,7 +83,7 @@ enum EventRows {
         for (app, appKeys) in Dictionary(grouping: keys, by: \.app) {
             let list = try Rows.jsonArray(appKeys.map(\.id).sorted())
             let found = try ApplicationRows.fetchAll(
-                db, where: "a.app_id = ? AND a.application_id IN (SELECT value FROM json_each(?))", arguments: [app, list])
+                db, where: "a.app_id = ? AND a.application_id IN (SELECT value FROM json_each(?))", arguments: [.text(app), .text(list)])
             for application in found { result[ApplicationKey(app: app, id: application.id)] = application }
         }
         return result

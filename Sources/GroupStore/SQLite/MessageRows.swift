@@ -50,30 +50,30 @@ enum MessageRows {
     static let messageColumnCount = 11
 
     /// Decode a row selected with ``messageColumns``, by index.
-    static func message(_ row: Row, appID: String, groupID: String) throws -> StoredMessage {
-        let payload: Data = try row.decode(atIndex: 7)
+    static func message(_ row: some ColumnReader, appID: String, groupID: String) throws -> StoredMessage {
         let content = MessageContent(
-            type: try row.decode(atIndex: 5), text: try row.decode(atIndex: 6), payload: [UInt8](payload),
-            priority: try Rows.parse(row.decode(atIndex: 8), MessagePriority.init(rawValue:)),
-            clientMessageID: try row.decode(atIndex: 4))
+            type: try row.text(5), text: try row.text(6), payload: try row.blob(7),
+            priority: try Rows.parse(row.text(8), MessagePriority.init(rawValue:)),
+            clientMessageID: try row.optionalText(4))
         let message = GroupMessage(
-            appID: appID, groupID: groupID, sequence: try row.decode(atIndex: 1), messageID: try row.decode(atIndex: 2),
-            senderID: try row.decode(atIndex: 3), senderNameCard: try row.decode(atIndex: 9), content: content,
-            time: Timestamp(millisecondsSince1970: try row.decode(atIndex: 10)))
-        return StoredMessage(eventID: try row.decode(atIndex: 0), message: message)
+            appID: appID, groupID: groupID, sequence: try row.int64(1), messageID: try row.text(2),
+            senderID: try row.text(3), senderNameCard: try row.text(9), content: content,
+            time: Timestamp(millisecondsSince1970: try row.int64(10)))
+        return StoredMessage(eventID: try row.int64(0), message: message)
     }
 
     static func messageByClientID(
         groupKey: Int64, appID: String, groupID: String, senderID: String, clientMessageID: String, db: Database
     ) throws -> StoredMessage? {
-        try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT \(messageColumns) FROM group_messages gm
-                    WHERE gm.group_key = ? AND gm.sender_id = ? AND gm.client_message_id = ?
-                    """),
-            arguments: [groupKey, senderID, clientMessageID]
-        ).map { try message($0, appID: appID, groupID: groupID) }
+        try RawStatement(
+            db,
+            """
+            SELECT \(messageColumns) FROM group_messages gm
+            WHERE gm.group_key = ? AND gm.sender_id = ? AND gm.client_message_id = ?
+            """
+        ).first([.integer(groupKey), .text(senderID), .text(clientMessageID)]) {
+            try message($0, appID: appID, groupID: groupID)
+        }
     }
 
     /// When the group's newest stored message was sent (`group_messages_by_seq` finds it from the end).

@@ -10,18 +10,15 @@ enum Operations {
         if users.isEmpty { return counts }
         for user in users { counts[user] = 0 }
         let padded = Rows.padded(Array(Set(users)))
-        let countRows = try Row.fetchCursor(
-            db.cachedStatement(
-                sql: """
-                    SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
-                    WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
-                      AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
-                    GROUP BY m.user_id
-                    """),
-            arguments: StatementArguments([app] + padded))
-        while let row = try countRows.next() {
-            counts[try row.decode(String.self, atIndex: 0)] = try row.decode(Int.self, atIndex: 1)
-        }
+        try RawStatement(
+            db,
+            """
+            SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
+            WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
+              AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
+            GROUP BY m.user_id
+            """
+        ).rows([.text(app)] + padded.map { .text($0) }) { row in counts[row.text(0)] = row.int(1) }
         return counts
     }
 
@@ -47,19 +44,20 @@ enum Operations {
         }
 
         for user in change.removedMembers {
-            try db.cachedStatement(sql: "DELETE FROM members WHERE group_key = ? AND user_id = ?")
-                .execute(arguments: [key, user])
+            try RawStatement(db, "DELETE FROM members WHERE group_key = ? AND user_id = ?")
+                .execute([.integer(key), .text(user)])
         }
 
         for member in change.updatedMembers {
-            try db.cachedStatement(
-                sql: """
-                    UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?
-                    WHERE group_key = ? AND user_id = ?
-                    """
-            ).execute(arguments: [
-                member.role.rawValue, member.nameCard, member.mutedUntil?.millisecondsSince1970,
-                member.receiveOption.rawValue, key, member.userID,
+            try RawStatement(
+                db,
+                """
+                UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?
+                WHERE group_key = ? AND user_id = ?
+                """
+            ).execute([
+                .text(member.role.rawValue), .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
+                .text(member.receiveOption.rawValue), .integer(key), .text(member.userID),
             ])
             guard db.changesCount == 1 else {
                 throw GroupError.internal("the change updates \(member.userID), who is not a member")
@@ -83,15 +81,15 @@ enum Operations {
 
         var nextJoinOrder: Int64?
         if !change.insertedMembers.isEmpty {
-            var next = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT next_join_order FROM groups WHERE group_key = ?"), arguments: [key]) ?? 1
+            var next = try RawStatement(db, "SELECT next_join_order FROM groups WHERE group_key = ?")
+                .first([.integer(key)]) { $0.int64(0) } ?? 1
             for var member in change.insertedMembers {
                 member.joinOrder = next
                 next += 1
                 if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
                 try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, db: db)
-                try db.cachedStatement(sql: "DELETE FROM retained_mutes WHERE group_key = ? AND user_id = ?")
-                    .execute(arguments: [key, member.userID])
+                try RawStatement(db, "DELETE FROM retained_mutes WHERE group_key = ? AND user_id = ?")
+                    .execute([.integer(key), .text(member.userID)])
             }
             nextJoinOrder = next
         }
@@ -107,25 +105,28 @@ enum Operations {
 
         let settings = after.settings
         let (mode, roles) = Rows.encode(after.mute.mode)
-        try db.cachedStatement(
-            sql: """
-                UPDATE groups SET
-                    introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
-                    member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
-                    invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
-                    edit_profile_permission = ?, edit_member_info_permission = ?,
-                    mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
-                    next_join_order = coalesce(?, next_join_order),
-                    dismissed_at = CASE WHEN ? THEN ? ELSE dismissed_at END
-                WHERE group_key = ?
-                """
-        ).execute(arguments: [
-            after.introduction, after.notification, after.faceURL, after.ownerID, after.maxMembers,
-            after.memberCount, settings.joinOption.rawValue, settings.joinApprovers.rawValue,
-            settings.invitePermission.rawValue, settings.inviteeMustAccept, settings.invitationNeedsApproval,
-            settings.removeMembersPermission.rawValue, settings.editProfilePermission.rawValue,
-            settings.editMemberInfoPermission.rawValue, mode, roles, after.mute.until?.millisecondsSince1970,
-            after.updatedAt.millisecondsSince1970, nextJoinOrder, change.dismissesGroup, ms, key,
+        try RawStatement(
+            db,
+            """
+            UPDATE groups SET
+                introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
+                member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
+                invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
+                edit_profile_permission = ?, edit_member_info_permission = ?,
+                mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
+                next_join_order = coalesce(?, next_join_order),
+                dismissed_at = CASE WHEN ? THEN ? ELSE dismissed_at END
+            WHERE group_key = ?
+            """
+        ).execute([
+            .text(after.introduction), .text(after.notification), .text(after.faceURL), .text(after.ownerID),
+            .integer(after.maxMembers.map { Int64($0) }), .int(after.memberCount), .text(settings.joinOption.rawValue),
+            .text(settings.joinApprovers.rawValue), .text(settings.invitePermission.rawValue),
+            .bool(settings.inviteeMustAccept), .bool(settings.invitationNeedsApproval),
+            .text(settings.removeMembersPermission.rawValue), .text(settings.editProfilePermission.rawValue),
+            .text(settings.editMemberInfoPermission.rawValue), .text(mode), .text(roles),
+            .integer(after.mute.until?.millisecondsSince1970), .integer(after.updatedAt.millisecondsSince1970),
+            .integer(nextJoinOrder), .bool(change.dismissesGroup), .integer(ms), .integer(key),
         ])
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.
         if after.name != before.name {
@@ -159,13 +160,14 @@ enum Operations {
         let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
         if userIDs.isEmpty { return [:] }
         let padded = Rows.padded(userIDs)
-        let rows = try Rows.MemberRow.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT \(Rows.memberColumns) FROM members m
-                    WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
-                    """),
-            arguments: StatementArguments([groupKey] + padded.map { $0 as any DatabaseValueConvertible }))
+        var rows: [Rows.MemberRow] = []
+        try RawStatement(
+            db,
+            """
+            SELECT \(Rows.memberColumns) FROM members m
+            WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
+            """
+        ).rows([.integer(groupKey)] + padded.map { .text($0) }) { rows.append(try Rows.member($0)) }
         var result: [String: Member] = [:]
         for member in try withCustom(rows, groupKey: groupKey, db: db) { result[member.userID] = member }
         return result

@@ -35,18 +35,19 @@ enum Rows {
 
     // MARK: Groups
 
-    static func groupInsertValues(_ group: Group, nextJoinOrder: Int) -> [(any DatabaseValueConvertible)?] {
+    static func groupInsertValues(_ group: Group, nextJoinOrder: Int) -> [SQLArgument] {
         let s = group.settings
         let (mode, roles) = encode(group.mute.mode)
         return [
-            group.appID, group.id, group.type.rawValue, group.name, group.introduction,
-            group.notification, group.faceURL, group.ownerID, group.maxMembers, group.memberCount,
-            s.joinOption.rawValue, s.joinApprovers.rawValue, s.invitePermission.rawValue,
-            s.inviteeMustAccept, s.invitationNeedsApproval, s.removeMembersPermission.rawValue,
-            s.editProfilePermission.rawValue, s.editMemberInfoPermission.rawValue,
-            mode, roles, group.mute.until?.millisecondsSince1970,
-            group.createdAt.millisecondsSince1970, group.updatedAt.millisecondsSince1970,
-            nextJoinOrder,
+            .text(group.appID), .text(group.id), .text(group.type.rawValue), .text(group.name), .text(group.introduction),
+            .text(group.notification), .text(group.faceURL), .text(group.ownerID),
+            .integer(group.maxMembers.map { Int64($0) }), .int(group.memberCount),
+            .text(s.joinOption.rawValue), .text(s.joinApprovers.rawValue), .text(s.invitePermission.rawValue),
+            .bool(s.inviteeMustAccept), .bool(s.invitationNeedsApproval), .text(s.removeMembersPermission.rawValue),
+            .text(s.editProfilePermission.rawValue), .text(s.editMemberInfoPermission.rawValue),
+            .text(mode), .text(roles), .integer(group.mute.until?.millisecondsSince1970),
+            .integer(group.createdAt.millisecondsSince1970), .integer(group.updatedAt.millisecondsSince1970),
+            .int(nextJoinOrder),
         ]
     }
 
@@ -119,7 +120,7 @@ enum Rows {
         let sql = dismissedToo
             ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"
             : "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"
-        guard let key = try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app, groupID]) else {
+        guard let key = try RawStatement(db, sql).first([.text(app), .text(groupID)], { $0.int64(0) }) else {
             throw GroupError.groupNotFound(groupID)
         }
         return key
@@ -128,42 +129,41 @@ enum Rows {
     /// Reads one live group in the caller's transaction (without its custom fields).
     /// - Throws: ``GroupError/groupNotFound(_:)`` when it is not stored or is dismissed.
     static func liveGroup(_ db: Database, app: String, groupID: String) throws -> GroupRow {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: liveGroupSQL), arguments: [app, groupID]) else {
+        guard let read = try RawStatement(db, liveGroupSQL).first([.text(app), .text(groupID)], group) else {
             throw GroupError.groupNotFound(groupID)
         }
-        return try group(row)
+        return read
     }
 
     /// Decode a row selected with ``GroupColumn/list(table:)``, by index.
-    static func group(_ row: Row) throws -> GroupRow {
-        func column<T: DatabaseValueConvertible & StatementColumnConvertible>(_ column: GroupColumn) throws -> T {
-            try row.decode(T.self, atIndex: column.rawValue)
-        }
+    static func group(_ row: some ColumnReader) throws -> GroupRow {
+        func text(_ column: GroupColumn) throws -> String { try row.text(column.rawValue) }
+        func int(_ column: GroupColumn) throws -> Int64 { try row.int64(column.rawValue) }
         let settings = GroupSettings(
-            joinOption: try parse(column(.joinOption), JoinOption.init(rawValue:)),
-            joinApprovers: try parse(column(.joinApprovers), ApproverSet.init(rawValue:)),
-            invitePermission: try parse(column(.invitePermission), OperationPermission.init(rawValue:)),
-            inviteeMustAccept: try column(.inviteeMustAccept),
-            invitationNeedsApproval: try column(.invitationNeedsApproval),
-            removeMembersPermission: try parse(column(.removeMembersPermission), OperationPermission.init(rawValue:)),
-            editProfilePermission: try parse(column(.editProfilePermission), OperationPermission.init(rawValue:)),
-            editMemberInfoPermission: try parse(
-                column(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)))
-        let muteUntil: Int64? = try column(.muteUntil)
+            joinOption: try parse(text(.joinOption), JoinOption.init(rawValue:)),
+            joinApprovers: try parse(text(.joinApprovers), ApproverSet.init(rawValue:)),
+            invitePermission: try parse(text(.invitePermission), OperationPermission.init(rawValue:)),
+            inviteeMustAccept: try row.bool(GroupColumn.inviteeMustAccept.rawValue),
+            invitationNeedsApproval: try row.bool(GroupColumn.invitationNeedsApproval.rawValue),
+            removeMembersPermission: try parse(text(.removeMembersPermission), OperationPermission.init(rawValue:)),
+            editProfilePermission: try parse(text(.editProfilePermission), OperationPermission.init(rawValue:)),
+            editMemberInfoPermission: try parse(text(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)))
+        let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
-            appID: try column(.appID), id: try column(.groupID),
-            type: try parse(column(.type), GroupType.init(rawValue:)),
-            name: try column(.name), introduction: try column(.introduction),
-            notification: try column(.notification), faceURL: try column(.faceURL), settings: settings,
-            ownerID: try column(.ownerID), maxMembers: try column(.maxMembers),
-            memberCount: try column(.memberCount),
-            createdAt: Timestamp(millisecondsSince1970: try column(.createdAt)),
-            updatedAt: Timestamp(millisecondsSince1970: try column(.updatedAt)),
-            custom: [:], latestSequence: try column(.latestSequence),
+            appID: try text(.appID), id: try text(.groupID),
+            type: try parse(text(.type), GroupType.init(rawValue:)),
+            name: try text(.name), introduction: try text(.introduction),
+            notification: try text(.notification), faceURL: try text(.faceURL), settings: settings,
+            ownerID: try row.optionalText(GroupColumn.ownerID.rawValue),
+            maxMembers: try row.optionalInt64(GroupColumn.maxMembers.rawValue).map { Int($0) },
+            memberCount: Int(try int(.memberCount)),
+            createdAt: Timestamp(millisecondsSince1970: try int(.createdAt)),
+            updatedAt: Timestamp(millisecondsSince1970: try int(.updatedAt)),
+            custom: [:], latestSequence: try int(.latestSequence),
             mute: GroupMuteState(
-                mode: try decodeMuteMode(column(.muteMode), roles: column(.muteRoles)),
+                mode: try decodeMuteMode(text(.muteMode), roles: text(.muteRoles)),
                 until: muteUntil.map(Timestamp.init(millisecondsSince1970:))))
-        return GroupRow(key: try column(.groupKey), group: group, hasCustom: try column(.hasCustom))
+        return GroupRow(key: try int(.groupKey), group: group, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 
     static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {
@@ -208,16 +208,16 @@ enum Rows {
     /// Inserts a member row and its custom fields.
     /// - Parameter origin: Whether the schema has the origin columns (``SQLiteBackend/storesMemberOrigin``).
     static func insert(_ member: Member, groupKey: Int64, appID: String, origin: Bool, db: Database) throws {
-        var arguments: StatementArguments = [
-            groupKey, member.userID, appID, member.role.rawValue, member.joinOrder,
-            member.joinSequence, member.joinedAt.millisecondsSince1970, member.nameCard,
-            member.mutedUntil?.millisecondsSince1970, member.receiveOption.rawValue,
+        var arguments: [SQLArgument] = [
+            .integer(groupKey), .text(member.userID), .text(appID), .text(member.role.rawValue), .integer(member.joinOrder),
+            .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970), .text(member.nameCard),
+            .integer(member.mutedUntil?.millisecondsSince1970), .text(member.receiveOption.rawValue),
         ]
-        if origin { arguments += [member.joinSource.rawValue, member.inviterID] }
-        try db.cachedStatement(sql: origin ? insertMemberSQL : insertMemberBeforeV6SQL).execute(arguments: arguments)
+        if origin { arguments += [.int(member.joinSource.rawValue), .text(member.inviterID)] }
+        try RawStatement(db, origin ? insertMemberSQL : insertMemberBeforeV6SQL).execute(arguments)
         for (key, value) in member.custom {
-            try db.cachedStatement(sql: "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [groupKey, member.userID, key, Data(value)])
+            try RawStatement(db, "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)")
+                .execute([.integer(groupKey), .text(member.userID), .text(key), .blob(value)])
         }
     }
 
@@ -243,20 +243,20 @@ enum Rows {
     }
 
     /// Decode the ``memberColumns`` of a row, starting at column `first`, by index.
-    static func member(_ row: Row, at first: Int = 0) throws -> MemberRow {
-        let mutedUntil: Int64? = try row.decode(atIndex: first + 7)
+    static func member(_ row: some ColumnReader, at first: Int = 0) throws -> MemberRow {
+        let mutedUntil = try row.optionalInt64(first + 7)
         let member = Member(
-            userID: try row.decode(atIndex: first + 1),
-            role: try parse(row.decode(atIndex: first + 2), MemberRole.init(rawValue:)),
-            joinedAt: Timestamp(millisecondsSince1970: try row.decode(atIndex: first + 3)),
-            joinOrder: try row.decode(atIndex: first + 4),
-            joinSequence: try row.decode(atIndex: first + 5),
-            nameCard: try row.decode(atIndex: first + 6),
+            userID: try row.text(first + 1),
+            role: try parse(row.text(first + 2), MemberRole.init(rawValue:)),
+            joinedAt: Timestamp(millisecondsSince1970: try row.int64(first + 3)),
+            joinOrder: try row.int64(first + 4),
+            joinSequence: try row.int64(first + 5),
+            nameCard: try row.text(first + 6),
             mutedUntil: mutedUntil.map(Timestamp.init(millisecondsSince1970:)), custom: [:],
-            receiveOption: try parse(row.decode(atIndex: first + 8), ReceiveOption.init(rawValue:)),
-            joinSource: try joinSource(row.decode(atIndex: first + 10)),
-            inviterID: try row.decode(atIndex: first + 11))
-        return MemberRow(groupKey: try row.decode(atIndex: first), member: member, hasCustom: try row.decode(atIndex: first + 9))
+            receiveOption: try parse(row.text(first + 8), ReceiveOption.init(rawValue:)),
+            joinSource: try joinSource(Int(row.int64(first + 10))),
+            inviterID: try row.optionalText(first + 11))
+        return MemberRow(groupKey: try row.int64(first), member: member, hasCustom: try row.bool(first + 9))
     }
 
     // MARK: Events
@@ -278,49 +278,46 @@ enum Rows {
                 case .user(let user): ("user", user)
                 case .approvers: ("approvers", nil)
                 }
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO group_events (
-                        app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
-                        recipient_kind, recipient_user)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(
-                arguments: [
-                    appID, groupKey, groupID, event.sequence, event.kind.rawValue,
-                    time.millisecondsSince1970, event.operatorID,
-                    EventJSON.encode(event.targets), EventJSON.encode(event.changes),
-                    recipientKind, recipientUser,
-                ])
+            try RawStatement(db, insertEventSQL).execute([
+                .text(appID), .integer(groupKey), .text(groupID), .integer(event.sequence), .text(event.kind.rawValue),
+                .integer(time.millisecondsSince1970), .text(event.operatorID),
+                .text(EventJSON.encode(event.targets)), .text(EventJSON.encode(event.changes)),
+                .text(recipientKind), .text(recipientUser),
+            ])
             events.append(event)
         }
         if let last = events.last {
-            try db.cachedStatement(sql: "UPDATE groups SET latest_seq = ? WHERE group_key = ?")
-                .execute(arguments: [last.sequence, groupKey])
+            try RawStatement(db, "UPDATE groups SET latest_seq = ? WHERE group_key = ?")
+                .execute([.integer(last.sequence), .integer(groupKey)])
         }
         return events
     }
+
+    private static let insertEventSQL = """
+        INSERT INTO group_events (
+            app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
+            recipient_kind, recipient_user)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
 
     /// The columns ``event(_:)`` decodes, in `SELECT` order.
     static let eventColumns =
         "app_id, group_id, seq, kind, time, operator_id, targets, changes, recipient_kind, recipient_user"
 
     /// Decode a row selected with ``eventColumns``, by index.
-    static func event(_ row: Row) throws -> GroupEvent {
-        let targets: String = try row.decode(atIndex: 6)
-        let changes: String = try row.decode(atIndex: 7)
+    static func event(_ row: some ColumnReader) throws -> GroupEvent {
         let recipient: GroupEvent.Recipient
-        switch try row.decode(String.self, atIndex: 8) {
+        switch try row.text(8) {
         case "group": recipient = .group
         case "approvers": recipient = .approvers
-        case "user": recipient = .user(try row.decode(String?.self, atIndex: 9) ?? "")
+        case "user": recipient = .user(try row.optionalText(9) ?? "")
         case let other: throw corrupt("recipient_kind", other)
         }
         return GroupEvent(
-            appID: try row.decode(atIndex: 0), groupID: try row.decode(atIndex: 1), sequence: try row.decode(atIndex: 2),
-            kind: try parse(row.decode(atIndex: 3), GroupEvent.Kind.init(rawValue:)),
-            time: Timestamp(millisecondsSince1970: try row.decode(atIndex: 4)), operatorID: try row.decode(atIndex: 5),
-            targets: try EventJSON.strings(targets), changes: try EventJSON.object(changes),
+            appID: try row.text(0), groupID: try row.text(1), sequence: try row.int64(2),
+            kind: try parse(row.text(3), GroupEvent.Kind.init(rawValue:)),
+            time: Timestamp(millisecondsSince1970: try row.int64(4)), operatorID: try row.optionalText(5),
+            targets: try EventJSON.strings(row.text(6)), changes: try EventJSON.object(row.text(7)),
             recipient: recipient)
     }
 

@@ -7,7 +7,7 @@ public import GroupModel
 extension SQLiteBackend {
     public func application(app: String, id: String) async throws -> Application? {
         try await pool.read { db in
-            try ApplicationRows.fetchOne(db, where: "a.app_id = ? AND a.application_id = ?", arguments: [app, id])
+            try ApplicationRows.fetchOne(db, where: "a.app_id = ? AND a.application_id = ?", arguments: [.text(app), .text(id)])
         }
     }
 

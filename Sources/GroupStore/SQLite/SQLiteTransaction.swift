@@ -16,7 +16,7 @@ struct SQLiteTransaction: StoreTransaction {
         var groupID = request.group
         if let id = request.application {
             guard let item = try ApplicationRows.fetchOne(
-                db, where: "a.app_id = ? AND a.application_id = ?", arguments: [request.app, id])
+                db, where: "a.app_id = ? AND a.application_id = ?", arguments: [.text(request.app), .text(id)])
             else { throw GroupError.applicationNotFound(id) }
             snapshot.application = item
             groupID = groupID ?? item.groupID
@@ -36,13 +36,13 @@ struct SQLiteTransaction: StoreTransaction {
                 for subject in Set(request.targets) {
                     snapshot.pendingApplications[subject] = try ApplicationRows.fetchOne(
                         db, where: "a.group_key = ? AND a.kind = ? AND a.subject_id = ? AND a.state = 'pending'",
-                        arguments: [key, kind.rawValue, subject])
+                        arguments: [.integer(key), .text(kind.rawValue), .text(subject)])
                 }
             }
             if request.parts.contains(.dueApplications) {
                 snapshot.dueApplications = try ApplicationRows.fetchAll(
                     db, where: "a.group_key = ? AND a.state = 'pending' AND a.expires_at <= ?",
-                    arguments: [key, request.time.millisecondsSince1970])
+                    arguments: [.integer(key), .integer(request.time.millisecondsSince1970)])
             }
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, groupKey: key, into: &snapshot)
@@ -89,15 +89,14 @@ struct SQLiteTransaction: StoreTransaction {
     private func retainedMutes(groupKey: Int64, users: [String], time: Timestamp) throws -> [String: Timestamp] {
         var retained: [String: Timestamp] = [:]
         let padded = Rows.padded(users)
-        let rows = try Row.fetchCursor(
-            db.cachedStatement(
-                sql: """
-                    SELECT user_id, muted_until FROM retained_mutes
-                    WHERE group_key = ? AND muted_until > ? AND user_id IN (\(Rows.placeholders(padded.count)))
-                    """),
-            arguments: StatementArguments([groupKey, time.millisecondsSince1970] + padded.map { $0 as any DatabaseValueConvertible }))
-        while let row = try rows.next() {
-            retained[try row.decode(String.self, atIndex: 0)] = Timestamp(millisecondsSince1970: try row.decode(Int64.self, atIndex: 1))
+        try RawStatement(
+            db,
+            """
+            SELECT user_id, muted_until FROM retained_mutes
+            WHERE group_key = ? AND muted_until > ? AND user_id IN (\(Rows.placeholders(padded.count)))
+            """
+        ).rows([.integer(groupKey), .integer(time.millisecondsSince1970)] + padded.map { .text($0) }) { row in
+            retained[row.text(0)] = Timestamp(millisecondsSince1970: row.int64(1))
         }
         return retained
     }
@@ -172,26 +171,27 @@ struct SQLiteTransaction: StoreTransaction {
     private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
         let group = plan.group
         do {
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO groups (
-                        app_id, group_id, type, name, introduction, notification, face_url,
-                        owner_id, max_members, member_count,
-                        join_option, join_approvers, invite_permission, invitee_must_accept,
-                        invitation_needs_approval, remove_members_permission,
-                        edit_profile_permission, edit_member_info_permission,
-                        mute_mode, mute_roles, mute_until, created_at, updated_at,
-                        latest_seq, next_join_order)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
-                    """
-            ).execute(arguments: StatementArguments(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)))
+            try RawStatement(
+                db,
+                """
+                INSERT INTO groups (
+                    app_id, group_id, type, name, introduction, notification, face_url,
+                    owner_id, max_members, member_count,
+                    join_option, join_approvers, invite_permission, invitee_must_accept,
+                    invitation_needs_approval, remove_members_permission,
+                    edit_profile_permission, edit_member_info_permission,
+                    mute_mode, mute_roles, mute_until, created_at, updated_at,
+                    latest_seq, next_join_order)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+                """
+            ).execute(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1))
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
             throw GroupError.groupIDTaken(group.id)
         }
         let groupKey = db.lastInsertedRowID
         for (key, value) in group.custom {
-            try db.cachedStatement(sql: "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
-                .execute(arguments: [groupKey, key, Data(value)])
+            try RawStatement(db, "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
+                .execute([.integer(groupKey), .text(key), .blob(value)])
         }
         for member in plan.members {
             try Rows.insert(member, groupKey: groupKey, appID: group.appID, origin: storesMemberOrigin, db: db)
@@ -204,17 +204,18 @@ struct SQLiteTransaction: StoreTransaction {
     /// Inserts a message body under its event row.
     private func insert(_ message: GroupMessage, sequence: Int64, eventID: Int64, groupKey: Int64) throws {
         let content = message.content
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO group_messages (
-                    event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                    payload, priority, sender_name_card, time)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(arguments: [
-            eventID, groupKey, sequence, message.messageID, message.senderID, content.clientMessageID,
-            content.type, content.text, Data(content.payload), content.priority.rawValue, message.senderNameCard,
-            message.time.millisecondsSince1970,
+        try RawStatement(
+            db,
+            """
+            INSERT INTO group_messages (
+                event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
+                payload, priority, sender_name_card, time)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        ).execute([
+            .integer(eventID), .integer(groupKey), .integer(sequence), .text(message.messageID), .text(message.senderID),
+            .text(content.clientMessageID), .text(content.type), .text(content.text), .blob(content.payload),
+            .text(content.priority.rawValue), .text(message.senderNameCard), .integer(message.time.millisecondsSince1970),
         ])
     }
 
