@@ -42,6 +42,8 @@ final class GroupCommitQueue: Sendable {
     struct Applied: Sendable {
         /// Answers the caller.
         var answer: Answer
+        /// The events it appended, for the observers once the batch has committed.
+        var events: [LoggedEvent]
         /// Runs after `COMMIT`, before observers and answers.
         var committed: @Sendable () -> Void
         /// Runs when the batch did not commit (the mutation's changes are not stored; it may run
@@ -94,8 +96,9 @@ final class GroupCommitQueue: Sendable {
     }
 
     /// Hands every batch's committed events to `observer` from now on (on the thread that ends
-    /// the batch), before the batch's mutations are answered. A failure to read them is handed
-    /// over as an error (the batch itself committed).
+    /// the batch), before the batch's mutations are answered: the events as the mutations built
+    /// them while writing, in commit order. (The observer's `Result` lets a feed that reads
+    /// events back report that it could not; this one never fails.)
     func observe(_ observer: @escaping Observer) {
         condition.lock()
         state.observers.append(observer)
@@ -172,7 +175,7 @@ final class GroupCommitQueue: Sendable {
             let work: [TransactionWork] = zip(batch, slots).map { write, slot in
                 { transaction in slot.applied = try write.apply(transaction) }
             }
-            backend.commit(work, readEvents: !observers().isEmpty) { outcome in
+            backend.commit(work) { outcome in
                 let again = self.finish(batch, slots: slots, outcome: outcome)
                 if !again.isEmpty { self.runFirst(again) }
                 let callReturned = turn.withLock { turn in
@@ -194,14 +197,12 @@ final class GroupCommitQueue: Sendable {
     private func finish(_ batch: [PendingWrite], slots: [Slot], outcome: BatchOutcome) -> [PendingWrite] {
         for (index, error) in outcome.failures { batch[index].fail(error) }
         switch outcome.ending {
-        case .committed(let events, let eventReadError):
+        case .committed:
             count { $0.batches += 1; $0.mutations += slots.count(where: { $0.applied != nil }) }
             for slot in slots { slot.applied?.committed() }
-            let observers = self.observers()
-            if let error = eventReadError {
-                for observer in observers { observer(.failure(error)) }
-            } else if !events.isEmpty {
-                for observer in observers { observer(.success(events)) }
+            let events = slots.flatMap { $0.applied?.events ?? [] }
+            if !events.isEmpty {
+                for observer in self.observers() { observer(.success(events)) }
             }
             for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
                 if let applied = slot.applied {

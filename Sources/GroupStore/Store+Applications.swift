@@ -25,10 +25,10 @@ extension Store {
         let request = SnapshotRequest(
             app: app, group: groupID, operatorID: operatorID, targets: targets, time: time,
             parts: parts.union(.dueApplications), pendingApplications: kind)
-        let outcome: Outcome<Value> = try await mutate("mutateApplications") { transaction, cache in
-            let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, cache: cache)
+        let outcome: Outcome<Value> = try await mutate("mutateApplications") { transaction, effects in
+            let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
             return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: targets,
-                                  transaction: transaction, cache: cache, plan: plan)
+                                  transaction: transaction, effects: effects, plan: plan)
         }
         switch outcome {
         case .committed(let committed): return committed
@@ -45,15 +45,15 @@ extension Store {
         app: String, id: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let outcome: Outcome<Value> = try await mutate("decideApplication") { transaction, cache in
+        let outcome: Outcome<Value> = try await mutate("decideApplication") { transaction, effects in
             let found = try transaction.load(SnapshotRequest(app: app, application: id, time: time))
             guard let subject = found.application?.subjectID else { throw GroupError.applicationNotFound(id) }
             let request = SnapshotRequest(
                 app: app, application: id, operatorID: operatorID, targets: [subject], time: time,
                 parts: Store.groupSnapshotParts.union(.dueApplications))
-            let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, cache: cache)
+            let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
             return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: [subject],
-                                  transaction: transaction, cache: cache, plan: plan)
+                                  transaction: transaction, effects: effects, plan: plan)
         }
         switch outcome {
         case .committed(let committed): return committed
@@ -64,23 +64,23 @@ extension Store {
     /// Loads `request`; when the group has items whose expiry passed, marks them expired with
     /// their events first and loads again.
     private static func loadExpiringDue(
-        _ request: SnapshotRequest, transaction: any StoreTransaction, cache: CacheWrites
+        _ request: SnapshotRequest, transaction: any StoreTransaction, effects: MutationEffects
     ) throws -> (StoreSnapshot, swept: [GroupEvent]) {
         let snapshot = try transaction.load(request)
         if snapshot.dueApplications.isEmpty { return (snapshot, []) }
-        let swept = try expire(snapshot, now: request.time, transaction: transaction, cache: cache)
+        let swept = try expire(snapshot, now: request.time, transaction: transaction, effects: effects)
         return (try transaction.load(request), swept)
     }
 
     /// Marks the snapshot's due items expired and appends their events.
     private static func expire(
-        _ snapshot: StoreSnapshot, now: Timestamp, transaction: any StoreTransaction, cache: CacheWrites
+        _ snapshot: StoreSnapshot, now: Timestamp, transaction: any StoreTransaction, effects: MutationEffects
     ) throws -> [GroupEvent] {
         var group = try loadedGroup(snapshot)
         let (expired, drafts) = GroupRules.planExpiry(of: snapshot.dueApplications, now: now)
         let written = try transaction.write(WriteSet(events: drafts, applications: expired), over: snapshot)
         group.latestSequence = written.events.last?.sequence ?? group.latestSequence
-        cache.set(group, app: group.appID, id: group.id)
+        try effects.wrote(written, to: group, applications: expired, transaction: transaction)
         return written.events
     }
 
@@ -88,7 +88,7 @@ extension Store {
     /// when items were just marked expired (those are kept), thrown otherwise.
     private static func apply<Value: Sendable>(
         _ snapshot: StoreSnapshot, swept: [GroupEvent], operatorID: String?, targets: [String],
-        transaction: any StoreTransaction, cache: CacheWrites,
+        transaction: any StoreTransaction, effects: MutationEffects,
         plan: (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) throws -> Outcome<Value> {
         let before = try loadedGroup(snapshot)
@@ -107,8 +107,10 @@ extension Store {
         var group = before
         if !change.group.isEmpty {
             group = Store.group(after: change.group, before: before, events: written.events)
-            cache.set(change.group.dismissesGroup ? nil : group, app: group.appID, id: group.id)
         }
+        try effects.wrote(
+            written, to: group, dismissed: change.group.dismissesGroup, applications: change.applications,
+            transaction: transaction)
         return .committed(Committed(
             value: ApplicationCommit(value: value, group: group, applications: change.applications),
             events: swept + written.events))
@@ -135,11 +137,11 @@ extension Store {
         var events: [GroupEvent] = []
         for groupID in groupIDs {
             do {
-                events += try await mutate("expireApplications") { transaction, cache in
+                events += try await mutate("expireApplications") { transaction, effects in
                     let snapshot = try transaction.load(
                         SnapshotRequest(app: app, group: groupID, time: now, parts: .dueApplications))
                     if snapshot.dueApplications.isEmpty { return [] }
-                    return try Self.expire(snapshot, now: now, transaction: transaction, cache: cache)
+                    return try Self.expire(snapshot, now: now, transaction: transaction, effects: effects)
                 }
             } catch let error as GroupError where error.reason == .groupNotFound {
                 continue  // dismissed since it was listed

@@ -25,7 +25,7 @@ extension Store {
         _ plan: GroupCreationPlan,
         revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate("createGroup") { transaction, cache in
+        try await mutate("createGroup") { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: plan.group.appID, targets: plan.members.map(\.userID), time: plan.group.createdAt,
                 parts: .joinedGroupCounts))
@@ -34,7 +34,7 @@ extension Store {
             let written = try transaction.write(WriteSet(newGroup: revised), over: snapshot)
             group.memberCount = revised.members.count
             group.latestSequence = written.events.last?.sequence ?? 0
-            cache.set(group, app: group.appID, id: group.id)
+            try effects.wrote(written, to: group, transaction: transaction)
             return Committed(value: (value: value, group: group), events: written.events)
         }
     }
@@ -78,7 +78,7 @@ extension Store {
         _ method: String, app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
         parts: SnapshotRequest.Parts, plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate(method) { transaction, cache in
+        try await mutate(method) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
@@ -86,7 +86,7 @@ extension Store {
             if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
             let written = try transaction.write(WriteSet(change: change), over: snapshot)
             let after = Self.group(after: change, before: before, events: written.events)
-            cache.set(change.dismissesGroup ? nil : after, app: app, id: groupID)
+            try effects.wrote(written, to: after, dismissed: change.dismissesGroup, transaction: transaction)
             return Committed(value: (value: value, group: after), events: written.events)
         }
     }
@@ -118,14 +118,14 @@ extension Store {
 
     /// Sets or clears (nil) a user's private remark for a group, with its events.
     public func setRemark(app: String, groupID: String, plan: RemarkPlan, at time: Timestamp) async throws -> [GroupEvent] {
-        try await mutate("setRemark") { transaction, cache in
+        try await mutate("setRemark") { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(app: app, group: groupID, time: time))
             var group = try Self.loadedGroup(snapshot)
             let written = try transaction.write(
                 WriteSet(events: plan.events, remark: (user: plan.userID, remark: plan.remark)), over: snapshot)
             if let last = written.events.last {
                 group.latestSequence = last.sequence
-                cache.set(group, app: app, id: groupID)
+                try effects.wrote(written, to: group, transaction: transaction)
             }
             return written.events
         }

@@ -22,7 +22,7 @@ extension Store {
         _ message: GroupMessage, at time: Timestamp,
         check: @escaping @Sendable (Group, Member?) throws -> String
     ) async throws -> AppendedMessage {
-        try await mutate("appendMessage") { transaction, cache in
+        try await mutate("appendMessage") { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: message.appID, group: message.groupID, targets: [message.senderID], time: time,
                 earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) }))
@@ -41,8 +41,9 @@ extension Store {
             }
             stored.sequence = event.sequence
             group.latestSequence = event.sequence
-            cache.set(group, app: group.appID, id: group.id)
-            return AppendedMessage(stored: StoredMessage(eventID: eventID, message: stored), deduplicated: false, events: written.events)
+            let storedMessage = StoredMessage(eventID: eventID, message: stored)
+            try effects.wrote(written, to: group, message: storedMessage, transaction: transaction)
+            return AppendedMessage(stored: storedMessage, deduplicated: false, events: written.events)
         }
     }
 
@@ -56,7 +57,7 @@ extension Store {
         app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
         plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
     ) async throws -> Committed<(state: ReadState, group: Group)> {
-        try await mutate("markRead") { transaction, cache in
+        try await mutate("markRead") { transaction, effects in
             let request = SnapshotRequest(
                 app: app, group: groupID, targets: [userID], time: time, parts: .readState, readState: (user: userID, upTo: upTo))
             let snapshot = try transaction.load(request)
@@ -69,7 +70,7 @@ extension Store {
             let written = try transaction.write(writes, over: snapshot)
             if let last = written.events.last {
                 group.latestSequence = last.sequence
-                cache.set(group, app: app, id: groupID)
+                try effects.wrote(written, to: group, transaction: transaction)
             }
             let after = try transaction.load(request)
             let state = ReadState(readSequence: after.readSequence, unreadCount: after.unreadCount, lastMessageAt: after.lastMessageAt)

@@ -17,7 +17,9 @@ import Synchronization
 ///   pending before its transaction commits and, once it has committed, puts the group as the
 ///   mutation left it in the cache (write-through).
 /// - **The event feed**: each committed batch's events go to ``observeCommittedEvents(_:)``
-///   before any of its mutations returns.
+///   before any of its mutations returns, built by the mutations as they wrote them (with the
+///   group's type, name and member count after the write, the message body, the application
+///   items written, the approvers): no read-back.
 ///
 /// Rules every method keeps:
 /// - Every method is scoped by app id: nothing of one app is visible to another.
@@ -85,27 +87,54 @@ public final class Store: Sendable {
 
     // MARK: Mutations
 
-    /// The group records a mutation changes, and what they are after it (write-through).
-    final class CacheWrites: @unchecked Sendable {
+    /// What a mutation leaves besides its rows: the group records it changes, as they are after
+    /// it (write-through), and the events it appended as the commit feed hands them over.
+    final class MutationEffects: @unchecked Sendable {
         // @unchecked Sendable: filled by one mutation on the backend's writer, then read by the
         // commit queue once that batch has ended; never touched concurrently.
         private let cache: GroupCache
         private(set) var keys: [GroupCache.Key] = []
         private var records: [GroupCache.Key: Group] = [:]
+        /// The events the mutation appended, in order.
+        private(set) var events: [LoggedEvent] = []
 
         init(cache: GroupCache) {
             self.cache = cache
         }
 
-        /// The mutation leaves the group's record as `group` (`nil`: dropped, e.g. dismissed).
-        /// From now until the batch ends, reads of it bypass the cache.
-        func set(_ group: Group?, app: String, id: String) {
-            let key = GroupCache.Key(app: app, id: id)
+        /// The mutation wrote `written` to `group`, which it leaves as given (`dismissed`: gone
+        /// from reads). Its cache record becomes `group` (reads of it bypass the cache until the
+        /// batch ends) and its events join the commit feed, with what subscribers receive with
+        /// them: the group's type, name and member count after the write, the message, the
+        /// application items the mutation wrote, the approvers now.
+        func wrote(
+            _ written: WriteResult, to group: Group, dismissed: Bool = false, message: StoredMessage? = nil,
+            applications: [Application] = [], transaction: any StoreTransaction
+        ) throws {
+            let key = GroupCache.Key(app: group.appID, id: group.id)
             if !keys.contains(key) {
                 keys.append(key)
                 cache.beginWrite([key])
             }
-            records[key] = group
+            records[key] = dismissed ? nil : group
+            var approvers: [String]?
+            for (event, eventID) in zip(written.events, written.eventIDs) {
+                var logged = LoggedEvent(
+                    eventID: eventID, event: event, groupType: group.type, groupName: group.name,
+                    memberCount: group.memberCount)
+                if case .approvers = event.recipient {
+                    if approvers == nil {
+                        approvers = dismissed ? [] : try transaction.load(SnapshotRequest(
+                            app: group.appID, group: group.id, time: event.time, parts: .approvers)).approvers
+                    }
+                    logged.approvers = approvers ?? []
+                }
+                if event.kind == .groupMessage, let message, message.eventID == eventID { logged.message = message }
+                if LoggedEvent.applicationKinds.contains(event.kind), let id = event.changes["application_id"] {
+                    logged.application = applications.last { $0.id == id }
+                }
+                events.append(logged)
+            }
         }
 
         func committed() { cache.commitWrite(keys, records: records) }
@@ -114,28 +143,28 @@ public final class Store: Sendable {
 
     /// Runs `body` as one mutation of the next batch and returns its value once that batch has
     /// committed. `body` may run more than once (an aborted batch runs again): it must do
-    /// nothing outside the transaction but through `CacheWrites`.
+    /// nothing outside the transaction but through `MutationEffects`.
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
     ///   the batch is stored); both as ``GroupError``.
     func mutate<T: Sendable>(
-        _ method: String, _ body: @escaping @Sendable (any StoreTransaction, CacheWrites) throws -> T
+        _ method: String, _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) throws -> T
     ) async throws -> T {
         let cache = self.cache
         return try await read {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 self.commits.enqueue(GroupCommitQueue.PendingWrite(
                     apply: { transaction in
-                        let writes = CacheWrites(cache: cache)
+                        let effects = MutationEffects(cache: cache)
                         do {
-                            let value = try body(transaction, writes)
+                            let value = try body(transaction, effects)
                             try self.injectedFault(method)
                             return GroupCommitQueue.Applied(
                                 answer: { error in
                                     if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
                                 },
-                                committed: writes.committed, discarded: writes.discarded)
+                                events: effects.events, committed: effects.committed, discarded: effects.discarded)
                         } catch {
-                            writes.discarded()
+                            effects.discarded()
                             throw error
                         }
                     },

@@ -6,7 +6,7 @@ public import GroupModel
 /// mutation (what to read, the plan, what to write, sequence numbering, idempotent sends,
 /// expiry before a decision), group commit, the group cache and the event feed. A backend
 /// implements a small core:
-/// - **Writes**: ``commit(_:readEvents:then:)`` runs a batch of pieces of work in one
+/// - **Writes**: ``commit(_:then:)`` runs a batch of pieces of work in one
 ///   transaction, where each piece calls the transaction's two operations:
 ///   ``StoreTransaction/load(_:)`` (a ``StoreSnapshot``: what a plan may read) and
 ///   ``StoreTransaction/write(_:over:)`` (a ``WriteSet``: what the plan decided), plus
@@ -16,8 +16,7 @@ public import GroupModel
 ///
 /// Rules every backend keeps (the backend conformance suite checks them):
 /// - Every read and write is scoped by app id: nothing of one app is visible to another.
-/// - ``commit(_:readEvents:then:)`` is called by one caller at a time, and its `then` before the
-///   next call.
+/// - ``commit(_:then:)`` is called by one caller at a time, and its `then` before the next call.
 /// - Within a batch, each piece of work sees the writes of those before it; the batch commits
 ///   once (one fsync under ``Durability/full``). A piece that throws before it wrote anything
 ///   fails alone; one that throws after writing aborts the batch (``BatchOutcome/Ending/aborted(at:)``):
@@ -35,13 +34,12 @@ public protocol StoreBackend: Sendable {
 
     /// Runs `work` in one write transaction, in order. An item that throws having written nothing
     /// fails alone; one that throws after writing ends the transaction: rolled back, the items
-    /// after it not run (``BatchOutcome/Ending/aborted(at:)``). Then reads the events the
-    /// transaction appended (when `readEvents`), commits, and calls `then` with the outcome.
+    /// after it not run (``BatchOutcome/Ending/aborted(at:)``). Then commits, and calls `then`
+    /// with the outcome.
     /// - Parameters:
     ///   - work: The batch's pieces of work, each given the open transaction.
-    ///   - readEvents: Whether to read back the appended events for the event feed.
     ///   - then: Called once, on any thread, after the commit (or its failure).
-    func commit(_ work: [TransactionWork], readEvents: Bool, then: @escaping @Sendable (BatchOutcome) -> Void)
+    func commit(_ work: [TransactionWork], then: @escaping @Sendable (BatchOutcome) -> Void)
 
     // MARK: Group and member reads
 
@@ -137,9 +135,8 @@ public typealias TransactionWork = @Sendable (any StoreTransaction) throws -> Vo
 public struct BatchOutcome: Sendable {
     /// How the transaction ended.
     public enum Ending: Sendable {
-        /// Committed: the events it appended (empty unless asked for), and why they could not be
-        /// read when that failed (the batch committed all the same).
-        case committed([LoggedEvent], eventReadError: (any Error)?)
+        /// Committed.
+        case committed
         /// Rolled back because the piece at this index threw after writing: nothing is stored;
         /// the pieces not in ``BatchOutcome/failures`` (before it, after it) may run again.
         case aborted(at: Int)

@@ -23,6 +23,9 @@ public struct SnapshotRequest: Sendable {
         public static let readState = Parts(rawValue: 1 << 5)
         /// The ``SnapshotRequest/applicationReader``'s read time and unread count.
         public static let applicationReads = Parts(rawValue: 1 << 6)
+        /// The group's approvers: the owner, and the admins when its join approvers include them,
+        /// in join order.
+        public static let approvers = Parts(rawValue: 1 << 7)
     }
 
     /// The app.
@@ -126,6 +129,8 @@ public struct StoreSnapshot: Sendable {
     public var applicationReadTime: Timestamp?
     /// The reader's unread applications (`.applicationReads`).
     public var unreadApplications: Int = 0
+    /// The group's approvers (`.approvers`).
+    public var approvers: [String] = []
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
@@ -178,14 +183,17 @@ public struct WriteSet: Sendable {
 public struct WriteResult: Sendable {
     /// The appended events, numbered, in order.
     public var events: [GroupEvent]
+    /// Their `event_id`s, in the same order (the app-wide log's order, which is commit order).
+    public var eventIDs: [Int64]
     /// The created group's row (``WriteSet/newGroup``).
     public var groupRow: GroupRowID?
     /// The `event_id` of the message's event row (``WriteSet/message``).
     public var messageEventID: Int64?
 
     /// Creates a result.
-    public init(events: [GroupEvent], groupRow: GroupRowID? = nil, messageEventID: Int64? = nil) {
+    public init(events: [GroupEvent], eventIDs: [Int64], groupRow: GroupRowID? = nil, messageEventID: Int64? = nil) {
         self.events = events
+        self.eventIDs = eventIDs
         self.groupRow = groupRow
         self.messageEventID = messageEventID
     }

@@ -10,18 +10,21 @@ public struct LoggedEvent: Sendable, Hashable {
     public var event: GroupEvent
     /// The group's type (routing: Meeting member-change events, AVChatRoom audiences).
     public var groupType: GroupType
-    /// For a recipient of ``GroupEvent/Recipient/approvers``: the approvers when it was read
-    /// (owner, and admins when the group's `join_approvers` includes them); empty otherwise.
+    /// For a recipient of ``GroupEvent/Recipient/approvers``: the approvers when it was written
+    /// (live delivery) or read (backlog): the owner, and the admins when the group's
+    /// `join_approvers` includes them; empty otherwise.
     public var approvers: [String]
     /// For a `GROUP_MESSAGE` row: its body (`nil` if the body is missing).
     public var message: StoredMessage?
-    /// The group's name when the row was read (right after its commit for live delivery).
+    /// The group's name after the write that appended it (live delivery) or when the row was
+    /// read (backlog).
     public var groupName: String
-    /// The group's stored member count when the row was read.
+    /// The group's stored member count after the write (live delivery) or when the row was read
+    /// (backlog).
     public var memberCount: Int
     /// For an application or invitation event (``applicationKinds``): the item named by its
-    /// `changes["application_id"]` as it was when the row was read (right after its commit for
-    /// live delivery); `nil` for other kinds, or when the item is gone.
+    /// `changes["application_id"]` as the same write left it (live delivery) or as it was when the
+    /// row was read (backlog); `nil` for other kinds, or when the item is gone.
     public var application: Application?
 
     /// The kinds whose rows name an application or invitation and carry it as their detail.

@@ -10,8 +10,8 @@ import Synchronization
 /// The event stream's fan-out: every committed `group_events` row (whatever wrote it) and every
 /// AVChatRoom message reaches the live `Subscribe` streams it is for, from memory.
 ///
-/// - The store calls ``publish(_:)`` once per commit, in commit order, with the committed rows
-///   (one read per commit); the hub routes them on one serial queue, so every stream sees items
+/// - The store calls ``publish(_:)`` once per commit, in commit order, with the committed events
+///   (as its mutations wrote them); the hub routes them on one serial queue, so every stream sees items
 ///   in `event_id` order. Each item is encoded once and the same bytes are queued on every stream
 ///   (`ServerStreamWriter.tryWrite`, never waiting): a stream whose bounded queue is full is
 ///   ended with its cursor (``StreamEnd/tooSlow(_:)``).

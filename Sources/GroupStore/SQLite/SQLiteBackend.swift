@@ -6,7 +6,7 @@ import Synchronization
 
 /// The embedded ``StoreBackend``: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
 ///
-/// - Batches (``commit(_:readEvents:then:)``) run on the pool's single writer connection, one
+/// - Batches (``commit(_:then:)``) run on the pool's single writer connection, one
 ///   `BEGIN IMMEDIATE … COMMIT` each. Reads run concurrently on reader connections and see the
 ///   last committed state.
 /// - Every method runs its SQL on GRDB's own dispatch queues, never on a NIO event loop or the
@@ -15,9 +15,6 @@ import Synchronization
 ///   `synchronous=FULL` in WAL mode, SQLite fsyncs the WAL before `COMMIT` returns, so a batch
 ///   this backend reports committed survives a process crash (and an OS crash or power loss);
 ///   with `NORMAL` it survives a process crash but the latest commits may be lost on power loss.
-/// - The events a batch appended are read on the writer, inside the transaction, after the
-///   last piece of work: every `group_events` row with an `event_id` above the highest one when
-///   the batch began (one writer, AUTOINCREMENT: commit order).
 /// - Reads use statements prepared once per connection (`cachedStatement`), explicit column
 ///   lists decoded by index, and skip the custom-field query unless a row has custom fields
 ///   (`has_custom`, migration v2).
@@ -129,24 +126,22 @@ public final class SQLiteBackend: StoreBackend {
 
     // MARK: Writes
 
-    public func commit(_ work: [TransactionWork], readEvents: Bool, then: @escaping @Sendable (BatchOutcome) -> Void) {
+    public func commit(_ work: [TransactionWork], then: @escaping @Sendable (BatchOutcome) -> Void) {
         pool.asyncWriteWithoutTransaction { db in
-            then(self.run(work, readEvents: readEvents, db: db))
+            then(self.run(work, db: db))
         }
     }
 
-    /// One transaction on the writer: the pieces of work in order, the new events read, `COMMIT`.
+    /// One transaction on the writer: the pieces of work in order, then `COMMIT`.
     ///
     /// No savepoint per piece: in SQLite a savepoint copies every page a piece touches into the
     /// statement journal, several pages per mutation. A piece that throws having changed no row
     /// (`total_changes` did not move: plans throw before they write) needs no undo; one that
     /// changed rows aborts the transaction, and the store runs the others again.
-    private func run(_ work: [TransactionWork], readEvents: Bool, db: Database) -> BatchOutcome {
+    private func run(_ work: [TransactionWork], db: Database) -> BatchOutcome {
         var failures: [Int: any Error] = [:]
-        let afterEventID: Int64
         do {
             try db.beginTransaction(.immediate)
-            afterEventID = try EventRows.latestEventID(db)
         } catch {
             return BatchOutcome(failures: [:], ending: .failed(error))
         }
@@ -167,15 +162,6 @@ public final class SQLiteBackend: StoreBackend {
                 return BatchOutcome(failures: failures, ending: .failed(error))
             }
         }
-        var events: [LoggedEvent] = []
-        var eventReadError: (any Error)?
-        if readEvents, failures.count < work.count {
-            do {
-                events = try EventRows.loggedEvents(db, where: "e.event_id > ? ORDER BY e.event_id", arguments: [afterEventID])
-            } catch {
-                eventReadError = error
-            }
-        }
         do {
             if let fault = commitFault.withLock({ $0 }) { throw fault }
             try db.commit()
@@ -183,7 +169,7 @@ public final class SQLiteBackend: StoreBackend {
             try? db.rollback()
             return BatchOutcome(failures: failures, ending: .failed(error))
         }
-        return BatchOutcome(failures: failures, ending: .committed(events, eventReadError: eventReadError))
+        return BatchOutcome(failures: failures, ending: .committed)
     }
 
     // MARK: Reads

@@ -44,6 +44,9 @@ struct SQLiteTransaction: StoreTransaction {
                     db, where: "a.group_key = ? AND a.state = 'pending' AND a.expires_at <= ?",
                     arguments: [.integer(key), .integer(request.time.millisecondsSince1970)])
             }
+            if request.parts.contains(.approvers) {
+                snapshot.approvers = try EventRows.approvers(db, groupKey: key)
+            }
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, groupKey: key, into: &snapshot)
             }
@@ -123,25 +126,26 @@ struct SQLiteTransaction: StoreTransaction {
     func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult {
         if let plan = writes.newGroup { return try insertGroup(plan) }
         let time = snapshot.time
-        var result = WriteResult(events: [])
+        var result = WriteResult(events: [], eventIDs: [])
         if let key = snapshot.groupRow?.value, let group = snapshot.group {
             var latest = group.latestSequence
             if let change = writes.change {
                 result.events = try Operations.apply(
                     change, groupKey: key, before: group, members: snapshot.members, time: time,
                     memberOrigin: storesMemberOrigin, db: db)
+                result.eventIDs = insertedIDs(count: result.events.count)
                 latest = result.events.last?.sequence ?? latest
             }
             if !writes.events.isEmpty {
                 let appended = try Rows.appendEvents(
                     writes.events, groupKey: key, appID: group.appID, groupID: group.id, after: latest, time: time, db: db)
-                // One writer, AUTOINCREMENT: the rows just inserted have consecutive ids.
-                let firstEventID = db.lastInsertedRowID - Int64(appended.count - 1)
+                let ids = insertedIDs(count: appended.count)
                 if let message = writes.message {
-                    try insert(message, sequence: appended[0].sequence, eventID: firstEventID, groupKey: key)
-                    result.messageEventID = firstEventID
+                    try insert(message, sequence: appended[0].sequence, eventID: ids[0], groupKey: key)
+                    result.messageEventID = ids[0]
                 }
                 result.events += appended
+                result.eventIDs += ids
             }
             for application in writes.applications {
                 try ApplicationRows.upsert(application, groupKey: key, db: db)
@@ -198,7 +202,15 @@ struct SQLiteTransaction: StoreTransaction {
         }
         let events = try Rows.appendEvents(
             plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id, after: 0, time: group.updatedAt, db: db)
-        return WriteResult(events: events, groupRow: GroupRowID(groupKey))
+        return WriteResult(events: events, eventIDs: insertedIDs(count: events.count), groupRow: GroupRowID(groupKey))
+    }
+
+    /// The `event_id`s of the last `count` rows inserted into `group_events`: consecutive, since
+    /// one writer inserts them with AUTOINCREMENT (call right after ``Rows/appendEvents``, before
+    /// any other insert).
+    private func insertedIDs(count: Int) -> [Int64] {
+        let last = db.lastInsertedRowID
+        return (0..<Int64(count)).map { last - Int64(count) + 1 + $0 }
     }
 
     /// Inserts a message body under its event row.
