@@ -1,5 +1,6 @@
 import Foundation
 import GroupModel
+import GRDB
 @testable import GroupStore
 import GroupTestSupport
 import Synchronization
@@ -82,6 +83,11 @@ private func quit(
         change.dismissesGroup = group.memberCount == 0
         return (change, ())
     }
+}
+
+extension GroupSnapshot {
+    /// A change that writes nothing (a plan that only reads the snapshot).
+    var unchangedChange: GroupChange { .unchanged(group) }
 }
 
 /// A flag shared between tasks.
@@ -712,7 +718,7 @@ struct StoreOperationTests {
         try await v5.close()
 
         let store = Store(backend: try await SQLiteBackend.open(path: path))
-        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
         let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
         #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
         #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
@@ -720,6 +726,53 @@ struct StoreOperationTests {
         let after = try await store.members(app: "app-a", groupID: "g2", userIDs: ["alice", "bob"])
         #expect(after["alice"]?.joinSource == .creator && after["alice"]?.inviterID == nil)
         #expect(after["bob"]?.joinSource == .initialMember && after["bob"]?.inviterID == "alice")
+        try await store.close()
+    }
+
+    @Test("migration v7 counts each user's groups on a v6 file; the kept counts then follow joins, quits and dismissals")
+    func migrationV7() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("db.sqlite")
+        let v6 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v6"), cacheCapacity: 0)
+        try await create(v6, "p1", members: ["bob", "carol"])
+        try await create(v6, "p2", members: ["bob"])
+        try await create(v6, "gone", members: ["bob"])
+        try await create(v6, "live", type: .avChatRoom, owner: "bob")
+        _ = try await v6.dismissGroup(app: "app-a", groupID: "gone", operatorID: nil, at: t0) { _, _ in
+            [.init(kind: .groupDismissed, operatorID: nil)]
+        }
+        let counted = try await v6.mutateGroup(app: "app-a", groupID: "p1", operatorID: "bob", targets: ["carol", "alice"], at: t0) {
+            ($0.unchangedChange, $0.joinedGroupCounts)
+        }.value.value
+        try await v6.close()
+
+        let store = Store(backend: try await SQLiteBackend.open(path: path))
+        let backend = try store.sqlite
+        func kept() async throws -> [String: Int] {
+            try await backend.pool.read { db in
+                Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT user_id, count FROM joined_counts WHERE app_id = 'app-a'")
+                    .map { ($0[0] as String, $0[1] as Int) })
+            }
+        }
+        #expect(counted == ["bob": 2, "carol": 1, "alice": 2])
+        #expect(try await kept() == ["bob": 2, "carol": 1, "alice": 2])
+
+        try await join(store, "p2", "carol")
+        try await quit(store, "p1", "bob")
+        try await create(store, "p3", members: ["carol"])
+        _ = try await store.dismissGroup(app: "app-a", groupID: "p2", operatorID: nil, at: t0) { _, _ in
+            [.init(kind: .groupDismissed, operatorID: nil)]
+        }
+        // What counting the memberships gives, for every user.
+        let recount = try await backend.pool.read { db in
+            try Operations.joinedGroupCounts(app: "app-a", users: ["alice", "bob", "carol"], countedTable: false, db: db)
+        }
+        #expect(recount == ["alice": 2, "bob": 0, "carol": 2])
+        #expect(try await kept().filter { $0.value != 0 } == recount.filter { $0.value != 0 })
+        let snapshot = try await store.mutateGroup(app: "app-a", groupID: "p1", operatorID: "carol", targets: ["bob", "alice"], at: t0) {
+            ($0.unchangedChange, $0.joinedGroupCounts)
+        }.value.value
+        #expect(snapshot == recount)
         try await store.close()
     }
 
@@ -734,7 +787,7 @@ struct StoreOperationTests {
 
         for _ in 0..<2 {
             let store = Store(backend: try await SQLiteBackend.open(path: path))
-            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()

@@ -4,21 +4,22 @@ import GroupModel
 
 /// The SQL of group changes and member rows, run inside the caller's transaction.
 enum Operations {
-    /// Per user (0 when none), how many undismissed groups of the app other than AVChatRooms they are in.
-    static func joinedGroupCounts(app: String, users: [String], db: Database) throws -> [String: Int] {
+    /// Per user (0 when none), how many undismissed groups of the app other than AVChatRooms they
+    /// are in: `joined_counts` (v7), or the members counted on a file before it (tests of older files).
+    static func joinedGroupCounts(app: String, users: [String], countedTable: Bool = true, db: Database) throws -> [String: Int] {
         var counts: [String: Int] = [:]
         if users.isEmpty { return counts }
         for user in users { counts[user] = 0 }
         let padded = Rows.padded(Array(Set(users)))
-        try RawStatement(
-            db,
-            """
-            SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
-            WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
-              AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
-            GROUP BY m.user_id
-            """
-        ).rows([.text(app)] + padded.map { .text($0) }) { row in counts[row.text(0)] = row.int(1) }
+        let sql = countedTable
+            ? "SELECT user_id, count FROM joined_counts WHERE app_id = ? AND user_id IN (\(Rows.placeholders(padded.count)))"
+            : """
+                SELECT m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
+                WHERE m.app_id = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
+                  AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
+                GROUP BY m.user_id
+                """
+        try RawStatement(db, sql).rows([.text(app)] + padded.map { .text($0) }) { row in counts[row.text(0)] = row.int(1) }
         return counts
     }
 

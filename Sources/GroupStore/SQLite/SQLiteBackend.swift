@@ -27,6 +27,9 @@ public final class SQLiteBackend: StoreBackend {
     /// Whether member rows are written with their origin (`join_source`, `inviter_id`, v6). False
     /// only for a file opened with migrations up to one before v6 (tests of older files).
     let storesMemberOrigin: Bool
+    /// Whether the file keeps `joined_counts` (v7); false only for a file opened with migrations
+    /// up to one before v7 (tests of older files), whose counts are counted.
+    let keepsJoinedCounts: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
 
@@ -75,7 +78,9 @@ public final class SQLiteBackend: StoreBackend {
             } else {
                 try Schema.migrator.migrate(self.pool)
             }
-            self.storesMemberOrigin = try self.pool.read { try Schema.migrator.appliedIdentifiers($0).contains("v6") }
+            let applied = try self.pool.read { try Schema.migrator.appliedIdentifiers($0) }
+            self.storesMemberOrigin = applied.contains("v6")
+            self.keepsJoinedCounts = applied.contains("v7")
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -145,7 +150,7 @@ public final class SQLiteBackend: StoreBackend {
         } catch {
             return BatchOutcome(failures: [:], ending: .failed(error))
         }
-        let transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin)
+        let transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin, keepsJoinedCounts: keepsJoinedCounts)
         for (index, item) in work.enumerated() {
             let changes = db.totalChangesCount
             do {

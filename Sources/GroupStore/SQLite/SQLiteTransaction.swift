@@ -8,6 +8,8 @@ struct SQLiteTransaction: StoreTransaction {
     let db: Database
     /// Whether member rows get their origin columns (``SQLiteBackend/storesMemberOrigin``).
     let storesMemberOrigin: Bool
+    /// Whether the file keeps `joined_counts` (``SQLiteBackend/keepsJoinedCounts``).
+    let keepsJoinedCounts: Bool
 
     // MARK: Load
 
@@ -57,7 +59,8 @@ struct SQLiteTransaction: StoreTransaction {
             }
         }
         if request.parts.contains(.joinedGroupCounts) {
-            snapshot.joinedGroupCounts = try Operations.joinedGroupCounts(app: request.app, users: users, db: db)
+            snapshot.joinedGroupCounts = try Operations.joinedGroupCounts(
+                app: request.app, users: users, countedTable: keepsJoinedCounts, db: db)
         }
         if request.parts.contains(.applicationReads), let reader = request.applicationReader {
             snapshot.applicationReadTime = try ApplicationRows.readTime(app: request.app, userID: reader, db: db)

@@ -10,6 +10,7 @@ extension Schema {
         migrator.registerMigration("v4", migrate: Schema.v4)
         migrator.registerMigration("v5", migrate: Schema.v5)
         migrator.registerMigration("v6", migrate: Schema.v6)
+        migrator.registerMigration("v7", migrate: Schema.v7)
         return migrator
     }
 }
@@ -298,6 +299,47 @@ enum Schema {
         try db.execute(sql: """
             ALTER TABLE members ADD COLUMN join_source INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE members ADD COLUMN inviter_id TEXT;
+            """)
+    }
+
+    /// v7 (issue 12): each user's joined-group count kept in `joined_counts`, so a limit check
+    /// (`max_groups_per_user`, on every join, invitation and creation) reads one row instead of
+    /// counting the user's memberships: a user in 1,000 groups made each check read 1,000 rows.
+    ///
+    /// - `count` is the number of undismissed groups other than AVChatRooms the user is a stored
+    ///   member of (what the count query returned), backfilled here.
+    /// - Triggers keep it in the transaction that changes it, whatever statement does it: a member
+    ///   row inserted or deleted in a live group moves it by one; a group being dismissed takes one
+    ///   from each of its members. (Groups are never deleted while live.)
+    static func v7(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE joined_counts (
+                app_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                count INTEGER NOT NULL,
+                PRIMARY KEY (app_id, user_id)
+            ) WITHOUT ROWID;
+            INSERT INTO joined_counts (app_id, user_id, count)
+                SELECT m.app_id, m.user_id, COUNT(*) FROM members m JOIN groups g ON g.group_key = m.group_key
+                WHERE g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
+                GROUP BY m.app_id, m.user_id;
+            CREATE TRIGGER members_joined_count_insert AFTER INSERT ON members
+            WHEN (SELECT type <> 'AVChatRoom' AND dismissed_at IS NULL FROM groups WHERE group_key = new.group_key)
+            BEGIN
+                INSERT INTO joined_counts (app_id, user_id, count) VALUES (new.app_id, new.user_id, 1)
+                    ON CONFLICT (app_id, user_id) DO UPDATE SET count = count + 1;
+            END;
+            CREATE TRIGGER members_joined_count_delete AFTER DELETE ON members
+            WHEN (SELECT type <> 'AVChatRoom' AND dismissed_at IS NULL FROM groups WHERE group_key = old.group_key)
+            BEGIN
+                UPDATE joined_counts SET count = count - 1 WHERE app_id = old.app_id AND user_id = old.user_id;
+            END;
+            CREATE TRIGGER groups_joined_count_dismiss AFTER UPDATE OF dismissed_at ON groups
+            WHEN old.dismissed_at IS NULL AND new.dismissed_at IS NOT NULL AND new.type <> 'AVChatRoom'
+            BEGIN
+                UPDATE joined_counts SET count = count - 1
+                WHERE app_id = new.app_id AND user_id IN (SELECT user_id FROM members WHERE group_key = new.group_key);
+            END;
             """)
     }
 }
