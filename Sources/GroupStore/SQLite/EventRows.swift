@@ -13,34 +13,41 @@ enum EventRows {
 
     /// The columns ``loggedEvents(_:where:arguments:resolveApprovers:)`` decodes: the
     /// ``Rows/eventColumns`` (same order, so ``Rows/event(_:)`` decodes them), then the row's id,
-    /// the group's type, key, name and member count.
+    /// the group's type, key, name and member count, then the ``MessageRows/messageColumns`` of
+    /// the message body (NULL for other kinds).
     static let loggedEventColumns = """
         e.app_id, e.group_id, e.seq, e.kind, e.time, e.operator_id, e.targets, e.changes, e.recipient_kind,
-        e.recipient_user, e.event_id, g.type, e.group_key, g.name, g.member_count
+        e.recipient_user, e.event_id, g.type, e.group_key, g.name, g.member_count, \(MessageRows.messageColumns)
         """
+    /// Where the message columns start in ``loggedEventColumns``.
+    private static let messageColumnOffset = 15
 
     /// Read events matching `condition` (a `WHERE` clause over `group_events e` joined with
-    /// `groups g`, with its `ORDER BY` / `LIMIT`), with message bodies and, when asked, the
-    /// approvers of approver-addressed events.
+    /// `groups g`, with its `ORDER BY` / `LIMIT`), with message bodies (one query: the body is
+    /// joined) and, when asked, the approvers of approver-addressed events.
     static func loggedEvents(
-        _ db: Database, where condition: String, arguments: StatementArguments, resolveApprovers: Bool = true
+        _ db: Database, where condition: String, arguments: [SQLArgument], resolveApprovers: Bool = true
     ) throws -> [LoggedEvent] {
-        let rows = try Row.fetchCursor(
-            db.cachedStatement(
-                sql: "SELECT \(loggedEventColumns) FROM group_events e JOIN groups g ON g.group_key = e.group_key WHERE \(condition)"),
-            arguments: arguments)
         var events: [LoggedEvent] = []
-        var messageIDs: [Int64] = []
         var applicationKeys: Set<ApplicationKey> = []
         var approversByGroup: [Int64: [String]] = [:]
-        while let row = try rows.next() {
+        try RawStatement(
+            db,
+            """
+            SELECT \(loggedEventColumns) FROM group_events e JOIN groups g ON g.group_key = e.group_key
+            LEFT JOIN group_messages gm ON gm.event_id = e.event_id
+            WHERE \(condition)
+            """
+        ).rows(arguments) { row in
             let event = try Rows.event(row)
-            let eventID: Int64 = try row.decode(atIndex: 10)
-            let groupKey: Int64 = try row.decode(atIndex: 12)
+            let groupKey = row.int64(12)
             var logged = LoggedEvent(
-                eventID: eventID, event: event, groupType: try Rows.parse(row.decode(atIndex: 11), GroupType.init(rawValue:)),
-                groupName: try row.decode(atIndex: 13), memberCount: try row.decode(atIndex: 14))
-            if event.kind == .groupMessage { messageIDs.append(eventID) }
+                eventID: row.int64(10), event: event, groupType: try Rows.parse(row.text(11), GroupType.init(rawValue:)),
+                groupName: row.text(13), memberCount: row.int(14))
+            if event.kind == .groupMessage, !row.isNull(messageColumnOffset) {
+                logged.message = try MessageRows.message(
+                    OffsetRow(row: row, offset: messageColumnOffset), appID: event.appID, groupID: event.groupID)
+            }
             if LoggedEvent.applicationKinds.contains(event.kind), let id = event.changes["application_id"] {
                 applicationKeys.insert(ApplicationKey(app: event.appID, id: id))
             }
@@ -49,12 +56,6 @@ enum EventRows {
                 logged.approvers = approversByGroup[groupKey] ?? []
             }
             events.append(logged)
-        }
-        if !messageIDs.isEmpty {
-            let bodies = try MessageRows.messageBodies(db, eventIDs: messageIDs)
-            for index in events.indices where events[index].event.kind == .groupMessage {
-                events[index].message = bodies[events[index].eventID]
-            }
         }
         if !applicationKeys.isEmpty {
             // One read per app in the batch, and only when it holds application events.

@@ -4,45 +4,6 @@ import GroupModel
 
 /// The SQL of `group_messages` rows, run inside the caller's transaction.
 enum MessageRows {
-    /// The bodies of the given `group_events` rows that are messages, in the caller's
-    /// transaction; rows without a body (not messages) are absent. Event delivery reads the
-    /// bodies of committed `GROUP_MESSAGE` rows through this.
-    /// - Parameters:
-    ///   - db: A read or write transaction.
-    ///   - eventIDs: `group_events.event_id` values.
-    /// - Returns: Each found body by event id.
-    static func messageBodies(_ db: Database, eventIDs: [Int64]) throws -> [Int64: StoredMessage] {
-        let eventIDs = eventIDs.count > 1 ? Array(Set(eventIDs)) : eventIDs
-        if eventIDs.isEmpty { return [:] }
-        var result: [Int64: StoredMessage] = [:]
-        result.reserveCapacity(eventIDs.count)
-        // Chunked so that one statement per padded size serves any count.
-        var start = 0
-        while start < eventIDs.count {
-            let chunk = Array(eventIDs[start..<min(start + 512, eventIDs.count)])
-            start += chunk.count
-            let padded = Rows.padded(chunk)
-            let rows = try Row.fetchCursor(
-                db.cachedStatement(
-                    sql: """
-                        SELECT \(messageColumns), g.app_id, g.group_id FROM group_messages gm
-                        JOIN groups g ON g.group_key = gm.group_key
-                        WHERE gm.event_id IN (\(Rows.placeholders(padded.count)))
-                        """),
-                arguments: StatementArguments(padded))
-            while let row = try rows.next() {
-                let count = messageColumnCount
-                let stored = try message(
-                    row, appID: try row.decode(atIndex: count), groupID: try row.decode(atIndex: count + 1))
-                result[stored.eventID] = stored
-            }
-        }
-        return result
-    }
-
-
-    // MARK: Rows
-
     /// The columns ``message(_:appID:groupID:)`` decodes, in `SELECT` order.
     static let messageColumns =
         "gm.event_id, gm.seq, gm.message_id, gm.sender_id, gm.client_message_id, gm.type, gm.text, gm.payload, "

@@ -157,3 +157,16 @@ extension Row: ColumnReader {
     func bool(_ index: Int) throws -> Bool { try decode(Bool.self, atIndex: index) }
     func blob(_ index: Int) throws -> [UInt8] { [UInt8](try decode(Data.self, atIndex: index)) }
 }
+
+/// A row's columns read from `offset` on (a decoder of one table's columns over a joined row).
+struct OffsetRow<Base: ColumnReader>: ColumnReader {
+    let row: Base
+    let offset: Int
+
+    func int64(_ index: Int) throws -> Int64 { try row.int64(offset + index) }
+    func optionalInt64(_ index: Int) throws -> Int64? { try row.optionalInt64(offset + index) }
+    func text(_ index: Int) throws -> String { try row.text(offset + index) }
+    func optionalText(_ index: Int) throws -> String? { try row.optionalText(offset + index) }
+    func bool(_ index: Int) throws -> Bool { try row.bool(offset + index) }
+    func blob(_ index: Int) throws -> [UInt8] { try row.blob(offset + index) }
+}

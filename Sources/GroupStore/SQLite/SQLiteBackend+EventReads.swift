@@ -31,7 +31,7 @@ extension SQLiteBackend {
             let latest = try EventRows.latestEventID(db)
             let events = try EventRows.loggedEvents(
                 db, where: "e.app_id = ? AND e.event_id > ? ORDER BY e.event_id LIMIT ?",
-                arguments: [app, eventID, limit])
+                arguments: [.text(app), .integer(eventID), .int(limit)])
             let isLast = events.count < limit
             return EventLogPage(
                 events: events, scannedThrough: isLast ? max(latest, eventID) : events.last?.eventID ?? eventID,
@@ -53,7 +53,7 @@ extension SQLiteBackend {
                       AND (e.recipient_user = ? OR e.group_id IN (SELECT value FROM json_each(?)))
                     ORDER BY e.event_id LIMIT ?
                     """,
-                arguments: [app, eventID, userID, keyList, limit],
+                arguments: [.text(app), .integer(eventID), .text(userID), .text(keyList), .int(limit)],
                 resolveApprovers: false)
             let isLast = candidates.count < limit
             var events: [LoggedEvent] = []
