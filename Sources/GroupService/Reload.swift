@@ -57,7 +57,8 @@ extension GroupdConfiguration {
     /// event loops, which live as long as the process. A reload that changes one logs it and
     /// keeps the running value. `auth` and `apps` (everything under them) reload.
     public static let restartOnlyKeys = [
-        "listen.host", "listen.port", "data_dir", "durability", "max_message_bytes", "max_header_list_bytes",
+        "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
+        "write_batch.max_wait_microseconds", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
     ]
 
@@ -74,6 +75,8 @@ extension GroupdConfiguration {
         keep("listen.port", \.listen.port)
         keep("data_dir", \.dataDir)
         keep("durability", \.durability)
+        keep("write_batch.max_writes", \.writeBatch.maxWrites)
+        keep("write_batch.max_wait_microseconds", \.writeBatch.maxWaitMicroseconds)
         keep("max_message_bytes", \.maxMessageBytes)
         keep("max_header_list_bytes", \.maxHeaderListBytes)
         keep("max_concurrent_streams", \.maxConcurrentStreams)

@@ -36,6 +36,8 @@ struct ConfigurationTests {
         #expect(c.dataDir == "./data")
         #expect(c.databasePath == "./data/groupd.sqlite")
         #expect(c.durability == .full)
+        #expect(c.writeBatch == .init(maxWrites: 256, maxWaitMicroseconds: 0))
+        #expect(c.writeBatching == WriteBatching(maxWrites: 256, maxWait: .zero))
         #expect(c.maxMessageBytes == 4 * 1024 * 1024)
         #expect(c.maxHeaderListBytes == 16 * 1024)
         #expect(c.maxConcurrentStreams == 256)
@@ -55,6 +57,7 @@ struct ConfigurationTests {
             listen: {host: 0.0.0.0, port: 0}
             data_dir: /var/lib/groupd
             durability: normal
+            write_batch: {max_writes: 64, max_wait_microseconds: 500}
             max_message_bytes: 1024
             drain_timeout_seconds: 2.5
             event_loop_threads: 2
@@ -67,6 +70,7 @@ struct ConfigurationTests {
         #expect(c.listen == .init(host: "0.0.0.0", port: 0))
         #expect(c.dataDir == "/var/lib/groupd")
         #expect(c.durability == .normal)
+        #expect(c.writeBatching == WriteBatching(maxWrites: 64, maxWait: .microseconds(500)))
         #expect(c.maxMessageBytes == 1024)
         #expect(c.drainTimeoutSeconds == 2.5)
         #expect(c.eventLoopThreads == 2)
@@ -125,6 +129,12 @@ struct ConfigurationTests {
                 expected: "mapping"),
         Mistake(name: "unknown durability", yaml: "durability: fast\n" + minimal, keyPath: "durability",
                 expected: "full or normal"),
+        Mistake(name: "zero batch", yaml: "write_batch: {max_writes: 0}\n" + minimal, keyPath: "write_batch.max_writes",
+                expected: "from 1 to 10000"),
+        Mistake(name: "long batch wait", yaml: "write_batch: {max_wait_microseconds: 200000}\n" + minimal,
+                keyPath: "write_batch.max_wait_microseconds", expected: "from 0 to 100000"),
+        Mistake(name: "unknown batch key", yaml: "write_batch: {max: 1}\n" + minimal, keyPath: "write_batch.max",
+                expected: "unknown key"),
         Mistake(name: "unknown key", yaml: "listen: {prot: 1}\n" + minimal, keyPath: "listen.prot",
                 expected: "unknown key"),
         Mistake(name: "unknown top-level key", yaml: "max_mesage_bytes: 1\n" + minimal, keyPath: "max_mesage_bytes",

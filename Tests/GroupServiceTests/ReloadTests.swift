@@ -124,9 +124,12 @@ struct ReloadTests {
         next.dataDir = "/elsewhere"
         next.maxConnections = 5
         next.eventLoopThreads = 3
+        next.writeBatch.maxWrites = 9
         next.auth.clockSkewSeconds = 30  // reloads
         let outcome = try await h.service.reload(to: next)
-        #expect(Set(outcome.restartOnly.map(\.key)) == ["listen.port", "data_dir", "max_connections", "event_loop_threads"])
+        #expect(Set(outcome.restartOnly.map(\.key))
+            == ["listen.port", "data_dir", "max_connections", "event_loop_threads", "write_batch.max_writes"])
+        #expect(h.service.configuration.writeBatch == h.configuration.writeBatch)
         let running = h.service.configuration
         #expect(running.listen.port == h.configuration.listen.port)
         #expect(running.dataDir == h.configuration.dataDir)

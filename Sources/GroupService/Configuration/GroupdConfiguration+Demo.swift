@@ -28,6 +28,9 @@ extension GroupdConfiguration {
               port: \(port)                # TCP port; 0 picks a free one
             data_dir: \(yamlQuoted(dataDir))       # directory of groupd.sqlite
             durability: full             # full: fsync every commit; normal: fsync at checkpoints
+            write_batch:                 # group commit: the writes waiting share one transaction
+              max_writes: \(d.writeBatch.maxWrites)            # at most this many per transaction (one fsync)
+              max_wait_microseconds: \(d.writeBatch.maxWaitMicroseconds)     # wait this long for more (0: never wait)
             max_message_bytes: \(d.maxMessageBytes)   # larger gRPC messages get RESOURCE_EXHAUSTED
             max_header_list_bytes: \(d.maxHeaderListBytes)  # HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE
             max_concurrent_streams: \(d.maxConcurrentStreams)   # HTTP/2 streams per connection
