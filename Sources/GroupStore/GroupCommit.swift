@@ -1,13 +1,14 @@
 import Foundation
-public import GroupModel
+import GroupModel
 import Synchronization
 
 /// How the store groups pending writes into transactions (group commit).
 public struct WriteBatching: Sendable, Hashable {
     /// The most mutations one transaction applies (at least 1).
     public var maxWrites: Int
-    /// How long the writer waits for more mutations once it has fewer than ``maxWrites``
-    /// (`.zero`: it never waits; the writes that arrive while one batch commits form the next).
+    /// How long a mutation arriving at an idle store waits for others to share its transaction
+    /// (`.zero`: it never waits). Under load nothing waits: the mutations that arrive while one
+    /// batch commits form the next.
     public var maxWait: Duration
 
     /// Creates a setting.
@@ -33,7 +34,8 @@ public struct WriteBatching: Sendable, Hashable {
 ///   before any of its mutations is answered; so are the mutations' `committed` hooks (the
 ///   group cache).
 /// - While a batch commits, new mutations queue; the next batch takes them all, so the batch size
-///   follows the load without waiting (``WriteBatching/maxWait`` adds a wait).
+///   follows the load without waiting (``WriteBatching/maxWait`` adds a wait when idle, on a
+///   timer: no thread blocks, whatever thread queued the mutation).
 final class GroupCommitQueue: Sendable {
     /// How to answer a mutation's caller once its batch's fate is known (`nil`: committed).
     typealias Answer = @Sendable ((any Error)?) -> Void
@@ -64,10 +66,21 @@ final class GroupCommitQueue: Sendable {
     /// Receives each committed batch's events.
     typealias Observer = @Sendable (Result<[LoggedEvent], any Error>) -> Void
 
+    /// What the queue is doing.
+    private enum Phase {
+        /// No batch under way.
+        case idle
+        /// Waiting, since the first mutation arrived at an idle store, for more (the timer of
+        /// this generation ends the wait).
+        case waiting(generation: Int)
+        /// Batches are under way (one caller of the backend at a time: this one).
+        case committing
+    }
+
     private struct State {
         var pending: [PendingWrite] = []
-        var draining = false
-        var waiting = false
+        var phase = Phase.idle
+        var generation = 0
         /// Tests: while set, mutations queue and no batch starts.
         var held = false
         /// Tests: callers waiting for this many queued mutations.
@@ -84,10 +97,7 @@ final class GroupCommitQueue: Sendable {
 
     private let backend: any StoreBackend
     private let batching: WriteBatching
-    /// Guards `state`; signalled when a mutation arrives while the writer waits for more.
-    private let condition = NSCondition()
-    /// Only touched with `condition` locked.
-    nonisolated(unsafe) private var state = State()
+    private let state = Mutex(State())
 
     /// A queue committing through `backend`.
     init(backend: any StoreBackend, batching: WriteBatching) {
@@ -100,63 +110,91 @@ final class GroupCommitQueue: Sendable {
     /// them while writing, in commit order. (The observer's `Result` lets a feed that reads
     /// events back report that it could not; this one never fails.)
     func observe(_ observer: @escaping Observer) {
-        condition.lock()
-        state.observers.append(observer)
-        condition.unlock()
+        state.withLock { $0.observers.append(observer) }
     }
 
     /// Queues a mutation for the next batch.
     func enqueue(_ write: PendingWrite) {
-        condition.lock()
-        state.pending.append(write)
-        let start = !state.draining && !state.held
-        if start { state.draining = true }
-        if state.waiting { condition.signal() }
-        let ready = resumeReadyWaiters()
-        condition.unlock()
+        let maxWait = batching.maxWait
+        let (start, timer, ready) = state.withLock { state -> (Bool, Int?, [CheckedContinuation<Void, Never>]) in
+            state.pending.append(write)
+            var start = false
+            var timer: Int?
+            if !state.held {
+                switch state.phase {
+                case .idle where maxWait == .zero || state.pending.count >= batching.maxWrites:
+                    state.phase = .committing
+                    start = true
+                case .idle:
+                    state.generation += 1
+                    state.phase = .waiting(generation: state.generation)
+                    timer = state.generation
+                case .waiting where state.pending.count >= batching.maxWrites:
+                    state.phase = .committing
+                    start = true
+                case .waiting, .committing:
+                    break
+                }
+            }
+            return (start, timer, Self.readyWaiters(&state))
+        }
         for waiter in ready { waiter.resume() }
+        if let generation = timer {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(maxWait / .nanoseconds(1)))) {
+                self.waitEnded(generation)
+            }
+        }
+        if start { drive() }
+    }
+
+    /// The wait that began with `generation` is over: the batch starts, unless it started
+    /// already (full) or the queue is held.
+    private func waitEnded(_ generation: Int) {
+        let start = state.withLock { state in
+            guard case .waiting(let waiting) = state.phase, waiting == generation, !state.held else { return false }
+            state.phase = .committing
+            return true
+        }
         if start { drive() }
     }
 
     /// What the queue has committed so far.
     var statistics: GroupCommitStatistics {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.statistics
+        state.withLock { $0.statistics }
     }
 
     // MARK: Holding (tests)
 
     /// Tests: from now on mutations queue and no new batch starts (one under way finishes).
     func hold() {
-        condition.lock()
-        state.held = true
-        condition.unlock()
+        state.withLock { $0.held = true }
     }
 
     /// Tests: batches start again, the first one taking what queued meanwhile.
     func release() {
-        condition.lock()
-        state.held = false
-        let start = !state.draining && !state.pending.isEmpty
-        if start { state.draining = true }
-        condition.unlock()
+        let start = state.withLock { state in
+            state.held = false
+            if case .committing = state.phase { return false }
+            if state.pending.isEmpty { return false }
+            state.phase = .committing
+            return true
+        }
         if start { drive() }
     }
 
     /// Tests: returns once at least `count` mutations are queued (not yet taken by a batch).
     func waitUntilQueued(_ count: Int) async {
         await withCheckedContinuation { continuation in
-            condition.lock()
-            state.pendingWaiters.append((count, continuation))
-            let ready = resumeReadyWaiters()
-            condition.unlock()
+            let ready = state.withLock { state in
+                state.pendingWaiters.append((count, continuation))
+                return Self.readyWaiters(&state)
+            }
             for waiter in ready { waiter.resume() }
         }
     }
 
-    /// The waiters whose count is reached, taken out (call with `condition` locked).
-    private func resumeReadyWaiters() -> [CheckedContinuation<Void, Never>] {
+    /// The waiters whose count is reached, taken out.
+    private static func readyWaiters(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
         if state.pendingWaiters.isEmpty { return [] }
         let count = state.pending.count
         let ready = state.pendingWaiters.filter { $0.count <= count }.map(\.continuation)
@@ -233,51 +271,34 @@ final class GroupCommitQueue: Sendable {
     }
 
     private func count(_ update: (inout GroupCommitStatistics) -> Void) {
-        condition.lock()
-        update(&state.statistics)
-        condition.unlock()
+        state.withLock { update(&$0.statistics) }
     }
 
     /// Puts `writes` at the head of the queue (the next batch takes them first, in order).
     private func runFirst(_ writes: [PendingWrite]) {
-        condition.lock()
-        state.pending.insert(contentsOf: writes, at: 0)
-        condition.unlock()
+        state.withLock { $0.pending.insert(contentsOf: writes, at: 0) }
     }
 
-    /// Up to `maxWrites` waiting mutations (waiting up to `maxWait` for more when fewer are
-    /// there); `nil`, and the queue marked idle, when none is waiting.
+    /// Up to `maxWrites` waiting mutations; `nil`, and the queue idle, when none is waiting (or
+    /// the queue is held).
     private func take() -> [PendingWrite]? {
-        condition.lock()
-        defer { condition.unlock() }
-        if state.pending.isEmpty || state.held {
-            state.draining = false
-            return nil
+        state.withLock { state in
+            if state.pending.isEmpty || state.held {
+                state.phase = .idle
+                return nil
+            }
+            let count = min(state.pending.count, batching.maxWrites)
+            if count == state.pending.count {
+                defer { state.pending = [] }
+                return state.pending
+            }
+            defer { state.pending.removeFirst(count) }
+            return Array(state.pending[..<count])
         }
-        if batching.maxWait > .zero, state.pending.count < batching.maxWrites {
-            let deadline = Date().addingTimeInterval(Self.seconds(batching.maxWait))
-            state.waiting = true
-            while state.pending.count < batching.maxWrites, condition.wait(until: deadline) {}
-            state.waiting = false
-        }
-        let count = min(state.pending.count, batching.maxWrites)
-        if count == state.pending.count {
-            defer { state.pending = [] }
-            return state.pending
-        }
-        defer { state.pending.removeFirst(count) }
-        return Array(state.pending[..<count])
     }
 
     private func observers() -> [Observer] {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.observers
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        let (seconds, attoseconds) = duration.components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+        state.withLock { $0.observers }
     }
 }
 

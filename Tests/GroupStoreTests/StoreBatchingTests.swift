@@ -185,4 +185,23 @@ struct StoreBatchingTests {
             #expect(try await store.groups(app: Fixture.app, ids: ["g"]).isEmpty)
         }
     }
+
+    @Test("with a wait configured, a full batch starts at once and a lone write starts when the wait ends",
+          .timeLimit(.minutes(1)))
+    func configuredWait() async throws {
+        // An hour's wait: the four writes can only finish by filling the batch.
+        let full = try await TemporaryStore(batching: WriteBatching(maxWrites: 4, maxWait: .seconds(3600)))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for n in 0..<4 { tasks.addTask { try await Fixture.create(full.store, "g\(n)") } }
+            try await tasks.waitForAll()
+        }
+        #expect(full.store.commitStatistics.batches == 1 && full.store.commitStatistics.mutations == 4)
+        try await full.store.close()
+
+        let lone = try await TemporaryStore(batching: WriteBatching(maxWrites: 4, maxWait: .milliseconds(5)))
+        try await Fixture.create(lone.store, "g")
+        try await Fixture.rename(lone.store, "g", to: "later")
+        #expect(lone.store.commitStatistics.batches == 2)
+        try await lone.store.close()
+    }
 }

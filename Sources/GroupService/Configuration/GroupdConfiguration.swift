@@ -50,9 +50,9 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `write_batch.max_writes`: the most writes one transaction (one fsync) commits, 1–10000.
         /// Default 256.
         public var maxWrites: Int
-        /// `write_batch.max_wait_microseconds`: how long the writer waits for more writes once it
-        /// has fewer than `max_writes`, 0–100000. Default 0: it never waits; the writes that arrive
-        /// while one transaction commits form the next.
+        /// `write_batch.max_wait_microseconds`: how long a write arriving at an idle store waits for
+        /// others to share its transaction (a full batch starts at once), 0–100000. Default 0: no
+        /// wait; under load the writes that arrive while one transaction commits form the next.
         public var maxWaitMicroseconds: Int
 
         /// The defaults: 256 writes, no wait.
