@@ -166,6 +166,10 @@ class Server:
                 return int(line.split()[1])
         return 0
 
+    def cpu_seconds(self):
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=30)
@@ -244,6 +248,7 @@ async def fanout(server, args):
         groups = group_pb2_grpc.GroupServiceStub(channel)
         owner = [("authorization", "Bearer " + mint_token(sub="owner", role="user", exp_in=3600))]
         last, per_stream, after_ack = [], [], []
+        cpu_before = server.cpu_seconds()
         for round_index in range(args.rounds):
             start = time.perf_counter()
             await groups.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
@@ -257,11 +262,13 @@ async def fanout(server, args):
             after_ack.append((max(arrivals) - acked) * 1000)
             per_stream += [(arrival - start) * 1000 for arrival in arrivals]
             await asyncio.sleep(0.2)
+        cpu_per_round = (server.cpu_seconds() - cpu_before) / args.rounds * 1000
         print(f"fan-out of one event to {len(streams):,} subscribers, {args.rounds} rounds (from the write's call, "
               f"commit with fsync included): last subscriber p50 {statistics.median(last):.1f} ms, "
               f"p99 {pct(last, 0.99):.1f} ms, max {max(last):.1f} ms; after the write's answer: last subscriber "
               f"p50 {statistics.median(after_ack):.1f} ms, p99 {pct(after_ack, 0.99):.1f} ms; per stream p50 "
-              f"{pct(per_stream, 0.5):.1f} ms, p99 {pct(per_stream, 0.99):.1f} ms")
+              f"{pct(per_stream, 0.5):.1f} ms, p99 {pct(per_stream, 0.99):.1f} ms; server CPU "
+              f"{cpu_per_round:.1f} ms per round (write and fan-out)")
         ended = sum(stream.ended for stream in streams)
         if ended:
             print(f"WARNING: {ended} streams ended during the run")

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// Writes the messages of one server-streaming call, with a bounded queue.
 ///
@@ -22,7 +23,6 @@ public final class ServerStreamWriter: Sendable {
     }
 
     private struct State {
-        var queued = 0
         var closed = false
         /// Set by ``detach()``.
         var detached = false
@@ -34,6 +34,13 @@ public final class ServerStreamWriter: Sendable {
     /// The most messages that may wait to be sent.
     public let capacity: Int
     private let state = NIOLockedValueBox(State())
+    /// Messages queued and not yet sent. Counted without the lock: a fan-out writes to thousands
+    /// of writers, and each message is counted in and out.
+    private let queued = Atomic<Int>(0)
+    /// `state.closed`, readable without the lock.
+    private let closedFlag = Atomic<Bool>(false)
+    /// Whether a writer waits in ``write(_:)`` (only then does ``didSend()`` take the lock).
+    private let hasWaiters = Atomic<Bool>(false)
     private let deliver: @Sendable (ByteBuffer) -> Void
     private let finisher: @Sendable (GRPCStatus) -> Void
 
@@ -80,10 +87,10 @@ public final class ServerStreamWriter: Sendable {
     }
 
     /// How many messages are queued and not yet sent.
-    public var queuedCount: Int { state.withLockedValue { $0.queued } }
+    public var queuedCount: Int { queued.load(ordering: .sequentiallyConsistent) }
 
     /// Whether the call is over.
-    public var isClosed: Bool { state.withLockedValue { $0.closed } }
+    public var isClosed: Bool { closedFlag.load(ordering: .sequentiallyConsistent) }
 
     /// Queues a message, waiting while the queue is full.
     /// - Parameter message: The serialized message.
@@ -97,9 +104,16 @@ public final class ServerStreamWriter: Sendable {
             case .full:
                 try Task.checkCancellation()
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    // Registered first, then the count checked again: a send that lowered it
+                    // meanwhile either sees the flag or is seen here.
                     let resumeNow = state.withLockedValue { state -> Bool in
-                        if state.closed || state.queued < capacity { return true }
+                        if state.closed { return true }
                         state.waiters.append(continuation)
+                        hasWaiters.store(true, ordering: .sequentiallyConsistent)
+                        if queued.load(ordering: .sequentiallyConsistent) < capacity {
+                            state.waiters.removeLast()
+                            return true
+                        }
                         return false
                     }
                     if resumeNow { continuation.resume() }
@@ -112,20 +126,27 @@ public final class ServerStreamWriter: Sendable {
     /// - Parameter message: The serialized message.
     /// - Returns: Whether it was queued, or why not.
     public func tryWrite(_ message: ByteBuffer) -> TryWriteResult {
-        let result = state.withLockedValue { state -> TryWriteResult in
-            if state.closed { return .closed }
-            if state.queued >= capacity { return .full }
-            state.queued += 1
-            return .enqueued
+        if closedFlag.load(ordering: .sequentiallyConsistent) { return .closed }
+        var count = queued.load(ordering: .sequentiallyConsistent)
+        while true {
+            if count >= capacity { return .full }
+            let (exchanged, original) = queued.compareExchange(
+                expected: count, desired: count + 1, ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            count = original
         }
-        if result == .enqueued { deliver(message) }
-        return result
+        // A close racing this write lets the message reach a stream that is over: the
+        // connection drops messages for ended streams.
+        deliver(message)
+        return .enqueued
     }
 
     /// Called by the connection when a queued message has been handed to HTTP/2.
     func didSend() {
+        queued.subtract(1, ordering: .sequentiallyConsistent)
+        guard hasWaiters.load(ordering: .sequentiallyConsistent) else { return }
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, any Error>] in
-            state.queued -= 1
+            hasWaiters.store(false, ordering: .sequentiallyConsistent)
             let waiters = state.waiters
             state.waiters.removeAll()
             return waiters
@@ -139,6 +160,7 @@ public final class ServerStreamWriter: Sendable {
         let (waiters, onClose) = state.withLockedValue { state -> ([CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) in
             if state.closed { return ([], nil) }
             state.closed = true
+            closedFlag.store(true, ordering: .sequentiallyConsistent)
             let waiters = state.waiters
             state.waiters.removeAll()
             let onClose = state.onClose
