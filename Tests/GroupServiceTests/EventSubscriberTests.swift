@@ -66,4 +66,17 @@ struct EventSubscriberTests {
         #expect(end == .tooSlow(EventCursor(eventID: 12, time: Timestamp(millisecondsSince1970: 12_000))))
         #expect(written.all == ["e11", "e12"])
     }
+
+    @Test("live, an item at or below the cursor is not written again: the backlog delivered it")
+    func liveItemAlreadyDelivered() {
+        let (stream, written) = subscriber(pendingLimit: 8)
+        // The backlog read up to 15 before an item committed at 13 was routed.
+        stream.advance(to: EventCursor(eventID: 15, time: Timestamp(millisecondsSince1970: 15_000)))
+        #expect(stream.goLive { ByteBuffer(string: "caught_up@\($0.eventID)") } == nil)
+        #expect(stream.offer(offer(13)) == nil)
+        #expect(stream.offer(offer(15)) == nil)
+        #expect(stream.offer(offer(16)) == nil)
+        #expect(written.all == ["caught_up@15", "e16"])
+        #expect(stream.cursor.eventID == 16)
+    }
 }

@@ -204,4 +204,47 @@ struct StoreBatchingTests {
         #expect(lone.store.commitStatistics.batches == 2)
         try await lone.store.close()
     }
+
+    @Test("the commit feed hands over each event once, in commit order, as the log stores it", arguments: StoreKind.allCases)
+    func feedMatchesLog(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            let fed = Feed()
+            store.observeCommittedEvents { result in if case .success(let events) = result { fed.append(events) } }
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for n in 0..<6 {
+                    tasks.addTask {
+                        try await Fixture.create(store, "g\(n)", members: ["bob"])
+                        for round in 0..<15 {
+                            switch round % 3 {
+                            case 0: try await Fixture.rename(store, "g\(n)", to: "name \(round)")
+                            case 1: try await Fixture.send(store, "g\(n)", from: "bob")
+                            default: try await Fixture.join(store, "g\(n)", "u\(n)-\(round)")
+                            }
+                        }
+                    }
+                }
+                try await tasks.waitForAll()
+            }
+            var logged: [LoggedEvent] = []
+            var after: Int64 = 0
+            while true {
+                let page = try await store.appEvents(app: Fixture.app, after: after, limit: 50)
+                logged += page.events
+                if page.isLast { break }
+                after = page.scannedThrough
+            }
+            let feed = fed.all
+            #expect(feed.map(\.eventID) == logged.map(\.eventID))
+            #expect(feed.map(\.event) == logged.map(\.event))
+            #expect(feed.map(\.message) == logged.map(\.message))
+            #expect(feed.map(\.groupType) == logged.map(\.groupType))
+        }
+    }
+}
+
+/// What the commit feed handed over.
+private final class Feed: Sendable {
+    private let events = Mutex<[LoggedEvent]>([])
+    func append(_ more: [LoggedEvent]) { events.withLock { $0 += more } }
+    var all: [LoggedEvent] { events.withLock { $0 } }
 }

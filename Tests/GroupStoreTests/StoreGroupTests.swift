@@ -17,17 +17,6 @@ private func creation(
     return try GroupRules.planCreation(request, appID: app, creatorID: owner, limits: .defaults, now: t0)
 }
 
-/// The `GroupError` thrown by `body`, or `nil`.
-private func groupError(_ body: () async throws -> Void) async -> GroupError? {
-    do {
-        try await body()
-        return nil
-    } catch let error as GroupError {
-        return error
-    } catch {
-        return nil
-    }
-}
 
 /// Dismissal as the service wires it: the pure rule, inside the store's transaction.
 private func dismiss(
@@ -105,7 +94,7 @@ struct StoreGroupTests {
     func duplicate(kind: StoreKind) async throws {
         try await withTemporaryStore(kind) { store in
             _ = try await store.createGroup(try creation("g1", members: ["bob"], name: "first"))
-            let error = try #require(await groupError {
+            let error = try #require(await Fixture.groupError {
                 _ = try await store.createGroup(try creation("g1", owner: "mallory", members: ["eve"], name: "second"))
             })
             #expect(error.code == .alreadyExists)
@@ -160,9 +149,9 @@ struct StoreGroupTests {
 
             #expect(try await store.groups(app: "app-a", ids: ["g1"]).isEmpty)
             #expect(try await store.memberships(app: "app-a", userID: "bob", groupIDs: ["g1"]).isEmpty)
-            #expect(await groupError { _ = try await dismiss(store, "g1", by: "alice") }?.reason == .groupNotFound)
+            #expect(await Fixture.groupError { _ = try await dismiss(store, "g1", by: "alice") }?.reason == .groupNotFound)
             // The id stays reserved while the dismissed group's events are kept.
-            #expect(await groupError { _ = try await store.createGroup(try creation("g1")) }?.reason == .groupIDTaken)
+            #expect(await Fixture.groupError { _ = try await store.createGroup(try creation("g1")) }?.reason == .groupIDTaken)
         }
     }
 
@@ -171,9 +160,9 @@ struct StoreGroupTests {
         try await withTemporaryStore(kind) { store in
             _ = try await store.createGroup(try creation("w", type: .work, members: ["bob"]))
             _ = try await store.createGroup(try creation("p", members: ["bob"]))
-            #expect(await groupError { _ = try await dismiss(store, "w", by: "alice") }?.reason == .adminTokenRequired)
-            #expect(await groupError { _ = try await dismiss(store, "p", by: "bob") }?.reason == .permissionDenied)
-            #expect(await groupError { _ = try await dismiss(store, "w", by: "zed") }?.reason == .groupNotFound)
+            #expect(await Fixture.groupError { _ = try await dismiss(store, "w", by: "alice") }?.reason == .adminTokenRequired)
+            #expect(await Fixture.groupError { _ = try await dismiss(store, "p", by: "bob") }?.reason == .permissionDenied)
+            #expect(await Fixture.groupError { _ = try await dismiss(store, "w", by: "zed") }?.reason == .groupNotFound)
             #expect(try await store.groups(app: "app-a", ids: ["w", "p"]).count == 2)
             #expect(try await store.events(app: "app-a", groupID: "w", after: 0, limit: 10).count == 1)
             #expect(try await store.events(app: "app-a", groupID: "p", after: 0, limit: 10).count == 1)
@@ -188,9 +177,9 @@ struct StoreGroupTests {
             _ = try await store.createGroup(try creation("shared", app: "app-a", members: ["bob"], name: "A"))
             #expect(try await store.groups(app: "app-b", ids: ["shared"]).isEmpty)
             #expect(try await store.memberships(app: "app-b", userID: "bob", groupIDs: ["shared"]).isEmpty)
-            #expect(await groupError { _ = try await store.events(app: "app-b", groupID: "shared", after: 0, limit: 10) }?
+            #expect(await Fixture.groupError { _ = try await store.events(app: "app-b", groupID: "shared", after: 0, limit: 10) }?
                 .reason == .groupNotFound)
-            #expect(await groupError { _ = try await dismiss(store, app: "app-b", "shared", by: nil) }?
+            #expect(await Fixture.groupError { _ = try await dismiss(store, app: "app-b", "shared", by: nil) }?
                 .reason == .groupNotFound)
 
             // The same id is free in another app, and the two never mix.

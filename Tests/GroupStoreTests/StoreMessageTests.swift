@@ -49,16 +49,6 @@ private func send(
     }
 }
 
-private func groupError(_ body: () async throws -> Void) async -> GroupError? {
-    do {
-        try await body()
-        return nil
-    } catch let error as GroupError {
-        return error
-    } catch {
-        return nil
-    }
-}
 
 @Suite("Store conformance: group messages")
 struct StoreMessageTests {
@@ -131,20 +121,20 @@ struct StoreMessageTests {
         let temporary = try await temporaryStore(kind)
         let store = temporary.store
         let group = try await create(store, "g1")
-        let refused = await groupError { try await send(store, "g1", from: "mallory") }
+        let refused = await Fixture.groupError { try await send(store, "g1", from: "mallory") }
         #expect(refused?.reason == .notAMember)
 
         store.injectFault { method in
             if method == "appendMessage" { throw GroupError.internal("disk on fire") }
         }
-        let failed = await groupError { try await send(store, "g1", from: "bob", clientID: "c-9") }
+        let failed = await Fixture.groupError { try await send(store, "g1", from: "bob", clientID: "c-9") }
         #expect(failed?.code == .internal)
         store.injectFault(nil)
         #expect(try await store.events(app: "app", groupID: "g1", after: group.latestSequence, limit: 10).isEmpty)
         #expect(try await store.message(app: "app", groupID: "g1", senderID: "bob", clientMessageID: "c-9") == nil)
         #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.latestSequence == group.latestSequence)
 
-        let missing = await groupError { try await send(store, "nope", from: "bob") }
+        let missing = await Fixture.groupError { try await send(store, "nope", from: "bob") }
         #expect(missing?.reason == .groupNotFound)
     }
 

@@ -35,17 +35,6 @@ private func create(
     ).value
 }
 
-/// The `GroupError` thrown by `body`, or `nil`.
-private func groupError(_ body: () async throws -> Void) async -> GroupError? {
-    do {
-        try await body()
-        return nil
-    } catch let error as GroupError {
-        return error
-    } catch {
-        return nil
-    }
-}
 
 /// A test plan: `user` joins as an ordinary member (with a retained mute, if any).
 @discardableResult
@@ -236,7 +225,7 @@ struct StoreOperationTests {
         try await withTemporaryStore(kind) { store in
             let group = try await create(store, "g1", members: ["bob"])
             _ = try await store.groups(app: "app-a", ids: ["g1"])
-            let refused = await groupError {
+            let refused = await Fixture.groupError {
                 _ = try await store.mutateGroup(app: "app-a", groupID: "g1", operatorID: "bob", targets: [], at: at(1)) { _ in
                     throw GroupError(code: .permissionDenied, reason: .permissionDenied, message: "no")
                 } as Committed<(value: Int, group: Group)>
@@ -246,7 +235,7 @@ struct StoreOperationTests {
             store.injectFault { method in
                 if method == "mutateGroup" { throw GroupError.internal("injected") }
             }
-            let failed = await groupError { try await join(store, "g1", "carol") }
+            let failed = await Fixture.groupError { try await join(store, "g1", "carol") }
             #expect(failed?.code == .internal)
             store.injectFault(nil)
 
@@ -272,7 +261,7 @@ struct StoreOperationTests {
             try await quit(store, "solo", "alice")  // the last member leaves: dismissed
             #expect(try await store.groups(app: "app-a", ids: ["solo"]).isEmpty)
             for (app, id) in [("app-a", "missing"), ("app-a", "solo"), ("app-b", "g1")] {
-                let error = await groupError { try await join(store, id, "zed", app: app) }
+                let error = await Fixture.groupError { try await join(store, id, "zed", app: app) }
                 #expect(error?.code == .notFound)
                 #expect(error?.reason == .groupNotFound)
             }
@@ -397,7 +386,7 @@ struct StoreOperationTests {
                 app: "app-a", groupID: "g1", plan: RemarkPlan(userID: "bob", remark: nil, events: []), at: at(4))
             #expect(none.isEmpty)
             #expect(try await store.events(app: "app-a", groupID: "g1", after: 0, limit: 10).count == 4)
-            let missing = await groupError { _ = try await store.remark(app: "app-a", groupID: "nope", userID: "bob") }
+            let missing = await Fixture.groupError { _ = try await store.remark(app: "app-a", groupID: "nope", userID: "bob") }
             #expect(missing?.reason == .groupNotFound)
         }
     }
@@ -524,14 +513,14 @@ struct StoreOperationTests {
         try await withTemporaryStore(kind) { store in
             try await create(store, "g1")
             var errors: [GroupError?] = []
-            errors.append(await groupError {
+            errors.append(await Fixture.groupError {
                 _ = try await store.listMembers(app: "app-a", groupID: "g1", filter: .all, after: token, limit: 10)
             })
-            errors.append(await groupError {
+            errors.append(await Fixture.groupError {
                 _ = try await store.joinedGroups(app: "app-a", userID: "alice", after: token, limit: 10)
             })
             if token.contains(".") || token.isEmpty || token == "!" {
-                errors.append(await groupError {
+                errors.append(await Fixture.groupError {
                     _ = try await store.searchGroups(
                         app: "app-a", keyword: "team", userID: nil, matchNameCards: false, after: token, limit: 10)
                 })
@@ -645,7 +634,7 @@ struct StoreOperationTests {
             // Dismissed groups are not found.
             try await quit(store, "work2", "alice")
             #expect(try await ids("secret", "alice").isEmpty)
-            let empty = await groupError {
+            let empty = await Fixture.groupError {
                 _ = try await store.searchGroups(app: "app-a", keyword: "", userID: nil, matchNameCards: false, after: nil, limit: 5)
             }
             #expect(empty?.code == .invalidArgument)
@@ -682,7 +671,7 @@ struct StoreOperationTests {
                 #expect(snapshot.joinedGroupCounts == ["alice": 1, "dave": 0])
                 return (GroupChange.unchanged(snapshot.group), ())
             }
-            let missing = await groupError {
+            let missing = await Fixture.groupError {
                 _ = try await store.listMembers(app: "app-c", groupID: "g1", filter: .all, after: nil, limit: 5)
             }
             #expect(missing?.reason == .groupNotFound)
@@ -830,7 +819,7 @@ struct StoreCreationTests {
             #expect(members["dan"]?.joinOrder == 2)
 
             let refused = try creation("d", owner: "bob")
-            let error = await groupError {
+            let error = await Fixture.groupError {
                 _ = try await store.createGroup(refused) { _ -> (GroupCreationPlan, Void) in
                     throw GroupError(code: .failedPrecondition, reason: .tooManyGroups, message: "no")
                 }

@@ -134,6 +134,9 @@ final class EventSubscriber: Sendable {
                 state.pending.append(offer)
                 return nil
             case .live:
+                // An item committed before the stream registered but routed after it went live
+                // was delivered by the backlog already: every item up to the cursor has been.
+                if let eventID = offer.eventID, eventID <= state.cursor.eventID { return nil }
                 return Self.write(offer, state: &state, writer: writer)
             }
         }
