@@ -1,5 +1,6 @@
 """Durability under SIGKILL (issue 12): groupd is killed at random moments while clients write
-concurrently through grpcio (messages with client ids, joins, creations), restarted on the same
+concurrently through grpcio (messages with client ids, joins, creations) after a random number
+of acknowledged writes, restarted on the same
 data, and every acknowledged write is read back: nothing lost, nothing duplicated, sequences
 without gaps, member counts equal to member lists. Unacknowledged messages are sent again with
 their client ids after the restart and must end up stored exactly once.
@@ -10,7 +11,6 @@ import os
 import random
 import signal
 import threading
-import time
 
 import grpc
 
@@ -33,12 +33,29 @@ class Ledger:
         self.acked_first = set()  # client ids acknowledged before any kill cut them off
         self.joins_acked = set()
         self.creates_acked = set()
+        self.round_acks = 0
+        self.kill_after = 0
+        self.kill_moment = threading.Event()
+
+    def start_round(self, kill_after):
+        """The kill comes once `kill_after` writes of the round are acknowledged."""
+        with self.lock:
+            self.round_acks = 0
+            self.kill_after = kill_after
+            self.kill_moment.clear()
+
+    def count(self):
+        """One more write of the round acknowledged (with the lock held)."""
+        self.round_acks += 1
+        if self.round_acks >= self.kill_after:
+            self.kill_moment.set()
 
     def ack(self, client_id, message):
         with self.lock:
             earlier = self.acked.get(client_id)
             assert earlier is None or earlier == (message.sequence, message.message_id), (client_id, earlier, message)
             self.acked[client_id] = (message.sequence, message.message_id)
+            self.count()
 
 
 def write_until_killed(address, ledger, round_number, stop):
@@ -77,6 +94,7 @@ def write_until_killed(address, ledger, round_number, stop):
                     return
                 with ledger.lock:
                     ledger.joins_acked.add(user)
+                    ledger.count()
 
     def creator():
         with grpc.insecure_channel(address) as channel:
@@ -93,6 +111,7 @@ def write_until_killed(address, ledger, round_number, stop):
                     return
                 with ledger.lock:
                     ledger.creates_acked.add(group_id)
+                    ledger.count()
 
     threads = [threading.Thread(target=sender, args=(i,)) for i in range(len(SENDERS))]
     threads += [threading.Thread(target=joiner), threading.Thread(target=creator)]
@@ -158,8 +177,9 @@ def test_acknowledged_writes_survive_sigkill(fresh_groupd):
     rng = random.Random(int(os.environ.get("CRASH_SEED", "12")))
     for round_number in range(ROUNDS):
         stop = threading.Event()
+        ledger.start_round(rng.randint(10, 1500))
         threads = write_until_killed(server.address, ledger, round_number, stop)
-        time.sleep(rng.uniform(0.05, 0.6))  # the moment of the kill, not a wait for an outcome
+        assert ledger.kill_moment.wait(timeout=120), "the writers stalled before the kill"
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=30)
         stop.set()
