@@ -1,8 +1,8 @@
-"""Durability under SIGKILL (issue 12): groupd is killed at random moments while clients write
-concurrently through grpcio (messages with client ids, joins, creations) after a random number
-of acknowledged writes, restarted on the same
-data, and every acknowledged write is read back: nothing lost, nothing duplicated, sequences
-without gaps, member counts equal to member lists. Unacknowledged messages are sent again with
+"""Durability under SIGKILL (issue 12): groupd is killed while clients write concurrently
+through grpcio (messages with client ids, joins, creations), once a random number of the round's
+writes are acknowledged, then restarted on the same data, and every acknowledged write is read
+back: nothing lost, nothing duplicated, sequences without gaps, member counts equal to member
+lists. Unacknowledged messages are sent again with
 their client ids after the restart and must end up stored exactly once.
 
 CRASH_ROUNDS sets the number of kills (default 10; `make bench-crash` runs 100).
