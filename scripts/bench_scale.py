@@ -18,17 +18,14 @@ import argparse
 import asyncio
 import os
 import random
-import re
-import socket
-import struct
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+from benchlib import Server, frame  # noqa: E402
 import grpc  # noqa: E402
 from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
@@ -46,69 +43,11 @@ apps:
 """
 
 
-def frame(message) -> bytes:
-    payload = message.SerializeToString()
-    return struct.pack(">BI", 0, len(payload)) + payload
-
-
-class Server:
-    def __init__(self, binary, workdir):
-        self.binary, self.workdir = binary, workdir
-        self.process = None
-        self.port = None
-
-    def start(self, durability):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        config = self.workdir / f"groupd-{durability}.yaml"
-        config.write_text(CONFIG.format(port=self.port, data=self.workdir / "data", durability=durability,
-                                        app=APP_ID, secret=APP_SECRET))
-        self.process = subprocess.Popen(["taskset", "-c", "0", str(self.binary), "serve", "--config", str(config)],
-                                        stdout=open(self.workdir / "groupd.log", "ab"), stderr=subprocess.STDOUT)
-        for _ in range(300):
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("groupd did not start")
-
-    def stop(self):
-        if self.process:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-            self.process = None
-
-    def cpu_seconds(self):
-        """The server's user + system CPU time so far (from /proc), to report cost per call
-        independently of the load generator's own limits."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
-
-
 def h2load(server, path, body: bytes, token, clients, streams, seconds, workdir):
-    cpu_before = server.cpu_seconds()
-    body_file = workdir / "body.bin"
-    body_file.write_bytes(body)
-    log = workdir / "h2.log"
-    log.unlink(missing_ok=True)
-    out = subprocess.run(
-        ["taskset", "-c", "1", "timeout", str(seconds + 30), "h2load", "-c", str(clients), "-m", str(streams),
-         "-t", "1", "-D", str(seconds), "--warm-up-time", "1", f"--log-file={log}", "-d", str(body_file),
-         "-H", "content-type: application/grpc", "-H", "te: trailers", "-H", f"authorization: Bearer {token}",
-         f"http://{server.address}{path}"], capture_output=True, text=True).stdout
-    rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
-    failed = int(re.search(r"requests: .* (\d+) failed", out).group(1))
-    lat = sorted(int(line.split()[2]) for line in open(log) if line.strip())
-    pct = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] if lat else 0
-    done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
-    cpu = (server.cpu_seconds() - cpu_before) / max(done, 1) * 1e6
-    return f"{rps:,.0f} req/s, p50 {pct(.5)} µs, p99 {pct(.99)} µs, failed {failed}, server CPU {cpu:.1f} µs/call"
+    result = benchlib.h2load(server.address, server.pid, path, body, [f"authorization: Bearer {token}"],
+                             clients, streams, seconds, workdir)
+    return (f"{result['rate']:,.0f} req/s, p50 {result['p50_us']} µs, p99 {result['p99_us']} µs, "
+            f"failed {result['failed']}, server CPU {result['cpu_us']:.1f} µs/call")
 
 
 async def run_calls(address, make_call, total, in_flight=256, seconds=None):
@@ -172,7 +111,8 @@ def main():
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="groupd-scale-"))
     token = mint_token(exp_in=24 * 3600)
-    server = Server(Path(args.binary).resolve(), workdir)
+    server = Server(Path(args.binary).resolve(), workdir,
+                    CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
     print(f"machine: {os.cpu_count()} cores; groupd on core 0, load on core 1; workdir {workdir}")
     try:
         # 1. GetGroupsInfo at 1,000 groups, then at --groups.

@@ -59,62 +59,60 @@ class Ledger:
 
 
 def write_until_killed(address, ledger, round_number, stop):
-    """Three kinds of writers, each with calls in flight, until the server goes away."""
+    """Three kinds of writers, each a thread with its own connection, until the server goes away."""
     md = admin_md()
 
-    def sender(index):
+    def writer(call, acknowledge):
+        """Calls `call(channel, n)` for n = 0, 1, … and `acknowledge(n, response)` after each answer."""
         with grpc.insecure_channel(address) as channel:
-            stub = message_pb2_grpc.MessageServiceStub(channel)
-            sequence = 0
-            while not stop.is_set():
-                sender_id = SENDERS[index]
-                client_id = f"r{round_number}-w{index}-{sequence}"
-                sequence += 1
-                with ledger.lock:
-                    ledger.sent[client_id] = sender_id
-                try:
-                    response = stub.SendGroupMessage(
-                        message_pb2.SendGroupMessageRequest(group_id=GROUP, client_message_id=client_id, text=client_id),
-                        metadata=md + [("x-operator-id", sender_id)], timeout=10)
-                except grpc.RpcError:
-                    return
-                ledger.ack(client_id, response.message)
-
-    def joiner():
-        with grpc.insecure_channel(address) as channel:
-            stub = member_pb2_grpc.MemberServiceStub(channel)
             n = 0
             while not stop.is_set():
-                user = f"j{round_number}-{n}"
-                n += 1
                 try:
-                    stub.JoinGroup(member_pb2.JoinGroupRequest(group_id=GROUP), metadata=md + [("x-operator-id", user)],
-                                   timeout=10)
+                    response = call(channel, n)
                 except grpc.RpcError:
                     return
-                with ledger.lock:
-                    ledger.joins_acked.add(user)
-                    ledger.count()
-
-    def creator():
-        with grpc.insecure_channel(address) as channel:
-            stub = group_pb2_grpc.GroupServiceStub(channel)
-            n = 0
-            while not stop.is_set():
-                group_id = f"c{round_number}-{n}"
+                acknowledge(n, response)
                 n += 1
-                try:
-                    stub.CreateGroup(group_pb2.CreateGroupRequest(
-                        group_id=group_id, type=common_pb2.GROUP_TYPE_WORK, owner_user_id="owner",
-                        profile=common_pb2.GroupProfile(name=group_id)), metadata=md, timeout=10)
-                except grpc.RpcError:
-                    return
-                with ledger.lock:
-                    ledger.creates_acked.add(group_id)
-                    ledger.count()
 
-    threads = [threading.Thread(target=sender, args=(i,)) for i in range(len(SENDERS))]
-    threads += [threading.Thread(target=joiner), threading.Thread(target=creator)]
+    def send(index):
+        sender_id = SENDERS[index]
+
+        def call(channel, n):
+            client_id = f"r{round_number}-w{index}-{n}"
+            with ledger.lock:
+                ledger.sent[client_id] = sender_id
+            return message_pb2_grpc.MessageServiceStub(channel).SendGroupMessage(
+                message_pb2.SendGroupMessageRequest(group_id=GROUP, client_message_id=client_id, text=client_id),
+                metadata=md + [("x-operator-id", sender_id)], timeout=10)
+
+        writer(call, lambda n, response: ledger.ack(response.message.client_message_id, response.message))
+
+    def joiner(n):
+        return f"j{round_number}-{n}"
+
+    def created(n):
+        return f"c{round_number}-{n}"
+
+    def join(channel, n):
+        return member_pb2_grpc.MemberServiceStub(channel).JoinGroup(
+            member_pb2.JoinGroupRequest(group_id=GROUP), metadata=md + [("x-operator-id", joiner(n))], timeout=10)
+
+    def create(channel, n):
+        group_id = created(n)
+        return group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=group_id, type=common_pb2.GROUP_TYPE_WORK, owner_user_id="owner",
+            profile=common_pb2.GroupProfile(name=group_id)), metadata=md, timeout=10)
+
+    def acknowledged(into, name):
+        def record(n, _):
+            with ledger.lock:
+                into.add(name(n))
+                ledger.count()
+        return record
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(SENDERS))]
+    threads.append(threading.Thread(target=writer, args=(join, acknowledged(ledger.joins_acked, joiner))))
+    threads.append(threading.Thread(target=writer, args=(create, acknowledged(ledger.creates_acked, created))))
     for thread in threads:
         thread.start()
     return threads

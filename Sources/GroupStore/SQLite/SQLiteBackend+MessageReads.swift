@@ -1,5 +1,5 @@
 import GRDB
-public import GroupModel
+import GroupModel
 
 /// Message reads over SQLite: history and unread counts read `group_messages` alone, through
 /// `group_messages_by_seq`.

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import GRDB
-public import GroupModel
+import GroupModel
 import Synchronization
 
 /// The embedded ``StoreBackend``: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
@@ -175,12 +175,5 @@ public final class SQLiteBackend: StoreBackend {
             return BatchOutcome(failures: failures, ending: .failed(error))
         }
         return BatchOutcome(failures: failures, ending: .committed)
-    }
-
-    // MARK: Reads
-
-    /// Runs `body` in a read transaction on a reader connection.
-    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await pool.read(body)
     }
 }

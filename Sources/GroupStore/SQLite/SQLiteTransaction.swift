@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-public import GroupModel
+import GroupModel
 
 /// The write transaction of one batch on the writer connection: loads snapshots and writes what
 /// plans decided (only valid during the piece of work it is handed to).
