@@ -31,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // MARK: C libraries
@@ -76,13 +78,19 @@ let package = Package(
         // MARK: Domain
         /// The group domain: types, settings presets, permissions, validation, events. Pure Swift.
         .target(name: "GroupModel", swiftSettings: swiftSettings),
-        /// Persistence behind the `GroupStore` protocol (SQLite in WAL mode through GRDB).
+        /// Persistence: ``Store`` over a ``StoreBackend``, SQLite in WAL mode through GRDB (the
+        /// default) or PostgreSQL through postgres-nio (several nodes on one database).
         .target(
             name: "GroupStore",
             dependencies: [
                 "GroupModel",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -55,6 +55,8 @@ final class GroupCommitQueue: Sendable {
 
     /// One queued mutation.
     struct PendingWrite: Sendable {
+        /// The app whose rows it writes (a backend shared by several nodes locks it).
+        let app: String
         /// Applies the mutation in the batch's transaction. A mutation that throws has undone its
         /// own side effects (cache marks) before throwing. It may be applied again (an aborted
         /// batch), after its earlier application was discarded.
@@ -213,7 +215,7 @@ final class GroupCommitQueue: Sendable {
             let work: [TransactionWork] = zip(batch, slots).map { write, slot in
                 { transaction in slot.applied = try write.apply(transaction) }
             }
-            backend.commit(work) { outcome in
+            backend.commit(work, apps: Set(batch.map(\.app))) { outcome in
                 let again = self.finish(batch, slots: slots, outcome: outcome)
                 if !again.isEmpty { self.runFirst(again) }
                 let callReturned = turn.withLock { turn in
@@ -240,7 +242,10 @@ final class GroupCommitQueue: Sendable {
             for slot in slots { slot.applied?.committed() }
             let events = slots.flatMap { $0.applied?.events ?? [] }
             if !events.isEmpty {
-                for observer in self.observers() { observer(.success(events)) }
+                let observers = self.observers()
+                backend.publish(events) { ordered in
+                    for observer in observers { observer(.success(ordered)) }
+                }
             }
             for (index, slot) in slots.enumerated() where outcome.failures[index] == nil {
                 if let applied = slot.applied {
@@ -295,6 +300,12 @@ final class GroupCommitQueue: Sendable {
             defer { state.pending.removeFirst(count) }
             return Array(state.pending[..<count])
         }
+    }
+
+    /// Hands events another node committed (``StoreBackend/followCommits(_:)``) to the observers.
+    func deliver(_ events: [LoggedEvent]) {
+        if events.isEmpty { return }
+        for observer in observers() { observer(.success(events)) }
     }
 
     private func observers() -> [Observer] {

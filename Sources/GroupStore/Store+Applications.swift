@@ -25,7 +25,7 @@ extension Store {
         let request = SnapshotRequest(
             app: app, group: groupID, operatorID: operatorID, targets: targets, time: time,
             parts: parts.union(.dueApplications), pendingApplications: kind)
-        let outcome: Outcome<Value> = try await mutate("mutateApplications") { transaction, effects in
+        let outcome: Outcome<Value> = try await mutate("mutateApplications", app: app) { transaction, effects in
             let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
             return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: targets,
                                   transaction: transaction, effects: effects, plan: plan)
@@ -45,7 +45,7 @@ extension Store {
         app: String, id: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let outcome: Outcome<Value> = try await mutate("decideApplication") { transaction, effects in
+        let outcome: Outcome<Value> = try await mutate("decideApplication", app: app) { transaction, effects in
             let found = try transaction.load(SnapshotRequest(app: app, application: id, time: time))
             guard let subject = found.application?.subjectID else { throw GroupError.applicationNotFound(id) }
             let request = SnapshotRequest(
@@ -121,7 +121,7 @@ extension Store {
     public func markApplicationsRead(
         app: String, userID: String, upTo time: Timestamp, now: Timestamp
     ) async throws -> (readTime: Timestamp, unreadCount: Int) {
-        try await mutate("markApplicationsRead") { transaction, _ in
+        try await mutate("markApplicationsRead", app: app) { transaction, _ in
             let request = SnapshotRequest(app: app, time: now, parts: .applicationReads, applicationReader: userID)
             _ = try transaction.write(
                 WriteSet(applicationReadTime: (user: userID, time: time)), over: StoreSnapshot(app: app, time: now))
@@ -137,7 +137,7 @@ extension Store {
         var events: [GroupEvent] = []
         for groupID in groupIDs {
             do {
-                events += try await mutate("expireApplications") { transaction, effects in
+                events += try await mutate("expireApplications", app: app) { transaction, effects in
                     let snapshot = try transaction.load(
                         SnapshotRequest(app: app, group: groupID, time: now, parts: .dueApplications))
                     if snapshot.dueApplications.isEmpty { return [] }

@@ -15,6 +15,11 @@ extension Store {
         try await read { try await backend.latestEventID() }
     }
 
+    /// The highest committed `event_id` of `app` (0: none): where a live stream of the app starts.
+    public func latestEventID(app: String) async throws -> Int64 {
+        try await read { try await backend.latestEventID(app: app) }
+    }
+
     /// Every event of `app` after `eventID`, in order, at most `limit` rows examined (the
     /// backend firehose).
     public func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
@@ -43,7 +48,7 @@ extension Store {
     /// Deletes up to `limit` events of `app` older than `cutoff` (group messages stay: they are
     /// the history). Returns how many were deleted.
     public func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await mutate("purgeEvents") { transaction, _ in
+        try await mutate("purgeEvents", app: app) { transaction, _ in
             try transaction.purge(PurgeRequest(kind: .events, app: app, before: cutoff, limit: max(0, limit)))
         }
     }

@@ -25,7 +25,7 @@ extension Store {
         _ plan: GroupCreationPlan,
         revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate("createGroup") { transaction, effects in
+        try await mutate("createGroup", app: plan.group.appID) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: plan.group.appID, targets: plan.members.map(\.userID), time: plan.group.createdAt,
                 parts: .joinedGroupCounts))
@@ -78,7 +78,7 @@ extension Store {
         _ method: String, app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
         parts: SnapshotRequest.Parts, plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate(method) { transaction, effects in
+        try await mutate(method, app: app) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
@@ -118,7 +118,7 @@ extension Store {
 
     /// Sets or clears (nil) a user's private remark for a group, with its events.
     public func setRemark(app: String, groupID: String, plan: RemarkPlan, at time: Timestamp) async throws -> [GroupEvent] {
-        try await mutate("setRemark") { transaction, effects in
+        try await mutate("setRemark", app: app) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(app: app, group: groupID, time: time))
             var group = try Self.loadedGroup(snapshot)
             let written = try transaction.write(

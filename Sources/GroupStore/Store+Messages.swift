@@ -22,7 +22,7 @@ extension Store {
         _ message: GroupMessage, at time: Timestamp,
         check: @escaping @Sendable (Group, Member?) throws -> String
     ) async throws -> AppendedMessage {
-        try await mutate("appendMessage") { transaction, effects in
+        try await mutate("appendMessage", app: message.appID) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: message.appID, group: message.groupID, targets: [message.senderID], time: time,
                 earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) }))
@@ -57,7 +57,7 @@ extension Store {
         app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
         plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
     ) async throws -> Committed<(state: ReadState, group: Group)> {
-        try await mutate("markRead") { transaction, effects in
+        try await mutate("markRead", app: app) { transaction, effects in
             let request = SnapshotRequest(
                 app: app, group: groupID, targets: [userID], time: time, parts: .readState, readState: (user: userID, upTo: upTo))
             let snapshot = try transaction.load(request)
@@ -83,7 +83,7 @@ extension Store {
     /// simply find nothing below the oldest kept message.
     /// - Returns: How many messages were deleted.
     public func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await mutate("purgeMessages") { transaction, _ in
+        try await mutate("purgeMessages", app: app) { transaction, _ in
             try transaction.purge(PurgeRequest(kind: .messages, app: app, before: cutoff, limit: max(0, limit)))
         }
     }

@@ -50,7 +50,17 @@ public final class Store: Sendable {
     public init(backend: any StoreBackend, cacheCapacity: Int = Store.defaultCacheCapacity, batching: WriteBatching = .defaults) {
         self.backend = backend
         self.cache = GroupCache(capacity: cacheCapacity)
-        self.commits = GroupCommitQueue(backend: backend, batching: batching)
+        let commits = GroupCommitQueue(backend: backend, batching: batching)
+        self.commits = commits
+        backend.followCommits { events in commits.deliver(events) }
+    }
+
+    /// Whether the database can be reached now (health reports `NOT_SERVING` while it cannot).
+    public var isAvailable: Bool { backend.isAvailable }
+
+    /// Calls `observer` with every change of ``isAvailable``.
+    public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {
+        backend.observeAvailability(observer)
     }
 
     /// What the group cache holds and has served.
@@ -141,18 +151,19 @@ public final class Store: Sendable {
         func discarded() { cache.rollbackWrite(keys) }
     }
 
-    /// Runs `body` as one mutation of the next batch and returns its value once that batch has
+    /// Runs `body` (a mutation of `app`'s rows) as one mutation of the next batch and returns its value once that batch has
     /// committed. `body` may run more than once (an aborted batch runs again): it must do
     /// nothing outside the transaction but through `MutationEffects`.
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
     ///   the batch is stored); both as ``GroupError``.
     func mutate<T: Sendable>(
-        _ method: String, _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) throws -> T
+        _ method: String, app: String, _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) throws -> T
     ) async throws -> T {
         let cache = self.cache
         return try await read {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 self.commits.enqueue(GroupCommitQueue.PendingWrite(
+                    app: app,
                     apply: { transaction in
                         let effects = MutationEffects(cache: cache)
                         do {
@@ -179,6 +190,8 @@ public final class Store: Sendable {
             return try await body()
         } catch let error as GroupError {
             throw error
+        } catch let error as any StoreFailure {
+            throw error.groupError
         } catch {
             throw GroupError.internal("storage failure", cause: error)
         }

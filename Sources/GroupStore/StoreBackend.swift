@@ -39,7 +39,27 @@ public protocol StoreBackend: Sendable {
     /// - Parameters:
     ///   - work: The batch's pieces of work, each given the open transaction.
     ///   - then: Called once, on any thread, after the commit (or its failure).
-    func commit(_ work: [TransactionWork], then: @escaping @Sendable (BatchOutcome) -> Void)
+    ///   - apps: The apps whose rows the pieces write (a backend several nodes share serializes
+    ///     each app's batches across nodes).
+    func commit(_ work: [TransactionWork], apps: Set<String>, then: @escaping @Sendable (BatchOutcome) -> Void)
+
+    // MARK: Commits of other nodes
+
+    /// From now on, hands `deliver` the events other nodes commit, each app's in `event_id`
+    /// order and ordered with this node's (``publish(_:deliver:)``). A backend only one process
+    /// uses does nothing.
+    func followCommits(_ deliver: @escaping @Sendable ([LoggedEvent]) -> Void)
+
+    /// Hands a committed batch's events to `deliver` (before the batch's mutations are answered),
+    /// ordered with the events of other nodes: a backend several nodes share first delivers those
+    /// of the same apps committed before them and not yet delivered.
+    func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void)
+
+    /// Whether the database can be reached now (health: `NOT_SERVING` while it cannot).
+    var isAvailable: Bool { get }
+
+    /// Calls `observer` with every change of ``isAvailable``.
+    func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void)
 
     // MARK: Group and member reads
 
@@ -109,6 +129,11 @@ public protocol StoreBackend: Sendable {
     /// The highest `event_id` given so far (0: none).
     func latestEventID() async throws -> Int64
 
+    /// The highest committed `event_id` of `app` (0: none): a stream that starts after it misses
+    /// none of the app's later events (on a backend several nodes share, ids are in commit order
+    /// only within an app).
+    func latestEventID(app: String) async throws -> Int64
+
     /// See ``Store/appEvents(app:after:limit:)``.
     func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage
 
@@ -125,6 +150,22 @@ public protocol StoreBackend: Sendable {
 
     /// Closes the backend; later calls fail. Called once, after the last batch ended.
     func close() async throws
+}
+
+extension StoreBackend {
+    public func followCommits(_ deliver: @escaping @Sendable ([LoggedEvent]) -> Void) {}
+    public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) { deliver(events) }
+    public var isAvailable: Bool { true }
+    public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {}
+    /// One writer numbers every app's events in commit order: the latest of all is the app's too.
+    public func latestEventID(app: String) async throws -> Int64 { try await latestEventID() }
+}
+
+/// An error of a backend that maps to a specific ``GroupError`` (an unreachable database:
+/// `UNAVAILABLE`; an exhausted connection pool: `RESOURCE_EXHAUSTED`), not `INTERNAL`.
+public protocol StoreFailure: Error {
+    /// The error callers receive.
+    var groupError: GroupError { get }
 }
 
 /// One piece of a batch: runs inside the batch's transaction and keeps its own result. It may

@@ -20,7 +20,7 @@ enum EventRows {
         e.recipient_user, e.event_id, g.type, e.group_key, g.name, g.member_count, \(MessageRows.messageColumns)
         """
     /// Where the message columns start in ``loggedEventColumns``.
-    private static let messageColumnOffset = 15
+    static let messageColumnOffset = 15
 
     /// Read events matching `condition` (a `WHERE` clause over `group_events e` joined with
     /// `groups g`, with its `ORDER BY` / `LIMIT`), with message bodies (one query: the body is

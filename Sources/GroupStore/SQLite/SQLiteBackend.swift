@@ -131,7 +131,7 @@ public final class SQLiteBackend: StoreBackend {
 
     // MARK: Writes
 
-    public func commit(_ work: [TransactionWork], then: @escaping @Sendable (BatchOutcome) -> Void) {
+    public func commit(_ work: [TransactionWork], apps: Set<String>, then: @escaping @Sendable (BatchOutcome) -> Void) {
         pool.asyncWriteWithoutTransaction { db in
             then(self.run(work, db: db))
         }

@@ -1,0 +1,391 @@
+public import GroupModel
+
+/// Group and member reads over PostgreSQL, each one `REPEATABLE READ` snapshot on a pooled
+/// connection (``PostgresBackend/read(_:)``).
+///
+/// The same semantics as SQLite's (`SQLiteBackend+GroupReads.swift`): listings page with opaque
+/// cursors (base-36 numbers joined by `.`): members by `join_order` (plus the group's
+/// `next_join_order` when the listing began, so a user who quits and rejoins during a listing is
+/// not listed twice), joined groups by `(joined_at, group_key)` descending, search results by
+/// `group_key`. Every statement names the app (the app-first keys of ``PostgresSchema``).
+extension PostgresBackend {
+    public func groups(app: String, ids: [String]) async throws -> [String: Group] {
+        try await read { session in
+            var rows: [Rows.GroupRow] = []
+            rows.reserveCapacity(ids.count)
+            try session.rows(
+                """
+                SELECT \(Rows.GroupColumn.list()) FROM groups
+                WHERE app_id = ? AND group_id = ANY(?) AND dismissed_at IS NULL
+                """,
+                [.text(app), .texts(ids)]
+            ) { rows.append(try Rows.group($0)) }
+            var result: [String: Group] = [:]
+            result.reserveCapacity(rows.count)
+            for group in try PostgresRows.withCustom(rows, app: app, session: session) { result[group.id] = group }
+            return result
+        }
+    }
+
+    public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
+        try await read { session in
+            var groupIDList: [String] = []
+            var rows: [Rows.MemberRow] = []
+            try session.rows(
+                """
+                SELECT g.group_id, \(Rows.memberColumns) FROM groups g
+                JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.dismissed_at IS NULL
+                """,
+                [.text(userID), .text(app), .texts(groupIDs)]
+            ) { row in
+                groupIDList.append(try row.text(0))
+                rows.append(try Rows.member(row, at: 1))
+            }
+            let members = try PostgresRows.withCustom(rows, app: app, userID: userID, session: session)
+            var result: [String: Member] = [:]
+            for (offset, member) in members.enumerated() { result[groupIDList[offset]] = member }
+            return result
+        }
+    }
+
+    public func remark(app: String, groupID: String, userID: String) async throws -> String {
+        try await read { session in
+            guard let remark = try session.first(
+                """
+                SELECT g.group_key, r.remark FROM groups g
+                LEFT JOIN group_remarks r
+                    ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                WHERE g.app_id = ? AND g.group_id = ? AND g.dismissed_at IS NULL
+                """,
+                [.text(userID), .text(app), .text(groupID)],
+                { try $0.optionalText(1) ?? "" })
+            else { throw GroupError.groupNotFound(groupID) }
+            return remark
+        }
+    }
+
+    public func listMembers(
+        app: String, groupID: String, filter: MemberListFilter, after cursor: String?, limit: Int
+    ) async throws -> Page<Member> {
+        let position = try cursor.map { try Cursor.decode($0, count: 2) }
+        let limit = max(1, limit)
+        return try await read { session in
+            guard let group = try session.first(
+                """
+                SELECT group_key, next_join_order FROM groups
+                WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
+                """,
+                [.text(app), .text(groupID)],
+                { (try $0.int64(0), try $0.int64(1)) })
+            else { throw GroupError.groupNotFound(groupID) }
+            let (groupKey, nextJoinOrder) = group
+            let after = position?[0] ?? 0
+            // Only members who joined before the listing began: a later (re)join is not
+            // listed, so nobody appears twice.
+            let mark = position?[1] ?? nextJoinOrder
+            let sql: String
+            var arguments: [PGValue] = [.text(app), .integer(groupKey)]
+            switch filter {
+            case .all:
+                sql = """
+                    SELECT \(Rows.memberColumns) FROM members m
+                    WHERE m.app_id = ? AND m.group_key = ? AND m.join_order > ? AND m.join_order < ?
+                    ORDER BY m.join_order LIMIT ?
+                    """
+            case .owner, .admins, .ordinary:
+                sql = """
+                    SELECT \(Rows.memberColumns) FROM members m
+                    WHERE m.app_id = ? AND m.group_key = ? AND m.role = ? AND m.join_order > ? AND m.join_order < ?
+                    ORDER BY m.join_order LIMIT ?
+                    """
+                arguments.append(.text(filter.roles.first!.rawValue))
+            }
+            arguments += [.integer(after), .integer(mark), .int(limit + 1)]
+            var rows: [Rows.MemberRow] = []
+            try session.rows(sql, arguments) { rows.append(try Rows.member($0)) }
+            var next: String?
+            if rows.count > limit {
+                rows.removeLast(rows.count - limit)
+                next = Cursor.encode([rows[limit - 1].member.joinOrder, mark])
+            }
+            let members = try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session)
+            return Page(items: members, next: next)
+        }
+    }
+
+    public func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member] {
+        try await read { session in
+            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            return try PostgresRows.members(app: app, groupKey: groupKey, userIDs: userIDs, session: session)
+        }
+    }
+
+    public func joinedGroups(app: String, userID: String, after cursor: String?, limit: Int) async throws -> Page<JoinedGroup> {
+        let position = try cursor.map { try Cursor.decode($0, count: 2) }
+        let limit = max(1, limit)
+        return try await read { session in
+            var sql = """
+                SELECT \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns), r.remark
+                FROM members m
+                JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
+                LEFT JOIN group_remarks r
+                    ON r.app_id = m.app_id AND r.user_id = m.user_id AND r.group_key = m.group_key
+                WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL AND g.type <> 'AVChatRoom'
+                """
+            var arguments: [PGValue] = [.text(app), .text(userID)]
+            if let position {
+                // The row comparison is `joined_at < ? OR (joined_at = ? AND group_key < ?)`, in
+                // the order of `members_by_user_joined`.
+                sql += "\n  AND (m.joined_at, m.group_key) < (?, ?)"
+                arguments += [.integer(position[0]), .integer(position[1])]
+            }
+            sql += "\nORDER BY m.joined_at DESC, m.group_key DESC LIMIT ?"
+            arguments.append(.int(limit + 1))
+            let memberOffset = Rows.GroupColumn.allCases.count
+            var groups: [Rows.GroupRow] = []
+            var memberships: [Rows.MemberRow] = []
+            var remarks: [String] = []
+            try session.rows(sql, arguments) { row in
+                groups.append(try Rows.group(row))
+                memberships.append(try Rows.member(row, at: memberOffset))
+                remarks.append(try row.optionalText(memberOffset + Rows.memberColumnCount) ?? "")
+            }
+            var next: String?
+            if groups.count > limit {
+                groups.removeLast(groups.count - limit)
+                memberships.removeLast(memberships.count - limit)
+                remarks.removeLast(remarks.count - limit)
+                next = Cursor.encode([memberships[limit - 1].member.joinedAt.millisecondsSince1970, groups[limit - 1].key])
+            }
+            let full = try PostgresRows.withCustom(groups, app: app, session: session)
+            let members = try PostgresRows.withCustom(memberships, app: app, userID: userID, session: session)
+            let items = (0..<full.count).map {
+                JoinedGroup(group: full[$0], membership: members[$0], remark: remarks[$0])
+            }
+            return Page(items: items, next: next)
+        }
+    }
+
+    public func searchGroups(
+        app: String, keyword: String, userID: String?, matchNameCards: Bool, after cursor: String?, limit: Int
+    ) async throws -> Page<Group> {
+        if keyword.isEmpty { throw GroupError.invalidArgument(field: "keyword", "the search keyword must not be empty") }
+        let after = try cursor.map { try Cursor.decode($0, count: 1)[0] } ?? 0
+        let limit = max(1, limit)
+        let pattern = "%" + Operations.escapeLike(keyword) + "%"
+        // The candidates, each through its own index: the id (the unique key), the name (a
+        // keyword of 3 characters or more through the trigram index `groups_name_trigram`; a
+        // shorter one scans the app's names), the caller's groups where a name card matches.
+        // `ILIKE`: case-insensitive, as SQLite's `LIKE` and FTS5 trigram are.
+        var candidates = [
+            "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?",
+            "SELECT group_key FROM groups WHERE app_id = ? AND name ILIKE ? ESCAPE '\\'",
+        ]
+        var candidateArguments: [PGValue] = [.text(app), .text(keyword), .text(app), .text(pattern)]
+        var visibility = ""
+        var visibilityArguments: [PGValue] = []
+        if let userID {
+            visibility = """
+                AND (g.type IN ('Public', 'Meeting', 'AVChatRoom')
+                     OR EXISTS (SELECT 1 FROM members v
+                                WHERE v.app_id = g.app_id AND v.group_key = g.group_key AND v.user_id = ?))
+                """
+            visibilityArguments = [.text(userID)]
+            if matchNameCards {
+                candidates.append("""
+                    SELECT m.group_key FROM members m
+                    WHERE m.app_id = ? AND m.user_id = ? AND EXISTS (
+                        SELECT 1 FROM members c
+                        WHERE c.app_id = m.app_id AND c.group_key = m.group_key
+                          AND c.name_card <> '' AND c.name_card ILIKE ? ESCAPE '\\')
+                    """)
+                candidateArguments += [.text(app), .text(userID), .text(pattern)]
+            }
+        }
+        let sql = """
+            SELECT \(Rows.GroupColumn.list(table: "g")) FROM groups g
+            WHERE g.app_id = ? AND g.group_key IN (\(candidates.joined(separator: "\nUNION ALL\n")))
+              AND g.dismissed_at IS NULL AND g.group_key > ?
+              \(visibility)
+            ORDER BY g.group_key LIMIT ?
+            """
+        let arguments: [PGValue] =
+            [.text(app)] + candidateArguments + [.integer(after)] + visibilityArguments + [.int(limit + 1)]
+        return try await read { session in
+            var rows: [Rows.GroupRow] = []
+            try session.rows(sql, arguments) { rows.append(try Rows.group($0)) }
+            var next: String?
+            if rows.count > limit {
+                rows.removeLast(rows.count - limit)
+                next = Cursor.encode([rows[limit - 1].key])
+            }
+            return Page(items: try PostgresRows.withCustom(rows, app: app, session: session), next: next)
+        }
+    }
+
+    public func joinedGroupCount(app: String, userID: String, types: Set<GroupType>) async throws -> Int {
+        let names = types.map(\.name).sorted()
+        return try await read { session in
+            var sql = """
+                SELECT COUNT(*) FROM members m JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
+                WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL
+                """
+            var arguments: [PGValue] = [.text(app), .text(userID)]
+            if !names.isEmpty {
+                sql += " AND g.type = ANY(?)"
+                arguments.append(.texts(names))
+            }
+            return try session.first(sql, arguments) { try $0.int(0) } ?? 0
+        }
+    }
+
+    public func nameCardMatches(
+        app: String, groupIDs: [String], keyword: String, limit: Int
+    ) async throws -> [String: [Member]] {
+        let groupIDs = Array(Set(groupIDs))
+        if groupIDs.isEmpty || keyword.isEmpty || limit < 1 { return [:] }
+        let pattern = "%" + Operations.escapeLike(keyword) + "%"
+        return try await read { session in
+            // Each group's first `limit` matches by join order, all groups in one statement.
+            var found: [(groupID: String, groupKey: Int64, rows: [Rows.MemberRow])] = []
+            try session.rows(
+                """
+                SELECT g.group_id, \(Rows.memberColumns) FROM groups g
+                CROSS JOIN LATERAL (
+                    SELECT \(Rows.memberColumns) FROM members m
+                    WHERE m.app_id = g.app_id AND m.group_key = g.group_key
+                      AND m.name_card <> '' AND m.name_card ILIKE ? ESCAPE '\\'
+                    ORDER BY m.join_order LIMIT ?) m
+                WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.dismissed_at IS NULL
+                ORDER BY g.group_key, m.join_order
+                """,
+                [.text(pattern), .int(limit), .text(app), .texts(groupIDs)]
+            ) { row in
+                let member = try Rows.member(row, at: 1)
+                if let last = found.indices.last, found[last].groupKey == member.groupKey {
+                    found[last].rows.append(member)
+                } else {
+                    found.append((try row.text(0), member.groupKey, [member]))
+                }
+            }
+            var result: [String: [Member]] = [:]
+            for entry in found {
+                result[entry.groupID] = try PostgresRows.withCustom(
+                    entry.rows, app: app, groupKey: entry.groupKey, session: session)
+            }
+            return result
+        }
+    }
+}
+
+/// Group and member rows over PostgreSQL, read in the caller's transaction (a read snapshot or
+/// the writer's transaction): the PostgreSQL counterparts of `Rows.groupKey`, `Rows.liveGroup`
+/// and `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of ``Rows``.
+enum PostgresRows {
+    /// The SQL reading one live (not dismissed) group by app and id.
+    private static let liveGroupSQL = """
+        SELECT \(Rows.GroupColumn.list()) FROM groups
+        WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
+        """
+
+    /// The row key of a group of `app`.
+    /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
+    /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is
+    ///   dismissed and `dismissedToo` is false).
+    static func groupKey(app: String, groupID: String, dismissedToo: Bool = false, session: PostgresSession) throws -> Int64 {
+        let sql = dismissedToo
+            ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"
+            : "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"
+        guard let key = try session.first(sql, [.text(app), .text(groupID)], { try $0.int64(0) }) else {
+            throw GroupError.groupNotFound(groupID)
+        }
+        return key
+    }
+
+    /// One live group (without its custom fields).
+    /// - Throws: ``GroupError/groupNotFound(_:)`` when it is not stored or is dismissed.
+    static func liveGroup(app: String, groupID: String, session: PostgresSession) throws -> Rows.GroupRow {
+        guard let read = try session.first(liveGroupSQL, [.text(app), .text(groupID)], { try Rows.group($0) }) else {
+            throw GroupError.groupNotFound(groupID)
+        }
+        return read
+    }
+
+    /// The groups of `rows` (all of `app`), in order, with their custom fields.
+    static func withCustom(_ rows: [Rows.GroupRow], app: String, session: PostgresSession) throws -> [Group] {
+        var groups = rows.map(\.group)
+        let needing = rows.filter(\.hasCustom).map(\.key)
+        if needing.isEmpty { return groups }
+        var index: [Int64: [Int]] = [:]
+        for (offset, row) in rows.enumerated() where row.hasCustom { index[row.key, default: []].append(offset) }
+        try session.rows(
+            "SELECT group_key, key, value FROM group_custom WHERE app_id = ? AND group_key = ANY(?)",
+            [.text(app), .integers(Array(Set(needing)))]
+        ) { row in
+            guard let offsets = index[try row.int64(0)] else { return }
+            let key = try row.text(1)
+            let value = try row.blob(2)
+            for offset in offsets { groups[offset].custom[key] = value }
+        }
+        return groups
+    }
+
+    /// The members of `rows` (all of group `groupKey` of `app`), in order, with their custom fields.
+    static func withCustom(_ rows: [Rows.MemberRow], app: String, groupKey: Int64, session: PostgresSession) throws -> [Member] {
+        var members = rows.map(\.member)
+        let needing = rows.filter(\.hasCustom).map(\.member.userID)
+        if needing.isEmpty { return members }
+        var index: [String: [Int]] = [:]
+        for (offset, row) in rows.enumerated() where row.hasCustom {
+            index[row.member.userID, default: []].append(offset)
+        }
+        try session.rows(
+            "SELECT user_id, key, value FROM member_custom WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
+            [.text(app), .integer(groupKey), .texts(Array(Set(needing)))]
+        ) { row in
+            guard let offsets = index[try row.text(0)] else { return }
+            let key = try row.text(1)
+            let value = try row.blob(2)
+            for offset in offsets { members[offset].custom[key] = value }
+        }
+        return members
+    }
+
+    /// One user's memberships `rows` (of several groups of `app`), in order, with their custom fields.
+    static func withCustom(_ rows: [Rows.MemberRow], app: String, userID: String, session: PostgresSession) throws -> [Member] {
+        var members = rows.map(\.member)
+        let needing = rows.filter(\.hasCustom).map(\.groupKey)
+        if needing.isEmpty { return members }
+        var index: [Int64: [Int]] = [:]
+        for (offset, row) in rows.enumerated() where row.hasCustom { index[row.groupKey, default: []].append(offset) }
+        try session.rows(
+            "SELECT group_key, key, value FROM member_custom WHERE app_id = ? AND user_id = ? AND group_key = ANY(?)",
+            [.text(app), .text(userID), .integers(Array(Set(needing)))]
+        ) { row in
+            guard let offsets = index[try row.int64(0)] else { return }
+            let key = try row.text(1)
+            let value = try row.blob(2)
+            for offset in offsets { members[offset].custom[key] = value }
+        }
+        return members
+    }
+
+    /// Members of one group of `app` by user id, with custom fields (users who are not members
+    /// are absent).
+    static func members(app: String, groupKey: Int64, userIDs: [String], session: PostgresSession) throws -> [String: Member] {
+        let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
+        if userIDs.isEmpty { return [:] }
+        var rows: [Rows.MemberRow] = []
+        try session.rows(
+            """
+            SELECT \(Rows.memberColumns) FROM members m
+            WHERE m.app_id = ? AND m.group_key = ? AND m.user_id = ANY(?)
+            """,
+            [.text(app), .integer(groupKey), .texts(userIDs)]
+        ) { rows.append(try Rows.member($0)) }
+        var result: [String: Member] = [:]
+        for member in try withCustom(rows, app: app, groupKey: groupKey, session: session) { result[member.userID] = member }
+        return result
+    }
+}

@@ -1,0 +1,218 @@
+import Dispatch
+import Foundation
+import GroupModel
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// The shared ``StoreBackend``: one PostgreSQL database that any number of groupd nodes use at
+/// once (docs/SCALING.md).
+///
+/// - **Writes**: each node's group commit runs its batches on one writer connection, one
+///   transaction each. A batch first takes the advisory lock of every app it writes (in sorted
+///   order, so two nodes never deadlock) and holds them until it commits: an app's transactions
+///   are serialized across nodes, so a group's sequence stays gap-free and `event_id`s are in
+///   commit order within an app. Different apps commit in parallel.
+/// - **Events across nodes**: a transaction that appended events notifies
+///   ``PostgresSchema/eventChannel`` with its app id (delivered at commit). Every node listens
+///   and reads the app's events after the last one it published from the table, so a
+///   subscriber on any node receives every event in `event_id` order (``PostgresEventFollower``).
+/// - **Reads** run on a pool of connections (``PostgresSettings/poolSize``), each in one
+///   `REPEATABLE READ` snapshot; when every connection is busy up to
+///   ``PostgresStoreSettings/maxWaiting`` calls wait, and the next is refused (`STORE_BUSY`).
+/// - **Availability**: a connection lost makes the store unavailable at once; calls then fail
+///   fast with `UNAVAILABLE` (`STORE_UNAVAILABLE`) while a monitor reconnects with back-off, and
+///   the store is available again once it succeeds (``isAvailable``).
+/// - Every statement runs on a connection owned by the calling thread, on the backend's own
+///   threads (a dispatch queue per connection), never on an event loop.
+public final class PostgresBackend: StoreBackend {
+    /// The connection settings.
+    public let settings: PostgresStoreSettings
+    let logger: Logger
+    let group: MultiThreadedEventLoopGroup
+    /// The writer: one batch at a time, on ``writerQueue``.
+    let writer: PostgresSession
+    let writerQueue = DispatchQueue(label: "groupd.postgres.writer")
+    let readers: PostgresReaders
+    let follower: PostgresEventFollower
+    let monitor: PostgresAvailability
+    /// The migrations applied when the backend opened.
+    public let appliedMigrations: [String]
+    /// Tests only: makes the next batches' `COMMIT` fail.
+    let commitFault = Mutex<(any Error)?>(nil)
+    private let closed = Mutex(false)
+
+    private init(settings: PostgresStoreSettings, logger: Logger) throws {
+        self.settings = settings
+        self.logger = logger
+        _ = try settings.endpoint()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.group = group
+        let loop = group.next()
+        self.writer = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 0)
+        let monitor = PostgresAvailability(
+            session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 1), logger: logger)
+        self.monitor = monitor
+        self.readers = PostgresReaders(
+            sessions: (0..<settings.poolSize).map {
+                PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 100 + $0)
+            },
+            maxWaiting: settings.maxWaiting, availability: monitor)
+        do {
+            self.appliedMigrations = try PostgresSchema.migrate(writer)
+            self.follower = try PostgresEventFollower(
+                settings: settings, eventLoop: loop, logger: logger,
+                session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 2))
+        } catch {
+            writer.disconnect()
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+        monitor.start(onRecovery: { [follower] in follower.recovered() })
+    }
+
+    /// Connects to the database, applies pending migrations (under the migration lock) and
+    /// starts listening for other nodes' commits.
+    /// - Throws: `INVALID_ARGUMENT` for a malformed URL; `UNAVAILABLE` when the database cannot
+    ///   be reached; a migration's error.
+    public static func open(settings: PostgresStoreSettings, logger: Logger = Logger(label: "groupd.postgres")) async throws -> PostgresBackend {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result {
+                    do {
+                        return try PostgresBackend(settings: settings, logger: logger)
+                    } catch let error as PostgresStoreError {
+                        throw error.groupError
+                    }
+                })
+            }
+        }
+    }
+
+    /// Whether the database answers (the health check's readiness).
+    public var isAvailable: Bool { monitor.isAvailable }
+
+    public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {
+        monitor.observe(observer)
+    }
+
+    /// Tests only: from now on every batch's `COMMIT` fails with `error` (`nil`: commits work).
+    public func injectCommitFailure(_ error: (any Error)?) {
+        commitFault.withLock { $0 = error }
+    }
+
+    public func close() async throws {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.closeNow()
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Closes every connection and stops the backend's threads, blocking (not from an event
+    /// loop); a second call does nothing.
+    public func closeNow() {
+        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
+        monitor.stop()
+        follower.stop()
+        writerQueue.sync { writer.disconnect() }
+        readers.closeNow()
+        try? group.syncShutdownGracefully()
+    }
+
+    /// Creates the database `name` on the server of `settings` (tests and tools: a fresh
+    /// database per test), connecting to the database the settings name.
+    public static func createDatabase(named name: String, settings: PostgresStoreSettings) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async {
+                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+                defer { try? group.syncShutdownGracefully() }
+                let session = PostgresSession(settings: settings, eventLoop: group.next(), logger: Logger(label: "groupd.postgres"), id: 9)
+                defer { session.disconnect() }
+                let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+                continuation.resume(with: Result { try session.command("CREATE DATABASE \(quoted)") })
+            }
+        }
+    }
+
+    // MARK: Writes
+
+    public func commit(_ work: [TransactionWork], apps: Set<String>, then: @escaping @Sendable (BatchOutcome) -> Void) {
+        writerQueue.async {
+            then(self.run(work, apps: apps.sorted()))
+        }
+    }
+
+    /// One transaction on the writer: the apps' locks, the pieces of work in order, the
+    /// notifications, `COMMIT`.
+    private func run(_ work: [TransactionWork], apps: [String]) -> BatchOutcome {
+        if !monitor.isAvailable {
+            return BatchOutcome(failures: [:], ending: .failed(monitor.unavailableError()))
+        }
+        var failures: [Int: any Error] = [:]
+        let transaction = PostgresTransaction(session: writer)
+        do {
+            try writer.begin()
+            for app in apps {
+                try writer.command(
+                    "SELECT pg_advisory_xact_lock(?::int4, hashtext(?))",
+                    [.integer(Int64(PostgresSchema.Lock.appWrites)), .text(app)])
+            }
+        } catch {
+            return failed(error, failures: [:])
+        }
+        for (index, item) in work.enumerated() {
+            let writes = writer.writeCount
+            do {
+                try item(transaction)
+            } catch {
+                failures[index] = (error as? PostgresStoreError)?.groupError ?? error
+                if !writer.inTransaction || PGState.isConnectionLoss(error) || error is PostgresStoreError {
+                    return failed(error, failures: failures)
+                }
+                if !writer.transactionFailed && writer.writeCount == writes { continue }
+                writer.rollback()
+                return BatchOutcome(failures: failures, ending: .aborted(at: index))
+            }
+        }
+        do {
+            for app in transaction.appsWithEvents.sorted() {
+                try writer.command("SELECT pg_notify(?, ?)", [.text(PostgresSchema.eventChannel), .text(app)])
+            }
+            if let fault = commitFault.withLock({ $0 }) { throw fault }
+            try writer.commit()
+        } catch {
+            return failed(error, failures: failures)
+        }
+        return BatchOutcome(failures: failures, ending: .committed)
+    }
+
+    /// Rolls back and reports the batch failed as a whole.
+    private func failed(_ error: any Error, failures: [Int: any Error]) -> BatchOutcome {
+        writer.rollback()
+        if PGState.isConnectionLoss(error) || (error as? PostgresStoreError).map({ if case .unavailable = $0 { true } else { false } }) == true {
+            monitor.connectionLost()
+        }
+        let reported: any Error = (error as? PostgresStoreError)?.groupError ?? error
+        return BatchOutcome(failures: failures, ending: .failed(reported))
+    }
+
+    // MARK: Events across nodes
+
+    public func followCommits(_ deliver: @escaping @Sendable ([LoggedEvent]) -> Void) {
+        follower.start(deliver: deliver)
+    }
+
+    public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
+        follower.publishLocal(events, deliver: deliver)
+    }
+
+    // MARK: Reads
+
+    /// Runs `body` on a pooled connection in one read snapshot.
+    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+        try await readers.run { session in try session.readTransaction { try body(session) } }
+    }
+}

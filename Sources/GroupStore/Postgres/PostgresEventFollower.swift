@@ -1,0 +1,193 @@
+import Dispatch
+import Foundation
+import GroupModel
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Delivers every event committed to the database, by any node, to this node's observers: each
+/// app's in `event_id` order, each once.
+///
+/// - Per app it keeps a **mark**: the highest `event_id` delivered (at start, the app's head in
+///   `app_event_heads`: what was committed before this node started is backlog, read by streams
+///   from the table).
+/// - Another node's commit notifies ``PostgresSchema/eventChannel`` with its app id; the follower
+///   then reads the app's events after the mark from the table, delivers them and moves the mark.
+/// - This node's commits arrive through ``publishLocal(_:deliver:)`` with their events in hand.
+///   An app's `event_id`s are in commit order (its writes hold the app's lock), so every id below
+///   the batch's first one is committed already: when the mark is lower, the ids between are read
+///   from the table and delivered first.
+/// - All of it runs on one serial queue, so an app's deliveries never interleave.
+/// - When the listening connection is lost, it reconnects (with back-off) and catches every
+///   known app up from the table: a notification missed meanwhile loses nothing.
+final class PostgresEventFollower: @unchecked Sendable {
+    // @unchecked Sendable: every mutable property is touched on `queue` only.
+    private let settings: PostgresStoreSettings
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private let session: PostgresSession
+    private let queue = DispatchQueue(label: "groupd.postgres.events")
+    private var marks: [String: Int64] = [:]
+    private var deliver: (@Sendable ([LoggedEvent]) -> Void)?
+    private var listener: PostgresConnection?
+    private var stopped = false
+    private var reconnectDelay = 0.05
+    /// The most rows one catch-up read takes (it reads again until it is short).
+    static let pageSize = 1000
+
+    init(settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, session: PostgresSession) throws {
+        self.settings = settings
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.session = session
+    }
+
+    /// Starts listening and following: from now on other nodes' events go to `deliver`.
+    func start(deliver: @escaping @Sendable ([LoggedEvent]) -> Void) {
+        queue.sync {
+            self.deliver = deliver
+            do {
+                try listen()
+                marks = try heads()
+            } catch {
+                logger.warning("cannot follow other nodes' commits yet", metadata: ["error": "\(error)"])
+                scheduleReconnect()
+            }
+        }
+    }
+
+    func stop() {
+        queue.sync {
+            stopped = true
+            if let listener { try? listener.close().wait() }
+            listener = nil
+            session.disconnect()
+        }
+    }
+
+    /// The database answers again after an outage: listen again if needed and catch up.
+    func recovered() {
+        queue.async { self.reconnect() }
+    }
+
+    /// Delivers a local batch's events, after the events of other nodes that precede them.
+    func publishLocal(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
+        queue.sync {
+            var start = 0
+            while start < events.count {
+                let app = events[start].event.appID
+                var end = start + 1
+                while end < events.count, events[end].event.appID == app { end += 1 }
+                let run = events[start..<end]
+                let mark = marks[app] ?? 0
+                if let first = run.first?.eventID, mark < first - 1 {
+                    // Events of the app committed elsewhere before this batch, not delivered yet.
+                    do {
+                        var after = mark
+                        while true {
+                            let gap = try read(app: app, after: after, before: first)
+                            if !gap.isEmpty { deliver(gap) }
+                            guard gap.count == Self.pageSize, let last = gap.last?.eventID else { break }
+                            after = last
+                        }
+                    } catch {
+                        logger.warning("cannot read other nodes' events", metadata: ["app": "\(app)", "error": "\(error)"])
+                    }
+                }
+                let fresh = run.filter { $0.eventID > mark }
+                if !fresh.isEmpty { deliver(Array(fresh)) }
+                marks[app] = max(mark, run.last?.eventID ?? mark)
+                start = end
+            }
+        }
+    }
+
+    // MARK: On the queue
+
+    private func heads() throws -> [String: Int64] {
+        var heads: [String: Int64] = [:]
+        try session.rows("SELECT app_id, last_event_id FROM app_event_heads") { row in
+            heads[try row.text(0)] = try row.int64(1)
+        }
+        return heads
+    }
+
+    private func listen() throws {
+        let connection = try PostgresConnection.connect(
+            on: eventLoop, configuration: try settings.connectionConfiguration(), id: 3, logger: logger
+        ).wait()
+        connection.addListener(channel: PostgresSchema.eventChannel) { [weak self] _, notification in
+            guard let follower = self else { return }
+            let app = notification.payload
+            follower.queue.async { follower.catchUp(app: app) }
+        }
+        _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresSchema.eventChannel)"), logger: logger).wait()
+        connection.closeFuture.whenComplete { [weak self] _ in
+            guard let follower = self else { return }
+            follower.queue.async { follower.lost(connection) }
+        }
+        listener = connection
+        reconnectDelay = 0.05
+    }
+
+    private func lost(_ connection: PostgresConnection) {
+        guard !stopped, listener === connection else { return }
+        listener = nil
+        logger.warning("lost the connection that listens for other nodes' commits; reconnecting")
+        scheduleReconnect()
+    }
+
+    private func scheduleReconnect() {
+        guard !stopped else { return }
+        let delay = reconnectDelay
+        reconnectDelay = min(reconnectDelay * 2, 2)
+        queue.asyncAfter(deadline: .now() + delay) { self.reconnect() }
+    }
+
+    /// Listens again (if the connection is gone) and catches every app up.
+    private func reconnect() {
+        guard !stopped else { return }
+        do {
+            if listener == nil || listener?.isClosed == true {
+                listener = nil
+                try listen()
+            }
+            for (app, head) in try heads() where marks[app] == nil {
+                // An app first written while this node could not listen: from its start.
+                _ = head
+                marks[app] = 0
+            }
+            for app in marks.keys.sorted() { catchUp(app: app) }
+        } catch {
+            scheduleReconnect()
+        }
+    }
+
+    /// Reads and delivers the app's events after its mark.
+    private func catchUp(app: String) {
+        guard !stopped, let deliver else { return }
+        do {
+            while true {
+                let mark = marks[app] ?? 0
+                let events = try read(app: app, after: mark, before: nil)
+                if let last = events.last?.eventID {
+                    deliver(events)
+                    marks[app] = last
+                }
+                if events.count < Self.pageSize { return }
+            }
+        } catch {
+            logger.warning("cannot read other nodes' events", metadata: ["app": "\(app)", "error": "\(error)"])
+        }
+    }
+
+    private func read(app: String, after: Int64, before: Int64?) throws -> [LoggedEvent] {
+        try session.readTransaction {
+            try PostgresEventRows.loggedEvents(
+                session, app: app,
+                where: "e.event_id > ?" + (before == nil ? "" : " AND e.event_id < ?")
+                    + " ORDER BY e.event_id LIMIT \(Self.pageSize)",
+                arguments: [.integer(after)] + (before.map { [PGValue.integer($0)] } ?? []))
+        }
+    }
+}

@@ -1,0 +1,358 @@
+import Foundation
+
+/// The PostgreSQL schema: numbered migrations, applied at start-up under an advisory lock.
+///
+/// The tables and columns are SQLite's (docs/STORE.md), with one rule added: **every table is
+/// keyed by `app_id` first** (primary keys, unique constraints, indexes, foreign keys), and every
+/// statement names the app. So the schema can be distributed by `app_id` (Citus-style: each app's
+/// rows on one shard, every query and transaction of an app on that shard) without a change of
+/// the SQL (docs/SCALING.md).
+enum PostgresSchema {
+    /// The advisory-lock class ids groupd uses (`pg_advisory_lock(class, object)`).
+    enum Lock {
+        /// Migrations (object 0): one node migrates; the others wait and find them applied.
+        static let migrations: Int32 = 0x6770_0001
+        /// An app's writes (object: `hashtext(app_id)`), held for a write transaction.
+        static let appWrites: Int32 = 0x6770_0002
+        /// A periodic pass (object: the pass), held while one node runs it.
+        static let passes: Int32 = 0x6770_0003
+    }
+
+    /// The notification channel a commit notifies with its app id (no other payload: the
+    /// listeners read the events from the table).
+    static let eventChannel = "groupd_events"
+
+    /// The migrations in order. Append new ones; never edit a shipped one.
+    static let migrations: [(id: String, sql: String)] = [("v1", v1)]
+
+    /// Applies the migrations not yet applied, under the migration lock (two nodes starting at
+    /// once migrate once: the second waits for the lock, then finds them applied).
+    /// - Returns: The identifiers of the migrations applied, in order (all of them, not only
+    ///   this call's).
+    static func migrate(_ session: PostgresSession) throws -> [String] {
+        try session.command("SELECT pg_advisory_lock(?::int4, 0)", [.integer(Int64(Lock.migrations))])
+        defer { try? session.command("SELECT pg_advisory_unlock(?::int4, 0)", [.integer(Int64(Lock.migrations))]) }
+        try session.command("""
+            CREATE TABLE IF NOT EXISTS groupd_migrations (
+                id TEXT PRIMARY KEY,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
+            """)
+        var applied: [String] = []
+        try session.rows("SELECT id FROM groupd_migrations ORDER BY id") { applied.append(try $0.text(0)) }
+        for migration in migrations where !applied.contains(migration.id) {
+            try session.begin()
+            do {
+                for statement in statements(of: migration.sql) { try session.command(statement) }
+                try session.execute("INSERT INTO groupd_migrations (id) VALUES (?)", [.text(migration.id)])
+                try session.commit()
+            } catch {
+                session.rollback()
+                throw error
+            }
+            applied.append(migration.id)
+        }
+        return applied
+    }
+
+    /// The statements of a migration script, one by one (the extended query protocol runs one
+    /// statement per query): split at `;` outside `$$`-quoted function bodies.
+    static func statements(of script: String) -> [String] {
+        var statements: [String] = []
+        var current = ""
+        var quoted = false
+        var previous: Character = " "
+        for character in script {
+            if character == "$" && previous == "$" { quoted.toggle() }
+            if character == ";" && !quoted {
+                let statement = current.trimmingCharacters(in: .whitespacesAndNewlines)
+                if !statement.isEmpty { statements.append(statement) }
+                current = ""
+            } else {
+                current.append(character)
+            }
+            previous = character == "$" && previous == "$" ? " " : character
+        }
+        let last = current.trimmingCharacters(in: .whitespacesAndNewlines)
+        if !last.isEmpty { statements.append(last) }
+        return statements
+    }
+
+    /// v1: the schema of SQLite's v1–v7 (docs/STORE.md), keyed by app.
+    ///
+    /// - Integers are `BIGINT` (times in milliseconds, flags 0/1), texts `TEXT`, custom values `BYTEA`.
+    /// - `groups.group_key`, `group_events.event_id` and `applications.app_key` come from sequences.
+    ///   `event_id` order is commit order within an app: an app's write transactions hold the app's
+    ///   advisory lock from their first statement to their commit.
+    /// - `has_custom` and `joined_counts` are kept by triggers, as on SQLite.
+    /// - `app_event_heads`: each app's highest committed `event_id`, written by the transaction
+    ///   that appends (under the app's lock): the stream's "latest" and the start of every node's
+    ///   follower.
+    /// - Name search: `pg_trgm` (a GIN trigram index on `groups.name`) where SQLite has FTS5 trigram.
+    static let v1 = """
+        CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
+        CREATE TABLE groups (
+            app_id TEXT NOT NULL,
+            group_key BIGSERIAL NOT NULL,
+            group_id TEXT NOT NULL,
+            type TEXT NOT NULL CHECK (type IN ('Work', 'Public', 'Meeting', 'AVChatRoom')),
+            name TEXT NOT NULL,
+            introduction TEXT NOT NULL DEFAULT '',
+            notification TEXT NOT NULL DEFAULT '',
+            face_url TEXT NOT NULL DEFAULT '',
+            owner_id TEXT,
+            max_members BIGINT,
+            member_count BIGINT NOT NULL DEFAULT 0,
+            join_option TEXT NOT NULL,
+            join_approvers TEXT NOT NULL,
+            invite_permission TEXT NOT NULL,
+            invitee_must_accept BIGINT NOT NULL,
+            invitation_needs_approval BIGINT NOT NULL,
+            remove_members_permission TEXT NOT NULL,
+            edit_profile_permission TEXT NOT NULL,
+            edit_member_info_permission TEXT NOT NULL,
+            mute_mode TEXT NOT NULL DEFAULT 'none',
+            mute_roles TEXT NOT NULL DEFAULT '',
+            mute_until BIGINT,
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            latest_seq BIGINT NOT NULL DEFAULT 0,
+            next_join_order BIGINT NOT NULL DEFAULT 1,
+            dismissed_at BIGINT,
+            has_custom BIGINT NOT NULL DEFAULT 0,
+            PRIMARY KEY (app_id, group_key),
+            UNIQUE (app_id, group_id)
+        );
+        CREATE INDEX groups_name_trigram ON groups USING gin (name gin_trgm_ops);
+
+        CREATE TABLE group_custom (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            key TEXT NOT NULL,
+            value BYTEA NOT NULL,
+            PRIMARY KEY (app_id, group_key, key),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+
+        CREATE TABLE members (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+            join_order BIGINT NOT NULL,
+            join_seq BIGINT NOT NULL DEFAULT 0,
+            joined_at BIGINT NOT NULL,
+            name_card TEXT NOT NULL DEFAULT '',
+            muted_until BIGINT,
+            receive_option TEXT NOT NULL DEFAULT 'receive',
+            last_read_seq BIGINT NOT NULL DEFAULT 0,
+            has_custom BIGINT NOT NULL DEFAULT 0,
+            join_source BIGINT NOT NULL DEFAULT 0,
+            inviter_id TEXT,
+            PRIMARY KEY (app_id, group_key, user_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE UNIQUE INDEX members_by_join_order ON members (app_id, group_key, join_order);
+        CREATE INDEX members_by_role ON members (app_id, group_key, role, join_order);
+        CREATE INDEX members_by_user ON members (app_id, user_id, group_key);
+        CREATE INDEX members_by_user_joined ON members (app_id, user_id, joined_at, group_key);
+        CREATE INDEX members_by_name_card ON members (app_id, group_key, name_card) WHERE name_card <> '';
+
+        CREATE TABLE member_custom (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BYTEA NOT NULL,
+            PRIMARY KEY (app_id, group_key, user_id, key),
+            FOREIGN KEY (app_id, group_key, user_id) REFERENCES members (app_id, group_key, user_id) ON DELETE CASCADE
+        );
+        CREATE INDEX member_custom_by_user ON member_custom (app_id, user_id, group_key);
+
+        CREATE TABLE group_remarks (
+            app_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            remark TEXT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, user_id, group_key),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE INDEX group_remarks_by_group ON group_remarks (app_id, group_key);
+
+        CREATE TABLE retained_mutes (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            muted_until BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_key, user_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+
+        CREATE TABLE group_events (
+            app_id TEXT NOT NULL,
+            event_id BIGSERIAL NOT NULL,
+            group_key BIGINT NOT NULL,
+            group_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            time BIGINT NOT NULL,
+            operator_id TEXT,
+            targets TEXT NOT NULL DEFAULT '[]',
+            changes TEXT NOT NULL DEFAULT '{}',
+            recipient_kind TEXT NOT NULL CHECK (recipient_kind IN ('group', 'user', 'approvers')),
+            recipient_user TEXT,
+            PRIMARY KEY (app_id, event_id),
+            UNIQUE (app_id, group_key, seq),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE INDEX group_events_by_recipient ON group_events (app_id, recipient_user, event_id)
+            WHERE recipient_user IS NOT NULL;
+        CREATE INDEX group_events_by_time ON group_events (app_id, time);
+
+        CREATE TABLE applications (
+            app_id TEXT NOT NULL,
+            app_key BIGSERIAL NOT NULL,
+            application_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('join', 'invitation')),
+            state TEXT NOT NULL CHECK (state IN ('pending', 'accepted', 'refused', 'expired', 'withdrawn')),
+            sender_id TEXT NOT NULL,
+            subject_id TEXT NOT NULL,
+            message TEXT NOT NULL DEFAULT '',
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            approval_state TEXT NOT NULL CHECK (approval_state IN ('none', 'pending', 'accepted', 'refused')),
+            approval_by TEXT,
+            approval_message TEXT NOT NULL DEFAULT '',
+            approval_at BIGINT,
+            consent_state TEXT NOT NULL CHECK (consent_state IN ('none', 'pending', 'accepted', 'refused')),
+            consent_by TEXT,
+            consent_message TEXT NOT NULL DEFAULT '',
+            consent_at BIGINT,
+            handled_by TEXT,
+            handle_message TEXT NOT NULL DEFAULT '',
+            handled_at BIGINT,
+            PRIMARY KEY (app_id, app_key),
+            UNIQUE (app_id, application_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE UNIQUE INDEX applications_pending ON applications (app_id, group_key, kind, subject_id)
+            WHERE state = 'pending';
+        CREATE INDEX applications_by_sender ON applications (app_id, sender_id, created_at);
+        CREATE INDEX applications_by_subject ON applications (app_id, subject_id, created_at);
+        CREATE INDEX applications_by_group ON applications (app_id, group_key, created_at);
+        CREATE INDEX applications_due ON applications (app_id, expires_at) WHERE state = 'pending';
+
+        CREATE TABLE application_reads (
+            app_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            read_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, user_id)
+        );
+
+        CREATE TABLE group_messages (
+            app_id TEXT NOT NULL,
+            event_id BIGINT NOT NULL,
+            group_key BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
+            message_id TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            client_message_id TEXT,
+            type TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL DEFAULT '',
+            payload BYTEA NOT NULL DEFAULT '\\x',
+            priority TEXT NOT NULL CHECK (priority IN ('high', 'normal', 'low')),
+            sender_name_card TEXT NOT NULL DEFAULT '',
+            time BIGINT NOT NULL,
+            PRIMARY KEY (app_id, event_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE INDEX group_messages_by_seq ON group_messages (app_id, group_key, seq, sender_id);
+        CREATE UNIQUE INDEX group_messages_by_client_id
+            ON group_messages (app_id, group_key, sender_id, client_message_id)
+            WHERE client_message_id IS NOT NULL;
+
+        CREATE TABLE app_event_heads (
+            app_id TEXT PRIMARY KEY,
+            last_event_id BIGINT NOT NULL
+        );
+
+        CREATE TABLE joined_counts (
+            app_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            count BIGINT NOT NULL,
+            PRIMARY KEY (app_id, user_id)
+        );
+
+        CREATE FUNCTION groupd_group_custom_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                UPDATE groups SET has_custom = 1
+                    WHERE app_id = NEW.app_id AND group_key = NEW.group_key AND has_custom = 0;
+            ELSE
+                UPDATE groups SET has_custom = CASE WHEN EXISTS (
+                        SELECT 1 FROM group_custom WHERE app_id = OLD.app_id AND group_key = OLD.group_key)
+                    THEN 1 ELSE 0 END
+                    WHERE app_id = OLD.app_id AND group_key = OLD.group_key;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER group_custom_changed AFTER INSERT OR DELETE ON group_custom
+            FOR EACH ROW EXECUTE FUNCTION groupd_group_custom_changed();
+
+        CREATE FUNCTION groupd_member_custom_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                UPDATE members SET has_custom = 1
+                    WHERE app_id = NEW.app_id AND group_key = NEW.group_key AND user_id = NEW.user_id
+                      AND has_custom = 0;
+            ELSE
+                UPDATE members SET has_custom = CASE WHEN EXISTS (
+                        SELECT 1 FROM member_custom
+                        WHERE app_id = OLD.app_id AND group_key = OLD.group_key AND user_id = OLD.user_id)
+                    THEN 1 ELSE 0 END
+                    WHERE app_id = OLD.app_id AND group_key = OLD.group_key AND user_id = OLD.user_id;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER member_custom_changed AFTER INSERT OR DELETE ON member_custom
+            FOR EACH ROW EXECUTE FUNCTION groupd_member_custom_changed();
+
+        CREATE FUNCTION groupd_member_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            counted BOOLEAN;
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                SELECT type <> 'AVChatRoom' AND dismissed_at IS NULL INTO counted
+                    FROM groups WHERE app_id = NEW.app_id AND group_key = NEW.group_key;
+                IF counted THEN
+                    INSERT INTO joined_counts (app_id, user_id, count) VALUES (NEW.app_id, NEW.user_id, 1)
+                        ON CONFLICT (app_id, user_id) DO UPDATE SET count = joined_counts.count + 1;
+                END IF;
+            ELSE
+                SELECT type <> 'AVChatRoom' AND dismissed_at IS NULL INTO counted
+                    FROM groups WHERE app_id = OLD.app_id AND group_key = OLD.group_key;
+                IF counted THEN
+                    UPDATE joined_counts SET count = count - 1 WHERE app_id = OLD.app_id AND user_id = OLD.user_id;
+                END IF;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER members_joined_count AFTER INSERT OR DELETE ON members
+            FOR EACH ROW EXECUTE FUNCTION groupd_member_counted();
+
+        CREATE FUNCTION groupd_group_dismissed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF OLD.dismissed_at IS NULL AND NEW.dismissed_at IS NOT NULL AND NEW.type <> 'AVChatRoom' THEN
+                UPDATE joined_counts SET count = count - 1
+                WHERE app_id = NEW.app_id AND user_id IN (
+                    SELECT user_id FROM members WHERE app_id = NEW.app_id AND group_key = NEW.group_key);
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER groups_joined_count_dismiss AFTER UPDATE OF dismissed_at ON groups
+            FOR EACH ROW EXECUTE FUNCTION groupd_group_dismissed();
+        """
+}

@@ -1,0 +1,538 @@
+import Foundation
+import GroupModel
+
+/// The write transaction of one batch on the writer connection (only valid during the piece of
+/// work it is handed to). The SQL is SQLite's (``SQLiteTransaction``), keyed by app.
+///
+/// Unlike SQLite, PostgreSQL refuses every statement of a transaction after one failed, so
+/// nothing here lets a statement fail on purpose: a group id is checked before the insert (under
+/// the app's lock no other node can take it meanwhile).
+final class PostgresTransaction: StoreTransaction {
+    let session: PostgresSession
+    /// The apps this transaction appended events to (notified before `COMMIT`).
+    private(set) var appsWithEvents: Set<String> = []
+
+    init(session: PostgresSession) {
+        self.session = session
+    }
+
+    // MARK: Load
+
+    func load(_ request: SnapshotRequest) throws -> StoreSnapshot {
+        let app = request.app
+        var snapshot = StoreSnapshot(app: app, time: request.time)
+        var groupID = request.group
+        if let id = request.application {
+            guard let item = try PostgresApplicationRows.fetchAll(
+                session, where: "a.app_id = ? AND a.application_id = ?", arguments: [.text(app), .text(id)]
+            ).first else { throw GroupError.applicationNotFound(id) }
+            snapshot.application = item
+            groupID = groupID ?? item.groupID
+        }
+        let users = request.users
+        let ms = request.time.millisecondsSince1970
+        if let groupID {
+            let read = try PostgresRows.liveGroup(app: app, groupID: groupID, session: session)
+            let group = try PostgresRows.withCustom([read], app: app, session: session)[0]
+            let key = read.key
+            snapshot.group = group
+            snapshot.groupRow = GroupRowID(key)
+            try loadMembers(request, group: group, groupKey: key, into: &snapshot)
+            if request.parts.contains(.retainedMutes), !users.isEmpty {
+                try session.rows(
+                    """
+                    SELECT user_id, muted_until FROM retained_mutes
+                    WHERE app_id = ? AND group_key = ? AND muted_until > ? AND user_id = ANY(?)
+                    """, [.text(app), .integer(key), .integer(ms), .texts(users)]
+                ) { row in
+                    snapshot.retainedMutes[try row.text(0)] = Timestamp(millisecondsSince1970: try row.int64(1))
+                }
+            }
+            if let kind = request.pendingApplications, !request.targets.isEmpty {
+                for item in try PostgresApplicationRows.fetchAll(
+                    session,
+                    where: "a.app_id = ? AND a.group_key = ? AND a.kind = ? AND a.subject_id = ANY(?) AND a.state = 'pending'",
+                    arguments: [.text(app), .integer(key), .text(kind.rawValue), .texts(Array(Set(request.targets)))])
+                {
+                    snapshot.pendingApplications[item.subjectID] = item
+                }
+            }
+            if request.parts.contains(.dueApplications) {
+                snapshot.dueApplications = try PostgresApplicationRows.fetchAll(
+                    session, where: "a.app_id = ? AND a.group_key = ? AND a.state = 'pending' AND a.expires_at <= ?",
+                    arguments: [.text(app), .integer(key), .integer(ms)])
+            }
+            if request.parts.contains(.approvers) {
+                snapshot.approvers = try PostgresEventRows.approvers(session, app: app, groupKey: key)
+            }
+            if request.parts.contains(.readState), let reader = request.readState {
+                try loadReadState(reader, app: app, groupKey: key, into: &snapshot)
+            }
+            if let earlier = request.earlierMessage {
+                snapshot.earlierMessage = try PostgresMessageRows.messageByClientID(
+                    app: app, groupKey: key, groupID: groupID, senderID: earlier.sender,
+                    clientMessageID: earlier.clientMessageID, session: session)
+            }
+        }
+        if request.parts.contains(.joinedGroupCounts), !users.isEmpty {
+            for user in users { snapshot.joinedGroupCounts[user] = 0 }
+            try session.rows(
+                "SELECT user_id, count FROM joined_counts WHERE app_id = ? AND user_id = ANY(?)",
+                [.text(app), .texts(users)]
+            ) { row in snapshot.joinedGroupCounts[try row.text(0)] = try row.int(1) }
+        }
+        if request.parts.contains(.applicationReads), let reader = request.applicationReader {
+            snapshot.applicationReadTime = try PostgresApplicationRows.readTime(app: app, userID: reader, session: session)
+            let filter = PostgresApplicationRows.Filter(app: app, query: ApplicationQuery(userID: reader, now: request.time))
+            snapshot.unreadApplications = try PostgresApplicationRows.unreadCount(
+                filter, readTime: snapshot.applicationReadTime, session: session)
+        }
+        return snapshot
+    }
+
+    /// The operator's, the targets' and (when asked) the owner's and the successor's memberships.
+    private func loadMembers(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
+        var wanted = Set(request.users)
+        if request.parts.contains(.owner), let owner = group.ownerID { wanted.insert(owner) }
+        if !wanted.isEmpty {
+            snapshot.members = try PostgresRows.members(
+                app: request.app, groupKey: groupKey, userIDs: Array(wanted), session: session)
+        }
+        if request.parts.contains(.successor) {
+            var rows: [Rows.MemberRow] = []
+            try session.rows(
+                """
+                SELECT \(Rows.memberColumns) FROM members m
+                WHERE m.app_id = ? AND m.group_key = ? AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
+                """, [.text(request.app), .integer(groupKey), .text(request.operatorID ?? "")]
+            ) { rows.append(try Rows.member($0)) }
+            if let successor = try PostgresRows.withCustom(rows, app: request.app, groupKey: groupKey, session: session).first {
+                snapshot.successor = successor
+                snapshot.members[successor.userID] = successor
+            }
+        }
+    }
+
+    private func loadReadState(
+        _ reader: (user: String, upTo: Int64?), app: String, groupKey: Int64, into snapshot: inout StoreSnapshot
+    ) throws {
+        var joinSequence: Int64 = 0
+        if let (read, join) = try session.first(
+            "SELECT last_read_seq, join_seq FROM members WHERE app_id = ? AND group_key = ? AND user_id = ?",
+            [.text(app), .integer(groupKey), .text(reader.user)], { (try $0.int64(0), try $0.int64(1)) })
+        {
+            snapshot.readSequence = read
+            joinSequence = join
+        }
+        snapshot.latestMessageSequence = try session.first(
+            "SELECT max(seq) FROM group_messages WHERE app_id = ? AND group_key = ? AND seq <= ?",
+            [.text(app), .integer(groupKey), .integer(reader.upTo ?? Int64.max)], { try $0.optionalInt64(0) }
+        ).flatMap { $0 } ?? 0
+        snapshot.unreadCount = try PostgresMessageRows.unreadCount(
+            app: app, groupKey: groupKey, userID: reader.user, after: max(snapshot.readSequence, joinSequence), session: session)
+        snapshot.lastMessageAt = try PostgresMessageRows.lastMessageTime(app: app, groupKey: groupKey, session: session)
+    }
+
+    // MARK: Write
+
+    func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult {
+        if let plan = writes.newGroup { return try insertGroup(plan) }
+        let time = snapshot.time
+        let app = snapshot.app
+        var result = WriteResult(events: [], eventIDs: [])
+        if let key = snapshot.groupRow?.value, let group = snapshot.group {
+            var latest = group.latestSequence
+            if let change = writes.change {
+                (result.events, result.eventIDs) = try apply(change, groupKey: key, before: group, members: snapshot.members, time: time)
+                latest = result.events.last?.sequence ?? latest
+            }
+            if !writes.events.isEmpty {
+                let (appended, ids) = try appendEvents(
+                    writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time)
+                if let message = writes.message {
+                    try insert(message, app: app, sequence: appended[0].sequence, eventID: ids[0], groupKey: key)
+                    result.messageEventID = ids[0]
+                }
+                result.events += appended
+                result.eventIDs += ids
+            }
+            for application in writes.applications {
+                try upsert(application, groupKey: key)
+            }
+            if let remark = writes.remark {
+                if let text = remark.remark {
+                    try session.execute(
+                        """
+                        INSERT INTO group_remarks (app_id, user_id, group_key, remark, updated_at) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (app_id, user_id, group_key)
+                        DO UPDATE SET remark = excluded.remark, updated_at = excluded.updated_at
+                        """, [.text(app), .text(remark.user), .integer(key), .text(text), .integer(time.millisecondsSince1970)])
+                } else {
+                    try session.execute(
+                        "DELETE FROM group_remarks WHERE app_id = ? AND user_id = ? AND group_key = ?",
+                        [.text(app), .text(remark.user), .integer(key)])
+                }
+            }
+            if let read = writes.readSequence {
+                try session.execute(
+                    "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id = ?",
+                    [.integer(read.sequence), .text(app), .integer(key), .text(read.user)])
+            }
+        } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
+            || writes.readSequence != nil
+        {
+            throw GroupError.internal("a write of a group's rows over a snapshot without a group")
+        }
+        if let read = writes.applicationReadTime {
+            try session.execute(
+                """
+                INSERT INTO application_reads (app_id, user_id, read_at) VALUES (?, ?, ?)
+                ON CONFLICT (app_id, user_id) DO UPDATE SET read_at = greatest(application_reads.read_at, excluded.read_at)
+                """, [.text(app), .text(read.user), .integer(read.time.millisecondsSince1970)])
+        }
+        return result
+    }
+
+    /// Inserts a group (row, custom fields, members, events).
+    private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
+        let group = plan.group
+        let app = group.appID
+        // Checked first: a failed INSERT would end the whole transaction. The app's lock keeps
+        // other nodes from taking the id between the check and the insert.
+        if try session.first(
+            "SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?", [.text(app), .text(group.id)], { _ in true }) != nil
+        {
+            throw GroupError.groupIDTaken(group.id)
+        }
+        let values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1).map(PGValue.init)
+        guard let groupKey = try session.first(
+            """
+            INSERT INTO groups (
+                app_id, group_id, type, name, introduction, notification, face_url,
+                owner_id, max_members, member_count,
+                join_option, join_approvers, invite_permission, invitee_must_accept,
+                invitation_needs_approval, remove_members_permission,
+                edit_profile_permission, edit_member_info_permission,
+                mute_mode, mute_roles, mute_until, created_at, updated_at,
+                latest_seq, next_join_order)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+            RETURNING group_key
+            """, values, { try $0.int64(0) })
+        else { throw GroupError.internal("the group insert returned no key") }
+        try insertCustom(group.custom, app: app, groupKey: groupKey)
+        for member in plan.members {
+            try insert(member, app: app, groupKey: groupKey)
+        }
+        let (events, ids) = try appendEvents(
+            plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt)
+        return WriteResult(events: events, eventIDs: ids, groupRow: GroupRowID(groupKey))
+    }
+
+    private func insertCustom(_ custom: [String: [UInt8]], app: String, groupKey: Int64) throws {
+        for (key, value) in custom.sorted(by: { $0.key < $1.key }) {
+            try session.execute(
+                "INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)",
+                [.text(app), .integer(groupKey), .text(key), .bytes(value)])
+        }
+    }
+
+    private func insert(_ member: Member, app: String, groupKey: Int64) throws {
+        try session.execute(
+            """
+            INSERT INTO members (
+                app_id, group_key, user_id, role, join_order, join_seq, joined_at, name_card,
+                muted_until, receive_option, join_source, inviter_id)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(app), .integer(groupKey), .text(member.userID), .text(member.role.rawValue),
+                .integer(member.joinOrder), .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970),
+                .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
+                .text(member.receiveOption.rawValue), .int(member.joinSource.rawValue), .text(member.inviterID),
+            ])
+        for (key, value) in member.custom.sorted(by: { $0.key < $1.key }) {
+            try session.execute(
+                "INSERT INTO member_custom (app_id, group_key, user_id, key, value) VALUES (?, ?, ?, ?, ?)",
+                [.text(app), .integer(groupKey), .text(member.userID), .text(key), .bytes(value)])
+        }
+    }
+
+    /// Writes `change` and its events (``Operations/apply(_:groupKey:before:members:time:memberOrigin:db:)`` on SQLite).
+    private func apply(
+        _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp
+    ) throws -> ([GroupEvent], [Int64]) {
+        let app = before.appID
+        let after = change.group
+        let ms = time.millisecondsSince1970
+
+        var joinSequences: [String: Int64] = [:]
+        for (offset, event) in change.events.enumerated()
+        where event.kind == .memberJoined || event.kind == .memberInvited {
+            for user in event.targets where joinSequences[user] == nil {
+                joinSequences[user] = before.latestSequence + Int64(offset) + 1
+            }
+        }
+
+        if !change.removedMembers.isEmpty {
+            try session.execute(
+                "DELETE FROM members WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
+                [.text(app), .integer(key), .texts(Array(change.removedMembers))])
+        }
+
+        for member in change.updatedMembers {
+            let changed = try session.execute(
+                """
+                UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?
+                WHERE app_id = ? AND group_key = ? AND user_id = ?
+                """,
+                [
+                    .text(member.role.rawValue), .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
+                    .text(member.receiveOption.rawValue), .text(app), .integer(key), .text(member.userID),
+                ])
+            guard changed == 1 else {
+                throw GroupError.internal("the change updates \(member.userID), who is not a member")
+            }
+            let old: [String: [UInt8]]
+            if let known = members[member.userID] {
+                old = known.custom
+            } else {
+                var read: [String: [UInt8]] = [:]
+                try session.rows(
+                    "SELECT key, value FROM member_custom WHERE app_id = ? AND group_key = ? AND user_id = ?",
+                    [.text(app), .integer(key), .text(member.userID)]
+                ) { read[try $0.text(0)] = try $0.blob(1) }
+                old = read
+            }
+            if old != member.custom {
+                let removed = old.keys.filter { member.custom[$0] == nil }
+                if !removed.isEmpty {
+                    try session.execute(
+                        "DELETE FROM member_custom WHERE app_id = ? AND group_key = ? AND user_id = ? AND key = ANY(?)",
+                        [.text(app), .integer(key), .text(member.userID), .texts(removed)])
+                }
+                for (name, value) in member.custom.sorted(by: { $0.key < $1.key }) where old[name] != value {
+                    try session.execute(
+                        """
+                        INSERT INTO member_custom (app_id, group_key, user_id, key, value) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (app_id, group_key, user_id, key) DO UPDATE SET value = excluded.value
+                        """, [.text(app), .integer(key), .text(member.userID), .text(name), .bytes(value)])
+                }
+            }
+        }
+
+        var nextJoinOrder: Int64?
+        if !change.insertedMembers.isEmpty {
+            var next = try session.first(
+                "SELECT next_join_order FROM groups WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)],
+                { try $0.int64(0) }) ?? 1
+            for var member in change.insertedMembers {
+                member.joinOrder = next
+                next += 1
+                if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
+                try insert(member, app: app, groupKey: key)
+            }
+            try session.execute(
+                "DELETE FROM retained_mutes WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
+                [.text(app), .integer(key), .texts(change.insertedMembers.map(\.userID))])
+            nextJoinOrder = next
+        }
+
+        for (user, until) in change.retainedMutes.sorted(by: { $0.key < $1.key }) {
+            try session.execute(
+                """
+                INSERT INTO retained_mutes (app_id, group_key, user_id, muted_until) VALUES (?, ?, ?, ?)
+                ON CONFLICT (app_id, group_key, user_id) DO UPDATE SET muted_until = excluded.muted_until
+                """, [.text(app), .integer(key), .text(user), .integer(until.millisecondsSince1970)])
+        }
+
+        let settings = after.settings
+        let (mode, roles) = Rows.encode(after.mute.mode)
+        try session.execute(
+            """
+            UPDATE groups SET
+                name = ?, introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
+                member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
+                invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
+                edit_profile_permission = ?, edit_member_info_permission = ?,
+                mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
+                next_join_order = coalesce(?, next_join_order),
+                dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
+            WHERE app_id = ? AND group_key = ?
+            """,
+            [
+                .text(after.name), .text(after.introduction), .text(after.notification), .text(after.faceURL),
+                .text(after.ownerID), .integer(after.maxMembers.map { Int64($0) }), .int(after.memberCount),
+                .text(settings.joinOption.rawValue), .text(settings.joinApprovers.rawValue),
+                .text(settings.invitePermission.rawValue), .bool(settings.inviteeMustAccept),
+                .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
+                .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
+                .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
+                .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
+                .integer(ms), .text(app), .integer(key),
+            ])
+        if after.custom != before.custom {
+            let removed = before.custom.keys.filter { after.custom[$0] == nil }
+            if !removed.isEmpty {
+                try session.execute(
+                    "DELETE FROM group_custom WHERE app_id = ? AND group_key = ? AND key = ANY(?)",
+                    [.text(app), .integer(key), .texts(removed)])
+            }
+            for (name, value) in after.custom.sorted(by: { $0.key < $1.key }) where before.custom[name] != value {
+                try session.execute(
+                    """
+                    INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value
+                    """, [.text(app), .integer(key), .text(name), .bytes(value)])
+            }
+        }
+        return try appendEvents(
+            change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time)
+    }
+
+    /// Numbers `drafts` after `sequence`, inserts them (one statement), moves the group's
+    /// `latest_seq` and the app's head. Returns the events and their `event_id`s.
+    private func appendEvents(
+        _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64,
+        time: Timestamp
+    ) throws -> ([GroupEvent], [Int64]) {
+        if drafts.isEmpty { return ([], []) }
+        var events: [GroupEvent] = []
+        var values: [PGValue] = []
+        var rows: [String] = []
+        for (offset, draft) in drafts.enumerated() {
+            let event = GroupEvent(
+                draft: draft, appID: appID, groupID: groupID, sequence: sequence + Int64(offset) + 1, time: time)
+            let (recipientKind, recipientUser): (String, String?) =
+                switch event.recipient {
+                case .group: ("group", nil)
+                case .user(let user): ("user", user)
+                case .approvers: ("approvers", nil)
+                }
+            rows.append("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            values += [
+                .text(appID), .integer(groupKey), .text(groupID), .integer(event.sequence), .text(event.kind.rawValue),
+                .integer(time.millisecondsSince1970), .text(event.operatorID),
+                .text(EventJSON.encode(event.targets)), .text(EventJSON.encode(event.changes)),
+                .text(recipientKind), .text(recipientUser),
+            ]
+            events.append(event)
+        }
+        var ids: [Int64] = []
+        try session.rows(
+            """
+            INSERT INTO group_events (
+                app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
+                recipient_kind, recipient_user)
+            VALUES \(rows.joined(separator: ", "))
+            RETURNING event_id
+            """, values
+        ) { ids.append(try $0.int64(0)) }
+        ids.sort()
+        guard ids.count == events.count, let last = events.last, let lastID = ids.last else {
+            throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
+        }
+        try session.execute(
+            "UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?",
+            [.integer(last.sequence), .text(appID), .integer(groupKey)])
+        try session.execute(
+            """
+            INSERT INTO app_event_heads (app_id, last_event_id) VALUES (?, ?)
+            ON CONFLICT (app_id) DO UPDATE SET last_event_id = greatest(app_event_heads.last_event_id, excluded.last_event_id)
+            """, [.text(appID), .integer(lastID)])
+        appsWithEvents.insert(appID)
+        return (events, ids)
+    }
+
+    /// Inserts a message body under its event row.
+    private func insert(_ message: GroupMessage, app: String, sequence: Int64, eventID: Int64, groupKey: Int64) throws {
+        let content = message.content
+        try session.execute(
+            """
+            INSERT INTO group_messages (
+                app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
+                payload, priority, sender_name_card, time)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(app), .integer(eventID), .integer(groupKey), .integer(sequence), .text(message.messageID),
+                .text(message.senderID), .text(content.clientMessageID), .text(content.type), .text(content.text),
+                .bytes(content.payload), .text(content.priority.rawValue), .text(message.senderNameCard),
+                .integer(message.time.millisecondsSince1970),
+            ])
+    }
+
+    /// Inserts the item, or updates it when its id exists in the app.
+    private func upsert(_ a: Application, groupKey: Int64) throws {
+        try session.execute(
+            """
+            INSERT INTO applications (
+                app_id, application_id, group_key, kind, state, sender_id, subject_id, message,
+                created_at, updated_at, expires_at,
+                approval_state, approval_by, approval_message, approval_at,
+                consent_state, consent_by, consent_message, consent_at,
+                handled_by, handle_message, handled_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (app_id, application_id) DO UPDATE SET
+                state = excluded.state, sender_id = excluded.sender_id, message = excluded.message,
+                updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                approval_state = excluded.approval_state, approval_by = excluded.approval_by,
+                approval_message = excluded.approval_message, approval_at = excluded.approval_at,
+                consent_state = excluded.consent_state, consent_by = excluded.consent_by,
+                consent_message = excluded.consent_message, consent_at = excluded.consent_at,
+                handled_by = excluded.handled_by, handle_message = excluded.handle_message,
+                handled_at = excluded.handled_at
+            """,
+            [
+                .text(a.appID), .text(a.id), .integer(groupKey), .text(a.kind.rawValue), .text(a.storedState.rawValue),
+                .text(a.senderID), .text(a.subjectID), .text(a.message), .integer(a.createdAt.millisecondsSince1970),
+                .integer(a.updatedAt.millisecondsSince1970), .integer(a.expiresAt.millisecondsSince1970),
+                .text(a.approval.state.rawValue), .text(a.approval.decidedBy), .text(a.approval.message),
+                .integer(a.approval.decidedAt?.millisecondsSince1970),
+                .text(a.consent.state.rawValue), .text(a.consent.decidedBy), .text(a.consent.message),
+                .integer(a.consent.decidedAt?.millisecondsSince1970),
+                .text(a.handledBy), .text(a.handleMessage), .integer(a.handledAt?.millisecondsSince1970),
+            ])
+    }
+
+    // MARK: Purge
+
+    func purge(_ request: PurgeRequest) throws -> Int {
+        let cutoff = request.before.millisecondsSince1970
+        switch request.kind {
+        case .events:
+            return try session.execute(
+                """
+                DELETE FROM group_events WHERE app_id = ? AND event_id IN (
+                    SELECT event_id FROM group_events
+                    WHERE app_id = ? AND time < ? AND kind <> 'GROUP_MESSAGE'
+                    ORDER BY event_id LIMIT ?)
+                """, [.text(request.app), .text(request.app), .integer(cutoff), .int(request.limit)])
+        case .messages:
+            var ids: [Int64] = []
+            try session.rows(
+                """
+                SELECT event_id FROM group_events
+                WHERE app_id = ? AND time < ? AND kind = 'GROUP_MESSAGE' LIMIT ?
+                """, [.text(request.app), .integer(cutoff), .int(request.limit)]
+            ) { ids.append(try $0.int64(0)) }
+            if ids.isEmpty { return 0 }
+            try session.execute(
+                "DELETE FROM group_messages WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
+            try session.execute(
+                "DELETE FROM group_events WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
+            return ids.count
+        }
+    }
+}
+
+extension PGValue {
+    /// The PostgreSQL value of a SQLite argument (the shared row encoders produce those).
+    init(_ argument: SQLArgument) {
+        switch argument {
+        case .integer(let value): self = .integer(value)
+        case .text(let value): self = .text(value)
+        case .blob(let value): self = .bytes(value)
+        case .null: self = .null
+        }
+    }
+}
