@@ -46,6 +46,9 @@ public final class GroupdService: Sendable {
         self.current = Mutex(ConfigurationSnapshot(configuration: configuration, authenticator: authenticator))
         self.events = EventHub(store: store, clock: clock, logger: logger)
         policy.notifyAfterEvents(from: events)
+        let health = self.health
+        health.setStoreAvailable(store.isAvailable)
+        store.observeAvailability { health.setStoreAvailable($0) }
     }
 
     /// The configuration snapshot in force now. A call reads it once, in `authenticate`; code

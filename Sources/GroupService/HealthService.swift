@@ -11,6 +11,10 @@ public final class HealthService: Sendable {
 
     private struct State {
         var serving = true
+        /// Whether the store's database answers (a shared database can become unreachable).
+        var storeAvailable = true
+        /// What `Check` reports: serving, and the database reachable.
+        var ready: Bool { serving && storeAvailable }
         var watchers: [Int: AsyncStream<Status>.Continuation] = [:]
         var nextWatcher = 0
     }
@@ -56,6 +60,19 @@ public final class HealthService: Sendable {
         }
     }
 
+    /// The store's database became reachable (`true`) or unreachable: `Check` and `Watch` report
+    /// SERVING or NOT_SERVING accordingly, so a load balancer sends calls to another node
+    /// meanwhile.
+    public func setStoreAvailable(_ available: Bool) {
+        let (watchers, status): ([AsyncStream<Status>.Continuation], Status?) = state.withLockedValue { state in
+            guard state.storeAvailable != available else { return ([], nil) }
+            state.storeAvailable = available
+            guard state.serving else { return ([], nil) }
+            return (Array(state.watchers.values), available ? .serving : .notServing)
+        }
+        if let status { for watcher in watchers { watcher.yield(status) } }
+    }
+
     private func check(_ request: ByteBuffer) -> Result<ByteBuffer, GRPCStatus> {
         let service: String
         do {
@@ -66,7 +83,7 @@ public final class HealthService: Sendable {
         guard knownServices.contains(service) else {
             return .failure(GRPCStatus(.notFound, "unknown service \(service)"))
         }
-        return .success(state.withLockedValue { $0.serving } ? servingResponse : notServingResponse)
+        return .success(state.withLockedValue { $0.ready } ? servingResponse : notServingResponse)
     }
 
     private func list(_ request: ByteBuffer) -> Result<ByteBuffer, GRPCStatus> {
@@ -75,7 +92,7 @@ public final class HealthService: Sendable {
         } catch {
             return .failure(error)
         }
-        let status: Status = state.withLockedValue { $0.serving } ? .serving : .notServing
+        let status: Status = state.withLockedValue { $0.ready } ? .serving : .notServing
         var response = Grpc_Health_V1_HealthListResponse()
         for service in knownServices {
             response.statuses[service] = Grpc_Health_V1_HealthCheckResponse.with { $0.status = status }
@@ -89,14 +106,14 @@ public final class HealthService: Sendable {
         // reports SERVICE_UNKNOWN; such a watch ends at shutdown like every other.
         let known = knownServices.contains(service)
         let (changes, continuation) = AsyncStream<Status>.makeStream()
-        let (id, serving) = state.withLockedValue { state in
+        let (id, serving, ready) = state.withLockedValue { state in
             let id = state.nextWatcher
             state.nextWatcher += 1
             if state.serving { state.watchers[id] = continuation }
-            return (id, state.serving)
+            return (id, state.serving, state.ready)
         }
         defer { _ = state.withLockedValue { $0.watchers.removeValue(forKey: id) } }
-        let first: Status = known ? (serving ? .serving : .notServing) : .serviceUnknown
+        let first: Status = known ? (ready ? .serving : .notServing) : .serviceUnknown
         try await writer.write(MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = first }))
         guard serving else { throw GRPCStatus(.unavailable, "server is shutting down") }
         for await status in changes where known {

@@ -58,7 +58,7 @@ extension GroupdConfiguration {
     /// keeps the running value. `auth` and `apps` (everything under them) reload.
     public static let restartOnlyKeys = [
         "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
-        "write_batch.max_wait_microseconds", "max_message_bytes", "max_header_list_bytes",
+        "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
     ]
 
@@ -77,6 +77,7 @@ extension GroupdConfiguration {
         keep("durability", \.durability)
         keep("write_batch.max_writes", \.writeBatch.maxWrites)
         keep("write_batch.max_wait_microseconds", \.writeBatch.maxWaitMicroseconds)
+        keep("store", \.store)
         keep("max_message_bytes", \.maxMessageBytes)
         keep("max_header_list_bytes", \.maxHeaderListBytes)
         keep("max_concurrent_streams", \.maxConcurrentStreams)

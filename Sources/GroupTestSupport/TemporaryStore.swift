@@ -23,24 +23,29 @@ public final class TemporaryDirectory: Sendable {
     }
 }
 
-/// A ``Store`` over a ``SQLiteBackend`` in a temporary file; the file goes when this value is
-/// released.
+/// A ``Store`` over a fresh database: a ``SQLiteBackend`` in a temporary file (removed when this
+/// value is released), or a ``PostgresBackend`` on a new database of the test server
+/// (``PostgresTestServer``), closed when this value is released.
 ///
 /// Keep the value alive for as long as the store is used. ``reopen()`` closes the store and
-/// opens the same file again (to test persistence).
+/// opens the same database again (to test persistence).
 public final class TemporaryStore: Sendable {
-    /// The directory holding the database file (and its WAL).
+    /// The directory holding the SQLite file (and its WAL); empty for PostgreSQL.
     public let directory: TemporaryDirectory
-    /// The path of the database file.
+    /// The path of the SQLite file.
     public let path: String
-    /// The durability the store was opened with.
+    /// The durability the store was opened with (SQLite).
     public let durability: Durability
     /// The open store.
     public let store: Store
     /// Its backend.
-    public let backend: SQLiteBackend
+    public let backend: any StoreBackend
+    /// The PostgreSQL settings of the store's database (`nil`: SQLite).
+    public let postgres: PostgresStoreSettings?
+    private let cacheCapacity: Int
+    private let batching: WriteBatching
 
-    /// Open a fresh store in a new temporary directory.
+    /// Open a fresh SQLite store in a new temporary directory.
     /// - Parameters:
     ///   - durability: The backend's durability.
     ///   - cacheCapacity: The store's group cache (0: none).
@@ -49,29 +54,95 @@ public final class TemporaryStore: Sendable {
         durability: Durability = .full, cacheCapacity: Int = Store.defaultCacheCapacity, batching: WriteBatching = .defaults
     ) async throws {
         let directory = try TemporaryDirectory()
-        try await self.init(directory: directory, durability: durability, cacheCapacity: cacheCapacity, batching: batching)
+        try await self.init(directory: directory, durability: durability, cacheCapacity: cacheCapacity, batching: batching, postgres: nil)
     }
 
-    private init(directory: TemporaryDirectory, durability: Durability, cacheCapacity: Int, batching: WriteBatching) async throws {
+    /// Open a fresh PostgreSQL store: a new database on the test server.
+    public convenience init(postgres server: PostgresStoreSettings, cacheCapacity: Int = 0, batching: WriteBatching = .defaults) async throws {
+        let name = "groupd_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await PostgresBackend.createDatabase(named: name, settings: server)
+        var settings = server
+        settings.url = PostgresTestServer.url(server.url, database: name)
+        try await self.init(
+            directory: try TemporaryDirectory(), durability: .full, cacheCapacity: cacheCapacity, batching: batching,
+            postgres: settings)
+    }
+
+    private init(
+        directory: TemporaryDirectory, durability: Durability, cacheCapacity: Int, batching: WriteBatching,
+        postgres: PostgresStoreSettings?
+    ) async throws {
         self.directory = directory
         self.path = directory.file("groupd.sqlite")
         self.durability = durability
-        self.backend = try await SQLiteBackend.open(path: self.path, durability: durability)
+        self.cacheCapacity = cacheCapacity
+        self.batching = batching
+        self.postgres = postgres
+        if let postgres {
+            self.backend = try await PostgresBackend.open(settings: postgres)
+        } else {
+            self.backend = try await SQLiteBackend.open(path: self.path, durability: durability)
+        }
         self.store = Store(backend: backend, cacheCapacity: cacheCapacity, batching: batching)
+    }
+
+    deinit {
+        // A PostgreSQL store holds connections and threads until closed.
+        (backend as? PostgresBackend)?.closeNow()
+    }
+
+    /// The SQLite backend (tests of SQLite-only behaviour).
+    /// - Throws: When the store is on PostgreSQL.
+    public var sqliteBackend: SQLiteBackend {
+        get throws {
+            guard let backend = backend as? SQLiteBackend else { throw NotOnThisBackend() }
+            return backend
+        }
     }
 
     /// Makes every batch's commit fail with `error` from now on (`nil`: commits work again), as
     /// a full disk would: the backend-specific hook of the conformance suite.
     public func failCommits(with error: (any Error)?) {
-        backend.injectCommitFailure(error)
+        (backend as? SQLiteBackend)?.injectCommitFailure(error)
+        (backend as? PostgresBackend)?.injectCommitFailure(error)
     }
 
-    /// Close this store and open the same file again.
-    /// - Returns: A new value over the same directory (which stays until both are released).
+    /// Close this store and open the same database again.
+    /// - Returns: A new value over the same database (a SQLite directory stays until both are released).
     public func reopen() async throws -> TemporaryStore {
         try await self.store.close()
         return try await TemporaryStore(
-            directory: self.directory, durability: self.durability, cacheCapacity: Store.defaultCacheCapacity, batching: .defaults)
+            directory: self.directory, durability: self.durability, cacheCapacity: cacheCapacity, batching: .defaults,
+            postgres: postgres)
+    }
+
+    /// A second store on the same database, as another groupd node would open it (PostgreSQL
+    /// only: nodes share it).
+    public func anotherNode(batching: WriteBatching = .defaults) async throws -> TemporaryStore {
+        guard postgres != nil else { throw NotOnThisBackend() }
+        return try await TemporaryStore(
+            directory: self.directory, durability: self.durability, cacheCapacity: cacheCapacity, batching: batching,
+            postgres: postgres)
+    }
+}
+
+/// A test that needs one backend ran against another.
+public struct NotOnThisBackend: Error {}
+
+/// The PostgreSQL server the tests use: `GROUPD_TEST_POSTGRES_URL` (`make test-postgres` starts
+/// a throw-away cluster and sets it). Unset: the PostgreSQL cases are not run.
+public enum PostgresTestServer {
+    /// The server's settings (its URL names a database to connect to for `CREATE DATABASE`).
+    public static var settings: PostgresStoreSettings? {
+        guard let url = ProcessInfo.processInfo.environment["GROUPD_TEST_POSTGRES_URL"], !url.isEmpty else { return nil }
+        return PostgresStoreSettings(url: url, poolSize: 2, statementTimeoutMilliseconds: 10_000)
+    }
+
+    /// `url` naming `database` instead.
+    public static func url(_ url: String, database: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.path = "/" + database
+        return components.string ?? url
     }
 }
 
@@ -92,6 +163,14 @@ public enum StoreKind: String, Sendable, CaseIterable, CustomStringConvertible {
     case sqlite
     /// ``SQLiteBackend`` with no group cache: every read goes to the database.
     case sqliteWithoutCache
+    /// ``PostgresBackend`` on a fresh database of ``PostgresTestServer`` (no group cache, as
+    /// groupd runs it).
+    case postgres
+
+    /// The kinds to test: the SQLite ones, and PostgreSQL when a test server is given.
+    public static var allCases: [StoreKind] {
+        PostgresTestServer.settings == nil ? [.sqlite, .sqliteWithoutCache] : [.sqlite, .sqliteWithoutCache, .postgres]
+    }
 
     public var description: String { rawValue }
 
@@ -99,16 +178,22 @@ public enum StoreKind: String, Sendable, CaseIterable, CustomStringConvertible {
     public var cacheCapacity: Int {
         switch self {
         case .sqlite: Store.defaultCacheCapacity
-        case .sqliteWithoutCache: 0
+        case .sqliteWithoutCache, .postgres: 0
         }
     }
 }
 
-/// A fresh store of `kind` in a temporary file, removed when the returned value is released.
+/// A fresh store of `kind`, removed (SQLite) or closed (PostgreSQL) when the returned value is released.
 public func temporaryStore(
     _ kind: StoreKind, durability: Durability = .full, batching: WriteBatching = .defaults
 ) async throws -> TemporaryStore {
-    try await TemporaryStore(durability: durability, cacheCapacity: kind.cacheCapacity, batching: batching)
+    switch kind {
+    case .sqlite, .sqliteWithoutCache:
+        return try await TemporaryStore(durability: durability, cacheCapacity: kind.cacheCapacity, batching: batching)
+    case .postgres:
+        guard let server = PostgresTestServer.settings else { throw NotOnThisBackend() }
+        return try await TemporaryStore(postgres: server, cacheCapacity: kind.cacheCapacity, batching: batching)
+    }
 }
 
 /// Run `body` with a fresh temporary store of `kind`, then close it and remove its file.

@@ -27,13 +27,29 @@ struct Serve: AsyncParsableCommand {
         var logger = Logger(label: "groupd")
         logger.logLevel = .info
 
-        guard mkdir(configuration.dataDir, 0o755) == 0 || errno == EEXIST else {
-            printError("groupd: cannot create data_dir \(configuration.dataDir): \(String(cString: strerror(errno)))")
-            throw ExitCode(1)
+        let store: Store
+        switch configuration.store.backend {
+        case .sqlite:
+            guard mkdir(configuration.dataDir, 0o755) == 0 || errno == EEXIST else {
+                printError("groupd: cannot create data_dir \(configuration.dataDir): \(String(cString: strerror(errno)))")
+                throw ExitCode(1)
+            }
+            store = Store(
+                backend: try await SQLiteBackend.open(path: configuration.databasePath, durability: configuration.durability),
+                batching: configuration.writeBatching)
+        case .postgres:
+            // Several nodes share the database: no node keeps group records in memory, since a
+            // write on another node would leave them stale (docs/SCALING.md).
+            let backend: PostgresBackend
+            do {
+                backend = try await PostgresBackend.open(settings: configuration.store.postgres, logger: logger)
+            } catch {
+                printError("groupd: cannot open the PostgreSQL store: \(error)")
+                throw ExitCode(1)
+            }
+            logger.info("store: PostgreSQL", metadata: ["migrations": "\(backend.appliedMigrations.joined(separator: ","))"])
+            store = Store(backend: backend, cacheCapacity: 0, batching: configuration.writeBatching)
         }
-        let store = Store(
-            backend: try await SQLiteBackend.open(path: configuration.databasePath, durability: configuration.durability),
-            batching: configuration.writeBatching)
         let authenticator = await Authenticator(configuration: configuration)
         // Policy plugins: load every app's chain before serving; a plugin that fails to load stops startup.
         let policy = ServicePolicy.standard(logger: logger)

@@ -57,7 +57,7 @@ extension KeyedDecodingContainer where Key == ConfigKey {
 
 extension GroupdConfiguration {
     private static let keys = [
-        "listen", "data_dir", "durability", "write_batch", "max_message_bytes", "max_header_list_bytes",
+        "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
     ]
 
@@ -75,6 +75,7 @@ extension GroupdConfiguration {
         }
         self.durability = parsed
         self.writeBatch = try c.value("write_batch", or: d.writeBatch)
+        self.store = try c.value("store", or: d.store)
         self.maxMessageBytes = try c.value("max_message_bytes", or: d.maxMessageBytes)
         self.maxHeaderListBytes = try c.value("max_header_list_bytes", or: d.maxHeaderListBytes)
         self.maxConcurrentStreams = try c.value("max_concurrent_streams", or: d.maxConcurrentStreams)
@@ -92,6 +93,7 @@ extension GroupdConfiguration {
         try c.encode(self.dataDir, forKey: ConfigKey("data_dir"))
         try c.encode(self.durability.rawValue, forKey: ConfigKey("durability"))
         try c.encode(self.writeBatch, forKey: ConfigKey("write_batch"))
+        try c.encode(self.store, forKey: ConfigKey("store"))
         try c.encode(self.maxMessageBytes, forKey: ConfigKey("max_message_bytes"))
         try c.encode(self.maxHeaderListBytes, forKey: ConfigKey("max_header_list_bytes"))
         try c.encode(self.maxConcurrentStreams, forKey: ConfigKey("max_concurrent_streams"))
@@ -132,6 +134,47 @@ extension GroupdConfiguration.WriteBatch {
         var c = encoder.container(keyedBy: ConfigKey.self)
         try c.encode(self.maxWrites, forKey: ConfigKey("max_writes"))
         try c.encode(self.maxWaitMicroseconds, forKey: ConfigKey("max_wait_microseconds"))
+    }
+}
+
+extension GroupdConfiguration.StoreSettings {
+    private static let keys = [
+        "backend", "url", "pool_size", "max_waiting", "statement_timeout_ms", "connect_timeout_ms", "tls",
+    ]
+
+    /// Decode, taking the default for every absent key and refusing unknown keys and values.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.configMapping(allowing: Self.keys)
+        let d = Self.defaults
+        let backend: String = try c.value("backend", or: d.backend.rawValue)
+        guard let parsedBackend = Backend(rawValue: backend) else {
+            throw ConfigurationFault(
+                path: decoder.codingPath + [ConfigKey("backend")], message: "expected sqlite or postgres, found '\(backend)'")
+        }
+        self.backend = parsedBackend
+        self.url = try c.value("url", or: d.url)
+        self.poolSize = try c.value("pool_size", or: d.poolSize)
+        self.maxWaiting = try c.value("max_waiting", or: d.maxWaiting)
+        self.statementTimeoutMilliseconds = try c.value("statement_timeout_ms", or: d.statementTimeoutMilliseconds)
+        self.connectTimeoutMilliseconds = try c.value("connect_timeout_ms", or: d.connectTimeoutMilliseconds)
+        let tls: String = try c.value("tls", or: d.tls.rawValue)
+        guard let parsedTLS = PostgresStoreSettings.TLSMode(rawValue: tls) else {
+            throw ConfigurationFault(
+                path: decoder.codingPath + [ConfigKey("tls")], message: "expected disable, prefer or require, found '\(tls)'")
+        }
+        self.tls = parsedTLS
+    }
+
+    /// Encode every key.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ConfigKey.self)
+        try c.encode(self.backend.rawValue, forKey: ConfigKey("backend"))
+        try c.encode(self.url, forKey: ConfigKey("url"))
+        try c.encode(self.poolSize, forKey: ConfigKey("pool_size"))
+        try c.encode(self.maxWaiting, forKey: ConfigKey("max_waiting"))
+        try c.encode(self.statementTimeoutMilliseconds, forKey: ConfigKey("statement_timeout_ms"))
+        try c.encode(self.connectTimeoutMilliseconds, forKey: ConfigKey("connect_timeout_ms"))
+        try c.encode(self.tls.rawValue, forKey: ConfigKey("tls"))
     }
 }
 

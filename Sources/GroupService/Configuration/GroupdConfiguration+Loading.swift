@@ -1,5 +1,6 @@
 import Foundation
 import GroupModel
+import GroupStore
 import Yams
 
 extension GroupdConfiguration {
@@ -50,6 +51,17 @@ extension GroupdConfiguration {
         try require(!self.dataDir.isEmpty, "data_dir", "expected a directory, found an empty string")
         try inRange(self.writeBatch.maxWrites, 1...10_000, "write_batch.max_writes")
         try inRange(self.writeBatch.maxWaitMicroseconds, 0...100_000, "write_batch.max_wait_microseconds")
+        if self.store.backend == .postgres {
+            do {
+                _ = try self.store.postgres.endpoint()
+            } catch let error as GroupError {
+                throw ConfigurationError(file: file, keyPath: "store.url", message: error.message)
+            }
+        }
+        try inRange(self.store.poolSize, 1...1000, "store.pool_size")
+        try inRange(self.store.maxWaiting, 0...1_000_000, "store.max_waiting")
+        try inRange(self.store.statementTimeoutMilliseconds, 1...3_600_000, "store.statement_timeout_ms")
+        try inRange(self.store.connectTimeoutMilliseconds, 1...60_000, "store.connect_timeout_ms")
         try inRange(self.maxMessageBytes, 1...Int(Int32.max), "max_message_bytes")
         try inRange(self.maxHeaderListBytes, 1024...(64 * 1024 * 1024), "max_header_list_bytes")
         try inRange(self.maxConcurrentStreams, 1...Int(Int32.max), "max_concurrent_streams")

@@ -65,6 +65,60 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         }
     }
 
+    /// `store`: which database holds the groups.
+    public struct StoreSettings: Codable, Sendable, Hashable {
+        /// `store.backend`.
+        public enum Backend: String, Codable, Sendable, Hashable {
+            /// The embedded SQLite file under `data_dir` (one node).
+            case sqlite
+            /// A PostgreSQL database (any number of nodes sharing it).
+            case postgres
+        }
+
+        /// `store.backend`: `sqlite` (default) or `postgres`.
+        public var backend: Backend
+        /// `store.url`: `postgres://user[:password]@host[:port]/database` (postgres only, required there).
+        public var url: String
+        /// `store.pool_size`: read connections per node, 1–1000. Default 8.
+        public var poolSize: Int
+        /// `store.max_waiting`: calls that may wait for a busy pool; the next gets
+        /// `RESOURCE_EXHAUSTED` (`STORE_BUSY`), 0–1000000. Default 1024.
+        public var maxWaiting: Int
+        /// `store.statement_timeout_ms`: PostgreSQL's `statement_timeout`, 1–3600000. Default 5000.
+        public var statementTimeoutMilliseconds: Int
+        /// `store.connect_timeout_ms`: how long a connection attempt may take, 1–60000. Default 2000.
+        public var connectTimeoutMilliseconds: Int
+        /// `store.tls`: `disable` (default), `prefer` or `require`.
+        public var tls: PostgresStoreSettings.TLSMode
+
+        /// SQLite under `data_dir`.
+        public static var defaults: StoreSettings {
+            StoreSettings(backend: .sqlite, url: "", poolSize: 8, maxWaiting: 1024, statementTimeoutMilliseconds: 5000,
+                          connectTimeoutMilliseconds: 2000, tls: .disable)
+        }
+
+        /// Create store settings.
+        public init(
+            backend: Backend, url: String, poolSize: Int, maxWaiting: Int, statementTimeoutMilliseconds: Int,
+            connectTimeoutMilliseconds: Int, tls: PostgresStoreSettings.TLSMode
+        ) {
+            self.backend = backend
+            self.url = url
+            self.poolSize = poolSize
+            self.maxWaiting = maxWaiting
+            self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
+            self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+            self.tls = tls
+        }
+
+        /// The PostgreSQL backend's settings.
+        public var postgres: PostgresStoreSettings {
+            PostgresStoreSettings(
+                url: url, poolSize: poolSize, maxWaiting: maxWaiting, statementTimeoutMilliseconds: statementTimeoutMilliseconds,
+                connectTimeoutMilliseconds: connectTimeoutMilliseconds, tls: tls)
+        }
+    }
+
     /// One token secret of an app.
     public struct Secret: Codable, Sendable, Hashable {
         /// `apps[].secrets[].kid`: the key id a token names in its `kid` header to pick this
@@ -126,6 +180,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var durability: Durability
     /// `write_batch`: group commit (see ``WriteBatch``).
     public var writeBatch: WriteBatch = .defaults
+    /// `store`: the database (see ``StoreSettings``); SQLite under `data_dir` when absent.
+    public var store: StoreSettings = .defaults
     /// `max_message_bytes`: the largest gRPC message accepted; larger ones get
     /// `RESOURCE_EXHAUSTED` from their length prefix. Default 4 MiB (4194304).
     public var maxMessageBytes: Int

@@ -69,7 +69,7 @@ extension EventHub {
 
         let now = clock.now()
         let cutoff = now.adding(seconds: -Int64(max(0, call.limits.eventRetentionSeconds)))
-        let latest = try await store.latestEventID()
+        let latest = try await store.latestEventID(app: app)
         let start: EventCursor
         var hasBacklog = true
         if !request.cursor.isEmpty {
