@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build release run test test-swift test-interop protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build release run test test-swift test-interop test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -29,14 +29,27 @@ run: release
 	@$(RELEASE_BIN) quickstart --config $(CONFIG)
 	exec $(RELEASE_BIN) serve --config $(CONFIG)
 
-## test: every test: Swift Testing suites, then the grpcio/h2 interop tests against a real groupd
-test: build test-swift test-interop
+## test: every test: Swift Testing suites, then the grpcio/h2 interop tests against a real groupd,
+## then the store suite and the interop tests again on PostgreSQL (test-postgres)
+test: build test-swift test-interop test-postgres
 
 test-swift:
 	$(SWIFT) test --skip-build
 
 test-interop:
 	GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests
+
+## test-postgres: the store conformance suite (GroupStoreTests) and the interop tests on a throw-away
+## PostgreSQL cluster (scripts/pg_cluster.py), the shared groupd as two nodes on one database; the
+## cluster is stopped and removed whatever the outcome
+test-postgres: build
+	@state_dir=$$(mktemp -d) && state=$$state_dir/postgres.json && \
+	trap "[ ! -f $$state ] || python3 scripts/pg_cluster.py stop --state $$state; rm -rf $$state_dir" EXIT && \
+	url=$$(python3 scripts/pg_cluster.py start --state $$state) && \
+	echo "GROUPD_TEST_POSTGRES_URL=$$url $(SWIFT) test --skip-build --filter GroupStoreTests" && \
+	GROUPD_TEST_POSTGRES_URL=$$url $(SWIFT) test --skip-build --filter GroupStoreTests && \
+	echo "GROUPD_TEST_POSTGRES_URL=$$url GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests" && \
+	GROUPD_TEST_POSTGRES_URL=$$url GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests
 
 ## protos: regenerate the protobuf-c C and the Swift message types from Protos/
 protos: deps

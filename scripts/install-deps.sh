@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what groupd needs on Debian 12 and is not there yet: the C libraries it links,
 # the protobuf compilers (for `make protos` and the freshness test), h2load for `make bench`,
+# PostgreSQL (`make test-postgres` runs the tests on a throw-away cluster of it),
 # and the Python packages the interop tests use. Safe to run again: it installs only what is missing.
 #   scripts/install-deps.sh          what building and testing need
 #   scripts/install-deps.sh --bench  also C++ gRPC and g++ for the benchmarks' load generator and peer
@@ -10,6 +11,7 @@ apt_packages=(
   libnghttp2-dev        # HTTP/2 (the transport)
   libprotobuf-c-dev     # protobuf-c runtime (the codec)
   libsqlite3-dev        # SQLite (the embedded store)
+  postgresql            # PostgreSQL server and client: the other store, for make test-postgres
   protobuf-c-compiler   # protoc-c, for make protos and the generated-code freshness test
   protobuf-compiler     # protoc, descriptors for the Swift generator
   libprotobuf-dev       # the well-known .proto files

@@ -1,18 +1,76 @@
-"""Fixtures for the interop tests (see support.py for the server harness and token minting)."""
+"""Fixtures for the interop tests (see support.py for the server harness and token minting).
+
+Without GROUPD_TEST_POSTGRES_URL every groupd runs on SQLite under its data_dir. With it (`make
+test-postgres`), every groupd of the fixtures runs on a PostgreSQL database of that cluster: the
+session `groupd` is two nodes on one database with clients spread over both, each `fresh_groupd()`
+a node on a new database of its own unless `database=` names one.
+
+Markers: `sqlite_only("why")` skips a test under PostgreSQL, `postgres_only` skips it without.
+"""
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from support import Groupd
+import support
+from support import Groupd, GroupdNodes
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sqlite_only(reason): meaningful on the SQLite store only (skipped under "
+                                       "GROUPD_TEST_POSTGRES_URL)")
+    config.addinivalue_line("markers", "postgres_only: needs the PostgreSQL store (skipped without "
+                                       "GROUPD_TEST_POSTGRES_URL, i.e. outside make test-postgres)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        sqlite_only = item.get_closest_marker("sqlite_only")
+        if support.POSTGRES_URL and sqlite_only:
+            why = sqlite_only.args[0] if sqlite_only.args else sqlite_only.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(reason="SQLite store only" + (f": {why}" if why else "")))
+        if not support.POSTGRES_URL and item.get_closest_marker("postgres_only"):
+            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: GROUPD_TEST_POSTGRES_URL (make test-postgres)"))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """The PostgreSQL cluster of GROUPD_TEST_POSTGRES_URL (create_database(), drop_database(), psql());
+    it serves every test, so it is not to be stopped: see own_postgres. Skips without the variable."""
+    cluster = support.postgres_cluster()
+    if cluster is None:
+        pytest.skip("needs PostgreSQL: GROUPD_TEST_POSTGRES_URL (make test-postgres)")
+    return cluster
+
+
+@pytest.fixture
+def own_postgres(postgres):
+    """A PostgreSQL cluster of the test's own (scripts/pg_cluster.PostgresCluster, started), which it
+    may stop and restart: stop_server() (mode "fast", "immediate" or "kill") makes it unreachable,
+    start_server() brings it back on the same port with the same data. Removed afterwards."""
+    from pg_cluster import PostgresCluster  # on sys.path through support.postgres_cluster()
+
+    cluster = PostgresCluster().start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")
 def groupd():
-    """One groupd shared by the tests that leave it serving."""
+    """One groupd shared by the tests that leave it serving; under PostgreSQL two nodes on one
+    database (a GroupdNodes: `address` and `port` alternate between them, `nodes` are the two)."""
     workdir = Path(tempfile.mkdtemp(prefix="groupd-interop-"))
-    server = Groupd(workdir).start()
+    if support.POSTGRES_URL:
+        database = support.new_database()
+        nodes = []
+        for index in range(2):
+            (workdir / f"node{index}").mkdir()
+            nodes.append(Groupd(workdir / f"node{index}", database=database))
+        server = GroupdNodes(nodes)
+    else:
+        server = Groupd(workdir)
+    server.start()
     yield server
     server.stop()
     shutil.rmtree(workdir, ignore_errors=True)
@@ -20,18 +78,38 @@ def groupd():
 
 @pytest.fixture
 def fresh_groupd():
-    """A groupd of the test's own, for tests that stop or kill it."""
-    workdir = Path(tempfile.mkdtemp(prefix="groupd-own-"))
-    servers = []
+    """A groupd of the test's own, for tests that stop or kill it: `fresh_groupd(**Groupd keywords)`.
 
-    def make(**kwargs):
-        server = Groupd(workdir, **kwargs)
+    On SQLite every server of a test shares the work directory, so a second one (started after the
+    first stopped) has the same data. Under PostgreSQL each gets a work directory of its own and a
+    new empty database, unless `database=` gives one: `fresh_groupd(database=first.database)` is a
+    node on the same database as `first` (both may run at once), and
+    `fresh_groupd(database=own_postgres.create_database())` one on a cluster the test can stop.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="groupd-own-"))
+    servers, created = [], []
+
+    def make(database=None, **kwargs):
+        if support.POSTGRES_URL:
+            if database is None:
+                database = support.new_database()
+                created.append(database)
+            node_dir = workdir / f"node{len(servers)}"
+            node_dir.mkdir()
+            server = Groupd(node_dir, database=database, **kwargs)
+        else:
+            server = Groupd(workdir, database=database, **kwargs)
         servers.append(server)
         return server
 
     yield make
     for server in servers:
         server.stop()
+    for database in created:
+        try:
+            support.postgres_cluster().drop_database(database)
+        except Exception as error:  # the cluster is thrown away at the end anyway
+            print(f"could not drop {database}: {error}")
     shutil.rmtree(workdir, ignore_errors=True)
 
 

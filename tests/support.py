@@ -1,11 +1,17 @@
 """Shared by the interop tests and the benchmarks: stubs generated from Protos/ at test time with grpcio-tools,
 a real groupd started on a free port with a temporary config and data directory, and tokens
 minted here in Python (HS256 by hand), so every byte groupd reads comes from code it did not write.
+
+With GROUPD_TEST_POSTGRES_URL set (`make test-postgres` sets it to a throw-away cluster of
+scripts/pg_cluster.py), the fixtures give groupd a PostgreSQL store: `new_database()` is a new
+empty database of that cluster, `Groupd(workdir, database=url)` a node on it, and `GroupdNodes`
+several nodes on one database seen as one server.
 """
 import atexit
 import base64
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import shutil
@@ -20,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "Protos"
 GROUPD_BIN = Path(os.environ.get("GROUPD_BIN", ROOT / ".build" / "debug" / "groupd"))
+# A PostgreSQL cluster (postgres://groupd@127.0.0.1:PORT/groupd) to run groupd on instead of SQLite.
+POSTGRES_URL = os.environ.get("GROUPD_TEST_POSTGRES_URL") or None
 
 APP_ID = "app-one"
 APP_SECRET = "interop-secret-for-app-one-0123456789"
@@ -98,22 +106,69 @@ apps:
 """
 
 
-class Groupd:
-    """A groupd process with its own config and data directory."""
+# The store section of a node on PostgreSQL (without it groupd uses SQLite under data_dir).
+STORE_TEMPLATE = """\
+store:
+  backend: postgres
+  url: {url}
+  pool_size: 8
+  statement_timeout_ms: 5000
+  tls: disable
+"""
 
-    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10):
+_postgres_cluster = None
+
+
+def postgres_cluster():
+    """The cluster of GROUPD_TEST_POSTGRES_URL (a scripts/pg_cluster.PostgresCluster attached by
+    URL: it creates and drops databases, it is not this process's to stop), or None."""
+    global _postgres_cluster
+    if POSTGRES_URL and _postgres_cluster is None:
+        if str(ROOT / "scripts") not in sys.path:
+            sys.path.insert(0, str(ROOT / "scripts"))
+        from pg_cluster import PostgresCluster
+
+        _postgres_cluster = PostgresCluster.attach(POSTGRES_URL)
+    return _postgres_cluster
+
+
+def new_database():
+    """Under PostgreSQL, the URL of a new empty database of GROUPD_TEST_POSTGRES_URL's cluster; None
+    otherwise (a Groupd given database=None uses SQLite)."""
+    cluster = postgres_cluster()
+    return cluster.create_database() if cluster else None
+
+
+class Groupd:
+    """A groupd process with its own config and data directory; on the PostgreSQL database at the
+    URL `database` when one is given, else on SQLite under data_dir."""
+
+    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10, database=None):
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.port = free_port()
         self.config = workdir / "groupd.yaml"
         self.drain_timeout_seconds = drain_timeout_seconds
+        self.database = database
         text = CONFIG_TEMPLATE.format(
             port=self.port, data_dir=self.data_dir, max_message_bytes=max_message_bytes,
             app=APP_ID, secret=APP_SECRET, other_app=OTHER_APP_ID, other_secret=OTHER_APP_SECRET)
+        text = text.replace("apps:\n", self.store_yaml + "apps:\n", 1)
         self.config.write_text(text.replace("drain_timeout_seconds: 10\n",
                                             f"drain_timeout_seconds: {drain_timeout_seconds}\n"))
         self.process = None
         self.log = workdir / "groupd.log"
+
+    @property
+    def store_yaml(self) -> str:
+        """The config's store section ("" on SQLite), for tests that write a config of their own."""
+        return STORE_TEMPLATE.format(url=self.database) if self.database else ""
+
+    @property
+    def store_location(self) -> str:
+        """Where the data is: the database URL on PostgreSQL, data_dir on SQLite (two nodes with
+        the same one see the same groups)."""
+        return self.database or str(self.data_dir)
 
     def set_limits(self, limits):
         """Puts `limits` (YAML lines, 6-space indented) into the first app's config (before start)."""
@@ -155,6 +210,56 @@ class Groupd:
                 self.process.wait()
 
 
+class GroupdNodes:
+    """Several groupd nodes on one PostgreSQL database, used like one Groupd: each read of `address`
+    or `port` gives the next node's (round robin), so the clients of the tests spread over every
+    node; `nodes` are the Groupd objects. start() and stop() act on every node (in order: the first
+    one creates the schema); set_limits on every node's config. Anything else (log, config,
+    data_dir, process, signal, wait, ...) is the first node's."""
+
+    def __init__(self, nodes):
+        self.nodes = list(nodes)
+        self._turn = itertools.count()
+
+    def _next(self) -> Groupd:
+        return self.nodes[next(self._turn) % len(self.nodes)]
+
+    @property
+    def address(self) -> str:
+        return self._next().address
+
+    @property
+    def port(self) -> int:
+        return self._next().port
+
+    @property
+    def addresses(self):
+        return [node.address for node in self.nodes]
+
+    def set_limits(self, limits):
+        for node in self.nodes:
+            node.set_limits(limits)
+
+    def start(self):
+        try:
+            for node in self.nodes:
+                node.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self):
+        for node in self.nodes:
+            node.stop()
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("nodes", "_turn"):
+            raise AttributeError(name)
+        return getattr(self.nodes[0], name)
+
+    def __repr__(self):
+        return f"GroupdNodes({', '.join(self.addresses)} on {self.nodes[0].store_location})"
 
 
 def admin_md(app=APP_ID, secret=APP_SECRET, operator=None):

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from support import APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token
+from support import APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token, new_database
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 
 
@@ -73,7 +73,7 @@ RATES = """    rate_limits:
 def test_operator_and_write_limits(workdir):
     path, servers = workdir
     # The limits go on app-one, inserted before app-two's entry.
-    server = Groupd(path)
+    server = Groupd(path, database=new_database())
     text = server.config.read_text().replace(f"  - id: {OTHER_APP_ID}\n", RATES + f"  - id: {OTHER_APP_ID}\n", 1)
     server.config.write_text(text)
     servers.append(server.start())
@@ -100,7 +100,7 @@ def test_operator_and_write_limits(workdir):
 
 def test_app_limit_is_shared_by_every_operator(workdir):
     path, servers = workdir
-    server = Groupd(path)
+    server = Groupd(path, database=new_database())
     text = server.config.read_text().replace(
         f"  - id: {OTHER_APP_ID}\n", "    rate_limits: {app: {per_second: 0.01, burst: 2}}\n" + f"  - id: {OTHER_APP_ID}\n", 1)
     server.config.write_text(text)
@@ -115,7 +115,7 @@ def test_app_limit_is_shared_by_every_operator(workdir):
 
 def test_max_connections(workdir):
     path, servers = workdir
-    server = Groupd(path)
+    server = Groupd(path, database=new_database())
     server.config.write_text("max_connections: 2\n" + server.config.read_text())
     servers.append(server.start())
     # Each channel its own connection (grpc shares subchannels between channels otherwise).

@@ -324,8 +324,9 @@ def test_group_acknowledged_before_sigkill_is_there_after_restart(fresh_groupd):
     server.process.kill()  # SIGKILL right after the acknowledgement: no drain, no store close
     server.process.wait(timeout=10)
 
-    restarted = fresh_groupd().start()  # same work directory, so the same data_dir
-    assert restarted.data_dir == server.data_dir
+    # The same store: the same work directory's data_dir (SQLite), the same database (PostgreSQL).
+    restarted = fresh_groupd(database=server.database).start()
+    assert restarted.store_location == server.store_location
     with grpc.insecure_channel(restarted.address) as ch:
         response = group_pb2_grpc.GroupServiceStub(ch).GetGroupsInfo(
             group_pb2.GetGroupsInfoRequest(group_ids=["durable-1"]), metadata=md, timeout=10)

@@ -56,10 +56,10 @@ def with_policy(config_text):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from support import Groupd
+    from support import Groupd, new_database
 
     workdir = tmp_path_factory.mktemp("groupd-policy")
-    groupd = Groupd(workdir)
+    groupd = Groupd(workdir, database=new_database())
     groupd.config.write_text(with_policy(groupd.config.read_text()))
     groupd.start()
     yield groupd

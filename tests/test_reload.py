@@ -13,7 +13,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from support import (APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token)
+from support import (APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token,
+                     new_database)
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 
@@ -24,7 +25,8 @@ THIRD_SECRET = "secret-of-the-third-app-0123456789abcdefgh"
 
 def config_text(server, apps, extra=""):
     """A configuration for `server` serving `apps`: (id, [(kid, secret)], extra app YAML)."""
-    lines = ["listen:", "  host: 127.0.0.1", f"  port: {server.port}", f"data_dir: {server.data_dir}", extra, "apps:"]
+    lines = ["listen:", "  host: 127.0.0.1", f"  port: {server.port}", f"data_dir: {server.data_dir}",
+             server.store_yaml.rstrip("\n"), extra, "apps:"]
     for app_id, secrets, app_extra in apps:
         lines.append(f"  - id: {app_id}")
         lines.append("    secrets:")
@@ -72,7 +74,7 @@ def log_text(server):
 @pytest.fixture
 def server():
     workdir = Path(tempfile.mkdtemp(prefix="groupd-reload-"))
-    groupd = Groupd(workdir)
+    groupd = Groupd(workdir, database=new_database())
     yield groupd
     groupd.stop()
     shutil.rmtree(workdir, ignore_errors=True)
