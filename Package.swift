@@ -168,7 +168,15 @@ let package = Package(
         ),
         .testTarget(name: "GroupAPITests", dependencies: ["GroupAPI"], swiftSettings: swiftSettings),
         .testTarget(name: "GroupModelTests", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
-        .testTarget(name: "GroupStoreTests", dependencies: ["GroupStore", "GroupTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GroupStoreTests",
+            dependencies: [
+                "GroupStore", "GroupTestSupport",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GroupServiceTests",
             dependencies: ["GroupService", "GroupTestSupport", "GroupAPI"],

@@ -58,6 +58,12 @@ public final class Store: Sendable {
     /// Whether the database can be reached now (health reports `NOT_SERVING` while it cannot).
     public var isAvailable: Bool { backend.isAvailable }
 
+    /// Runs `body` unless another node sharing the database runs the pass named `pass` now (then
+    /// returns `nil`): periodic passes run on one node at a time.
+    public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {
+        try await read { try await backend.exclusively(pass, body) }
+    }
+
     /// Calls `observer` with every change of ``isAvailable``.
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {
         backend.observeAvailability(observer)

@@ -61,6 +61,10 @@ public protocol StoreBackend: Sendable {
     /// Calls `observer` with every change of ``isAvailable``.
     func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void)
 
+    /// Runs `body` unless another process sharing the database runs the pass named `pass` now
+    /// (then returns `nil` at once): periodic passes (retention, expiry) run on one node at a time.
+    func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T?
+
     // MARK: Group and member reads
 
     /// Live groups of one app by id, with member count, owner and custom fields, read at one
@@ -157,6 +161,10 @@ extension StoreBackend {
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) { deliver(events) }
     public var isAvailable: Bool { true }
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {}
+    /// One process uses the database: the pass always runs.
+    public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {
+        try await body()
+    }
     /// One writer numbers every app's events in commit order: the latest of all is the app's too.
     public func latestEventID(app: String) async throws -> Int64 { try await latestEventID() }
 }

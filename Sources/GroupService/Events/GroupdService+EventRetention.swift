@@ -87,8 +87,14 @@ extension GroupdService {
     }
 
     /// One retention pass: expire due applications, purge events, purge messages. Each part
-    /// runs even when an earlier one failed; the first failure is rethrown after all ran.
+    /// runs even when an earlier one failed; the first failure is rethrown after all ran. On a
+    /// database several nodes share, one node runs the pass at a time: while another runs it,
+    /// this returns an empty report at once.
     public func runRetentionPass() async throws -> RetentionReport {
+        try await store.exclusively("retention") { try await self.retentionPass() } ?? RetentionReport()
+    }
+
+    private func retentionPass() async throws -> RetentionReport {
         var report = RetentionReport()
         var failure: (any Error)?
         do { report.expiryEvents = try await expireDueApplications() } catch { failure = failure ?? error }

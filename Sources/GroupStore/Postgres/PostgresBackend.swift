@@ -35,6 +35,9 @@ public final class PostgresBackend: StoreBackend {
     let writer: PostgresSession
     let writerQueue = DispatchQueue(label: "groupd.postgres.writer")
     let readers: PostgresReaders
+    /// The connection holding the periodic passes' locks (``exclusively(_:_:)``), on ``passQueue``.
+    let passSession: PostgresSession
+    let passQueue = DispatchQueue(label: "groupd.postgres.passes")
     let follower: PostgresEventFollower
     let monitor: PostgresAvailability
     /// The migrations applied when the backend opened.
@@ -51,6 +54,7 @@ public final class PostgresBackend: StoreBackend {
         self.group = group
         let loop = group.next()
         self.writer = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 0)
+        self.passSession = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 4)
         let monitor = PostgresAvailability(
             session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 1), logger: logger)
         self.monitor = monitor
@@ -93,6 +97,35 @@ public final class PostgresBackend: StoreBackend {
     /// Whether the database answers (the health check's readiness).
     public var isAvailable: Bool { monitor.isAvailable }
 
+    /// Holds the session-level advisory lock of `pass` (class ``PostgresSchema/Lock/passes``) on a
+    /// connection of its own while `body` runs; another node holding it: `nil` at once. A node
+    /// that dies mid-pass loses its connection, and with it the lock.
+    public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {
+        let arguments: [PGValue] = [.integer(Int64(PostgresSchema.Lock.passes)), .text(pass)]
+        let locked = try await onPassSession { session in
+            try session.first("SELECT pg_try_advisory_lock(?::int4, hashtext(?))", arguments) { try $0.bool(0) } ?? false
+        }
+        guard locked else { return nil }
+        do {
+            let value = try await body()
+            _ = try? await onPassSession { session in try session.command("SELECT pg_advisory_unlock(?::int4, hashtext(?))", arguments) }
+            return value
+        } catch {
+            _ = try? await onPassSession { session in try session.command("SELECT pg_advisory_unlock(?::int4, hashtext(?))", arguments) }
+            throw error
+        }
+    }
+
+    /// Runs `body` on the passes' connection, on its queue.
+    private func onPassSession<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+        guard monitor.isAvailable else { throw monitor.unavailableError() }
+        return try await withCheckedThrowingContinuation { continuation in
+            passQueue.async {
+                continuation.resume(with: Result { try body(self.passSession) }.mapError { ($0 as? PostgresStoreError)?.groupError ?? $0 })
+            }
+        }
+    }
+
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {
         monitor.observe(observer)
     }
@@ -118,6 +151,7 @@ public final class PostgresBackend: StoreBackend {
         monitor.stop()
         follower.stop()
         writerQueue.sync { writer.disconnect() }
+        passQueue.sync { passSession.disconnect() }
         readers.closeNow()
         try? group.syncShutdownGracefully()
     }

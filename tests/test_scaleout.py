@@ -1,0 +1,614 @@
+"""Scale-out on the PostgreSQL store: several groupd nodes on one database, real processes, stock
+grpcio. A write acknowledged by one node is read at once on another (no cache); events of one
+node's writes reach the streams of another, in order, once each, and a cursor of one node resumes
+on another; concurrent writes to one group through two nodes keep its sequence gap-free; a node
+SIGKILLed mid-write loses no acknowledged message and the other node goes on; a node reports
+NOT_SERVING and fails fast with STORE_UNAVAILABLE while its database is down, and recovers; two
+nodes starting at once on an empty database migrate it once.
+
+Every test needs GROUPD_TEST_POSTGRES_URL (`make test-postgres`). Nothing here waits by sleeping:
+streams are read until an expected item (with a deadline), and health is polled with a deadline.
+"""
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from urllib.parse import urlsplit
+
+import grpc
+import pytest
+from google.protobuf import field_mask_pb2
+
+import support
+from support import admin_md, error_info, uid, user_md
+from grpc.health.v1 import health_pb2, health_pb2_grpc
+from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, member_pb2,
+                       member_pb2_grpc, message_pb2, message_pb2_grpc)
+
+pytestmark = pytest.mark.postgres_only
+
+WORK, PUBLIC = common_pb2.GROUP_TYPE_WORK, common_pb2.GROUP_TYPE_PUBLIC
+SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+SENT = message_pb2.SEND_RESULT_SENT
+RPC_TIMEOUT = 10
+
+
+class Node:
+    """A channel to one groupd node and its stubs."""
+
+    def __init__(self, server):
+        self.server = server
+        self.channel = grpc.insecure_channel(server.address)
+        self.groups = group_pb2_grpc.GroupServiceStub(self.channel)
+        self.members = member_pb2_grpc.MemberServiceStub(self.channel)
+        self.messages = message_pb2_grpc.MessageServiceStub(self.channel)
+        self.events = event_pb2_grpc.EventServiceStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+
+    def close(self):
+        self.channel.close()
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def create(self, owner, members=(), group_type=WORK, name="team", settings=None):
+        return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=uid("g"), type=group_type, owner_user_id=owner, profile=common_pb2.GroupProfile(name=name),
+            settings=settings,
+            members=[group_pb2.InitialMember(user_id=user, role=common_pb2.MEMBER_ROLE_MEMBER) for user in members]),
+            metadata=admin_md(), timeout=RPC_TIMEOUT).group.group_id
+
+    def update_profile(self, group, owner, **fields):
+        return self.groups.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
+            group_id=group, update_mask=field_mask_pb2.FieldMask(paths=sorted(fields)),
+            profile=common_pb2.GroupProfile(**fields)), metadata=user_md(owner), timeout=RPC_TIMEOUT).group
+
+    def invite(self, group, owner, users):
+        return self.members.InviteMembers(member_pb2.InviteMembersRequest(group_id=group, user_ids=list(users)),
+                                          metadata=user_md(owner), timeout=RPC_TIMEOUT)
+
+    def kick(self, group, owner, users):
+        return self.members.KickMembers(member_pb2.KickMembersRequest(group_id=group, user_ids=list(users)),
+                                        metadata=user_md(owner), timeout=RPC_TIMEOUT)
+
+    def send(self, group, sender, text, client_id="", timeout=RPC_TIMEOUT):
+        return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+            group_id=group, type="text", text=text, client_message_id=client_id),
+            metadata=admin_md(operator=sender), timeout=timeout)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def group(self, group):
+        found = self.groups.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[group]),
+                                          metadata=admin_md(), timeout=RPC_TIMEOUT)
+        assert [g.group_id for g in found.groups] == [group], found
+        return found.groups[0]
+
+    def member_ids(self, group):
+        users, token = [], ""
+        while True:
+            page = self.members.ListMembers(member_pb2.ListMembersRequest(group_id=group, page_size=50,
+                                                                          page_token=token),
+                                            metadata=admin_md(), timeout=RPC_TIMEOUT)
+            users += [member.user_id for member in page.members]
+            if not page.next_page_token:
+                return users
+            token = page.next_page_token
+
+    def history(self, group, reader):
+        """Every stored message of the group, oldest first, as `reader` sees them."""
+        messages, token = [], ""
+        while True:
+            page = self.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
+                group_id=group, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=50, page_token=token),
+                metadata=admin_md(operator=reader), timeout=RPC_TIMEOUT)
+            messages += page.messages
+            if not page.next_page_token:
+                return messages
+            token = page.next_page_token
+
+    def log(self, group):
+        """The group's whole log (events and messages) from the backend firehose, oldest first."""
+        stream = Stream(self, event_pb2.SubscribeRequest(from_oldest=True, group_ids=[group]), admin_md())
+        try:
+            return [item for item in stream.until_caught_up() if item.WhichOneof("item") != "caught_up"]
+        finally:
+            stream.cancel()
+
+    def check(self, timeout=2):
+        return self.health.Check(health_pb2.HealthCheckRequest(), timeout=timeout).status
+
+
+class Stream:
+    """A Subscribe call (or any server stream: `Stream(call=...)`) read by a thread into a queue,
+    so a test can wait for items with a deadline."""
+
+    def __init__(self, node=None, request=None, metadata=None, call=None):
+        self.call = call or node.events.Subscribe(request, metadata=metadata, timeout=120)
+        self.items = queue.Queue()
+        self.error = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for item in self.call:
+                self.items.put(item)
+        except grpc.RpcError as error:
+            self.error = error
+        finally:
+            self.done.set()
+
+    def next(self, timeout=15):
+        try:
+            return self.items.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no stream item within {timeout} s (stream error: {self.error})") from None
+
+    def take(self, count, timeout=15):
+        return [self.next(timeout) for _ in range(count)]
+
+    def until_caught_up(self, timeout=15):
+        """Every item up to and including caught_up."""
+        got = []
+        while True:
+            got.append(self.next(timeout))
+            if got[-1].WhichOneof("item") == "caught_up":
+                return got
+
+    def until(self, predicate, timeout=15):
+        """Every item up to and including the first one `predicate` accepts."""
+        got = []
+        while True:
+            got.append(self.next(timeout))
+            if predicate(got[-1]):
+                return got
+
+    def cancel(self):
+        self.call.cancel()
+        self.done.wait(10)
+
+
+def body(item):
+    kind = item.WhichOneof("item")
+    return item.event if kind == "event" else item.message if kind == "message" else None
+
+
+def position(item):
+    """(group, sequence, event or message, event kind, id) of an item: equal for the same stored item."""
+    if item.WhichOneof("item") == "event":
+        return item.event.group_id, item.event.sequence, "event", item.event.kind, item.event.event_id
+    return item.message.group_id, item.message.sequence, "message", 0, item.message.message_id
+
+
+def is_rename_to(name):
+    return lambda item: (item.WhichOneof("item") == "event" and item.event.kind == common_pb2.EVENT_KIND_GROUP_INFO_CHANGED
+                         and item.event.group_name == name)
+
+
+@pytest.fixture
+def two_nodes(fresh_groupd):
+    """Two nodes on one new database, and a Node (channel) to each."""
+    a = fresh_groupd().start()
+    b = fresh_groupd(database=a.database).start()
+    nodes = Node(a), Node(b)
+    yield nodes
+    for node in nodes:
+        node.close()
+
+
+# --- 1. read-your-writes across nodes ------------------------------------------------------------
+
+def test_a_write_on_one_node_is_read_at_once_on_the_other(two_nodes):
+    a, b = two_nodes
+    owner, carol, dan = uid("owner"), uid("carol"), uid("dan")
+    group = a.create(owner, name="first")
+    seen = b.group(group)
+    assert (seen.profile.name, seen.owner_user_id, seen.member_count) == ("first", owner, 1)
+
+    # B has read the group; each later change through either node shows on the other at once.
+    for round_number in range(15):
+        writer, reader = (a, b) if round_number % 2 == 0 else (b, a)
+        name, intro = f"name-{round_number}", f"intro {round_number}"
+        updated = writer.update_profile(group, owner, name=name, introduction=intro)
+        assert updated.profile.name == name
+        seen = reader.group(group)
+        assert (seen.profile.name, seen.profile.introduction) == (name, intro), round_number
+        assert seen.latest_sequence == updated.latest_sequence, round_number
+        assert writer.group(group).profile.name == name
+
+    assert b.member_ids(group) == [owner]
+    a.invite(group, owner, [carol, dan])
+    assert sorted(b.member_ids(group)) == sorted([owner, carol, dan])
+    assert b.group(group).member_count == 3
+    b.kick(group, owner, [carol])
+    assert sorted(a.member_ids(group)) == sorted([owner, dan])
+    assert a.group(group).member_count == 2
+    a.kick(group, owner, [dan])
+    assert b.member_ids(group) == [owner]
+    assert b.group(group).member_count == 1
+
+    # A message sent on one node is in the history read on the other.
+    sent = a.send(group, owner, "hello from a")
+    assert [(m.message_id, m.text) for m in b.history(group, owner)] == [(sent.message.message_id, "hello from a")]
+
+
+# --- 2. events across nodes -----------------------------------------------------------------------
+
+def test_streams_on_one_node_get_the_other_nodes_writes_in_order_once(two_nodes):
+    a, b = two_nodes
+    owner, bob, carol = uid("owner"), uid("bob"), uid("carol")
+    group = a.create(owner, [bob])
+
+    # Live streams on B: the backend firehose of the group, and bob's own stream.
+    firehose_b = Stream(b, event_pb2.SubscribeRequest(group_ids=[group]), admin_md())
+    bob_b = Stream(b, event_pb2.SubscribeRequest(), user_md(bob))
+    # And a firehose on A, for B's writes.
+    firehose_a = Stream(a, event_pb2.SubscribeRequest(group_ids=[group]), admin_md())
+    for stream in (firehose_b, bob_b, firehose_a):
+        assert [item.WhichOneof("item") for item in stream.until_caught_up()] == ["caught_up"]
+
+    # Writes on A: 50 messages, a member in and out, a rename as the end marker.
+    texts = [f"a-{n}" for n in range(50)]
+    acked = [a.send(group, owner, text).message for text in texts[:25]]
+    a.invite(group, owner, [carol])
+    acked += [a.send(group, owner, text).message for text in texts[25:]]
+    a.kick(group, owner, [carol])
+    a.update_profile(group, owner, name="end-a")
+
+    log = a.log(group)
+    expected = [position(item) for item in log if body(item).sequence > 1]  # after the creation
+    got = firehose_b.until(is_rename_to("end-a"))
+    assert [position(item) for item in got] == expected
+    assert [m.text for m in map(body, got) if isinstance(m, common_pb2.GroupMessage)] == texts
+    assert [(m.sequence, m.message_id) for m in map(body, got) if isinstance(m, common_pb2.GroupMessage)] == \
+        [(m.sequence, m.message_id) for m in acked]
+    kinds = [item.event.kind for item in got if item.WhichOneof("item") == "event"]
+    assert common_pb2.EVENT_KIND_MEMBER_INVITED in kinds and common_pb2.EVENT_KIND_MEMBER_KICKED in kinds
+    sequences = [body(item).sequence for item in got]
+    assert sequences == list(range(2, 2 + len(sequences)))
+
+    # bob (a member throughout) gets every message once, in order, with the member changes.
+    mine = bob_b.until(is_rename_to("end-a"))
+    assert [position(item) for item in mine] == [p for p in expected if p in {position(i) for i in mine}]
+    assert len({position(item) for item in mine}) == len(mine)
+    assert [item.message.text for item in mine if item.WhichOneof("item") == "message"] == texts
+    mine_kinds = [item.event.kind for item in mine if item.WhichOneof("item") == "event"]
+    assert mine_kinds[0] == common_pb2.EVENT_KIND_MEMBER_INVITED
+    assert common_pb2.EVENT_KIND_MEMBER_KICKED in mine_kinds
+
+    # The firehose on A got the same items (written on its own node) ...
+    assert [position(item) for item in firehose_a.until(is_rename_to("end-a"))] == expected
+    # ... and now B's writes.
+    texts_b = [f"b-{n}" for n in range(30)]
+    for text in texts_b:
+        b.send(group, bob, text)
+    b.invite(group, owner, [carol])
+    b.update_profile(group, owner, name="end-b")
+    log = b.log(group)
+    expected_b = [position(item) for item in log][len(expected) + 1:]
+    got_a = firehose_a.until(is_rename_to("end-b"))
+    assert [position(item) for item in got_a] == expected_b
+    assert [item.message.text for item in got_a if item.WhichOneof("item") == "message"] == texts_b
+    # And B's own streams saw them once too.
+    assert [position(item) for item in firehose_b.until(is_rename_to("end-b"))] == expected_b
+    for stream in (firehose_b, bob_b, firehose_a):
+        assert stream.error is None, stream.error
+        stream.cancel()
+
+
+def test_a_cursor_from_one_node_resumes_on_the_other(two_nodes):
+    a, b = two_nodes
+    owner, bob = uid("owner"), uid("bob")
+    group = b.create(owner, [bob])
+    for n in range(20):
+        b.send(group, owner, f"first-{n}")
+
+    # bob reads 12 items on B (the creation and 11 messages), then goes away.
+    on_b = Stream(b, event_pb2.SubscribeRequest(from_oldest=True), user_md(bob))
+    first = on_b.take(12)
+    on_b.cancel()
+    assert all(item.WhichOneof("item") != "caught_up" for item in first)
+    cursor = first[-1].cursor
+
+    # More writes on B meanwhile, then bob resumes on A with B's cursor.
+    for n in range(10):
+        b.send(group, owner, f"second-{n}")
+    on_a = Stream(a, event_pb2.SubscribeRequest(cursor=cursor), user_md(bob))
+    backlog = on_a.until_caught_up()
+    assert backlog[-1].WhichOneof("item") == "caught_up"
+    # Live on A, while B writes.
+    for n in range(10):
+        b.send(group, owner, f"third-{n}")
+    b.update_profile(group, owner, name="end")
+    live = on_a.until(is_rename_to("end"))
+    on_a.cancel()
+
+    received = [item for item in first + backlog + live if item.WhichOneof("item") != "caught_up"]
+    log = a.log(group)
+    assert [position(item) for item in received] == [position(item) for item in log]
+    assert [body(item).sequence for item in received] == list(range(1, 43))  # creation, 40 messages, rename
+    texts = [item.message.text for item in received if item.WhichOneof("item") == "message"]
+    assert texts == [f"first-{n}" for n in range(20)] + [f"second-{n}" for n in range(10)] + \
+        [f"third-{n}" for n in range(10)]
+
+
+# --- 3. concurrent writes to one group through both nodes ---------------------------------------
+
+def test_concurrent_writes_through_both_nodes_keep_one_gap_free_sequence(two_nodes):
+    a, b = two_nodes
+    owner = uid("owner")
+    senders = [uid(f"s{n}") for n in range(8)]
+    group = a.create(owner, senders, group_type=PUBLIC,
+                     settings=common_pb2.GroupSettings(join_option=common_pb2.JOIN_OPTION_ANY))
+    per_thread, lock = 50, threading.Lock()
+    acked, joined, failures = {}, [], []
+
+    def sender(node, index):
+        try:
+            for n in range(per_thread):
+                client_id = f"{index}-{n}"
+                response = node.send(group, senders[index], client_id, client_id=client_id)
+                assert response.result == SENT and not response.deduplicated, response
+                with lock:
+                    acked[client_id] = (response.message.sequence, response.message.message_id)
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    def joiner(node, prefix):
+        try:
+            for n in range(15):
+                user = f"{prefix}-{n}"
+                node.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group),
+                                       metadata=admin_md(operator=user), timeout=RPC_TIMEOUT)
+                with lock:
+                    joined.append(user)
+        except BaseException as error:
+            failures.append(error)
+
+    # 8 senders (4 through each node, 2 x 200 messages) and a joiner through each node.
+    threads = [threading.Thread(target=sender, args=(a if index % 2 == 0 else b, index)) for index in range(8)]
+    threads += [threading.Thread(target=joiner, args=(node, uid(f"joiner{n}"))) for n, node in enumerate((a, b))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "writers still running after 120 s"
+    assert not failures, failures
+    assert len(acked) == 8 * per_thread and len(joined) == 30
+
+    # The whole log, read on each node: sequences 1..n, every message once, every ack in it.
+    latest = a.group(group).latest_sequence
+    for node in (a, b):
+        log = node.log(group)
+        assert [body(item).sequence for item in log] == list(range(1, latest + 1))
+        stored = {}
+        for item in log:
+            if item.WhichOneof("item") == "message":
+                message = item.message
+                assert message.client_message_id not in stored, f"duplicated {message.client_message_id}"
+                stored[message.client_message_id] = (message.sequence, message.message_id)
+        assert stored == acked
+        history = node.history(group, owner)
+        assert {m.client_message_id: (m.sequence, m.message_id) for m in history} == acked
+        assert len(history) == len(acked)
+        assert [m.sequence for m in history] == sorted(m.sequence for m in history)
+        members = node.member_ids(group)
+        assert len(members) == len(set(members)) == 1 + len(senders) + len(joined)
+        assert set(joined) <= set(members)
+        assert node.group(group).member_count == len(members)
+    assert latest == 1 + len(acked) + len(joined)  # the creation, the messages, one event per join
+
+
+# --- 4. a node killed mid-write ------------------------------------------------------------------
+
+def test_acknowledged_writes_of_a_killed_node_are_on_the_other(fresh_groupd):
+    server_a = fresh_groupd().start()
+    server_b = fresh_groupd(database=server_a.database).start()
+    a, b = Node(server_a), Node(server_b)
+    owner = uid("owner")
+    senders = [uid(f"s{n}") for n in range(4)]
+    group = b.create(owner, senders)
+    kill_after = 300
+    lock = threading.Lock()
+    acked, sent = {}, {}
+    kill_moment = threading.Event()
+
+    def writer(index):
+        # A channel of its own per writer, so several sends are in flight at the kill.
+        node = Node(server_a)
+        try:
+            for n in range(100_000):
+                client_id = f"w{index}-{n}"
+                with lock:
+                    sent[client_id] = senders[index]
+                try:
+                    response = node.send(group, senders[index], client_id, client_id=client_id)
+                except grpc.RpcError:
+                    return
+                with lock:
+                    acked[client_id] = (response.message.sequence, response.message.message_id)
+                    if len(acked) >= kill_after:
+                        kill_moment.set()
+        finally:
+            node.close()
+
+    threads = [threading.Thread(target=writer, args=(index,)) for index in range(len(senders))]
+    for thread in threads:
+        thread.start()
+    try:
+        assert kill_moment.wait(timeout=60), f"only {len(acked)} acks in 60 s"
+        server_a.signal(signal.SIGKILL)
+        server_a.wait(timeout=30)
+    finally:
+        if server_a.process.poll() is None:
+            server_a.signal(signal.SIGKILL)
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    with lock:
+        acked_at_kill = dict(acked)
+    assert len(acked_at_kill) >= kill_after
+
+    # On B: every acknowledged message, once, as acknowledged; a gap-free log.
+    history = b.history(group, owner)
+    stored = {}
+    for message in history:
+        assert message.client_message_id not in stored, f"duplicated {message.client_message_id}"
+        stored[message.client_message_id] = (message.sequence, message.message_id)
+    missing = sorted(set(acked_at_kill) - set(stored))
+    assert not missing, f"{len(missing)} acknowledged messages missing on B, e.g. {missing[:5]}"
+    assert all(stored[client_id] == value for client_id, value in acked_at_kill.items())
+    assert [body(item).sequence for item in b.log(group)] == list(range(1, len(history) + 2))
+
+    # B goes on serving writes: the sends A never acknowledged, retried on B with their client
+    # ids, end up stored once (whether A committed them or not), and new messages.
+    for client_id, sender_id in sorted(sent.items()):
+        if client_id not in acked_at_kill:
+            response = b.send(group, sender_id, client_id, client_id=client_id)
+            assert response.deduplicated == (client_id in stored), client_id
+            acked[client_id] = (response.message.sequence, response.message.message_id)
+    for n in range(20):
+        response = b.send(group, owner, f"after-{n}", client_id=f"after-{n}")
+        assert response.result == SENT and not response.deduplicated
+        acked[f"after-{n}"] = (response.message.sequence, response.message.message_id)
+    final = {m.client_message_id: (m.sequence, m.message_id) for m in b.history(group, owner)}
+    assert final == acked
+    assert b.check() == SERVING
+    unacked = len(sent) - len(acked_at_kill)
+    print(f"\nkilled A after {len(acked_at_kill)} acks; {unacked} sends in flight, "
+          f"{len(set(stored) - set(acked_at_kill))} of them committed without an ack")
+    a.close()
+    b.close()
+
+
+# --- 5. readiness while the database is down ----------------------------------------------------
+
+def wait_for_status(node, wanted, timeout):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = node.check()
+        if last == wanted:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError(f"health still {health_pb2.HealthCheckResponse.ServingStatus.Name(last)} after {timeout} s, "
+                         f"expected {health_pb2.HealthCheckResponse.ServingStatus.Name(wanted)}")
+
+
+def fails_fast_with_store_unavailable(call, deadline_seconds=5.0):
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as caught:
+        call(deadline_seconds)
+    elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.code() == grpc.StatusCode.UNAVAILABLE, (error.code(), error.details(), elapsed)
+    info = error_info(error)
+    assert info is not None and info.domain == "groupd" and info.reason == "STORE_UNAVAILABLE", (info, error.details())
+    assert elapsed < deadline_seconds / 2, f"answered after {elapsed:.2f} s of a {deadline_seconds} s deadline"
+    return elapsed
+
+
+def test_health_and_calls_follow_the_database(own_postgres, fresh_groupd):
+    server = fresh_groupd(database=own_postgres.create_database()).start()
+    node = Node(server)
+    owner = uid("owner")
+    group = node.create(owner)
+    assert node.check() == SERVING
+    watch = Stream(call=node.health.Watch(health_pb2.HealthCheckRequest(), timeout=120))
+    assert watch.next().status == SERVING
+
+    stopped = time.monotonic()
+    own_postgres.stop_server(mode="immediate")
+    noticed = wait_for_status(node, NOT_SERVING, timeout=10)
+    assert watch.next().status == NOT_SERVING
+    elapsed = [
+        fails_fast_with_store_unavailable(lambda t: node.groups.CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=uid("g"), type=WORK, owner_user_id=owner, profile=common_pb2.GroupProfile(name="down")),
+            metadata=admin_md(), timeout=t)),
+        fails_fast_with_store_unavailable(lambda t: node.send(group, owner, "down", timeout=t)),
+        fails_fast_with_store_unavailable(lambda t: node.groups.GetGroupsInfo(
+            group_pb2.GetGroupsInfoRequest(group_ids=[group]), metadata=admin_md(), timeout=t))]
+    assert node.check() == NOT_SERVING
+
+    restarted = time.monotonic()
+    own_postgres.start_server()
+    recovered = wait_for_status(node, SERVING, timeout=20)
+    print(f"\nNOT_SERVING {noticed - stopped:.2f} s after the stop; failed calls answered in "
+          f"{', '.join(f'{e * 1000:.0f}' for e in elapsed)} ms; SERVING {recovered - restarted:.2f} s after the restart")
+    assert watch.next().status == SERVING
+    watch.cancel()
+    # Serving again: writes and reads succeed, and what was written before the outage is there.
+    response = node.send(group, owner, "back")
+    assert response.result == SENT
+    other = node.create(owner, name="after")
+    assert node.group(other).profile.name == "after"
+    assert [m.text for m in node.history(group, owner)] == ["back"]
+    node.close()
+
+
+# --- 6. two nodes starting at once on an empty database ----------------------------------------
+
+def migration_ids():
+    """The migrations groupd ships (PostgresSchema.migrations)."""
+    source = (support.ROOT / "Sources/GroupStore/Postgres/PostgresSchema.swift").read_text()
+    line = re.search(r"static let migrations: \[\(id: String, sql: String\)\] = \[(.*)\]", source)
+    assert line, "PostgresSchema.migrations not found"
+    ids = re.findall(r'\("([^"]+)",', line.group(1))
+    assert ids
+    return ids
+
+
+def launch(server):
+    """Starts the process without waiting for it to listen (Groupd.start waits)."""
+    log = open(server.log, "ab")
+    server.process = subprocess.Popen([str(support.GROUPD_BIN), "serve", "--config", str(server.config)],
+                                      stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+
+
+def wait_serving(server, timeout=30):
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(server.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise AssertionError(f"groupd exited with {server.process.returncode}:\n{server.log.read_text()}")
+            try:
+                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+    raise AssertionError(f"groupd not serving within {timeout} s:\n{server.log.read_text()}")
+
+
+@pytest.mark.parametrize("round_number", range(3))
+def test_two_nodes_starting_at_once_migrate_once(fresh_groupd, round_number):
+    first = fresh_groupd()  # on a new empty database
+    second = fresh_groupd(database=first.database)
+    launch(first)
+    launch(second)
+    wait_serving(first)
+    wait_serving(second)
+
+    a, b = Node(first), Node(second)
+    owner = uid("owner")
+    group = a.create(owner, name="from a")
+    assert b.group(group).profile.name == "from a"
+    b.update_profile(group, owner, name="from b")
+    assert a.group(group).profile.name == "from b"
+    a.close()
+    b.close()
+
+    expected = migration_ids()
+    database = urlsplit(first.database).path.lstrip("/")
+    rows = support.postgres_cluster().psql("SELECT id FROM groupd_migrations ORDER BY id", database=database)
+    assert sorted(rows.split()) == sorted(expected), rows
+    count = support.postgres_cluster().psql("SELECT count(*), count(DISTINCT id) FROM groupd_migrations",
+                                            database=database)
+    assert count.strip() == f"{len(expected)}|{len(expected)}"
+    for server in (first, second):
+        assert "migrations=" + ",".join(expected) in server.log.read_text(), server.log.read_text()
