@@ -404,6 +404,36 @@ def test_concurrent_writes_through_both_nodes_keep_one_gap_free_sequence(two_nod
 
 # --- 4. a node killed mid-write ------------------------------------------------------------------
 
+def test_a_rooms_audience_is_the_rooms_on_every_node(two_nodes):
+    """AVChatRoom audiences live in memory, and every node follows the rooms' events: a viewer
+    who joined through one node is counted, found, heard and muted through the other."""
+    a, b = two_nodes
+    host = uid("host")
+    viewers = [uid("viewer") for _ in range(5)]
+    room = a.create(host, group_type=common_pb2.GROUP_TYPE_AV_CHAT_ROOM, name="live")
+    for n, viewer in enumerate(viewers):
+        node = a if n % 2 == 0 else b
+        node.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=room), metadata=user_md(viewer), timeout=RPC_TIMEOUT)
+    # Each join was answered before the read, on whichever node: both count all five.
+    assert a.group(room).member_count == 6 and b.group(room).member_count == 6
+    found = b.members.GetMembersInfo(member_pb2.GetMembersInfoRequest(group_id=room, user_ids=viewers),
+                                     metadata=admin_md(), timeout=RPC_TIMEOUT)
+    assert [r.result for r in found.results] == [common_pb2.MEMBER_RESULT_CODE_SUCCESS] * 5
+    # A viewer who joined on A speaks through B (B knows them as a member).
+    assert b.send(room, viewers[0], "hello").result == SENT
+    # Muted through B, refused through A.
+    muted = b.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=room, user_ids=[viewers[2]], duration_seconds=120),
+                                  metadata=user_md(host), timeout=RPC_TIMEOUT)
+    assert muted.results[0].result == common_pb2.MEMBER_RESULT_CODE_SUCCESS
+    support.expect_error(lambda: a.send(room, viewers[2], "let me speak"), grpc.StatusCode.PERMISSION_DENIED, "MEMBER_MUTED")
+    # A viewer who joined on B leaves through A: gone on both.
+    a.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=room), metadata=user_md(viewers[1]), timeout=RPC_TIMEOUT)
+    assert a.group(room).member_count == 5 and b.group(room).member_count == 5
+    gone = b.members.GetMembersInfo(member_pb2.GetMembersInfoRequest(group_id=room, user_ids=[viewers[1]]),
+                                    metadata=admin_md(), timeout=RPC_TIMEOUT)
+    assert gone.results[0].result == common_pb2.MEMBER_RESULT_CODE_NOT_MEMBER
+
+
 def test_acknowledged_writes_of_a_killed_node_are_on_the_other(fresh_groupd):
     server_a = fresh_groupd().start()
     server_b = fresh_groupd(database=server_a.database).start()

@@ -5,8 +5,10 @@ import Synchronization
 /// memory, per node"). Only the room's owner is stored; everyone who joins is kept here, per app
 /// and group, with a live count and the most recent joiners for a partial member list.
 ///
-/// Lost on restart and not shared between nodes, by design: an audience reconnects and joins
-/// again.
+/// Lost on restart, by design: an audience reconnects and joins again. On a database several
+/// nodes share, each node's registry follows the rooms' events from every node (``replay(_:)``),
+/// and a node catches up with them before it reads a room's audience (``GroupdService``'s
+/// `syncAudience`), so a room's audience is the same wherever its members connect.
 final class AudienceRegistry: Sendable {
     /// How many recent joiners each room keeps for its partial member list.
     static let recentLimit = 100
@@ -75,6 +77,45 @@ final class AudienceRegistry: Sendable {
                 room.recent.removeAll { $0 == user }
             }
             rooms[key] = room.members.isEmpty ? nil : room
+        }
+    }
+
+    /// Applies an AVChatRoom event another node committed (or this one: the change is the same),
+    /// so that a room's audience is the room's wherever its members connect: joins add
+    /// members, quits and kicks remove them, role, mute and name-card changes update members in
+    /// the audience, dismissal forgets the room. Stored members (the owner) are not in the
+    /// audience and are left alone; custom fields of audience members are not carried by events
+    /// and stay on the node that set them.
+    func replay(_ event: GroupEvent) {
+        let app = event.appID
+        let group = event.groupID
+        switch event.kind {
+        case .memberJoined, .memberInvited:
+            let present = members(app: app, group: group, users: event.targets)
+            let upserts = event.targets.filter { present[$0] == nil }.map {
+                Member(userID: $0, role: .member, joinedAt: event.time, joinSequence: event.sequence)
+            }
+            apply(app: app, group: group, upserts: upserts, removals: [])
+        case .memberQuit, .memberKicked:
+            apply(app: app, group: group, upserts: [], removals: event.targets)
+        case .adminSet, .adminCancelled, .memberMuted, .memberInfoChanged:
+            var updated = Array(members(app: app, group: group, users: event.targets).values)
+            for index in updated.indices {
+                switch event.kind {
+                case .adminSet: updated[index].role = .admin
+                case .adminCancelled: updated[index].role = .member
+                case .memberMuted:
+                    let until = event.changes["muted_until"].flatMap(Int64.init) ?? 0
+                    updated[index].mutedUntil = until > 0 ? Timestamp(millisecondsSince1970: until) : nil
+                default:
+                    if let card = event.changes["name_card"] { updated[index].nameCard = card }
+                }
+            }
+            apply(app: app, group: group, upserts: updated, removals: [])
+        case .groupDismissed:
+            removeRoom(app: app, group: group)
+        default:
+            break
         }
     }
 

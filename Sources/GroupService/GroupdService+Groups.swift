@@ -167,6 +167,9 @@ extension GroupdService {
         }
         let app = call.caller.appID
         let groups = try await store.groups(app: app, ids: ids)
+        if store.isShared, groups.values.contains(where: { $0.type == .avChatRoom }) {
+            try await store.catchUp(app: app)
+        }
         var memberships: [String: Member] = [:]
         if let user = call.caller.operatorID, !groups.isEmpty {
             memberships = try await store.memberships(app: app, userID: user, groupIDs: Array(groups.keys))

@@ -46,6 +46,14 @@ public final class GroupdService: Sendable {
         self.current = Mutex(ConfigurationSnapshot(configuration: configuration, authenticator: authenticator))
         self.events = EventHub(store: store, clock: clock, logger: logger)
         policy.notifyAfterEvents(from: events)
+        if store.isShared {
+            // Rooms' audiences follow every node's events (AudienceRegistry.replay).
+            let audience = self.audience
+            store.observeCommittedEvents { result in
+                guard case .success(let events) = result else { return }
+                for logged in events where logged.groupType == .avChatRoom { audience.replay(logged.event) }
+            }
+        }
         let health = self.health
         health.setStoreAvailable(store.isAvailable)
         store.observeAvailability { health.setStoreAvailable($0) }

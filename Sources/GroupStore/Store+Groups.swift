@@ -1,4 +1,5 @@
 public import GroupModel
+import Synchronization
 
 /// Groups and members: creation, the one mutation path of every group operation, dismissal,
 /// remarks, and the reads.
@@ -155,7 +156,16 @@ extension Store {
     /// while a write to it is in flight, since a group's type never changes; otherwise read.
     public func groupType(app: String, id: String) async throws -> GroupType? {
         if let type = cache.type(app: app, id: id) { return type }
-        return try await groups(app: app, ids: [id])[id]?.type
+        let key = GroupCache.Key(app: app, id: id)
+        if let type = types.withLock({ $0[key] }) { return type }
+        guard let type = try await groups(app: app, ids: [id])[id]?.type else { return nil }
+        // A group's type never changes and groups are never deleted (an id stays taken), so what
+        // any node read stays true: kept even without the group cache (a shared database).
+        types.withLock { types in
+            if types.count >= Self.defaultCacheCapacity { types.removeAll(keepingCapacity: true) }
+            types[key] = type
+        }
+        return type
     }
 
     /// Reads one user's membership in several groups of one app (for visibility and permissions).

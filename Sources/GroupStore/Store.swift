@@ -38,6 +38,8 @@ public final class Store: Sendable {
     let cache: GroupCache
     /// Group commit: every mutation goes through it.
     let commits: GroupCommitQueue
+    /// Group types read by ``groupType(app:id:)`` (immutable, so exact on any node).
+    let types = Mutex<[GroupCache.Key: GroupType]>([:])
     /// Tests only: called with the method name at the end of each mutation, inside its
     /// transaction; throwing rolls that mutation back (alone).
     let faultInjection = Mutex<(@Sendable (String) throws -> Void)?>(nil)
@@ -57,6 +59,16 @@ public final class Store: Sendable {
 
     /// Whether the database can be reached now (health reports `NOT_SERVING` while it cannot).
     public var isAvailable: Bool { backend.isAvailable }
+
+    /// Whether other nodes write the same database (PostgreSQL): per-node state follows their
+    /// events, and ``catchUp(app:)`` brings it up to date before a read of it.
+    public var isShared: Bool { backend.isShared }
+
+    /// Returns once every event of `app` committed before the call, by any node, has reached
+    /// ``observeCommittedEvents(_:)``'s observers (at once when no other node writes).
+    public func catchUp(app: String) async throws {
+        try await read { try await backend.catchUp(app: app) }
+    }
 
     /// Runs `body` unless another node sharing the database runs the pass named `pass` now (then
     /// returns `nil`): periodic passes run on one node at a time.

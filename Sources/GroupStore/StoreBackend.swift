@@ -61,6 +61,14 @@ public protocol StoreBackend: Sendable {
     /// Calls `observer` with every change of ``isAvailable``.
     func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void)
 
+    /// Whether other processes may write the same database (then each node's in-memory state
+    /// follows their events, and reads of it first catch up: ``catchUp(app:)``).
+    var isShared: Bool { get }
+
+    /// Returns once every event of `app` committed before the call (by any node) has been handed
+    /// to ``followCommits(_:)``'s `deliver` (a backend only one process uses: at once).
+    func catchUp(app: String) async throws
+
     /// Runs `body` unless another process sharing the database runs the pass named `pass` now
     /// (then returns `nil` at once): periodic passes (retention, expiry) run on one node at a time.
     func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T?
@@ -161,6 +169,8 @@ extension StoreBackend {
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) { deliver(events) }
     public var isAvailable: Bool { true }
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {}
+    public var isShared: Bool { false }
+    public func catchUp(app: String) async throws {}
     /// One process uses the database: the pass always runs.
     public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {
         try await body()

@@ -239,6 +239,19 @@ public final class PostgresBackend: StoreBackend {
         follower.start(deliver: deliver)
     }
 
+    public var isShared: Bool { true }
+
+    public func catchUp(app: String) async throws {
+        guard monitor.isAvailable else { throw monitor.unavailableError() }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try self.follower.catchUpNow(app: app) }.mapError {
+                    ($0 as? PostgresStoreError)?.groupError ?? $0
+                })
+            }
+        }
+    }
+
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
         follower.publishLocal(events, deliver: deliver)
     }

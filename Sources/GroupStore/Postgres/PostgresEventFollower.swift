@@ -102,6 +102,12 @@ final class PostgresEventFollower: @unchecked Sendable {
         }
     }
 
+    /// Reads and delivers the app's events committed so far, before returning.
+    /// - Throws: The read's failure.
+    func catchUpNow(app: String) throws {
+        try queue.sync { try catchUp(app: app, throwing: true) }
+    }
+
     // MARK: On the queue
 
     private func heads() throws -> [String: Int64] {
@@ -119,7 +125,7 @@ final class PostgresEventFollower: @unchecked Sendable {
         connection.addListener(channel: PostgresSchema.eventChannel) { [weak self] _, notification in
             guard let follower = self else { return }
             let app = notification.payload
-            follower.queue.async { follower.catchUp(app: app) }
+            follower.queue.async { try? follower.catchUp(app: app) }
         }
         _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresSchema.eventChannel)"), logger: logger).wait()
         connection.closeFuture.whenComplete { [weak self] _ in
@@ -157,14 +163,15 @@ final class PostgresEventFollower: @unchecked Sendable {
                 _ = head
                 marks[app] = 0
             }
-            for app in marks.keys.sorted() { catchUp(app: app) }
+            for app in marks.keys.sorted() { try? catchUp(app: app) }
         } catch {
             scheduleReconnect()
         }
     }
 
-    /// Reads and delivers the app's events after its mark.
-    private func catchUp(app: String) {
+    /// Reads and delivers the app's events after its mark; a failed read is logged (the next
+    /// notification or reconnection catches up), or thrown when `throwing`.
+    private func catchUp(app: String, throwing: Bool = false) throws {
         guard !stopped, let deliver else { return }
         do {
             while true {
@@ -177,6 +184,7 @@ final class PostgresEventFollower: @unchecked Sendable {
                 if events.count < Self.pageSize { return }
             }
         } catch {
+            if throwing { throw error }
             logger.warning("cannot read other nodes' events", metadata: ["app": "\(app)", "error": "\(error)"])
         }
     }
