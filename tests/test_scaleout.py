@@ -72,9 +72,9 @@ class Node:
         return self.members.KickMembers(member_pb2.KickMembersRequest(group_id=group, user_ids=list(users)),
                                         metadata=user_md(owner), timeout=RPC_TIMEOUT)
 
-    def send(self, group, sender, text, client_id="", timeout=RPC_TIMEOUT):
+    def send(self, group, sender, text, client_id="", timeout=RPC_TIMEOUT, priority=0):
         return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
-            group_id=group, type="text", text=text, client_message_id=client_id),
+            group_id=group, type="text", text=text, client_message_id=client_id, priority=priority),
             metadata=admin_md(operator=sender), timeout=timeout)
 
     # --- reads -------------------------------------------------------------------------------
@@ -432,6 +432,44 @@ def test_a_rooms_audience_is_the_rooms_on_every_node(two_nodes):
     gone = b.members.GetMembersInfo(member_pb2.GetMembersInfoRequest(group_id=room, user_ids=[viewers[1]]),
                                     metadata=admin_md(), timeout=RPC_TIMEOUT)
     assert gone.results[0].result == common_pb2.MEMBER_RESULT_CODE_NOT_MEMBER
+
+
+def test_a_rooms_messages_and_rate_are_the_rooms_on_every_node(fresh_groupd):
+    """AVChatRoom messages keep no history: a node relays each through the database, so a
+    viewer on another node hears it, and every node counts it against the room's rate."""
+    server_a = fresh_groupd()
+    server_a.set_limits("      av_chat_room_messages_per_second: 3\n")
+    server_a.start()
+    server_b = fresh_groupd(database=server_a.database)
+    server_b.set_limits("      av_chat_room_messages_per_second: 3\n")
+    server_b.start()
+    a, b = Node(server_a), Node(server_b)
+    try:
+        host, viewer = uid("host"), uid("viewer")
+        room = a.create(host, group_type=common_pb2.GROUP_TYPE_AV_CHAT_ROOM, name="live")
+        b.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=room), metadata=user_md(viewer), timeout=RPC_TIMEOUT)
+        stream = Stream(b, event_pb2.SubscribeRequest(group_ids=[room]), admin_md())
+        try:
+            stream.until_caught_up()
+            # A full bucket of 3 through A: all sent, and a stream on B hears each, in order.
+            sent = [a.send(room, host, f"a{n}") for n in range(3)]
+            assert [r.result for r in sent] == [SENT] * 3
+            heard = stream.until(lambda item: item.WhichOneof("item") == "message" and item.message.text == "a2")
+            assert [item.message.text for item in heard if item.WhichOneof("item") == "message"] == ["a0", "a1", "a2"]
+            # B counted them against the room: 3 more at once through B do not all pass (a
+            # node with a bucket of its own would send all 3).
+            through_b = [b.send(room, host, f"b{n}").result for n in range(3)]
+            assert through_b.count(message_pb2.SEND_RESULT_SHED) >= 1, through_b
+            # Once B has relayed a message of A, a retry of it through B answers the first one.
+            first = a.send(room, host, "once", client_id="c-1", priority=common_pb2.MESSAGE_PRIORITY_HIGH)
+            stream.until(lambda item: item.WhichOneof("item") == "message" and item.message.text == "once")
+            retry = b.send(room, host, "once", client_id="c-1", priority=common_pb2.MESSAGE_PRIORITY_HIGH)
+            assert retry.deduplicated and retry.message.message_id == first.message.message_id
+        finally:
+            stream.cancel()
+    finally:
+        a.close()
+        b.close()
 
 
 def test_acknowledged_writes_of_a_killed_node_are_on_the_other(fresh_groupd):

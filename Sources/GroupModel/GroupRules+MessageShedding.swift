@@ -42,6 +42,13 @@ public struct MessageShedding: Sendable, Hashable {
         return true
     }
 
+    /// Counts a message the room admitted elsewhere (another node) at `now`: takes a token if
+    /// there is one, never going below zero, so the room's rate is shared by every node.
+    public mutating func consume(rate: Int, now: Timestamp) {
+        refill(rate: rate, now: now)
+        tokens = max(0, tokens - 1)
+    }
+
     /// Whether the bucket is full at `now` (the room has been quiet: forgetting it changes nothing).
     public func isFull(rate: Int, now: Timestamp) -> Bool {
         var copy = self

@@ -47,6 +47,17 @@ public final class GroupdService: Sendable {
         self.events = EventHub(store: store, clock: clock, logger: logger)
         policy.notifyAfterEvents(from: events)
         if store.isShared {
+            // Rooms' messages sent through other nodes: counted against the room's rate here
+            // too, and delivered to this node's streams.
+            store.followRoomMessages { [weak self] messages in
+                guard let self else { return }
+                let now = self.clock.now()
+                for message in messages {
+                    let rate = self.snapshot.limits(app: message.appID)?.avChatRoomMessagesPerSecond ?? 0
+                    self.roomMessages.admitted(elsewhere: message, rate: rate, now: now)
+                    self.publishRoomMessage(message)
+                }
+            }
             // Rooms' audiences follow every node's events (AudienceRegistry.replay).
             let audience = self.audience
             store.observeCommittedEvents { result in

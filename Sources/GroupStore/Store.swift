@@ -60,6 +60,17 @@ public final class Store: Sendable {
     /// Whether the database can be reached now (health reports `NOT_SERVING` while it cannot).
     public var isAvailable: Bool { backend.isAvailable }
 
+    /// Hands an AVChatRoom message to the other nodes' streams (a shared database; otherwise
+    /// nothing to do).
+    public func relayRoomMessage(_ message: GroupMessage) async throws {
+        try await read { try await backend.relayRoomMessage(message) }
+    }
+
+    /// Calls `deliver` with the AVChatRoom messages other nodes relay.
+    public func followRoomMessages(_ deliver: @escaping @Sendable ([GroupMessage]) -> Void) {
+        backend.followRoomMessages(deliver)
+    }
+
     /// Whether other nodes write the same database (PostgreSQL): per-node state follows their
     /// events, and ``catchUp(app:)`` brings it up to date before a read of it.
     public var isShared: Bool { backend.isShared }

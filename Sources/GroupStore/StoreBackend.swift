@@ -61,6 +61,14 @@ public protocol StoreBackend: Sendable {
     /// Calls `observer` with every change of ``isAvailable``.
     func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void)
 
+    /// Hands an AVChatRoom message (live only, no history) to the other nodes' streams; a backend
+    /// only one process uses does nothing.
+    func relayRoomMessage(_ message: GroupMessage) async throws
+
+    /// From now on, hands `deliver` the AVChatRoom messages other nodes relay, each app's in
+    /// the order they were relayed; a backend only one process uses does nothing.
+    func followRoomMessages(_ deliver: @escaping @Sendable ([GroupMessage]) -> Void)
+
     /// Whether other processes may write the same database (then each node's in-memory state
     /// follows their events, and reads of it first catch up: ``catchUp(app:)``).
     var isShared: Bool { get }
@@ -170,6 +178,8 @@ extension StoreBackend {
     public var isAvailable: Bool { true }
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {}
     public var isShared: Bool { false }
+    public func relayRoomMessage(_ message: GroupMessage) async throws {}
+    public func followRoomMessages(_ deliver: @escaping @Sendable ([GroupMessage]) -> Void) {}
     public func catchUp(app: String) async throws {}
     /// One process uses the database: the pass always runs.
     public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {

@@ -105,6 +105,38 @@ struct StoreSharedDatabaseTests {
         #expect(try await b.store.groups(app: Fixture.app, ids: ["g"])["g"]?.latestSequence == 301)
     }
 
+    @Test("room messages relayed by one node reach the others in order, not the sender's own follower")
+    func roomMessages() async throws {
+        let (a, b) = try await Self.twoNodes()
+        let (toA, intoA) = AsyncStream<GroupMessage>.makeStream()
+        let (toB, intoB) = AsyncStream<GroupMessage>.makeStream()
+        a.store.followRoomMessages { for message in $0 { intoA.yield(message) } }
+        b.store.followRoomMessages { for message in $0 { intoB.yield(message) } }
+        let sent = (0..<20).map { n in
+            GroupMessage(
+                appID: Fixture.app, groupID: "room", sequence: 0, messageID: "m\(n)", senderID: "host",
+                content: MessageContent(type: "text", text: "hello \(n)", payload: [0, 1, 2], clientMessageID: n == 0 ? "c" : nil),
+                time: Fixture.t0)
+        }
+        for message in sent { try await a.store.relayRoomMessage(message) }
+        // A marker through B: when A's follower has it, it had every earlier notification too.
+        try await b.store.relayRoomMessage(GroupMessage(
+            appID: Fixture.app, groupID: "room", sequence: 0, messageID: "marker", senderID: "host",
+            content: MessageContent(text: "marker"), time: Fixture.t0))
+        var heardByB: [GroupMessage] = []
+        for await message in toB {
+            heardByB.append(message)
+            if heardByB.count == sent.count { break }
+        }
+        #expect(heardByB == sent)
+        var heardByA: [GroupMessage] = []
+        for await message in toA {
+            heardByA.append(message)
+            break
+        }
+        #expect(heardByA.map(\.messageID) == ["marker"])
+    }
+
     @Test("a periodic pass runs on one node at a time")
     func exclusivePass() async throws {
         let (a, b) = try await Self.twoNodes()

@@ -84,6 +84,9 @@ extension GroupdService {
         if !stored {
             let outcome = roomMessages.admit(message, rate: call.limits.avChatRoomMessagesPerSecond, now: now)
             if case .sent(let sent, deduplicated: false) = outcome {
+                // Other nodes' viewers get it through the shared database (nothing to do on
+                // SQLite); if it cannot be relayed, nobody gets it and the sender is told.
+                try await store.relayRoomMessage(sent)
                 publishRoomMessage(sent)
             }
             return Self.sendResponse(outcome)

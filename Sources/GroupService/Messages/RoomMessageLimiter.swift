@@ -95,6 +95,27 @@ final class RoomMessageLimiter: Sendable {
         }
     }
 
+    /// Counts a message another node admitted in the room (the room's rate is the room's,
+    /// wherever its members send) and remembers its client id, so a retry through this node
+    /// answers it too.
+    func admitted(elsewhere message: GroupMessage, rate: Int, now: Timestamp) {
+        let key = Key(app: message.appID, group: message.groupID)
+        state.withLock { state in
+            var room = state.rooms[key] ?? Room(shedding: MessageShedding(rate: rate, now: now), rate: rate)
+            room.rate = rate
+            room.shedding.consume(rate: rate, now: now)
+            if let id = message.content.clientMessageID {
+                let retry = Retry(sender: message.senderID, clientMessageID: id)
+                if room.sent[retry] == nil {
+                    room.sent[retry] = message
+                    room.order.append(retry)
+                    if room.order.count > Self.retryCapacity { room.sent.removeValue(forKey: room.order.removeFirst()) }
+                }
+            }
+            state.rooms[key] = room
+        }
+    }
+
     /// The message a sender sent in a room with `clientMessageID` within the last
     /// ``retrySeconds``, if this node remembers it.
     func sent(app: String, groupID: String, senderID: String, clientMessageID: String, now: Timestamp) -> GroupMessage? {

@@ -35,6 +35,11 @@ public final class PostgresBackend: StoreBackend {
     let writer: PostgresSession
     let writerQueue = DispatchQueue(label: "groupd.postgres.writer")
     let readers: PostgresReaders
+    /// The connection relaying AVChatRoom messages (without waiting for their flush: they are
+    /// live only), on ``roomQueue``; ``relayed`` counts them there.
+    let roomSession: PostgresSession
+    let roomQueue = DispatchQueue(label: "groupd.postgres.rooms")
+    nonisolated(unsafe) var relayed = 0
     /// The connection holding the periodic passes' locks (``exclusively(_:_:)``), on ``passQueue``.
     let passSession: PostgresSession
     let passQueue = DispatchQueue(label: "groupd.postgres.passes")
@@ -55,6 +60,8 @@ public final class PostgresBackend: StoreBackend {
         let loop = group.next()
         self.writer = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 0)
         self.passSession = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 4)
+        self.roomSession = PostgresSession(
+            settings: settings, eventLoop: loop, logger: logger, id: 5, setup: ["SET synchronous_commit = off"])
         let monitor = PostgresAvailability(
             session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 1), logger: logger)
         self.monitor = monitor
@@ -152,6 +159,7 @@ public final class PostgresBackend: StoreBackend {
         follower.stop()
         writerQueue.sync { writer.disconnect() }
         passQueue.sync { passSession.disconnect() }
+        roomQueue.sync { roomSession.disconnect() }
         readers.closeNow()
         try? group.syncShutdownGracefully()
     }
@@ -240,6 +248,40 @@ public final class PostgresBackend: StoreBackend {
     }
 
     public var isShared: Bool { true }
+
+    public func relayRoomMessage(_ message: GroupMessage) async throws {
+        guard monitor.isAvailable else { throw monitor.unavailableError() }
+        let node = follower.nodeID
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            roomQueue.async {
+                continuation.resume(with: Result {
+                    let content = message.content
+                    try self.roomSession.command(
+                        "SELECT groupd_relay_room_message(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            .text(message.appID), .text(node), .text(message.groupID), .text(message.messageID),
+                            .text(message.senderID), .text(message.senderNameCard), .text(content.clientMessageID),
+                            .text(content.type), .text(content.text), .bytes(content.payload), .text(content.priority.rawValue),
+                            .integer(message.time.millisecondsSince1970),
+                        ])
+                    self.relayed += 1
+                    if self.relayed % 1000 == 0 {
+                        // Every node has read them long since: relayed messages live about a minute.
+                        try self.roomSession.execute(
+                            "DELETE FROM room_messages WHERE time < ?",
+                            [.integer(message.time.millisecondsSince1970 - 60_000)])
+                    }
+                }.mapError { error in
+                    if case .unavailable = error as? PostgresStoreError { self.monitor.connectionLost() }
+                    return (error as? PostgresStoreError)?.groupError ?? error
+                })
+            }
+        }
+    }
+
+    public func followRoomMessages(_ deliver: @escaping @Sendable ([GroupMessage]) -> Void) {
+        follower.startRooms(deliver: deliver)
+    }
 
     public func catchUp(app: String) async throws {
         guard monitor.isAvailable else { throw monitor.unavailableError() }

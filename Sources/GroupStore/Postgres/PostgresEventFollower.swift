@@ -29,6 +29,11 @@ final class PostgresEventFollower: @unchecked Sendable {
     private let queue = DispatchQueue(label: "groupd.postgres.events")
     private var marks: [String: Int64] = [:]
     private var deliver: (@Sendable ([LoggedEvent]) -> Void)?
+    /// Per app, the highest `room_messages.id` read; and where room messages go.
+    private var roomMarks: [String: Int64] = [:]
+    private var deliverRooms: (@Sendable ([GroupMessage]) -> Void)?
+    /// This process, in the `node` column of the room messages it relays.
+    let nodeID = UUID().uuidString
     private var listener: PostgresConnection?
     private var stopped = false
     private var reconnectDelay = 0.05
@@ -52,6 +57,20 @@ final class PostgresEventFollower: @unchecked Sendable {
             } catch {
                 logger.warning("cannot follow other nodes' commits yet", metadata: ["error": "\(error)"])
                 scheduleReconnect()
+            }
+        }
+    }
+
+    /// Starts following relayed AVChatRoom messages: from now on other nodes' go to `deliver`.
+    func startRooms(deliver: @escaping @Sendable ([GroupMessage]) -> Void) {
+        queue.sync {
+            deliverRooms = deliver
+            do {
+                try session.rows("SELECT app_id, max(id) FROM room_messages GROUP BY app_id") { row in
+                    roomMarks[try row.text(0)] = try row.int64(1)
+                }
+            } catch {
+                logger.warning("cannot follow other nodes' room messages yet", metadata: ["error": "\(error)"])
             }
         }
     }
@@ -127,7 +146,13 @@ final class PostgresEventFollower: @unchecked Sendable {
             let app = notification.payload
             follower.queue.async { try? follower.catchUp(app: app) }
         }
+        connection.addListener(channel: PostgresSchema.roomChannel) { [weak self] _, notification in
+            guard let follower = self else { return }
+            let app = notification.payload
+            follower.queue.async { follower.catchUpRooms(app: app) }
+        }
         _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresSchema.eventChannel)"), logger: logger).wait()
+        _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresSchema.roomChannel)"), logger: logger).wait()
         connection.closeFuture.whenComplete { [weak self] _ in
             guard let follower = self else { return }
             follower.queue.async { follower.lost(connection) }
@@ -164,6 +189,7 @@ final class PostgresEventFollower: @unchecked Sendable {
                 marks[app] = 0
             }
             for app in marks.keys.sorted() { try? catchUp(app: app) }
+            for app in roomMarks.keys.sorted() { catchUpRooms(app: app) }
         } catch {
             scheduleReconnect()
         }
@@ -186,6 +212,44 @@ final class PostgresEventFollower: @unchecked Sendable {
         } catch {
             if throwing { throw error }
             logger.warning("cannot read other nodes' events", metadata: ["app": "\(app)", "error": "\(error)"])
+        }
+    }
+
+    /// Reads and delivers the app's room messages relayed by other nodes after its mark (rows
+    /// relayed by this node were delivered when sent).
+    private func catchUpRooms(app: String) {
+        guard !stopped, let deliverRooms else { return }
+        do {
+            while true {
+                var messages: [GroupMessage] = []
+                var last: Int64?
+                var count = 0
+                try session.rows(
+                    """
+                    SELECT id, node, group_id, message_id, sender_id, sender_name_card, client_message_id, type, text,
+                        payload, priority, time
+                    FROM room_messages WHERE app_id = ? AND id > ? ORDER BY id LIMIT \(Self.pageSize)
+                    """, [.text(app), .integer(roomMarks[app] ?? 0)]
+                ) { row in
+                    last = try row.int64(0)
+                    count += 1
+                    guard try row.text(1) != nodeID else { return }
+                    messages.append(GroupMessage(
+                        appID: app, groupID: try row.text(2), sequence: 0, messageID: try row.text(3),
+                        senderID: try row.text(4), senderNameCard: try row.text(5),
+                        content: MessageContent(
+                            type: try row.text(7), text: try row.text(8), payload: try row.blob(9),
+                            priority: try Rows.parse(row.text(10), MessagePriority.init(rawValue:)),
+                            clientMessageID: try row.optionalText(6)),
+                        time: Timestamp(millisecondsSince1970: try row.int64(11))))
+                }
+                guard let last else { return }
+                roomMarks[app] = last
+                if !messages.isEmpty { deliverRooms(messages) }
+                if count < Self.pageSize { return }
+            }
+        } catch {
+            logger.warning("cannot read other nodes' room messages", metadata: ["app": "\(app)", "error": "\(error)"])
         }
     }
 

@@ -16,6 +16,9 @@ enum PostgresSchema {
         static let appWrites: Int32 = 0x6770_0002
         /// A periodic pass (object: the pass), held while one node runs it.
         static let passes: Int32 = 0x6770_0003
+        /// An app's relayed room messages (object: `hashtext(app_id)`), held by each insert
+        /// (``PostgresSchema/v2``, which spells it in decimal: 1735393284).
+        static let roomMessages: Int32 = 0x6770_0004
     }
 
     /// The notification channel a commit notifies with its app id (no other payload: the
@@ -23,7 +26,10 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2)]
+
+    /// The notification channel a relayed AVChatRoom message notifies with its app id.
+    static let roomChannel = "groupd_rooms"
 
     /// Applies the migrations not yet applied, under the migration lock (two nodes starting at
     /// once migrate once: the second waits for the lock, then finds them applied).
@@ -76,6 +82,51 @@ enum PostgresSchema {
         if !last.isEmpty { statements.append(last) }
         return statements
     }
+
+    /// v2: AVChatRoom messages relayed between nodes. They keep no history (as on SQLite): a row
+    /// lives about a minute, long enough for every node's follower to read it and hand it to its
+    /// live streams.
+    ///
+    /// - `groupd_relay_room_message(...)` inserts one in a statement of its own, holding the
+    ///   app's room lock to its commit (so `id` order is commit order within an app, as
+    ///   `event_id` is), and notifies ``roomChannel`` with the app id.
+    /// - `node` is the sending process (its own follower skips the row: it delivered it already).
+    static let v2 = """
+        CREATE TABLE room_messages (
+            app_id TEXT NOT NULL,
+            id BIGSERIAL NOT NULL,
+            node TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            sender_name_card TEXT NOT NULL,
+            client_message_id TEXT,
+            type TEXT NOT NULL,
+            text TEXT NOT NULL,
+            payload BYTEA NOT NULL,
+            priority TEXT NOT NULL,
+            time BIGINT NOT NULL,
+            PRIMARY KEY (app_id, id)
+        );
+        CREATE INDEX room_messages_by_time ON room_messages (time);
+
+        CREATE FUNCTION groupd_relay_room_message(
+            p_app TEXT, p_node TEXT, p_group TEXT, p_message_id TEXT, p_sender TEXT, p_name_card TEXT,
+            p_client_id TEXT, p_type TEXT, p_text TEXT, p_payload BYTEA, p_priority TEXT, p_time BIGINT)
+        RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE
+            new_id BIGINT;
+        BEGIN
+            PERFORM pg_advisory_xact_lock(1735393284, hashtext(p_app));
+            INSERT INTO room_messages (app_id, node, group_id, message_id, sender_id, sender_name_card,
+                    client_message_id, type, text, payload, priority, time)
+                VALUES (p_app, p_node, p_group, p_message_id, p_sender, p_name_card, p_client_id, p_type, p_text,
+                    p_payload, p_priority, p_time)
+                RETURNING id INTO new_id;
+            PERFORM pg_notify('groupd_rooms', p_app);
+            RETURN new_id;
+        END $$;
+        """
 
     /// v1: the schema of SQLite's v1–v7 (docs/STORE.md), keyed by app.
     ///

@@ -136,11 +136,15 @@ final class PostgresSession: @unchecked Sendable {
     /// Whether a transaction is open.
     private(set) var inTransaction = false
 
-    init(settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, id: Int) {
+    /// Session settings run after each connect (besides `statement_timeout`).
+    private let setup: [String]
+
+    init(settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, id: Int, setup: [String] = []) {
         self.settings = settings
         self.eventLoop = eventLoop
         self.logger = logger
         self.id = id
+        self.setup = setup
     }
 
     /// The connection, opened (with the session settings) if there is none.
@@ -151,9 +155,9 @@ final class PostgresSession: @unchecked Sendable {
             let connection = try PostgresConnection.connect(
                 on: eventLoop, configuration: try settings.connectionConfiguration(), id: id, logger: logger
             ).wait()
-            _ = try connection.query(
-                PostgresQuery(unsafeSQL: "SET statement_timeout = \(settings.statementTimeoutMilliseconds)"), logger: logger
-            ).wait()
+            for command in ["SET statement_timeout = \(settings.statementTimeoutMilliseconds)"] + setup {
+                _ = try connection.query(PostgresQuery(unsafeSQL: command), logger: logger).wait()
+            }
             self.connection = connection
             return connection
         } catch {
