@@ -76,6 +76,8 @@ struct ConfigurationTests {
         #expect(c.eventLoopThreads == 2)
         #expect(c.auth.clockSkewSeconds == 30)
         #expect(c.auth.tokenCacheEntries == 4096)
+        #expect(c.store == .defaults)
+        #expect(c.store.backend == .sqlite)
         let limits = c.apps[0].limits
         #expect(limits.groupNameBytes == 64)
         #expect(limits.introductionBytes == 120)
@@ -150,7 +152,49 @@ struct ConfigurationTests {
         Mistake(name: "unknown group type in max_members", yaml: minimal + "\n    limits: {max_members: {private: 5}}",
                 keyPath: "apps[0].limits.max_members.private", expected: "unknown key"),
         Mistake(name: "not YAML", yaml: "apps: [unclosed", keyPath: "", expected: "not valid YAML"),
+        Mistake(name: "unknown store backend", yaml: "store: {backend: mysql}\n" + minimal, keyPath: "store.backend",
+                expected: "sqlite or postgres"),
+        Mistake(name: "postgres without a URL", yaml: "store: {backend: postgres}\n" + minimal, keyPath: "store.url",
+                expected: "not a postgres:// URL"),
+        Mistake(name: "postgres URL without a database", yaml: "store: {backend: postgres, url: 'postgres://u@h:5432/'}\n" + minimal,
+                keyPath: "store.url", expected: "no database"),
+        Mistake(name: "postgres URL without a user", yaml: "store: {backend: postgres, url: 'postgres://h/db'}\n" + minimal,
+                keyPath: "store.url", expected: "no user"),
+        Mistake(name: "unknown TLS mode", yaml: "store: {tls: always}\n" + minimal, keyPath: "store.tls",
+                expected: "disable, prefer or require"),
+        Mistake(name: "empty pool", yaml: "store: {pool_size: 0}\n" + minimal, keyPath: "store.pool_size",
+                expected: "from 1 to 1000"),
+        Mistake(name: "zero statement timeout", yaml: "store: {statement_timeout_ms: 0}\n" + minimal,
+                keyPath: "store.statement_timeout_ms", expected: "from 1 to 3600000"),
+        Mistake(name: "unknown store key", yaml: "store: {host: db}\n" + minimal, keyPath: "store.host",
+                expected: "unknown key"),
     ]
+
+    @Test("store: postgres with every key; absent keys take their defaults")
+    func store() throws {
+        let c = try GroupdConfiguration.parse(yaml: """
+            store:
+              backend: postgres
+              url: "postgres://groupd:s3cret@db.internal:6432/groups"
+              pool_size: 16
+              max_waiting: 10
+              statement_timeout_ms: 250
+              connect_timeout_ms: 900
+              tls: require
+            \(minimal)
+            """)
+        #expect(c.store.backend == .postgres)
+        let settings = c.store.postgres
+        #expect(settings.poolSize == 16 && settings.maxWaiting == 10)
+        #expect(settings.statementTimeoutMilliseconds == 250 && settings.connectTimeoutMilliseconds == 900)
+        #expect(settings.tls == .require)
+        let endpoint = try settings.endpoint()
+        #expect(endpoint.host == "db.internal" && endpoint.port == 6432 && endpoint.user == "groupd")
+        #expect(endpoint.password == "s3cret" && endpoint.database == "groups")
+        let short = try GroupdConfiguration.parse(yaml: "store: {backend: postgres, url: 'postgres://u@h/d'}\n" + minimal)
+        #expect(short.store.poolSize == 8 && short.store.tls == .disable)
+        #expect(try short.store.postgres.endpoint().port == 5432)
+    }
 
     @Test("each mistake names the file, the key path and what was expected", arguments: mistakes)
     func mistake(_ m: Mistake) throws {
