@@ -257,6 +257,20 @@ struct StoreSharedDatabaseTests {
         }
     }
 
+    @Test("TLS: require refuses a server without TLS (UNAVAILABLE); prefer falls back to plain TCP")
+    func tlsModes() async throws {
+        let seed = try await temporaryStore(.postgres)
+        var settings = seed.postgres!
+        settings.tls = .require
+        let refused = await Fixture.groupError { _ = try await PostgresBackend.open(settings: settings) }
+        #expect(refused?.code == .unavailable)
+        #expect(refused?.reason == .storeUnavailable)
+        settings.tls = .prefer
+        let backend = try await PostgresBackend.open(settings: settings)
+        defer { backend.closeNow() }
+        #expect(backend.appliedMigrations == PostgresSchema.migrations.map(\.id))
+    }
+
     @Test("two nodes opening a new database at once migrate it once")
     func concurrentMigrations() async throws {
         let server = PostgresTestServer.settings!
