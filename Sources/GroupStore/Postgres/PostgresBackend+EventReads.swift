@@ -111,9 +111,14 @@ enum PostgresEventRows {
         try session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = ?", [.text(app)]) { try $0.int64(0) } ?? 0
     }
 
-    /// Reads the app's events matching `condition` (over `group_events e` joined with `groups g`,
-    /// with its `ORDER BY` / `LIMIT`), with message bodies and, when asked, the approvers of
+    /// Reads the app's events matching `condition` (over `group_events e` alone, with its
+    /// `ORDER BY e.event_id` / `LIMIT`), with message bodies and, when asked, the approvers of
     /// approver-addressed events.
+    ///
+    /// The events are selected first (a materialized CTE, so the plan walks the app's
+    /// `(app_id, event_id)` range and stops at the limit), then joined with their groups and
+    /// bodies: joined in one query, the planner could start from the app's groups and probe the
+    /// events of each.
     static func loggedEvents(
         _ session: PostgresSession, app: String, where condition: String, arguments: [PGValue], resolveApprovers: Bool = true
     ) throws -> [LoggedEvent] {
@@ -122,10 +127,11 @@ enum PostgresEventRows {
         var groupKeys: [Int] = []
         try session.rows(
             """
-            SELECT \(EventRows.loggedEventColumns) FROM group_events e
+            WITH e AS MATERIALIZED (SELECT * FROM group_events e WHERE e.app_id = ? AND \(condition))
+            SELECT \(EventRows.loggedEventColumns) FROM e
             JOIN groups g ON g.app_id = e.app_id AND g.group_key = e.group_key
             LEFT JOIN group_messages gm ON gm.app_id = e.app_id AND gm.event_id = e.event_id
-            WHERE e.app_id = ? AND \(condition)
+            ORDER BY e.event_id
             """, [.text(app)] + arguments
         ) { row in
             let event = try Rows.event(row)

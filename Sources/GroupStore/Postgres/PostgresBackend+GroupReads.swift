@@ -10,7 +10,7 @@ public import GroupModel
 /// `group_key`. Every statement names the app (the app-first keys of ``PostgresSchema``).
 extension PostgresBackend {
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
-        try await read { session in
+        try await readOne { session, inSnapshot in
             var rows: [Rows.GroupRow] = []
             rows.reserveCapacity(ids.count)
             try session.rows(
@@ -20,6 +20,7 @@ extension PostgresBackend {
                 """,
                 [.text(app), .texts(ids)]
             ) { rows.append(try Rows.group($0)) }
+            if !inSnapshot && rows.contains(where: \.hasCustom) { return nil }
             var result: [String: Group] = [:]
             result.reserveCapacity(rows.count)
             for group in try PostgresRows.withCustom(rows, app: app, session: session) { result[group.id] = group }
@@ -28,7 +29,7 @@ extension PostgresBackend {
     }
 
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
-        try await read { session in
+        try await readOne { session, inSnapshot in
             var groupIDList: [String] = []
             var rows: [Rows.MemberRow] = []
             try session.rows(
@@ -42,6 +43,7 @@ extension PostgresBackend {
                 groupIDList.append(try row.text(0))
                 rows.append(try Rows.member(row, at: 1))
             }
+            if !inSnapshot && rows.contains(where: \.hasCustom) { return nil }
             let members = try PostgresRows.withCustom(rows, app: app, userID: userID, session: session)
             var result: [String: Member] = [:]
             for (offset, member) in members.enumerated() { result[groupIDList[offset]] = member }

@@ -81,6 +81,15 @@ public final class PostgresBackend: StoreBackend {
             throw error
         }
         monitor.start(onRecovery: { [follower] in follower.recovered() })
+        // This node's own commits and relays are delivered without a read-back.
+        let follower = self.follower
+        for session in [writer, roomSession] {
+            if let pid = session.backendPID { follower.own(pid, replacing: nil) }
+            let previous = Mutex<Int32?>(session.backendPID)
+            session.onConnect = { pid in
+                follower.own(pid, replacing: previous.withLock { old in defer { old = pid }; return old })
+            }
+        }
     }
 
     /// Connects to the database, applies pending migrations (under the migration lock) and
@@ -299,6 +308,19 @@ public final class PostgresBackend: StoreBackend {
     }
 
     // MARK: Reads
+
+    /// Runs `body` on a pooled connection, first as one statement outside a transaction
+    /// (`inSnapshot` false: one round trip instead of three); when it needs a second statement
+    /// (custom fields to read), it returns `nil` and runs again in one read snapshot.
+    func readOne<T: Sendable>(_ body: @escaping @Sendable (PostgresSession, _ inSnapshot: Bool) throws -> T?) async throws -> T {
+        try await readers.run { session in
+            if let value = try body(session, false) { return value }
+            return try session.readTransaction {
+                guard let value = try body(session, true) else { throw GroupError.internal("a read in a snapshot asked for one") }
+                return value
+            }
+        }
+    }
 
     /// Runs `body` on a pooled connection in one read snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {

@@ -4,6 +4,7 @@ import GroupModel
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// Delivers every event committed to the database, by any node, to this node's observers: each
 /// app's in `event_id` order, each once.
@@ -34,6 +35,17 @@ final class PostgresEventFollower: @unchecked Sendable {
     private var deliverRooms: (@Sendable ([GroupMessage]) -> Void)?
     /// This process, in the `node` column of the room messages it relays.
     let nodeID = UUID().uuidString
+    /// The server processes of this node's writer and room relay: their notifications are this
+    /// node's own commits, which ``publishLocal(_:deliver:)`` (or the sender) delivers already.
+    private let ownProcesses = Mutex<Set<Int32>>([])
+
+    /// The connection of this node's writer or relay is now served by `pid` (`old`: before).
+    func own(_ pid: Int32, replacing old: Int32?) {
+        ownProcesses.withLock { processes in
+            if let old { processes.remove(old) }
+            processes.insert(pid)
+        }
+    }
     private var listener: PostgresConnection?
     private var stopped = false
     private var reconnectDelay = 0.05
@@ -127,6 +139,10 @@ final class PostgresEventFollower: @unchecked Sendable {
         try queue.sync { try catchUp(app: app, throwing: true) }
     }
 
+    private func isOwn(_ pid: Int32) -> Bool {
+        ownProcesses.withLock { $0.contains(pid) }
+    }
+
     // MARK: On the queue
 
     private func heads() throws -> [String: Int64] {
@@ -142,12 +158,12 @@ final class PostgresEventFollower: @unchecked Sendable {
             on: eventLoop, configuration: try settings.connectionConfiguration(), id: 3, logger: logger
         ).wait()
         connection.addListener(channel: PostgresSchema.eventChannel) { [weak self] _, notification in
-            guard let follower = self else { return }
+            guard let follower = self, !follower.isOwn(notification.backendPID) else { return }
             let app = notification.payload
             follower.queue.async { try? follower.catchUp(app: app) }
         }
         connection.addListener(channel: PostgresSchema.roomChannel) { [weak self] _, notification in
-            guard let follower = self else { return }
+            guard let follower = self, !follower.isOwn(notification.backendPID) else { return }
             let app = notification.payload
             follower.queue.async { follower.catchUpRooms(app: app) }
         }

@@ -135,6 +135,10 @@ final class PostgresSession: @unchecked Sendable {
     private(set) var transactionFailed = false
     /// Whether a transaction is open.
     private(set) var inTransaction = false
+    /// The server process of the current connection (`pg_backend_pid()`), once connected.
+    private(set) var backendPID: Int32?
+    /// Called with ``backendPID`` after each connect.
+    var onConnect: (@Sendable (Int32) -> Void)?
 
     /// Session settings run after each connect (besides `statement_timeout`).
     private let setup: [String]
@@ -158,6 +162,10 @@ final class PostgresSession: @unchecked Sendable {
             for command in ["SET statement_timeout = \(settings.statementTimeoutMilliseconds)"] + setup {
                 _ = try connection.query(PostgresQuery(unsafeSQL: command), logger: logger).wait()
             }
+            let pid = try connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger).wait()
+                .rows.first.map { try $0.makeRandomAccess()[0].decode(Int32.self) }
+            backendPID = pid
+            if let pid { onConnect?(pid) }
             self.connection = connection
             return connection
         } catch {
@@ -211,6 +219,12 @@ final class PostgresSession: @unchecked Sendable {
     func execute(_ sql: String, _ arguments: [PGValue] = []) throws -> Int {
         writeCount += 1
         return try run(sql, arguments).metadata.rows ?? 0
+    }
+
+    /// Counts a statement run with ``rows(_:_:_:)`` or ``first(_:_:_:)`` that changed rows
+    /// (`INSERT … RETURNING`) as a write.
+    func markWrite() {
+        writeCount += 1
     }
 
     /// Runs a statement that returns nothing of interest (session commands, locks).

@@ -148,11 +148,9 @@ final class PostgresTransaction: StoreTransaction {
             }
             if !writes.events.isEmpty {
                 let (appended, ids) = try appendEvents(
-                    writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time)
-                if let message = writes.message {
-                    try insert(message, app: app, sequence: appended[0].sequence, eventID: ids[0], groupKey: key)
-                    result.messageEventID = ids[0]
-                }
+                    writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time,
+                    message: writes.message)
+                if writes.message != nil { result.messageEventID = ids[0] }
                 result.events += appended
                 result.eventIDs += ids
             }
@@ -219,6 +217,7 @@ final class PostgresTransaction: StoreTransaction {
             RETURNING group_key
             """, values, { try $0.int64(0) })
         else { throw GroupError.internal("the group insert returned no key") }
+        session.markWrite()
         try insertCustom(group.custom, app: app, groupKey: groupKey)
         for member in plan.members {
             try insert(member, app: app, groupKey: groupKey)
@@ -389,11 +388,12 @@ final class PostgresTransaction: StoreTransaction {
             change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time)
     }
 
-    /// Numbers `drafts` after `sequence`, inserts them (one statement), moves the group's
-    /// `latest_seq` and the app's head. Returns the events and their `event_id`s.
+    /// Numbers `drafts` after `sequence` and, in one statement (one round trip), inserts them,
+    /// moves the group's `latest_seq` and the app's head, and inserts `message`'s body under the
+    /// first one. Returns the events and their `event_id`s.
     private func appendEvents(
         _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64,
-        time: Timestamp
+        time: Timestamp, message: GroupMessage? = nil
     ) throws -> ([GroupEvent], [Int64]) {
         if drafts.isEmpty { return ([], []) }
         var events: [GroupEvent] = []
@@ -417,48 +417,48 @@ final class PostgresTransaction: StoreTransaction {
             ]
             events.append(event)
         }
-        var ids: [Int64] = []
-        try session.rows(
-            """
-            INSERT INTO group_events (
-                app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
-                recipient_kind, recipient_user)
-            VALUES \(rows.joined(separator: ", "))
-            RETURNING event_id
-            """, values
-        ) { ids.append(try $0.int64(0)) }
-        ids.sort()
-        guard ids.count == events.count, let last = events.last, let lastID = ids.last else {
-            throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
-        }
-        try session.execute(
-            "UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?",
-            [.integer(last.sequence), .text(appID), .integer(groupKey)])
-        try session.execute(
-            """
-            INSERT INTO app_event_heads (app_id, last_event_id) VALUES (?, ?)
-            ON CONFLICT (app_id) DO UPDATE SET last_event_id = greatest(app_event_heads.last_event_id, excluded.last_event_id)
-            """, [.text(appID), .integer(lastID)])
-        appsWithEvents.insert(appID)
-        return (events, ids)
-    }
-
-    /// Inserts a message body under its event row.
-    private func insert(_ message: GroupMessage, app: String, sequence: Int64, eventID: Int64, groupKey: Int64) throws {
-        let content = message.content
-        try session.execute(
-            """
-            INSERT INTO group_messages (
-                app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                payload, priority, sender_name_card, time)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(app), .integer(eventID), .integer(groupKey), .integer(sequence), .text(message.messageID),
+        values += [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey), .text(appID)]
+        var body = ""
+        if let message {
+            let content = message.content
+            body = """
+                , body AS (
+                    INSERT INTO group_messages (
+                        app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
+                        payload, priority, sender_name_card, time)
+                    SELECT ?, min(event_id), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM ins)
+                """
+            values += [
+                .text(appID), .integer(groupKey), .integer(events[0].sequence), .text(message.messageID),
                 .text(message.senderID), .text(content.clientMessageID), .text(content.type), .text(content.text),
                 .bytes(content.payload), .text(content.priority.rawValue), .text(message.senderNameCard),
                 .integer(message.time.millisecondsSince1970),
-            ])
+            ]
+        }
+        var ids: [Int64] = []
+        try session.rows(
+            """
+            WITH ins AS (
+                INSERT INTO group_events (
+                    app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
+                    recipient_kind, recipient_user)
+                VALUES \(rows.joined(separator: ", "))
+                RETURNING event_id),
+            latest AS (UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?),
+            head AS (
+                INSERT INTO app_event_heads (app_id, last_event_id) SELECT ?, max(event_id) FROM ins
+                ON CONFLICT (app_id)
+                DO UPDATE SET last_event_id = greatest(app_event_heads.last_event_id, excluded.last_event_id))
+            \(body)
+            SELECT event_id FROM ins ORDER BY event_id
+            """, values
+        ) { ids.append(try $0.int64(0)) }
+        session.markWrite()
+        guard ids.count == events.count else {
+            throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
+        }
+        appsWithEvents.insert(appID)
+        return (events, ids)
     }
 
     /// Inserts the item, or updates it when its id exists in the app.
