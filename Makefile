@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build release run test test-swift test-interop test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build release run test test-swift test-interop test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -60,7 +60,7 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-writes bench-crash bench-fanout bench-plugins bench-scale
+bench: bench-rpc bench-writes bench-crash bench-fanout bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -87,6 +87,14 @@ bench-scale: release
 ## memory per idle stream, messages/s into a 1,000-member group with 1,000 subscribers
 bench-fanout: release
 	python3 scripts/bench_fanout.py $(RELEASE_BIN)
+
+## bench-scaleout: SQLite vs PostgreSQL (one node), and one vs two groupd nodes on one PostgreSQL
+## database: the write mix and GetGroupsInfo (calls/s, groupd's and PostgreSQL's CPU per call), then
+## the latency of an event from a send on one node to 10 Subscribe streams on the other (groupd and
+## PostgreSQL on core 0, the load on core 1, a throw-away cluster of scripts/pg_cluster.py; about 5
+## minutes; every figure also in .build/bench/scaleout-<time>.json)
+bench-scaleout: release bench-deps
+	python3 scripts/bench_scaleout.py $(RELEASE_BIN)
 
 ## test-sanitize: the policy host and the C plugins under ThreadSanitizer (many callers on one
 ## instance while a reload swaps it, among others), built in .build-tsan so the main build stays

@@ -2,7 +2,8 @@
 `make bench-scaleout`.
 
   python3 scripts/bench_scaleout.py .build/release/groupd [--seconds 8] [--latency-seconds 10]
-                                    [--rate 1000] [--subscribers 10] [--json FILE]
+                                    [--rate 1000] [--low-rate 200] [--subscribers 10] [--json FILE]
+                                    [--workloads get,send_one,...] [--skip throughput|latency]
 
 Everything runs in one session on this machine, loopback only, durability on both stores
 (SQLite `durability: full`; PostgreSQL `fsync=on`, `synchronous_commit=on`), each load bounded in
@@ -29,7 +30,9 @@ end, also on failure); a fresh database (or SQLite data directory) per configura
      read just before its send; the receiving process reads the same clock when the bytes arrive
      (one machine, one clock). Reported: p50/p99/max over every (message, stream) and the
      latency to the last of the streams per message; then the same with writer and subscribers
-     on node A, and on one SQLite node.
+     on node A, and on one SQLite node. All of it at --rate and again at --low-rate (200/s), a
+     rate the PostgreSQL store keeps up with here: when it does not, the figure is queueing in
+     the writes (flagged), and streams the server ends are counted with their grpc-status.
 
 Pinning (printed by the run): groupd nodes and every PostgreSQL process on core 0 (the server
 side shares one core, as groupd alone does on SQLite), the load generators, the writer and the
@@ -46,6 +49,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -395,6 +399,10 @@ def throughput(name, binary, workdir, args, cluster, url, node_count, results):
     rows = {}
     try:
         seed(nodes[0].address, md)
+        if url:
+            # Statistics of the seeded tables, as a database in service has them (autovacuum would
+            # analyze them only after its next nap, in the middle of a load or not at all).
+            cluster.psql("ANALYZE", database=url.rsplit("/", 1)[1])
         addresses = [node.address for node in nodes]
         check_get(addresses, md)
         files = request_files(workdir, md, args.seconds, node_count)
@@ -679,6 +687,12 @@ def report(results, args):
     configs = results["throughput"]
     sqlite, pg1, pg2 = (configs.get(k, {}).get("rows", {}) for k in ("sqlite_1", "postgres_1", "postgres_2"))
     labels = {key: label for key, label, *_ in WORKLOADS}
+    if sqlite or pg1 or pg2:
+        throughput_tables(sqlite, pg1, pg2, labels)
+    latency_table(results, args)
+
+
+def throughput_tables(sqlite, pg1, pg2, labels):
     say("\n## 1. SQLite vs PostgreSQL, one node (server side on core 0)\n")
     say("| workload | SQLite calls/s | SQLite p99 ms | SQLite groupd µs/call | PostgreSQL calls/s | PostgreSQL p99 ms "
         "| PG groupd µs/call | postgres µs/call | PG total µs/call | PG/SQLite calls/s | failed (SQLite / PG) |")
@@ -721,6 +735,9 @@ def report(results, args):
         "assumes each node on a core of its own and is an upper bound from CPU alone: writes of one app also "
         "serialize on the app's advisory lock across nodes (one transaction at a time), and every commit waits "
         "for an fsync.")
+
+
+def latency_table(results, args):
     lat = results.get("latency", {})
     rows = [(k, r) for part in ("postgres", "sqlite") for k, r in lat.get(part, {}).get("runs", {}).items()]
     if rows:
@@ -750,6 +767,7 @@ def main():
                         help="comma-separated subset of " + ",".join(k for k, *_ in WORKLOADS))
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: throughput,latency")
     parser.add_argument("--json", help="where to write every figure (default .build/bench/scaleout-<UTC time>.json)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data) after a successful run")
     parser.add_argument("--writer-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
@@ -795,12 +813,14 @@ def main():
         }
         results["postgres_settings"] = cluster.settings
         results["durability"] = "sqlite: durability full (synchronous=FULL); postgres: fsync=on, synchronous_commit=on"
+        results["postgres_setup"] = "a fresh database per configuration, ANALYZE after seeding (throughput part)"
         say(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; {version}; binary {binary} "
             f"(built {results['binary_mtime_utc']})")
         say(f"pinning: groupd nodes on core {SERVER_CORE}; PostgreSQL (all processes) on core(s) {pg_affinity}; "
             f"load generators and Python clients on core {LOAD_CORE}")
-        say(f"durability: SQLite full; PostgreSQL fsync=on, synchronous_commit=on; store pool_size 8; "
-            f"{args.seconds} s per load after a 1 s warm-up; workdir {workdir}")
+        say(f"durability: SQLite full; PostgreSQL fsync=on, synchronous_commit=on; store pool_size 8; a fresh "
+            f"database per configuration, ANALYZEd after seeding; {args.seconds} s per load after a 1 s warm-up; "
+            f"workdir {workdir}")
         if "throughput" not in skip:
             say("\n# throughput (calls/s; CPU per call over the load, warm-up included)")
             throughput("sqlite_1", binary, workdir / "sqlite-1", args, cluster, None, 1, results["throughput"])
@@ -820,7 +840,11 @@ def main():
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=2) + "\n")
     report(results, args)
-    say(f"\nelapsed {results['elapsed_s']:.0f} s; every figure in {json_path}")
+    if not args.keep:
+        # Only after a run that went through: a failed one leaves its logs and data behind.
+        shutil.rmtree(workdir, ignore_errors=True)
+    say(f"\nelapsed {results['elapsed_s']:.0f} s; every figure in {json_path}"
+        + (f"; logs and data in {workdir}" if args.keep else ""))
 
 
 if __name__ == "__main__":
