@@ -430,11 +430,24 @@ def throughput(name, binary, workdir, args, cluster, url, node_count, results):
                 if part.get("stderr"):
                     say(f"      loadgen stderr: {' | '.join(part['stderr'])}")
         problems = log_problems(nodes)
+        storage = None
+        if url:
+            # What the database holds after the loads: bytes per group (groups, members, events,
+            # messages and indexes together), for the storage projection of docs/SCALING.md.
+            database = url.rsplit("/", 1)[1]
+            cluster.psql("VACUUM ANALYZE", database=database)
+            size, groups, members, events = (int(v) for v in cluster.psql(
+                "SELECT pg_database_size(current_database()), (SELECT count(*) FROM groups), "
+                "(SELECT count(*) FROM members), (SELECT count(*) FROM group_events)", database=database).strip().split("|"))
+            storage = {"bytes": size, "groups": groups, "members": members, "events": events,
+                       "bytes_per_group": size / max(1, groups)}
+            say(f"  [{name}] database: {size / 2**20:,.0f} MiB for {groups:,} groups, {members:,} members, "
+                f"{events:,} events ({size / max(1, groups):,.0f} bytes per group, everything included)")
     finally:
         for node in nodes:
             node.stop()
     results[name] = {"nodes": node_count, "store": "postgres" if url else "sqlite", "rows": rows,
-                     "log_problems": len(problems), "log_problem_samples": problems[:10]}
+                     "log_problems": len(problems), "log_problem_samples": problems[:10], "storage": storage}
     if problems:
         say(f"  [{name}] {len(problems)} warning/error lines in the groupd logs, e.g.: {problems[0]}")
 
@@ -603,9 +616,9 @@ async def latency_run(label, writer_node, reader_node, group, rate, args, md):
     return result
 
 
-def latency(name, binary, workdir, args, url, results):
+def latency(name, binary, workdir, args, url, results, where=""):
     """Cross-node (writer on A, subscribers on B) and same-node runs on PostgreSQL (url), or the
-    same-node run on one SQLite node (url None)."""
+    same-node run on one SQLite node (url None); `where` is added to the labels."""
     md = admin_md()
     nodes = start_nodes(binary, workdir, 2 if url else 1, url)
     runs = {}
@@ -613,9 +626,11 @@ def latency(name, binary, workdir, args, url, results):
         for rate in args.rates:
             if url:
                 runs[f"cross_node_{rate}"] = asyncio.run(latency_run(
-                    "postgres, writer on A, subscribers on B", nodes[0], nodes[1], f"lat-cross-{rate}", rate, args, md))
+                    f"postgres{where}, writer on A, subscribers on B", nodes[0], nodes[1], f"lat-cross-{rate}", rate,
+                    args, md))
                 runs[f"same_node_{rate}"] = asyncio.run(latency_run(
-                    "postgres, writer and subscribers on A", nodes[0], nodes[0], f"lat-same-{rate}", rate, args, md))
+                    f"postgres{where}, writer and subscribers on A", nodes[0], nodes[0], f"lat-same-{rate}", rate,
+                    args, md))
             else:
                 runs[f"same_node_{rate}"] = asyncio.run(latency_run(
                     "sqlite, writer and subscribers on one node", nodes[0], nodes[0], f"lat-same-{rate}", rate, args, md))
@@ -739,7 +754,8 @@ def throughput_tables(sqlite, pg1, pg2, labels):
 
 def latency_table(results, args):
     lat = results.get("latency", {})
-    rows = [(k, r) for part in ("postgres", "sqlite") for k, r in lat.get(part, {}).get("runs", {}).items()]
+    rows = [(k, r) for part in ("postgres", "postgres_own_core", "sqlite")
+            for k, r in lat.get(part, {}).get("runs", {}).items()]
     if rows:
         say(f"\n## 3. Event latency: SendGroupMessage into one group (paced, {args.latency_seconds} s) to "
             f"{args.subscribers} Subscribe streams, from just before the send to the bytes' arrival\n")
@@ -832,6 +848,16 @@ def main():
             say(f"\n# event latency ({args.subscribers} streams, {' and '.join(f'{r:,}' for r in args.rates)} messages/s, "
                 f"{args.latency_seconds} s each)")
             latency("postgres", binary, workdir / "latency-pg", args, cluster.create_database(), results["latency"])
+            # Again with PostgreSQL on the other core (with the light Python clients), as it would
+            # run on a machine of its own: groupd alone on core 0.
+            for pid in [cluster.pid] + postgres_pids(cluster.pid):
+                try:
+                    os.sched_setaffinity(pid, {int(LOAD_CORE)})
+                except ProcessLookupError:
+                    pass
+            say(f"  (PostgreSQL moved to core {LOAD_CORE}: groupd alone on core {SERVER_CORE})")
+            latency("postgres_own_core", binary, workdir / "latency-pg-own-core", args, cluster.create_database(),
+                    results["latency"], where=f" on core {LOAD_CORE}")
             latency("sqlite", binary, workdir / "latency-sqlite", args, None, results["latency"])
     finally:
         cluster.stop()

@@ -32,12 +32,15 @@ final class PostgresTransaction: StoreTransaction {
         let users = request.users
         let ms = request.time.millisecondsSince1970
         if let groupID {
-            let read = try PostgresRows.liveGroup(app: app, groupID: groupID, session: session)
+            let (read, memberRows) = try groupAndMembers(request, groupID: groupID)
             let group = try PostgresRows.withCustom([read], app: app, session: session)[0]
             let key = read.key
             snapshot.group = group
             snapshot.groupRow = GroupRowID(key)
-            try loadMembers(request, group: group, groupKey: key, into: &snapshot)
+            for member in try PostgresRows.withCustom(memberRows, app: app, groupKey: key, session: session) {
+                snapshot.members[member.userID] = member
+            }
+            try loadSuccessor(request, groupKey: key, into: &snapshot)
             if request.parts.contains(.retainedMutes), !users.isEmpty {
                 try session.rows(
                     """
@@ -90,14 +93,32 @@ final class PostgresTransaction: StoreTransaction {
         return snapshot
     }
 
-    /// The operator's, the targets' and (when asked) the owner's and the successor's memberships.
-    private func loadMembers(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
-        var wanted = Set(request.users)
-        if request.parts.contains(.owner), let owner = group.ownerID { wanted.insert(owner) }
-        if !wanted.isEmpty {
-            snapshot.members = try PostgresRows.members(
-                app: request.app, groupKey: groupKey, userIDs: Array(wanted), session: session)
+    /// The live group and, in the same statement (one round trip), the memberships of the
+    /// operator, the targets and (when asked) the owner: a row per member found, or one row with
+    /// NULL member columns.
+    /// - Throws: `GROUP_NOT_FOUND`.
+    private func groupAndMembers(_ request: SnapshotRequest, groupID: String) throws -> (Rows.GroupRow, [Rows.MemberRow]) {
+        var group: Rows.GroupRow?
+        var members: [Rows.MemberRow] = []
+        let offset = Rows.GroupColumn.allCases.count
+        try session.rows(
+            """
+            SELECT \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns) FROM groups g
+            LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key
+                AND (m.user_id = ANY(?) OR (? = 1 AND m.user_id = g.owner_id))
+            WHERE g.app_id = ? AND g.group_id = ? AND g.dismissed_at IS NULL
+            """,
+            [.texts(request.users), .bool(request.parts.contains(.owner)), .text(request.app), .text(groupID)]
+        ) { row in
+            if group == nil { group = try Rows.group(row) }
+            if !row.isNull(offset) { members.append(try Rows.member(row, at: offset)) }
         }
+        guard let group else { throw GroupError.groupNotFound(groupID) }
+        return (group, members)
+    }
+
+    /// The successor's membership, when asked.
+    private func loadSuccessor(_ request: SnapshotRequest, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
         if request.parts.contains(.successor) {
             var rows: [Rows.MemberRow] = []
             try session.rows(
