@@ -144,6 +144,14 @@ def postgres_pids(postmaster):
     return pids
 
 
+def affinity(pid):
+    """The cores `pid` may run on (none if it is gone: PostgreSQL's children come and go)."""
+    try:
+        return os.sched_getaffinity(pid)
+    except ProcessLookupError:
+        return set()
+
+
 def core_busy_seconds():
     """Per core, the time it was busy so far (every process, ours or not), from /proc/stat."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -821,7 +829,7 @@ def main():
             cluster.start()
         finally:
             os.sched_setaffinity(0, {int(LOAD_CORE)})
-        pg_affinity = sorted({c for pid in postgres_pids(cluster.pid) for c in os.sched_getaffinity(pid)})
+        pg_affinity = sorted({c for pid in postgres_pids(cluster.pid) for c in affinity(pid)})
         results["pinning"] = {
             "groupd": f"core {SERVER_CORE} (taskset -c {SERVER_CORE}), every node",
             "postgres": f"core(s) {pg_affinity} (affinity inherited from the start, every process of the cluster)",

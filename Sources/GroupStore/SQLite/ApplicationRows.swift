@@ -56,27 +56,32 @@ enum ApplicationRows {
     /// Inserts the item, or updates it when its id exists in the app (its group and creation
     /// order never change).
     static func upsert(_ a: Application, groupKey: Int64, db: Database) throws {
-        try RawStatement(
-            db,
-            """
-            INSERT INTO applications (
-                app_id, application_id, group_key, kind, state, sender_id, subject_id, message,
-                created_at, updated_at, expires_at,
-                approval_state, approval_by, approval_message, approval_at,
-                consent_state, consent_by, consent_message, consent_at,
-                handled_by, handle_message, handled_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (app_id, application_id) DO UPDATE SET
-                state = excluded.state, sender_id = excluded.sender_id, message = excluded.message,
-                updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                approval_state = excluded.approval_state, approval_by = excluded.approval_by,
-                approval_message = excluded.approval_message, approval_at = excluded.approval_at,
-                consent_state = excluded.consent_state, consent_by = excluded.consent_by,
-                consent_message = excluded.consent_message, consent_at = excluded.consent_at,
-                handled_by = excluded.handled_by, handle_message = excluded.handle_message,
-                handled_at = excluded.handled_at
-            """
-        ).execute([
+        try RawStatement(db, upsertSQL).execute(upsertArguments(a, groupKey: groupKey))
+    }
+
+    /// The upsert of ``upsert(_:groupKey:db:)``, the same SQL on SQLite and PostgreSQL.
+    static let upsertSQL = """
+        INSERT INTO applications (
+            app_id, application_id, group_key, kind, state, sender_id, subject_id, message,
+            created_at, updated_at, expires_at,
+            approval_state, approval_by, approval_message, approval_at,
+            consent_state, consent_by, consent_message, consent_at,
+            handled_by, handle_message, handled_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (app_id, application_id) DO UPDATE SET
+            state = excluded.state, sender_id = excluded.sender_id, message = excluded.message,
+            updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+            approval_state = excluded.approval_state, approval_by = excluded.approval_by,
+            approval_message = excluded.approval_message, approval_at = excluded.approval_at,
+            consent_state = excluded.consent_state, consent_by = excluded.consent_by,
+            consent_message = excluded.consent_message, consent_at = excluded.consent_at,
+            handled_by = excluded.handled_by, handle_message = excluded.handle_message,
+            handled_at = excluded.handled_at
+        """
+
+    /// The arguments of ``upsertSQL`` for `a` in the group row `groupKey`.
+    static func upsertArguments(_ a: Application, groupKey: Int64) -> [SQLArgument] {
+        [
             .text(a.appID), .text(a.id), .integer(groupKey), .text(a.kind.rawValue), .text(a.storedState.rawValue),
             .text(a.senderID), .text(a.subjectID), .text(a.message), .integer(a.createdAt.millisecondsSince1970),
             .integer(a.updatedAt.millisecondsSince1970), .integer(a.expiresAt.millisecondsSince1970),
@@ -85,7 +90,7 @@ enum ApplicationRows {
             .text(a.consent.state.rawValue), .text(a.consent.decidedBy), .text(a.consent.message),
             .integer(a.consent.decidedAt?.millisecondsSince1970),
             .text(a.handledBy), .text(a.handleMessage), .integer(a.handledAt?.millisecondsSince1970),
-        ])
+        ]
     }
 
     /// The WHERE clause of a listing (without paging) and its named arguments, plus the SQL of
