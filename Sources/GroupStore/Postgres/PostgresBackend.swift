@@ -18,7 +18,7 @@ import Synchronization
 ///   ``PostgresSchema/eventChannel`` with its app id (delivered at commit). Every node listens
 ///   and reads the app's events after the last one it published from the table, so a
 ///   subscriber on any node receives every event in `event_id` order (``PostgresEventFollower``).
-/// - **Reads** run on a pool of connections (``PostgresSettings/poolSize``), each in one
+/// - **Reads** run on a pool of connections (``PostgresStoreSettings/poolSize``), each in one
 ///   `REPEATABLE READ` snapshot; when every connection is busy up to
 ///   ``PostgresStoreSettings/maxWaiting`` calls wait, and the next is refused (`STORE_BUSY`).
 /// - **Availability**: a connection lost makes the store unavailable at once; calls then fail
