@@ -34,6 +34,9 @@ public final class PostgresBackend: StoreBackend {
     /// The writer: one batch at a time, on ``writerQueue``.
     let writer: PostgresSession
     let writerQueue = DispatchQueue(label: "groupd.postgres.writer")
+    /// The previous heads of the apps the last committed batch appended to
+    /// (``PostgresTransaction/previousHeads``), for ``publish(_:deliver:)``; on ``writerQueue``.
+    nonisolated(unsafe) var lastBatchHeads: [String: Int64] = [:]
     let readers: PostgresReaders
     /// The connection relaying AVChatRoom messages (without waiting for their flush: they are
     /// live only), on ``roomQueue``; ``relayed`` counts them there.
@@ -237,6 +240,7 @@ public final class PostgresBackend: StoreBackend {
         } catch {
             return failed(error, failures: failures)
         }
+        lastBatchHeads = transaction.previousHeads
         return BatchOutcome(failures: failures, ending: .committed)
     }
 
@@ -303,8 +307,10 @@ public final class PostgresBackend: StoreBackend {
         }
     }
 
+    /// Called on the writer's queue right after the batch committed (``commit(_:apps:then:)``'s
+    /// `then`), so ``lastBatchHeads`` are this batch's.
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
-        follower.publishLocal(events, deliver: deliver)
+        follower.publishLocal(events, previousHeads: lastBatchHeads, deliver: deliver)
     }
 
     // MARK: Reads

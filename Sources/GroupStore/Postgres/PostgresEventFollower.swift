@@ -102,7 +102,10 @@ final class PostgresEventFollower: @unchecked Sendable {
     }
 
     /// Delivers a local batch's events, after the events of other nodes that precede them.
-    func publishLocal(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
+    /// `previousHeads`: per app, its head before the batch; when the mark reached it, nothing
+    /// was committed elsewhere since, and the table is not read (other apps' ids, from the same
+    /// sequence, leave gaps in an app's ids that need no read).
+    func publishLocal(_ events: [LoggedEvent], previousHeads: [String: Int64], deliver: ([LoggedEvent]) -> Void) {
         queue.sync {
             var start = 0
             while start < events.count {
@@ -111,7 +114,7 @@ final class PostgresEventFollower: @unchecked Sendable {
                 while end < events.count, events[end].event.appID == app { end += 1 }
                 let run = events[start..<end]
                 let mark = marks[app] ?? 0
-                if let first = run.first?.eventID, mark < first - 1 {
+                if let first = run.first?.eventID, mark < first - 1, mark < previousHeads[app] ?? Int64.max {
                     // Events of the app committed elsewhere before this batch, not delivered yet.
                     do {
                         var after = mark

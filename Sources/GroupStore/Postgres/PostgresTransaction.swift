@@ -11,6 +11,9 @@ final class PostgresTransaction: StoreTransaction {
     let session: PostgresSession
     /// The apps this transaction appended events to (notified before `COMMIT`).
     private(set) var appsWithEvents: Set<String> = []
+    /// Per app it appended to, the app's head before the transaction's first append: when this
+    /// node delivered up to it, no other node committed to the app since (no gap to read).
+    private(set) var previousHeads: [String: Int64] = [:]
 
     init(session: PostgresSession) {
         self.session = session
@@ -471,9 +474,13 @@ final class PostgresTransaction: StoreTransaction {
                 ON CONFLICT (app_id)
                 DO UPDATE SET last_event_id = greatest(app_event_heads.last_event_id, excluded.last_event_id))
             \(body)
-            SELECT event_id FROM ins ORDER BY event_id
-            """, values
-        ) { ids.append(try $0.int64(0)) }
+            SELECT event_id, (SELECT last_event_id FROM app_event_heads WHERE app_id = ?) FROM ins ORDER BY event_id
+            """, values + [.text(appID)]
+        ) { row in
+            ids.append(try row.int64(0))
+            // The statement's snapshot: the head before this append.
+            if previousHeads[appID] == nil { previousHeads[appID] = try row.optionalInt64(1) ?? 0 }
+        }
         session.markWrite()
         guard ids.count == events.count else {
             throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
