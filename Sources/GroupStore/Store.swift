@@ -82,9 +82,10 @@ public final class Store: Sendable {
     }
 
     /// Runs `body` unless another node sharing the database runs the pass named `pass` now (then
-    /// returns `nil`): periodic passes run on one node at a time.
+    /// returns `nil`): periodic passes run on one node at a time. What `body` throws comes through
+    /// as it is (a cancellation stays one).
     public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {
-        try await read { try await backend.exclusively(pass, body) }
+        try await backend.exclusively(pass, body)
     }
 
     /// Calls `observer` with every change of ``isAvailable``.
@@ -180,9 +181,9 @@ public final class Store: Sendable {
         func discarded() { cache.rollbackWrite(keys) }
     }
 
-    /// Runs `body` (a mutation of `app`'s rows) as one mutation of the next batch and returns its value once that batch has
-    /// committed. `body` may run more than once (an aborted batch runs again): it must do
-    /// nothing outside the transaction but through `MutationEffects`.
+    /// Runs `body` (a mutation of `app`'s rows) as one mutation of the next batch and returns its
+    /// value once that batch has committed. `body` may run more than once (an aborted batch runs
+    /// again): it must do nothing outside the transaction but through `MutationEffects`.
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
     ///   the batch is stored); both as ``GroupError``.
     func mutate<T: Sendable>(
