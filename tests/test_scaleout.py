@@ -554,18 +554,6 @@ def test_acknowledged_writes_of_a_killed_node_are_on_the_other(fresh_groupd):
 
 # --- 5. readiness while the database is down ----------------------------------------------------
 
-def wait_for_status(node, wanted, timeout):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = node.check()
-        if last == wanted:
-            return time.monotonic()
-        time.sleep(0.05)
-    raise AssertionError(f"health still {health_pb2.HealthCheckResponse.ServingStatus.Name(last)} after {timeout} s, "
-                         f"expected {health_pb2.HealthCheckResponse.ServingStatus.Name(wanted)}")
-
-
 def fails_fast_with_store_unavailable(call, deadline_seconds=5.0):
     started = time.monotonic()
     with pytest.raises(grpc.RpcError) as caught:
@@ -590,8 +578,10 @@ def test_health_and_calls_follow_the_database(own_postgres, fresh_groupd):
 
     stopped = time.monotonic()
     own_postgres.stop_server(mode="immediate")
-    noticed = wait_for_status(node, NOT_SERVING, timeout=10)
-    assert watch.next().status == NOT_SERVING
+    # The health Watch stream reports the change: an event, waited on with a deadline.
+    assert watch.next(timeout=10).status == NOT_SERVING
+    noticed = time.monotonic()
+    assert node.check() == NOT_SERVING
     elapsed = [
         fails_fast_with_store_unavailable(lambda t: node.groups.CreateGroup(group_pb2.CreateGroupRequest(
             group_id=uid("g"), type=WORK, owner_user_id=owner, profile=common_pb2.GroupProfile(name="down")),
@@ -603,10 +593,11 @@ def test_health_and_calls_follow_the_database(own_postgres, fresh_groupd):
 
     restarted = time.monotonic()
     own_postgres.start_server()
-    recovered = wait_for_status(node, SERVING, timeout=20)
+    assert watch.next(timeout=20).status == SERVING
+    recovered = time.monotonic()
+    assert node.check() == SERVING
     print(f"\nNOT_SERVING {noticed - stopped:.2f} s after the stop; failed calls answered in "
           f"{', '.join(f'{e * 1000:.0f}' for e in elapsed)} ms; SERVING {recovered - restarted:.2f} s after the restart")
-    assert watch.next().status == SERVING
     watch.cancel()
     # Serving again: writes and reads succeed, and what was written before the outage is there.
     response = node.send(group, owner, "back")
@@ -638,19 +629,16 @@ def launch(server):
 
 
 def wait_serving(server, timeout=30):
-    deadline = time.monotonic() + timeout
+    """One health Check that waits for the port to accept (gRPC's wait_for_ready: the channel
+    reports when it connects) and must answer SERVING."""
     with grpc.insecure_channel(server.address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise AssertionError(f"groupd exited with {server.process.returncode}:\n{server.log.read_text()}")
-            try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.05)
-    raise AssertionError(f"groupd not serving within {timeout} s:\n{server.log.read_text()}")
+        try:
+            status = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout, wait_for_ready=True).status
+        except grpc.RpcError as error:
+            raise AssertionError(f"groupd not serving within {timeout} s ({error.code()}; exit code "
+                                 f"{server.process.poll()}):\n{server.log.read_text()}") from None
+    assert status == SERVING, status
 
 
 @pytest.mark.parametrize("round_number", range(3))
