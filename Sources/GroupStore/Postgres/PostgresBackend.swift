@@ -137,12 +137,7 @@ public final class PostgresBackend: StoreBackend {
 
     /// Runs `body` on the passes' connection, on its queue.
     private func onPassSession<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
-        guard monitor.isAvailable else { throw monitor.unavailableError() }
-        return try await withCheckedThrowingContinuation { continuation in
-            passQueue.async {
-                continuation.resume(with: Result { try body(self.passSession) }.mapError { ($0 as? PostgresStoreError)?.groupError ?? $0 })
-            }
-        }
+        try await monitor.run(on: passQueue) { try body(self.passSession) }
     }
 
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {
@@ -222,10 +217,12 @@ public final class PostgresBackend: StoreBackend {
             do {
                 try item(transaction)
             } catch {
-                failures[index] = (error as? PostgresStoreError)?.groupError ?? error
-                if !writer.inTransaction || PGState.isConnectionLoss(error) || error is PostgresStoreError {
+                // The session turns a lost connection or a timeout into a PostgresStoreError.
+                if !writer.inTransaction || error is PostgresStoreError {
+                    failures[index] = monitor.reported(error)
                     return failed(error, failures: failures)
                 }
+                failures[index] = error
                 if !writer.transactionFailed && writer.writeCount == writes { continue }
                 writer.rollback()
                 return BatchOutcome(failures: failures, ending: .aborted(at: index))
@@ -247,11 +244,7 @@ public final class PostgresBackend: StoreBackend {
     /// Rolls back and reports the batch failed as a whole.
     private func failed(_ error: any Error, failures: [Int: any Error]) -> BatchOutcome {
         writer.rollback()
-        if PGState.isConnectionLoss(error) || (error as? PostgresStoreError).map({ if case .unavailable = $0 { true } else { false } }) == true {
-            monitor.connectionLost()
-        }
-        let reported: any Error = (error as? PostgresStoreError)?.groupError ?? error
-        return BatchOutcome(failures: failures, ending: .failed(reported))
+        return BatchOutcome(failures: failures, ending: .failed(monitor.reported(error)))
     }
 
     // MARK: Events across nodes
@@ -263,31 +256,22 @@ public final class PostgresBackend: StoreBackend {
     public var isShared: Bool { true }
 
     public func relayRoomMessage(_ message: GroupMessage) async throws {
-        guard monitor.isAvailable else { throw monitor.unavailableError() }
         let node = follower.nodeID
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            roomQueue.async {
-                continuation.resume(with: Result {
-                    let content = message.content
-                    try self.roomSession.command(
-                        "SELECT groupd_relay_room_message(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [
-                            .text(message.appID), .text(node), .text(message.groupID), .text(message.messageID),
-                            .text(message.senderID), .text(message.senderNameCard), .text(content.clientMessageID),
-                            .text(content.type), .text(content.text), .bytes(content.payload), .text(content.priority.rawValue),
-                            .integer(message.time.millisecondsSince1970),
-                        ])
-                    self.relayed += 1
-                    if self.relayed % 1000 == 0 {
-                        // Every node has read them long since: relayed messages live about a minute.
-                        try self.roomSession.execute(
-                            "DELETE FROM room_messages WHERE time < ?",
-                            [.integer(message.time.millisecondsSince1970 - 60_000)])
-                    }
-                }.mapError { error in
-                    if case .unavailable = error as? PostgresStoreError { self.monitor.connectionLost() }
-                    return (error as? PostgresStoreError)?.groupError ?? error
-                })
+        try await monitor.run(on: roomQueue) {
+            let content = message.content
+            try self.roomSession.command(
+                "SELECT groupd_relay_room_message(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    .text(message.appID), .text(node), .text(message.groupID), .text(message.messageID),
+                    .text(message.senderID), .text(message.senderNameCard), .text(content.clientMessageID),
+                    .text(content.type), .text(content.text), .bytes(content.payload), .text(content.priority.rawValue),
+                    .integer(message.time.millisecondsSince1970),
+                ])
+            self.relayed += 1
+            if self.relayed % 1000 == 0 {
+                // Every node has read them long since: relayed messages live about a minute.
+                try self.roomSession.execute(
+                    "DELETE FROM room_messages WHERE time < ?", [.integer(message.time.millisecondsSince1970 - 60_000)])
             }
         }
     }
@@ -297,14 +281,7 @@ public final class PostgresBackend: StoreBackend {
     }
 
     public func catchUp(app: String) async throws {
-        guard monitor.isAvailable else { throw monitor.unavailableError() }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try self.follower.catchUpNow(app: app) }.mapError {
-                    ($0 as? PostgresStoreError)?.groupError ?? $0
-                })
-            }
-        }
+        try await monitor.run(on: .global()) { try self.follower.catchUpNow(app: app) }
     }
 
     /// Called on the writer's queue right after the batch committed (``commit(_:apps:then:)``'s

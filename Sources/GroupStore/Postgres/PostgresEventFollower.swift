@@ -202,11 +202,8 @@ final class PostgresEventFollower: @unchecked Sendable {
                 listener = nil
                 try listen()
             }
-            for (app, head) in try heads() where marks[app] == nil {
-                // An app first written while this node could not listen: from its start.
-                _ = head
-                marks[app] = 0
-            }
+            // An app first written while this node could not listen: from its start.
+            for app in try heads().keys where marks[app] == nil { marks[app] = 0 }
             for app in marks.keys.sorted() { try? catchUp(app: app) }
             for app in roomMarks.keys.sorted() { catchUpRooms(app: app) }
         } catch {

@@ -32,17 +32,9 @@ final class PostgresReaders: Sendable {
     func run<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
         guard availability.isAvailable else { throw availability.unavailableError() }
         let session = try await checkout()
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                let result = Result { try body(session) }
-                self.checkin(session)
-                if case .failure(let error) = result {
-                    if case .unavailable = error as? PostgresStoreError { self.availability.connectionLost() }
-                    continuation.resume(throwing: (error as? PostgresStoreError)?.groupError ?? error)
-                } else {
-                    continuation.resume(with: result)
-                }
-            }
+        return try await availability.perform(on: .global()) {
+            defer { self.checkin(session) }
+            return try body(session)
         }
     }
 
@@ -179,6 +171,29 @@ final class PostgresAvailability: Sendable {
             }
             schedule(after: delay)
         }
+    }
+
+    /// Runs `body` on `queue` (its statements block), or fails at once while the database cannot
+    /// be reached; errors come out as ``reported(_:)`` makes them.
+    func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        guard isAvailable else { throw unavailableError() }
+        return try await perform(on: queue, body)
+    }
+
+    /// Runs `body` on `queue`, whatever the availability; errors come out as ``reported(_:)``
+    /// makes them.
+    func perform<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result(catching: body).mapError(self.reported)) }
+        }
+    }
+
+    /// `error` as callers get it (``PostgresStoreError/groupError``); a lost connection also
+    /// makes the database unavailable (and probed at once).
+    func reported(_ error: any Error) -> any Error {
+        guard let failure = error as? PostgresStoreError else { return error }
+        if case .unavailable = failure { connectionLost() }
+        return failure.groupError
     }
 
     /// Sets the flag; returns whether it changed (and tells the observers).

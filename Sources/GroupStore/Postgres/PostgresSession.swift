@@ -128,7 +128,9 @@ final class PostgresSession: @unchecked Sendable {
     private let logger: Logger
     private let id: Int
     private var connection: PostgresConnection?
-    /// Statements run that changed rows or may have (inserts, updates, deletes), since the session opened.
+    /// Statements run that may have changed rows, since the session opened: every statement
+    /// that begins with `INSERT`, `UPDATE`, `DELETE` or `WITH` (a data-modifying CTE; a read
+    /// written as a CTE counts too, which only errs on the safe side: a batch aborted for nothing).
     private(set) var writeCount = 0
     /// Set when a statement failed inside the open transaction (PostgreSQL then refuses every
     /// statement until `ROLLBACK`).
@@ -184,6 +186,7 @@ final class PostgresSession: @unchecked Sendable {
     /// Runs `sql` (with `?` placeholders) and returns its rows and the count the server reported.
     private func run(_ sql: String, _ arguments: [PGValue]) throws -> PostgresQueryResult {
         let connection = try open()
+        if Self.mayWrite(sql) { writeCount += 1 }
         var bindings = PostgresBindings(capacity: arguments.count)
         for argument in arguments { argument.bind(into: &bindings) }
         do {
@@ -217,14 +220,13 @@ final class PostgresSession: @unchecked Sendable {
     /// Runs a statement that changes rows; returns how many it changed.
     @discardableResult
     func execute(_ sql: String, _ arguments: [PGValue] = []) throws -> Int {
-        writeCount += 1
-        return try run(sql, arguments).metadata.rows ?? 0
+        try run(sql, arguments).metadata.rows ?? 0
     }
 
-    /// Counts a statement run with ``rows(_:_:_:)`` or ``first(_:_:_:)`` that changed rows
-    /// (`INSERT … RETURNING`) as a write.
-    func markWrite() {
-        writeCount += 1
+    /// Whether `sql` may change rows (see ``writeCount``).
+    private static func mayWrite(_ sql: String) -> Bool {
+        for keyword in ["INSERT", "UPDATE", "DELETE", "WITH"] where sql.hasPrefix(keyword) { return true }
+        return false
     }
 
     /// Runs a statement that returns nothing of interest (session commands, locks).

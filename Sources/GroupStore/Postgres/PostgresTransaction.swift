@@ -241,7 +241,6 @@ final class PostgresTransaction: StoreTransaction {
             RETURNING group_key
             """, values, { try $0.int64(0) })
         else { throw GroupError.internal("the group insert returned no key") }
-        session.markWrite()
         try insertCustom(group.custom, app: app, groupKey: groupKey)
         for member in plan.members {
             try insert(member, app: app, groupKey: groupKey)
@@ -481,7 +480,6 @@ final class PostgresTransaction: StoreTransaction {
             // The statement's snapshot: the head before this append.
             if previousHeads[appID] == nil { previousHeads[appID] = try row.optionalInt64(1) ?? 0 }
         }
-        session.markWrite()
         guard ids.count == events.count else {
             throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
         }
