@@ -306,3 +306,57 @@ def expect_error(call, code, reason):
     info = error_info(caught.value)
     assert info is not None and info.reason == reason and info.domain == "groupd", info
     return info
+
+
+class StreamReader:
+    """A server-streaming call read by a thread into a queue, so a test waits for items with a
+    deadline (an event), never for time."""
+
+    def __init__(self, call):
+        import queue
+        import threading
+
+        self.call = call
+        self.items = queue.Queue()
+        self.error = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for item in self.call:
+                self.items.put(item)
+        except _grpc.RpcError as error:
+            self.error = error
+        finally:
+            self.done.set()
+
+    def next(self, timeout=15):
+        """The next item; fails the test when none comes within `timeout` seconds."""
+        import queue
+
+        try:
+            return self.items.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no stream item within {timeout} s (stream error: {self.error})") from None
+
+    def take(self, count, timeout=15):
+        """The next `count` items."""
+        return [self.next(timeout) for _ in range(count)]
+
+    def until(self, predicate, timeout=15):
+        """Every item up to and including the first one `predicate` accepts."""
+        got = []
+        while True:
+            got.append(self.next(timeout))
+            if predicate(got[-1]):
+                return got
+
+    def until_caught_up(self, timeout=15):
+        """Every item up to and including caught_up."""
+        return self.until(lambda item: item.WhichOneof("item") == "caught_up", timeout)
+
+    def cancel(self):
+        self.call.cancel()
+        self.done.wait(10)

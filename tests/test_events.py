@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from support import Groupd, admin_md, error_info, uid, user_md
+from support import Groupd, StreamReader, admin_md, error_info, uid, user_md
 from h2raw import RawConnection, grpc_frame, grpc_messages
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, member_pb2,
                        member_pb2_grpc)
@@ -20,51 +20,20 @@ from google.rpc import status_pb2
 SUBSCRIBE = "/groupd.v1.EventService/Subscribe"
 
 
-class Stream:
+class Stream(StreamReader):
     """A Subscribe call read by a thread into a queue, so a test can wait for items."""
 
     def __init__(self, channel, request, metadata):
-        self.call = event_pb2_grpc.EventServiceStub(channel).Subscribe(request, metadata=metadata, timeout=60)
-        self.items = queue.Queue()
-        self.error = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        try:
-            for item in self.call:
-                self.items.put(item)
-        except grpc.RpcError as error:
-            self.error = error
-        finally:
-            self.done.set()
-
-    def take(self, count, timeout=15):
-        """The next `count` items."""
-        return [self.items.get(timeout=timeout) for _ in range(count)]
-
-    def until_caught_up(self, timeout=15):
-        """Every item up to and including caught_up."""
-        got = []
-        while True:
-            item = self.items.get(timeout=timeout)
-            got.append(item)
-            if item.WhichOneof("item") == "caught_up":
-                return got
+        super().__init__(event_pb2_grpc.EventServiceStub(channel).Subscribe(request, metadata=metadata, timeout=60))
 
     def events(self, count, timeout=15):
         """The next `count` events (markers skipped)."""
         got = []
         while len(got) < count:
-            item = self.items.get(timeout=timeout)
+            item = self.next(timeout)
             if item.WhichOneof("item") == "event":
                 got.append(item)
         return got
-
-    def cancel(self):
-        self.call.cancel()
-        self.done.wait(10)
 
 
 def events_of(items):

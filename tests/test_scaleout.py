@@ -22,7 +22,7 @@ import pytest
 from google.protobuf import field_mask_pb2
 
 import support
-from support import admin_md, error_info, uid, user_md
+from support import StreamReader, admin_md, error_info, uid, user_md
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, member_pb2,
                        member_pb2_grpc, message_pb2, message_pb2_grpc)
@@ -120,55 +120,11 @@ class Node:
         return self.health.Check(health_pb2.HealthCheckRequest(), timeout=timeout).status
 
 
-class Stream:
-    """A Subscribe call (or any server stream: `Stream(call=...)`) read by a thread into a queue,
-    so a test can wait for items with a deadline."""
+class Stream(StreamReader):
+    """A Subscribe call on `node` (or any server stream: `Stream(call=...)`)."""
 
     def __init__(self, node=None, request=None, metadata=None, call=None):
-        self.call = call or node.events.Subscribe(request, metadata=metadata, timeout=120)
-        self.items = queue.Queue()
-        self.error = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        try:
-            for item in self.call:
-                self.items.put(item)
-        except grpc.RpcError as error:
-            self.error = error
-        finally:
-            self.done.set()
-
-    def next(self, timeout=15):
-        try:
-            return self.items.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no stream item within {timeout} s (stream error: {self.error})") from None
-
-    def take(self, count, timeout=15):
-        return [self.next(timeout) for _ in range(count)]
-
-    def until_caught_up(self, timeout=15):
-        """Every item up to and including caught_up."""
-        got = []
-        while True:
-            got.append(self.next(timeout))
-            if got[-1].WhichOneof("item") == "caught_up":
-                return got
-
-    def until(self, predicate, timeout=15):
-        """Every item up to and including the first one `predicate` accepts."""
-        got = []
-        while True:
-            got.append(self.next(timeout))
-            if predicate(got[-1]):
-                return got
-
-    def cancel(self):
-        self.call.cancel()
-        self.done.wait(10)
+        super().__init__(call or node.events.Subscribe(request, metadata=metadata, timeout=120))
 
 
 def body(item):
