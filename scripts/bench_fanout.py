@@ -98,14 +98,32 @@ class Connection:
             ("content-type", "application/grpc"), ("te", "trailers"), ("authorization", "Bearer " + token)])
         self.writer.write(h2frame(HEADERS, 0x4, stream_id, block) + h2frame(DATA, 0x1, stream_id, request))
 
+    def clock(self):
+        """The time an arrival is stamped with."""
+        return time.perf_counter()
+
+    def on_message(self, stream, message, now):
+        """One whole gRPC message (length prefix included) of `stream`, read at `now`."""
+        stream.arrivals.append(now)
+
+    def on_headers(self, stream_id, flags, block):
+        """A HEADERS frame; END_STREAM (trailers) ends the stream."""
+        if flags & 0x1:
+            self.streams[stream_id].ended = True
+
+    def on_reset(self, stream_id, payload):
+        self.streams[stream_id].ended = True
+
     async def read_loop(self):
+        """Splits what arrives into HTTP/2 frames and the DATA into gRPC messages (the hooks
+        above), answers SETTINGS and PING, stops at GOAWAY."""
         buffer = b""
         reader, streams = self.reader, self.streams
         while True:
             data = await reader.read(1 << 20)
             if not data:
                 return
-            now = time.perf_counter()
+            now = self.clock()
             buffer += data
             offset = 0
             while len(buffer) - offset >= 9:
@@ -123,13 +141,13 @@ class Connection:
                         size = int.from_bytes(pending[1:5], "big")
                         if len(pending) < 5 + size:
                             break
-                        stream.arrivals.append(now)
+                        self.on_message(stream, pending[:5 + size], now)
                         pending = pending[5 + size:]
                     stream.buffer = pending
-                elif kind == HEADERS and flags & 0x1:
-                    streams[stream_id].ended = True
+                elif kind == HEADERS:
+                    self.on_headers(stream_id, flags, payload)
                 elif kind == RST_STREAM:
-                    streams[stream_id].ended = True
+                    self.on_reset(stream_id, payload)
                 elif kind == SETTINGS and not flags & 0x1:
                     self.writer.write(h2frame(SETTINGS, 0x1, 0))
                 elif kind == PING and not flags & 0x1:

@@ -467,7 +467,7 @@ async def subscribe_streams(port, tokens, group):
     for an item without the marker (the caught_up marker) and (message number, latency ns) for
     a marked message, the clock read when its bytes arrived."""
     import hpack
-    from bench_fanout import Connection, DATA, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS, grpc_frame, h2frame
+    from bench_fanout import Connection, grpc_frame
 
     class LatencyConnection(Connection):
         def __init__(self, port):
@@ -475,53 +475,25 @@ async def subscribe_streams(port, tokens, group):
             self.decoder = hpack.Decoder()
             self.trailers = {}
 
-        async def read_loop(self):
-            buffer = b""
-            reader, streams = self.reader, self.streams
-            while True:
-                data = await reader.read(1 << 20)
-                now = time.monotonic_ns()
-                if not data:
-                    return
-                buffer += data
-                offset = 0
-                while len(buffer) - offset >= 9:
-                    length = int.from_bytes(buffer[offset:offset + 3], "big")
-                    if len(buffer) - offset < 9 + length:
-                        break
-                    kind, flags = buffer[offset + 3], buffer[offset + 4]
-                    stream_id = int.from_bytes(buffer[offset + 5:offset + 9], "big") & 0x7FFFFFFF
-                    payload = buffer[offset + 9:offset + 9 + length]
-                    offset += 9 + length
-                    if kind == DATA:
-                        stream = streams[stream_id]
-                        pending = stream.buffer + payload
-                        while len(pending) >= 5:
-                            size = int.from_bytes(pending[1:5], "big")
-                            if len(pending) < 5 + size:
-                                break
-                            found = MARKER.search(pending, 5, 5 + size)
-                            stream.arrivals.append((int(found.group(2)), now - int(found.group(1))) if found else None)
-                            pending = pending[5 + size:]
-                        stream.buffer = pending
-                    elif kind == HEADERS:
-                        # Every header block goes through the decoder (HPACK state); the trailers
-                        # of a stream the server ended say why (grpc-status, grpc-message).
-                        block = self.decoder.decode(payload)
-                        if flags & 0x1:
-                            streams[stream_id].ended = True
-                            self.trailers[stream_id] = {name: value for name, value in block
-                                                        if name in ("grpc-status", "grpc-message")}
-                    elif kind == RST_STREAM:
-                        streams[stream_id].ended = True
-                        self.trailers[stream_id] = {"rst_stream": int.from_bytes(payload[:4], "big")}
-                    elif kind == SETTINGS and not flags & 0x1:
-                        self.writer.write(h2frame(SETTINGS, 0x1, 0))
-                    elif kind == PING and not flags & 0x1:
-                        self.writer.write(h2frame(PING, 0x1, 0, payload))
-                    elif kind == GOAWAY:
-                        return
-                buffer = buffer[offset:]
+        def clock(self):
+            return time.monotonic_ns()
+
+        def on_message(self, stream, message, now):
+            found = MARKER.search(message, 5)
+            stream.arrivals.append((int(found.group(2)), now - int(found.group(1))) if found else None)
+
+        def on_headers(self, stream_id, flags, block):
+            # Every header block goes through the decoder (HPACK state); the trailers of a stream
+            # the server ended say why (grpc-status, grpc-message).
+            headers = self.decoder.decode(block)
+            if flags & 0x1:
+                self.streams[stream_id].ended = True
+                self.trailers[stream_id] = {name: value for name, value in headers
+                                            if name in ("grpc-status", "grpc-message")}
+
+        def on_reset(self, stream_id, payload):
+            self.streams[stream_id].ended = True
+            self.trailers[stream_id] = {"rst_stream": int.from_bytes(payload[:4], "big")}
 
     request = grpc_frame(event_pb2.SubscribeRequest(group_ids=[group]))
     connections, streams = [], []
