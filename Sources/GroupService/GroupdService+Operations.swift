@@ -49,7 +49,7 @@ extension GroupdService {
         try Self.requireGroupID(groupID)
         let caller = call.caller
         let app = caller.appID
-        try await syncAudience(app: app, groupIDs: [groupID])
+        try await syncAudience(app: app, groupID: groupID)
         let audience = self.audience
         let committed = try await store.mutateGroup(
             app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now()
@@ -93,15 +93,12 @@ extension GroupdService {
         return Mutation(value: outcome.value, group: group, membership: outcome.membership, events: committed.events)
     }
 
-    /// On a database other nodes write: when one of the groups is an AVChatRoom, waits until this
-    /// node's audiences hold every event of the app committed so far, by any node (a join
-    /// answered on another node is seen here). Otherwise returns at once.
-    func syncAudience(app: String, groupIDs: [String]) async throws {
-        guard store.isShared else { return }
-        for id in groupIDs where try await store.groupType(app: app, id: id) == .avChatRoom {
-            try await store.catchUp(app: app)
-            return
-        }
+    /// On a database other nodes write: when the group is an AVChatRoom, waits until this node's
+    /// audiences hold every event of the app committed so far, by any node (a join answered on
+    /// another node is seen here). Otherwise returns at once.
+    func syncAudience(app: String, groupID: String) async throws {
+        guard store.isShared, try await store.groupType(app: app, id: groupID) == .avChatRoom else { return }
+        try await store.catchUp(app: app)
     }
 
     /// The group and the operator's membership, outside a transaction (reads and checks that need
@@ -110,7 +107,7 @@ extension GroupdService {
     func loadGroup(_ call: CallContext, groupID: String) async throws -> (group: Group, membership: Member?) {
         try Self.requireGroupID(groupID)
         let app = call.caller.appID
-        try await syncAudience(app: app, groupIDs: [groupID])
+        try await syncAudience(app: app, groupID: groupID)
         guard var group = try await store.groups(app: app, ids: [groupID])[groupID] else {
             throw GroupError.groupNotFound(groupID)
         }

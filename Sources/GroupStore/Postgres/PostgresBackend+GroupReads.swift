@@ -282,15 +282,9 @@ extension PostgresBackend {
 }
 
 /// Group and member rows over PostgreSQL, read in the caller's transaction (a read snapshot or
-/// the writer's transaction): the PostgreSQL counterparts of `Rows.groupKey`, `Rows.liveGroup`
-/// and `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of ``Rows``.
+/// the writer's transaction): the PostgreSQL counterparts of `Rows.groupKey` and
+/// `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of ``Rows``.
 enum PostgresRows {
-    /// The SQL reading one live (not dismissed) group by app and id.
-    private static let liveGroupSQL = """
-        SELECT \(Rows.GroupColumn.list()) FROM groups
-        WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-        """
-
     /// The row key of a group of `app`.
     /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
     /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is
@@ -303,15 +297,6 @@ enum PostgresRows {
             throw GroupError.groupNotFound(groupID)
         }
         return key
-    }
-
-    /// One live group (without its custom fields).
-    /// - Throws: ``GroupError/groupNotFound(_:)`` when it is not stored or is dismissed.
-    static func liveGroup(app: String, groupID: String, session: PostgresSession) throws -> Rows.GroupRow {
-        guard let read = try session.first(liveGroupSQL, [.text(app), .text(groupID)], { try Rows.group($0) }) else {
-            throw GroupError.groupNotFound(groupID)
-        }
-        return read
     }
 
     /// The groups of `rows` (all of `app`), in order, with their custom fields.

@@ -87,11 +87,8 @@ enum PGSQL {
 
 /// PostgreSQL error classes the store tells apart (SQLSTATE codes).
 enum PGState {
-    static let uniqueViolation = "23505"
-    static let deadlock = "40P01"
-    static let serializationFailure = "40001"
+    /// A statement cancelled (`statement_timeout`).
     static let queryCanceled = "57014"
-    static let tooManyConnections = "53300"
 
     /// The SQLSTATE of a server error, if `error` is one.
     static func of(_ error: any Error) -> String? {
