@@ -63,6 +63,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -163,7 +165,11 @@ let package = Package(
         ),
         .testTarget(
             name: "GRPCServerTests",
-            dependencies: ["GRPCServer", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: [
+                "GRPCServer", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "GroupAPITests", dependencies: ["GroupAPI"], swiftSettings: swiftSettings),

@@ -2,8 +2,10 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 
-/// A gRPC server over HTTP/2 with prior knowledge (h2c), each connection driven by nghttp2.
+/// A gRPC server over HTTP/2, each connection driven by nghttp2: with prior knowledge (h2c), or
+/// over TLS with ALPN `h2` when the configuration has ``ServerConfiguration/tls``.
 ///
 /// ```swift
 /// let server = GRPCServer(configuration: config, router: router, group: group, logger: logger)
@@ -52,7 +54,14 @@ public final class GRPCServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
+                    let pipeline = channel.pipeline.syncOperations
+                    if let tls = configuration.tls {
+                        // The context in force now: a reload (certificate rotation) reaches the
+                        // connections accepted after it; open ones keep theirs.
+                        try pipeline.addHandler(NIOSSLServerHandler(context: tls.context))
+                        try pipeline.addHandler(TLSHandshakeGate(handshakeTimeout: configuration.tlsHandshakeTimeout, logger: logger))
+                    }
+                    try pipeline.addHandler(
                         HTTP2Connection(router: router, configuration: configuration, logger: logger)
                     )
                     self.track(channel)
@@ -60,7 +69,13 @@ public final class GRPCServer: Sendable {
             }
         let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         state.withLockedValue { $0.listener = listener }
-        logger.info("listening", metadata: ["address": "\(listener.localAddress.map { "\($0)" } ?? "?")"])
+        var metadata: Logger.Metadata = ["address": "\(listener.localAddress.map { "\($0)" } ?? "?")"]
+        if let credentials = configuration.tls?.credentials {
+            metadata["tls"] = "\(credentials.files.clientCA == nil ? "on" : "on, client certificates required")"
+            metadata["certificate_serial"] = "\(credentials.serialNumber)"
+            metadata["certificate_not_after"] = "\(ServerTLS.utc(credentials.notValidAfter))"
+        }
+        logger.info("listening", metadata: metadata)
     }
 
     /// The port the server listens on, once started (useful with port 0).

@@ -35,11 +35,18 @@ final class HTTP2Connection: ChannelInboundHandler {
     var outboxBatch: [ConnectionOutbox.Entry] = []
     /// Where the calls' tasks run: this connection's event loop.
     var taskExecutor: EventLoopTaskExecutor?
+    /// Keepalive, idle, age and PING policing (`HTTP2Connection+Keepalive.swift`), and its timers.
+    var management: ConnectionManagement
+    var timers = ManagementTimers()
+    /// Set when the connection must close as soon as its queued frames are written, calls in
+    /// flight or not (GOAWAY for too many PINGs).
+    var terminating = false
 
     init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
         self.configuration = configuration
         self.logger = logger
+        self.management = ConnectionManagement(settings: configuration.keepalive, now: .now())
     }
 
     // MARK: Channel events
@@ -65,6 +72,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(http2.connectionWindowSize))
+        startConnectionManagement(context: context)
         if context.channel.isActive { flush() }
     }
 
@@ -76,6 +84,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session, !closing else { return }
         let buffer = unwrapInboundIn(data)
+        managementRead(context: context)
         inSession = true
         let rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
             groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
@@ -128,6 +137,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func tearDown() {
+        timers.cancelAll()
         for stream in streams.values { stream.abandon() }
         streams.removeAll()
         if let session {
@@ -167,7 +177,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         }
         inSession = false
         let done = (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
-            || (finalGoAwaySubmitted && streams.isEmpty)
+            || (finalGoAwaySubmitted && streams.isEmpty) || terminating
         guard let out else {
             if done { closeConnection() }
             return
@@ -196,6 +206,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func onBeginHeaders(streamID: Int32) {
         guard let context else { return }
         streams[streamID] = HTTP2Stream(id: streamID, maxMessageBytes: configuration.maxMessageBytes, allocator: context.channel.allocator)
+        managementStreamOpened()
     }
 
     func onHeader(streamID: Int32, isRequestHeaders: Bool, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -280,6 +291,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func onFrameSent(streamID: Int32, endStream: Bool) {
         // A response ended before the client finished sending: RST_STREAM(NO_ERROR) tells the
         // client to stop, as RFC 9113 §8.1 asks.
+        management.responseFrameSent()
         guard endStream, streamID > 0, let session else { return }
         if nghttp2_session_get_stream_remote_close(session, streamID) == 0 {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_NO_ERROR.rawValue))
@@ -289,6 +301,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func onStreamClose(streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         stream.abandon()
+        managementStreamClosed()
         if finalGoAwaySubmitted && streams.isEmpty { scheduleFlush() }
     }
 

@@ -39,6 +39,8 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
     private static let headersType = UInt8(NGHTTP2_HEADERS.rawValue)
     private static let dataType = UInt8(NGHTTP2_DATA.rawValue)
     private static let endStreamFlag = UInt8(NGHTTP2_FLAG_END_STREAM.rawValue)
+    private static let pingType = UInt8(NGHTTP2_PING.rawValue)
+    private static let ackFlag = UInt8(NGHTTP2_FLAG_ACK.rawValue)
     private static let requestCategory = Int32(NGHTTP2_HCAT_REQUEST.rawValue)
 
     private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
@@ -73,6 +75,8 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
             }
         } else if type == dataType && endStream {
             connection(userData).onEndOfRequest(streamID: streamID)
+        } else if type == pingType {
+            connection(userData).onPingReceived(ack: groupd_nghttp2_frame_flags(frame) & ackFlag != 0)
         }
         return 0
     }

@@ -37,6 +37,13 @@ public struct ServerConfiguration: Sendable {
     public var streamQueueCapacity: Int = 128
     /// How long a graceful shutdown waits for calls in flight before closing connections.
     public var drainTimeout: TimeAmount = .seconds(10)
+    /// Keepalive PINGs, idle and age limits, and the policing of client PINGs.
+    public var keepalive: KeepaliveSettings = .defaults
+    /// TLS for every connection (ALPN `h2`, client certificates when it asks for them); `nil`:
+    /// plaintext HTTP/2 with prior knowledge (h2c).
+    public var tls: ServerTLS? = nil
+    /// How long a TLS handshake may take from the connection's start before it is closed.
+    public var tlsHandshakeTimeout: TimeAmount = .seconds(120)
 
     /// The defaults above.
     public static var defaults: ServerConfiguration { ServerConfiguration() }
