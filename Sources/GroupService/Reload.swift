@@ -55,11 +55,13 @@ public enum ReloadError: Error, Sendable, CustomStringConvertible {
 extension GroupdConfiguration {
     /// The keys a reload cannot change: they shape the listening socket, the store or the
     /// event loops, which live as long as the process. A reload that changes one logs it and
-    /// keeps the running value. `auth` and `apps` (everything under them) reload.
+    /// keeps the running value. `auth` and `apps` (everything under them) reload. `tls` is TLS
+    /// turned on or off; the TLS files themselves are read again on every reload.
     public static let restartOnlyKeys = [
         "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
+        "tls", "tls.handshake_timeout_seconds", "keepalive",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -84,7 +86,8 @@ extension GroupdConfiguration {
         keep("max_connections", \.maxConnections)
         keep("drain_timeout_seconds", \.drainTimeoutSeconds)
         keep("event_loop_threads", \.eventLoopThreads)
-        return (kept, changes)
+        let (transportKept, transportChanges) = kept.keepingRestartOnlyTransportKeys(of: running)
+        return (transportKept, changes + transportChanges)
     }
 }
 

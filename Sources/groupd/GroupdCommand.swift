@@ -42,8 +42,8 @@ import Glibc
 import Darwin
 #endif
 
-/// `groupd check-config FILE`: validates a configuration without serving: the file, then every
-/// policy plugin it names (loaded and instantiated with its config, then torn down). A failure
+/// `groupd check-config FILE`: validates a configuration without serving: the file, its TLS
+/// files, then every policy plugin it names (loaded and instantiated with its config, then torn down). A failure
 /// prints `groupd: FILE: KEY PATH: what went wrong` per problem and exits 2.
 struct CheckConfig: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -54,6 +54,8 @@ struct CheckConfig: AsyncParsableCommand {
 
     func run() async throws {
         let config = try loadConfiguration(file)
+        // The TLS files are read and checked as `serve` does (expiry, key, PEM).
+        _ = try loadServerTLS(config, configPath: file)
         // The host's own log lines would repeat what is printed below.
         var logger = Logger(label: "groupd", factory: { label in StreamLogHandler.standardError(label: label) })
         logger.logLevel = .critical

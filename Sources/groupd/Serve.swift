@@ -21,6 +21,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
+        let tls = try loadServerTLS(configuration, configPath: config)
         // Trap SIGHUP first: from here on it reloads instead of ending the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
@@ -64,10 +65,12 @@ struct Serve: AsyncParsableCommand {
 
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let server = GRPCServer(configuration: configuration.serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
+        var serverConfiguration = configuration.serverConfiguration
+        serverConfiguration.tls = tls
+        let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
 
         // SIGHUP reloads the file; the reloader ends quietly at shutdown.
-        let reloader = ReloadOnSignal(signals: hangups, service: service, path: config)
+        let reloader = ReloadOnSignal(signals: hangups, service: service, path: config, tls: tls, logger: logger)
         let serviceGroup = ServiceGroup(configuration: .init(
             services: [
                 .init(service: ServerService(server: server, service: service)),
@@ -110,6 +113,8 @@ extension GroupdConfiguration {
         server.maxConnections = maxConnections
         server.http2.maxHeaderListSize = maxHeaderListBytes
         server.drainTimeout = .nanoseconds(Int64(drainTimeoutSeconds * 1_000_000_000))
+        server.keepalive = keepalive.settings
+        if let tls { server.tlsHandshakeTimeout = .nanoseconds(Int64(tls.handshakeTimeoutSeconds * 1_000_000_000)) }
         return server
     }
 }

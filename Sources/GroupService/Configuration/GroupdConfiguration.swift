@@ -200,6 +200,10 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var eventLoopThreads: Int
     /// `auth`: token verification settings.
     public var auth: Auth
+    /// `tls`: TLS (ALPN `h2`, optionally client certificates; see ``TLS``); absent = plaintext h2c.
+    public var tls: TLS? = nil
+    /// `keepalive`: PINGs, idle and age limits, client PING policing (see ``Keepalive``).
+    public var keepalive: Keepalive = .defaults
     /// `apps`: the apps served. Required, at least one, unique ids.
     public var apps: [App]
 
