@@ -16,6 +16,7 @@ apt_packages=(
   protobuf-compiler     # protoc, descriptors for the Swift generator
   libprotobuf-dev       # the well-known .proto files
   nghttp2-client        # h2load and nghttp, for make bench
+  openssl               # the openssl command line: the TLS tests make their certificates with it
   pkg-config            # SwiftPM finds the C libraries through it
 )
 if [ "${1:-}" = "--bench" ]; then

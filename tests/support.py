@@ -143,7 +143,7 @@ class Groupd:
     """A groupd process with its own config and data directory; on the PostgreSQL database at the
     URL `database` when one is given, else on SQLite under data_dir."""
 
-    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10, database=None):
+    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10, database=None, tls=None):
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.port = free_port()
@@ -154,6 +154,8 @@ class Groupd:
             port=self.port, data_dir=self.data_dir, max_message_bytes=max_message_bytes,
             app=APP_ID, secret=APP_SECRET, other_app=OTHER_APP_ID, other_secret=OTHER_APP_SECRET)
         text = text.replace("apps:\n", self.store_yaml + "apps:\n", 1)
+        if tls:  # the `tls` keys: {"cert_file": path, "key_file": path, "client_ca_file": path}
+            text = text.replace("apps:\n", "tls:\n" + "".join(f"  {key}: {value}\n" for key, value in tls.items()) + "apps:\n", 1)
         self.config.write_text(text.replace("drain_timeout_seconds: 10\n",
                                             f"drain_timeout_seconds: {drain_timeout_seconds}\n"))
         self.process = None
