@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 import h2raw
-from support import Groupd, admin_md
+from support import GROUPD_BIN, Groupd, admin_md
 from groupd.v1 import group_pb2, group_pb2_grpc
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 
@@ -289,6 +289,19 @@ def test_unusable_certificate_stops_serve_at_start(pki, workdir, problem):
         assert "listening" not in log
     finally:
         server.stop()
+    # `groupd check-config` finds the same problem.
+    checked = subprocess.run([str(GROUPD_BIN), "check-config", str(server.config)], capture_output=True, text=True,
+                             timeout=60)
+    assert checked.returncode == 2, checked
+    assert f"{server.config}: tls: {named}: " in checked.stderr and why in checked.stderr, checked.stderr
+
+
+def test_check_config_accepts_usable_tls_files(pki, workdir):
+    server = Groupd(workdir, tls=tls_keys(pki, client_ca=True))
+    checked = subprocess.run([str(GROUPD_BIN), "check-config", str(server.config)], capture_output=True, text=True,
+                             timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert ": ok (" in checked.stdout
 
 
 def test_relative_paths_are_relative_to_the_configuration_file(pki, workdir, servers):
