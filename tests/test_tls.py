@@ -361,3 +361,24 @@ def test_sighup_rotates_the_certificate_for_new_connections(pki, workdir, server
         assert server.process.poll() is None
     finally:
         old_channel.close()
+
+
+# MARK: Shutdown
+
+
+def test_sigterm_drains_tls_connections_and_exits_0(pki, workdir):
+    server = Groupd(workdir, tls=tls_keys(pki)).start()
+    try:
+        channel = secure_channel(server, pki)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(), timeout=30)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        server.signal(signal.SIGTERM)
+        statuses = []
+        with pytest.raises(grpc.RpcError) as caught:
+            for response in watch:
+                statuses.append(response.status)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, (statuses, caught.value)
+        assert server.wait(timeout=30) == 0, server.log.read_text()
+        channel.close()
+    finally:
+        server.stop()
