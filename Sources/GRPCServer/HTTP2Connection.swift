@@ -289,9 +289,9 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func onFrameSent(streamID: Int32, endStream: Bool) {
+        management.responseFrameSent()
         // A response ended before the client finished sending: RST_STREAM(NO_ERROR) tells the
         // client to stop, as RFC 9113 §8.1 asks.
-        management.responseFrameSent()
         guard endStream, streamID > 0, let session else { return }
         if nghttp2_session_get_stream_remote_close(session, streamID) == 0 {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_NO_ERROR.rawValue))
