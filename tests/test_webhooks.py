@@ -7,7 +7,9 @@ import hashlib
 import hmac
 import json
 import queue
+import select
 import signal
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,8 +45,10 @@ class Received:
 
 class Receiver:
     """A real HTTP/1.0 server on a loopback port. Every POST is put in `requests` (a queue the tests
-    wait on with a deadline) and answered by `respond(received) -> (status, answer)`; an answer of
-    None holds the request until `release` is set (a URL that hangs)."""
+    wait on with a deadline) and answered by `respond(received) -> (status, answer)`: a JSON value,
+    raw bytes, or None to hold the request until `release` is set or the client hangs up (a URL
+    that hangs). `max_in_flight` is the most requests it ever held open at once from clients still
+    connected."""
 
     def __init__(self, port=None):
         self.port = port or free_port()
@@ -52,6 +56,34 @@ class Receiver:
         self.respond = lambda received: (200, {"ActionStatus": "OK", "ErrorCode": 0, "ErrorInfo": ""})
         self.release = threading.Event()
         self.server = None
+        self.lock = threading.Lock()
+        self.in_flight = set()
+        self.max_in_flight = 0
+
+    @staticmethod
+    def hung_up(connection):
+        readable, _, _ = select.select([connection], [], [], 0)
+        try:
+            return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def arrived(self, connection):
+        with self.lock:
+            self.in_flight = {c for c in self.in_flight if not self.hung_up(c)}
+            self.in_flight.add(connection)
+            self.max_in_flight = max(self.max_in_flight, len(self.in_flight))
+
+    def left(self, connection):
+        with self.lock:
+            self.in_flight.discard(connection)
+
+    def hold(self, connection):
+        """Wait for `release` or for the client to hang up; True if released."""
+        while not self.release.wait(0.02):
+            if self.hung_up(connection):
+                return False
+        return True
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
@@ -63,12 +95,20 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received = Received(self.path, dict(self.headers.items()), body)
+                receiver.arrived(self.connection)
+                try:
+                    self.answer(received)
+                finally:
+                    receiver.left(self.connection)
+
+            def answer(self, received):
                 receiver.requests.put(received)
                 status, answer = receiver.respond(received)
                 if answer is None:
-                    receiver.release.wait(30)
+                    if not receiver.hold(self.connection):
+                        return
                     status, answer = 200, {"ErrorCode": 0}
-                data = json.dumps(answer).encode()
+                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -150,7 +190,9 @@ def before_answer(received):
     while `hang_app_two` is set."""
     body = received.json
     if received.path == "/app-two/before":
-        return (200, None) if HANG_APP_TWO.is_set() else (200, {"ErrorCode": 0})
+        if HANG_APP_TWO.is_set():
+            return 200, None
+        return APP_TWO_ANSWER[0] or (200, {"ErrorCode": 0})
     name = body["fields"].get("name", "")
     if "reject-me" in name:
         return 200, {"ActionStatus": "OK", "ErrorCode": 1, "ErrorInfo": "names may not say reject-me",
@@ -165,6 +207,8 @@ def before_answer(received):
 
 
 HANG_APP_TWO = threading.Event()
+# app-two's answer when set (status, body), else allow.
+APP_TWO_ANSWER = [None]
 
 
 class Setup:
@@ -227,14 +271,15 @@ def before_requests(receiver, path, callback, predicate=lambda received: True, t
             return received
 
 
-def collect_events(receiver, secret, done, timeout=30):
-    """Every event the receiver gets until `done(events by group)` holds, deduplicated by event_id
-    (delivery is at least once), each signature verified. Returns {group_id: [event, ...]} in
-    arrival order and the list of event_ids in arrival order."""
+def collect_events(receiver, secret, done, timeout=30, already=()):
+    """Every event the receiver gets (after those `already` taken from it) until `done(events by
+    group)` holds, deduplicated by event_id (delivery is at least once), each signature verified.
+    Returns {group_id: [event, ...]} in arrival order and the list of event_ids in arrival order."""
     by_group, seen, order = {}, set(), []
     deadline = time.time() + timeout
+    already = list(already)
     while not done(by_group):
-        received = receiver.next(max(0.1, deadline - time.time()))
+        received = already.pop(0) if already else receiver.next(max(0.1, deadline - time.time()))
         verify_signature(received, secret)
         event = received.json
         assert received.headers["X-Groupd-Event-Id"] == str(event["event_id"])
@@ -380,6 +425,27 @@ def test_a_hanging_webhook_costs_at_most_its_budget_fail_open(setup):
     assert got.profile.name == "renamed while it hangs"
 
 
+@pytest.mark.parametrize("status, answer, why", [
+    (500, {"ErrorCode": 0}, "HTTP status 500"),
+    (200, b"<html>not json</html>", "not a JSON object"),
+    (200, {"ErrorCode": 7}, "\"ErrorCode\" must be"),
+    (200, {"ErrorCode": 0, "rewrite": {"name": 5}}, "\"rewrite\" must be"),
+])
+def test_a_bad_answer_is_a_plugin_error_and_the_failure_mode_applies(setup, status, answer, why):
+    app_two = admin_md(app=OTHER_APP_ID, secret=OTHER_APP_SECRET)
+    group_id = uid("g")
+    APP_TWO_ANSWER[0] = (status, answer)
+    try:
+        info = expect_error(lambda: setup.create("answered badly", group_id=group_id, app_md=app_two),
+                            grpc.StatusCode.UNAVAILABLE, "POLICY_UNAVAILABLE")
+    finally:
+        APP_TWO_ANSWER[0] = None
+    assert info.metadata["kind"] == "plugin_error" and info.metadata["plugin"] == "webhook"
+    assert why in setup.groupd.log.read_text()  # the host logs the plugin's message
+    # A good answer again: the same id is free (nothing was created) and the breaker is reset.
+    assert setup.create("answered", group_id=group_id, app_md=app_two).group_id == group_id
+
+
 # ---- after-events ----
 
 def test_after_events_arrive_in_order_per_group_and_signed(setup):
@@ -391,6 +457,26 @@ def test_after_events_arrive_in_order_per_group_and_signed(setup):
     created = by_group[groups[0]][0]
     assert created["callback"] == "Group.CallbackAfterCreateGroup" and created["event_type"] == "GROUP_CREATED"
     assert created["app_id"] == APP_ID and created["group_sequence"] == 1 and created["event_time"] > 0
+
+
+def test_a_receiver_answering_errors_gets_the_events_again(setup):
+    failures = {"left": 3}
+
+    def flaky(received):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            return 503, {"error": "try later"}
+        return 200, {}
+
+    setup.events.respond = flaky
+    try:
+        groups = [uid("retry")]
+        finals = make_events(setup, groups, renames=2)
+        by_group, _ = collect_events(setup.events, SECRET_ONE, named(finals))
+    finally:
+        setup.events.respond = lambda received: (200, {})
+    assert failures["left"] == 0
+    assert_in_order(by_group, groups)
 
 
 def test_receiver_down_and_back_loses_nothing(setup):
@@ -455,5 +541,29 @@ def test_events_a_crash_kept_out_of_the_journal_are_replayed_from_the_store(tmp_
         assert_in_order(by_group, groups + [after_restart])
         assert {event["event_id"] for event in cut} <= set(order)
         assert order == sorted(order)  # the replayed events came before the new one
+    finally:
+        setup.close()
+
+
+def test_a_reload_hands_delivery_over_without_two_deliverers(tmp_path):
+    """SIGHUP makes a new instance on the same queue_dir before the old one is destroyed: the old
+    one's delivery in progress is aborted by instance_destroy and the new one takes over (the lock
+    file), so at no time do two deliveries run at once, and nothing is lost."""
+    setup = Setup(tmp_path)
+    try:
+        setup.events.respond = lambda received: (200, None)  # every delivery hangs
+        groups = [uid("reload")]
+        finals = make_events(setup, groups, renames=2)
+        first = setup.events.next()
+        setup.groupd.signal(signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in setup.groupd.log.read_text(), "the reload")
+        # The new instance sends the same entry again once the old one let go of it.
+        again = setup.events.next()
+        assert again.json["event_id"] == first.json["event_id"]
+        setup.events.respond = lambda received: (200, {})
+        setup.events.release.set()
+        by_group, _ = collect_events(setup.events, SECRET_ONE, named(finals), already=[first, again])
+        assert_in_order(by_group, groups)
+        assert setup.events.max_in_flight == 1
     finally:
         setup.close()

@@ -75,6 +75,8 @@ typedef struct webhook {
     int thread_started;
 } webhook;
 
+static void webhook_release(webhook *self);
+
 /* ---- small helpers ---- */
 
 static groupd_str cstr(const char *s) { return groupd_str_from(s, strlen(s)); }
@@ -693,20 +695,15 @@ static void *deliver_main(void *argument) {
     pthread_mutex_unlock(&self->mutex);
     if (have_lock) flock(self->lock_fd, LOCK_UN);
     free(line);
+    webhook_release(self);  /* instance_destroy handed the instance over to this thread */
     return NULL;
 }
 
 /* ---- instances ---- */
 
-static void webhook_free(webhook *self) {
+/* Free everything; the delivery thread, if any, has ended. */
+static void webhook_release(webhook *self) {
     if (!self) return;
-    if (self->thread_started) {
-        pthread_mutex_lock(&self->mutex);
-        __atomic_store_n(&self->stopping, 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&self->wake);
-        pthread_mutex_unlock(&self->mutex);
-        pthread_join(self->thread, NULL);
-    }
     if (self->queue_dir) {
         pthread_mutex_destroy(&self->mutex);
         pthread_cond_destroy(&self->wake);
@@ -725,6 +722,24 @@ static void webhook_free(webhook *self) {
     free(self->url);
     free(self->app);
     free(self);
+}
+
+/* Stop the delivery thread and free the instance. instance_destroy must not hold the host's
+ * thread while a delivery in progress notices the stop (curl calls the progress callback about
+ * once a second when idle): the thread is detached and frees the instance as it ends, which
+ * also releases the delivery lock for the next instance. */
+static void webhook_free(webhook *self) {
+    if (!self) return;
+    if (!self->thread_started) {
+        webhook_release(self);
+        return;
+    }
+    pthread_t thread = self->thread;  /* self may be gone as soon as stopping is set */
+    pthread_mutex_lock(&self->mutex);
+    __atomic_store_n(&self->stopping, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&self->wake);
+    pthread_mutex_unlock(&self->mutex);
+    pthread_detach(thread);
 }
 
 /* mkdir -p */
