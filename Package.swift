@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "ExampleCPolicy", type: .dynamic, targets: ["ExampleCPolicy"]),
         .library(name: "KeywordPolicy", type: .dynamic, targets: ["KeywordPolicy"]),
         .library(name: "CustomFieldSchemaPolicy", type: .dynamic, targets: ["CustomFieldSchemaPolicy"]),
+        .library(name: "WebhookPolicy", type: .dynamic, targets: ["WebhookPolicy"]),
         // Broken and scripted plugins the PolicyHost tests load.
         .library(name: "PolicyFixtureBehaviors", type: .dynamic, targets: ["PolicyFixtureBehaviors"]),
         .library(name: "PolicyFixtureWrongMajor", type: .dynamic, targets: ["PolicyFixtureWrongMajor"]),
@@ -143,6 +144,12 @@ let package = Package(
         .target(name: "KeywordPolicy", dependencies: ["PolicyABI"], path: "Plugins/KeywordPolicy", swiftSettings: swiftSettings),
         /// Typed custom fields in Swift: validated and normalised on write, filtered by role on read.
         .target(name: "CustomFieldSchemaPolicy", dependencies: ["PolicyABI"], path: "Plugins/CustomFieldSchemaPolicy", swiftSettings: swiftSettings),
+        /// HTTP webhooks in C: signed synchronous before-hooks, after-events from a durable journal
+        /// (libcurl, OpenSSL's libcrypto, jansson; docs/PLUGINS.md, "HTTP webhooks").
+        .target(
+            name: "WebhookPolicy", dependencies: ["PolicyABI"], path: "Plugins/WebhookPolicy",
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("crypto"), .linkedLibrary("jansson")]
+        ),
         .target(name: "PolicyFixtureBehaviors", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureBehaviors"),
         .target(name: "PolicyFixtureWrongMajor", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureWrongMajor"),
         .target(name: "PolicyFixtureNoEntry", dependencies: ["PolicyABI"], path: "Tests/Fixtures/PolicyFixtureNoEntry"),

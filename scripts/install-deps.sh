@@ -18,6 +18,9 @@ apt_packages=(
   nghttp2-client        # h2load and nghttp, for make bench
   openssl               # the openssl command line: the TLS tests make their certificates with it
   pkg-config            # SwiftPM finds the C libraries through it
+  libcurl4-openssl-dev  # HTTP client of the webhook plugin (Plugins/WebhookPolicy)
+  libssl-dev            # HMAC-SHA256 (libcrypto) for the webhook plugin's signatures
+  libjansson-dev        # JSON for the webhook plugin's config, requests and answers
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(

@@ -85,7 +85,8 @@ nonisolated(unsafe) private let pluginTable: UnsafeMutablePointer<groupd_plugin_
         on_hook: { instance, hook, request, call in
             guard let instance, let request, let host else { return Int32(GROUPD_DECISION_ERROR.rawValue) }
             return onHook(Unmanaged<FieldSchema>.fromOpaque(instance).takeUnretainedValue(), hook: hook, request: request, call: call, host: host)
-        }
+        },
+        after_event_position: nil  // keeps no after-events
     ))
     return table
 }()

@@ -149,7 +149,8 @@ nonisolated(unsafe) private let pluginTable: UnsafeMutablePointer<groupd_plugin_
             }
             if rejected { return Int32(GROUPD_DECISION_REJECT.rawValue) }
             return Int32((rewritten ? GROUPD_DECISION_REWRITE : GROUPD_DECISION_ALLOW).rawValue)
-        }
+        },
+        after_event_position: nil  // keeps no after-events
     ))
     return table
 }()

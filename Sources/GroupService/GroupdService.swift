@@ -45,6 +45,7 @@ public final class GroupdService: Sendable {
         self.logger = logger
         self.current = Mutex(ConfigurationSnapshot(configuration: configuration, authenticator: authenticator))
         self.events = EventHub(store: store, clock: clock, logger: logger)
+        policy.replayAfterEvents(from: store, logger: logger)
         policy.notifyAfterEvents(from: events)
         if store.isShared {
             // Rooms' messages sent through other nodes: counted against the room's rate here

@@ -103,7 +103,8 @@ enum HostAPI {
 
 /// Copies a ``HookRequest`` into one byte arena and lends it to C as a `groupd_request`.
 enum RequestMarshal {
-    static func withRequest<R>(app: String, _ request: HookRequest, _ body: (UnsafePointer<groupd_request>) -> R) -> R {
+    /// - Parameter budget: the call's time budget, lent to the plugin as `budget_ms`.
+    static func withRequest<R>(app: String, _ request: HookRequest, budget: Duration = .zero, _ body: (UnsafePointer<groupd_request>) -> R) -> R {
         var bytes: [UInt8] = []
         func add(_ string: String) -> Range<Int> {
             let start = bytes.count
@@ -128,7 +129,10 @@ enum RequestMarshal {
                         app_id: str(appRange), operator_id: str(operatorRange), group_id: str(groupRange),
                         group_type: str(typeRange), reader_role: str(roleRange), event_type: str(eventRange),
                         fields: fieldBuffer.baseAddress, field_count: fieldBuffer.count,
-                        users: userBuffer.baseAddress, user_count: userBuffer.count)
+                        users: userBuffer.baseAddress, user_count: userBuffer.count,
+                        budget_ms: budget.components.seconds * 1000 + budget.components.attoseconds / 1_000_000_000_000_000,
+                        event_id: request.eventID, group_sequence: request.groupSequence,
+                        event_time_ms: request.eventTimeMilliseconds)
                     return withUnsafePointer(to: &request) { body($0) }
                 }
             }

@@ -37,9 +37,17 @@ final class PluginInstance: @unchecked Sendable {
         library.table.instance_destroy?(pointer)
     }
 
+    /// The plugin's `after_event_position` (ABI 1.1): the last `event_id` it keeps for good;
+    /// `nil` when the plugin has no such function.
+    func afterEventPosition() -> Int64? {
+        guard let position = library.table.after_event_position else { return nil }
+        return position(pointer)
+    }
+
     /// Call `on_hook` on the calling thread and return the raw decision.
-    func onHook(_ hook: PolicyHook, request: HookRequest, state: CallState) -> Int32 {
-        RequestMarshal.withRequest(app: app, request) { request in
+    /// - Parameter budget: the call's time budget, shown to the plugin as `budget_ms`.
+    func onHook(_ hook: PolicyHook, request: HookRequest, state: CallState, budget: Duration = .zero) -> Int32 {
+        RequestMarshal.withRequest(app: app, request, budget: budget) { request in
             withExtendedLifetime(state) {
                 library.table.on_hook!(pointer, hook.abiValue, request, state.opaque)
             }

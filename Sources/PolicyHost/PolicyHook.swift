@@ -91,12 +91,20 @@ public struct HookRequest: Sendable, Hashable {
     public var fields: [HookField]
     /// Invitees (before invite) or the target member (before set member info).
     public var users: [String]
+    /// For ``PolicyHook/afterEvent``: the event's id in the event log (increasing in commit
+    /// order); 0 when unknown.
+    public var eventID: Int64
+    /// For ``PolicyHook/afterEvent``: the event's number in its group's sequence.
+    public var groupSequence: Int64
+    /// For ``PolicyHook/afterEvent``: when the event was committed, milliseconds since the Unix epoch.
+    public var eventTimeMilliseconds: Int64
 
     /// Make a request; every part defaults to empty.
     public init(
         operatorID: String = "", groupID: String = "", groupType: String = "",
         readerRole: String = "", eventType: String = "",
-        fields: [HookField] = [], users: [String] = []
+        fields: [HookField] = [], users: [String] = [],
+        eventID: Int64 = 0, groupSequence: Int64 = 0, eventTimeMilliseconds: Int64 = 0
     ) {
         self.operatorID = operatorID
         self.groupID = groupID
@@ -105,6 +113,9 @@ public struct HookRequest: Sendable, Hashable {
         self.eventType = eventType
         self.fields = fields
         self.users = users
+        self.eventID = eventID
+        self.groupSequence = groupSequence
+        self.eventTimeMilliseconds = eventTimeMilliseconds
     }
 
     /// The value of the field `key`, if present.

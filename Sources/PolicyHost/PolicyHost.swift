@@ -31,13 +31,15 @@ public struct PluginStatistics: Sendable, Hashable {
 /// host's threads (never the cooperative pool or an event loop), within the hook's budget.
 public final class PolicyHost: Sendable {
     private let settings: PolicyHostConfiguration
-    private let pool: NIOThreadPool
+    let pool: NIOThreadPool
     /// Budget timers fire here, on a thread of their own, so an answer past its budget is
     /// decided on time even when the cooperative pool is busy. Nothing else runs on it.
     private let timers: MultiThreadedEventLoopGroup
     private let libraries = PluginLibraryCache.shared
-    private let chains = NIOLockedValueBox<[String: AppChain]>([:])
-    private let logger: Logger
+    let chains = NIOLockedValueBox<[String: AppChain]>([:])
+    /// Per app: the after-event notifications not yet handed to the plugins, in order.
+    let afterEventQueues = NIOLockedValueBox<[String: AfterEventQueue]>([:])
+    let logger: Logger
 
     /// Start a host with no chains (every hook allows) and its thread pool.
     /// - Parameters:
@@ -135,16 +137,13 @@ public final class PolicyHost: Sendable {
 
     /// Tell every plugin on ``PolicyHook/afterEvent`` about a committed event. Returns at
     /// once: the plugins run later on the host's threads and their decisions are ignored.
+    /// An app's events reach its plugins one at a time, in the order they were notified
+    /// (``AfterEventQueue``).
     public func notify(app: String, event: HookRequest) {
         guard let chain = chains.withLockedValue({ $0[app] }) else { return }
         let links = chain.links.filter { $0.hooks.contains(.afterEvent) }
         guard !links.isEmpty else { return }
-        let budget = chain.configuration.budget(for: .afterEvent)
-        Task {
-            for link in links {
-                _ = await self.call(link, hook: .afterEvent, request: event, budget: budget)
-            }
-        }
+        enqueueAfterEvent(app: app, links: links, event: event, budget: chain.configuration.budget(for: .afterEvent))
     }
 
     /// The counters of each plugin in `app`'s current chain, in chain order.
@@ -214,7 +213,7 @@ public final class PolicyHost: Sendable {
                 }
                 // Timed out while queued: do not start a call nobody waits for.
                 guard !completion.isDone else { return }
-                let decision = instance.onHook(hook, request: request, state: state)
+                let decision = instance.onHook(hook, request: request, state: state, budget: budget)
                 completion.resume(LinkResult(decision: decision, answers: state.close(), plugin: plugin))
             }
             let (seconds, attoseconds) = budget.components

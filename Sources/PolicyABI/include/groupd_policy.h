@@ -37,7 +37,7 @@ extern "C" {
 /** The ABI major version. Changes only with the entry symbol's name. */
 #define GROUPD_POLICY_ABI_MAJOR 1
 /** The ABI minor version: bumped when a table grows at its end. */
-#define GROUPD_POLICY_ABI_MINOR 0
+#define GROUPD_POLICY_ABI_MINOR 1
 /** The name of the entry symbol for this major version, for dlsym. */
 #define GROUPD_POLICY_ENTRY_SYMBOL "groupd_policy_entry_v1"
 
@@ -121,7 +121,23 @@ typedef struct groupd_request {
     /** Invitees (before invite), the target member (before set member info). */
     const groupd_str *users;
     size_t user_count;
+    /* ---- ABI 1.1: read these only when GROUPD_REQUEST_HAS(request, member) ---- */
+    /** The time budget of this call in milliseconds (0: none known). A plugin that waits on
+     *  something remote (a webhook) bounds its wait by it. */
+    int64_t budget_ms;
+    /** For GROUPD_HOOK_AFTER_EVENT: the event's id in the event log, unique in the store and
+     *  increasing in commit order; a receiver drops duplicates by it. 0 when unknown. */
+    int64_t event_id;
+    /** For GROUPD_HOOK_AFTER_EVENT: the event's number in its group's sequence (1, 2, 3, ...). */
+    int64_t group_sequence;
+    /** For GROUPD_HOOK_AFTER_EVENT: when the event was committed, milliseconds since the Unix epoch. */
+    int64_t event_time_ms;
 } groupd_request;
+
+/** Whether `request` (a `const groupd_request *`) has `member`: the host that built it knew
+ *  that member (its `struct_size` covers it). */
+#define GROUPD_REQUEST_HAS(request, member) \
+    ((request)->struct_size >= offsetof(groupd_request, member) + sizeof((request)->member))
 
 /** The host's per-call handle, passed to every callback. Opaque; valid during the call. */
 typedef struct groupd_call groupd_call;
@@ -164,6 +180,12 @@ typedef struct groupd_plugin_api {
     /** Run one hook. May be called concurrently on one instance from several threads. */
     int32_t (*on_hook)(void *instance, int32_t hook, const groupd_request *request,
                        groupd_call *call);
+    /* ---- ABI 1.1: the host reads these only when struct_size covers them ---- */
+    /** Optional (NULL: none). For a plugin that keeps after-events durably: the highest
+     *  `event_id` it has accepted for good (0: none, start from now). When groupd starts, it
+     *  hands the instance again, in order and before any new event, every committed event of
+     *  the app after that id: the events a crash caught between the commit and the plugin. */
+    int64_t (*after_event_position)(void *instance);
 } groupd_plugin_api;
 
 /** The entry symbol's type. Return NULL if `host` is unusable (e.g. too old). */
