@@ -35,6 +35,10 @@ final class HTTP2Connection: ChannelInboundHandler {
     var outboxBatch: [ConnectionOutbox.Entry] = []
     /// Where the calls' tasks run: this connection's event loop.
     var taskExecutor: EventLoopTaskExecutor?
+    /// The client's address for the call observer (`ip:port`); empty when nobody observes.
+    var peer = ""
+    /// Whether the call observer was told this connection opened (and so must hear it closed).
+    var observedOpen = false
 
     init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
@@ -47,6 +51,11 @@ final class HTTP2Connection: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.taskExecutor = EventLoopTaskExecutor(eventLoop: context.eventLoop)
+        if let observer = configuration.callObserver {
+            peer = context.channel.remoteAddress?.peerDescription ?? ""
+            observedOpen = true
+            observer.connectionOpened()
+        }
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
         let rv = nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, NGHTTP2Callbacks.shared.options)
@@ -128,8 +137,15 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func tearDown() {
-        for stream in streams.values { stream.abandon() }
+        for stream in streams.values {
+            stream.abandon()
+            observeStreamGone(stream)
+        }
         streams.removeAll()
+        if observedOpen {
+            observedOpen = false
+            configuration.callObserver?.connectionClosed()
+        }
         if let session {
             nghttp2_session_del(session)
             self.session = nil
@@ -196,6 +212,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func onBeginHeaders(streamID: Int32) {
         guard let context else { return }
         streams[streamID] = HTTP2Stream(id: streamID, maxMessageBytes: configuration.maxMessageBytes, allocator: context.channel.allocator)
+        configuration.callObserver?.streamOpened()
     }
 
     func onHeader(streamID: Int32, isRequestHeaders: Bool, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -210,6 +227,7 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onRequestHeadersComplete(streamID: Int32, endStream: Bool) {
         guard let stream = streams[streamID], let context else { return }
+        observeCallStart(stream)
         if let refusal = stream.refusalAfterHeaders(maxHeaderListSize: configuration.http2.maxHeaderListSize) {
             respond(stream, refusal)
             return
@@ -289,6 +307,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func onStreamClose(streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         stream.abandon()
+        observeStreamGone(stream)
         if finalGoAwaySubmitted && streams.isEmpty { scheduleFlush() }
     }
 

@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var streamQueueCapacity: Int = 128
     /// How long a graceful shutdown waits for calls in flight before closing connections.
     public var drainTimeout: TimeAmount = .seconds(10)
+    /// Told about connections, streams and calls (metrics, access logs); `nil`: nobody.
+    public var callObserver: (any CallObserver)? = nil
 
     /// The defaults above.
     public static var defaults: ServerConfiguration { ServerConfiguration() }
