@@ -59,7 +59,7 @@ extension GroupdConfiguration {
     public static let restartOnlyKeys = [
         "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
-        "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
+        "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "metrics",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -84,6 +84,7 @@ extension GroupdConfiguration {
         keep("max_connections", \.maxConnections)
         keep("drain_timeout_seconds", \.drainTimeoutSeconds)
         keep("event_loop_threads", \.eventLoopThreads)
+        keep("metrics", \.metrics)
         return (kept, changes)
     }
 }
@@ -163,6 +164,7 @@ extension GroupdService {
             generation: old.generation + 1)
         policy.install(prepared)
         install(snapshot)
+        telemetry.apply(next)
 
         let before = Dictionary(old.configuration.apps.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let after = Dictionary(next.apps.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })

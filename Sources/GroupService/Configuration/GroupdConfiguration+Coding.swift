@@ -59,7 +59,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
-    ]
+    ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
     public init(from decoder: any Decoder) throws {
@@ -84,6 +84,7 @@ extension GroupdConfiguration {
         self.eventLoopThreads = try c.value("event_loop_threads", or: d.eventLoopThreads)
         self.auth = try c.value("auth", or: d.auth)
         self.apps = try c.value("apps", or: d.apps)
+        try decodeObservability(c)
     }
 
     /// Encode every key, defaults included.
@@ -102,6 +103,7 @@ extension GroupdConfiguration {
         try c.encode(self.eventLoopThreads, forKey: ConfigKey("event_loop_threads"))
         try c.encode(self.auth, forKey: ConfigKey("auth"))
         try c.encode(self.apps, forKey: ConfigKey("apps"))
+        try encodeObservability(&c)
     }
 }
 
