@@ -8,6 +8,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -221,6 +222,18 @@ def test_a_scrape_while_calls_are_in_flight_returns_and_counts_them(server, chan
         assert after.calls(GROUPS + "GetGroupsInfo")[("OK", "")] >= len(done)
     finally:
         stream.cancel()
+    # The client's reset ends the stream's call as CANCELLED; nothing is in flight any more.
+    subscribe = "/groupd.v1.EventService/Subscribe"
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        now = scrape(server.metrics_port)
+        if now.calls(subscribe) and not now.value("groupd_event_subscribers"):
+            break
+        time.sleep(0.05)
+    final = scrape(server.metrics_port)
+    assert final.calls(subscribe) == {("CANCELLED", ""): 1}
+    assert final.value("groupd_rpc_calls_in_flight") == 0
+    assert final.value("groupd_event_subscribers") == 0
 
 
 def test_anything_but_get_metrics_is_refused(server):

@@ -54,7 +54,9 @@ public final class ServiceTelemetry: CallObserver {
             metrics.inFlight.decrement()
             metrics.callFinished(path: call.path, code: call.status.code, reason: reason, nanoseconds: call.durationNanoseconds)
         }
-        accessLog.record(call, method: paths.contains(call.path) ? call.path : GroupdMetrics.unknownMethod)
+        if accessLog.isEnabled {
+            accessLog.record(call, method: paths.contains(call.path) ? call.path : GroupdMetrics.unknownMethod)
+        }
     }
 }
 
