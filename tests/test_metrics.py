@@ -6,6 +6,7 @@ generation) say what is open; a scrape while calls are in flight returns; anythi
 GET /metrics is refused."""
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -262,3 +263,23 @@ def test_without_metrics_nothing_listens():
     finally:
         groupd.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_metrics_port_in_use_stops_the_server_with_a_clear_line():
+    workdir = Path(tempfile.mkdtemp(prefix="groupd-metrics-busy-"))
+    groupd = Groupd(workdir)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        configure(groupd, port)
+        try:
+            try:
+                groupd.start()
+            except RuntimeError:
+                pass  # it exited before its gRPC port answered
+            assert groupd.process.wait(timeout=30) != 0
+            assert f"cannot listen for metrics on 127.0.0.1:{port}" in groupd.log.read_text()
+        finally:
+            groupd.stop()
+            shutil.rmtree(workdir, ignore_errors=True)

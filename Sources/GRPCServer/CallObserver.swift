@@ -10,7 +10,8 @@ public protocol CallObserver: Sendable {
     /// Whether calls are observed now (read once per call, as it starts). When false the call
     /// gets no annotations, no start time and no ``callStarted(path:)``/``callFinished(_:)``.
     var observesCalls: Bool { get }
-    /// A client connection was accepted (and not refused for `maxConnections`).
+    /// A client connection was accepted (one refused for `maxConnections` is reported opened and
+    /// closed at once).
     func connectionOpened()
     /// A connection observed by ``connectionOpened()`` closed.
     func connectionClosed()

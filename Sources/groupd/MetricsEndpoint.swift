@@ -17,7 +17,7 @@ struct MetricsEndpoint: Service {
 
     func run() async throws {
         let metrics = self.metrics
-        let channel = try await ServerBootstrap(group: group)
+        let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -26,7 +26,14 @@ struct MetricsEndpoint: Service {
                     try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics))
                 }
             }
-            .bind(host: settings.host, port: settings.port).get()
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(host: settings.host, port: settings.port).get()
+        } catch {
+            // Stops the server: metrics were asked for and cannot be served.
+            logger.error("cannot listen for metrics on \(settings.host):\(settings.port): \(error)")
+            throw error
+        }
         logger.info("metrics endpoint listening", metadata: [
             "address": "\(settings.host):\(channel.localAddress?.port ?? settings.port)", "path": "/metrics",
         ])
