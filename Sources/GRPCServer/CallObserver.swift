@@ -1,5 +1,5 @@
-import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// Told by the transport when connections, streams and calls begin and end: the hook for
 /// metrics and access logs. The transport knows nothing of what the observer does with it.
@@ -78,17 +78,18 @@ public final class CallAnnotations: Sendable {
         }
     }
 
-    private let box = NIOLockedValueBox(Values())
+    /// Inline in the object: one allocation per observed call.
+    private let box = Mutex(Values())
 
     /// Creates empty annotations.
     public init() {}
 
     /// The values set so far.
-    public var values: Values { box.withLockedValue { $0 } }
+    public var values: Values { box.withLock { $0 } }
 
     /// Records the authenticated caller.
     public func setCaller(app: String, operatorID: String?) {
-        box.withLockedValue {
+        box.withLock {
             $0.app = app
             $0.operatorID = operatorID
         }
@@ -96,7 +97,7 @@ public final class CallAnnotations: Sendable {
 
     /// Records the stable reason of the call's error.
     public func setReason(_ reason: String) {
-        box.withLockedValue { $0.reason = reason }
+        box.withLock { $0.reason = reason }
     }
 }
 
