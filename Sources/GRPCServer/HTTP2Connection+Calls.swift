@@ -8,7 +8,9 @@ extension HTTP2Connection {
 
     func dispatch(_ stream: HTTP2Stream, handler: RPCHandler, request: ByteBuffer) {
         guard let context else { return }
-        let callContext = ServerContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop)
+        let callContext = ServerContext(
+            path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop,
+            annotations: stream.annotations)
         let streamID = stream.id
         stream.dispatched = true
         switch handler {
@@ -104,6 +106,7 @@ extension HTTP2Connection {
         case .success(let response):
             stream.appendMessage(response, fromWriter: false)
             stream.trailers = .ok
+            observeCallEnd(stream, status: .ok)
             submitResponseHeaders(stream)
         case .failure(let status):
             respond(stream, .status(status))
@@ -152,6 +155,7 @@ extension HTTP2Connection {
             return
         }
         stream.trailers = status
+        observeCallEnd(stream, status: status)
         if stream.dataDeferred, let session {
             stream.dataDeferred = false
             nghttp2_session_resume_data(session, stream.id)

@@ -50,6 +50,7 @@ extension HTTP2Connection {
             status = s
         }
         stream.trailers = status
+        observeCallEnd(stream, status: status)
         stream.responseHeadersSent = true
         var fields = HeaderFields()
         fields.append(StaticHeaders.shared.status(httpStatus))

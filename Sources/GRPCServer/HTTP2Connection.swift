@@ -41,6 +41,10 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// Set when the connection must close as soon as its queued frames are written, calls in
     /// flight or not (GOAWAY for too many PINGs).
     var terminating = false
+    /// The client's address for the call observer (`ip:port`); empty when nobody observes.
+    var peer = ""
+    /// Whether the call observer was told this connection opened (and so must hear it closed).
+    var observedOpen = false
 
     init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
@@ -54,6 +58,11 @@ final class HTTP2Connection: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.taskExecutor = EventLoopTaskExecutor(eventLoop: context.eventLoop)
+        if let observer = configuration.callObserver {
+            peer = context.channel.remoteAddress?.peerDescription ?? ""
+            observedOpen = true
+            observer.connectionOpened()
+        }
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
         let rv = nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, NGHTTP2Callbacks.shared.options)
@@ -138,8 +147,15 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func tearDown() {
         timers.cancelAll()
-        for stream in streams.values { stream.abandon() }
+        for stream in streams.values {
+            stream.abandon()
+            observeStreamGone(stream)
+        }
         streams.removeAll()
+        if observedOpen {
+            observedOpen = false
+            configuration.callObserver?.connectionClosed()
+        }
         if let session {
             nghttp2_session_del(session)
             self.session = nil
@@ -207,6 +223,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         guard let context else { return }
         streams[streamID] = HTTP2Stream(id: streamID, maxMessageBytes: configuration.maxMessageBytes, allocator: context.channel.allocator)
         managementStreamOpened()
+        configuration.callObserver?.streamOpened()
     }
 
     func onHeader(streamID: Int32, isRequestHeaders: Bool, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -221,6 +238,7 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onRequestHeadersComplete(streamID: Int32, endStream: Bool) {
         guard let stream = streams[streamID], let context else { return }
+        observeCallStart(stream)
         if let refusal = stream.refusalAfterHeaders(maxHeaderListSize: configuration.http2.maxHeaderListSize) {
             respond(stream, refusal)
             return
@@ -302,6 +320,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         stream.abandon()
         managementStreamClosed()
+        observeStreamGone(stream)
         if finalGoAwaySubmitted && streams.isEmpty { scheduleFlush() }
     }
 

@@ -27,6 +27,13 @@ final class HTTP2Stream {
     /// Set once the call's outcome is known; the trailers go out after the queued messages.
     var trailers: GRPCStatus?
     var dataDeferred = false
+    /// When an observed call started (monotonic nanoseconds); 0: not observed, or its outcome
+    /// was reported.
+    var observedStart: UInt64 = 0
+    /// The observed call's annotations.
+    var annotations: CallAnnotations?
+    /// An observed call's metadata, kept past ``releaseRequestState()`` for its observer.
+    var observedMetadata: Metadata?
     /// Messages waiting for DATA frames, unframed: the 5-byte gRPC prefix is written as the
     /// frame is filled, so a message shared by many streams is never copied per stream.
     var outbound = CircularBuffer<OutboundMessage>(initialCapacity: 2)
@@ -133,6 +140,7 @@ final class HTTP2Stream {
     /// Drops what only the request needed, once the call is dispatched: an idle stream keeps
     /// only its response state.
     func releaseRequestState() {
+        if observedStart != 0 { observedMetadata = metadata }
         metadata = Metadata()
         request = nil
         deframer.release()

@@ -44,6 +44,8 @@ public struct ServerConfiguration: Sendable {
     public var tls: ServerTLS? = nil
     /// How long a TLS handshake may take from the connection's start before it is closed.
     public var tlsHandshakeTimeout: TimeAmount = .seconds(120)
+    /// Told about connections, streams and calls (metrics, access logs); `nil`: nobody.
+    public var callObserver: (any CallObserver)? = nil
 
     /// The defaults above.
     public static var defaults: ServerConfiguration { ServerConfiguration() }

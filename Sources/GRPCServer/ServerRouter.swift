@@ -38,13 +38,20 @@ public struct ServerContext: Sendable {
     public let deadline: NIODeadline?
     /// The event loop that owns the call's connection.
     public let eventLoop: any EventLoop
+    /// Where the handler tells the call observer about the call (app, operator, error reason);
+    /// `nil` when calls are not observed.
+    public let annotations: CallAnnotations?
 
     /// Creates a context (the transport does; tests may too).
-    public init(path: String, metadata: Metadata, deadline: NIODeadline?, eventLoop: any EventLoop) {
+    public init(
+        path: String, metadata: Metadata, deadline: NIODeadline?, eventLoop: any EventLoop,
+        annotations: CallAnnotations? = nil
+    ) {
         self.path = path
         self.metadata = metadata
         self.deadline = deadline
         self.eventLoop = eventLoop
+        self.annotations = annotations
     }
 }
 

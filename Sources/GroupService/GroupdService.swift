@@ -26,6 +26,8 @@ public final class GroupdService: Sendable {
     public let policy: ServicePolicy
     /// The event stream's fan-out (Subscribe), fed by the store's commits.
     public let events: EventHub
+    /// Metrics, access log and log settings (``ServiceTelemetry/disabled``: none).
+    public let telemetry: ServiceTelemetry
 
     /// Creates the service.
     /// - Parameters:
@@ -35,11 +37,14 @@ public final class GroupdService: Sendable {
     ///   - clock: The time source (injectable for tests).
     ///   - logger: Where unexpected failures are logged.
     ///   - policy: The policy plugins (chains already applied); none by default.
+    ///   - telemetry: Metrics, access log and log settings; none by default.
     public init(
         configuration: GroupdConfiguration, store: Store, authenticator: Authenticator,
-        clock: any WallClock = SystemWallClock(), logger: Logger, policy: ServicePolicy = .disabled
+        clock: any WallClock = SystemWallClock(), logger: Logger, policy: ServicePolicy = .disabled,
+        telemetry: ServiceTelemetry = .disabled
     ) {
         self.policy = policy
+        self.telemetry = telemetry
         self.store = store
         self.clock = clock
         self.logger = logger
@@ -69,6 +74,7 @@ public final class GroupdService: Sendable {
         let health = self.health
         health.setStoreAvailable(store.isAvailable)
         store.observeAvailability { health.setStoreAvailable($0) }
+        if let metrics = telemetry.metrics { instrument(metrics) }
     }
 
     /// The configuration snapshot in force now. A call reads it once, in `authenticate`; code
@@ -115,10 +121,12 @@ public final class GroupdService: Sendable {
         guard let limits = snapshot.limits(app: caller.appID) else {
             throw GroupError(code: .unauthenticated, reason: .unknownApp, message: "unknown app \(caller.appID)")
         }
+        server.annotations?.setCaller(app: caller.appID, operatorID: caller.operatorID)
         if let limiter = snapshot.rateLimiters.apps[caller.appID],
             let refusal = limiter.acquire(
                 operatorKey: Self.rateLimitKey(caller), isWrite: !RateLimiters.isRead(method: server.path))
         {
+            telemetry.metrics?.rateLimitRefused(limit: refusal.scope)
             throw RateLimitedError(refusal, appID: caller.appID)
         }
         return CallContext(caller: caller, limits: limits, customFields: snapshot.customFields(app: caller.appID), server: server)

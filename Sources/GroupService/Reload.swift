@@ -61,7 +61,7 @@ extension GroupdConfiguration {
         "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
-        "tls", "tls.handshake_timeout_seconds", "keepalive",
+        "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -86,6 +86,7 @@ extension GroupdConfiguration {
         keep("max_connections", \.maxConnections)
         keep("drain_timeout_seconds", \.drainTimeoutSeconds)
         keep("event_loop_threads", \.eventLoopThreads)
+        keep("metrics", \.metrics)
         let (transportKept, transportChanges) = kept.keepingRestartOnlyTransportKeys(of: running)
         return (transportKept, changes + transportChanges)
     }
@@ -166,6 +167,7 @@ extension GroupdService {
             generation: old.generation + 1)
         policy.install(prepared)
         install(snapshot)
+        telemetry.apply(next)
 
         let before = Dictionary(old.configuration.apps.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let after = Dictionary(next.apps.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })

@@ -48,13 +48,52 @@ struct Routes {
         implemented.formUnion(paths)
     }
 
-    /// The router, with every API method that has no handler answering `UNIMPLEMENTED`.
+    /// The router, with every API method that has no handler answering `UNIMPLEMENTED`, and every
+    /// handler telling its call's observer the reason of the error it ends with.
     func finish() -> ServerRouter {
-        var router = self.router
+        var router = ServerRouter()
+        for path in self.router.paths {
+            router.register(path, Self.annotatingErrors(self.router.handler(for: path)!))
+        }
         for method in GroupAPI.allMethods where !implemented.contains(method.path) {
             let status = GRPCStatus(.unimplemented, "\(method.path) is not implemented yet")
             router.register(method.path, .inlineUnary { _, _ in .failure(status) })
         }
         return router
+    }
+
+    /// `handler`, recording the stable reason of a thrown error in the call's annotations.
+    static func annotatingErrors(_ handler: RPCHandler) -> RPCHandler {
+        switch handler {
+        case .inlineUnary:
+            return handler
+        case .unary(let body):
+            return .unary { bytes, server in
+                do {
+                    return try await body(bytes, server)
+                } catch {
+                    if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
+                    throw error
+                }
+            }
+        case .serverStreaming(let body):
+            return .serverStreaming { bytes, server, writer in
+                do {
+                    try await body(bytes, server, writer)
+                } catch {
+                    if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// The `ErrorInfo.reason` a call failing with `error` sends, if any.
+    static func errorReason(_ error: any Error) -> String? {
+        switch error {
+        case let error as GroupError: error.reason.rawValue
+        case let error as RateLimitedError: error.groupError.reason.rawValue
+        default: nil
+        }
     }
 }

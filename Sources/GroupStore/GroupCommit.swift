@@ -67,6 +67,8 @@ final class GroupCommitQueue: Sendable {
 
     /// Receives each committed batch's events.
     typealias Observer = @Sendable (Result<[LoggedEvent], any Error>) -> Void
+    /// Receives each batch's mutation count and the time from starting its transaction to its end.
+    typealias BatchObserver = @Sendable (_ mutations: Int, _ duration: Duration) -> Void
 
     /// What the queue is doing.
     private enum Phase {
@@ -89,6 +91,8 @@ final class GroupCommitQueue: Sendable {
         var pendingWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var observers: [Observer] = []
         var statistics = GroupCommitStatistics()
+        /// Told each batch's size and how long its transaction took (metrics).
+        var batchObserver: BatchObserver?
     }
 
     /// Where a piece of work leaves its result for the end of the batch (written by the
@@ -113,6 +117,12 @@ final class GroupCommitQueue: Sendable {
     /// events back report that it could not; this one never fails.)
     func observe(_ observer: @escaping Observer) {
         state.withLock { $0.observers.append(observer) }
+    }
+
+    /// Tells `observer` each batch's size and transaction time from now on (committed, aborted
+    /// and failed batches alike), on the thread that ends the batch.
+    func observeBatches(_ observer: @escaping BatchObserver) {
+        state.withLock { $0.batchObserver = observer }
     }
 
     /// Queues a mutation for the next batch.
@@ -215,7 +225,10 @@ final class GroupCommitQueue: Sendable {
             let work: [TransactionWork] = zip(batch, slots).map { write, slot in
                 { transaction in slot.applied = try write.apply(transaction) }
             }
+            let batchObserver = state.withLock { $0.batchObserver }
+            let started = ContinuousClock.now
             backend.commit(work, apps: Set(batch.map(\.app))) { outcome in
+                batchObserver?(batch.count, ContinuousClock.now - started)
                 let again = self.finish(batch, slots: slots, outcome: outcome)
                 if !again.isEmpty { self.runFirst(again) }
                 let callReturned = turn.withLock { turn in

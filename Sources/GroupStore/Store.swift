@@ -113,6 +113,12 @@ public final class Store: Sendable {
     /// Tests: returns once at least `count` mutations wait for a batch.
     public func waitUntilQueued(_ count: Int) async { await commits.waitUntilQueued(count) }
 
+    /// Tells `observer` the size of every write batch and how long its transaction took, from
+    /// now on (metrics: `groupd_store_commit_*`).
+    public func observeCommitBatches(_ observer: @escaping @Sendable (_ mutations: Int, _ duration: Duration) -> Void) {
+        commits.observeBatches(observer)
+    }
+
     /// Calls `handler` after every commit that appended events, with those events in commit
     /// order (`event_id` order), before the mutations of that commit return.
     public func observeCommittedEvents(_ handler: @escaping @Sendable (Result<[LoggedEvent], any Error>) -> Void) {

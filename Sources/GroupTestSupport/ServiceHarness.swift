@@ -109,9 +109,10 @@ public final class ServiceHarness: Sendable {
     ///   - clock: The service's and the authenticator's time source.
     ///   - policy: The policy plugins (chains applied by the caller); none by default.
     ///   - store: The kind of store the service writes to.
+    ///   - telemetry: Metrics, access log and log settings; none by default.
     public init(
         configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock(),
-        policy: ServicePolicy = .disabled, store kind: StoreKind = .sqlite
+        policy: ServicePolicy = .disabled, store kind: StoreKind = .sqlite, telemetry: ServiceTelemetry = .disabled
     ) async throws {
         let temporary = try await temporaryStore(kind)
         let authenticator = await Authenticator(apps: configuration.apps, clock: clock)
@@ -120,7 +121,7 @@ public final class ServiceHarness: Sendable {
         self.clock = clock
         self.service = GroupdService(
             configuration: configuration, store: temporary.store, authenticator: authenticator, clock: clock,
-            logger: Logger(label: "groupd-test"), policy: policy)
+            logger: Logger(label: "groupd-test"), policy: policy, telemetry: telemetry)
         self.router = service.makeRouter()
     }
 

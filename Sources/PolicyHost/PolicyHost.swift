@@ -25,6 +25,21 @@ public struct PluginStatistics: Sendable, Hashable {
     public var skippedByBreaker: Int
 }
 
+/// The circuit breaker of one plugin in one app's chain.
+public struct PluginBreakerState: Sendable, Hashable {
+    /// Closed (calls go through), half-open (the next call is a trial) or open (calls skipped).
+    public enum State: Int, Sendable, Hashable {
+        case closed = 0, halfOpen = 1, open = 2
+    }
+
+    /// The app.
+    public var app: String
+    /// The plugin's name.
+    public var plugin: String
+    /// The breaker's state now.
+    public var state: State
+}
+
 /// Loads policy plugins, keeps each app's chain and runs hooks on a dedicated thread pool.
 ///
 /// Call ``run(_:app:request:)`` from an async RPC handler: the plugin runs on one of the
@@ -40,6 +55,8 @@ public final class PolicyHost: Sendable {
     /// Per app: the after-event notifications not yet handed to the plugins, in order.
     let afterEventQueues = NIOLockedValueBox<[String: AfterEventQueue]>([:])
     let logger: Logger
+    /// Told how long each plugin call took (metrics); set once at start-up.
+    private let callObserver = NIOLockedValueBox<(@Sendable (_ plugin: String, _ hook: PolicyHook, _ duration: Duration) -> Void)?>(nil)
 
     /// Start a host with no chains (every hook allows) and its thread pool.
     /// - Parameters:
@@ -146,6 +163,28 @@ public final class PolicyHost: Sendable {
         enqueueAfterEvent(app: app, links: links, event: event, budget: chain.configuration.budget(for: .afterEvent))
     }
 
+    /// Tells `observer` how long each plugin call takes from now on (the time from submitting it
+    /// to its answer or its timeout; calls skipped by an open breaker are not timed).
+    public func observeCalls(_ observer: @escaping @Sendable (_ plugin: String, _ hook: PolicyHook, _ duration: Duration) -> Void) {
+        callObserver.withLockedValue { $0 = observer }
+    }
+
+    /// The circuit-breaker state of every plugin of every app's current chain, in chain order.
+    public func breakerStates() -> [PluginBreakerState] {
+        let chains = self.chains.withLockedValue { $0 }
+        let now = ContinuousClock.Instant.now
+        return chains.keys.sorted().flatMap { app in
+            chains[app]!.links.map { link in
+                let state: PluginBreakerState.State = switch link.breaker.withLockedValue({ $0.state }) {
+                case .closed: .closed
+                case .halfOpen: .halfOpen
+                case .open(let until): now >= until ? .halfOpen : .open
+                }
+                return PluginBreakerState(app: app, plugin: link.instance.library.name, state: state)
+            }
+        }
+    }
+
     /// The counters of each plugin in `app`'s current chain, in chain order.
     public func statistics(app: String) -> [PluginStatistics] {
         (chains.withLockedValue { $0[app] }?.links ?? []).map { $0.statistics }
@@ -177,7 +216,10 @@ public final class PolicyHost: Sendable {
             return .failure(PolicyFailure(plugin: plugin, kind: .circuitOpen, code: 0, message: "policy plugin \(plugin) is tripped off by its circuit breaker"))
         }
         link.counters.calls.add(1, ordering: .relaxed)
+        let observer = callObserver.withLockedValue { $0 }
+        let started = ContinuousClock.now
         let result = await invoke(link.instance, hook: hook, request: request, budget: budget)
+        observer?(plugin, hook, ContinuousClock.now - started)
         switch result {
         case .failure(let failure):
             link.counters.failures.add(1, ordering: .relaxed)

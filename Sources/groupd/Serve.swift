@@ -24,9 +24,10 @@ struct Serve: AsyncParsableCommand {
         let tls = try loadServerTLS(configuration, configPath: config)
         // Trap SIGHUP first: from here on it reloads instead of ending the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
-        LoggingSystem.bootstrap(StreamLogHandler.standardError)
-        var logger = Logger(label: "groupd")
-        logger.logLevel = .info
+        // Every logger writes through one output whose level and format a reload changes.
+        let logOutput = LogOutput(settings: configuration.log)
+        LoggingSystem.bootstrap(logOutput.handler)
+        let logger = Logger(label: "groupd")
 
         let store: Store
         switch configuration.store.backend {
@@ -60,23 +61,31 @@ struct Serve: AsyncParsableCommand {
             printError("groupd: \(error)")
             throw ExitCode(1)
         }
+        let telemetry = ServiceTelemetry(configuration: configuration, logOutput: logOutput)
         let service = GroupdService(
-            configuration: configuration, store: store, authenticator: authenticator, logger: logger, policy: policy)
+            configuration: configuration, store: store, authenticator: authenticator, logger: logger, policy: policy,
+            telemetry: telemetry)
 
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         var serverConfiguration = configuration.serverConfiguration
         serverConfiguration.tls = tls
+        serverConfiguration.callObserver = telemetry
         let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
 
         // SIGHUP reloads the file; the reloader ends quietly at shutdown.
         let reloader = ReloadOnSignal(signals: hangups, service: service, path: config, tls: tls, logger: logger)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: ServerService(server: server, service: service)),
+            .init(service: reloader, successTerminationBehavior: .ignore),
+            .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
+        ]
+        if let metrics = telemetry.metrics, let settings = configuration.metrics {
+            // The Prometheus endpoint, on the server's event loops.
+            services.append(.init(service: MetricsEndpoint(metrics: metrics, settings: settings, group: group, logger: logger)))
+        }
         let serviceGroup = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: ServerService(server: server, service: service)),
-                .init(service: reloader, successTerminationBehavior: .ignore),
-                .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
-            ],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))

@@ -60,7 +60,7 @@ extension GroupdConfiguration {
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
         "tls", "keepalive",
-    ]
+    ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
     public init(from decoder: any Decoder) throws {
@@ -87,6 +87,7 @@ extension GroupdConfiguration {
         self.apps = try c.value("apps", or: d.apps)
         self.tls = try c.decodeIfPresent(TLS.self, forKey: ConfigKey("tls"))
         self.keepalive = try c.value("keepalive", or: d.keepalive)
+        try decodeObservability(c)
     }
 
     /// Encode every key, defaults included.
@@ -107,6 +108,7 @@ extension GroupdConfiguration {
         try c.encode(self.apps, forKey: ConfigKey("apps"))
         try c.encodeIfPresent(self.tls, forKey: ConfigKey("tls"))
         try c.encode(self.keepalive, forKey: ConfigKey("keepalive"))
+        try encodeObservability(&c)
     }
 }
 

@@ -21,7 +21,7 @@ extension GroupdConfiguration {
         let d = GroupdConfiguration.defaults
         return """
             # groupd configuration (generated for local use). Every key but apps is optional;
-            # the values below are the defaults unless noted. `kill -HUP` reloads apps and auth.
+            # the values below are the defaults unless noted. `kill -HUP` reloads apps, auth, log and access_log.
 
             listen:
               host: \(d.listen.host)        # address to bind; 0.0.0.0 for every interface
@@ -40,6 +40,15 @@ extension GroupdConfiguration {
             auth:
               clock_skew_seconds: \(d.auth.clockSkewSeconds)      # leeway on token exp / nbf
               token_cache_entries: \(d.auth.tokenCacheEntries) # verified tokens remembered; 0 = off
+            log:                         # level and format reload on SIGHUP
+              level: \(d.log.level.rawValue)                # trace, debug, info, notice, warning, error, critical
+              format: \(d.log.format.rawValue)               # text, or json: one object per line
+            access_log:                  # one line per call (docs/OBSERVABILITY.md); reloads
+              enabled: \(d.accessLog.enabled)             # true to log calls
+              sample_rate: 1             # share of OK calls logged; failed calls always are
+            # metrics:                   # Prometheus text format at GET /metrics; absent = off
+            #   host: 127.0.0.1
+            #   port: 9464
 
             apps:
               - id: \(yamlQuoted(appID))

@@ -206,6 +206,12 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var keepalive: Keepalive = .defaults
     /// `apps`: the apps served. Required, at least one, unique ids.
     public var apps: [App]
+    /// `metrics`: the Prometheus endpoint (see ``MetricsSettings``); absent = no metrics.
+    public var metrics: MetricsSettings? = nil
+    /// `access_log`: one line per call (see ``AccessLogSettings``); off by default.
+    public var accessLog: AccessLogSettings = .defaults
+    /// `log`: level and format of the log (see ``LogSettings``); `info`, `text` by default.
+    public var log: LogSettings = .defaults
 
     /// Every default, and no app (a configuration needs at least one to be valid).
     public static var defaults: GroupdConfiguration {

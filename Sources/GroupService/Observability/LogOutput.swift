@@ -1,0 +1,234 @@
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where groupd's log lines go, and the level and format in force: one shared box that the
+/// log handlers read on every line and a reload (SIGHUP) updates, so `log.level` and
+/// `log.format` change without a restart.
+public final class LogOutput: Sendable {
+    private let levelValue: Atomic<UInt8>
+    private let formatValue: Atomic<UInt8>
+    /// Writes one finished line (newline included); serialised by `lock`.
+    private let sink: @Sendable (String) -> Void
+    private let lock = Mutex(())
+
+    /// An output writing to standard error.
+    /// - Parameter settings: The level and format to start with.
+    public convenience init(settings: LogSettings = .defaults) {
+        self.init(settings: settings) { line in
+            // One write(2) per line, unbuffered: a line is in the file once the call returns.
+            var bytes = Array(line.utf8)
+            bytes.withUnsafeMutableBytes { buffer in
+                var offset = 0
+                while offset < buffer.count {
+                    let written = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        return
+                    }
+                    offset += written
+                }
+            }
+        }
+    }
+
+    /// An output writing each line with `sink` (tests capture lines this way).
+    /// - Parameters:
+    ///   - settings: The level and format to start with.
+    ///   - sink: Writes one line, newline included; never called concurrently.
+    public init(settings: LogSettings, sink: @escaping @Sendable (String) -> Void) {
+        self.levelValue = Atomic(Self.code(of: settings.level))
+        self.formatValue = Atomic(settings.format == .json ? 1 : 0)
+        self.sink = sink
+    }
+
+    /// The lowest level written now.
+    public var level: Logger.Level {
+        Self.levels[Int(levelValue.load(ordering: .relaxed))]
+    }
+
+    /// The format in force.
+    public var format: LogSettings.Format {
+        formatValue.load(ordering: .relaxed) == 1 ? .json : .text
+    }
+
+    /// Puts `settings` in force for every line written from now on.
+    public func apply(_ settings: LogSettings) {
+        levelValue.store(Self.code(of: settings.level), ordering: .relaxed)
+        formatValue.store(settings.format == .json ? 1 : 0, ordering: .relaxed)
+    }
+
+    /// A log handler for `label` writing here (for `LoggingSystem.bootstrap`).
+    public func handler(label: String) -> any LogHandler {
+        GroupdLogHandler(label: label, output: self)
+    }
+
+    /// Formats and writes one line, whatever the level in force (the caller decided).
+    /// - Parameters:
+    ///   - level: The line's level.
+    ///   - label: The logger's label.
+    ///   - message: The message.
+    ///   - metadata: Fields, written sorted by key.
+    ///   - source: The module that logged (text format only).
+    public func write(level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) {
+        let line = Self.format(
+            format, time: Self.now(), level: level, label: label, message: message, metadata: metadata, source: source)
+        lock.withLock { _ in sink(line) }
+    }
+
+    // MARK: Formatting
+
+    /// One line in `format`, newline included.
+    static func format(
+        _ format: LogSettings.Format, time: String, level: Logger.Level, label: String, message: String,
+        metadata: Logger.Metadata, source: String
+    ) -> String {
+        let keys = metadata.keys.sorted()
+        switch format {
+        case .text:
+            // swift-log's StreamLogHandler layout, which scripts and tests already read; a value
+            // that is empty or holds a space, a quote or a control character is quoted as in
+            // JSON, so that `key=value` pairs split unambiguously.
+            var line = "\(time) \(level) \(label) :"
+            for key in keys {
+                let value = "\(metadata[key]!)"
+                line += " \(key)="
+                if value.isEmpty || value.unicodeScalars.contains(where: { $0 == " " || $0 == "\"" || $0.value < 0x20 }) {
+                    appendJSON(string: value, to: &line)
+                } else {
+                    line += value
+                }
+            }
+            line += " [\(source)] \(message)\n"
+            return line
+        case .json:
+            var line = "{\"ts\":"
+            appendJSON(string: time, to: &line)
+            line += ",\"level\":"
+            appendJSON(string: level.rawValue, to: &line)
+            line += ",\"label\":"
+            appendJSON(string: label, to: &line)
+            line += ",\"msg\":"
+            appendJSON(string: message, to: &line)
+            for key in keys {
+                line += ","
+                // A field named like one of the four above is kept, prefixed with an underscore.
+                appendJSON(string: ["ts", "level", "label", "msg"].contains(key) ? "_" + key : key, to: &line)
+                line += ":"
+                appendJSON(value: metadata[key]!, to: &line)
+            }
+            line += "}\n"
+            return line
+        }
+    }
+
+    private static func appendJSON(value: Logger.MetadataValue, to out: inout String) {
+        switch value {
+        case .string(let string):
+            appendJSON(string: string, to: &out)
+        case .stringConvertible(let convertible):
+            appendJSON(string: convertible.description, to: &out)
+        case .array(let values):
+            out += "["
+            for (index, element) in values.enumerated() {
+                if index > 0 { out += "," }
+                appendJSON(value: element, to: &out)
+            }
+            out += "]"
+        case .dictionary(let fields):
+            out += "{"
+            for (index, key) in fields.keys.sorted().enumerated() {
+                if index > 0 { out += "," }
+                appendJSON(string: key, to: &out)
+                out += ":"
+                appendJSON(value: fields[key]!, to: &out)
+            }
+            out += "}"
+        }
+    }
+
+    /// A JSON string literal (RFC 8259: quote, backslash and control characters escaped).
+    static func appendJSON(string: String, to out: inout String) {
+        out += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+
+    /// Now, UTC, to the millisecond: `2026-01-31T23:59:59.123Z`.
+    static func now() -> String {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        var seconds = spec.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis = Int(spec.tv_nsec / 1_000_000)
+        let millisText = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millisText)Z"
+    }
+
+    private static let levels: [Logger.Level] = [.trace, .debug, .info, .notice, .warning, .error, .critical]
+
+    private static func code(of level: LogSettings.Level) -> UInt8 {
+        UInt8(LogSettings.Level.allCases.firstIndex(of: level)!)
+    }
+}
+
+/// A swift-log handler writing to a ``LogOutput``: the level and format are the output's, read
+/// on every line, unless a logger sets its own level.
+public struct GroupdLogHandler: LogHandler {
+    /// The logger's label.
+    public let label: String
+    private let output: LogOutput
+    private var levelOverride: Logger.Level?
+
+    /// The handler's metadata, added to every line.
+    public var metadata: Logger.Metadata = [:]
+    /// Adds metadata to each line (task-local values).
+    public var metadataProvider: Logger.MetadataProvider?
+
+    /// A handler for `label` writing to `output`.
+    public init(label: String, output: LogOutput) {
+        self.label = label
+        self.output = output
+    }
+
+    /// The output's level, unless set on this logger.
+    public var logLevel: Logger.Level {
+        get { levelOverride ?? output.level }
+        set { levelOverride = newValue }
+    }
+
+    /// One metadata value.
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    /// Writes the line.
+    public func log(event: LogEvent) {
+        var fields = metadata
+        if let provided = metadataProvider?.get() { fields.merge(provided) { _, new in new } }
+        if let own = event.metadata { fields.merge(own) { _, new in new } }
+        output.write(level: event.level, label: label, message: event.message.description, metadata: fields, source: event.source)
+    }
+}
