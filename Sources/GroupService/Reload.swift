@@ -60,6 +60,7 @@ extension GroupdConfiguration {
         "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
+        "compression", "reflection",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -84,6 +85,8 @@ extension GroupdConfiguration {
         keep("max_connections", \.maxConnections)
         keep("drain_timeout_seconds", \.drainTimeoutSeconds)
         keep("event_loop_threads", \.eventLoopThreads)
+        keep("compression", \.compression)
+        keep("reflection", \.reflection)
         return (kept, changes)
     }
 }

@@ -110,6 +110,7 @@ extension GroupdConfiguration {
         server.maxConnections = maxConnections
         server.http2.maxHeaderListSize = maxHeaderListBytes
         server.drainTimeout = .nanoseconds(Int64(drainTimeoutSeconds * 1_000_000_000))
+        server.responseCompression = compression.responseCompression
         return server
     }
 }

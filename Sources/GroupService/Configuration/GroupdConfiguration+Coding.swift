@@ -59,6 +59,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
+        "compression", "reflection",
     ]
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -84,6 +85,8 @@ extension GroupdConfiguration {
         self.eventLoopThreads = try c.value("event_loop_threads", or: d.eventLoopThreads)
         self.auth = try c.value("auth", or: d.auth)
         self.apps = try c.value("apps", or: d.apps)
+        self.compression = try c.value("compression", or: d.compression)
+        self.reflection = try c.value("reflection", or: d.reflection)
     }
 
     /// Encode every key, defaults included.
@@ -102,6 +105,8 @@ extension GroupdConfiguration {
         try c.encode(self.eventLoopThreads, forKey: ConfigKey("event_loop_threads"))
         try c.encode(self.auth, forKey: ConfigKey("auth"))
         try c.encode(self.apps, forKey: ConfigKey("apps"))
+        try c.encode(self.compression, forKey: ConfigKey("compression"))
+        try c.encode(self.reflection, forKey: ConfigKey("reflection"))
     }
 }
 

@@ -200,6 +200,11 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var eventLoopThreads: Int
     /// `auth`: token verification settings.
     public var auth: Auth
+    /// `compression`: response compression (see ``Compression``).
+    public var compression: Compression = .defaults
+    /// `reflection`: serve gRPC server reflection (v1 and v1alpha, no token needed) for grpcurl
+    /// and other discovery clients. Default true; false answers it UNIMPLEMENTED.
+    public var reflection: Bool = true
     /// `apps`: the apps served. Required, at least one, unique ids.
     public var apps: [App]
 
