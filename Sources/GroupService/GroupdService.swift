@@ -87,6 +87,9 @@ public final class GroupdService: Sendable {
     public func makeRouter() -> ServerRouter {
         var routes = Routes(authenticate: { [self] server in try authenticate(server) })
         routes.registerExternally({ health.register(in: &$0) }, paths: Grpc_Health_V1_Health.allMethods.map(\.path))
+        // Reflection needs no token: discovery runs before a client picks one.
+        let reflection = configuration.reflection
+        routes.registerExternally({ ReflectionService().register(in: &$0, enabled: reflection) }, paths: ReflectionService.paths)
         registerGroupMethods(in: &routes)
         registerGroupOperationMethods(in: &routes)
         registerListingMethods(in: &routes)
