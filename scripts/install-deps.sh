@@ -17,6 +17,7 @@ apt_packages=(
   libprotobuf-dev       # the well-known .proto files
   nghttp2-client        # h2load and nghttp, for make bench
   pkg-config            # SwiftPM finds the C libraries through it
+  zlib1g-dev            # zlib: gzip and deflate gRPC compression
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(
@@ -24,7 +25,7 @@ if [ "${1:-}" = "--bench" ]; then
     g++                 # to build them
   )
 fi
-pip_packages=(grpcio grpcio-tools protobuf h2 pytest)
+pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest)
 
 missing=()
 for package in "${apt_packages[@]}"; do
