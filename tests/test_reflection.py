@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 import support
+from grpc.health.v1 import health_pb2, health_pb2_grpc
 
 V1 = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 V1ALPHA = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
@@ -162,11 +163,15 @@ def test_reflection_can_be_turned_off(fresh_groupd):
                 list(call)
             assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
             assert "reflection: false" in error.value.details()
+        # Health no longer counts them among the services.
+        with pytest.raises(grpc.RpcError) as error:
+            health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="grpc.reflection.v1.ServerReflection"), timeout=10)
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_a_stream_left_open_does_not_hold_the_server(groupd):
     """A reflection stream the client abandons mid-way is cancelled, and others are served."""
-    outgoing = queue.Queue()
     done = threading.Event()
 
     def requests():
@@ -182,4 +187,3 @@ def test_a_stream_left_open_does_not_hold_the_server(groupd):
         again = list(reflection_call(channel)(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
                                               timeout=10))
         assert len(again) == 1
-    assert outgoing.empty()

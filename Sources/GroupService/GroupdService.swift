@@ -13,7 +13,7 @@ public final class GroupdService: Sendable {
     let clock: any WallClock
     let logger: Logger
     /// The health service, for `beginShutdown()`.
-    public let health = HealthService()
+    public let health: HealthService
     /// The configuration snapshot in force, swapped whole by ``reload(to:baseDirectory:)``.
     private let current: Mutex<ConfigurationSnapshot>
     /// Whether a reload is under way (reloads run one at a time).
@@ -40,6 +40,10 @@ public final class GroupdService: Sendable {
         clock: any WallClock = SystemWallClock(), logger: Logger, policy: ServicePolicy = .disabled
     ) {
         self.policy = policy
+        // Health knows the reflection services only when they are served.
+        self.health = HealthService(services: GroupAPI.allServiceNames.filter {
+            configuration.reflection || !$0.hasPrefix("grpc.reflection.")
+        })
         self.store = store
         self.clock = clock
         self.logger = logger
