@@ -40,16 +40,6 @@ public struct ServerRequestStream: AsyncSequence, Sendable {
         return (ServerRequestStream(source: source), source)
     }
 
-    /// A stream fed by tests: `messages` then the end, as if the client sent them and half-closed.
-    /// - Parameter messages: The request messages.
-    /// - Returns: The stream.
-    public static func finished(with messages: [ByteBuffer]) -> ServerRequestStream {
-        let (stream, source) = makeStream(onTake: { _ in })
-        for message in messages { source.yield(message, wireBytes: 5 + message.readableBytes) }
-        source.finish()
-        return stream
-    }
-
     /// The producer side, fed by the connection on its event loop.
     final class Source: Sendable {
         private struct State {

@@ -87,9 +87,13 @@ final class H2TestClient: @unchecked Sendable {
         return client
     }
 
-    /// Closes the connection.
+    /// Closes the connection and deletes the session.
     func close() async {
         try? await channel.close()
+        try? await channel.eventLoop.submit {
+            nghttp2_session_del(self.session)
+            self.session = nil
+        }.get()
     }
 
     private func start() {
