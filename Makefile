@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build release run test test-swift test-interop test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build release run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -29,15 +29,22 @@ run: release
 	@$(RELEASE_BIN) quickstart --config $(CONFIG)
 	exec $(RELEASE_BIN) serve --config $(CONFIG)
 
-## test: every test: Swift Testing suites, then the grpcio/h2 interop tests against a real groupd,
-## then the store suite and the interop tests again on PostgreSQL (test-postgres)
-test: build test-swift test-interop test-postgres
+## test: every test: Swift Testing suites, then the grpcio/h2 interop tests against a real groupd
+## (identity, then every grpcio channel gzip-compressed), then the store suite and the interop tests
+## again on PostgreSQL (test-postgres)
+test: build test-swift test-interop test-interop-gzip test-postgres
 
 test-swift:
 	$(SWIFT) test --skip-build
 
 test-interop:
 	GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests
+
+## test-interop-gzip: the interop tests once more with channel-wide gzip on every grpcio channel
+## (the generated-code checks, which open no channel, run once, in test-interop)
+test-interop-gzip:
+	GROUPD_TEST_COMPRESSION=gzip GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests \
+	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py
 
 ## test-postgres: the store conformance suite (GroupStoreTests) and the interop tests on a throw-away
 ## PostgreSQL cluster (scripts/pg_cluster.py), the shared groupd as two nodes on one database; the

@@ -6,6 +6,7 @@ Outputs (all committed, never edited by hand):
   Sources/GroupProtoC/<dir>/<name>.pb-c.c           protoc-c sources
   Sources/GroupProtoC/include/GroupProtoC.h         umbrella header + descriptor accessors
   Sources/GroupProtoC/include/module.modulemap      the module map naming that umbrella header
+  Sources/GroupProtoC/descriptor_set.c              the serialized FileDescriptorSet of every file (server reflection)
   Sources/GroupAPI/Generated/<dir_name>.pb.swift    Swift message/enum types and their protobuf-c bridge
   Sources/GroupAPI/Generated/AllServices.swift      GroupAPI.allMethods, every method of every service
   Tests/GroupAPITests/Generated/Examples.swift      a fully-set example of every message (per oneof case)
@@ -1303,6 +1304,12 @@ def generate_c(model: Model, out_root: Path, tmp: Path) -> None:
     for m in (m for m in model.every_message() if not m.is_map_entry):
         lines.append(f"static inline const ProtobufCMessageDescriptor *_Nonnull {descriptor_accessor(m)}(void) "
                      f"{{ return &{m.c_lower}__descriptor; }}")
+    lines += ["",
+              "/* The serialized google.protobuf.FileDescriptorSet of every file in Protos/ and every file they",
+              " * import, dependencies first, without source info (descriptor_set.c): what server reflection",
+              " * answers from. */",
+              "const uint8_t *_Nonnull groupd_descriptor_set_bytes(void);",
+              "size_t groupd_descriptor_set_size(void);"]
     lines += ["", "#endif /* GROUPPROTOC_H */"]
     (target / "include" / "GroupProtoC.h").write_text("\n".join(lines) + "\n")
     (target / "include" / "module.modulemap").write_text(
@@ -1315,6 +1322,27 @@ def generate_c(model: Model, out_root: Path, tmp: Path) -> None:
 # Driver.
 # ---------------------------------------------------------------------------------------------
 
+def generate_descriptor_set(fds: descriptor_pb2.FileDescriptorSet, out_root: Path) -> None:
+    """Sources/GroupProtoC/descriptor_set.c: the descriptor set as a C byte array."""
+    stripped = descriptor_pb2.FileDescriptorSet()
+    stripped.CopyFrom(fds)
+    for fdp in stripped.file:
+        fdp.ClearField("source_code_info")
+    data = stripped.SerializeToString(deterministic=True)
+    lines = [HEADER_C,
+             "/* The serialized google.protobuf.FileDescriptorSet of these files, dependencies first:",
+             *[f" *   {fdp.name}" for fdp in stripped.file],
+             " */",
+             "#include <stddef.h>", "#include <stdint.h>", "",
+             f"static const uint8_t descriptor_set[{len(data)}] = {{"]
+    for i in range(0, len(data), 16):
+        lines.append("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ",")
+    lines += ["};", "",
+              "const uint8_t *groupd_descriptor_set_bytes(void) { return descriptor_set; }",
+              "size_t groupd_descriptor_set_size(void) { return sizeof descriptor_set; }"]
+    (out_root / C_TARGET / "descriptor_set.c").write_text("\n".join(lines) + "\n")
+
+
 def generate(out_root: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="genproto-") as t:
         tmp = Path(t)
@@ -1324,6 +1352,7 @@ def generate(out_root: Path) -> None:
         fds = descriptor_set(sources, tmp)
         model = Model(fds)
         generate_c(model, out_root, tmp)
+        generate_descriptor_set(fds, out_root)
         sw = SwiftWriter(model)
         swift_dir = out_root / SWIFT_OUT
         swift_dir.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ apt_packages=(
   libcurl4-openssl-dev  # HTTP client of the webhook plugin (Plugins/WebhookPolicy)
   libssl-dev            # HMAC-SHA256 (libcrypto) for the webhook plugin's signatures
   libjansson-dev        # JSON for the webhook plugin's config, requests and answers
+  zlib1g-dev            # zlib: gzip and deflate gRPC compression
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(
@@ -28,7 +29,7 @@ if [ "${1:-}" = "--bench" ]; then
     g++                 # to build them
   )
 fi
-pip_packages=(grpcio grpcio-tools protobuf h2 pytest)
+pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest)
 
 missing=()
 for package in "${apt_packages[@]}"; do

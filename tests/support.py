@@ -41,7 +41,10 @@ def _generate_stubs() -> Path:
 
     out = Path(tempfile.mkdtemp(prefix="groupd-stubs-"))
     well_known = Path(grpc_tools.__file__).parent / "_proto"
-    protos = sorted(str(p.relative_to(PROTOS)) for p in PROTOS.rglob("*.proto"))
+    # The reflection protos are left out: grpcio-reflection registers the same messages in the
+    # default descriptor pool (tests/test_reflection.py uses its classes).
+    protos = sorted(str(p.relative_to(PROTOS)) for p in PROTOS.rglob("*.proto")
+                    if not str(p.relative_to(PROTOS)).startswith("grpc/reflection/"))
     args = ["protoc", f"-I{PROTOS}", f"-I{well_known}", f"--python_out={out}", f"--grpc_python_out={out}", *protos]
     if protoc.main(args) != 0:
         raise RuntimeError("grpc_tools.protoc failed on Protos/")
@@ -59,6 +62,19 @@ import grpc as _grpc  # noqa: E402
 
 if str(STUBS / "grpc") not in _grpc.__path__:
     _grpc.__path__.append(str(STUBS / "grpc"))
+
+# GROUPD_TEST_COMPRESSION=gzip or deflate (make test-interop-gzip): every grpcio channel the tests
+# open compresses its calls with it, channel-wide, unless the test asks for another compression.
+COMPRESSION = os.environ.get("GROUPD_TEST_COMPRESSION") or None
+if COMPRESSION:
+    _channel_compression = {"gzip": _grpc.Compression.Gzip, "deflate": _grpc.Compression.Deflate}[COMPRESSION]
+    _insecure_channel = _grpc.insecure_channel
+
+    def _compressed_insecure_channel(target, options=None, compression=None):
+        return _insecure_channel(target, options=options,
+                                 compression=_channel_compression if compression is None else compression)
+
+    _grpc.insecure_channel = _compressed_insecure_channel
 
 
 def b64url(data: bytes) -> str:

@@ -72,6 +72,43 @@ def test_regeneration_repairs_the_tree(scratch):
     assert not (scratch / "Sources/GroupAPI/Generated/Extra.swift").exists()
 
 
+def test_check_covers_the_embedded_descriptor_set(scratch):
+    """descriptor_set.c (what server reflection answers from) is generated and checked like the rest."""
+    embedded = scratch / "Sources/GroupProtoC/descriptor_set.c"
+    embedded.write_text(embedded.read_text().replace("0x0a,", "0x0b,", 1))
+    result = check(scratch)
+    assert result.returncode == 1
+    assert "stale: Sources/GroupProtoC/descriptor_set.c" in result.stdout.splitlines()
+    proto = scratch / "Protos/groupd/v1/common.proto"
+    proto.write_text(proto.read_text().replace("  string face_url = 4;\n", "  string face_url = 4;\n  string motto = 5;\n"))
+    subprocess.run([sys.executable, str(scratch / "scripts/genproto.py")], cwd=scratch, check=True,
+                   capture_output=True, timeout=300)
+    assert b"motto" in embedded_bytes(scratch)
+
+
+def embedded_bytes(root: Path) -> bytes:
+    """The bytes of the descriptor set in descriptor_set.c."""
+    import re
+
+    text = (root / "Sources/GroupProtoC/descriptor_set.c").read_text()
+    body = text[text.index("= {") + 3:text.index("};")]
+    return bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", body))
+
+
+def test_embedded_descriptor_set_holds_every_proto_and_its_imports():
+    from google.protobuf import descriptor_pb2
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(embedded_bytes(ROOT))
+    names = [f.name for f in fds.file]
+    ours = sorted(str(p.relative_to(ROOT / "Protos")) for p in (ROOT / "Protos").rglob("*.proto"))
+    assert set(ours) <= set(names)
+    assert "google/protobuf/timestamp.proto" in names and "google/protobuf/field_mask.proto" in names
+    for index, f in enumerate(fds.file):
+        assert not f.HasField("source_code_info"), f.name
+        for dependency in f.dependency:
+            assert names.index(dependency) < index, f"{f.name} before its import {dependency}"
+
+
 def test_recursive_messages_are_refused(scratch):
     proto = scratch / "Protos/groupd/v1/common.proto"
     proto.write_text(proto.read_text() + "\nmessage Loop { Loop next = 1; }\n")

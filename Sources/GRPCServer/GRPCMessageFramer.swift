@@ -93,11 +93,11 @@ public enum GRPCMessageFramer {
         buffer.writeBuffer(&message)
     }
 
-    /// Byte `index` (0–4) of the 5-byte prefix of an uncompressed message of `length` bytes: the
-    /// compressed flag (0), then the length, big-endian. For writers that fill the prefix into a
-    /// frame byte by byte instead of copying the message behind it.
+    /// Byte `index` (0–4) of the 5-byte prefix of a message of `length` bytes: the compressed
+    /// flag, then the length, big-endian. For writers that fill the prefix into a frame byte by
+    /// byte instead of copying the message behind it.
     @inline(__always)
-    static func prefixByte(_ index: Int, length: UInt32) -> UInt8 {
-        index == 0 ? 0 : UInt8(truncatingIfNeeded: length >> (8 * (4 - index)))
+    static func prefixByte(_ index: Int, length: UInt32, compressed: Bool = false) -> UInt8 {
+        index == 0 ? (compressed ? 1 : 0) : UInt8(truncatingIfNeeded: length >> (8 * (4 - index)))
     }
 }

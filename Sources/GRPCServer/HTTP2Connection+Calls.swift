@@ -23,20 +23,123 @@ extension HTTP2Connection {
         case .serverStreaming(let body):
             stream.releaseRequestState()
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            let eventLoop = context.eventLoop
-            let outbox = self.outbox
-            let writer = ServerStreamWriter(capacity: configuration.streamQueueCapacity, finish: { status in
-                eventLoop.execute { bound.value.finishDetached(streamID: streamID, status: status) }
-            }, deliver: { message in
-                if outbox.post(message, toStream: streamID) {
-                    eventLoop.execute { bound.value.drainOutbox() }
-                }
-            })
+            let writer = makeWriter(streamID: streamID, eventLoop: context.eventLoop)
             stream.writer = writer
-            stream.task = Self.startServerStreaming(
-                body, request: request, context: callContext, writer: writer, streamID: streamID, connection: bound,
-                executor: taskExecutor)
+            stream.task = Self.startStreaming(
+                { try await body(request, callContext, writer) }, context: callContext, writer: writer, streamID: streamID,
+                connection: bound, executor: taskExecutor)
+        case .bidirectionalStreaming:
+            // Started at the request headers (dispatchBidirectional); never here.
+            break
         }
+    }
+
+    /// Starts a bidirectional-streaming call as soon as its request headers are in.
+    func dispatchBidirectional(
+        _ stream: HTTP2Stream,
+        body: @escaping @Sendable (ServerRequestStream, ServerContext, ServerStreamWriter) async throws -> Void
+    ) {
+        guard let context else { return }
+        let eventLoop = context.eventLoop
+        let callContext = ServerContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: eventLoop)
+        let streamID = stream.id
+        stream.dispatched = true
+        stream.metadata = Metadata()
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let (requests, source) = ServerRequestStream.makeStream(onTake: { wireBytes in
+            Self.onLoop(eventLoop) { bound.value.requestTaken(streamID: streamID, wireBytes: wireBytes) }
+        })
+        stream.requests = source
+        let writer = makeWriter(streamID: streamID, eventLoop: eventLoop)
+        stream.writer = writer
+        stream.task = Self.startStreaming(
+            { try await body(requests, callContext, writer) }, context: callContext, writer: writer, streamID: streamID,
+            connection: bound, executor: taskExecutor)
+    }
+
+    /// DATA of a bidirectional-streaming call: whole messages go to the handler's sequence. The
+    /// bytes of a message go back to flow control only when the handler takes it; the bytes of a
+    /// message still incomplete go back at once (the deframer bounds them by the message limit),
+    /// so a client can always complete the message the handler waits for.
+    func receiveStreamingRequest(_ stream: HTTP2Stream, requests: ServerRequestStream.Source, data: UnsafeRawBufferPointer) {
+        stream.receivedBytes += data.count
+        stream.deframer.append(data)
+        do {
+            while let message = try stream.deframer.next() {
+                switch requestMessage(message, on: stream) {
+                case .success(let bytes):
+                    let wireBytes = 5 + message.bytes.readableBytes
+                    stream.untakenBytes += wireBytes
+                    requests.yield(bytes, wireBytes: wireBytes)
+                case .failure(let refusal):
+                    let status: GRPCStatus
+                    switch refusal {
+                    case .status(let s), .httpStatus(_, let s): status = s
+                    case .unsupportedEncoding(let encoding):
+                        status = GRPCStatus(
+                            .unimplemented,
+                            "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
+                    }
+                    endStreamingCall(stream, status: status)
+                    return
+                }
+            }
+        } catch {
+            endStreamingCall(stream, status: Self.status(for: error))
+            return
+        }
+        reopenWindow(stream)
+    }
+
+    /// Ends a streaming call the transport refuses to continue (a bad request message): its
+    /// handler is cancelled, its unread request bytes go back to flow control, and the status
+    /// follows the messages already queued (or is Trailers-Only when none went out).
+    func endStreamingCall(_ stream: HTTP2Stream, status: GRPCStatus) {
+        stream.task?.cancel()
+        stream.requests?.cancel()
+        stream.untakenBytes = 0
+        stream.deframer.release()
+        reopenWindow(stream)
+        finish(stream, status: status)
+    }
+
+    /// The handler took a request message: its bytes reopen the stream's window.
+    func requestTaken(streamID: Int32, wireBytes: Int) {
+        guard let stream = streams[streamID], let context else { return }
+        stream.untakenBytes = max(0, stream.untakenBytes - wireBytes)
+        guard !inSession else {
+            // Never from inside nghttp2; the next loop tick will do.
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute { bound.value.requestTaken(streamID: streamID, wireBytes: 0) }
+            return
+        }
+        reopenWindow(stream)
+        scheduleFlush()
+    }
+
+    /// Hands back to flow control every received byte that is not part of a message waiting for
+    /// the handler.
+    func reopenWindow(_ stream: HTTP2Stream) {
+        guard let session else { return }
+        let target = stream.receivedBytes - stream.untakenBytes
+        if target > stream.consumedBytes {
+            nghttp2_session_consume(session, stream.id, target - stream.consumedBytes)
+            stream.consumedBytes = target
+        }
+    }
+
+    /// The writer of a streaming call: messages go through the connection's outbox; `finish`
+    /// ends a detached call.
+    private func makeWriter(streamID: Int32, eventLoop: any EventLoop) -> ServerStreamWriter {
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let outbox = self.outbox
+        return ServerStreamWriter(capacity: configuration.streamQueueCapacity, finish: { status in
+            eventLoop.execute { bound.value.finishDetached(streamID: streamID, status: status) }
+        }, deliver: { message in
+            if outbox.post(message, toStream: streamID) {
+                eventLoop.execute { bound.value.drainOutbox() }
+            }
+        })
     }
 
     private static func startUnary(
@@ -62,19 +165,19 @@ extension HTTP2Connection {
 
     /// Runs `body` on `eventLoop`: at once when already there (a task on the loop's executor),
     /// else in the loop's next tick.
-    private static func onLoop(_ eventLoop: any EventLoop, _ body: @escaping @Sendable () -> Void) {
+    static func onLoop(_ eventLoop: any EventLoop, _ body: @escaping @Sendable () -> Void) {
         if eventLoop.inEventLoop { body() } else { eventLoop.execute(body) }
     }
 
-    private static func startServerStreaming(
-        _ body: @escaping @Sendable (ByteBuffer, ServerContext, ServerStreamWriter) async throws -> Void,
-        request: ByteBuffer, context: ServerContext, writer: ServerStreamWriter, streamID: Int32,
+    private static func startStreaming(
+        _ body: @escaping @Sendable () async throws -> Void,
+        context: ServerContext, writer: ServerStreamWriter, streamID: Int32,
         connection: NIOLoopBound<HTTP2Connection>, executor: EventLoopTaskExecutor?
     ) -> Task<Void, Never> {
         Task(executorPreference: executor) {
             let status: GRPCStatus?
             do {
-                try await body(request, context, writer)
+                try await body()
                 // A detached call stays open; it ends through the writer.
                 status = writer.isDetached ? nil : .ok
             } catch {
@@ -88,6 +191,9 @@ extension HTTP2Connection {
                     stream.task = nil
                     return
                 }
+                // The messages the handler wrote just before returning may still wait in the
+                // outbox (their drain is a later loop tick): they go before the trailers.
+                connection.handOverOutbox()
                 connection.finish(stream, status: status)
                 connection.scheduleFlush()
             }
@@ -149,7 +255,10 @@ extension HTTP2Connection {
     func finish(_ stream: HTTP2Stream, status: GRPCStatus) {
         guard stream.trailers == nil else { return }
         // No write is taken once the outcome is known; a detached call's owner learns it here.
-        defer { stream.writer?.close() }
+        defer {
+            stream.writer?.close()
+            stream.requests?.cancel()
+        }
         guard stream.responseHeadersSent else {
             respond(stream, .status(status))
             return

@@ -25,7 +25,7 @@ extension HTTP2Connection {
     // MARK: Submitting responses
 
     /// A response that ends the call at once, as a Trailers-Only HEADERS frame.
-    enum ImmediateResponse {
+    enum ImmediateResponse: Error {
         case status(GRPCStatus)
         case unsupportedEncoding([UInt8])
         case httpStatus(Int, GRPCStatus)
@@ -35,16 +35,19 @@ extension HTTP2Connection {
         guard let session, stream.trailers == nil else { return }
         stream.deadlineTask?.cancel()
         stream.task?.cancel()
-        defer { stream.writer?.close() }
+        defer {
+            stream.writer?.close()
+            stream.requests?.cancel()
+        }
         let status: GRPCStatus
         var httpStatus = 200
-        var extra: [(String, [UInt8])] = []
         switch response {
         case .status(let s):
             status = s
         case .unsupportedEncoding(let encoding):
-            status = GRPCStatus(.unimplemented, "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use identity")
-            extra.append(("grpc-accept-encoding", Array("identity".utf8)))
+            status = GRPCStatus(
+                .unimplemented,
+                "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
         case .httpStatus(let code, let s):
             httpStatus = code
             status = s
@@ -55,7 +58,7 @@ extension HTTP2Connection {
         var fields = HeaderFields()
         fields.append(StaticHeaders.shared.status(httpStatus))
         fields.append(StaticHeaders.shared.contentType)
-        for (name, value) in extra { fields.append(name: name, value: value) }
+        fields.append(StaticHeaders.shared.acceptEncoding)
         fields.appendStatus(status)
         fields.withNVArray { nva, count in
             _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
@@ -67,7 +70,7 @@ extension HTTP2Connection {
         stream.responseHeadersSent = true
         var provider = nghttp2_data_provider()
         provider.read_callback = NGHTTP2Callbacks.readCallback
-        let headers = StaticHeaders.shared.responseHeaders
+        let headers = StaticHeaders.shared.responseHeaders(stream.responseCompression)
         _ = headers.withUnsafeBufferPointer { nva in
             nghttp2_submit_response(session, stream.id, nva.baseAddress, nva.count, &provider)
         }

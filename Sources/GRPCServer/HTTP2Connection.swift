@@ -248,6 +248,12 @@ final class HTTP2Connection: ChannelInboundHandler {
             return
         }
         stream.handler = handler
+        let compression = configuration.responseCompression
+        if compression.enabled, let encoding = stream.requestCompression, stream.acceptedEncodings & encoding.bit != 0 {
+            // The usual server behaviour: answer in the request's encoding when the client reads it.
+            stream.responseCompression = encoding
+            stream.responseCompressionMinBytes = compression.minBytes
+        }
         if let timeout = stream.timeoutNanos {
             let deadline = NIODeadline.now() + .nanoseconds(timeout)
             stream.deadline = deadline
@@ -256,11 +262,19 @@ final class HTTP2Connection: ChannelInboundHandler {
                 bound.value.deadlineExpired(streamID: streamID)
             }
         }
+        if case .bidirectionalStreaming(let body) = handler {
+            // Its requests stream to the handler: it starts now, not at the end of the request.
+            dispatchBidirectional(stream, body: body)
+        }
         if endStream { onEndOfRequest(streamID: streamID) }
     }
 
     func onDataChunk(streamID: Int32, data: UnsafeRawBufferPointer) {
         guard let session else { return }
+        if let stream = streams[streamID], stream.trailers == nil, let requests = stream.requests {
+            receiveStreamingRequest(stream, requests: requests, data: data)
+            return
+        }
         // Taking the bytes into the stream's deframer is what reopens the window: the deframer's
         // memory is bounded by the message limit, which it enforces from each length prefix.
         nghttp2_session_consume(session, streamID, data.count)
@@ -273,27 +287,60 @@ final class HTTP2Connection: ChannelInboundHandler {
                     respond(stream, .status(GRPCStatus(.internal, "more than one request message for a method that takes one")))
                     return
                 }
-                if message.compressed {
-                    guard let encoding = stream.encoding else {
-                        respond(stream, .status(GRPCStatus(.internal, "compressed flag set but no grpc-encoding header")))
-                        return
-                    }
-                    respond(stream, .unsupportedEncoding(encoding))
+                switch requestMessage(message, on: stream) {
+                case .success(let bytes): stream.request = bytes
+                case .failure(let refusal):
+                    respond(stream, refusal)
                     return
                 }
-                stream.request = message.bytes
             }
         } catch {
+            respond(stream, .status(Self.status(for: error)))
+        }
+    }
+
+    /// The bytes of a request message, inflated when it is compressed, or why it is refused.
+    func requestMessage(_ message: GRPCMessageDeframer.Message, on stream: HTTP2Stream) -> Result<ByteBuffer, ImmediateResponse> {
+        guard message.compressed else { return .success(message.bytes) }
+        guard let compression = stream.requestCompression else {
+            if let encoding = stream.encoding { return .failure(.unsupportedEncoding(encoding)) }
+            return .failure(.status(GRPCStatus(.internal, "compressed flag set but no grpc-encoding header")))
+        }
+        let allocator = context?.channel.allocator ?? ByteBufferAllocator()
+        do {
+            return .success(try compression.inflate(message.bytes, limit: configuration.maxMessageBytes, allocator: allocator))
+        } catch {
             switch error {
-            case .messageTooLarge(let length, let limit):
-                respond(stream, .status(GRPCStatus(.resourceExhausted, "request message of \(length) bytes exceeds the limit of \(limit) bytes")))
-            case .invalidFlags(let flags):
-                respond(stream, .status(GRPCStatus(.internal, "invalid message flags 0x\(String(flags, radix: 16))")))
+            case .tooLarge(let limit):
+                return .failure(.status(GRPCStatus(
+                    .resourceExhausted, "request message inflates to more than the limit of \(limit) bytes (\(compression.name))")))
+            case .corrupt(let reason):
+                return .failure(.status(GRPCStatus(.internal, "request message could not be decompressed (\(compression.name)): \(reason)")))
             }
         }
     }
 
+    /// The status of a request stream the deframer refuses.
+    static func status(for error: GRPCMessageDeframer.Failure) -> GRPCStatus {
+        switch error {
+        case .messageTooLarge(let length, let limit):
+            GRPCStatus(.resourceExhausted, "request message of \(length) bytes exceeds the limit of \(limit) bytes")
+        case .invalidFlags(let flags):
+            GRPCStatus(.internal, "invalid message flags 0x\(String(flags, radix: 16))")
+        }
+    }
+
     func onEndOfRequest(streamID: Int32) {
+        if let stream = streams[streamID], stream.trailers == nil, let requests = stream.requests {
+            // The client half-closed a streaming call: the handler's sequence ends.
+            if stream.deframer.hasPartialMessage {
+                endStreamingCall(stream, status: GRPCStatus(.internal, "request ended inside a message"))
+                return
+            }
+            stream.deframer.release()
+            requests.finish()
+            return
+        }
         guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, let handler = stream.handler else { return }
         if stream.deframer.hasPartialMessage {
             respond(stream, .status(GRPCStatus(.internal, "request ended inside a message")))
@@ -318,6 +365,11 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onStreamClose(streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
+        if stream.receivedBytes > stream.consumedBytes, let session {
+            // Request bytes a streaming handler never took: the stream is gone, the connection's
+            // window must not stay short of them.
+            nghttp2_session_consume_connection(session, stream.receivedBytes - stream.consumedBytes)
+        }
         stream.abandon()
         managementStreamClosed()
         observeStreamGone(stream)

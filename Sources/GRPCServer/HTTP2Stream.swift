@@ -9,8 +9,16 @@ final class HTTP2Stream {
     var malformedTimeout = false
     var timeoutNanos: Int64?
     var deadline: NIODeadline?
-    /// The value of `grpc-encoding` when it is not `identity`.
+    /// The value of `grpc-encoding` when it names an encoding this server does not know.
     var encoding: [UInt8]?
+    /// The request's `grpc-encoding` when it is one this server inflates.
+    var requestCompression: GRPCCompression?
+    /// The encodings `grpc-accept-encoding` lists (``GRPCCompression/bit``s).
+    var acceptedEncodings: UInt8 = 0
+    /// How response messages are compressed; nil: not at all (identity).
+    var responseCompression: GRPCCompression?
+    /// Response messages smaller than this go uncompressed.
+    var responseCompressionMinBytes = 0
     var metadata = Metadata()
     var headerListBytes = 0
     var headersTooLarge = false
@@ -23,6 +31,14 @@ final class HTTP2Stream {
     var dispatched = false
     var deadlineTask: Scheduled<Void>?
     var writer: ServerStreamWriter?
+    /// The request messages of a bidirectional-streaming call, fed as they arrive.
+    var requests: ServerRequestStream.Source?
+    /// Request bytes received (bidirectional streaming: their window reopens as messages are taken).
+    var receivedBytes = 0
+    /// Request bytes handed back to flow control with `nghttp2_session_consume`.
+    var consumedBytes = 0
+    /// The wire size of the request messages queued for the handler and not yet taken.
+    var untakenBytes = 0
     var responseHeadersSent = false
     /// Set once the call's outcome is known; the trailers go out after the queued messages.
     var trailers: GRPCStatus?
@@ -45,10 +61,15 @@ final class HTTP2Stream {
         var prefixSent: Int
         /// Whether it counts against the writer's queue.
         var fromWriter: Bool
+        /// Whether `bytes` are compressed (the prefix's flag).
+        var compressed = false
     }
+
+    private let allocator: ByteBufferAllocator
 
     init(id: Int32, maxMessageBytes: Int, allocator: ByteBufferAllocator) {
         self.id = id
+        self.allocator = allocator
         self.deframer = GRPCMessageDeframer(maxMessageBytes: maxMessageBytes, allocator: allocator)
     }
 
@@ -63,13 +84,23 @@ final class HTTP2Stream {
         }
         if name.elementsEqual(HeaderName.contentType) {
             contentTypeIsGRPC = Self.isGRPCContentType(value)
-        } else if name.elementsEqual(HeaderName.te) || name.elementsEqual(HeaderName.userAgent)
-            || name.elementsEqual(HeaderName.grpcAcceptEncoding) {
+        } else if name.elementsEqual(HeaderName.te) || name.elementsEqual(HeaderName.userAgent) {
             return
+        } else if name.elementsEqual(HeaderName.grpcAcceptEncoding) {
+            acceptedEncodings = GRPCCompression.acceptedSet(value)
         } else if name.elementsEqual(HeaderName.grpcTimeout) {
             if let nanos = GRPCTimeout.parse(value) { timeoutNanos = nanos } else { malformedTimeout = true }
         } else if name.elementsEqual(HeaderName.grpcEncoding) {
-            encoding = value.elementsEqual(HeaderName.identity) ? nil : Array(value)
+            if value.elementsEqual(HeaderName.identity) {
+                requestCompression = nil
+                encoding = nil
+            } else if let known = GRPCCompression(name: value) {
+                requestCompression = known
+                encoding = nil
+            } else {
+                requestCompression = nil
+                encoding = Array(value)
+            }
         } else {
             metadata.append(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
         }
@@ -101,8 +132,15 @@ final class HTTP2Stream {
         return nil
     }
 
-    /// Queues a message (its prefix is added as it is sent).
+    /// Queues a message (its prefix is added as it is sent), compressed first when the call's
+    /// responses are and the message is large enough to gain from it.
     func appendMessage(_ message: ByteBuffer, fromWriter: Bool) {
+        if let compression = responseCompression, message.readableBytes >= responseCompressionMinBytes,
+            let compressed = compression.deflate(message, allocator: allocator)
+        {
+            outbound.append(OutboundMessage(bytes: compressed, prefixSent: 0, fromWriter: fromWriter, compressed: true))
+            return
+        }
         outbound.append(OutboundMessage(bytes: message, prefixSent: 0, fromWriter: fromWriter))
     }
 
@@ -114,7 +152,8 @@ final class HTTP2Stream {
             if outbound[index].prefixSent < 5 {
                 let length = UInt32(outbound[index].bytes.readableBytes)
                 while outbound[index].prefixSent < 5, written < buffer.count {
-                    buffer[written] = GRPCMessageFramer.prefixByte(outbound[index].prefixSent, length: length)
+                    buffer[written] = GRPCMessageFramer.prefixByte(
+                        outbound[index].prefixSent, length: length, compressed: outbound[index].compressed)
                     outbound[index].prefixSent += 1
                     written += 1
                 }
@@ -151,6 +190,7 @@ final class HTTP2Stream {
         deadlineTask?.cancel()
         task?.cancel()
         writer?.close()
+        requests?.cancel()
     }
 }
 

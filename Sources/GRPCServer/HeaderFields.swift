@@ -6,8 +6,14 @@ final class StaticHeaders: @unchecked Sendable {
     // @unchecked Sendable: every pointer is allocated in init, never written again, never freed.
     static let shared = StaticHeaders()
 
-    /// `:status: 200`, `content-type: application/grpc`.
+    /// `:status: 200`, `content-type: application/grpc`, `grpc-accept-encoding`.
     let responseHeaders: [nghttp2_nv]
+    /// ``responseHeaders`` and `grpc-encoding: gzip`.
+    let gzipResponseHeaders: [nghttp2_nv]
+    /// ``responseHeaders`` and `grpc-encoding: deflate`.
+    let deflateResponseHeaders: [nghttp2_nv]
+    /// `grpc-accept-encoding: identity,deflate,gzip`: the encodings requests may use.
+    let acceptEncoding: nghttp2_nv
     /// `grpc-status: 0`.
     let okTrailers: [nghttp2_nv]
     /// `content-type: application/grpc`.
@@ -17,7 +23,10 @@ final class StaticHeaders: @unchecked Sendable {
 
     private init() {
         contentType = Self.field("content-type", "application/grpc")
-        responseHeaders = [Self.field(":status", "200"), contentType]
+        acceptEncoding = Self.field("grpc-accept-encoding", GRPCCompression.acceptEncoding)
+        responseHeaders = [Self.field(":status", "200"), contentType, acceptEncoding]
+        gzipResponseHeaders = responseHeaders + [Self.field("grpc-encoding", GRPCCompression.gzip.name)]
+        deflateResponseHeaders = responseHeaders + [Self.field("grpc-encoding", GRPCCompression.deflate.name)]
         statusValues = (0...16).map { Self.field("grpc-status", String($0)) }
         okTrailers = [statusValues[0]]
         httpStatuses = Dictionary(uniqueKeysWithValues: [200, 405, 415].map { ($0, Self.field(":status", String($0))) })
@@ -25,6 +34,15 @@ final class StaticHeaders: @unchecked Sendable {
 
     /// `:status` with a code this server sends.
     func status(_ code: Int) -> nghttp2_nv { httpStatuses[code] ?? httpStatuses[200]! }
+
+    /// The response headers of a call whose messages use `compression` (nil: identity).
+    func responseHeaders(_ compression: GRPCCompression?) -> [nghttp2_nv] {
+        switch compression {
+        case nil: responseHeaders
+        case .gzip: gzipResponseHeaders
+        case .deflate: deflateResponseHeaders
+        }
+    }
 
     /// `grpc-status` with `code`.
     func grpcStatus(_ code: GRPCStatus.Code) -> nghttp2_nv { statusValues[code.rawValue] }

@@ -35,6 +35,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int = 0
     /// Messages a server-streaming call may have queued before its writer waits.
     public var streamQueueCapacity: Int = 128
+    /// Whether and from which size responses are compressed (requests in any supported
+    /// encoding are always accepted).
+    public var responseCompression: ResponseCompression = .defaults
     /// How long a graceful shutdown waits for calls in flight before closing connections.
     public var drainTimeout: TimeAmount = .seconds(10)
     /// Keepalive PINGs, idle and age limits, and the policing of client PINGs.

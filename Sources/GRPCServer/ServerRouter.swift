@@ -67,6 +67,14 @@ public enum RPCHandler: Sendable {
     /// A server-streaming method run as a task off the event loop. Writes go through the writer,
     /// which applies back-pressure; returning ends the call with OK, throwing with the error's status.
     case serverStreaming(@Sendable (_ request: ByteBuffer, _ context: ServerContext, _ writer: ServerStreamWriter) async throws -> Void)
+    /// A bidirectional-streaming method (and so a client-streaming one, which writes one
+    /// response) run as a task off the event loop, started as soon as the request headers are in.
+    /// Request messages arrive through `requests` as the client sends them (their flow-control
+    /// window reopens as they are taken); the client's half-close ends the sequence. Writes go
+    /// through the writer as for server streaming; returning ends the call with OK, throwing with
+    /// the error's status. A reset, the deadline or a lost connection cancels the task.
+    case bidirectionalStreaming(
+        @Sendable (_ requests: ServerRequestStream, _ context: ServerContext, _ writer: ServerStreamWriter) async throws -> Void)
 }
 
 /// The table from method path to handler. Paths not in it answer `UNIMPLEMENTED`.

@@ -2,7 +2,8 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Synchronization
 
-/// Writes the messages of one server-streaming call, with a bounded queue.
+/// Writes the messages of one server-streaming or bidirectional-streaming call, with a bounded
+/// queue.
 ///
 /// At most `capacity` messages wait for the connection to send them. `write(_:)` suspends
 /// while the queue is full; `tryWrite(_:)` never suspends and reports a full queue instead, for

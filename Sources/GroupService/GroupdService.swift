@@ -13,7 +13,7 @@ public final class GroupdService: Sendable {
     let clock: any WallClock
     let logger: Logger
     /// The health service, for `beginShutdown()`.
-    public let health = HealthService()
+    public let health: HealthService
     /// The configuration snapshot in force, swapped whole by ``reload(to:baseDirectory:)``.
     private let current: Mutex<ConfigurationSnapshot>
     /// Whether a reload is under way (reloads run one at a time).
@@ -45,6 +45,10 @@ public final class GroupdService: Sendable {
     ) {
         self.policy = policy
         self.telemetry = telemetry
+        // Health knows the reflection services only when they are served.
+        self.health = HealthService(services: GroupAPI.allServiceNames.filter {
+            configuration.reflection || !$0.hasPrefix("grpc.reflection.")
+        })
         self.store = store
         self.clock = clock
         self.logger = logger
@@ -94,6 +98,9 @@ public final class GroupdService: Sendable {
     public func makeRouter() -> ServerRouter {
         var routes = Routes(authenticate: { [self] server in try authenticate(server) })
         routes.registerExternally({ health.register(in: &$0) }, paths: Grpc_Health_V1_Health.allMethods.map(\.path))
+        // Reflection needs no token: discovery runs before a client picks one.
+        let reflection = configuration.reflection
+        routes.registerExternally({ ReflectionService().register(in: &$0, enabled: reflection) }, paths: ReflectionService.paths)
         registerGroupMethods(in: &routes)
         registerGroupOperationMethods(in: &routes)
         registerListingMethods(in: &routes)

@@ -85,6 +85,15 @@ struct Routes {
                     throw error
                 }
             }
+        case .bidirectionalStreaming(let body):
+            return .bidirectionalStreaming { requests, server, writer in
+                do {
+                    try await body(requests, server, writer)
+                } catch {
+                    if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
+                    throw error
+                }
+            }
         }
     }
 

@@ -177,6 +177,8 @@ public final class ServiceHarness: Sendable {
                 return .success(Array(try await body(buffer, context).readableBytesView))
             case .serverStreaming:
                 return .failure(GRPCStatus(.internal, "test harness: \(path) is server-streaming"))
+            case .bidirectionalStreaming:
+                return .failure(GRPCStatus(.internal, "test harness: \(path) is bidirectional-streaming"))
             }
         } catch let error as any GRPCStatusConvertible {
             return .failure(error.grpcStatus)

@@ -124,6 +124,7 @@ extension GroupdConfiguration {
         server.drainTimeout = .nanoseconds(Int64(drainTimeoutSeconds * 1_000_000_000))
         server.keepalive = keepalive.settings
         if let tls { server.tlsHandshakeTimeout = .nanoseconds(Int64(tls.handshakeTimeoutSeconds * 1_000_000_000)) }
+        server.responseCompression = compression.responseCompression
         return server
     }
 }

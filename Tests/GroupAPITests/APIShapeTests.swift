@@ -35,12 +35,18 @@ struct APIShapeTests {
         #expect(paths.contains("/groupd.v1.GroupService/GetGroupsInfo"))
         #expect(paths.contains("/groupd.v1.GroupService/DismissGroup"))
         #expect(paths.contains("/grpc.health.v1.Health/Check"))
+        let reflection = [
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        ]
         let streaming = Set(GroupAPI.allMethods.filter(\.isServerStreaming).map(\.path))
-        #expect(streaming == ["/grpc.health.v1.Health/Watch", "/groupd.v1.EventService/Subscribe"])
-        #expect(GroupAPI.allMethods.allSatisfy { !$0.isClientStreaming })
+        #expect(streaming == Set(["/grpc.health.v1.Health/Watch", "/groupd.v1.EventService/Subscribe"] + reflection))
+        // Only reflection streams requests (bidirectionally).
+        #expect(Set(GroupAPI.allMethods.filter(\.isClientStreaming).map(\.path)) == Set(reflection))
         #expect(Set(GroupAPI.allServiceNames) == [
             "groupd.v1.ApplicationService", "groupd.v1.EventService", "groupd.v1.GroupService",
             "groupd.v1.MemberService", "groupd.v1.MessageService", "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
         ])
         for method in GroupAPI.allMethods {
             #expect(method.path == "/\(method.serviceName)/\(method.methodName)")

@@ -11,6 +11,8 @@ public let allMethods: [AnyProtoMethod] =
     + Groupd_V1_MemberService.allMethods
     + Groupd_V1_MessageService.allMethods
     + Grpc_Health_V1_Health.allMethods
+    + Grpc_Reflection_V1_ServerReflection.allMethods
+    + Grpc_Reflection_V1alpha_ServerReflection.allMethods
 
 /// The full name of every service in Protos/, in file and declaration order.
 public let allServiceNames: [String] = [
@@ -20,4 +22,6 @@ public let allServiceNames: [String] = [
     Groupd_V1_MemberService.name,
     Groupd_V1_MessageService.name,
     Grpc_Health_V1_Health.name,
+    Grpc_Reflection_V1_ServerReflection.name,
+    Grpc_Reflection_V1alpha_ServerReflection.name,
 ]

@@ -19,6 +19,8 @@
 #include "groupd/v1/member.pb-c.h"
 #include "groupd/v1/message.pb-c.h"
 #include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
+#include "grpc/reflection/v1alpha/reflection.pb-c.h"
 
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__google__protobuf__any(void) { return &google__protobuf__any__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__google__protobuf__duration(void) { return &google__protobuf__duration__descriptor; }
@@ -136,5 +138,27 @@ static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor_
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__health__v1__health_check_response(void) { return &grpc__health__v1__health_check_response__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__health__v1__health_list_request(void) { return &grpc__health__v1__health_list_request__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__health__v1__health_list_response(void) { return &grpc__health__v1__health_list_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__server_reflection_request(void) { return &grpc__reflection__v1__server_reflection_request__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__extension_request(void) { return &grpc__reflection__v1__extension_request__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__server_reflection_response(void) { return &grpc__reflection__v1__server_reflection_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__file_descriptor_response(void) { return &grpc__reflection__v1__file_descriptor_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__extension_number_response(void) { return &grpc__reflection__v1__extension_number_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__list_service_response(void) { return &grpc__reflection__v1__list_service_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__service_response(void) { return &grpc__reflection__v1__service_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1__error_response(void) { return &grpc__reflection__v1__error_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__server_reflection_request(void) { return &grpc__reflection__v1alpha__server_reflection_request__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__extension_request(void) { return &grpc__reflection__v1alpha__extension_request__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__server_reflection_response(void) { return &grpc__reflection__v1alpha__server_reflection_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__file_descriptor_response(void) { return &grpc__reflection__v1alpha__file_descriptor_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__extension_number_response(void) { return &grpc__reflection__v1alpha__extension_number_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__list_service_response(void) { return &grpc__reflection__v1alpha__list_service_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__service_response(void) { return &grpc__reflection__v1alpha__service_response__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__grpc__reflection__v1alpha__error_response(void) { return &grpc__reflection__v1alpha__error_response__descriptor; }
+
+/* The serialized google.protobuf.FileDescriptorSet of every file in Protos/ and every file they
+ * import, dependencies first, without source info (descriptor_set.c): what server reflection
+ * answers from. */
+const uint8_t *_Nonnull groupd_descriptor_set_bytes(void);
+size_t groupd_descriptor_set_size(void);
 
 #endif /* GROUPPROTOC_H */

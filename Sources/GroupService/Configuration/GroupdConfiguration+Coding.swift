@@ -59,7 +59,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
-        "tls", "keepalive",
+        "tls", "keepalive", "compression", "reflection",
     ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -88,6 +88,8 @@ extension GroupdConfiguration {
         self.tls = try c.decodeIfPresent(TLS.self, forKey: ConfigKey("tls"))
         self.keepalive = try c.value("keepalive", or: d.keepalive)
         try decodeObservability(c)
+        self.compression = try c.value("compression", or: d.compression)
+        self.reflection = try c.value("reflection", or: d.reflection)
     }
 
     /// Encode every key, defaults included.
@@ -109,6 +111,8 @@ extension GroupdConfiguration {
         try c.encodeIfPresent(self.tls, forKey: ConfigKey("tls"))
         try c.encode(self.keepalive, forKey: ConfigKey("keepalive"))
         try encodeObservability(&c)
+        try c.encode(self.compression, forKey: ConfigKey("compression"))
+        try c.encode(self.reflection, forKey: ConfigKey("reflection"))
     }
 }
 

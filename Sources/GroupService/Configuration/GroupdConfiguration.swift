@@ -204,6 +204,11 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var tls: TLS? = nil
     /// `keepalive`: PINGs, idle and age limits, client PING policing (see ``Keepalive``).
     public var keepalive: Keepalive = .defaults
+    /// `compression`: response compression (see ``Compression``).
+    public var compression: Compression = .defaults
+    /// `reflection`: serve gRPC server reflection (v1 and v1alpha, no token needed) for grpcurl
+    /// and other discovery clients. Default true; false answers it UNIMPLEMENTED.
+    public var reflection: Bool = true
     /// `apps`: the apps served. Required, at least one, unique ids.
     public var apps: [App]
     /// `metrics`: the Prometheus endpoint (see ``MetricsSettings``); absent = no metrics.

@@ -136,6 +136,36 @@ enum Examples {
         Example(name: "grpc.health.v1.HealthCheckResponse", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckResponse(0)),
         Example(name: "grpc.health.v1.HealthListRequest", variant: 0, fieldCount: 0, message: ex_grpc_health_v1_HealthListRequest(0)),
         Example(name: "grpc.health.v1.HealthListResponse", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthListResponse(0)),
+        Example(name: "grpc.reflection.v1.ServerReflectionRequest", variant: 0, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionRequest(0)),
+        Example(name: "grpc.reflection.v1.ServerReflectionRequest", variant: 1, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionRequest(1)),
+        Example(name: "grpc.reflection.v1.ServerReflectionRequest", variant: 2, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionRequest(2)),
+        Example(name: "grpc.reflection.v1.ServerReflectionRequest", variant: 3, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionRequest(3)),
+        Example(name: "grpc.reflection.v1.ServerReflectionRequest", variant: 4, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionRequest(4)),
+        Example(name: "grpc.reflection.v1.ExtensionRequest", variant: 0, fieldCount: 2, message: ex_grpc_reflection_v1_ExtensionRequest(0)),
+        Example(name: "grpc.reflection.v1.ServerReflectionResponse", variant: 0, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionResponse(0)),
+        Example(name: "grpc.reflection.v1.ServerReflectionResponse", variant: 1, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionResponse(1)),
+        Example(name: "grpc.reflection.v1.ServerReflectionResponse", variant: 2, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionResponse(2)),
+        Example(name: "grpc.reflection.v1.ServerReflectionResponse", variant: 3, fieldCount: 6, message: ex_grpc_reflection_v1_ServerReflectionResponse(3)),
+        Example(name: "grpc.reflection.v1.FileDescriptorResponse", variant: 0, fieldCount: 1, message: ex_grpc_reflection_v1_FileDescriptorResponse(0)),
+        Example(name: "grpc.reflection.v1.ExtensionNumberResponse", variant: 0, fieldCount: 2, message: ex_grpc_reflection_v1_ExtensionNumberResponse(0)),
+        Example(name: "grpc.reflection.v1.ListServiceResponse", variant: 0, fieldCount: 1, message: ex_grpc_reflection_v1_ListServiceResponse(0)),
+        Example(name: "grpc.reflection.v1.ServiceResponse", variant: 0, fieldCount: 1, message: ex_grpc_reflection_v1_ServiceResponse(0)),
+        Example(name: "grpc.reflection.v1.ErrorResponse", variant: 0, fieldCount: 2, message: ex_grpc_reflection_v1_ErrorResponse(0)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionRequest", variant: 0, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionRequest(0)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionRequest", variant: 1, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionRequest(1)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionRequest", variant: 2, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionRequest(2)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionRequest", variant: 3, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionRequest(3)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionRequest", variant: 4, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionRequest(4)),
+        Example(name: "grpc.reflection.v1alpha.ExtensionRequest", variant: 0, fieldCount: 2, message: ex_grpc_reflection_v1alpha_ExtensionRequest(0)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionResponse", variant: 0, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionResponse(0)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionResponse", variant: 1, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionResponse(1)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionResponse", variant: 2, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionResponse(2)),
+        Example(name: "grpc.reflection.v1alpha.ServerReflectionResponse", variant: 3, fieldCount: 6, message: ex_grpc_reflection_v1alpha_ServerReflectionResponse(3)),
+        Example(name: "grpc.reflection.v1alpha.FileDescriptorResponse", variant: 0, fieldCount: 1, message: ex_grpc_reflection_v1alpha_FileDescriptorResponse(0)),
+        Example(name: "grpc.reflection.v1alpha.ExtensionNumberResponse", variant: 0, fieldCount: 2, message: ex_grpc_reflection_v1alpha_ExtensionNumberResponse(0)),
+        Example(name: "grpc.reflection.v1alpha.ListServiceResponse", variant: 0, fieldCount: 1, message: ex_grpc_reflection_v1alpha_ListServiceResponse(0)),
+        Example(name: "grpc.reflection.v1alpha.ServiceResponse", variant: 0, fieldCount: 1, message: ex_grpc_reflection_v1alpha_ServiceResponse(0)),
+        Example(name: "grpc.reflection.v1alpha.ErrorResponse", variant: 0, fieldCount: 2, message: ex_grpc_reflection_v1alpha_ErrorResponse(0)),
     ]
 
     /// A `google.protobuf.Any` with every field set; `variant` picks the oneof members.
@@ -1208,6 +1238,174 @@ enum Examples {
     static func ex_grpc_health_v1_HealthListResponse(_ variant: Int) -> Grpc_Health_V1_HealthListResponse {
         var m = Grpc_Health_V1_HealthListResponse()
         m.statuses = ["a-statuses": ex_grpc_health_v1_HealthCheckResponse(0), "b-statuses": ex_grpc_health_v1_HealthCheckResponse(1)]
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ServerReflectionRequest` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ServerReflectionRequest(_ variant: Int) -> Grpc_Reflection_V1_ServerReflectionRequest {
+        var m = Grpc_Reflection_V1_ServerReflectionRequest()
+        m.host = "host-0-é群✓"
+        switch variant % 5 {
+        case 0:
+            m.messageRequest = .fileByFilename("file_by_filename-0-é群✓")
+        case 1:
+            m.messageRequest = .fileContainingSymbol("file_containing_symbol-0-é群✓")
+        case 2:
+            m.messageRequest = .fileContainingExtension(ex_grpc_reflection_v1_ExtensionRequest(0))
+        case 3:
+            m.messageRequest = .allExtensionNumbersOfType("all_extension_numbers_of_type-0-é群✓")
+        case 4:
+            m.messageRequest = .listServices("list_services-0-é群✓")
+        default: break
+        }
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ExtensionRequest` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ExtensionRequest(_ variant: Int) -> Grpc_Reflection_V1_ExtensionRequest {
+        var m = Grpc_Reflection_V1_ExtensionRequest()
+        m.containingType = "containing_type-0-é群✓"
+        m.extensionNumber = -2017
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ServerReflectionResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ServerReflectionResponse(_ variant: Int) -> Grpc_Reflection_V1_ServerReflectionResponse {
+        var m = Grpc_Reflection_V1_ServerReflectionResponse()
+        m.validHost = "valid_host-0-é群✓"
+        m.originalRequest = ex_grpc_reflection_v1_ServerReflectionRequest(0)
+        switch variant % 4 {
+        case 0:
+            m.messageResponse = .fileDescriptorResponse(ex_grpc_reflection_v1_FileDescriptorResponse(0))
+        case 1:
+            m.messageResponse = .allExtensionNumbersResponse(ex_grpc_reflection_v1_ExtensionNumberResponse(0))
+        case 2:
+            m.messageResponse = .listServicesResponse(ex_grpc_reflection_v1_ListServiceResponse(0))
+        case 3:
+            m.messageResponse = .errorResponse(ex_grpc_reflection_v1_ErrorResponse(0))
+        default: break
+        }
+        return m
+    }
+
+    /// A `grpc.reflection.v1.FileDescriptorResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_FileDescriptorResponse(_ variant: Int) -> Grpc_Reflection_V1_FileDescriptorResponse {
+        var m = Grpc_Reflection_V1_FileDescriptorResponse()
+        m.fileDescriptorProto = [[0x00, 0xFF, 0x01, 0x00, 0x80], [0x00, 0xFF, 0x01, 0x01, 0x80]]
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ExtensionNumberResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ExtensionNumberResponse(_ variant: Int) -> Grpc_Reflection_V1_ExtensionNumberResponse {
+        var m = Grpc_Reflection_V1_ExtensionNumberResponse()
+        m.baseTypeName = "base_type_name-0-é群✓"
+        m.extensionNumber = [-2017, -2018]
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ListServiceResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ListServiceResponse(_ variant: Int) -> Grpc_Reflection_V1_ListServiceResponse {
+        var m = Grpc_Reflection_V1_ListServiceResponse()
+        m.service = [ex_grpc_reflection_v1_ServiceResponse(0), ex_grpc_reflection_v1_ServiceResponse(1)]
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ServiceResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ServiceResponse(_ variant: Int) -> Grpc_Reflection_V1_ServiceResponse {
+        var m = Grpc_Reflection_V1_ServiceResponse()
+        m.name = "name-0-é群✓"
+        return m
+    }
+
+    /// A `grpc.reflection.v1.ErrorResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1_ErrorResponse(_ variant: Int) -> Grpc_Reflection_V1_ErrorResponse {
+        var m = Grpc_Reflection_V1_ErrorResponse()
+        m.errorCode = -1017
+        m.errorMessage = "error_message-0-é群✓"
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ServerReflectionRequest` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ServerReflectionRequest(_ variant: Int) -> Grpc_Reflection_V1alpha_ServerReflectionRequest {
+        var m = Grpc_Reflection_V1alpha_ServerReflectionRequest()
+        m.host = "host-0-é群✓"
+        switch variant % 5 {
+        case 0:
+            m.messageRequest = .fileByFilename("file_by_filename-0-é群✓")
+        case 1:
+            m.messageRequest = .fileContainingSymbol("file_containing_symbol-0-é群✓")
+        case 2:
+            m.messageRequest = .fileContainingExtension(ex_grpc_reflection_v1alpha_ExtensionRequest(0))
+        case 3:
+            m.messageRequest = .allExtensionNumbersOfType("all_extension_numbers_of_type-0-é群✓")
+        case 4:
+            m.messageRequest = .listServices("list_services-0-é群✓")
+        default: break
+        }
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ExtensionRequest` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ExtensionRequest(_ variant: Int) -> Grpc_Reflection_V1alpha_ExtensionRequest {
+        var m = Grpc_Reflection_V1alpha_ExtensionRequest()
+        m.containingType = "containing_type-0-é群✓"
+        m.extensionNumber = -2017
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ServerReflectionResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ServerReflectionResponse(_ variant: Int) -> Grpc_Reflection_V1alpha_ServerReflectionResponse {
+        var m = Grpc_Reflection_V1alpha_ServerReflectionResponse()
+        m.validHost = "valid_host-0-é群✓"
+        m.originalRequest = ex_grpc_reflection_v1alpha_ServerReflectionRequest(0)
+        switch variant % 4 {
+        case 0:
+            m.messageResponse = .fileDescriptorResponse(ex_grpc_reflection_v1alpha_FileDescriptorResponse(0))
+        case 1:
+            m.messageResponse = .allExtensionNumbersResponse(ex_grpc_reflection_v1alpha_ExtensionNumberResponse(0))
+        case 2:
+            m.messageResponse = .listServicesResponse(ex_grpc_reflection_v1alpha_ListServiceResponse(0))
+        case 3:
+            m.messageResponse = .errorResponse(ex_grpc_reflection_v1alpha_ErrorResponse(0))
+        default: break
+        }
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.FileDescriptorResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_FileDescriptorResponse(_ variant: Int) -> Grpc_Reflection_V1alpha_FileDescriptorResponse {
+        var m = Grpc_Reflection_V1alpha_FileDescriptorResponse()
+        m.fileDescriptorProto = [[0x00, 0xFF, 0x01, 0x00, 0x80], [0x00, 0xFF, 0x01, 0x01, 0x80]]
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ExtensionNumberResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ExtensionNumberResponse(_ variant: Int) -> Grpc_Reflection_V1alpha_ExtensionNumberResponse {
+        var m = Grpc_Reflection_V1alpha_ExtensionNumberResponse()
+        m.baseTypeName = "base_type_name-0-é群✓"
+        m.extensionNumber = [-2017, -2018]
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ListServiceResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ListServiceResponse(_ variant: Int) -> Grpc_Reflection_V1alpha_ListServiceResponse {
+        var m = Grpc_Reflection_V1alpha_ListServiceResponse()
+        m.service = [ex_grpc_reflection_v1alpha_ServiceResponse(0), ex_grpc_reflection_v1alpha_ServiceResponse(1)]
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ServiceResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ServiceResponse(_ variant: Int) -> Grpc_Reflection_V1alpha_ServiceResponse {
+        var m = Grpc_Reflection_V1alpha_ServiceResponse()
+        m.name = "name-0-é群✓"
+        return m
+    }
+
+    /// A `grpc.reflection.v1alpha.ErrorResponse` with every field set; `variant` picks the oneof members.
+    static func ex_grpc_reflection_v1alpha_ErrorResponse(_ variant: Int) -> Grpc_Reflection_V1alpha_ErrorResponse {
+        var m = Grpc_Reflection_V1alpha_ErrorResponse()
+        m.errorCode = -1017
+        m.errorMessage = "error_message-0-é群✓"
         return m
     }
 }
