@@ -86,6 +86,8 @@ extension HTTP2Connection {
                     stream.task = nil
                     return
                 }
+                // Messages the handler wrote may still wait in the outbox: they go before the trailers.
+                connection.handOverOutbox()
                 connection.finish(stream, status: status)
                 connection.scheduleFlush()
             }
