@@ -1,0 +1,201 @@
+"""`groupd admin` against a real groupd: the binary mints its admin token from the config, calls the
+server over its own gRPC client (nghttp2) and prints JSON lines, which must equal what grpcio reads
+from the same server written as proto3 JSON by protobuf's own json_format."""
+
+import json
+import signal
+import subprocess
+import threading
+import queue
+
+import pytest
+from google.protobuf import json_format
+
+from support import GROUPD_BIN, admin_md, uid
+from groupd.v1 import common_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc
+
+
+def admin(groupd, *args, timeout=30):
+    """Runs `groupd admin ARGS --config <the server's config>`; returns the finished process."""
+    return subprocess.run([str(GROUPD_BIN), "admin", *args, "--config", str(groupd.config)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def lines(process):
+    return [json.loads(line) for line in process.stdout.splitlines()]
+
+
+def as_json(message):
+    return json_format.MessageToDict(message)
+
+
+@pytest.fixture
+def groups(channel):
+    return group_pb2_grpc.GroupServiceStub(channel)
+
+
+def create(groups, name, members=(), group_type=common_pb2.GROUP_TYPE_PUBLIC):
+    request = group_pb2.CreateGroupRequest(
+        group_id=uid("adm"), type=group_type, owner_user_id=uid("owner"),
+        profile=common_pb2.GroupProfile(name=name, introduction="made by test_admin_cli"),
+        members=[group_pb2.InitialMember(user_id=user) for user in members])
+    return groups.CreateGroup(request, metadata=admin_md(), timeout=10).group.group_id
+
+
+def test_group_get_prints_each_group_as_grpcio_reads_it(groupd, groups):
+    first, second = create(groups, "first"), create(groups, "second", members=[uid("m")])
+    result = admin(groupd, "group", "get", first, second)
+    assert result.returncode == 0, result.stderr
+    expected = groups.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[first, second]),
+                                    metadata=admin_md(), timeout=10)
+    printed = lines(result)
+    assert printed == [as_json(group) for group in expected.groups]
+    assert [group["groupId"] for group in printed] == [first, second]
+    assert printed[1]["memberCount"] == 2 and printed[0]["type"] == "GROUP_TYPE_PUBLIC"
+
+
+def test_group_get_pretty_is_the_same_json(groupd, groups):
+    gid = create(groups, "pretty")
+    compact = admin(groupd, "group", "get", gid)
+    pretty = admin(groupd, "group", "get", gid, "--pretty")
+    assert compact.returncode == 0 and pretty.returncode == 0, pretty.stderr
+    assert len(pretty.stdout.splitlines()) > 3
+    assert json.loads(pretty.stdout) == json.loads(compact.stdout)
+
+
+def test_members_list_reads_every_page(groupd, groups, channel):
+    members = [uid("member") for _ in range(11)]
+    gid = create(groups, "paged", members=members)
+    result = admin(groupd, "members", "list", gid, "--page-size", "4")
+    assert result.returncode == 0, result.stderr
+    printed = lines(result)
+    assert len(printed) == 12  # the owner and 11 members, over 3 pages of 4
+    stub = member_pb2_grpc.MemberServiceStub(channel)
+    expected, token = [], ""
+    while True:
+        page = stub.ListMembers(member_pb2.ListMembersRequest(group_id=gid, page_size=4, page_token=token),
+                                metadata=admin_md(), timeout=10)
+        expected += [as_json(member) for member in page.members]
+        token = page.next_page_token
+        if not token:
+            break
+    assert printed == expected
+    assert {member["userId"] for member in printed} >= set(members)
+
+    limited = admin(groupd, "members", "list", gid, "--page-size", "4", "--limit", "6")
+    assert limited.returncode == 0, limited.stderr
+    assert lines(limited) == expected[:6]
+
+
+def test_groups_search_finds_by_name(groupd, groups):
+    word = uid("needle")
+    ids = {create(groups, f"{word} one"), create(groups, f"{word} two")}
+    create(groups, "unrelated")
+    result = admin(groupd, "groups", "search", word)
+    assert result.returncode == 0, result.stderr
+    printed = lines(result)
+    assert {hit["group"]["groupId"] for hit in printed} == ids
+    assert all("SEARCH_FIELD_NAME" in hit["matchedFields"] for hit in printed)
+
+
+def test_events_tail_prints_events_and_ends_with_sigint(groupd, groups):
+    gid = create(groups, "tailed")
+    tail = subprocess.Popen([str(GROUPD_BIN), "admin", "events", "tail", "--group", gid, "--config", str(groupd.config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = queue.Queue()
+    threading.Thread(target=lambda: [out.put(line) for line in tail.stdout], daemon=True).start()
+    try:
+        # The stream is live once the caught-up marker is out; then a change must arrive as a line.
+        assert "caughtUp" in json.loads(out.get(timeout=20))
+        groups.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
+            group_id=gid, profile=common_pb2.GroupProfile(name="renamed"),
+            update_mask={"paths": ["name"]}), metadata=admin_md(), timeout=10)
+        item = json.loads(out.get(timeout=20))
+        assert item["event"]["groupId"] == gid
+        assert item["event"]["kind"] == "EVENT_KIND_GROUP_INFO_CHANGED"
+        assert item["cursor"]
+        tail.send_signal(signal.SIGINT)
+        assert tail.wait(timeout=20) == 0, tail.stderr.read()
+    finally:
+        if tail.poll() is None:
+            tail.kill()
+            tail.wait()
+
+    # Resuming after that cursor gives the backlog from there: nothing before it, the caught-up marker.
+    resumed = subprocess.Popen([str(GROUPD_BIN), "admin", "events", "tail", "--group", gid, "--after", item["cursor"],
+                                "--config", str(groupd.config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "caughtUp" in json.loads(resumed.stdout.readline())
+        resumed.send_signal(signal.SIGINT)
+        assert resumed.wait(timeout=20) == 0
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+            resumed.wait()
+
+
+def test_events_tail_from_start_replays_the_backlog(groupd, groups):
+    gid = create(groups, "replayed")
+    tail = subprocess.Popen([str(GROUPD_BIN), "admin", "events", "tail", "--group", gid, "--from-start",
+                             "--config", str(groupd.config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(tail.stdout.readline())
+        assert first["event"]["kind"] == "EVENT_KIND_GROUP_CREATED" and first["event"]["groupId"] == gid
+        assert "caughtUp" in json.loads(tail.stdout.readline())
+        tail.send_signal(signal.SIGTERM)
+        assert tail.wait(timeout=20) == 0
+    finally:
+        if tail.poll() is None:
+            tail.kill()
+            tail.wait()
+
+
+def test_events_tail_error_is_exit_1_with_the_status(groupd):
+    result = admin(groupd, "events", "tail", "--after", "not-a-cursor")
+    assert result.returncode == 1
+    assert "Subscribe: INVALID_ARGUMENT" in result.stderr and result.stdout == ""
+
+
+def test_unknown_group_is_exit_1_with_the_reason(groupd, groups):
+    missing = uid("missing")
+    listed = admin(groupd, "members", "list", missing)
+    assert listed.returncode == 1 and listed.stdout == ""
+    assert "ListMembers: NOT_FOUND" in listed.stderr and "reason GROUP_NOT_FOUND" in listed.stderr
+
+    known = create(groups, "known")
+    got = admin(groupd, "group", "get", known, missing)
+    assert got.returncode == 1
+    assert [group["groupId"] for group in lines(got)] == [known]
+    assert f"group {missing}: NOT_FOUND (reason GROUP_NOT_FOUND)" in got.stderr
+
+
+def test_invalid_argument_names_the_field(groupd):
+    result = admin(groupd, "groups", "search", "x" * 31)
+    assert result.returncode == 1
+    assert "SearchGroups: INVALID_ARGUMENT" in result.stderr and "field keyword" in result.stderr, result.stderr
+
+
+def test_health(groupd):
+    result = admin(groupd, "health")
+    assert result.returncode == 0, result.stderr
+    assert lines(result) == [{"status": "SERVING"}]
+
+
+def test_usage_errors_are_exit_2(groupd, tmp_path):
+    missing = subprocess.run([str(GROUPD_BIN), "admin", "group", "get", "g1", "--config", str(tmp_path / "nope.yaml")],
+                             capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr
+    for args in (["group", "get"], ["members", "list", "g", "--bogus"], ["members", "list", "g", "--page-size", "51"],
+                 ["events", "tail", "--from-start", "--after", "c"], ["group", "get", "g", "--address", "nohost"],
+                 ["group", "get", "g", "--app", "no-such-app"]):
+        result = admin(groupd, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr and result.stdout == ""
+
+
+def test_unreachable_server_is_exit_1(groupd):
+    import support
+
+    result = admin(groupd, "group", "get", "g1", "--address", f"127.0.0.1:{support.free_port()}")
+    assert result.returncode == 1
+    assert "UNAVAILABLE" in result.stderr and "cannot connect" in result.stderr
