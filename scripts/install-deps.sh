@@ -17,6 +17,7 @@ apt_packages=(
   libprotobuf-dev       # the well-known .proto files
   nghttp2-client        # h2load and nghttp, for make bench
   pkg-config            # SwiftPM finds the C libraries through it
+  systemd               # systemd-analyze, which verifies deploy/groupd.service in the tests
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(
