@@ -18,6 +18,7 @@ apt_packages=(
   nghttp2-client        # h2load and nghttp, for make bench
   pkg-config            # SwiftPM finds the C libraries through it
   systemd               # systemd-analyze, which verifies deploy/groupd.service in the tests
+  openssl               # the test certificates of groupd admin's TLS tests
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(

@@ -199,3 +199,89 @@ def test_unreachable_server_is_exit_1(groupd):
     result = admin(groupd, "group", "get", "g1", "--address", f"127.0.0.1:{support.free_port()}")
     assert result.returncode == 1
     assert "UNAVAILABLE" in result.stderr and "cannot connect" in result.stderr
+
+
+# TLS: groupd admin's client against a grpcio server with TLS (and one that requires a client
+# certificate), certificates made here with the openssl command.
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA; and a
+    second CA that signed nothing here."""
+    d = tmp_path_factory.mktemp("pki")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for ca in ("ca", "other-ca"):
+        _openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN={ca}", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name in ("server", "client"):
+        _openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def tls_servers(pki):
+    """Two grpcio servers answering grpc.health.v1 Check with SERVING: TLS, and mutual TLS."""
+    from concurrent import futures
+
+    import grpc
+    from grpc.health.v1 import health_pb2, health_pb2_grpc
+
+    class Health(health_pb2_grpc.HealthServicer):
+        def Check(self, request, context):
+            return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+    key, cert, ca = ((pki / name).read_bytes() for name in ("server.key", "server.pem", "ca.pem"))
+    servers, ports = [], []
+    for mutual in (False, True):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        health_pb2_grpc.add_HealthServicer_to_server(Health(), server)
+        credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca if mutual else None,
+                                                  require_client_auth=mutual)
+        ports.append(server.add_secure_port("127.0.0.1:0", credentials))
+        server.start()
+        servers.append(server)
+    yield {"tls": f"127.0.0.1:{ports[0]}", "mtls": f"127.0.0.1:{ports[1]}"}
+    for server in servers:
+        server.stop(None)
+
+
+def health(groupd, address, *args):
+    return admin(groupd, "health", "--address", address, "--timeout", "5", *args)
+
+
+def test_tls_with_the_servers_ca(groupd, pki, tls_servers):
+    result = health(groupd, tls_servers["tls"], "--ca-file", str(pki / "ca.pem"))
+    assert result.returncode == 0, result.stderr
+    assert lines(result) == [{"status": "SERVING"}]
+
+
+def test_tls_refuses_a_certificate_the_ca_did_not_sign(groupd, pki, tls_servers):
+    result = health(groupd, tls_servers["tls"], "--ca-file", str(pki / "other-ca.pem"))
+    assert result.returncode == 1 and "UNAVAILABLE" in result.stderr, result.stderr
+    plaintext = health(groupd, tls_servers["tls"])
+    assert plaintext.returncode == 1 and plaintext.stdout == "", plaintext.stderr
+
+
+def test_mutual_tls_needs_the_client_certificate(groupd, pki, tls_servers):
+    ca = ["--ca-file", str(pki / "ca.pem")]
+    with_certificate = health(groupd, tls_servers["mtls"], *ca, "--cert-file", str(pki / "client.pem"),
+                              "--key-file", str(pki / "client.key"))
+    assert with_certificate.returncode == 0, with_certificate.stderr
+    without = health(groupd, tls_servers["mtls"], *ca)
+    assert without.returncode == 1 and "UNAVAILABLE" in without.stderr, without.stderr
+
+
+def test_unreadable_tls_files_and_half_a_client_pair_are_exit_2(groupd, pki, tls_servers):
+    missing = health(groupd, tls_servers["tls"], "--ca-file", str(pki / "nope.pem"))
+    assert missing.returncode == 2 and "TLS setup failed" in missing.stderr, missing.stderr
+    not_pem = health(groupd, tls_servers["tls"], "--ca-file", str(pki / "server.ext"))
+    assert not_pem.returncode == 2 and "TLS setup failed" in not_pem.stderr, not_pem.stderr
+    half = health(groupd, tls_servers["mtls"], "--cert-file", str(pki / "client.pem"))
+    assert half.returncode == 2 and "--key-file" in half.stderr, half.stderr

@@ -63,6 +63,20 @@ public final class GRPCClientConnection: Sendable {
             self.keyFile = keyFile
             self.serverHostname = serverHostname
         }
+
+        /// Reads the files and builds the TLS context once, without connecting, so a caller can tell
+        /// a bad file from a server that cannot be reached.
+        /// - Throws: ``GRPCCallError`` INVALID_ARGUMENT naming the problem (a file missing or not
+        ///   PEM, a certificate without its key).
+        public func validate() throws(GRPCCallError) {
+            do {
+                _ = try GRPCClientConnection.makeSSLContext(self)
+            } catch let error as GRPCCallError {
+                throw error
+            } catch {
+                throw GRPCCallError(.invalidArgument, "TLS setup failed: \(error)")
+            }
+        }
     }
 
     private let channel: any Channel
@@ -125,7 +139,7 @@ public final class GRPCClientConnection: Sendable {
         }
     }
 
-    private static func makeSSLContext(_ tls: TLS) throws -> NIOSSLContext {
+    fileprivate static func makeSSLContext(_ tls: TLS) throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.applicationProtocols = ["h2"]
         if let caFile = tls.caFile {

@@ -18,7 +18,7 @@ import Darwin
 ///
 /// Exit status: 0 on success; 1 when a call fails (the gRPC status, reason and field on stderr),
 /// the server cannot be reached, or a requested group is not found; 2 for a usage error (unknown
-/// option, unreadable configuration, unknown app, malformed address).
+/// option, unreadable configuration, unknown app, malformed address, unreadable TLS files).
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Call a running groupd as an app's backend and print JSON lines.",
@@ -133,7 +133,14 @@ struct AdminSession {
         }
         var tls: GRPCClientConnection.TLS?
         if options.tls || options.caFile != nil || options.certFile != nil {
-            tls = GRPCClientConnection.TLS(caFile: options.caFile, certificateFile: options.certFile, keyFile: options.keyFile)
+            let settings = GRPCClientConnection.TLS(caFile: options.caFile, certificateFile: options.certFile, keyFile: options.keyFile)
+            do {
+                try settings.validate()
+            } catch {
+                printError("groupd admin: \(error.message)")
+                throw ExitCode(2)
+            }
+            tls = settings
         }
         do {
             let connection = try await GRPCClientConnection.connect(to: .init(host: host, port: port, tls: tls))
