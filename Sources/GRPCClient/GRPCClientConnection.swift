@@ -165,10 +165,11 @@ public final class GRPCClientConnection: Sendable {
     ///   - timeout: The call's deadline from now; nil for none.
     /// - Returns: The response messages; the sequence ends after an OK status and throws
     ///   ``GRPCCallError`` for any other. Ending the iteration early (or cancelling the task that
-    ///   iterates) cancels the call with RST_STREAM.
+    ///   iterates) cancels the call with RST_STREAM. Messages not yet taken hold the stream's
+    ///   HTTP/2 window shut beyond 1 MiB, so a slow reader slows the server down.
     public func call(
         path: String, request: [UInt8], metadata: [(name: String, value: String)] = [], timeout: Duration? = nil
-    ) -> AsyncThrowingStream<ByteBuffer, any Error> {
+    ) -> GRPCResponseStream {
         let (stream, continuation) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
         let token = CallToken()
         let handler = self.handler
@@ -183,7 +184,7 @@ public final class GRPCClientConnection: Sendable {
             timeout: timeout.map { TimeAmount.nanoseconds(Self.nanoseconds($0)) },
             maxMessageBytes: configuration.maxMessageBytes, token: token, continuation: continuation)
         loop.execute { handler.value.start(callRequest) }
-        return stream
+        return GRPCResponseStream(base: stream, token: token, handler: handler, loop: loop)
     }
 
     /// A unary call.
@@ -226,7 +227,7 @@ public final class GRPCClientConnection: Sendable {
     public func serverStreaming<Request, Response>(
         _ method: ProtoMethod<Request, Response>, _ request: Request,
         metadata: [(name: String, value: String)] = [], timeout: Duration? = nil
-    ) -> AsyncThrowingMapSequence<AsyncThrowingStream<ByteBuffer, any Error>, Response> {
+    ) -> AsyncThrowingMapSequence<GRPCResponseStream, Response> {
         call(path: method.path, request: request.serializedBytes(), metadata: metadata, timeout: timeout)
             .map { bytes in try Self.decode(Response.self, bytes) }
     }
@@ -254,5 +255,40 @@ public final class GRPCClientConnection: Sendable {
         let (seconds, attoseconds) = duration.components
         let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         return overflow ? Int64.max : product + attoseconds / 1_000_000_000
+    }
+}
+
+/// The response messages of one call, in order (see ``GRPCClientConnection/call(path:request:metadata:timeout:)``).
+///
+/// Taking a message tells the connection, which reopens the stream's flow-control window while
+/// fewer than 1 MiB of messages wait to be taken.
+public struct GRPCResponseStream: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
+
+    fileprivate let base: AsyncThrowingStream<ByteBuffer, any Error>
+    fileprivate let token: CallToken
+    fileprivate let handler: NIOLoopBound<HTTP2ClientHandler>
+    fileprivate let loop: any EventLoop
+
+    /// Iterates the messages.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        fileprivate var base: AsyncThrowingStream<ByteBuffer, any Error>.AsyncIterator
+        fileprivate let token: CallToken
+        fileprivate let handler: NIOLoopBound<HTTP2ClientHandler>
+        fileprivate let loop: any EventLoop
+
+        /// The next message; nil after an OK status.
+        /// - Throws: ``GRPCCallError`` when the call ends with another status.
+        public mutating func next() async throws -> ByteBuffer? {
+            guard let message = try await base.next() else { return nil }
+            let (handler, token, bytes) = (self.handler, self.token, 5 + message.readableBytes)
+            loop.execute { handler.value.consumed(token, bytes: bytes) }
+            return message
+        }
+    }
+
+    /// An iterator over the messages (one per call: the underlying stream has a single consumer).
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), token: token, handler: handler, loop: loop)
     }
 }

@@ -38,6 +38,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         var requestOffset = 0
         let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
         var deadlineTask: Scheduled<Void>?
+        /// Bytes of messages handed to the caller and not yet taken by it.
+        var pendingBytes = 0
+        /// DATA bytes received and not yet given back to the windows.
+        var unconsumedBytes = 0
 
         init(_ request: CallRequest) {
             self.token = request.token
@@ -82,7 +86,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         self.context = context
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        guard nghttp2_session_client_new(&session, NGHTTP2ClientCallbacks.shared.callbacks, userData) == 0, let session else {
+        let shared = NGHTTP2ClientCallbacks.shared
+        guard nghttp2_session_client_new2(&session, shared.callbacks, userData, shared.options) == 0, let session else {
             context.close(promise: nil)
             return
         }
@@ -190,6 +195,25 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         flush()
     }
 
+    /// The caller took a message of `bytes` (its gRPC prefix included): once fewer than
+    /// ``highWaterBytes`` wait for it, the stream's window reopens.
+    func consumed(_ token: CallToken, bytes: Int) {
+        guard let streamID = streamIDs[ObjectIdentifier(token)], let call = calls[streamID] else { return }
+        call.pendingBytes -= bytes
+        releaseWindow(call, streamID: streamID)
+        flush()
+    }
+
+    /// How many bytes of delivered messages may wait for the caller before the stream's window
+    /// stays shut (the server then holds the rest, and its queue applies back-pressure).
+    static let highWaterBytes = 1 << 20
+
+    private func releaseWindow(_ call: Call, streamID: Int32) {
+        guard let session, call.unconsumedBytes > 0, call.pendingBytes < Self.highWaterBytes else { return }
+        nghttp2_session_consume(session, streamID, call.unconsumedBytes)
+        call.unconsumedBytes = 0
+    }
+
     /// Cancels a call (its consumer stopped listening): RST_STREAM(CANCEL), nothing more delivered.
     func cancel(_ token: CallToken) {
         guard let streamID = streamIDs[ObjectIdentifier(token)] else { return }
@@ -217,10 +241,18 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         case .none:
             break
         case .deliver(let messages):
-            for message in messages { call.continuation.yield(message) }
+            for message in messages {
+                call.pendingBytes += 5 + message.readableBytes
+                call.continuation.yield(message)
+            }
         case .finish(let messages, let error):
             for message in messages { call.continuation.yield(message) }
             call.deadlineTask?.cancel()
+            // The stream is over: what it held of the connection's window goes back at once.
+            if call.unconsumedBytes > 0, let session {
+                nghttp2_session_consume_connection(session, call.unconsumedBytes)
+                call.unconsumedBytes = 0
+            }
             calls.removeValue(forKey: streamID)
             streamIDs.removeValue(forKey: ObjectIdentifier(call.token))
             if let error {
@@ -268,8 +300,14 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     func onDataChunk(streamID: Int32, data: UnsafeRawBufferPointer) {
-        guard let call = calls[streamID] else { return }
+        guard let call = calls[streamID] else {
+            // A call already ended (cancelled, timed out): its late bytes only reopen the connection.
+            if let session { nghttp2_session_consume_connection(session, data.count) }
+            return
+        }
+        call.unconsumedBytes += data.count
         apply(call.state.receiveData(data), to: call, streamID: streamID)
+        if calls[streamID] != nil { releaseWindow(call, streamID: streamID) }
     }
 
     func onStreamClose(streamID: Int32, errorCode: UInt32) {

@@ -1,13 +1,14 @@
 import CNGHTTP2
 
-/// The nghttp2 callback table of client sessions, made once and shared (nghttp2 copies it at
-/// `nghttp2_session_client_new`).
+/// The nghttp2 callback table and session options of client sessions, made once and shared
+/// (nghttp2 copies both at `nghttp2_session_client_new2`).
 ///
 /// Each callback is a non-capturing trampoline: it recovers the ``HTTP2ClientHandler`` from the
 /// session's user data and calls a Swift method. No Swift error crosses these C frames.
 final class NGHTTP2ClientCallbacks: @unchecked Sendable {
-    // @unchecked Sendable: the pointer is written once in init and only read afterwards.
+    // @unchecked Sendable: both pointers are written once in init and only read afterwards.
     let callbacks: OpaquePointer
+    let options: OpaquePointer
 
     static let shared = NGHTTP2ClientCallbacks()
 
@@ -19,6 +20,13 @@ final class NGHTTP2ClientCallbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, Self.onDataChunkRecv)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, Self.onStreamClose)
         self.callbacks = callbacks!
+
+        var options: OpaquePointer?
+        precondition(nghttp2_option_new(&options) == 0, "nghttp2_option_new failed")
+        // Windows reopen as the caller takes messages (nghttp2_session_consume), so a slow reader
+        // holds the server back instead of buffering without bound.
+        nghttp2_option_set_no_auto_window_update(options, 1)
+        self.options = options!
     }
 
     private static func handler(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientHandler {

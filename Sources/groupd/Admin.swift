@@ -258,11 +258,11 @@ struct AdminGroupsSearch: AsyncParsableCommand {
     @OptionGroup var options: AdminOptions
     @Argument(help: "The keyword (1-30 bytes).") var text: String
     @Option(help: "Print at most this many results (default: all).") var limit: Int?
-    @Option(help: "Results per call (at most 100).") var pageSize = 100
+    @Option(help: "Results per call (default: the server's, 20; at most 100).") var pageSize: Int?
 
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
-        guard (1...100).contains(pageSize) else { throw ValidationError("--page-size must be from 1 to 100") }
+        if let pageSize, !(1...100).contains(pageSize) { throw ValidationError("--page-size must be from 1 to 100") }
     }
 
     func run() async throws {
@@ -272,7 +272,7 @@ struct AdminGroupsSearch: AsyncParsableCommand {
         repeat {
             let response = try await session.unary(Groupd_V1_GroupService.Method.searchGroups, .with {
                 $0.keyword = text
-                $0.pageSize = Int32(pageSize)
+                $0.pageSize = Int32(pageSize ?? 0)
                 $0.pageToken = token
             })
             for result in response.results {
@@ -302,11 +302,11 @@ struct AdminMembersList: AsyncParsableCommand {
     @OptionGroup var options: AdminOptions
     @Argument(help: "The group id.") var group: String
     @Option(help: "Print at most this many members (default: all).") var limit: Int?
-    @Option(help: "Members per call (at most 50).") var pageSize = 50
+    @Option(help: "Members per call (default: the server's, the app's max_page_size; at most 50).") var pageSize: Int?
 
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
-        guard (1...50).contains(pageSize) else { throw ValidationError("--page-size must be from 1 to 50") }
+        if let pageSize, !(1...50).contains(pageSize) { throw ValidationError("--page-size must be from 1 to 50") }
     }
 
     func run() async throws {
@@ -316,7 +316,7 @@ struct AdminMembersList: AsyncParsableCommand {
         repeat {
             let response = try await session.unary(Groupd_V1_MemberService.Method.listMembers, .with {
                 $0.groupID = group
-                $0.pageSize = Int32(pageSize)
+                $0.pageSize = Int32(pageSize ?? 0)
                 $0.pageToken = token
             })
             for member in response.members {

@@ -13,12 +13,16 @@ import Testing
 @Suite("The gRPC client against a live server")
 struct GRPCClientConnectionTests {
     /// Told by the streaming handler when the server sees a call end (the client's RST_STREAM).
+    /// Also told when a flooding handler finds its queue full (the client's window is shut).
     final class Events: Sendable {
         private let closed: AsyncStream<Void>
         private let continuation: AsyncStream<Void>.Continuation
+        private let full: AsyncStream<Int>
+        private let fullContinuation: AsyncStream<Int>.Continuation
 
         init() {
             (closed, continuation) = AsyncStream<Void>.makeStream()
+            (full, fullContinuation) = AsyncStream<Int>.makeStream()
         }
 
         func close() {
@@ -27,6 +31,16 @@ struct GRPCClientConnectionTests {
 
         func waitClosed() async {
             for await _ in closed { return }
+        }
+
+        func queueFull(after written: Int) {
+            fullContinuation.yield(written)
+        }
+
+        /// How many messages the flood had written when its queue was full.
+        func waitFull() async -> Int? {
+            for await written in full { return written }
+            return nil
         }
     }
 
@@ -62,6 +76,26 @@ struct GRPCClientConnectionTests {
             let serving = Grpc_Health_V1_HealthCheckResponse.with { $0.status = .serving }.serializedBytes()
             try await writer.write(ByteBuffer(bytes: serving))
             try await writer.write(ByteBuffer(bytes: serving))
+        })
+        router.register("/test.Echo/Flood", .serverStreaming { _, _, writer in
+            let message = ByteBuffer(repeating: 7, count: 16 << 10)
+            var written = 0
+            var reported = false
+            while true {
+                switch writer.tryWrite(message) {
+                case .enqueued:
+                    written += 1
+                case .closed:
+                    return
+                case .full:
+                    if !reported {
+                        reported = true
+                        events.queueFull(after: written)
+                    }
+                    try await writer.write(message)
+                    written += 1
+                }
+            }
         })
         router.register("/test.Echo/Garbage", .unary { _, _ in ByteBuffer(bytes: [0xFF]) })
         var configuration = ServerConfiguration()
@@ -170,6 +204,22 @@ struct GRPCClientConnectionTests {
             // The connection goes on serving.
             let response = try await connection.unary(Grpc_Health_V1_Health.Method.check, .init(), metadata: [("authorization", "Bearer t0ken")])
             #expect(response.status == .serving)
+        }
+    }
+
+    @Test("a slow reader: the server's queue fills, and taking messages reopens the window", .timeLimit(.minutes(1)))
+    func slowReader() async throws {
+        try await Self.withServer { connection, events in
+            var iterator = connection.call(path: "/test.Echo/Flood", request: []).makeAsyncIterator()
+            let first = try await iterator.next()
+            #expect(first?.readableBytes == 16 << 10)
+            _ = await events.waitFull()
+            // The client gives window back only as messages are taken (no automatic updates): were
+            // that broken, the stream would stall here once its window ran out.
+            for _ in 0..<1000 {
+                let message = try await iterator.next()
+                #expect(message?.readableBytes == 16 << 10)
+            }
         }
     }
 
