@@ -155,7 +155,7 @@ struct AdminSession {
 
     /// A unary call; a failure is printed (`groupd admin: METHOD: CODE: message (reason R, field F)`)
     /// and ends the command with exit status 1.
-    func unary<Request, Response>(_ method: ProtoMethod<Request, Response>, _ request: Request) async throws -> Response {
+    func unary<Request, Response>(_ method: ProtoMethod<Request, Response>, _ request: Request) async -> Response {
         do {
             return try await connection.unary(method, request, metadata: metadata, timeout: timeout)
         } catch {
@@ -167,16 +167,12 @@ struct AdminSession {
     func fail(_ methodName: String, _ error: GRPCCallError) async -> Never {
         printError("groupd admin: \(methodName): \(error)")
         await connection.close()
-        Self.exit(1)
+        Glibc.exit(1)
     }
 
-    /// Writes one message as a JSON line and flushes it.
+    /// Writes one message as a JSON line.
     func emit<M: ProtoMessage>(_ message: M) {
         AdminOutput.line(ProtoJSON.encode(message, pretty: pretty))
-    }
-
-    static func exit(_ code: Int32) -> Never {
-        Glibc.exit(code)
     }
 }
 
@@ -221,7 +217,7 @@ struct AdminGroupGet: AsyncParsableCommand {
 
     func run() async throws {
         let session = try await AdminSession.open(options)
-        let response = try await session.unary(
+        let response = await session.unary(
             Groupd_V1_GroupService.Method.getGroupsInfo, .with { $0.groupIds = groupIDs })
         for group in response.groups { session.emit(group) }
         for failure in response.failures {
@@ -270,7 +266,7 @@ struct AdminGroupsSearch: AsyncParsableCommand {
         var printed = 0
         var token = ""
         repeat {
-            let response = try await session.unary(Groupd_V1_GroupService.Method.searchGroups, .with {
+            let response = await session.unary(Groupd_V1_GroupService.Method.searchGroups, .with {
                 $0.keyword = text
                 $0.pageSize = Int32(pageSize ?? 0)
                 $0.pageToken = token
@@ -314,7 +310,7 @@ struct AdminMembersList: AsyncParsableCommand {
         var printed = 0
         var token = ""
         repeat {
-            let response = try await session.unary(Groupd_V1_MemberService.Method.listMembers, .with {
+            let response = await session.unary(Groupd_V1_MemberService.Method.listMembers, .with {
                 $0.groupID = group
                 $0.pageSize = Int32(pageSize ?? 0)
                 $0.pageToken = token
@@ -406,7 +402,7 @@ struct AdminHealth: AsyncParsableCommand {
 
     func run() async throws {
         let session = try await AdminSession.open(options)
-        let response = try await session.unary(Grpc_Health_V1_Health.Method.check, .with { $0.service = service })
+        let response = await session.unary(Grpc_Health_V1_Health.Method.check, .with { $0.service = service })
         session.emit(response)
         await session.connection.close()
         if response.status != .serving { throw ExitCode(1) }
