@@ -285,3 +285,41 @@ def test_unreadable_tls_files_and_half_a_client_pair_are_exit_2(groupd, pki, tls
     assert not_pem.returncode == 2 and "TLS setup failed" in not_pem.stderr, not_pem.stderr
     half = health(groupd, tls_servers["mtls"], "--cert-file", str(pki / "client.pem"))
     assert half.returncode == 2 and "--key-file" in half.stderr, half.stderr
+
+
+def test_events_tail_ended_by_the_server_names_the_cursor_to_resume_from(groupd):
+    """A grpcio EventService that sends the caught-up marker and one event, then ends the stream as
+    groupd ends a subscriber that fell behind: UNAVAILABLE with ErrorInfo SUBSCRIBER_TOO_SLOW and a
+    StreamResumeInfo in grpc-status-details-bin."""
+    from concurrent import futures
+
+    import grpc
+    from google.protobuf import any_pb2
+    from google.rpc import error_details_pb2, status_pb2
+    from groupd.v1 import common_pb2, event_pb2
+
+    class Events(event_pb2_grpc.EventServiceServicer):
+        def Subscribe(self, request, context):
+            yield event_pb2.SubscribeResponse(caught_up=event_pb2.CaughtUp(), cursor="c-1")
+            yield event_pb2.SubscribeResponse(event=common_pb2.GroupEvent(group_id="g", sequence=7), cursor="c-2")
+            info, resume = any_pb2.Any(), any_pb2.Any()
+            info.Pack(error_details_pb2.ErrorInfo(reason="SUBSCRIBER_TOO_SLOW", domain="groupd"))
+            resume.Pack(event_pb2.StreamResumeInfo(cursor="c-2"))
+            status = status_pb2.Status(code=grpc.StatusCode.UNAVAILABLE.value[0], message="subscriber too slow",
+                                       details=[info, resume])
+            context.set_trailing_metadata([("grpc-status-details-bin", status.SerializeToString())])
+            context.abort(grpc.StatusCode.UNAVAILABLE, "subscriber too slow")
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    event_pb2_grpc.add_EventServiceServicer_to_server(Events(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        result = admin(groupd, "events", "tail", "--address", f"127.0.0.1:{port}")
+    finally:
+        server.stop(None)
+    assert result.returncode == 1
+    printed = lines(result)
+    assert printed == [{"caughtUp": {}, "cursor": "c-1"}, {"event": {"groupId": "g", "sequence": "7"}, "cursor": "c-2"}]
+    assert "Subscribe: UNAVAILABLE: subscriber too slow (reason SUBSCRIBER_TOO_SLOW)" in result.stderr, result.stderr
+    assert "resume with --after c-2" in result.stderr

@@ -336,7 +336,8 @@ struct AdminEvents: AsyncParsableCommand {
 
 /// `groupd admin events tail`: the app's firehose (EventService.Subscribe with an admin token),
 /// one `SubscribeResponse` per line (an `event`, a `message` or the `caughtUp` marker, each with
-/// its `cursor`), until SIGINT or SIGTERM (exit 0) or the stream fails (exit 1, status on stderr).
+/// its `cursor`), until SIGINT or SIGTERM (exit 0) or the stream fails (exit 1, status on stderr,
+/// and the cursor to resume from when the server sent one).
 struct AdminEventsTail: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "tail", abstract: "Print the app's events as they happen (Subscribe).")
 
@@ -385,7 +386,16 @@ struct AdminEventsTail: AsyncParsableCommand {
             group.cancelAll()
             return first
         }
-        if let failure { await session.fail("Subscribe", failure) }
+        if let failure {
+            // CURSOR_EXPIRED and SUBSCRIBER_TOO_SLOW say where to pick up again.
+            if let resume = failure.details?.details.lazy.compactMap({ try? $0.unpack(Groupd_V1_StreamResumeInfo.self) }).first {
+                printError("groupd admin: Subscribe: \(failure)")
+                printError("groupd admin: resume with --after \(resume.cursor)")
+                await session.connection.close()
+                throw ExitCode(1)
+            }
+            await session.fail("Subscribe", failure)
+        }
         await session.connection.close()
     }
 }
