@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build release run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout bench-ecosystem test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -15,13 +15,46 @@ deps:
 bench-deps:
 	@scripts/install-deps.sh --bench
 
+## build-info: the git commit `groupd --version` reports, in a gitignored header rewritten only
+## when the commit changes (touching the one C file that includes it, so nothing else rebuilds)
+BUILD_INFO := Sources/GroupdBuildInfo/groupd_build_info.h
+GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+build-info:
+	@line='#define GROUPD_GIT_COMMIT "$(GIT_COMMIT)"'; \
+	if [ "$$(cat $(BUILD_INFO) 2>/dev/null)" != "$$line" ]; then \
+	  echo "$$line" > $(BUILD_INFO) && touch Sources/GroupdBuildInfo/build_info.c; fi
+
 ## build: debug build of everything, tests included
-build: deps
+build: deps build-info
 	$(SWIFT) build --build-tests
 
 ## release: optimised server binary
-release: deps
+release: deps build-info
 	$(SWIFT) build -c release --product groupd
+
+## release-plugins: the shipped policy plugins, optimised
+SHIPPED_PLUGINS := ExampleCPolicy KeywordPolicy CustomFieldSchemaPolicy WebhookPolicy
+release-plugins: deps
+	for plugin in $(SHIPPED_PLUGINS); do $(SWIFT) build -c release --product $$plugin || exit 1; done
+
+## install: the release binary to $(PREFIX)/bin, the shipped plugins to $(PREFIX)/lib/groupd/plugins,
+## the systemd unit to $(PREFIX)/lib/systemd/system and an example config to $(PREFIX)/share/groupd,
+## all under $(DESTDIR) (docs/OPERATIONS.md). BIN=path installs that binary, and the plugins next
+## to it, without building (e.g. BIN=.build/debug/groupd)
+PREFIX ?= /usr/local
+BIN ?=
+install: $(if $(BIN),,release release-plugins)
+	@bin="$(or $(BIN),$(RELEASE_BIN))"; plugins="$$(dirname $$bin)"; \
+	set -e; \
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/lib/groupd/plugins" \
+	  "$(DESTDIR)$(PREFIX)/lib/systemd/system" "$(DESTDIR)$(PREFIX)/share/groupd"; \
+	install -m 0755 "$$bin" "$(DESTDIR)$(PREFIX)/bin/groupd"; \
+	for plugin in $(SHIPPED_PLUGINS); do \
+	  install -m 0755 "$$plugins/lib$$plugin.so" "$(DESTDIR)$(PREFIX)/lib/groupd/plugins/"; done; \
+	sed 's|/usr/local/bin/groupd|$(PREFIX)/bin/groupd|g' deploy/groupd.service > "$(DESTDIR)$(PREFIX)/lib/systemd/system/groupd.service"; \
+	chmod 0644 "$(DESTDIR)$(PREFIX)/lib/systemd/system/groupd.service"; \
+	install -m 0644 deploy/groupd.yaml.example "$(DESTDIR)$(PREFIX)/share/groupd/groupd.yaml.example"; \
+	echo "installed groupd under $(DESTDIR)$(PREFIX)"
 
 ## run: build, write a demo config if none exists, start groupd on the embedded SQLite store
 run: release

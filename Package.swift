@@ -78,6 +78,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        /// A gRPC client over nghttp2's client session (unary and server-streaming, h2c or TLS):
+        /// what `groupd admin` calls the server with, and what the client tests use.
+        .target(
+            name: "GRPCClient",
+            dependencies: [
+                "CNGHTTP2", "GRPCServer", "GroupAPI",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// The version and the git commit groupd was built from (`make build` writes the commit).
+        .target(name: "GroupdBuildInfo"),
+
         // MARK: API
         /// Swift message types generated from Protos/ and their protobuf-c bridge.
         .target(
@@ -123,7 +138,7 @@ let package = Package(
         .executableTarget(
             name: "groupd",
             dependencies: [
-                "GroupService", "GRPCServer", "GroupStore",
+                "GroupService", "GRPCServer", "GroupStore", "GRPCClient", "GroupAPI", "GroupdBuildInfo",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -188,6 +203,11 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GRPCClientTests",
+            dependencies: ["GRPCClient", "GRPCServer", "GroupAPI", "GroupService", "GroupModel", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "GroupAPITests", dependencies: ["GroupAPI"], swiftSettings: swiftSettings),

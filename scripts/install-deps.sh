@@ -22,6 +22,7 @@ apt_packages=(
   libssl-dev            # HMAC-SHA256 (libcrypto) for the webhook plugin's signatures
   libjansson-dev        # JSON for the webhook plugin's config, requests and answers
   zlib1g-dev            # zlib: gzip and deflate gRPC compression
+  systemd               # systemd-analyze, which verifies deploy/groupd.service in the tests
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(

@@ -1,5 +1,6 @@
 import ArgumentParser
 import GroupService
+import GroupdBuildInfo
 import Logging
 
 /// `groupd`: the group system of an instant-messaging backend, served over gRPC.
@@ -8,10 +9,33 @@ struct GroupdCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupd",
         abstract: "The group system of an instant-messaging backend, served over gRPC.",
-        subcommands: [Serve.self, CheckConfig.self, Token.self, DemoConfig.self, Quickstart.self],
+        version: buildVersion,
+        subcommands: [Serve.self, CheckConfig.self, Token.self, DemoConfig.self, Quickstart.self, Admin.self],
         defaultSubcommand: Serve.self
     )
+
+    /// Runs the command; a usage error (unknown option, missing argument, failed validation)
+    /// exits 2, like a configuration error, instead of ArgumentParser's 64.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                printError(fullMessage(for: error))
+                exit(withError: ExitCode(2))
+            }
+            exit(withError: error)
+        }
+    }
 }
+
+/// `groupd --version`: the release and the git commit of the build.
+let buildVersion = "groupd \(String(cString: groupd_build_version())) (commit \(String(cString: groupd_build_commit())))"
 
 /// Loads and validates a configuration file, or exits non-zero with the problem.
 func loadConfiguration(_ path: String) throws -> GroupdConfiguration {
