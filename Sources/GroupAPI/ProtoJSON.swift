@@ -386,7 +386,7 @@ enum JSONValue: Equatable {
             for (index, member) in members.enumerated() {
                 if index > 0 { out += "," }
                 out += newline
-                writeString(member.0, into: &out)
+                JSONString.append(member.0, to: &out)
                 out += pretty ? ": " : ":"
                 write(member.1, into: &out, pretty: pretty, indent: indent + 1)
             }
@@ -401,7 +401,7 @@ enum JSONValue: Equatable {
             }
             out += closing + "]"
         case .string(let text):
-            writeString(text, into: &out)
+            JSONString.append(text, to: &out)
         case .number(let text):
             out += text
         case .bool(let flag):
@@ -410,8 +410,14 @@ enum JSONValue: Equatable {
             out += "null"
         }
     }
+}
 
-    private static func writeString(_ text: String, into out: inout String) {
+/// JSON string literals (RFC 8259): quote, backslash and control characters escaped, and U+2028
+/// and U+2029 too, so a line stays one line for JavaScript readers. Shared by the proto3 JSON
+/// output, the JSON log lines and the policy plugins' JSON configuration.
+public enum JSONString {
+    /// Appends `text` as a JSON string literal, quotes included.
+    public static func append(_ text: String, to out: inout String) {
         out += "\""
         for scalar in text.unicodeScalars {
             switch scalar {

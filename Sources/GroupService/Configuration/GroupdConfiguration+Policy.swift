@@ -1,3 +1,4 @@
+import GroupAPI
 public import PolicyHost
 
 /// `apps[].policy`: an app's chain of policy plugins (docs/PLUGINS.md, docs/CONFIGURATION.md).
@@ -224,20 +225,8 @@ enum PluginConfigValue: Decodable {
 
     /// `text` as a JSON string literal.
     static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        var out = ""
+        JSONString.append(text, to: &out)
+        return out
     }
 }

@@ -1,3 +1,4 @@
+import GroupAPI
 import Logging
 import Synchronization
 
@@ -152,24 +153,9 @@ public final class LogOutput: Sendable {
         }
     }
 
-    /// A JSON string literal (RFC 8259: quote, backslash and control characters escaped).
+    /// A JSON string literal.
     static func appendJSON(string: String, to out: inout String) {
-        out += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
+        JSONString.append(string, to: &out)
     }
 
     /// Now, UTC, to the millisecond: `2026-01-31T23:59:59.123Z`.
