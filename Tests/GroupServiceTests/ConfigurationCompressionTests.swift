@@ -4,26 +4,6 @@ import GroupService
 import Testing
 import Yams
 
-private let app = """
-    apps:
-      - id: demo
-        secrets:
-          - kid: k1
-            secret: "0123456789abcdef0123456789abcdef"
-    """
-
-/// The `ConfigurationError` thrown by parsing `yaml`, or `nil`.
-private func configError(_ yaml: String) -> ConfigurationError? {
-    do {
-        _ = try GroupdConfiguration.parse(yaml: yaml, file: "groupd.yaml")
-        return nil
-    } catch let error as ConfigurationError {
-        return error
-    } catch {
-        return nil
-    }
-}
-
 @Suite("Configuration: compression and reflection")
 struct ConfigurationCompressionTests {
     @Test("absent: responses compressed from 1024 bytes, reflection served")

@@ -2,26 +2,6 @@ import Foundation
 import GroupService
 import Testing
 
-private let app = """
-    apps:
-      - id: demo
-        secrets:
-          - kid: k1
-            secret: "0123456789abcdef0123456789abcdef"
-    """
-
-/// The `ConfigurationError` thrown by parsing `yaml`, or `nil`.
-private func configError(_ yaml: String) -> ConfigurationError? {
-    do {
-        _ = try GroupdConfiguration.parse(yaml: yaml, file: "groupd.yaml")
-        return nil
-    } catch let error as ConfigurationError {
-        return error
-    } catch {
-        return nil
-    }
-}
-
 @Suite("Configuration: metrics, access log and log")
 struct ConfigurationObservabilityTests {
     @Test("absent: no metrics, access log off with every success sampled, info level, text format")

@@ -6,25 +6,7 @@ import GroupTestSupport
 import Testing
 import Yams
 
-private let minimal = """
-    apps:
-      - id: demo
-        secrets:
-          - kid: k1
-            secret: "0123456789abcdef0123456789abcdef"
-    """
-
-/// The `ConfigurationError` thrown by parsing `yaml`, or `nil`.
-private func configError(_ yaml: String, file: String = "groupd.yaml") -> ConfigurationError? {
-    do {
-        _ = try GroupdConfiguration.parse(yaml: yaml, file: file)
-        return nil
-    } catch let error as ConfigurationError {
-        return error
-    } catch {
-        return nil
-    }
-}
+private let minimal = app
 
 @Suite("Configuration")
 struct ConfigurationTests {

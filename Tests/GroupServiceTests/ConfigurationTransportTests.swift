@@ -4,26 +4,6 @@ import GroupService
 import NIOCore
 import Testing
 
-private let app = """
-    apps:
-      - id: demo
-        secrets:
-          - kid: k1
-            secret: "0123456789abcdef0123456789abcdef"
-    """
-
-/// The `ConfigurationError` thrown by parsing `yaml`, or `nil`.
-private func configError(_ yaml: String) -> ConfigurationError? {
-    do {
-        _ = try GroupdConfiguration.parse(yaml: yaml, file: "groupd.yaml")
-        return nil
-    } catch let error as ConfigurationError {
-        return error
-    } catch {
-        return nil
-    }
-}
-
 @Suite("Configuration: tls and keepalive")
 struct ConfigurationTransportTests {
     @Test("absent: plaintext h2c and grpc-go's keepalive defaults")
