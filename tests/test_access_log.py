@@ -78,6 +78,10 @@ def access_lines(server):
 
 
 def line_of(server, request_id):
+    """The one line of `request_id`: access-log lines are written in batches by groupd's log
+    writer, just after the call, so the line is waited for."""
+    wait_for(lambda: any(line.get("request_id") == request_id for line in access_lines(server)),
+             f"the access-log line of {request_id}")
     found = [line for line in access_lines(server) if line.get("request_id") == request_id]
     assert len(found) == 1, (request_id, found, server.log.read_text()[-3000:])
     return found[0]
@@ -187,7 +191,8 @@ def test_sampling_zero_logs_failures_only(server):
         info(stub, limited, "req-limit-2")
         fails(lambda: info(stub, limited, "req-limited"), grpc.StatusCode.RESOURCE_EXHAUSTED)
         fails(lambda: create(stub, "a forbidden name", admin_md(), "req-policy"), grpc.StatusCode.FAILED_PRECONDITION)
-    # A line is written before the call's status goes out: every line is in the file already.
+    # Lines are written in call order: once the last call's line is in, every earlier one is.
+    line_of(server, "req-policy")
     lines = access_lines(server)
     assert sorted(line["request_id"] for line in lines) == ["req-bad-token", "req-limited", "req-policy"], lines
 

@@ -111,6 +111,54 @@ struct LogOutputTests {
     }
 }
 
+@Suite("Observability: batched lines")
+struct BatchedLogLinesTests {
+    private func batchingOutput() -> (LogOutput, CapturedLines) {
+        let captured = CapturedLines()
+        return (LogOutput(settings: LogSettings(level: .info, format: .json), batching: true) { captured.append($0) }, captured)
+    }
+
+    private func write(_ out: LogOutput, _ message: String, batched: Bool) {
+        out.write(level: .info, label: "groupd.access", message: message, metadata: [:], source: "test", batched: batched)
+    }
+
+    private func messages(_ captured: CapturedLines) throws -> [String] {
+        try captured.lines.joined().split(separator: "\n").map { try json(String($0))["msg"] as? String ?? "" }
+    }
+
+    @Test("a line written at once comes after the batched lines before it, in order")
+    func order() throws {
+        let (out, captured) = batchingOutput()
+        write(out, "a", batched: true)
+        write(out, "b", batched: true)
+        write(out, "c", batched: false)
+        #expect(try messages(captured) == ["a", "b", "c"])
+    }
+
+    @Test("flush() writes the batched lines waiting")
+    func flush() throws {
+        let (out, captured) = batchingOutput()
+        write(out, "a", batched: true)
+        out.flush()
+        #expect(try messages(captured) == ["a"])
+    }
+
+    @Test("past the pending limit the caller writes the batch itself")
+    func limit() throws {
+        let (out, captured) = batchingOutput()
+        let message = String(repeating: "x", count: 1000)
+        var written = 0
+        while written * 1000 < LogOutput.pendingLimit + 1000 {
+            write(out, message, batched: true)
+            written += 1
+        }
+        // A write crossed the limit (each line is 1,000 to 1,200 bytes): the batch up to it, at
+        // least pendingLimit bytes, is out without waiting for the queue.
+        #expect(try messages(captured).count >= LogOutput.pendingLimit / 1200)
+        #expect(try messages(captured).allSatisfy { $0 == message })
+    }
+}
+
 @Suite("Observability: access log")
 struct AccessLogTests {
     @Test("a line has the call's outcome, caller, peer, request id and trace context")

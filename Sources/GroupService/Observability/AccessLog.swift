@@ -51,7 +51,7 @@ public final class AccessLog: Sendable {
         }
         output.write(
             level: call.status.code == .ok ? .info : .notice, label: Self.label, message: "rpc",
-            metadata: fields(call, method: method, sequence: sequence), source: "access")
+            metadata: fields(call, method: method, sequence: sequence), source: "access", batched: true)
     }
 
     /// The fields of a call's line.

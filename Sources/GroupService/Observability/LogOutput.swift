@@ -2,6 +2,10 @@ import GroupAPI
 import Logging
 import Synchronization
 
+#if canImport(Dispatch)
+import Dispatch
+#endif
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -14,16 +18,34 @@ import Darwin
 public final class LogOutput: Sendable {
     private let levelValue: Atomic<UInt8>
     private let formatValue: Atomic<UInt8>
-    /// Writes one finished line (newline included); serialised by `lock`.
+    /// Writes finished lines (newlines included); serialised by `lock`, so lines keep their order.
     private let sink: @Sendable (String) -> Void
     private let lock = Mutex(())
+    /// Batched lines (the access log's) waiting for the writer queue, and whether a flush is
+    /// scheduled.
+    private let pending = Mutex(Pending())
+    /// Whether batched lines wait for the writer queue; false: every line is written at once
+    /// (an output with a test sink).
+    private let batching: Bool
+    /// Where batched lines are written from: one `write(2)` for every line that came meanwhile.
+    private static let writer = DispatchQueue(label: "groupd.log-writer")
+    /// Batched bytes above which the caller writes them itself (the log cannot keep up: the
+    /// calls slow down instead of the memory growing).
+    static let pendingLimit = 256 << 10
 
-    /// An output writing to standard error.
+    private struct Pending {
+        var text = ""
+        var scheduled = false
+    }
+
+    /// An output writing to standard error. Lines of ``write(level:label:message:metadata:source:batched:)``
+    /// with `batched` (the access log's, one per call) are gathered and written by a queue of the
+    /// output's own, one `write(2)` for all those that came meanwhile; every other line is written
+    /// at once, after the batched lines before it.
     /// - Parameter settings: The level and format to start with.
     public convenience init(settings: LogSettings = .defaults) {
-        self.init(settings: settings) { line in
-            // One write(2) per line, unbuffered: a line is in the file once the call returns.
-            var bytes = Array(line.utf8)
+        self.init(settings: settings, batching: true) { text in
+            var bytes = Array(text.utf8)
             bytes.withUnsafeMutableBytes { buffer in
                 var offset = 0
                 while offset < buffer.count {
@@ -41,11 +63,14 @@ public final class LogOutput: Sendable {
     /// An output writing each line with `sink` (tests capture lines this way).
     /// - Parameters:
     ///   - settings: The level and format to start with.
-    ///   - sink: Writes one line, newline included; never called concurrently.
-    public init(settings: LogSettings, sink: @escaping @Sendable (String) -> Void) {
+    ///   - batching: Whether batched lines wait for the writer queue; without it (the default)
+    ///     every line reaches `sink` before `write` returns.
+    ///   - sink: Writes lines, newlines included; never called concurrently.
+    public init(settings: LogSettings, batching: Bool = false, sink: @escaping @Sendable (String) -> Void) {
         self.levelValue = Atomic(Self.code(of: settings.level))
         self.formatValue = Atomic(settings.format == .json ? 1 : 0)
         self.sink = sink
+        self.batching = batching
     }
 
     /// The lowest level written now.
@@ -76,10 +101,52 @@ public final class LogOutput: Sendable {
     ///   - message: The message.
     ///   - metadata: Fields, written sorted by key.
     ///   - source: The module that logged (text format only).
-    public func write(level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) {
+    ///   - batched: Whether the line may wait for the writer queue (access-log lines: a batch is
+    ///     written within the queue's next turn, so a crash can lose the lines of the last
+    ///     moment); other lines are written before this returns.
+    public func write(
+        level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String,
+        batched: Bool = false
+    ) {
         let line = Self.format(
             format, time: Self.now(), level: level, label: label, message: message, metadata: metadata, source: source)
-        lock.withLock { _ in sink(line) }
+        guard batched, batching else {
+            lock.withLock { _ in
+                let waiting = takePending()
+                sink(waiting.isEmpty ? line : waiting + line)
+            }
+            return
+        }
+        let (schedule, full) = pending.withLock { state -> (Bool, Bool) in
+            state.text += line
+            let schedule = !state.scheduled
+            state.scheduled = true
+            return (schedule, state.text.utf8.count >= Self.pendingLimit)
+        }
+        if full {
+            flush()
+        } else if schedule {
+            Self.writer.async { self.flush() }
+        }
+    }
+
+    /// Writes the batched lines still waiting (at shutdown; the writer queue does it otherwise).
+    public func flush() {
+        lock.withLock { _ in
+            let waiting = takePending()
+            if !waiting.isEmpty { sink(waiting) }
+        }
+    }
+
+    /// The batched lines waiting, now taken; the next batched line schedules a flush again.
+    private func takePending() -> String {
+        guard batching else { return "" }
+        return pending.withLock { state in
+            let text = state.text
+            state.text = ""
+            state.scheduled = false
+            return text
+        }
     }
 
     // MARK: Formatting
