@@ -188,6 +188,25 @@ struct AccessLogTests {
         #expect(object["parent_id"] as? String == "00f067aa0ba902b7")
     }
 
+    @Test("the fields come sorted by key, every optional one included (the line's order)")
+    func sortedFields() throws {
+        let (out, _) = output()
+        let log = AccessLog(settings: AccessLogSettings(enabled: true, sampleRate: 1), output: out)
+        let annotations = CallAnnotations()
+        annotations.setCaller(app: "app-one", operatorID: "alice")
+        annotations.setReason("GROUP_NOT_FOUND")
+        for traceparent in ["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "not a traceparent"] {
+            let call = finished(
+                "/x.Y/Z", GRPCStatus(.notFound, "no group"),
+                metadata: Metadata([("x-request-id", "req-1"), ("traceparent", traceparent)]), annotations: annotations)
+            let keys = log.fields(call, method: GroupdMetrics.unknownMethod, sequence: 1).map(\.key)
+            #expect(keys == keys.sorted())
+            #expect(Set(["app", "code", "duration_ms", "error", "method", "operator", "path", "peer", "reason", "request_id"]).isSubset(of: keys))
+            #expect(keys.contains("trace_id") == (traceparent.count == 55))
+            #expect(keys.contains("traceparent_invalid") == (traceparent.count != 55))
+        }
+    }
+
     @Test("a missing or unusable x-request-id gets a generated one; each differs")
     func generatedRequestIDs() throws {
         let (out, captured) = output(LogSettings(level: .info, format: .json))

@@ -51,39 +51,44 @@ public final class AccessLog: Sendable {
         }
         output.write(
             level: call.status.code == .ok ? .info : .notice, label: Self.label, message: "rpc",
-            metadata: fields(call, method: method, sequence: sequence), source: "access", batched: true)
+            fields: fields(call, method: method, sequence: sequence), source: "access", batched: true)
     }
 
-    /// The fields of a call's line.
-    func fields(_ call: FinishedCall, method: String, sequence: UInt64) -> Logger.Metadata {
-        var fields: Logger.Metadata = [
-            "method": .string(method),
-            "code": .string(call.status.code.description),
-            "duration_ms": .string(Self.milliseconds(call.durationNanoseconds)),
-            "peer": .string(call.peer),
-        ]
-        if method == GroupdMetrics.unknownMethod { fields["path"] = .string(Self.printable(call.path, limit: 256)) }
+    /// The fields of a call's line, sorted by key (the order the line shows them in).
+    func fields(_ call: FinishedCall, method: String, sequence: UInt64) -> [(key: String, value: Logger.MetadataValue)] {
         let annotations = call.annotations?.values ?? CallAnnotations.Values()
-        if let reason = annotations.reason { fields["reason"] = .string(reason) }
-        if let app = annotations.app { fields["app"] = .string(app) }
-        if let user = annotations.operatorID { fields["operator"] = .string(user) }
-        if call.status.code != .ok, !call.status.message.isEmpty {
-            fields["error"] = .string(Self.printable(call.status.message, limit: 512))
-        }
+        let requestID: String
         if let id = call.metadata["x-request-id"], Self.isValidRequestID(id) {
-            fields["request_id"] = .string(id)
+            requestID = id
         } else {
-            fields["request_id"] = .string("\(idPrefix)-\(String(sequence, radix: 16))")
+            requestID = "\(idPrefix)-\(String(sequence, radix: 16))"
         }
+        var trace: TraceParent?
+        var traceInvalid = false
         if let header = call.metadata["traceparent"] {
-            if let trace = TraceParent(header) {
-                fields["trace_id"] = .string(trace.traceID)
-                fields["parent_id"] = .string(trace.parentID)
-                fields["trace_flags"] = .string(trace.flags)
-            } else {
-                fields["traceparent_invalid"] = .string("true")
-            }
+            trace = TraceParent(header)
+            traceInvalid = trace == nil
         }
+        var fields: [(key: String, value: Logger.MetadataValue)] = []
+        fields.reserveCapacity(14)
+        if let app = annotations.app { fields.append(("app", .string(app))) }
+        fields.append(("code", .string(call.status.code.description)))
+        fields.append(("duration_ms", .string(Self.milliseconds(call.durationNanoseconds))))
+        if call.status.code != .ok, !call.status.message.isEmpty {
+            fields.append(("error", .string(Self.printable(call.status.message, limit: 512))))
+        }
+        fields.append(("method", .string(method)))
+        if let user = annotations.operatorID { fields.append(("operator", .string(user))) }
+        if let trace { fields.append(("parent_id", .string(trace.parentID))) }
+        if method == GroupdMetrics.unknownMethod { fields.append(("path", .string(Self.printable(call.path, limit: 256)))) }
+        fields.append(("peer", .string(call.peer)))
+        if let reason = annotations.reason { fields.append(("reason", .string(reason))) }
+        fields.append(("request_id", .string(requestID)))
+        if let trace {
+            fields.append(("trace_flags", .string(trace.flags)))
+            fields.append(("trace_id", .string(trace.traceID)))
+        }
+        if traceInvalid { fields.append(("traceparent_invalid", .string("true"))) }
         return fields
     }
 

@@ -27,11 +27,15 @@ public final class LogOutput: Sendable {
     /// Whether batched lines wait for the writer queue; false: every line is written at once
     /// (an output with a test sink).
     private let batching: Bool
-    /// Where batched lines are written from: one `write(2)` for every line that came meanwhile.
+    /// Where batched lines are written from, `flushDelay` after the first of a batch: one
+    /// `write(2)` for every line that came meanwhile, and one wake-up of the queue's thread.
     private static let writer = DispatchQueue(label: "groupd.log-writer")
-    /// Batched bytes above which the caller writes them itself (the log cannot keep up: the
-    /// calls slow down instead of the memory growing).
-    static let pendingLimit = 256 << 10
+    /// How long a batched line may wait for others.
+    static let flushDelay = DispatchTimeInterval.milliseconds(5)
+    /// Batched bytes at which the caller writes them itself: under load batches are written by
+    /// the calls, a `write(2)` per 64 KiB, and the writer queue only catches the stragglers; a
+    /// log that cannot keep up slows the calls down instead of growing the memory.
+    static let pendingLimit = 64 << 10
 
     private struct Pending {
         var text = ""
@@ -108,8 +112,18 @@ public final class LogOutput: Sendable {
         level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String,
         batched: Bool = false
     ) {
+        write(
+            level: level, label: label, message: message, fields: metadata.keys.sorted().map { ($0, metadata[$0]!) },
+            source: source, batched: batched)
+    }
+
+    /// ``write(level:label:message:metadata:source:batched:)`` with the fields as pairs sorted by key.
+    public func write(
+        level: Logger.Level, label: String, message: String, fields: [(key: String, value: Logger.MetadataValue)],
+        source: String, batched: Bool = false
+    ) {
         let line = Self.format(
-            format, time: Self.now(), level: level, label: label, message: message, metadata: metadata, source: source)
+            format, time: Self.now(), level: level, label: label, message: message, fields: fields, source: source)
         guard batched, batching else {
             lock.withLock { _ in
                 let waiting = takePending()
@@ -126,7 +140,7 @@ public final class LogOutput: Sendable {
         if full {
             flush()
         } else if schedule {
-            Self.writer.async { self.flush() }
+            Self.writer.asyncAfter(deadline: .now() + Self.flushDelay) { self.flush() }
         }
     }
 
@@ -156,15 +170,25 @@ public final class LogOutput: Sendable {
         _ format: LogSettings.Format, time: String, level: Logger.Level, label: String, message: String,
         metadata: Logger.Metadata, source: String
     ) -> String {
-        let keys = metadata.keys.sorted()
+        self.format(
+            format, time: time, level: level, label: label, message: message,
+            fields: metadata.keys.sorted().map { ($0, metadata[$0]!) }, source: source)
+    }
+
+    /// One line in `format`, newline included, with `fields` in the order given (sorted by key:
+    /// the access log builds its fields in that order, without a dictionary).
+    static func format(
+        _ format: LogSettings.Format, time: String, level: Logger.Level, label: String, message: String,
+        fields: [(key: String, value: Logger.MetadataValue)], source: String
+    ) -> String {
         switch format {
         case .text:
             // swift-log's StreamLogHandler layout, which scripts and tests already read; a value
             // that is empty or holds a space, a quote or a control character is quoted as in
             // JSON, so that `key=value` pairs split unambiguously.
             var line = "\(time) \(level) \(label) :"
-            for key in keys {
-                let value = "\(metadata[key]!)"
+            for (key, metadataValue) in fields {
+                let value = if case .string(let string) = metadataValue { string } else { "\(metadataValue)" }
                 line += " \(key)="
                 if value.isEmpty || value.unicodeScalars.contains(where: { $0 == " " || $0 == "\"" || $0.value < 0x20 }) {
                     appendJSON(string: value, to: &line)
@@ -183,12 +207,12 @@ public final class LogOutput: Sendable {
             appendJSON(string: label, to: &line)
             line += ",\"msg\":"
             appendJSON(string: message, to: &line)
-            for key in keys {
+            for (key, value) in fields {
                 line += ","
                 // A field named like one of the four above is kept, prefixed with an underscore.
                 appendJSON(string: ["ts", "level", "label", "msg"].contains(key) ? "_" + key : key, to: &line)
                 line += ":"
-                appendJSON(value: metadata[key]!, to: &line)
+                appendJSON(value: value, to: &line)
             }
             line += "}\n"
             return line
