@@ -100,11 +100,17 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-writes bench-crash bench-fanout bench-plugins bench-scale bench-scaleout
+bench: bench-rpc bench-ecosystem bench-writes bench-crash bench-fanout bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
 	scripts/bench.sh $(RELEASE_BIN)
+
+## bench-ecosystem: what TLS, gzip and the access log cost on the RPC benchmark: h2load against
+## Health/Check and GetGroupsInfo on plain h2c, TLS, gzip-compressed requests and h2c with the access
+## log on, in turns within one run (server on core 0, h2load on core 1; about 4 minutes)
+bench-ecosystem: release
+	python3 scripts/bench_ecosystem.py $(RELEASE_BIN)
 
 ## bench-writes: the write path (issue 12): SendGroupMessage into one group and over 1,000 groups,
 ## CreateGroup, JoinGroup, GetGroupsInfo and the Subscribe catch-up, with the C++ gRPC peer's
