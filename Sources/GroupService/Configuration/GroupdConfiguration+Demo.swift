@@ -21,7 +21,8 @@ extension GroupdConfiguration {
         let d = GroupdConfiguration.defaults
         return """
             # groupd configuration (generated for local use). Every key but apps is optional;
-            # the values below are the defaults unless noted. `kill -HUP` reloads apps, auth, log and access_log.
+            # the values below are the defaults unless noted. `kill -HUP` reloads apps, auth, log,
+            # access_log and the TLS certificate files.
 
             listen:
               host: \(d.listen.host)        # address to bind; 0.0.0.0 for every interface
@@ -49,6 +50,20 @@ extension GroupdConfiguration {
             # metrics:                   # Prometheus text format at GET /metrics; absent = off
             #   host: 127.0.0.1
             #   port: 9464
+            # tls:                       # absent = plaintext h2c; paths relative to this file
+            #   cert_file: server.crt    # PEM chain, leaf first
+            #   key_file: server.key
+            #   client_ca_file: ca.crt   # mutual TLS: clients need a certificate signed by it
+            keepalive:                   # grpc-go's defaults (docs/TRANSPORT.md)
+              time_seconds: \(Self.number(d.keepalive.timeSeconds))        # server PING after this long without a frame; 0 = off
+              timeout_seconds: \(Self.number(d.keepalive.timeoutSeconds))       # close when the PING ack does not come
+              max_connection_idle_seconds: \(Self.number(d.keepalive.maxConnectionIdleSeconds))  # GOAWAY after this long without a stream; 0 = off
+              max_connection_age_seconds: \(Self.number(d.keepalive.maxConnectionAgeSeconds))   # GOAWAY after this long (±10 %); 0 = off
+              min_ping_interval_seconds: \(Self.number(d.keepalive.minPingIntervalSeconds))  # client PINGs more often are strikes
+            compression:                 # gzip and deflate requests are always accepted
+              responses: \(d.compression.responses)            # answer in the request's encoding when accepted
+              min_bytes: \(d.compression.minBytes)            # smaller responses go uncompressed
+            reflection: \(d.reflection)             # grpc.reflection v1 and v1alpha, no token needed
 
             apps:
               - id: \(yamlQuoted(appID))
@@ -86,6 +101,11 @@ extension GroupdConfiguration {
     }
 
     /// `value` as a double-quoted YAML scalar.
+    /// A number of seconds as YAML: `7200` for a whole number, `0.5` otherwise.
+    private static func number(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
     private static func yamlQuoted(_ value: String) -> String {
         var text = "\""
         for scalar in value.unicodeScalars {
