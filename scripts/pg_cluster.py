@@ -87,17 +87,29 @@ def free_port() -> int:
 
 
 def _server_user():
-    """Popen keywords that run a server binary as `postgres` when this process is root, else {}."""
+    """The `postgres` system user's (uid, gid) when this process is root (the server refuses to
+    run as root), else None."""
     if os.geteuid() != 0:
-        return {}
+        return None
     try:
         entry = pwd.getpwnam("postgres")
     except KeyError:
         raise ClusterError("running as root, and there is no `postgres` system user to run initdb/postgres as "
                            "(install the `postgresql` package: scripts/install-deps.sh)") from None
-    # The equivalent of `runuser -u postgres --` without runuser's watching parent, so that the
-    # pid of the server process is postgres itself.
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+    return entry.pw_uid, entry.pw_gid
+
+
+def _as_server_user(command):
+    """`command`, run as `postgres` when this process is root: through `setpriv` (util-linux), which
+    execs it, so the pid Popen returns is the server's own. Not through Popen's `user=`: with it
+    Python forks instead of using vfork, and a forked copy of a test process whose grpcio threads
+    are busy can crash in grpcio's fork handlers before it reaches exec (`ev_epoll1_linux.cc Check
+    failed: next_worker->state == KICKED`, then signal 11: what looked like postgres dying at start)."""
+    run_as = _server_user()
+    if run_as is None:
+        return command
+    uid, gid = run_as
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *command]
 
 
 def _server_env():
@@ -213,12 +225,12 @@ class PostgresCluster:
         self.dir = Path(tempfile.mkdtemp(prefix="groupd-pg-", dir=self.base_dir))
         try:
             if run_as:
-                os.chown(self.dir, run_as["user"], run_as["group"])
+                os.chown(self.dir, *run_as)
             result = subprocess.run(
-                [self._bin("initdb"), "-D", str(self.data_dir), "-A", "trust", "-U", self.user, "--no-sync",
-                 "-E", "UTF8", "--locale=C"],
+                _as_server_user([self._bin("initdb"), "-D", str(self.data_dir), "-A", "trust", "-U", self.user,
+                                 "--no-sync", "-E", "UTF8", "--locale=C"]),
                 cwd=self.dir, env=_server_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=120, **run_as)
+                timeout=120)
             if result.returncode != 0:
                 raise ClusterError(f"initdb failed ({result.returncode}):\n{result.stdout}{result.stderr}")
             # A port found free can be taken before postgres binds it: a few tries.
@@ -247,24 +259,15 @@ class PostgresCluster:
                    "-c", f"listen_addresses={self.host}", "-c", f"unix_socket_directories={self.dir}"]
         for key, value in self.settings.items():
             command += ["-c", f"{key}={value}"]
-        # A postmaster started right after an immediate stop has, rarely, died at once (signal 11,
-        # seen under load in the scale-out tests, never alone): it is started again, at most
-        # twice, and the log keeps every attempt.
-        for attempt in range(3):
-            with open(self.log, "ab") as log:
-                log.write(f"--- {time.strftime('%H:%M:%S')} pg_cluster: starting postgres on port {self.port}\n".encode())
-                log.flush()
-                # A session of its own: not signalled by the terminal (or make) on ^C; stop_server does.
-                self._process = subprocess.Popen(command, cwd=self.dir, env=_server_env(), stdin=subprocess.DEVNULL,
-                                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                                 **_server_user())
-            self.pid = self._process.pid
-            try:
-                self.wait_ready()
-                return self
-            except ClusterError:
-                if attempt == 2 or self._process.poll() is None:
-                    raise
+        with open(self.log, "ab") as log:
+            log.write(f"--- {time.strftime('%H:%M:%S')} pg_cluster: starting postgres on port {self.port}\n".encode())
+            log.flush()
+            # A session of its own: not signalled by the terminal (or make) on ^C; stop_server does.
+            self._process = subprocess.Popen(_as_server_user(command), cwd=self.dir, env=_server_env(),
+                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+        self.pid = self._process.pid
+        self.wait_ready()
         return self
 
     def wait_ready(self, timeout=START_TIMEOUT):
