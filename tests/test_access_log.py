@@ -144,6 +144,8 @@ def test_every_call_gets_a_line_with_its_outcome(server):
         info(stub, admin_md(), None)
         fails(lambda: channel.unary_unary("/no.such.Service/Method")(b"", timeout=10), grpc.StatusCode.UNIMPLEMENTED)
 
+    # The lines are written in batches, just after the calls: all nine, then what they say.
+    wait_for(lambda: len(access_lines(server)) >= 9, "the access-log lines of the nine calls")
     ok = line_of(server, "req-ok")
     assert ok["format"] == "text" and ok["level"] == "info"
     assert (ok["method"], ok["code"], ok["app"], ok["operator"]) == (INFO, "OK", APP_ID, "alice")
