@@ -195,6 +195,30 @@ enum AdminOutput {
     }
 }
 
+extension AdminSession {
+    /// Prints every item of a paged listing, page after page from the empty token until the last
+    /// page (an empty next token) or `limit` items, then closes the connection.
+    /// - Parameters:
+    ///   - limit: The most items to print; nil: all.
+    ///   - page: One call for a page token: its items and the next token.
+    func emitPages<Item: ProtoMessage>(
+        limit: Int?, _ page: (_ token: String) async -> (items: [Item], next: String)
+    ) async {
+        var printed = 0
+        var token = ""
+        repeat {
+            let (items, next) = await page(token)
+            for item in items {
+                if let limit, printed >= limit { break }
+                emit(item)
+                printed += 1
+            }
+            token = next
+        } while !token.isEmpty && printed < (limit ?? .max)
+        await connection.close()
+    }
+}
+
 // MARK: group get
 
 /// `groupd admin group …`
@@ -263,22 +287,14 @@ struct AdminGroupsSearch: AsyncParsableCommand {
 
     func run() async throws {
         let session = try await AdminSession.open(options)
-        var printed = 0
-        var token = ""
-        repeat {
+        await session.emitPages(limit: limit) { token in
             let response = await session.unary(Groupd_V1_GroupService.Method.searchGroups, .with {
                 $0.keyword = text
                 $0.pageSize = Int32(pageSize ?? 0)
                 $0.pageToken = token
             })
-            for result in response.results {
-                if let limit, printed >= limit { break }
-                session.emit(result)
-                printed += 1
-            }
-            token = response.nextPageToken
-        } while !token.isEmpty && printed < (limit ?? .max)
-        await session.connection.close()
+            return (response.results, response.nextPageToken)
+        }
     }
 }
 
@@ -307,22 +323,14 @@ struct AdminMembersList: AsyncParsableCommand {
 
     func run() async throws {
         let session = try await AdminSession.open(options)
-        var printed = 0
-        var token = ""
-        repeat {
+        await session.emitPages(limit: limit) { token in
             let response = await session.unary(Groupd_V1_MemberService.Method.listMembers, .with {
                 $0.groupID = group
                 $0.pageSize = Int32(pageSize ?? 0)
                 $0.pageToken = token
             })
-            for member in response.members {
-                if let limit, printed >= limit { break }
-                session.emit(member)
-                printed += 1
-            }
-            token = response.nextPageToken
-        } while !token.isEmpty && printed < (limit ?? .max)
-        await session.connection.close()
+            return (response.members, response.nextPageToken)
+        }
     }
 }
 
