@@ -41,9 +41,12 @@ extension HTTP2Connection {
     ) {
         guard let context else { return }
         let eventLoop = context.eventLoop
-        let callContext = ServerContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: eventLoop)
+        let callContext = ServerContext(
+            path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: eventLoop,
+            annotations: stream.annotations)
         let streamID = stream.id
         stream.dispatched = true
+        if stream.observedStart != 0 { stream.observedMetadata = stream.metadata }  // for the access log
         stream.metadata = Metadata()
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let (requests, source) = ServerRequestStream.makeStream(onTake: { wireBytes in
