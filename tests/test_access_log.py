@@ -179,6 +179,19 @@ def test_every_call_gets_a_line_with_its_outcome(server):
     assert len(lines) == 9, lines
 
 
+def test_a_bidirectional_call_gets_its_line(server):
+    server.config.write_text(config_text(server, "{enabled: true}"))
+    server.start()
+    path = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+    list_services = b"\x3a\x00"  # ServerReflectionRequest{list_services: ""}
+    with grpc.insecure_channel(server.address) as channel:
+        call = channel.stream_stream(path)
+        responses = list(call(iter([list_services]), metadata=[("x-request-id", "req-reflect")], timeout=10))
+    assert len(responses) == 1
+    line = line_of(server, "req-reflect")
+    assert (line["method"], line["code"]) == (path, "OK"), line
+
+
 def test_sampling_zero_logs_failures_only(server):
     server.config.write_text(config_text(server, "{enabled: true, sample_rate: 0}"))
     server.start()
