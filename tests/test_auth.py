@@ -1,5 +1,8 @@
 """Every token fault is UNAUTHENTICATED with its own ErrorInfo reason, through a real groupd;
 Health/Check needs no token. Tokens are minted here in Python (support.mint_token)."""
+import base64
+import hashlib
+import hmac
 import json
 import time
 
@@ -183,3 +186,55 @@ def test_admin_only_rpcs_refuse_a_user_token(channel, rpc):
         calls[rpc](admin_md(operator="alice"))
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, caught.value
     assert error_info(caught.value).reason == "ADMIN_TOKEN_REQUIRED"
+
+
+def signed(header, payload, spell_signature=None):
+    """An HS256 token over `header` and `payload` (dicts), the signature spelt by `spell_signature`
+    (bytes → text; base64url without padding by default)."""
+    signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(payload).encode())
+    signature = hmac.new(APP_SECRET.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return signing_input + "." + (spell_signature or b64url)(signature)
+
+
+def good_payload(**changes):
+    payload = {"app": APP_ID, "sub": "alice", "role": "user", "exp": int(time.time()) + 3600}
+    payload.update(changes)
+    return payload
+
+
+def test_one_spelling_per_token(channel):
+    header = {"alg": "HS256", "typ": "JWT"}
+    # A payload whose signature has a character that base64url and standard base64 spell apart.
+    payload = next(p for p in (good_payload(n=n) for n in range(1000)) if set(signed(header, p).split(".")[2]) & set("-_"))
+    # The spelling RFC 7515 allows passes...
+    call_get_groups_info(channel, bearer(signed(header, payload)))
+    # ...and the same signature re-spelt is refused: padded, standard base64, set trailing bits.
+    padded = lambda raw: base64.urlsafe_b64encode(raw).decode()
+    standard = lambda raw: base64.b64encode(raw).decode().rstrip("=")
+    for spell in [padded, standard]:
+        token = signed(header, payload, spell)
+        assert token != signed(header, payload)
+        expect_unauthenticated(channel, bearer(token), "TOKEN_MALFORMED")
+    canonical = signed(header, payload)
+    last = canonical[-1]
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    # 32 bytes are 43 characters: the last one carries 4 bits, its 2 low bits are unused.
+    respelt = canonical[:-1] + alphabet[alphabet.index(last) | 1]
+    assert base64.urlsafe_b64decode(respelt.split(".")[2] + "=") == base64.urlsafe_b64decode(canonical.split(".")[2] + "=")
+    expect_unauthenticated(channel, bearer(respelt), "TOKEN_MALFORMED")
+    # A standard-base64 character anywhere, or padding in the header, is refused too.
+    expect_unauthenticated(channel, bearer(canonical.replace("-", "+", 1) if "-" in canonical else "+" + canonical), "TOKEN_MALFORMED")
+    head, rest = canonical.split(".", 1)
+    expect_unauthenticated(channel, bearer(head + "==." + rest), "TOKEN_MALFORMED")
+
+
+def test_kid_must_be_a_string(channel):
+    expect_unauthenticated(channel, bearer(signed({"alg": "HS256", "kid": 1}, good_payload())), "TOKEN_MALFORMED")
+    call_get_groups_info(channel, bearer(signed({"alg": "HS256", "kid": "k1"}, good_payload())))
+
+
+@pytest.mark.parametrize("sub", ["u" * 65, "u" * 10_000, "tab\there"], ids=["65 bytes", "10 KB", "a control character"])
+def test_sub_obeys_the_user_id_rules(channel, sub):
+    info = expect_unauthenticated(channel, bearer(signed({"alg": "HS256"}, good_payload(sub=sub))), "TOKEN_MALFORMED")
+    assert info.metadata["claim"] == "sub" and info.metadata["limit"] == "64"
+    call_get_groups_info(channel, bearer(signed({"alg": "HS256"}, good_payload(sub="u" * 64))))

@@ -9,6 +9,9 @@ import JWTKit
 /// Verified tokens are cached (bounded, see ``TokenCache``), so repeated calls with the same token
 /// skip the HMAC; `exp` and `nbf` are still checked on every call.
 ///
+/// A token has one spelling (RFC 7515): three base64url segments without padding, the signature
+/// in canonical form; `kid`, when present, is a string; `sub` obeys the app's user-id rules.
+///
 /// Faults are `GroupError`s with code `unauthenticated` and a distinct reason: `TOKEN_MISSING`,
 /// `TOKEN_MALFORMED`, `TOKEN_BAD_SIGNATURE`, `UNKNOWN_KID`, `TOKEN_EXPIRED`,
 /// `TOKEN_NOT_YET_VALID`, `UNKNOWN_APP`, `CLAIM_MISSING` (`metadata["claim"]`), `BAD_ROLE`.
@@ -130,6 +133,12 @@ public final class Authenticator: Sendable {
 
     private func verify(_ token: String) throws -> TokenCache.Entry {
         let bytes = Array(token.utf8)
+        // One spelling per token (RFC 7515 §2, §7.1): three segments of base64url without padding,
+        // and a signature in its canonical form (no bits set past the signature's length), so
+        // that a token cannot be re-spelt into another string with the same meaning.
+        guard Self.isCompactSerialization(bytes) else {
+            throw Self.fault(.tokenMalformed, "the token must be three base64url segments without padding")
+        }
         let header: JWTHeader
         let claims: ReceivedClaims
         let signature: [UInt8]
@@ -141,6 +150,12 @@ public final class Authenticator: Sendable {
         }
         guard header.alg == "HS256" else {
             throw Self.fault(.tokenMalformed, "the token's alg must be HS256, found \(header.alg ?? "none")")
+        }
+        if let kid = header[dynamicMember: "kid"], kid.asString == nil {
+            throw Self.fault(.tokenMalformed, "the token's kid must be a string")
+        }
+        guard Self.base64URL(signature).elementsEqual(Self.lastSegment(bytes)) else {
+            throw Self.fault(.tokenMalformed, "the token's signature is not in canonical base64url")
         }
 
         guard let appID = claims.app, !appID.isEmpty else { throw Self.claimMissing("app") }
@@ -170,6 +185,15 @@ public final class Authenticator: Sendable {
         }
 
         guard let sub = claims.sub, !sub.isEmpty else { throw Self.claimMissing("sub") }
+        do {
+            try FieldValidation.checkUserID(sub, field: "sub", limit: app.limits.userIDBytes)
+        } catch {
+            // The user id a token names obeys the app's user-id rules, as every user id a call names does.
+            throw GroupError(
+                code: .unauthenticated, reason: .tokenMalformed,
+                message: "the token's sub must be a user id of 1 to \(app.limits.userIDBytes) bytes without control characters",
+                metadata: ["claim": "sub", "limit": "\(app.limits.userIDBytes)"])
+        }
         guard let role = claims.role else { throw Self.claimMissing("role") }
         guard let exp = claims.exp else { throw Self.claimMissing("exp") }
         guard role == "user" || role == "admin" else {
@@ -207,6 +231,53 @@ public final class Authenticator: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Whether `token` is `header.payload.signature`, each segment non-empty base64url without
+    /// padding (`A–Z a–z 0–9 - _`, a length that is not 1 more than a multiple of 4).
+    static func isCompactSerialization(_ token: [UInt8]) -> Bool {
+        var segments = 1
+        var length = 0
+        for byte in token {
+            switch byte {
+            case UInt8(ascii: "."):
+                guard length > 0, length % 4 != 1 else { return false }
+                segments += 1
+                length = 0
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                length += 1
+            default:
+                return false
+            }
+        }
+        return segments == 3 && length > 0 && length % 4 != 1
+    }
+
+    /// The bytes after the token's last period.
+    private static func lastSegment(_ token: [UInt8]) -> ArraySlice<UInt8> {
+        token[(token.lastIndex(of: UInt8(ascii: ".")).map { $0 + 1 } ?? 0)...]
+    }
+
+    /// `bytes` in base64url without padding.
+    static func base64URL(_ bytes: [UInt8]) -> [UInt8] {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index + 3 <= bytes.count {
+            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            for shift in [18, 12, 6, 0] { out.append(alphabet[Int(value >> UInt32(shift) & 63)]) }
+            index += 3
+        }
+        let rest = bytes.count - index
+        if rest > 0 {
+            let value = UInt32(bytes[index]) << 16 | (rest == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
+            out.append(alphabet[Int(value >> 18 & 63)])
+            out.append(alphabet[Int(value >> 12 & 63)])
+            if rest == 2 { out.append(alphabet[Int(value >> 6 & 63)]) }
+        }
+        return out
+    }
 
     private static func milliseconds(_ seconds: Double) -> Int64 {
         let value = (seconds * 1000).rounded(.down)
