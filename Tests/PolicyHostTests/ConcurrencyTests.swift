@@ -43,8 +43,8 @@ struct ConcurrencyTests {
                                        request: HookRequest(operatorID: "u\(index)", fields: [HookField("message.text", "m")]))
                     }
                 }
-                // Swap while the old instance's calls are queued and running.
-                try? await Task.sleep(for: .milliseconds(20))
+                // Swap while the old instance's calls are queued and running: once one has started.
+                _ = try? await eventually { PluginLibraries.fixtureStat(old, 2) >= 1 }
                 try? host.apply(["app": AppPolicyConfiguration(plugins: [
                     fixture("mode=echo;tag=\(new)", hooks: [.beforeSendGroupMessage]),
                 ], budget: .seconds(10))])
@@ -73,12 +73,7 @@ struct ConcurrencyTests {
             ], budget: .seconds(5))])
             host.notify(app: "app", event: HookRequest(groupID: "g1", eventType: "group_created"))
             #expect(PluginLibraries.fixtureStat(tag, 3) == 0)  // returned before the plugin finished
-            var completed = 0
-            for _ in 0..<100 where completed == 0 {
-                try await Task.sleep(for: .milliseconds(50))
-                completed = PluginLibraries.fixtureStat(tag, 3)
-            }
-            #expect(completed == 1)
+            #expect(try await eventually { PluginLibraries.fixtureStat(tag, 3) == 1 })
         }
     }
 }
