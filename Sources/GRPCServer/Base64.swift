@@ -1,9 +1,20 @@
-/// Standard base64 with padding, for `grpc-status-details-bin`.
-enum Base64 {
-    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+/// Base64 encoding: standard with padding for `grpc-status-details-bin`, and base64url without
+/// padding (RFC 4648 §5) for the signatures of bearer tokens.
+public enum Base64 {
+    private static let standard: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let url: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    /// Encodes bytes as base64.
+    /// Encodes bytes as standard base64 with padding.
     static func encode(_ bytes: [UInt8]) -> [UInt8] {
+        encode(bytes, alphabet: standard, padded: true)
+    }
+
+    /// Encodes bytes as base64url without padding.
+    public static func encodeURL(_ bytes: [UInt8]) -> [UInt8] {
+        encode(bytes, alphabet: url, padded: false)
+    }
+
+    private static func encode(_ bytes: [UInt8], alphabet: [UInt8], padded: Bool) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var index = 0
@@ -21,8 +32,12 @@ enum Base64 {
             if rest == 2 { value |= UInt32(bytes[index + 1]) << 8 }
             out.append(alphabet[Int(value >> 18 & 63)])
             out.append(alphabet[Int(value >> 12 & 63)])
-            out.append(rest == 2 ? alphabet[Int(value >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
+            if rest == 2 {
+                out.append(alphabet[Int(value >> 6 & 63)])
+            } else if padded {
+                out.append(UInt8(ascii: "="))
+            }
+            if padded { out.append(UInt8(ascii: "=")) }
         }
         return out
     }

@@ -1,4 +1,5 @@
 import GroupModel
+import GRPCServer
 import JWTKit
 
 /// Verifies the bearer token of every call and says who is calling.
@@ -154,7 +155,7 @@ public final class Authenticator: Sendable {
         if let kid = header[dynamicMember: "kid"], kid.asString == nil {
             throw Self.fault(.tokenMalformed, "the token's kid must be a string")
         }
-        guard Self.base64URL(signature).elementsEqual(Self.lastSegment(bytes)) else {
+        guard Base64.encodeURL(signature).elementsEqual(Self.lastSegment(bytes)) else {
             throw Self.fault(.tokenMalformed, "the token's signature is not in canonical base64url")
         }
 
@@ -256,27 +257,6 @@ public final class Authenticator: Sendable {
     /// The bytes after the token's last period.
     private static func lastSegment(_ token: [UInt8]) -> ArraySlice<UInt8> {
         token[(token.lastIndex(of: UInt8(ascii: ".")).map { $0 + 1 } ?? 0)...]
-    }
-
-    /// `bytes` in base64url without padding.
-    static func base64URL(_ bytes: [UInt8]) -> [UInt8] {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index + 3 <= bytes.count {
-            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            for shift in [18, 12, 6, 0] { out.append(alphabet[Int(value >> UInt32(shift) & 63)]) }
-            index += 3
-        }
-        let rest = bytes.count - index
-        if rest > 0 {
-            let value = UInt32(bytes[index]) << 16 | (rest == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
-            out.append(alphabet[Int(value >> 18 & 63)])
-            out.append(alphabet[Int(value >> 12 & 63)])
-            if rest == 2 { out.append(alphabet[Int(value >> 6 & 63)]) }
-        }
-        return out
     }
 
     private static func milliseconds(_ seconds: Double) -> Int64 {
