@@ -155,6 +155,16 @@ def new_database():
     return cluster.create_database() if cluster else None
 
 
+def wait_for(predicate, what, timeout=20):
+    """Polls `predicate` until it holds, for what shows itself only in a file or an endpoint
+    (groupd's log, a plugin's journal, a scrape): fails after `timeout` seconds naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
 class Groupd:
     """A groupd process with its own config and data directory; on the PostgreSQL database at the
     URL `database` when one is given, else on SQLite under data_dir."""

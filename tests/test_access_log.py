@@ -8,14 +8,13 @@ import shutil
 import signal
 import socket
 import tempfile
-import time
 from pathlib import Path
 
 import grpc
 import pytest
 
 from support import (APP_ID, GROUPD_BIN, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, admin_md, mint_token, new_database,
-                     uid, user_md)
+                     uid, user_md, wait_for)
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 
 PLUGIN_DIR = GROUPD_BIN.resolve().parent
@@ -85,16 +84,6 @@ def line_of(server, request_id):
     found = [line for line in access_lines(server) if line.get("request_id") == request_id]
     assert len(found) == 1, (request_id, found, server.log.read_text()[-3000:])
     return found[0]
-
-
-def wait_for(predicate, what, timeout=20):
-    """Poll `predicate` until it holds (a reload is applied asynchronously after the signal)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def info(stub, md, request_id=None, extra=()):

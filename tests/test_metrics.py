@@ -9,7 +9,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,7 +17,7 @@ import grpc
 import pytest
 
 from support import (APP_ID, GROUPD_BIN, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, StreamReader, admin_md,
-                     free_port, mint_token, new_database, uid, user_md)
+                     free_port, mint_token, new_database, uid, user_md, wait_for)
 from groupd.v1 import common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc
 
 PLUGIN_DIR = GROUPD_BIN.resolve().parent
@@ -225,12 +224,8 @@ def test_a_scrape_while_calls_are_in_flight_returns_and_counts_them(server, chan
         stream.cancel()
     # The client's reset ends the stream's call as CANCELLED; nothing is in flight any more.
     subscribe = "/groupd.v1.EventService/Subscribe"
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        now = scrape(server.metrics_port)
-        if now.calls(subscribe) and not now.value("groupd_event_subscribers"):
-            break
-        time.sleep(0.05)
+    wait_for(lambda: (lambda now: now.calls(subscribe) and not now.value("groupd_event_subscribers"))(scrape(server.metrics_port)),
+             "the cancelled Subscribe counted and its subscriber gone", timeout=15)
     final = scrape(server.metrics_port)
     assert final.calls(subscribe) == {("CANCELLED", ""): 1}
     assert final.value("groupd_rpc_calls_in_flight") == 0

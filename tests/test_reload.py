@@ -6,7 +6,6 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import grpc
 import pytest
 
 from support import (APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token,
-                     new_database)
+                     new_database, wait_for)
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 
@@ -35,16 +34,6 @@ def config_text(server, apps, extra=""):
         if app_extra:
             lines += ["    " + line for line in app_extra.strip("\n").splitlines()]
     return "\n".join(lines) + "\n"
-
-
-def wait_for(predicate, what, timeout=20):
-    """Poll `predicate` until it holds (a reload is applied asynchronously after the signal)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def code_of(call):

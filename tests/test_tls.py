@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 import h2raw
-from support import GROUPD_BIN, Groupd, admin_md
+from support import GROUPD_BIN, Groupd, admin_md, wait_for
 from groupd.v1 import group_pb2, group_pb2_grpc
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 
@@ -158,15 +158,12 @@ def read_until_closed(sock, timeout=10):
 
 def wait_for_log(server, text, count=1, timeout=20):
     """Waits until `text` is in the server's log `count` times (the server logs each reload)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = server.log.read_text(errors="replace")
-        if log.count(text) >= count:
-            return log
+    def logged():
         if server.process.poll() is not None:
-            raise AssertionError(f"groupd exited while waiting for {text!r}:\n{log}")
-        time.sleep(0.05)
-    raise AssertionError(f"no {text!r} in the log within {timeout} s:\n{server.log.read_text(errors='replace')}")
+            raise AssertionError(f"groupd exited while waiting for {text!r}:\n{server.log.read_text(errors='replace')}")
+        return server.log.read_text(errors="replace").count(text) >= count
+    wait_for(logged, f"{text!r} in the log", timeout)
+    return server.log.read_text(errors="replace")
 
 
 def client_hello() -> bytes:

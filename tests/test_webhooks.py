@@ -21,7 +21,7 @@ from google.protobuf import field_mask_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from support import (APP_ID, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, admin_md, error_info, expect_error, free_port,
-                     new_database, uid)
+                     new_database, uid, wait_for)
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc
 
 SECRET_ONE = "webhook-secret-of-app-one"
@@ -317,16 +317,6 @@ def make_events(setup, groups, renames):
             setup.rename(group, f"{group}-name-{round_}")
             finals[group] = f"{group}-name-{round_}"
     return finals
-
-
-def wait_for(predicate, what, timeout=20):
-    """Waits until predicate() holds (a file's content: an event without a notification), failing
-    after timeout seconds."""
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.02)
 
 
 # ---- before-hooks ----
