@@ -65,11 +65,11 @@ struct GRPCClientConnectionTests {
             }
             if count == 255 {
                 // Wait for the client to go away: the call ends when it resets the stream.
-                try await Task.sleep(for: .seconds(3600))
+                try await untilCancelled()
             }
         })
         router.register("/test.Echo/Hang", .unary { _, _ in
-            try await Task.sleep(for: .seconds(3600))
+            try await untilCancelled()
             return ByteBuffer()
         })
         router.register("/test.Echo/Twice", .serverStreaming { _, _, writer in
@@ -243,4 +243,13 @@ struct GRPCClientConnectionTests {
             (error as? GRPCCallError)?.code == .unavailable
         }
     }
+}
+
+/// Suspends until the calling task is cancelled (a handler whose call the client resets or lets
+/// time out), then throws `CancellationError`.
+private func untilCancelled() async throws {
+    let (never, continuation) = AsyncStream<Never>.makeStream()
+    for await _ in never {}  // ends only when the task is cancelled: nothing is ever yielded
+    withExtendedLifetime(continuation) {}
+    try Task.checkCancellation()
 }
