@@ -198,6 +198,19 @@ class Groupd:
         the same one see the same groups)."""
         return self.database or str(self.data_dir)
 
+    def set_top_level(self, yaml_lines):
+        """Puts `yaml_lines` (top-level keys, e.g. "transport:\n  preface_timeout_seconds: 1\n") into
+        the config, before the apps (before start)."""
+        text = self.config.read_text()
+        self.config.write_text(text.replace("apps:\n", yaml_lines + "apps:\n", 1))
+
+    def rss_kb(self) -> int:
+        """The process's resident set size in KiB, from /proc (VmRSS)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS in /proc status")
+
     def set_limits(self, limits):
         """Puts `limits` (YAML lines, 6-space indented) into the first app's config (before start)."""
         text = self.config.read_text()
