@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout bench-ecosystem test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -100,7 +100,7 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-ecosystem bench-writes bench-crash bench-fanout bench-plugins bench-scale bench-scaleout
+bench: bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -111,6 +111,13 @@ bench-rpc: release
 ## log on, in turns within one run (server on core 0, h2load on core 1; about 4 minutes)
 bench-ecosystem: release
 	python3 scripts/bench_ecosystem.py $(RELEASE_BIN)
+
+## bench-hostile: a good client's p50/p99 on Health/Check and GetGroupsInfo (h2load at a fixed rate)
+## quiet and while each attack runs: slowloris, zero-window readers, rapid reset, a 70 KiB header
+## value; with the server's peak RSS (groupd on core 0, the good client and the attacker on core 1;
+## about 5 minutes)
+bench-hostile: release
+	python3 scripts/bench_hostile.py $(RELEASE_BIN)
 
 ## bench-writes: the write path (issue 12): SendGroupMessage into one group and over 1,000 groups,
 ## CreateGroup, JoinGroup, GetGroupsInfo and the Subscribe catch-up, with the C++ gRPC peer's

@@ -86,9 +86,10 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
 
-def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir, scheme="http"):
-    """h2load on core 1 against `address` (`scheme` https: TLS with ALPN h2); returns req/s, p50/p99
-    µs, failures and, when `pid` is given, that server's CPU µs per request over the run."""
+def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir, scheme="http", options=()):
+    """h2load on core 1 against `address` (`scheme` https: TLS with ALPN h2; `options`: more h2load
+    flags, e.g. --rps); returns req/s, p50/p99 µs, failures and, when `pid` is given, that server's
+    CPU µs per request over the run."""
     cpu_before = cpu_seconds(pid) if pid else 0
     workdir = Path(workdir)
     body_file = workdir / "body.bin"
@@ -100,6 +101,7 @@ def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, 
                "-H", "content-type: application/grpc", "-H", "te: trailers"]
     for header in headers:
         command += ["-H", header]
+    command += list(options)
     out = subprocess.run(command + [f"{scheme}://{address}{path}"], capture_output=True, text=True).stdout
     rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
     failed = int(re.search(r"requests: .* (\d+) failed", out).group(1))
