@@ -503,7 +503,7 @@ def claims_text(*members):
     pytest.param("." * 10_000, id="10000-dots"),
     pytest.param("a." * 5_000 + "a", id="5001-segments"),
     pytest.param("a" * 15_000, id="15-KB-one-segment"),
-], )
+])
 def test_token_shapes_are_malformed(channel, token):
     info = expect_unauthenticated(channel, bearer(token), "TOKEN_MALFORMED")
     assert info.domain == "groupd"
