@@ -123,6 +123,13 @@ public final class GroupdService: Sendable {
     /// call's context gets its limits and custom-field definitions.
     private func authenticate(_ server: ServerContext) throws -> CallContext {
         let snapshot = self.snapshot
+        // One credential per call: were two authorization headers accepted, which one counts
+        // would depend on the reader (a proxy may check the last, this server would take the first).
+        if server.metadata.entries.lazy.filter({ $0.name == "authorization" }).count > 1 {
+            throw GroupError(
+                code: .unauthenticated, reason: .tokenMalformed,
+                message: "the call carries more than one authorization header; send one")
+        }
         let caller = try snapshot.authenticator.authenticate(
             authorization: server.metadata["authorization"], operatorID: server.metadata["x-operator-id"])
         guard let limits = snapshot.limits(app: caller.appID) else {

@@ -1,6 +1,6 @@
 import Foundation
 import GroupModel
-import GroupService
+@testable import GroupService
 import GroupTestSupport
 import Testing
 
@@ -142,6 +142,30 @@ struct AuthTests {
         let error = try #require(fault(auth, "Bearer " + unknown))
         #expect(error.reason == .unknownKeyID)
         #expect(error.code == .unauthenticated)
+    }
+
+    @Test("a member named twice, a member name with an escape, or crit makes a token malformed")
+    func oneMeaningPerToken() async throws {
+        let auth = await authenticator()
+        // A canonical signature that matches nothing: without the fault under test, the token
+        // reaches the signature check and is TOKEN_BAD_SIGNATURE.
+        let signature = base64URL(String(repeating: "s", count: 32))
+        func reason(_ header: String, _ payload: String) -> GroupError.Reason? {
+            fault(auth, "Bearer " + base64URL(header) + "." + base64URL(payload) + "." + signature)?.reason
+        }
+        let header = #"{"alg":"HS256"}"#
+        let payload = #"{"app":"app-a","sub":"alice","role":"user","exp":\#(start.secondsSince1970 + 60)}"#
+        #expect(reason(header, payload) == .tokenBadSignature)
+        #expect(reason(header, #"{"app":"app-a","sub":"alice","role":"user","role":"admin","exp":1}"#) == .tokenMalformed)
+        #expect(reason(#"{"alg":"HS256","alg":"HS256"}"#, payload) == .tokenMalformed)
+        #expect(reason(header, #"{"app":"app-a","sub":"alice","r\u006fle":"user","exp":1}"#) == .tokenMalformed)
+        #expect(reason(#"{"alg":"HS256","crit":["exp"]}"#, payload) == .tokenMalformed)
+        // The same name in different objects, and escapes in values, are fine.
+        let nested = #"{"app":"app-a","sub":"alice","role":"user","exp":\#(start.secondsSince1970 + 60),"# +
+            #""x":{"app":1,"y":[{"app":2},{"app":"a\"b"}]}}"#
+        #expect(reason(header, nested) == .tokenBadSignature)
+        #expect(Authenticator.hasPlainUniqueMemberNames(Array(nested.utf8)))
+        #expect(!Authenticator.hasPlainUniqueMemberNames(Array(#"[{"a":1},{"b":{"c":1,"c":2}}]"#.utf8)))
     }
 
     @Test("unknown app")

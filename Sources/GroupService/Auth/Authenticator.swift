@@ -1,3 +1,4 @@
+import Foundation
 import GroupModel
 import GRPCServer
 import JWTKit
@@ -12,6 +13,9 @@ import JWTKit
 ///
 /// A token has one spelling (RFC 7515): three base64url segments without padding, the signature
 /// in canonical form; `kid`, when present, is a string; `sub` obeys the app's user-id rules.
+/// And one meaning: its header and claims name each member once, spelt without escapes, and
+/// its header has no `crit` (no extension is understood here). A call carries one
+/// `authorization` header.
 ///
 /// Faults are `GroupError`s with code `unauthenticated` and a distinct reason: `TOKEN_MISSING`,
 /// `TOKEN_MALFORMED`, `TOKEN_BAD_SIGNATURE`, `UNKNOWN_KID`, `TOKEN_EXPIRED`,
@@ -140,6 +144,12 @@ public final class Authenticator: Sendable {
         guard Self.isCompactSerialization(bytes) else {
             throw Self.fault(.tokenMalformed, "the token must be three base64url segments without padding")
         }
+        // One meaning per token (RFC 7515 §4, RFC 7519 §4): member names are unique, so no two
+        // parsers can read different claims out of it; and spelt without escapes, so "role" has
+        // one spelling and uniqueness is a comparison of bytes.
+        guard Self.segments(of: bytes).prefix(2).allSatisfy({ Self.hasPlainUniqueMemberNames(Self.base64URLDecoded($0)) }) else {
+            throw Self.fault(.tokenMalformed, "the token's header and claims must name each member once, without escapes")
+        }
         let header: JWTHeader
         let claims: ReceivedClaims
         let signature: [UInt8]
@@ -154,6 +164,11 @@ public final class Authenticator: Sendable {
         }
         if let kid = header[dynamicMember: "kid"], kid.asString == nil {
             throw Self.fault(.tokenMalformed, "the token's kid must be a string")
+        }
+        // crit lists extensions the recipient must understand or refuse the token (RFC 7515
+        // §4.1.11); this server understands none.
+        if header[dynamicMember: "crit"] != nil {
+            throw Self.fault(.tokenMalformed, "the token's crit names extensions this server does not support")
         }
         guard Base64.encodeURL(signature).elementsEqual(Self.lastSegment(bytes)) else {
             throw Self.fault(.tokenMalformed, "the token's signature is not in canonical base64url")
@@ -252,6 +267,64 @@ public final class Authenticator: Sendable {
             }
         }
         return segments == 3 && length > 0 && length % 4 != 1
+    }
+
+    /// The token's period-separated segments.
+    private static func segments(of token: [UInt8]) -> [ArraySlice<UInt8>] {
+        token.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+    }
+
+    /// The bytes a base64url segment without padding spells (empty when it is not base64url;
+    /// the JWT parser refuses such a segment after this).
+    private static func base64URLDecoded(_ segment: ArraySlice<UInt8>) -> [UInt8] {
+        var text = String(decoding: segment, as: UTF8.self)
+            .replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.utf8.count % 4) % 4)
+        return Data(base64Encoded: text).map { Array($0) } ?? []
+    }
+
+    /// Whether every object in the JSON text `json` names each of its members once, and spells
+    /// every member name without a backslash escape. A scan of the bytes, not a parse: it trusts
+    /// the JWT parser to refuse text that is not JSON, and keeps its own stack (no recursion).
+    static func hasPlainUniqueMemberNames(_ json: [UInt8]) -> Bool {
+        var objects: [Set<ArraySlice<UInt8>>?] = []  // one entry per open object (a set) or array (nil)
+        var expectingName = false
+        var index = 0
+        while index < json.count {
+            switch json[index] {
+            case UInt8(ascii: "{"):
+                objects.append([])
+                expectingName = true
+            case UInt8(ascii: "["):
+                objects.append(nil)
+                expectingName = false
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                _ = objects.popLast()
+                expectingName = false
+            case UInt8(ascii: ","):
+                expectingName = objects.last.map { $0 != nil } ?? false
+            case UInt8(ascii: "\""):
+                var end = index + 1
+                var escaped = false
+                while end < json.count, json[end] != UInt8(ascii: "\"") {
+                    if json[end] == UInt8(ascii: "\\") {
+                        escaped = true
+                        end += 1  // the escaped character, a quote included
+                    }
+                    end += 1
+                }
+                if expectingName, let top = objects.indices.last, objects[top] != nil {
+                    let name = json[min(index + 1, json.count)..<min(end, json.count)]
+                    guard !escaped, objects[top]!.insert(name).inserted else { return false }
+                    expectingName = false
+                }
+                index = end
+            default:
+                break
+            }
+            index += 1
+        }
+        return true
     }
 
     /// The bytes after the token's last period.
