@@ -58,6 +58,13 @@ def counter(server, name):
     raise AssertionError(f"no {name} in the scrape")
 
 
+def settle(server, connections):
+    """Waits until the server has exactly `connections` open (the start-up probe's is gone); returns
+    the evictions counted so far."""
+    wait_for(lambda: counter(server, "groupd_connections_open") == connections, f"{connections} connections open")
+    return counter(server, "groupd_transport_idle_evictions_total")
+
+
 def good_call(server, channel=None):
     """An authenticated unary call, on `channel` or on a connection of its own."""
     if channel is not None:
@@ -137,19 +144,20 @@ def test_silent_connections_at_max_connections_are_evicted_for_a_good_client(sta
     server = start("max_connections: 50\ntransport:\n  preface_timeout_seconds: 300\n")
     rss_before = server.rss_kb()
     silent = [silent_connection(server) for _ in range(50)]
+    evicted_before = settle(server, 50)
     # Good clients that stay connected: each takes the slot of a silent connection.
     good = [grpc.insecure_channel(server.address, options=OWN_CONNECTION) for _ in range(3)]
     try:
         for channel in good:
-            assert len(good_call(server, channel).results) == 1
+            assert len(good_call(server, channel).failures) == 1
         # Three silent connections were closed without a word (the oldest ones).
         wait_closed(silent, 3)
-        assert counter(server, "groupd_transport_idle_evictions_total") == 3
+        assert counter(server, "groupd_transport_idle_evictions_total") == evicted_before + 3
         log = server.log.read_text()
         assert "evicting a connection that sent no HTTP/2 preface" in log and "peer=127.0.0.1:" in log, log[-2000:]
         assert counter(server, "groupd_transport_connections_refused_total") == 0
         for channel in good:
-            assert len(good_call(server, channel).results) == 1, "a good client was evicted"
+            assert len(good_call(server, channel).failures) == 1, "a good client was evicted"
         assert health_check(server).status == health_pb2.HealthCheckResponse.SERVING
         assert server.process.poll() is None
         assert server.rss_kb() < rss_before + 64 * 1024, "50 silent connections cost more than 64 MiB"
@@ -176,7 +184,7 @@ def test_silent_connections_are_closed_at_the_preface_timeout(start):
         wait_for(lambda: counter(server, "groupd_transport_preface_timeouts_total") == 50, "50 preface timeouts counted")
         assert "no HTTP/2 connection preface within preface_timeout_seconds" in server.log.read_text()
         response = good_call(server)
-        assert len(response.results) == 1
+        assert len(response.failures) == 1
         assert server.process.poll() is None
         assert server.rss_kb() < rss_before + 64 * 1024
     finally:
@@ -215,6 +223,26 @@ def test_a_complete_preface_is_not_closed_by_the_preface_timeout(start):
     assert counter(server, "groupd_transport_preface_timeouts_total") == 1
 
 
+def test_on_tls_the_preface_timeout_counts_from_the_handshake(tmp_path):
+    from test_tls import Pki, read_until_closed, tls_connect
+    pki = Pki(tmp_path)
+    pki.root = pki.ca("slowloris-ca")
+    pki.server = pki.issue("server", pki.root, serial=0x501)
+    directory = tmp_path / "server"
+    directory.mkdir()
+    server = Groupd(directory, database=new_database(), tls={"cert_file": pki.server[0], "key_file": pki.server[1]})
+    server.metrics_port = free_port()
+    server.set_top_level(f"transport:\n  preface_timeout_seconds: 1\nmetrics:\n  host: 127.0.0.1\n  port: {server.metrics_port}\n")
+    server.start()
+    try:
+        with tls_connect(server, pki) as sock:  # the handshake completes with ALPN h2, then silence
+            data, ended = read_until_closed(sock, timeout=15)
+        assert goaways(data) == [], "nothing valid arrived after the handshake: closed without a GOAWAY"
+        wait_for(lambda: counter(server, "groupd_transport_preface_timeouts_total") == 1, "the preface timeout counted")
+    finally:
+        server.stop()
+
+
 # MARK: (c) connections that never open a stream
 
 
@@ -251,6 +279,7 @@ def test_unused_connections_at_max_connections_are_evicted_and_busy_ones_are_not
         for client in unused:
             client.ping(b"ready...")
             assert client.read_until(lambda: b"ready..." in client.ping_acks)
+        evicted_before = settle(server, 4)
         for _ in range(3):
             good.append(grpc.insecure_channel(server.address, options=OWN_CONNECTION))
             good_call(server, good[-1])
@@ -260,7 +289,7 @@ def test_unused_connections_at_max_connections_are_evicted_and_busy_ones_are_not
         assert not busy.closed and busy.goaways == []
         busy.ping(b"still...")
         assert busy.read_until(lambda: b"still..." in busy.ping_acks), "the busy connection was touched"
-        assert counter(server, "groupd_transport_idle_evictions_total") == 3
+        assert counter(server, "groupd_transport_idle_evictions_total") == evicted_before + 3
         assert "evicting a connection without open streams: GOAWAY NO_ERROR" in server.log.read_text()
     finally:
         for channel in good:
@@ -324,7 +353,7 @@ def test_unauthenticated_calls_over_the_budget_are_refused_and_authenticated_one
             assert error_info(caught.value).reason == "TOO_MANY_UNAUTHENTICATED_CALLS"
 
         # A call with a token that verifies goes through.
-        assert len(good_call(server).results) == 1
+        assert len(good_call(server).failures) == 1
         # A fifth Health check on the holder's own connection: refused, the connection serves on.
         holder.headers(9, h2raw.grpc_headers(CHECK), end_stream=True)
         assert holder.read_until(lambda: holder.results[9].ended)

@@ -1,7 +1,9 @@
 import CNGHTTP2
+import Foundation
 import Logging
 import NIOCore
 import NIOEmbedded
+import NIOTLS
 import Testing
 
 @testable import GRPCServer
@@ -197,9 +199,10 @@ import Testing
             return inflater!
         }()
 
-        init(limits: TransportLimits, tokenVerifier: (@Sendable (Metadata) -> Bool)? = nil) throws {
+        init(limits: TransportLimits, tls: ServerTLS? = nil, tokenVerifier: (@Sendable (Metadata) -> Bool)? = nil) throws {
             var configuration = ServerConfiguration()
             configuration.limits = limits
+            configuration.tls = tls
             configuration.keepalive.time = nil
             var router = ServerRouter()
             router.register("/test.Echo/Now", .inlineUnary { request, _ in .success(request) })
@@ -310,6 +313,23 @@ import Testing
         client.advance(by: .milliseconds(100))
         #expect(!client.isOpen)
         #expect(client.take().filter { $0.type == Frame.goAway }.isEmpty, "nothing valid arrived: closed without a word")
+    }
+
+    @Test func onTLSThePrefaceClockStartsWhenTheHandshakeCompletes() throws {
+        let directory = try TLSFixtures.directory(["server.pem": TLSFixtures.server, "server.key": TLSFixtures.serverKey])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let tls = try ServerTLS(files: TLSFiles(
+            certificateChain: directory.appendingPathComponent("server.pem").path,
+            privateKey: directory.appendingPathComponent("server.key").path))
+        let client = try Client(limits: limits { $0.prefaceTimeout = .seconds(2) }, tls: tls)
+        // The handshake's own timeout (TLSHandshakeGate) rules until it completes.
+        client.advance(by: .minutes(5))
+        #expect(client.isOpen)
+        client.channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: "h2"))
+        client.advance(by: .milliseconds(1_900))
+        #expect(client.isOpen)
+        client.advance(by: .milliseconds(100))
+        #expect(!client.isOpen, "no preface within the timeout after the handshake")
     }
 
     @Test func prefaceWithoutSettingsGetsGoAwayProtocolError() throws {
