@@ -1,17 +1,19 @@
 """Rate limits and the connection limit through a real groupd: RESOURCE_EXHAUSTED with reason
 RATE_LIMITED, the bucket's scope and a google.rpc.RetryInfo; per app, per operator and per
-operator's writes; `max_connections` closes connections above it."""
+operator's writes; `max_connections` makes room by evicting a connection without a call in flight
+and closes new connections only when every one has a call in flight."""
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from support import APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token, new_database
+from support import (APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, error_info, mint_token, new_database,
+                     wait_for)
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
+from grpc.health.v1 import health_pb2, health_pb2_grpc
 
 
 @pytest.fixture
@@ -121,27 +123,34 @@ def test_max_connections(workdir):
     # Each channel its own connection (grpc shares subchannels between channels otherwise).
     own = [("grpc.use_local_subchannel_pool", 1)]
     channels = [grpc.insecure_channel(server.address, options=own) for _ in range(3)]
+    watches = []
     try:
+        # Both connections have a call in flight (a Health watch, whose first answer says so).
         for channel in channels[:2]:
-            read(group_pb2_grpc.GroupServiceStub(channel), md())
+            watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(), timeout=60)
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+            watches.append(watch)
         with pytest.raises(grpc.RpcError) as caught:
             read(group_pb2_grpc.GroupServiceStub(channels[2]), md())
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
-        deadline = time.time() + 10
-        while "max_connections reached" not in server.log.read_text() and time.time() < deadline:
-            time.sleep(0.05)
-        assert "max_connections reached" in server.log.read_text()
-        # The open connections keep working; once one closes, a new one is accepted.
+        wait_for(lambda: "max_connections reached, each with a call in flight" in server.log.read_text(),
+                 "the refusal's log line")
+        # The open connections keep working; once one has no call in flight, a new connection
+        # takes its place (it is evicted with GOAWAY NO_ERROR).
         read(group_pb2_grpc.GroupServiceStub(channels[0]), md())
-        channels[1].close()
-        deadline = time.time() + 20
-        while True:
+        watches[1].cancel()
+
+        def third_served():
             try:
                 read(group_pb2_grpc.GroupServiceStub(channels[2]), md())
-                break
+                return True
             except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.UNAVAILABLE and time.time() < deadline, error
-                time.sleep(0.1)
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+                return False
+        wait_for(third_served, "a new connection served once one had no call in flight")
+        assert "evicting a connection without open streams" in server.log.read_text()
     finally:
+        for watch in watches:
+            watch.cancel()
         for channel in channels:
             channel.close()

@@ -26,6 +26,40 @@ public protocol CallObserver: Sendable {
     /// trailers may still be queued behind response messages), or it was cancelled by the client,
     /// its deadline or the loss of its connection.
     func callFinished(_ call: FinishedCall)
+    /// A defence against hostile clients acted: it ended a connection or refused a call.
+    func defenceTriggered(_ defence: TransportDefence)
+}
+
+extension CallObserver {
+    /// Observers that do not count defences ignore them.
+    public func defenceTriggered(_ defence: TransportDefence) {}
+}
+
+/// A defence of the transport against hostile clients (``TransportLimits``), as counted by the
+/// call observer: `groupd_transport_<name>_total`.
+public struct TransportDefence: Sendable, Hashable, CustomStringConvertible {
+    /// The counter's name without the `groupd_transport_` prefix and the `_total` suffix.
+    public let name: String
+
+    private init(_ name: String) { self.name = name }
+
+    public var description: String { name }
+
+    /// A connection closed for not sending its preface and SETTINGS within the preface timeout.
+    public static let prefaceTimeout = TransportDefence("preface_timeouts")
+    /// A connection closed for never opening a stream within the unused-connection timeout.
+    public static let unusedConnectionTimeout = TransportDefence("idle_timeouts")
+    /// A connection without an open stream evicted to make room for a new one at `maxConnections`.
+    public static let idleEviction = TransportDefence("idle_evictions")
+    /// A connection refused at accept: `maxConnections` open, each with a stream open.
+    public static let connectionRefused = TransportDefence("connections_refused")
+    /// A call refused because `maxUnauthenticatedCalls` calls without a verified token are in flight.
+    public static let unauthenticatedCallRefused = TransportDefence("unauthenticated_refused")
+
+    /// Every defence (metrics make their counters in advance, so a scrape shows zeros).
+    public static let all: [TransportDefence] = [
+        .prefaceTimeout, .unusedConnectionTimeout, .idleEviction, .connectionRefused, .unauthenticatedCallRefused,
+    ]
 }
 
 /// What the transport knows of a finished call.

@@ -1,9 +1,10 @@
 import NIOCore
 
-/// The keepalive, idle, age and ping-policing rules of one connection, as a value without I/O:
-/// the connection reports what happens (bytes read, streams opened and closed, PINGs, response
-/// frames sent) with the event loop's time, and asks what to do when one of its timers fires.
-/// `KeepaliveSettings` explains each rule.
+/// The keepalive, idle, age and ping-policing rules of one connection, and its preface and
+/// unused-connection timeouts, as a value without I/O: the connection reports what happens (bytes
+/// read, the client's SETTINGS, streams opened and closed, PINGs, response frames sent) with the
+/// event loop's time, and asks what to do when one of its timers fires. `KeepaliveSettings` and
+/// `TransportLimits` explain each rule.
 struct ConnectionManagement {
     /// What a timer's firing calls for.
     enum TimerAction: Equatable {
@@ -18,6 +19,31 @@ struct ConnectionManagement {
         /// Close the connection now.
         case close
     }
+
+    /// How far the client's connection preface (RFC 9113 §3.4) has come.
+    enum Preface: Equatable {
+        /// Fewer than the 24 bytes of the client magic `PRI * HTTP/2.0…` have arrived.
+        case awaitingMagic
+        /// The magic arrived (nghttp2 checked it), the client's first SETTINGS frame has not.
+        case awaitingSettings
+        /// The client's SETTINGS arrived: the connection speaks HTTP/2.
+        case complete
+    }
+
+    /// What the preface timer's firing calls for.
+    enum PrefaceTimeoutAction: Equatable {
+        /// The preface is complete: nothing to do.
+        case satisfied
+        /// Not due yet: run the timer again at this time.
+        case wait(until: NIODeadline)
+        /// Nothing valid arrived: close without a word (the peer may not speak HTTP/2 at all).
+        case close
+        /// The magic arrived but no SETTINGS: GOAWAY `PROTOCOL_ERROR`, then close.
+        case goAwayAndClose
+    }
+
+    /// The length of the client magic, `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`.
+    static let clientMagicLength = 24
 
     /// What a client's PING calls for.
     enum PingVerdict: Equatable {
@@ -36,8 +62,18 @@ struct ConnectionManagement {
     static let maxPingStrikes = 2
 
     let settings: KeepaliveSettings
+    let limits: TransportLimits
     /// When the connection started.
     let startedAt: NIODeadline
+    /// When HTTP/2 started: at the connection's start, or on TLS once the handshake completed;
+    /// `nil` until then. The preface and unused-connection timeouts count from here.
+    private(set) var http2StartedAt: NIODeadline?
+    /// How far the client's preface has come.
+    private(set) var preface = Preface.awaitingMagic
+    /// Bytes read while waiting for the magic.
+    private var magicBytesRead = 0
+    /// Whether the client has opened a stream on this connection.
+    private(set) var everOpenedStream = false
     /// When the last bytes arrived from the client.
     private(set) var lastRead: NIODeadline
     /// When the server's unanswered keepalive PING went out; `nil` when none is outstanding.
@@ -53,8 +89,9 @@ struct ConnectionManagement {
     private var forgiveNextPing = false
 
     /// A connection starting now: no stream open, nothing read yet.
-    init(settings: KeepaliveSettings, now: NIODeadline) {
+    init(settings: KeepaliveSettings, limits: TransportLimits = .defaults, now: NIODeadline) {
         self.settings = settings
+        self.limits = limits
         self.startedAt = now
         self.lastRead = now
         self.idleSince = now
@@ -67,9 +104,28 @@ struct ConnectionManagement {
         lastRead = now
     }
 
+    /// HTTP/2 starts now: at the connection's start, or once its TLS handshake completed.
+    mutating func http2Started(at now: NIODeadline) {
+        if http2StartedAt == nil { http2StartedAt = now }
+    }
+
+    /// `count` bytes were read and accepted by nghttp2 (which checks the magic and refuses a bad
+    /// one as a protocol error).
+    mutating func accepted(bytes count: Int) {
+        guard preface == .awaitingMagic else { return }
+        magicBytesRead += count
+        if magicBytesRead >= Self.clientMagicLength { preface = .awaitingSettings }
+    }
+
+    /// The client sent a SETTINGS frame (not an ACK); the first completes its preface.
+    mutating func clientSettingsReceived() {
+        preface = .complete
+    }
+
     /// A stream opened: the connection is not idle.
     mutating func streamOpened() {
         idleSince = nil
+        everOpenedStream = true
     }
 
     /// The last open stream closed: the connection is idle from now.
@@ -133,6 +189,33 @@ struct ConnectionManagement {
     /// The idle timer fired: GOAWAY when no stream has been open for `maxConnectionIdle`.
     func idleTimerFired(at now: NIODeadline) -> TimerAction {
         guard let due = idleDeadline else { return .stop }
+        return now < due ? .wait(until: due) : .goAway
+    }
+
+    /// When the preface timer should fire; `nil` once the preface is complete, or before HTTP/2
+    /// started.
+    var prefaceDeadline: NIODeadline? {
+        guard preface != .complete, let start = http2StartedAt else { return nil }
+        return start + limits.prefaceTimeout
+    }
+
+    /// The preface timer fired: close a connection that has not sent its preface in time.
+    func prefaceTimerFired(at now: NIODeadline) -> PrefaceTimeoutAction {
+        guard let due = prefaceDeadline else { return .satisfied }
+        if now < due { return .wait(until: due) }
+        return preface == .awaitingMagic ? .close : .goAwayAndClose
+    }
+
+    /// When the unused-connection timer should fire; `nil` once a stream opened, when the timeout
+    /// is off, or before HTTP/2 started.
+    var unusedDeadline: NIODeadline? {
+        guard !everOpenedStream, let limit = limits.unusedConnectionTimeout, let start = http2StartedAt else { return nil }
+        return start + limit
+    }
+
+    /// The unused-connection timer fired: GOAWAY when no stream was ever opened.
+    func unusedTimerFired(at now: NIODeadline) -> TimerAction {
+        guard let due = unusedDeadline else { return .stop }
         return now < due ? .wait(until: due) : .goAway
     }
 

@@ -18,14 +18,18 @@ public final class GRPCServer: Sendable {
     private let router: ServerRouter
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
+    /// Calls without a verified token in flight, over every connection.
+    private let unauthenticatedBudget: UnauthenticatedCallBudget
 
-    private struct State {
+    private struct State: Sendable {
         var listener: (any Channel)?
-        var connections: [ObjectIdentifier: any Channel] = [:]
+        var connections: ConnectionSlots<any Channel>
         var shuttingDown = false
-        /// Connections closed at accept because `maxConnections` were open.
+        /// Connections closed at accept because `maxConnections` were open, each with a stream.
         var refusedConnections = 0
+        /// Connections evicted at accept to make room under `maxConnections`.
+        var evictedConnections = 0
     }
 
     /// Creates a server; nothing listens until `start()`.
@@ -39,6 +43,8 @@ public final class GRPCServer: Sendable {
         self.router = router
         self.group = group
         self.logger = logger
+        self.state = NIOLockedValueBox(State(connections: ConnectionSlots(limit: configuration.maxConnections)))
+        self.unauthenticatedBudget = UnauthenticatedCallBudget(limit: configuration.limits.maxUnauthenticatedCalls)
     }
 
     /// Binds the listening socket and starts accepting connections.
@@ -47,6 +53,7 @@ public final class GRPCServer: Sendable {
         let configuration = self.configuration
         let router = self.router
         let logger = self.logger
+        let budget = self.unauthenticatedBudget
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -61,10 +68,13 @@ public final class GRPCServer: Sendable {
                         try pipeline.addHandler(NIOSSLServerHandler(context: tls.context))
                         try pipeline.addHandler(TLSHandshakeGate(handshakeTimeout: configuration.tlsHandshakeTimeout, logger: logger))
                     }
+                    let activity = ConnectionActivity(acceptedAt: channel.eventLoop.now)
                     try pipeline.addHandler(
-                        HTTP2Connection(router: router, configuration: configuration, logger: logger)
+                        HTTP2Connection(
+                            router: router, configuration: configuration, logger: logger, activity: activity,
+                            unauthenticatedBudget: budget)
                     )
-                    self.track(channel)
+                    self.track(channel, activity: activity)
                 }
             }
         let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
@@ -88,36 +98,66 @@ public final class GRPCServer: Sendable {
         state.withLockedValue { $0.connections.count }
     }
 
-    /// How many connections were closed at accept because `maxConnections` were open.
+    /// How many connections were closed at accept because `maxConnections` were open, each with a
+    /// stream open.
     public var refusedConnectionCount: Int {
         state.withLockedValue { $0.refusedConnections }
     }
 
-    private func track(_ channel: any Channel) {
+    /// How many connections without an open stream were evicted to make room for new ones.
+    public var evictedConnectionCount: Int {
+        state.withLockedValue { $0.evictedConnections }
+    }
+
+    /// Calls without a verified token in flight now (``TransportLimits/maxUnauthenticatedCalls``).
+    public var unauthenticatedCallCount: Int {
+        unauthenticatedBudget.count
+    }
+
+    private func track(_ channel: any Channel, activity: ConnectionActivity) {
         let id = ObjectIdentifier(channel)
         let limit = configuration.maxConnections
-        // (refused, how many were refused for the limit so far: 0 when this one was not)
-        let (refused, overLimit) = state.withLockedValue { state -> (Bool, Int) in
-            if state.shuttingDown { return (true, 0) }
-            if limit > 0, state.connections.count >= limit {
-                state.refusedConnections += 1
-                return (true, state.refusedConnections)
-            }
-            state.connections[id] = channel
-            return (false, 0)
+        enum Outcome {
+            case accepted
+            case evicting(any Channel)
+            /// Refused; how many were refused for the limit so far (0: shutting down).
+            case refused(Int)
         }
-        if refused {
-            // The first refusal and every thousandth after it: a flood must not flood the log too.
-            if overLimit == 1 || overLimit % 1000 == 0 {
-                logger.warning("max_connections reached: closing new connections", metadata: [
-                    "max_connections": "\(limit)", "refused_so_far": "\(overLimit)",
-                ])
+        let outcome = state.withLockedValue { state -> Outcome in
+            if state.shuttingDown { return .refused(0) }
+            switch state.connections.admit(id, channel, activity: activity) {
+            case .accepted:
+                return .accepted
+            case .acceptedEvicting(_, let victim, _):
+                state.evictedConnections += 1
+                return .evicting(victim)
+            case .refused:
+                state.refusedConnections += 1
+                return .refused(state.refusedConnections)
+            }
+        }
+        switch outcome {
+        case .accepted:
+            break
+        case .evicting(let victim):
+            // The victim's loop decides how it leaves (close, or GOAWAY and close).
+            victim.pipeline.fireUserInboundEventTriggered(HTTP2Connection.EvictionEvent())
+        case .refused(let overLimit):
+            if overLimit > 0 {
+                configuration.callObserver?.defenceTriggered(.connectionRefused)
+                // The first refusal and every thousandth after it: a flood must not flood the log too.
+                if overLimit == 1 || overLimit % 1000 == 0 {
+                    logger.warning("max_connections reached, each with a call in flight: closing new connections", metadata: [
+                        "max_connections": "\(limit)", "refused_so_far": "\(overLimit)",
+                        "peer": "\(channel.remoteAddress?.peerDescription ?? "?")",
+                    ])
+                }
             }
             channel.close(promise: nil)
             return
         }
         channel.closeFuture.whenComplete { [self] _ in
-            _ = state.withLockedValue { $0.connections.removeValue(forKey: id) }
+            state.withLockedValue { $0.connections.remove(id) }
         }
     }
 
@@ -126,7 +166,7 @@ public final class GRPCServer: Sendable {
     public func shutdownGracefully() async {
         let (listener, connections) = state.withLockedValue { state in
             state.shuttingDown = true
-            return (state.listener, Array(state.connections.values))
+            return (state.listener, state.connections.connections)
         }
         try? await listener?.close()
         for channel in connections {
@@ -136,7 +176,7 @@ public final class GRPCServer: Sendable {
         while connectionCount > 0 && NIODeadline.now() < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        let left = state.withLockedValue { Array($0.connections.values) }
+        let left = state.withLockedValue { $0.connections.connections }
         if !left.isEmpty {
             logger.warning("drain timeout: closing connections with calls in flight", metadata: ["connections": "\(left.count)"])
             for channel in left { try? await channel.close() }

@@ -13,6 +13,7 @@ extension HTTP2Connection {
             annotations: stream.annotations)
         let streamID = stream.id
         stream.dispatched = true
+        releaseUnauthenticatedPlaceAtDispatch(stream)
         switch handler {
         case .inlineUnary(let body):
             complete(stream, with: body(request, callContext))
@@ -46,6 +47,7 @@ extension HTTP2Connection {
             annotations: stream.annotations)
         let streamID = stream.id
         stream.dispatched = true
+        releaseUnauthenticatedPlaceAtDispatch(stream)
         if stream.observedStart != 0 { stream.observedMetadata = stream.metadata }  // for the access log
         stream.metadata = Metadata()
         let bound = NIOLoopBound(self, eventLoop: eventLoop)

@@ -13,17 +13,19 @@ extension HTTP2Connection {
         var idle: Scheduled<Void>?
         var age: Scheduled<Void>?
         var ageGrace: Scheduled<Void>?
+        var preface: Scheduled<Void>?
+        var unused: Scheduled<Void>?
 
         /// Cancel every timer (their tasks hold the connection until they run).
         mutating func cancelAll() {
-            for task in [keepalive, pingTimeout, idle, age, ageGrace] { task?.cancel() }
+            for task in [keepalive, pingTimeout, idle, age, ageGrace, preface, unused] { task?.cancel() }
             self = ManagementTimers()
         }
     }
 
     /// Which timer fired.
     enum ManagementTimer {
-        case keepalive, pingTimeout, idle, age, ageGrace
+        case keepalive, pingTimeout, idle, age, ageGrace, preface, unused
     }
 
     /// The debug data of the GOAWAY sent for too many PINGs; gRPC clients recognise it and
@@ -33,7 +35,7 @@ extension HTTP2Connection {
     /// Starts the clock of a new connection: keepalive, idle and age timers as configured.
     func startConnectionManagement(context: ChannelHandlerContext) {
         let now = context.eventLoop.now
-        management = ConnectionManagement(settings: configuration.keepalive, now: now)
+        management = ConnectionManagement(settings: configuration.keepalive, limits: configuration.limits, now: now)
         if let due = management.firstKeepaliveDeadline {
             timers.keepalive = schedule(.keepalive, at: due, context: context)
         }
@@ -43,9 +45,11 @@ extension HTTP2Connection {
         if let due = management.ageDeadline(jitter: ConnectionManagement.randomAgeJitter()) {
             timers.age = schedule(.age, at: due, context: context)
         }
+        // On TLS, HTTP/2 starts once the handshake completed (`TLSUserEvent.handshakeCompleted`).
+        if configuration.tls == nil { startHTTP2Clock(context: context) }
     }
 
-    private func schedule(_ timer: ManagementTimer, at deadline: NIODeadline, context: ChannelHandlerContext) -> Scheduled<Void> {
+    func schedule(_ timer: ManagementTimer, at deadline: NIODeadline, context: ChannelHandlerContext) -> Scheduled<Void> {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         return context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired(timer) }
     }
@@ -80,6 +84,12 @@ extension HTTP2Connection {
             beginDraining()
             let grace = configuration.keepalive.maxConnectionAgeGrace ?? configuration.drainTimeout
             timers.ageGrace = schedule(.ageGrace, at: now + grace, context: context)
+        case .preface:
+            timers.preface = nil
+            prefaceTimerFired(at: now, context: context)
+        case .unused:
+            timers.unused = nil
+            unusedTimerFired(at: now, context: context)
         case .ageGrace:
             timers.ageGrace = nil
             if !streams.isEmpty {
@@ -121,12 +131,22 @@ extension HTTP2Connection {
     /// A stream was opened by the client.
     func managementStreamOpened() {
         management.streamOpened()
+        activity?.streamOpened(openStreams: streams.count)
+        if let unused = timers.unused {
+            unused.cancel()
+            timers.unused = nil
+        }
     }
 
     /// A stream closed; when it was the last one, the idle clock starts.
     func managementStreamClosed() {
-        guard streams.isEmpty, let context else { return }
-        management.lastStreamClosed(at: context.eventLoop.now)
+        guard streams.isEmpty, let context else {
+            activity?.streamClosed(openStreams: streams.count, at: nil)
+            return
+        }
+        let now = context.eventLoop.now
+        activity?.streamClosed(openStreams: 0, at: now)
+        management.lastStreamClosed(at: now)
         if timers.idle == nil, let due = management.idleDeadline {
             timers.idle = schedule(.idle, at: due, context: context)
         }

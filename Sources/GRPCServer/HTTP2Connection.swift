@@ -1,6 +1,7 @@
 import CNGHTTP2
 import Logging
 import NIOCore
+import NIOTLS
 
 /// One HTTP/2 connection: an nghttp2 server session used as a sans-I/O codec, driven by the
 /// channel's bytes, turning requests into calls of the router's handlers.
@@ -14,6 +15,9 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     /// Asks a connection to stop taking new calls and close once its calls are done.
     struct GracefulShutdownEvent: Sendable {}
+    /// Asks a connection without an open stream to leave: `maxConnections` are open and a new
+    /// one takes its place (`HTTP2Connection+Limits.swift`).
+    struct EvictionEvent: Sendable {}
 
     let router: ServerRouter
     let configuration: ServerConfiguration
@@ -45,12 +49,28 @@ final class HTTP2Connection: ChannelInboundHandler {
     var peer = ""
     /// Whether the call observer was told this connection opened (and so must hear it closed).
     var observedOpen = false
+    /// What this connection is doing, for the server's eviction choice at `maxConnections`.
+    let activity: ConnectionActivity?
+    /// The server's budget of calls without a verified token, shared by every connection.
+    let unauthenticatedBudget: UnauthenticatedCallBudget
+    /// Whether a call refused for that budget was logged (once per connection).
+    var loggedUnauthenticatedRefusal = false
 
-    init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
+    /// - Parameters:
+    ///   - activity: Where the connection publishes its stage and open streams (the server's).
+    ///   - unauthenticatedBudget: The server's budget of calls without a verified token; `nil`:
+    ///     one of this connection's own, of `configuration.limits.maxUnauthenticatedCalls`.
+    init(
+        router: ServerRouter, configuration: ServerConfiguration, logger: Logger, activity: ConnectionActivity? = nil,
+        unauthenticatedBudget: UnauthenticatedCallBudget? = nil
+    ) {
         self.router = router
         self.configuration = configuration
         self.logger = logger
-        self.management = ConnectionManagement(settings: configuration.keepalive, now: .now())
+        self.activity = activity
+        self.unauthenticatedBudget =
+            unauthenticatedBudget ?? UnauthenticatedCallBudget(limit: configuration.limits.maxUnauthenticatedCalls)
+        self.management = ConnectionManagement(settings: configuration.keepalive, limits: configuration.limits, now: .now())
     }
 
     // MARK: Channel events
@@ -99,6 +119,9 @@ final class HTTP2Connection: ChannelInboundHandler {
             groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
         }
         inSession = false
+        if rv >= 0, management.preface == .awaitingMagic {
+            management.accepted(bytes: Int(rv))
+        }
         if rv < 0 {
             // A fatal protocol error (bad preface, flooding, a broken frame). Some of these return
             // without a GOAWAY queued (a bad client magic, too many CONTINUATIONs); queue one with
@@ -125,6 +148,13 @@ final class HTTP2Connection: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is GracefulShutdownEvent {
             beginDraining()
+        } else if event is EvictionEvent {
+            evict()
+        } else if case .handshakeCompleted = event as? TLSUserEvent {
+            // The preface clock starts when HTTP/2 can start: after the handshake (its own
+            // timeout covered the time before).
+            startHTTP2Clock(context: context)
+            context.fireUserInboundEventTriggered(event)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -148,6 +178,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     func tearDown() {
         timers.cancelAll()
         for stream in streams.values {
+            releaseUnauthenticatedPlace(stream)
             stream.abandon()
             observeStreamGone(stream)
         }
@@ -243,10 +274,12 @@ final class HTTP2Connection: ChannelInboundHandler {
             respond(stream, refusal)
             return
         }
-        guard let handler = router.handler(for: stream.path) else {
+        guard let route = router.route(for: stream.path) else {
             respond(stream, .status(GRPCStatus(.unimplemented, "Method not found: \(stream.path)")))
             return
         }
+        let handler = route.handler
+        guard admitUnauthenticated(stream, route: route) else { return }
         stream.handler = handler
         let compression = configuration.responseCompression
         if compression.enabled, let encoding = stream.requestCompression, stream.acceptedEncodings & encoding.bit != 0 {
@@ -370,6 +403,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             // window must not stay short of them.
             nghttp2_session_consume_connection(session, stream.receivedBytes - stream.consumedBytes)
         }
+        releaseUnauthenticatedPlace(stream)
         stream.abandon()
         managementStreamClosed()
         observeStreamGone(stream)

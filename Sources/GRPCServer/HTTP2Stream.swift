@@ -29,6 +29,8 @@ final class HTTP2Stream {
     var task: Task<Void, Never>?
     /// Set once the request went to its handler; later DATA and END_STREAM are ignored.
     var dispatched = false
+    /// Whether and until when the call holds a place in the budget of calls without a verified token.
+    var unauthenticatedPlace = UnauthenticatedPlace.none
     var deadlineTask: Scheduled<Void>?
     var writer: ServerStreamWriter?
     /// The request messages of a bidirectional-streaming call, fed as they arrive.

@@ -40,6 +40,7 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
     private static let dataType = UInt8(NGHTTP2_DATA.rawValue)
     private static let endStreamFlag = UInt8(NGHTTP2_FLAG_END_STREAM.rawValue)
     private static let pingType = UInt8(NGHTTP2_PING.rawValue)
+    private static let settingsType = UInt8(NGHTTP2_SETTINGS.rawValue)
     private static let ackFlag = UInt8(NGHTTP2_FLAG_ACK.rawValue)
     private static let requestCategory = Int32(NGHTTP2_HCAT_REQUEST.rawValue)
 
@@ -77,6 +78,8 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
             connection(userData).onEndOfRequest(streamID: streamID)
         } else if type == pingType {
             connection(userData).onPingReceived(ack: groupd_nghttp2_frame_flags(frame) & ackFlag != 0)
+        } else if type == settingsType && groupd_nghttp2_frame_flags(frame) & ackFlag == 0 {
+            connection(userData).onSettingsReceived()
         }
         return 0
     }

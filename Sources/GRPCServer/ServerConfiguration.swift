@@ -30,8 +30,12 @@ public struct ServerConfiguration: Sendable {
     public var maxMessageBytes: Int = 4 << 20
     /// The HTTP/2 settings.
     public var http2: HTTP2Settings = .defaults
-    /// Open connections at most; one accepted above it is closed at once, before its HTTP/2
-    /// preface is read (the client sees the connection fail and may retry). 0 = no limit.
+    /// Open connections at most; 0 = no limit. A connection accepted while this many are open
+    /// takes the place of one without an open stream, which is evicted (the least advanced first:
+    /// no valid preface yet, closed without a word; then never used; then idle the longest; those
+    /// get GOAWAY `NO_ERROR`). When every open connection has a stream open, the new one is
+    /// closed at once, before its preface is read (the client sees the connection fail and may
+    /// retry).
     public var maxConnections: Int = 0
     /// Messages a server-streaming call may have queued before its writer waits.
     public var streamQueueCapacity: Int = 128
@@ -49,10 +53,47 @@ public struct ServerConfiguration: Sendable {
     public var tlsHandshakeTimeout: TimeAmount = .seconds(120)
     /// Told about connections, streams and calls (metrics, access logs); `nil`: nobody.
     public var callObserver: (any CallObserver)? = nil
+    /// Budgets and timeouts that keep hostile clients from exhausting the server.
+    public var limits: TransportLimits = .defaults
 
     /// The defaults above.
     public static var defaults: ServerConfiguration { ServerConfiguration() }
 
     /// Creates a configuration with the defaults.
+    public init() {}
+}
+
+/// The transport's defences against hostile clients: budgets and timeouts, each with a default
+/// that protects. `docs/TRANSPORT.md` ("Hostile clients") tells what each does on the wire.
+public struct TransportLimits: Sendable, Equatable {
+    // MARK: Slowloris: silent, half-open and unused connections
+
+    /// A connection that has not sent the client connection preface and its first SETTINGS frame
+    /// this long after it started (on TLS: after its handshake completed) is closed: with GOAWAY
+    /// `PROTOCOL_ERROR` (debug data `preface_timeout`) when the preface arrived but not the
+    /// SETTINGS, without a word when nothing valid did. Default 10 s.
+    public var prefaceTimeout: TimeAmount = .seconds(10)
+    /// A connection that has never opened a stream this long after it started (on TLS: after its
+    /// handshake) gets GOAWAY `NO_ERROR` (debug data `idle_timeout`) and closes; `nil`: never.
+    /// Connections that have served calls are ruled by `KeepaliveSettings.maxConnectionIdle`.
+    /// Default 60 s.
+    public var unusedConnectionTimeout: TimeAmount? = .seconds(60)
+
+    // MARK: Unauthenticated work
+
+    /// Calls in flight, over every connection, that carry no verified token: calls of methods
+    /// that need none (health, reflection) until their stream closes, and calls of the other
+    /// methods until their handler starts (and checks the token). A call above it is refused at
+    /// once with `RESOURCE_EXHAUSTED` (``unauthenticatedCallsRefusal``), except a call of a
+    /// method that needs a token whose token the router's verifier accepts. Default 256.
+    public var maxUnauthenticatedCalls: Int = 256
+    /// The status a call refused by ``maxUnauthenticatedCalls`` ends with.
+    public var unauthenticatedCallsRefusal: GRPCStatus = GRPCStatus(
+        .resourceExhausted, "too many calls without a verified token in flight; retry later, or send a valid token")
+
+    /// The defaults above.
+    public static var defaults: TransportLimits { TransportLimits() }
+
+    /// Creates the defaults.
     public init() {}
 }

@@ -79,7 +79,20 @@ public enum RPCHandler: Sendable {
 
 /// The table from method path to handler. Paths not in it answer `UNIMPLEMENTED`.
 public struct ServerRouter: Sendable {
-    private var routes: [String: RPCHandler] = [:]
+    /// A registered method: its handler, and whether its calls need a token.
+    public struct Route: Sendable {
+        /// How the method is served.
+        public var handler: RPCHandler
+        /// Whether its handler checks a token before doing any work.
+        public var needsToken: Bool
+    }
+
+    private var routes: [String: Route] = [:]
+    /// Whether request metadata carries a token that verifies; asked on the event loop, only when
+    /// the budget of calls without a verified token (``TransportLimits/maxUnauthenticatedCalls``)
+    /// is spent, for a call of a method that needs a token. `nil`: such calls are refused then.
+    /// Must be cheap and never block.
+    public var tokenVerifier: (@Sendable (Metadata) -> Bool)?
 
     /// Creates an empty router.
     public init() {}
@@ -88,12 +101,20 @@ public struct ServerRouter: Sendable {
     /// - Parameters:
     ///   - path: The method path, `/package.Service/Method`.
     ///   - handler: How to serve it.
-    public mutating func register(_ path: String, _ handler: RPCHandler) {
-        routes[path] = handler
+    ///   - needsToken: Whether its handler checks a token before doing any work (true), or serves
+    ///     anyone (false: health, reflection). A call of a method that needs none holds a place in
+    ///     the budget of unauthenticated calls until its stream closes.
+    public mutating func register(_ path: String, _ handler: RPCHandler, needsToken: Bool = true) {
+        routes[path] = Route(handler: handler, needsToken: needsToken)
     }
 
     /// The handler for `path`, if registered.
     public func handler(for path: String) -> RPCHandler? {
+        routes[path]?.handler
+    }
+
+    /// The route of `path`, if registered.
+    public func route(for path: String) -> Route? {
         routes[path]
     }
 

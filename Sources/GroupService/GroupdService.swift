@@ -97,6 +97,12 @@ public final class GroupdService: Sendable {
     /// `UNIMPLEMENTED`.
     public func makeRouter() -> ServerRouter {
         var routes = Routes(authenticate: { [self] server in try authenticate(server) })
+        // Asked only while the transport's budget of calls without a verified token is spent:
+        // a call whose token verifies is let through (the token cache makes it a lookup).
+        routes.verifyTokens { [self] metadata in
+            (try? snapshot.authenticator.authenticate(
+                authorization: metadata["authorization"], operatorID: metadata["x-operator-id"])) != nil
+        }
         routes.registerExternally({ health.register(in: &$0) }, paths: Grpc_Health_V1_Health.allMethods.map(\.path))
         // Reflection needs no token: discovery runs before a client picks one.
         let reflection = configuration.reflection

@@ -32,17 +32,17 @@ public final class HealthService: Sendable {
         notServingResponse = MessageCoding.encode(Grpc_Health_V1_HealthCheckResponse.with { $0.status = .notServing })
     }
 
-    /// Registers `Check` and `Watch`.
+    /// Registers `Check`, `List` and `Watch`, which need no token.
     public func register(in router: inout ServerRouter) {
         router.register(Grpc_Health_V1_Health.Method.check.path, .inlineUnary { [self] request, _ in
             check(request)
-        })
+        }, needsToken: false)
         router.register(Grpc_Health_V1_Health.Method.list.path, .inlineUnary { [self] request, _ in
             list(request)
-        })
+        }, needsToken: false)
         router.register(Grpc_Health_V1_Health.Method.watch.path, .serverStreaming { [self] request, _, writer in
             try await watch(request, writer: writer)
-        })
+        }, needsToken: false)
     }
 
     /// Reports NOT_SERVING from now on and ends every `Watch` stream with `UNAVAILABLE`, so

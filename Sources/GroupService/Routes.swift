@@ -42,6 +42,12 @@ struct Routes {
         })
     }
 
+    /// Tells the transport, when its budget of unauthenticated calls is spent, whether a call's
+    /// metadata carries a token that verifies (see ``ServerRouter/tokenVerifier``).
+    mutating func verifyTokens(with verifier: @escaping @Sendable (Metadata) -> Bool) {
+        router.tokenVerifier = verifier
+    }
+
     /// Marks methods registered elsewhere (health) as implemented.
     mutating func registerExternally(_ register: (inout ServerRouter) -> Void, paths: [String]) {
         register(&router)
@@ -52,8 +58,10 @@ struct Routes {
     /// handler telling its call's observer the reason of the error it ends with.
     func finish() -> ServerRouter {
         var router = ServerRouter()
+        router.tokenVerifier = self.router.tokenVerifier
         for path in self.router.paths {
-            router.register(path, Self.annotatingErrors(self.router.handler(for: path)!))
+            let route = self.router.route(for: path)!
+            router.register(path, Self.annotatingErrors(route.handler), needsToken: route.needsToken)
         }
         for method in GroupAPI.allMethods where !implemented.contains(method.path) {
             let status = GRPCStatus(.unimplemented, "\(method.path) is not implemented yet")

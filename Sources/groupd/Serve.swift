@@ -125,6 +125,7 @@ extension GroupdConfiguration {
         server.keepalive = keepalive.settings
         if let tls { server.tlsHandshakeTimeout = .nanoseconds(Int64(tls.handshakeTimeoutSeconds * 1_000_000_000)) }
         server.responseCompression = compression.responseCompression
+        server.limits = transport.limits
         return server
     }
 }

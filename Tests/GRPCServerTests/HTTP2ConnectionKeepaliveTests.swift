@@ -45,6 +45,9 @@ import Testing
             var configuration = ServerConfiguration()
             configuration.keepalive = keepalive
             configuration.drainTimeout = drainTimeout
+            // These tests hold connections without streams for hours: the unused-connection
+            // timeout (ConnectionLimitsTests) would end them first.
+            configuration.limits.unusedConnectionTimeout = nil
             var router = ServerRouter()
             router.register("/test.Echo/Now", .inlineUnary { request, _ in .success(request) })
             channel = EmbeddedChannel()

@@ -35,7 +35,7 @@ extension GroupdConfiguration {
             max_message_bytes: \(d.maxMessageBytes)   # larger gRPC messages get RESOURCE_EXHAUSTED
             max_header_list_bytes: \(d.maxHeaderListBytes)  # HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE
             max_concurrent_streams: \(d.maxConcurrentStreams)   # HTTP/2 streams per connection
-            max_connections: \(d.maxConnections)     # connections above it are closed at accept
+            max_connections: \(d.maxConnections)     # at the limit an idle connection is evicted; refused only when all are busy
             drain_timeout_seconds: \(Int(d.drainTimeoutSeconds))     # time in-flight calls get on SIGTERM
             event_loop_threads: \(d.eventLoopThreads)        # 0 = one per core
             auth:
@@ -60,6 +60,10 @@ extension GroupdConfiguration {
               max_connection_idle_seconds: \(Self.number(d.keepalive.maxConnectionIdleSeconds))  # GOAWAY after this long without a stream; 0 = off
               max_connection_age_seconds: \(Self.number(d.keepalive.maxConnectionAgeSeconds))   # GOAWAY after this long (±10 %); 0 = off
               min_ping_interval_seconds: \(Self.number(d.keepalive.minPingIntervalSeconds))  # client PINGs more often are strikes
+            transport:                   # defences against hostile clients (docs/TRANSPORT.md)
+              preface_timeout_seconds: \(Self.number(d.transport.prefaceTimeoutSeconds))   # close when the HTTP/2 preface and SETTINGS do not come
+              idle_timeout_seconds: \(Self.number(d.transport.idleTimeoutSeconds))      # GOAWAY a connection that never opened a stream; 0 = off
+              max_unauthenticated_calls: \(d.transport.maxUnauthenticatedCalls) # calls without a verified token in flight, all connections
             compression:                 # gzip and deflate requests are always accepted
               responses: \(d.compression.responses)            # answer in the request's encoding when accepted
               min_bytes: \(d.compression.minBytes)            # smaller responses go uncompressed

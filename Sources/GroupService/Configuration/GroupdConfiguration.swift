@@ -190,8 +190,10 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     /// `max_concurrent_streams`: HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` per connection.
     /// Default 256.
     public var maxConcurrentStreams: Int
-    /// `max_connections`: open client connections at most; a connection accepted above it is
-    /// closed at once (the client sees `UNAVAILABLE` and may retry elsewhere). Default 10000.
+    /// `max_connections`: open client connections at most; a connection accepted while this many
+    /// are open takes the place of one without an open stream, which is evicted (GOAWAY
+    /// `NO_ERROR`); when every connection has a call in flight, the new one is closed at once
+    /// (the client sees `UNAVAILABLE` and may retry elsewhere). Default 10000.
     public var maxConnections: Int
     /// `drain_timeout_seconds`: on SIGTERM, how long in-flight calls may finish before the
     /// connections close. Default 10.
@@ -204,6 +206,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var tls: TLS? = nil
     /// `keepalive`: PINGs, idle and age limits, client PING policing (see ``Keepalive``).
     public var keepalive: Keepalive = .defaults
+    /// `transport`: defences against hostile clients (see ``Transport``).
+    public var transport: Transport = .defaults
     /// `compression`: response compression (see ``Compression``).
     public var compression: Compression = .defaults
     /// `reflection`: serve gRPC server reflection (v1 and v1alpha, no token needed) for grpcurl

@@ -42,6 +42,8 @@ public final class GroupdMetrics: Sendable {
     let commitBatchSize: Recorder
     /// `groupd_rate_limit_refusals_total` by limit.
     private let refusals: Mutex<[String: CoreMetrics.Counter]> = Mutex([:])
+    /// `groupd_transport_<name>_total` by defence.
+    private let defences: Mutex<[String: CoreMetrics.Counter]> = Mutex([:])
     /// `groupd_policy_hook_duration_seconds` by plugin and hook.
     private let hookDurations: Mutex<[String: CoreMetrics.Timer]> = Mutex([:])
     /// Gauges set at each scrape: `name|labels` → meter, dropped when a scrape no longer sets them.
@@ -67,6 +69,7 @@ public final class GroupdMetrics: Sendable {
         self.commitDuration = CoreMetrics.Timer(label: "groupd_store_commit_duration_seconds", factory: factory)
         self.commitBatchSize = Recorder(label: "groupd_store_commit_batch_size", aggregate: true, factory: factory)
         for limit in ["app", "operator", "operator_writes"] { _ = refusalCounter(limit) }
+        for defence in TransportDefence.all { _ = defenceCounter(defence) }
     }
 
     // MARK: Recording
@@ -89,6 +92,11 @@ public final class GroupdMetrics: Sendable {
     /// Counts a call refused by the rate limit `limit` (`app`, `operator`, `operator_writes`).
     public func rateLimitRefused(limit: String) {
         refusalCounter(limit).increment()
+    }
+
+    /// Counts one action of a transport defence (`groupd_transport_<name>_total`).
+    public func transportDefence(_ defence: TransportDefence) {
+        defenceCounter(defence).increment()
     }
 
     /// Records a committed (or failed) store transaction.
@@ -123,6 +131,15 @@ public final class GroupdMetrics: Sendable {
             if let counter = counters[limit] { return counter }
             let counter = CoreMetrics.Counter(label: "groupd_rate_limit_refusals_total", dimensions: [("limit", limit)], factory: factory)
             counters[limit] = counter
+            return counter
+        }
+    }
+
+    private func defenceCounter(_ defence: TransportDefence) -> CoreMetrics.Counter {
+        defences.withLock { counters in
+            if let counter = counters[defence.name] { return counter }
+            let counter = CoreMetrics.Counter(label: "groupd_transport_\(defence.name)_total", factory: factory)
+            counters[defence.name] = counter
             return counter
         }
     }

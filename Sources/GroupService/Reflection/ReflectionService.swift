@@ -47,11 +47,11 @@ public struct ReflectionService: Sendable {
             if enabled {
                 router.register(path, .bidirectionalStreaming { [self] requests, _, writer in
                     try await serve(requests, writer: writer)
-                })
+                }, needsToken: false)
             } else {
                 router.register(path, .bidirectionalStreaming { _, _, _ in
                     throw GRPCStatus(.unimplemented, "server reflection is turned off (reflection: false)")
-                })
+                }, needsToken: false)
             }
         }
     }
