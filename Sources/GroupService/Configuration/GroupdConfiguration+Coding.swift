@@ -59,7 +59,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
-        "tls", "keepalive", "compression", "reflection",
+        "tls", "keepalive", "compression", "reflection", "testing",
     ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -90,6 +90,7 @@ extension GroupdConfiguration {
         try decodeObservability(c)
         self.compression = try c.value("compression", or: d.compression)
         self.reflection = try c.value("reflection", or: d.reflection)
+        self.testing = try c.value("testing", or: d.testing)
     }
 
     /// Encode every key, defaults included.
@@ -113,6 +114,7 @@ extension GroupdConfiguration {
         try encodeObservability(&c)
         try c.encode(self.compression, forKey: ConfigKey("compression"))
         try c.encode(self.reflection, forKey: ConfigKey("reflection"))
+        try c.encode(self.testing, forKey: ConfigKey("testing"))
     }
 }
 
