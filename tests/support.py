@@ -169,7 +169,8 @@ class Groupd:
     """A groupd process with its own config and data directory; on the PostgreSQL database at the
     URL `database` when one is given, else on SQLite under data_dir."""
 
-    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10, database=None, tls=None):
+    def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10, database=None, tls=None,
+                 manual_clock=False):
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.port = free_port()
@@ -186,6 +187,14 @@ class Groupd:
                                             f"drain_timeout_seconds: {drain_timeout_seconds}\n"))
         self.process = None
         self.log = workdir / "groupd.log"
+        # The manual clock (testing.clock: manual, allowed by GROUPD_TEST_CLOCK=1): the server's time
+        # stands still from its start until advance_clock() moves it.
+        self.clock_port = None
+        self.environment = dict(os.environ)
+        if manual_clock:
+            self.clock_port = free_port()
+            self.set_top_level(f"testing:\n  clock: manual\n  clock_port: {self.clock_port}\n")
+            self.environment["GROUPD_TEST_CLOCK"] = "1"
 
     @property
     def store_yaml(self) -> str:
@@ -223,7 +232,7 @@ class Groupd:
     def start(self):
         log = open(self.log, "ab")
         self.process = subprocess.Popen([str(GROUPD_BIN), "serve", "--config", str(self.config)],
-                                        stdout=log, stderr=subprocess.STDOUT)
+                                        stdout=log, stderr=subprocess.STDOUT, env=self.environment)
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.process.poll() is not None:
@@ -234,6 +243,31 @@ class Groupd:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("groupd did not start listening within 30 s")
+
+    def _clock_request(self, method, path):
+        import http.client
+
+        connection = http.client.HTTPConnection("127.0.0.1", self.clock_port, timeout=30)
+        try:
+            connection.request(method, path)
+            response = connection.getresponse()
+            return response.status, response.read().decode()
+        finally:
+            connection.close()
+
+    def clock_ms(self) -> int:
+        """The time the manual clock stands at, in ms since the epoch."""
+        status, body = self._clock_request("GET", "/clock")
+        assert status == 200, (status, body)
+        return int(body)
+
+    def advance_clock(self, seconds=0, ms=0) -> int:
+        """Moves the manual clock forward and returns its new time (ms since the epoch). The server
+        answers once the periodic jobs the move made due (the retention pass, every 60 s) have run:
+        what the advance made due has been done when this returns."""
+        status, body = self._clock_request("POST", f"/clock/advance?ms={int(seconds * 1000) + ms}")
+        assert status == 200, (status, body)
+        return int(body)
 
     def signal(self, sig):
         self.process.send_signal(sig)

@@ -180,12 +180,22 @@ def test_member_records_keep_how_each_member_came_in(groups, members, apps):
                        applicant: (common_pb2.JOIN_SOURCE_APPLICATION, admin)}
 
 
-def test_listing_paging_and_read_report(groups, members, apps):
+@pytest.fixture
+def clocked(fresh_groupd):
+    """A groupd of the test's own on the manual clock, and its (groups, members, apps) stubs."""
+    server = fresh_groupd(manual_clock=True).start()
+    with grpc.insecure_channel(server.address) as channel:
+        yield server, (group_pb2_grpc.GroupServiceStub(channel), member_pb2_grpc.MemberServiceStub(channel),
+                       application_pb2_grpc.ApplicationServiceStub(channel))
+
+
+def test_listing_paging_and_read_report(clocked):
+    server, (groups, members, apps) = clocked
     gid, owner, _, _ = public_group(groups)
     ids = []
     for _ in range(5):
         ids.append(join(members, gid, uid("user")).application.application_id)
-        time.sleep(0.002)  # distinct creation milliseconds, so the expected order is known
+        server.advance_clock(ms=1)  # distinct creation milliseconds, so the expected order is known
     seen, token = [], ""
     while True:
         page = listing(apps, owner, page_size=2, page_token=token)
@@ -229,8 +239,8 @@ def test_concurrent_accepts_one_wins(groups, members, apps):
 
 
 def test_expiry_through_the_wire(fresh_groupd):
-    """A groupd whose apps expire items after one second."""
-    server = fresh_groupd()
+    """A groupd on the manual clock whose apps expire items after one second."""
+    server = fresh_groupd(manual_clock=True)
     server.set_limits("      application_expiry_seconds: 1\n")
     server.start()
     with grpc.insecure_channel(server.address) as channel:
@@ -241,7 +251,10 @@ def test_expiry_through_the_wire(fresh_groupd):
         user = uid("user")
         item = join(members, gid, user).application
         assert item.expire_time.ToMilliseconds() - item.create_time.ToMilliseconds() == 1000
-        time.sleep(1.2)
+        assert item.create_time.ToMilliseconds() == server.clock_ms()
+        server.advance_clock(ms=999)
+        assert listing(apps, owner).applications[0].state == common_pb2.APPLICATION_STATE_PENDING
+        server.advance_clock(ms=1)
         listed = listing(apps, owner).applications[0]
         assert listed.state == common_pb2.APPLICATION_STATE_EXPIRED
         expect_error(lambda: apps.AcceptApplication(application_pb2.AcceptApplicationRequest(

@@ -100,6 +100,25 @@ def test_operator_and_write_limits(workdir):
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
+def test_buckets_refill_with_the_server_clock(workdir):
+    """On the manual clock the buckets refill only as the clock moves: nothing refills in real time."""
+    path, servers = workdir
+    server = Groupd(path, database=new_database(), manual_clock=True)
+    text = server.config.read_text().replace(f"  - id: {OTHER_APP_ID}\n", RATES + f"  - id: {OTHER_APP_ID}\n", 1)
+    server.config.write_text(text)
+    servers.append(server.start())
+    with grpc.insecure_channel(server.address) as channel:
+        stub = group_pb2_grpc.GroupServiceStub(channel)
+        alice = md("alice")
+        write(stub, alice)
+        assert refused(lambda: write(stub, alice), "operator_writes") == pytest.approx(100, abs=0.01)
+        server.advance_clock(seconds=99)
+        assert refused(lambda: write(stub, alice), "operator_writes") == pytest.approx(1, abs=0.01)
+        server.advance_clock(seconds=1)
+        write(stub, alice)
+        refused(lambda: write(stub, alice), "operator_writes")
+
+
 def test_app_limit_is_shared_by_every_operator(workdir):
     path, servers = workdir
     server = Groupd(path, database=new_database())

@@ -5,7 +5,6 @@ firehose's filters; malformed and expired cursors; a slow consumer ended with it
 """
 import queue
 import threading
-import time
 
 import grpc
 import pytest
@@ -205,7 +204,7 @@ def test_malformed_cursor_is_invalid_argument(channel):
 
 
 def test_expired_cursor_is_out_of_range_with_the_oldest_cursor(fresh_groupd):
-    server = fresh_groupd()
+    server = fresh_groupd(manual_clock=True)
     server.set_limits("      event_retention_seconds: 1\n")
     server.start()
     with grpc.insecure_channel(server.address) as channel:
@@ -214,7 +213,7 @@ def test_expired_cursor_is_out_of_range_with_the_oldest_cursor(fresh_groupd):
         first = Stream(channel, event_pb2.SubscribeRequest(from_oldest=True), user_md("bob"))
         old_cursor = first.until_caught_up()[0].cursor
         first.cancel()
-        time.sleep(1.5)
+        server.advance_clock(ms=1001)  # the first events fall out of the retention
         rename(stubs, group, "recent", "alice")
         expired = Stream(channel, event_pb2.SubscribeRequest(cursor=old_cursor), user_md("bob"))
         expired.done.wait(10)

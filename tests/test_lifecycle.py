@@ -163,7 +163,9 @@ def test_new_connection_during_drain_is_not_served(fresh_groupd):
         assert client.read_until(lambda: b"accepted" in client.ping_acks)
         server.signal(signal.SIGTERM)
         assert client.read_until(lambda: client.goaways, timeout=5)
-        time.sleep(0.1)
+        # The server still answers on this connection after its GOAWAY: it is draining, not gone.
+        client.ping(b"draining")
+        assert client.read_until(lambda: b"draining" in client.ping_acks, timeout=5)
         assert server.process.poll() is None, "exited with a call in flight"
         assert refuses_connections(server.port), "a new connection was accepted while draining"
         client.data(1, grpc_frame(check_request())[1:], end_stream=True)
@@ -287,11 +289,16 @@ def test_serve_with_a_broken_config_exits_non_zero_and_never_listens(tmp_path):
     process = subprocess.Popen([str(support.GROUPD_BIN), "serve", "--config", str(path)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     listened = False
-    deadline = time.monotonic() + 15
-    while process.poll() is None and time.monotonic() < deadline:
+
+    def exited():
+        # Probes the port at each poll until the process is gone (its exit is the event waited for).
+        nonlocal listened
         listened = listened or not refuses_connections(port)
-        time.sleep(0.02)
-    if process.poll() is None:
+        return process.poll() is not None
+
+    try:
+        support.wait_for(exited, "groupd serve to exit on a broken config", timeout=15)
+    except AssertionError:
         process.kill()
         process.wait()
         pytest.fail("groupd serve kept running with a broken config")

@@ -4,7 +4,6 @@ per type, paging both ways), MarkGroupRead with the unread counts of ListJoinedG
 SendSystemNotification: each RPC once, with its main error.
 """
 import concurrent.futures
-import time
 
 import grpc
 import pytest
@@ -70,13 +69,24 @@ def test_send_is_idempotent_and_members_only(stubs):
     assert info.metadata["field"] == "text"
 
 
-def test_member_and_group_mutes(stubs):
+@pytest.fixture
+def clocked(fresh_groupd):
+    """A groupd of the test's own on the manual clock, and Stubs on it."""
+    server = fresh_groupd(manual_clock=True).start()
+    with grpc.insecure_channel(server.address) as channel:
+        yield server, Stubs(channel)
+
+
+def test_member_and_group_mutes(clocked):
+    server, stubs = clocked
     owner, adam, mia = uid("owner"), uid("adam"), uid("mia")
     group = stubs.create(PUBLIC, owner, [(adam, ADMIN), (mia, MEMBER)])
-    stubs.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=group, user_ids=[mia], duration_seconds=1),
+    stubs.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=group, user_ids=[mia], duration_seconds=60),
                               metadata=user_md(owner), timeout=10)
     expect_error(lambda: stubs.send(group, mia), grpc.StatusCode.PERMISSION_DENIED, "MEMBER_MUTED")
-    time.sleep(1.2)  # the mute ends
+    server.advance_clock(seconds=59)
+    expect_error(lambda: stubs.send(group, mia), grpc.StatusCode.PERMISSION_DENIED, "MEMBER_MUTED")
+    server.advance_clock(seconds=1)  # the mute ends
     assert stubs.send(group, mia).result == SENT
 
     modes = [
@@ -94,10 +104,12 @@ def test_member_and_group_mutes(stubs):
                 assert stubs.send(group, user).result == SENT
     # A group mute with a duration ends by itself.
     stubs.groups.SetGroupMute(group_pb2.SetGroupMuteRequest(
-        group_id=group, muted=True, mode=common_pb2.GROUP_MUTE_MODE_ALL, duration_seconds=1),
+        group_id=group, muted=True, mode=common_pb2.GROUP_MUTE_MODE_ALL, duration_seconds=60),
         metadata=user_md(owner), timeout=10)
     expect_error(lambda: stubs.send(group, adam), grpc.StatusCode.PERMISSION_DENIED, "GROUP_MUTED")
-    time.sleep(1.2)
+    server.advance_clock(seconds=59)
+    expect_error(lambda: stubs.send(group, adam), grpc.StatusCode.PERMISSION_DENIED, "GROUP_MUTED")
+    server.advance_clock(seconds=1)
     assert stubs.send(group, adam).result == SENT
 
 

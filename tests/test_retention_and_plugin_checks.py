@@ -1,13 +1,12 @@
 """Gaps closed after issues 4, 5 and 7, through the real binary and stock grpcio:
 - application events carry the item (`detail.application`) on the wire;
 - the retention pass expires due applications without traffic (APPLICATION_EXPIRED on the
-  stream) and purges messages past `message_retention_seconds` (here: the pass that runs when
-  the server starts, after a restart that let the items fall due);
+  stream) and purges messages past `message_retention_seconds` (here: the periodic pass, every 60 s
+  of the server's manual clock, which the test advances; the advance answers once the pass ran);
 - `groupd check-config` loads and instantiates every configured plugin and names the entry
   that fails by its key path.
 """
 import subprocess
-import time
 
 import grpc
 import pytest
@@ -48,7 +47,7 @@ def test_application_events_carry_the_item(groupd, channel):
 
 
 def test_due_applications_expire_without_traffic(fresh_groupd):
-    server = fresh_groupd()
+    server = fresh_groupd(manual_clock=True)
     server.set_limits("      application_expiry_seconds: 1\n")
     server.start()
     owner, zoe = uid("owner"), uid("zoe")
@@ -56,20 +55,16 @@ def test_due_applications_expire_without_traffic(fresh_groupd):
         gid = public_group(channel, owner)
         item = member_pb2_grpc.MemberServiceStub(channel).JoinGroup(
             member_pb2.JoinGroupRequest(group_id=gid), metadata=user_md(zoe), timeout=10).application
-    server.stop()
-    time.sleep(1.5)
-    # No write to the group and no listing: only the retention pass at startup can expire it.
-    server.start()
-    with grpc.insecure_channel(server.address) as channel:
-        deadline = time.time() + 15
-        expired = []
-        while not expired and time.time() < deadline:
-            stream = Stream(channel, event_pb2.SubscribeRequest(from_oldest=True), user_md(zoe))
-            expired = [e for e in events_of(stream.until_caught_up())
-                       if e.kind == common_pb2.EVENT_KIND_APPLICATION_EXPIRED]
-            stream.cancel()
-            if not expired:
-                time.sleep(0.1)
+        # Due after 1 s, but the retention pass comes every 60 s: until its turn, nothing is expired.
+        server.advance_clock(seconds=59)
+        stream = Stream(channel, event_pb2.SubscribeRequest(from_oldest=True), user_md(zoe))
+        assert not [e for e in events_of(stream.until_caught_up()) if e.kind == common_pb2.EVENT_KIND_APPLICATION_EXPIRED]
+        # No write to the group and no listing: only the retention pass can expire it, and the
+        # open stream gets the event it commits.
+        server.advance_clock(seconds=1)
+        expired = [e for e in events_of(stream.until(lambda item: item.WhichOneof("item") == "event"))
+                   if e.kind == common_pb2.EVENT_KIND_APPLICATION_EXPIRED]
+        stream.cancel()
     assert len(expired) == 1
     assert expired[0].application.application_id == item.application_id
     assert expired[0].application.state == common_pb2.APPLICATION_STATE_EXPIRED
@@ -77,7 +72,7 @@ def test_due_applications_expire_without_traffic(fresh_groupd):
 
 
 def test_messages_past_retention_are_purged(fresh_groupd):
-    server = fresh_groupd()
+    server = fresh_groupd(manual_clock=True)
     server.set_limits("      message_retention_seconds: 1\n")
     server.start()
     owner = uid("owner")
@@ -86,23 +81,18 @@ def test_messages_past_retention_are_purged(fresh_groupd):
         stub = message_pb2_grpc.MessageServiceStub(channel)
         stub.SendGroupMessage(message_pb2.SendGroupMessageRequest(group_id=gid, type="text", text="old"),
                               metadata=user_md(owner), timeout=10)
-    server.stop()
-    time.sleep(1.5)
-    server.start()
-    with grpc.insecure_channel(server.address) as channel:
-        stub = message_pb2_grpc.MessageServiceStub(channel)
         request = message_pb2.GetGroupMessagesRequest(group_id=gid, direction=message_pb2.HISTORY_DIRECTION_NEWER)
-        deadline = time.time() + 15
-        texts = ["old"]
-        while texts and time.time() < deadline:
-            texts = [m.text for m in stub.GetGroupMessages(request, metadata=user_md(owner), timeout=10).messages]
-            if texts:
-                time.sleep(0.1)
-        assert texts == []
+
+        def texts():
+            return [m.text for m in stub.GetGroupMessages(request, metadata=user_md(owner), timeout=10).messages]
+
+        server.advance_clock(seconds=59)  # past the retention, before the pass's turn
+        assert texts() == ["old"]
+        server.advance_clock(seconds=1)  # answered once the pass purged
+        assert texts() == []
         sent = stub.SendGroupMessage(message_pb2.SendGroupMessageRequest(group_id=gid, type="text", text="new"),
                                      metadata=user_md(owner), timeout=10)
-        page = stub.GetGroupMessages(request, metadata=user_md(owner), timeout=10)
-        assert [m.text for m in page.messages] == ["new"]
+        assert texts() == ["new"]
         # Sequences are not reused after a purge.
         assert sent.message.sequence > 1
 

@@ -52,7 +52,9 @@ public final class GroupdService: Sendable {
         self.store = store
         self.clock = clock
         self.logger = logger
-        self.current = Mutex(ConfigurationSnapshot(configuration: configuration, authenticator: authenticator))
+        self.current = Mutex(ConfigurationSnapshot(
+            configuration: configuration, authenticator: authenticator,
+            rateLimiters: RateLimiters(configuration: configuration, now: { [clock] in clock.uptimeNanoseconds() })))
         self.events = EventHub(store: store, clock: clock, logger: logger)
         policy.replayAfterEvents(from: store, logger: logger)
         policy.notifyAfterEvents(from: events)

@@ -62,6 +62,7 @@ extension GroupdConfiguration {
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
         "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics", "compression", "reflection", "transport",
+        "testing",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -166,7 +167,7 @@ extension GroupdService {
         let authenticator = await Authenticator(configuration: next, clock: clock)
         let snapshot = ConfigurationSnapshot(
             configuration: next, authenticator: authenticator,
-            rateLimiters: RateLimiters(configuration: next, previous: old.rateLimiters),
+            rateLimiters: RateLimiters(configuration: next, previous: old.rateLimiters, now: { [clock] in clock.uptimeNanoseconds() }),
             generation: old.generation + 1)
         policy.install(prepared)
         install(snapshot)

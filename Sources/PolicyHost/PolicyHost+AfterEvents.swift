@@ -21,6 +21,11 @@ final class AfterEventQueue: Sendable {
         var draining = false
         /// While a replay runs (``AfterEventReplay``), new events wait here, behind it.
         var held: [Item]?
+        /// ``whenIdle()`` calls waiting for the queue to be drained.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+        /// Nothing to hand out, nothing held back, no task draining.
+        var isIdle: Bool { !draining && held == nil && head >= pending.count }
     }
 
     private let state = NIOLockedValueBox(State())
@@ -50,24 +55,48 @@ final class AfterEventQueue: Sendable {
     /// Queue the held events behind the replay, each passed through `filter` first (`nil`: drop it).
     /// - Returns: `true` when no task drains the queue: the caller starts one.
     func release(_ filter: (Item) -> Item?) -> Bool {
-        state.withLockedValue { state in
+        let (start, idle) = state.withLockedValue { state -> (Bool, [CheckedContinuation<Void, Never>]) in
             let held = state.held ?? []
             state.held = nil
             state.pending.append(contentsOf: held.compactMap(filter))
-            guard !state.draining, state.head < state.pending.count else { return false }
+            guard !state.draining, state.head < state.pending.count else { return (false, Self.takeIdleWaiters(&state)) }
             state.draining = true
-            return true
+            return (true, [])
         }
+        for waiter in idle { waiter.resume() }
+        return start
+    }
+
+    /// Returns once the queue is drained: every item enqueued so far was handed to its plugins
+    /// and they returned, and no replay holds events back.
+    func whenIdle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle = state.withLockedValue { state in
+                if state.isIdle { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
+    }
+
+    private static func takeIdleWaiters(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
+        guard state.isIdle else { return [] }
+        defer { state.idleWaiters = [] }
+        return state.idleWaiters
     }
 
     /// The next item, or `nil` when the queue is empty (the draining task then ends; the next
     /// ``enqueue(_:)`` starts another).
     func next() -> Item? {
-        state.withLockedValue { state in
+        var idle: [CheckedContinuation<Void, Never>] = []
+        defer { for waiter in idle { waiter.resume() } }
+        return state.withLockedValue { state in
             guard state.head < state.pending.count else {
                 state.pending.removeAll(keepingCapacity: true)
                 state.head = 0
                 state.draining = false
+                idle = Self.takeIdleWaiters(&state)
                 return nil
             }
             defer {
@@ -88,6 +117,13 @@ extension PolicyHost {
     func enqueueAfterEvent(app: String, links: [ChainLink], event: HookRequest, budget: Duration) {
         let queue = afterEventQueue(app: app)
         if queue.enqueue(AfterEventQueue.Item(links: links, event: event, budget: budget)) { drain(queue) }
+    }
+
+    /// Returns once every after-event notification made so far (replays included) has been
+    /// handed to the apps' `after_event` plugins and they returned.
+    public func afterEventsDelivered() async {
+        let queues = afterEventQueues.withLockedValue { Array($0.values) }
+        for queue in queues { await queue.whenIdle() }
     }
 
     func afterEventQueue(app: String) -> AfterEventQueue {

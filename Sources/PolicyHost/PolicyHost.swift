@@ -58,13 +58,22 @@ public final class PolicyHost: Sendable {
     /// Told how long each plugin call took (metrics); set once at start-up.
     private let callObserver = NIOLockedValueBox<(@Sendable (_ plugin: String, _ hook: PolicyHook, _ duration: Duration) -> Void)?>(nil)
 
+    /// The time the circuit breakers' cooldowns are measured on.
+    let breakerNow: @Sendable () -> ContinuousClock.Instant
+
     /// Start a host with no chains (every hook allows) and its thread pool.
     /// - Parameters:
     ///   - configuration: threads and circuit-breaker settings.
     ///   - logger: where load failures, breaker trips and plugins' `log` lines go.
-    public init(configuration: PolicyHostConfiguration = .defaults, logger: Logger = Logger(label: "groupd.policy")) {
+    ///   - breakerNow: the time the circuit breakers' cooldowns are measured on (the continuous
+    ///     clock; injectable so that tests move it instead of waiting out a cooldown).
+    public init(
+        configuration: PolicyHostConfiguration = .defaults, logger: Logger = Logger(label: "groupd.policy"),
+        breakerNow: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
         self.settings = configuration
         self.logger = logger
+        self.breakerNow = breakerNow
         self.pool = NIOThreadPool(numberOfThreads: max(1, configuration.threads))
         self.pool.start()
         self.timers = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -172,7 +181,7 @@ public final class PolicyHost: Sendable {
     /// The circuit-breaker state of every plugin of every app's current chain, in chain order.
     public func breakerStates() -> [PluginBreakerState] {
         let chains = self.chains.withLockedValue { $0 }
-        let now = ContinuousClock.Instant.now
+        let now = breakerNow()
         return chains.keys.sorted().flatMap { app in
             chains[app]!.links.map { link in
                 let state: PluginBreakerState.State = switch link.breaker.withLockedValue({ $0.state }) {
@@ -211,7 +220,7 @@ public final class PolicyHost: Sendable {
 
     private func call(_ link: ChainLink, hook: PolicyHook, request: HookRequest, budget: Duration) async -> LinkResult {
         let plugin = link.instance.library.name
-        guard link.breaker.withLockedValue({ $0.permitsCall(now: .now) }) else {
+        guard link.breaker.withLockedValue({ $0.permitsCall(now: breakerNow()) }) else {
             link.counters.skippedByBreaker.add(1, ordering: .relaxed)
             return .failure(PolicyFailure(plugin: plugin, kind: .circuitOpen, code: 0, message: "policy plugin \(plugin) is tripped off by its circuit breaker"))
         }
@@ -228,7 +237,7 @@ public final class PolicyHost: Sendable {
                 "plugin": "\(plugin)", "app": "\(link.instance.app)", "hook": "\(hook.rawValue)",
                 "kind": "\(failure.kind.rawValue)", "message": "\(failure.message)",
             ])
-            if link.breaker.withLockedValue({ $0.recordFailure(now: .now) }) {
+            if link.breaker.withLockedValue({ $0.recordFailure(now: breakerNow()) }) {
                 link.counters.breakerTrips.add(1, ordering: .relaxed)
                 logger.error("policy plugin \(plugin) for app \(link.instance.app) tripped its circuit breaker after \(settings.breakerThreshold) consecutive failures; off for \(settings.breakerCooldown)")
             }

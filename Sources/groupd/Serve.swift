@@ -52,9 +52,13 @@ struct Serve: AsyncParsableCommand {
             logger.info("store: PostgreSQL", metadata: ["migrations": "\(backend.appliedMigrations.joined(separator: ","))"])
             store = Store(backend: backend, cacheCapacity: 0, batching: configuration.writeBatching)
         }
-        let authenticator = await Authenticator(configuration: configuration)
+        // The server's time: the system's, or (tests only: testing.clock: manual, which loading
+        // refuses without GROUPD_TEST_CLOCK=1) a clock standing at the start time until advanced.
+        let manualClock = configuration.testing.clock == .manual ? ManualWallClock(SystemWallClock().now()) : nil
+        let clock: any WallClock = manualClock ?? SystemWallClock()
+        let authenticator = await Authenticator(configuration: configuration, clock: clock)
         // Policy plugins: load every app's chain before serving; a plugin that fails to load stops startup.
-        let policy = ServicePolicy.standard(logger: logger)
+        let policy = ServicePolicy.standard(logger: logger, clock: clock)
         do {
             try policy.apply(configuration, baseDirectory: ServicePolicy.directory(of: config))
         } catch {
@@ -63,8 +67,8 @@ struct Serve: AsyncParsableCommand {
         }
         let telemetry = ServiceTelemetry(configuration: configuration, logOutput: logOutput)
         let service = GroupdService(
-            configuration: configuration, store: store, authenticator: authenticator, logger: logger, policy: policy,
-            telemetry: telemetry)
+            configuration: configuration, store: store, authenticator: authenticator, clock: clock, logger: logger,
+            policy: policy, telemetry: telemetry)
 
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
@@ -83,6 +87,9 @@ struct Serve: AsyncParsableCommand {
         if let metrics = telemetry.metrics, let settings = configuration.metrics {
             // The Prometheus endpoint, on the server's event loops.
             services.append(.init(service: MetricsEndpoint(metrics: metrics, settings: settings, group: group, logger: logger)))
+        }
+        if let manualClock, let port = configuration.testing.clockPort {
+            services.append(.init(service: TestClockEndpoint(clock: manualClock, port: port, group: group, logger: logger)))
         }
         let serviceGroup = ServiceGroup(configuration: .init(
             services: services,

@@ -3,6 +3,7 @@ import GroupAPI
 import GroupModel
 import GroupService
 import GroupTestSupport
+import Dispatch
 import Logging
 import PolicyHost
 import Testing
@@ -32,6 +33,24 @@ func fixtureCompletedCalls(_ tag: String) -> Int {
     guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL), let symbol = dlsym(handle, "policy_fixture_stat") else { return -1 }
     typealias Stat = @convention(c) (UnsafePointer<CChar>, Int32) -> Int
     return tag.withCString { unsafeBitCast(symbol, to: Stat.self)($0, 3) }
+}
+
+/// Waits until the behaviours fixture has completed `count` calls tagged `tag` — woken by the
+/// fixture at each completed call, at most 10 s (a bound for a broken test) — and returns the count.
+func fixtureCompletedCalls(_ tag: String, reaching count: Int) async -> Int {
+    let path = ServicePolicy.resolvePluginPath("libPolicyFixtureBehaviors.so", baseDirectory: "/nonexistent")
+    // The wait blocks a thread: a dispatch thread, never the cooperative pool's.
+    return await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL), let symbol = dlsym(handle, "policy_fixture_wait_stat") else {
+                continuation.resume(returning: -1)
+                return
+            }
+            typealias Wait = @convention(c) (UnsafePointer<CChar>, Int32, Int, Int) -> Int
+            let wait = unsafeBitCast(symbol, to: Wait.self)
+            continuation.resume(returning: tag.withCString { wait($0, 3, count, 10_000) })
+        }
+    }
 }
 
 func uniquePolicyTag(_ prefix: String) -> String { "\(prefix)-\(UInt32.random(in: 0...UInt32.max))" }
@@ -198,10 +217,10 @@ struct PolicyRPCTests {
         _ = try await h.create(.public, id: "pol-11", members: [("bob", .member)], as: .user("alice"))
         let events = try await h.events("pol-11").count
         #expect(events > 0)
-        // Delivered asynchronously: wait for the plugin to have seen them (no timing asserted).
-        for _ in 0..<500 where fixtureCompletedCalls(tag) < events {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        // Delivered asynchronously: wait for the plugin to have seen them (no timing asserted),
+        // then for the host to have nothing more to deliver: not one more than the events.
+        #expect(await fixtureCompletedCalls(tag, reaching: events) == events)
+        await h.service.policy.host?.afterEventsDelivered()
         #expect(fixtureCompletedCalls(tag) == events)
     }
 

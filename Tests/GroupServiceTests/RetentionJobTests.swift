@@ -96,6 +96,25 @@ struct RetentionJobTests {
         #expect(pending.map(\.applicationID) == [late.applicationID])
     }
 
+    @Test("The periodic retention job runs on the service's clock: a pass when an advance reaches its turn, none before")
+    func periodicJobFollowsTheClock() async throws {
+        let clock = ManualWallClock()
+        let h = try await retentionHarness(expiry: 30, clock: clock)
+        try await h.applicationGroup("pub")
+        _ = try await h.pendingApplication("pub", as: "zoe")
+        let job = Task { await h.service.runEventRetention(every: .seconds(60)) }
+        await clock.settle(jobs: 1)  // the first pass ran: nothing was due
+        #expect(try await h.applications(as: .user("owner"), states: [.expired]).applications.isEmpty)
+        clock.advance(seconds: 59)  // the item is due, the job's turn has not come
+        await clock.settle()
+        #expect(try await h.events("pub").filter { $0.kind == .applicationExpired }.isEmpty)
+        clock.advance(seconds: 1)
+        await clock.settle()
+        #expect(try await h.events("pub").filter { $0.kind == .applicationExpired }.count == 2)
+        job.cancel()
+        await job.value
+    }
+
     @Test("Application events carry the item: received, accepted, refused, withdrawn, invitation received and accepted")
     func applicationDetail() async throws {
         let h = try await ServiceHarness()

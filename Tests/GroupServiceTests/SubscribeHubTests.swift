@@ -1,3 +1,4 @@
+import Dispatch
 import GRPCServer
 import GroupAPI
 import GroupModel
@@ -62,10 +63,14 @@ struct SubscribeHubTests {
     func observeCommitted() async throws {
         let harness = try await ServiceHarness()
         let batches = Mutex<[[Int64]]>([])
-        let gate = Mutex(true)
+        // A latch: closed, the observer blocks on it; once opened it stays open (each pass re-opens it).
+        let gate = DispatchSemaphore(value: 0)
+        let (observed, observedSignal) = AsyncStream<Void>.makeStream()
         harness.service.events.observeCommitted { events in
-            while gate.withLock({ $0 }) { usleep(1000) }
+            gate.wait()
+            gate.signal()
             batches.withLock { $0.append(events.map(\.eventID)) }
+            observedSignal.yield()
         }
         try await harness.create(.work, id: "g", members: [("bob", .member)], owner: "alice", as: .admin)
         let bob = try await TestStream(harness, subscribeRequest(), as: .user("bob"))
@@ -74,11 +79,12 @@ struct SubscribeHubTests {
         // The stream is served while the observer is still blocked.
         await bob.wait { $0.filter(\.hasEvent).count == 3 }
         #expect(batches.withLock { $0.isEmpty })
-        gate.withLock { $0 = false }
+        gate.signal()
         let log = try await harness.fullLog().map(\.eventID)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while batches.withLock({ $0.flatMap { $0 } }) != log, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
+        // Each batch the observer takes is an event: wait for the ones that make up the log.
+        for await _ in observed {
+            let seen = batches.withLock { batches in batches.reduce(0) { $0 + $1.count } }
+            if seen >= log.count { break }
         }
         #expect(batches.withLock { $0.flatMap { $0 } } == log)
         #expect(batches.withLock { $0.count } == 4)

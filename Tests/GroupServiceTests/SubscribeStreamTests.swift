@@ -89,10 +89,15 @@ struct SubscribeStreamTests {
     func handoverRace() async throws {
         let harness = try await ServiceHarness()
         try await harness.create(.public, id: "g", members: [("bob", .member)], owner: "alice", as: .admin)
+        // The writer says when its writes have begun; the subscription then races the rest.
+        let (begun, begunSignal) = AsyncStream<Void>.makeStream()
         let writer = Task {
-            for round in 0..<60 { try await harness.rename("g", to: "n\(round)", as: .user("alice")) }
+            for round in 0..<60 {
+                try await harness.rename("g", to: "n\(round)", as: .user("alice"))
+                if round == 0 { begunSignal.yield() }
+            }
         }
-        try await Task.sleep(for: .milliseconds(20))
+        for await _ in begun { break }
         let stream = try await TestStream(harness, subscribeRequest(fromOldest: true), as: .user("bob"))
         try await writer.value
         await stream.wait { $0.filter(\.hasEvent).count >= 61 }

@@ -22,6 +22,17 @@ final class TestStream: Sendable {
         var unacknowledged = 0
         var end: GRPCStatus?
         var ended = false
+        /// One more at each item, at the end and at a waiter's deadline.
+        var version = 0
+        /// Waiters for the next change after the version they saw.
+        var waiters: [(version: Int, wake: CheckedContinuation<Void, Never>)] = []
+
+        /// Counts a change; the waiters to wake.
+        mutating func change() -> [CheckedContinuation<Void, Never>] {
+            version += 1
+            defer { waiters = [] }
+            return waiters.map(\.wake)
+        }
     }
 
     private let state: Mutex<State>
@@ -73,21 +84,54 @@ final class TestStream: Sendable {
 
     /// The call ended with `status` (the first end wins); the writer closes, as the transport's does.
     private func finished(_ status: GRPCStatus) {
-        state.withLock {
-            guard !$0.ended else { return }
-            $0.end = status
-            $0.ended = true
+        let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.ended else { return [] }
+            state.end = status
+            state.ended = true
+            return state.change()
         }
+        for waiter in wake { waiter.resume() }
         writerBox.withLock { $0 }?.close()
+    }
+
+    /// Returns at the first change after `version` (at once if there was one already).
+    private func change(after version: Int) async {
+        await withCheckedContinuation { (wake: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.version != version { return true }
+                state.waiters.append((version, wake))
+                return false
+            }
+            if now { wake.resume() }
+        }
+    }
+
+    /// Waits — woken by each item and by the end of the call, not by polling — until `check`
+    /// gives a result or, as a bound for a broken test, `seconds` passed (then `nil`).
+    private func watch<T>(seconds: Double, _ check: (State) -> T?) async -> T? {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let timer = Task { [weak self] in
+            try? await Task.sleep(until: deadline)
+            guard let self else { return }
+            for waiter in self.state.withLock({ $0.change() }) { waiter.resume() }
+        }
+        defer { timer.cancel() }
+        while true {
+            let (result, version) = state.withLock { (check($0), $0.version) }
+            if let result { return result }
+            if ContinuousClock.now >= deadline { return nil }
+            await change(after: version)
+        }
     }
 
     private func received(_ buffer: ByteBuffer) {
         let item = try? Groupd_V1_SubscribeResponse(serializedBytes: Array(buffer.readableBytesView))
-        let acknowledge = state.withLock { state -> Bool in
+        let (acknowledge, wake) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
             if let item { state.items.append(item) }
             if state.stalled { state.unacknowledged += 1 }
-            return !state.stalled
+            return (!state.stalled, state.change())
         }
+        for waiter in wake { waiter.resume() }
         if acknowledge { writerBox.withLock { $0 }?.didSend() }
     }
 
@@ -103,18 +147,18 @@ final class TestStream: Sendable {
     /// The status the call ended with (`nil` while it runs).
     var status: GRPCStatus? { state.withLock { $0.end } }
 
-    /// Waits (polling, up to `seconds`) until `condition` holds on the received items.
+    /// Waits (woken by each item, up to `seconds`) until `condition` holds on the received items,
+    /// or the call ended.
     @discardableResult
     func wait(
         seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation,
         until condition: ([Groupd_V1_SubscribeResponse]) -> Bool
     ) async -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while ContinuousClock.now < deadline {
-            if condition(items) { return true }
-            if state.withLock({ $0.ended }) { return condition(items) }
-            try? await Task.sleep(for: .milliseconds(5))
+        let outcome = await self.watch(seconds: seconds) { state -> Bool? in
+            if condition(state.items) { return true }
+            return state.ended ? false : nil
         }
+        if let outcome { return outcome }
         Issue.record("the stream did not reach the expected state; got \(items.count) items", sourceLocation: sourceLocation)
         return false
     }
@@ -126,11 +170,7 @@ final class TestStream: Sendable {
 
     /// Waits until the call ended and returns its status.
     func waitEnd(seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation) async -> GRPCStatus? {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while ContinuousClock.now < deadline {
-            if let status = self.status { return status }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        if let status = await self.watch(seconds: seconds, { $0.end }) { return status }
         Issue.record("the stream did not end", sourceLocation: sourceLocation)
         return nil
     }

@@ -44,7 +44,7 @@ struct ConcurrencyTests {
                     }
                 }
                 // Swap while the old instance's calls are queued and running: once one has started.
-                _ = try? await eventually { PluginLibraries.fixtureStat(old, 2) >= 1 }
+                _ = await PluginLibraries.fixtureStat(old, 2, reaching: 1)
                 try? host.apply(["app": AppPolicyConfiguration(plugins: [
                     fixture("mode=echo;tag=\(new)", hooks: [.beforeSendGroupMessage]),
                 ], budget: .seconds(10))])
@@ -55,12 +55,12 @@ struct ConcurrencyTests {
             #expect(outcomes.count == 40)
             #expect(outcomes.allSatisfy { if case .rewrite = $0 { true } else { false } })
             // Every old call ran to completion on the old instance before it was destroyed.
-            #expect(try await eventually { PluginLibraries.fixtureStat(old, 1) == 1 })
+            #expect(await PluginLibraries.fixtureStat(old, 1, reaching: 1) == 1)
             #expect(PluginLibraries.fixtureStat(old, 0) == 0)
             #expect(PluginLibraries.fixtureStat(old, 3) + PluginLibraries.fixtureStat(new, 3) == 40)
             #expect(PluginLibraries.fixtureStat(new, 0) == 1)
             try host.apply([:])
-            #expect(try await eventually { PluginLibraries.fixtureStat(new, 1) == 1 })
+            #expect(await PluginLibraries.fixtureStat(new, 1, reaching: 1) == 1)
             #expect(PluginLibraries.fixtureStat(new, 0) == 0)
         }
     }
@@ -73,7 +73,7 @@ struct ConcurrencyTests {
             ], budget: .seconds(5))])
             host.notify(app: "app", event: HookRequest(groupID: "g1", eventType: "group_created"))
             #expect(PluginLibraries.fixtureStat(tag, 3) == 0)  // returned before the plugin finished
-            #expect(try await eventually { PluginLibraries.fixtureStat(tag, 3) == 1 })
+            #expect(await PluginLibraries.fixtureStat(tag, 3, reaching: 1) == 1)
         }
     }
 }

@@ -99,11 +99,17 @@ struct FailureTests {
     }
 
     @Test func trippedPluginGetsOneTrialCallAfterTheCooldown() async throws {
-        try await withHost(breakerThreshold: 2, breakerCooldown: .milliseconds(100)) { host in
+        let clock = BreakerTestClock()
+        try await withHost(breakerThreshold: 2, breakerCooldown: .seconds(60), breakerClock: clock) { host in
             try host.apply(["app": AppPolicyConfiguration(plugins: [fixture("mode=error", hooks: [.beforeCreateGroup])])])
             for _ in 0..<3 { _ = await host.run(.beforeCreateGroup, app: "app", request: request) }
             #expect(host.statistics(app: "app").first?.calls == 2)
-            try await Task.sleep(for: .milliseconds(150))
+            clock.advance(by: .seconds(59))
+            _ = await host.run(.beforeCreateGroup, app: "app", request: request)  // still open: skipped
+            #expect(host.statistics(app: "app").first?.calls == 2)
+            #expect(host.breakerStates().map(\.state) == [.open])
+            clock.advance(by: .seconds(1))
+            #expect(host.breakerStates().map(\.state) == [.halfOpen])
             _ = await host.run(.beforeCreateGroup, app: "app", request: request)  // half-open: let through, fails, re-trips
             _ = await host.run(.beforeCreateGroup, app: "app", request: request)  // open again: skipped
             let statistics = try #require(host.statistics(app: "app").first)

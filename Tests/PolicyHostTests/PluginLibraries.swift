@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import Synchronization
 import PolicyHost
@@ -65,13 +66,28 @@ enum PluginLibraries {
 }
 
 /// A host with test-friendly settings and a logger that keeps quiet unless asked.
-func makeHost(threads: Int = 4, breakerThreshold: Int = 5, breakerCooldown: Duration = .seconds(30), logs: CapturedLogs? = nil) -> PolicyHost {
+func makeHost(
+    threads: Int = 4, breakerThreshold: Int = 5, breakerCooldown: Duration = .seconds(30), logs: CapturedLogs? = nil,
+    breakerClock: BreakerTestClock? = nil
+) -> PolicyHost {
     var logger = logs.map { logs in Logger(label: "groupd.policy.test") { _ in CapturingLogHandler(store: logs) } }
         ?? Logger(label: "groupd.policy.test")
     if logs == nil { logger.logLevel = getenv("POLICY_TEST_LOGS") == nil ? .critical : .debug }
     return PolicyHost(
         configuration: PolicyHostConfiguration(threads: threads, breakerThreshold: breakerThreshold, breakerCooldown: breakerCooldown),
-        logger: logger)
+        logger: logger, breakerNow: { breakerClock?.now ?? ContinuousClock.now })
+}
+
+/// A continuous-clock reading that moves only when told, for breaker cooldowns.
+final class BreakerTestClock: Sendable {
+    private let base = ContinuousClock.now
+    private let offset = Mutex<Duration>(.zero)
+
+    /// The time it stands at.
+    var now: ContinuousClock.Instant { base.advanced(by: offset.withLock { $0 }) }
+
+    /// Move it forward by `duration`.
+    func advance(by duration: Duration) { offset.withLock { $0 += duration } }
 }
 
 /// A unique tag for fixture statistics.
@@ -82,9 +98,11 @@ func uniqueTag(_ prefix: String) -> String {
 /// Run `body` with a fresh host and shut its thread pool down afterwards.
 func withHost<R>(
     threads: Int = 4, breakerThreshold: Int = 5, breakerCooldown: Duration = .seconds(30), logs: CapturedLogs? = nil,
-    _ body: (PolicyHost) async throws -> R
+    breakerClock: BreakerTestClock? = nil, _ body: (PolicyHost) async throws -> R
 ) async throws -> R {
-    let host = makeHost(threads: threads, breakerThreshold: breakerThreshold, breakerCooldown: breakerCooldown, logs: logs)
+    let host = makeHost(
+        threads: threads, breakerThreshold: breakerThreshold, breakerCooldown: breakerCooldown, logs: logs,
+        breakerClock: breakerClock)
     do {
         let result = try await body(host)
         try await host.shutdown()
@@ -100,14 +118,26 @@ func fixture(_ config: String, hooks: [PolicyHook], failureMode: FailureMode? = 
     PluginConfiguration(path: PluginLibraries.behaviors, config: config, hooks: hooks, failureMode: failureMode)
 }
 
-/// Poll `condition` for up to five seconds: an instance is destroyed by whichever thread lets
-/// go of it last, which may be a pool thread a moment after the caller got its answer.
-func eventually(_ condition: () -> Bool) async throws -> Bool {
-    for _ in 0..<500 {
-        if condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
+extension PluginLibraries {
+    /// Waits until statistic `which` (see ``fixtureStat(_:_:)``) of `tag` reaches `value` — woken by
+    /// the fixture at each change, not by polling; at most `seconds`, a bound for a broken test —
+    /// and returns it then. An instance is destroyed by whichever thread lets go of it last,
+    /// which may be a pool thread a moment after the caller got its answer: wait for the count.
+    static func fixtureStat(_ tag: String, _ which: Int32, reaching value: Int, seconds: Int = 10) async -> Int {
+        let library = behaviors
+        // The wait blocks a thread: a dispatch thread, never the cooperative pool's.
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                guard let handle = dlopen(library, RTLD_NOW | RTLD_LOCAL), let symbol = dlsym(handle, "policy_fixture_wait_stat") else {
+                    continuation.resume(returning: -1)
+                    return
+                }
+                typealias Wait = @convention(c) (UnsafePointer<CChar>, Int32, Int, Int) -> Int
+                let wait = unsafeBitCast(symbol, to: Wait.self)
+                continuation.resume(returning: tag.withCString { wait($0, which, value, seconds * 1000) })
+            }
+        }
     }
-    return condition()
 }
 
 /// Log lines a host wrote, as "level message".

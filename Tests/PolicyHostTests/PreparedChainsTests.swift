@@ -18,7 +18,7 @@ struct PreparedChainsTests {
             }
             host.install(prepared)
             #expect(await host.run(.beforeCreateGroup, app: "app", request: HookRequest()) == .allow)
-            #expect(try await eventually { PluginLibraries.fixtureStat(old, 1) == 1 })
+            #expect(await PluginLibraries.fixtureStat(old, 1, reaching: 1) == 1)
 
             // Prepared and never installed: its instances are destroyed when it is dropped.
             do {
@@ -26,7 +26,7 @@ struct PreparedChainsTests {
                 #expect(unused.apps == ["app"])
                 #expect(PluginLibraries.fixtureStat(dropped, 0) == 1)
             }
-            #expect(try await eventually { PluginLibraries.fixtureStat(dropped, 1) == 1 })
+            #expect(await PluginLibraries.fixtureStat(dropped, 1, reaching: 1) == 1)
             #expect(await host.run(.beforeCreateGroup, app: "app", request: HookRequest()) == .allow)
         }
     }

@@ -59,7 +59,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
-        "tls", "keepalive", "compression", "reflection", "transport",
+        "tls", "keepalive", "compression", "reflection", "transport", "testing",
     ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -91,6 +91,7 @@ extension GroupdConfiguration {
         self.compression = try c.value("compression", or: d.compression)
         self.reflection = try c.value("reflection", or: d.reflection)
         self.transport = try c.value("transport", or: d.transport)
+        self.testing = try c.value("testing", or: d.testing)
     }
 
     /// Encode every key, defaults included.
@@ -115,6 +116,7 @@ extension GroupdConfiguration {
         try c.encode(self.compression, forKey: ConfigKey("compression"))
         try c.encode(self.reflection, forKey: ConfigKey("reflection"))
         try c.encode(self.transport, forKey: ConfigKey("transport"))
+        try c.encode(self.testing, forKey: ConfigKey("testing"))
     }
 }
 

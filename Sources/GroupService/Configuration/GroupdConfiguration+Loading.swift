@@ -20,8 +20,11 @@ extension GroupdConfiguration {
     /// - Parameters:
     ///   - yaml: The YAML document.
     ///   - file: The name to report in errors.
+    ///   - environment: The environment `testing.clock: manual` is checked against (`nil`: the process's).
     /// - Throws: ``ConfigurationError`` naming `file`, the key path and what was expected.
-    public static func parse(yaml: String, file: String = "<string>") throws -> GroupdConfiguration {
+    public static func parse(
+        yaml: String, file: String = "<string>", environment: [String: String]? = nil
+    ) throws -> GroupdConfiguration {
         let configuration: GroupdConfiguration
         do {
             // An empty document (or one of comments only) is an empty mapping: every default.
@@ -30,14 +33,16 @@ extension GroupdConfiguration {
         } catch {
             throw configurationError(error, file: file)
         }
-        try configuration.validate(file: file)
+        try configuration.validate(file: file, environment: environment)
         return configuration
     }
 
     /// Check every value against its documented range.
-    /// - Parameter file: The name to report in errors.
+    /// - Parameters:
+    ///   - file: The name to report in errors.
+    ///   - environment: The environment `testing.clock: manual` is checked against (`nil`: the process's).
     /// - Throws: ``ConfigurationError`` for the first mistake found.
-    public func validate(file: String = "<string>") throws {
+    public func validate(file: String = "<string>", environment: [String: String]? = nil) throws {
         func require(_ ok: Bool, _ path: String, _ message: @autoclosure () -> String) throws {
             if !ok { throw ConfigurationError(file: file, keyPath: path, message: message()) }
         }
@@ -74,6 +79,7 @@ extension GroupdConfiguration {
         try validateTransport(file: file)
         try validateTransportLimits(file: file)
         try validateObservability(file: file)
+        try validateTesting(file: file, environment: environment)
 
         try require(!self.apps.isEmpty, "apps", "expected at least one app")
         var firstIndexOfID: [String: Int] = [:]

@@ -221,6 +221,9 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var accessLog: AccessLogSettings = .defaults
     /// `log`: level and format of the log (see ``LogSettings``); `info`, `text` by default.
     public var log: LogSettings = .defaults
+    /// `testing`: settings for groupd's own tests (see ``TestingSettings``): the system clock by
+    /// default; `clock: manual` only with `GROUPD_TEST_CLOCK=1` in the environment.
+    public var testing: TestingSettings = .defaults
 
     /// Every default, and no app (a configuration needs at least one to be valid).
     public static var defaults: GroupdConfiguration {

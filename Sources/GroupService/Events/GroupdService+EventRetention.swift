@@ -104,10 +104,11 @@ extension GroupdService {
         return report
     }
 
-    /// Runs ``runRetentionPass()`` every `interval` until the task is cancelled; failures are
-    /// logged and retried at the next round.
+    /// Runs ``runRetentionPass()`` now and then every `interval` of the service's clock until
+    /// the task is cancelled; failures are logged and retried at the next round. (Under a
+    /// ``ManualWallClock`` a pass runs when an advance reaches its turn.)
     public func runEventRetention(every interval: Duration = .seconds(60)) async {
-        while !Task.isCancelled {
+        await clock.repeating(every: interval) { [self] in
             do {
                 let report = try await runRetentionPass()
                 if report.expiryEvents > 0 { logger.info("application expiry committed \(report.expiryEvents) events") }
@@ -118,7 +119,6 @@ extension GroupdService {
             } catch {
                 logger.error("retention pass failed", metadata: ["error": "\(error)"])
             }
-            try? await Task.sleep(for: interval)
         }
     }
 }

@@ -1,5 +1,6 @@
 public import Logging
 public import PolicyHost
+public import GroupModel
 
 #if canImport(Glibc)
 import Glibc
@@ -19,10 +20,19 @@ public final class ServicePolicy: Sendable {
 
     /// A host with the default settings (4 plugin threads, breaker after 5 failures for 30 s),
     /// logging as `groupd.policy` through `logger`'s handler, and no chains yet.
-    public static func standard(logger: Logger) -> ServicePolicy {
+    /// - Parameters:
+    ///   - logger: Where the host logs.
+    ///   - clock: The clock the breakers' cooldowns follow (its elapsed time); the time budget of
+    ///     each plugin call stays on the continuous clock, since it bounds real work.
+    public static func standard(logger: Logger, clock: any WallClock = SystemWallClock()) -> ServicePolicy {
         var policyLogger = logger
         policyLogger[metadataKey: "component"] = "policy"
-        return ServicePolicy(host: PolicyHost(configuration: .defaults, logger: policyLogger))
+        let base = ContinuousClock.now
+        let origin = clock.uptimeNanoseconds()
+        let breakerNow: @Sendable () -> ContinuousClock.Instant = {
+            base.advanced(by: .nanoseconds(Int64(clamping: clock.uptimeNanoseconds() &- origin)))
+        }
+        return ServicePolicy(host: PolicyHost(configuration: .defaults, logger: policyLogger, breakerNow: breakerNow))
     }
 
     /// The directory of a configuration file's path (`nil` for a bare file name: the working directory).

@@ -19,6 +19,8 @@ typedef struct tag_stats {
 static tag_stats registry[256];
 static size_t registry_count;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Broadcast on every change of a statistic, for policy_fixture_wait_stat. */
+static pthread_cond_t registry_changed = PTHREAD_COND_INITIALIZER;
 
 static tag_stats *stats_for(const char *tag) {
     pthread_mutex_lock(&registry_lock);
@@ -42,14 +44,37 @@ static void stats_update(const char *tag, long live, long destroyed, long in_fli
     s->in_flight += in_flight;
     s->completed += completed;
     if (s->in_flight > s->max_in_flight) s->max_in_flight = s->in_flight;
+    pthread_cond_broadcast(&registry_changed);
     pthread_mutex_unlock(&registry_lock);
+}
+
+static long stat_locked(const tag_stats *s, int which) {
+    return which == 0 ? s->live : which == 1 ? s->destroyed : which == 2 ? s->max_in_flight : s->completed;
 }
 
 long policy_fixture_stat(const char *tag, int which) {
     tag_stats *s = stats_for(tag);
     if (!s) return -1;
     pthread_mutex_lock(&registry_lock);
-    long v = which == 0 ? s->live : which == 1 ? s->destroyed : which == 2 ? s->max_in_flight : s->completed;
+    long v = stat_locked(s, which);
+    pthread_mutex_unlock(&registry_lock);
+    return v;
+}
+
+long policy_fixture_wait_stat(const char *tag, int which, long at_least, long timeout_ms) {
+    tag_stats *s = stats_for(tag);
+    if (!s) return -1;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&registry_lock);
+    long v = stat_locked(s, which);
+    while (v < at_least) {
+        if (pthread_cond_timedwait(&registry_changed, &registry_lock, &deadline) != 0) { v = stat_locked(s, which); break; }
+        v = stat_locked(s, which);
+    }
     pthread_mutex_unlock(&registry_lock);
     return v;
 }
