@@ -91,6 +91,7 @@ extension GroupdConfiguration {
         keep("compression", \.compression)
         keep("reflection", \.reflection)
         keep("transport", \.transport)
+        keep("testing", \.testing)
         let (transportKept, transportChanges) = kept.keepingRestartOnlyTransportKeys(of: running)
         return (transportKept, changes + transportChanges)
     }
