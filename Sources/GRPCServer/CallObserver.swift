@@ -26,6 +26,31 @@ public protocol CallObserver: Sendable {
     /// trailers may still be queued behind response messages), or it was cancelled by the client,
     /// its deadline or the loss of its connection.
     func callFinished(_ call: FinishedCall)
+    /// A transport defence acted against a peer (docs/TRANSPORT.md, "Hostile peers").
+    func transportDefenceActed(_ defence: TransportDefence)
+}
+
+extension CallObserver {
+    /// Observers that do not count defences ignore them.
+    public func transportDefenceActed(_ defence: TransportDefence) {}
+}
+
+/// What a transport defence did; a metrics observer counts each as
+/// `groupd_transport_<rawValue>_total`.
+public enum TransportDefence: String, Sendable, CaseIterable {
+    /// A stream waiting to send to a client that does not read was reset with
+    /// RST_STREAM(ENHANCE_YOUR_CALM): its connection (or the server) held more queued bytes than
+    /// allowed.
+    case stalledStreamReset = "stalled_streams_reset"
+    /// A new stream was refused with RST_STREAM(REFUSED_STREAM): its connection had to shed
+    /// stalled streams and is not yet under half its queued-bytes cap.
+    case queuedBytesStreamRefused = "queued_bytes_streams_refused"
+    /// A connection with bytes queued sent none of them for the stalled-write timeout and was
+    /// closed after GOAWAY(ENHANCE_YOUR_CALM).
+    case stalledConnectionClosed = "stalled_connections_closed"
+    /// A request header field over nghttp2's HPACK limit (65536 bytes on the wire) was replaced
+    /// before decoding, so only its stream was refused (RESOURCE_EXHAUSTED).
+    case oversizedHeaderFieldRefused = "oversized_header_fields_refused"
 }
 
 /// What the transport knows of a finished call.

@@ -19,6 +19,8 @@ public final class GRPCServer: Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
+    /// The bytes queued for clients over every connection, against `limits.maxQueuedBytes`.
+    private let budget: QueuedBytesBudget
 
     private struct State {
         var listener: (any Channel)?
@@ -39,6 +41,7 @@ public final class GRPCServer: Sendable {
         self.router = router
         self.group = group
         self.logger = logger
+        self.budget = QueuedBytesBudget(limit: configuration.limits.maxQueuedBytes)
     }
 
     /// Binds the listening socket and starts accepting connections.
@@ -47,6 +50,7 @@ public final class GRPCServer: Sendable {
         let configuration = self.configuration
         let router = self.router
         let logger = self.logger
+        let budget = self.budget
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -62,7 +66,7 @@ public final class GRPCServer: Sendable {
                         try pipeline.addHandler(TLSHandshakeGate(handshakeTimeout: configuration.tlsHandshakeTimeout, logger: logger))
                     }
                     try pipeline.addHandler(
-                        HTTP2Connection(router: router, configuration: configuration, logger: logger)
+                        HTTP2Connection(router: router, configuration: configuration, logger: logger, budget: budget)
                     )
                     self.track(channel)
                 }
@@ -87,6 +91,10 @@ public final class GRPCServer: Sendable {
     public var connectionCount: Int {
         state.withLockedValue { $0.connections.count }
     }
+
+    /// The bytes queued for clients and not yet sent, over every connection (response messages,
+    /// and the cost of each stream waiting to send; see ``TransportLimits``).
+    public var queuedBytes: Int { budget.queuedBytes }
 
     /// How many connections were closed at accept because `maxConnections` were open.
     public var refusedConnectionCount: Int {

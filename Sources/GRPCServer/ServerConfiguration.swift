@@ -19,6 +19,32 @@ public struct HTTP2Settings: Sendable, Equatable {
     public static var defaults: HTTP2Settings { HTTP2Settings() }
 }
 
+/// Limits that keep hostile or broken peers from exhausting the server (docs/TRANSPORT.md,
+/// "Hostile peers"). Every connection takes them when it is accepted.
+public struct TransportLimits: Sendable, Equatable {
+    // Clients that do not read: a zero flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0, no
+    // WINDOW_UPDATE) or a socket left unread keeps every response queued on the server.
+
+    /// Bytes one connection may hold queued for its client and not yet sent: response messages
+    /// (with their gRPC prefixes) plus ``HTTP2Stream/waitingStreamBytes`` for each stream waiting
+    /// to send. Past it, the connection's streams blocked by the client (window spent, or socket
+    /// not writable) are reset with RST_STREAM(ENHANCE_YOUR_CALM), newest first, until it is under
+    /// again, and it gets REFUSED_STREAM for new streams until it is under half. Default 4 MiB.
+    public var maxQueuedBytesPerConnection: Int = 4 << 20
+    /// The same across every connection of the server: a connection adding to a total above it
+    /// sheds its blocked streams. Default 256 MiB.
+    public var maxQueuedBytes: Int = 256 << 20
+    /// A connection with bytes queued that sends none of them for this long (its client opened
+    /// no window and read nothing) gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. Default 30 s.
+    public var stalledWriteTimeout: TimeAmount = .seconds(30)
+
+    /// The defaults above.
+    public static var defaults: TransportLimits { TransportLimits() }
+
+    /// Creates limits with the defaults.
+    public init() {}
+}
+
 /// What the gRPC server needs to know to listen and serve.
 public struct ServerConfiguration: Sendable {
     /// The address to listen on.
@@ -47,6 +73,8 @@ public struct ServerConfiguration: Sendable {
     public var tls: ServerTLS? = nil
     /// How long a TLS handshake may take from the connection's start before it is closed.
     public var tlsHandshakeTimeout: TimeAmount = .seconds(120)
+    /// Limits against hostile or broken peers.
+    public var limits: TransportLimits = .defaults
     /// Told about connections, streams and calls (metrics, access logs); `nil`: nobody.
     public var callObserver: (any CallObserver)? = nil
 

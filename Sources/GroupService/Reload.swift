@@ -62,6 +62,7 @@ extension GroupdConfiguration {
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
         "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics", "compression", "reflection",
+        "transport",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -89,6 +90,7 @@ extension GroupdConfiguration {
         keep("metrics", \.metrics)
         keep("compression", \.compression)
         keep("reflection", \.reflection)
+        keep("transport", \.transport)
         let (transportKept, transportChanges) = kept.keepingRestartOnlyTransportKeys(of: running)
         return (transportKept, changes + transportChanges)
     }

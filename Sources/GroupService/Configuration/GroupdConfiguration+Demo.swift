@@ -60,6 +60,10 @@ extension GroupdConfiguration {
               max_connection_idle_seconds: \(Self.number(d.keepalive.maxConnectionIdleSeconds))  # GOAWAY after this long without a stream; 0 = off
               max_connection_age_seconds: \(Self.number(d.keepalive.maxConnectionAgeSeconds))   # GOAWAY after this long (±10 %); 0 = off
               min_ping_interval_seconds: \(Self.number(d.keepalive.minPingIntervalSeconds))  # client PINGs more often are strikes
+            transport:                   # limits against hostile peers (docs/TRANSPORT.md)
+              max_queued_bytes_per_connection: \(d.transport.maxQueuedBytesPerConnection)  # a client that does not read: its blocked streams reset past it
+              max_queued_bytes: \(d.transport.maxQueuedBytes)        # the same over every connection
+              stalled_write_timeout_seconds: \(Self.number(d.transport.stalledWriteTimeoutSeconds))  # nothing sent this long while bytes wait: GOAWAY, close
             compression:                 # gzip and deflate requests are always accepted
               responses: \(d.compression.responses)            # answer in the request's encoding when accepted
               min_bytes: \(d.compression.minBytes)            # smaller responses go uncompressed

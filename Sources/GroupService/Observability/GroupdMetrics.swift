@@ -36,6 +36,8 @@ public final class GroupdMetrics: Sendable {
     let connections: Meter
     /// `groupd_streams_open`.
     let streams: Meter
+    /// `groupd_transport_<defence>_total`, one per ``TransportDefence``.
+    private let defences: [TransportDefence: CoreMetrics.Counter]
     /// `groupd_store_commit_duration_seconds`.
     let commitDuration: CoreMetrics.Timer
     /// `groupd_store_commit_batch_size`.
@@ -64,6 +66,11 @@ public final class GroupdMetrics: Sendable {
         self.inFlight = Meter(label: "groupd_rpc_calls_in_flight", factory: factory)
         self.connections = Meter(label: "groupd_connections_open", factory: factory)
         self.streams = Meter(label: "groupd_streams_open", factory: factory)
+        var defences: [TransportDefence: CoreMetrics.Counter] = [:]
+        for defence in TransportDefence.allCases {
+            defences[defence] = CoreMetrics.Counter(label: "groupd_transport_\(defence.rawValue)_total", factory: factory)
+        }
+        self.defences = defences
         self.commitDuration = CoreMetrics.Timer(label: "groupd_store_commit_duration_seconds", factory: factory)
         self.commitBatchSize = Recorder(label: "groupd_store_commit_batch_size", aggregate: true, factory: factory)
         for limit in ["app", "operator", "operator_writes"] { _ = refusalCounter(limit) }
@@ -89,6 +96,11 @@ public final class GroupdMetrics: Sendable {
     /// Counts a call refused by the rate limit `limit` (`app`, `operator`, `operator_writes`).
     public func rateLimitRefused(limit: String) {
         refusalCounter(limit).increment()
+    }
+
+    /// Counts one act of a transport defence.
+    public func transportDefenceActed(_ defence: TransportDefence) {
+        defences[defence]?.increment()
     }
 
     /// Records a committed (or failed) store transaction.
