@@ -5,7 +5,7 @@ streams get RST_STREAM(ENHANCE_YOUR_CALM) and new streams REFUSED_STREAM; a conn
 nothing for `stalled_write_timeout_seconds` gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. A good
 client keeps being served, and a slow client that does read is left alone.
 
-Small caps make the arithmetic exact: each stream waiting to send counts 2048 bytes plus its
+Small caps make the arithmetic exact: each stream waiting to send counts 8192 bytes plus its
 response message and the 5-byte gRPC prefix (docs/TRANSPORT.md)."""
 import re
 import shutil
@@ -28,8 +28,9 @@ ENHANCE_YOUR_CALM = 0xB
 REFUSED_STREAM = 0x7
 SERVING_RESPONSE = health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING).SerializeToString()
 # What one Health/Check stream waiting to send counts against the caps.
-WAITING_STREAM_BYTES = 2048
+WAITING_STREAM_BYTES = 8192
 CHECK_STREAM_COST = WAITING_STREAM_BYTES + 5 + len(SERVING_RESPONSE)
+PER_CONNECTION, TOTAL = 131072, 262144
 
 
 def start(tmp, per_connection, total, stall_seconds):
@@ -44,9 +45,9 @@ def start(tmp, per_connection, total, stall_seconds):
 
 @pytest.fixture
 def server(request):
-    """A server with a 64 KiB per-connection cap, 128 KiB in all, and no stall timeout to speak of."""
+    """A server with a 128 KiB per-connection cap, 256 KiB in all, and no stall timeout to speak of."""
     tmp = Path(tempfile.mkdtemp(prefix="groupd-window-"))
-    server = start(tmp, 65536, 131072, 3600)
+    server = start(tmp, PER_CONNECTION, TOTAL, 3600)
     yield server
     server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
@@ -56,7 +57,7 @@ def server(request):
 def stalling_server():
     """Small caps and a 1-second stalled-write timeout."""
     tmp = Path(tempfile.mkdtemp(prefix="groupd-stall-"))
-    server = start(tmp, 65536, 131072, 1)
+    server = start(tmp, PER_CONNECTION, TOTAL, 1)
     yield server
     server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
@@ -115,7 +116,7 @@ def good_client_is_served(server):
 
 
 def test_streams_past_the_connection_cap_are_reset_and_new_ones_refused(server):
-    fits = 65536 // CHECK_STREAM_COST
+    fits = PER_CONNECTION // CHECK_STREAM_COST
     stream_ids = [1 + 2 * i for i in range(fits + 9)]
     with zero_window_client(server.port) as client:
         open_checks(client, stream_ids)
@@ -148,9 +149,9 @@ def test_streams_past_the_connection_cap_are_reset_and_new_ones_refused(server):
 
 
 def test_the_server_wide_cap_sheds_the_connection_that_adds_to_it(server):
-    """Three zero-window connections under their own cap; the third passes the 128 KiB total and
+    """Three zero-window connections under their own cap; the third passes the 256 KiB total and
     has its newest streams reset, the first two keep theirs, and a good client is served."""
-    per_connection = 25  # 25 × CHECK_STREAM_COST is under 64 KiB
+    per_connection = 12  # 12 × CHECK_STREAM_COST is under 128 KiB
     stream_ids = [1 + 2 * i for i in range(per_connection)]
     clients = [zero_window_client(server.port) for _ in range(3)]
     try:
@@ -158,7 +159,7 @@ def test_the_server_wide_cap_sheds_the_connection_that_adds_to_it(server):
             open_checks(client, stream_ids)
         third = clients[2]
         open_checks(third, stream_ids)
-        room = (131072 - 2 * per_connection * CHECK_STREAM_COST) // CHECK_STREAM_COST
+        room = (TOTAL - 2 * per_connection * CHECK_STREAM_COST) // CHECK_STREAM_COST
         assert third.read_until(lambda: all(third.results.get(s) and third.results[s].reset_code is not None
                                             for s in stream_ids[room:]))
         assert [third.results[s].reset_code for s in stream_ids[room:]] == [ENHANCE_YOUR_CALM] * (per_connection - room)
@@ -167,7 +168,7 @@ def test_the_server_wide_cap_sheds_the_connection_that_adds_to_it(server):
             sync(client, b"after3rd")
             assert all(client.results[s].reset_code is None for s in stream_ids), client.results
         good_client_is_served(server)
-        assert metrics(server)["groupd_transport_queued_bytes"] <= 131072
+        assert metrics(server)["groupd_transport_queued_bytes"] <= TOTAL
     finally:
         for client in clients:
             client.close()
@@ -221,3 +222,55 @@ def test_a_slow_client_that_reads_is_not_punished(stalling_server):
     values = metrics(server)
     assert values["groupd_transport_stalled_connections_closed_total"] == 0
     assert values["groupd_transport_stalled_streams_reset_total"] == 0
+
+
+@pytest.fixture
+def capped_server():
+    """The default per-connection cap, 16 MiB in all, no stall timeout to speak of."""
+    tmp = Path(tempfile.mkdtemp(prefix="groupd-rss-"))
+    server = start(tmp, 4 << 20, 16 << 20, 3600)
+    yield server
+    server.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_memory_stays_bounded_and_returns_after_the_connections_close(capped_server):
+    """60 zero-window connections of 256 authenticated GetGroupsInfo calls each (15,360 calls;
+    uncapped, resident memory grew by some 9 KB a call and stayed after they closed): the 16 MiB
+    cap keeps about 2,000 of them, the rest are reset or refused, resident memory stays well under
+    what they would have taken, and it falls back once the connections are gone."""
+    from groupd.v1 import group_pb2
+
+    server = capped_server
+    md = admin_md()
+    body = grpc_frame(group_pb2.GetGroupsInfoRequest(group_ids=["nothing"]).SerializeToString())
+    good_client_is_served(server)
+    base = server.rss_kb()
+    clients = []
+    try:
+        for _ in range(60):
+            client = zero_window_client(server.port)
+            clients.append(client)
+            for stream_id in range(1, 512, 2):
+                client.headers(stream_id, grpc_headers(GET_GROUPS_INFO, extra=md))
+                client.data(stream_id, body, end_stream=True)
+            # Every call answered (its headers in, its message queued) or reset.
+            assert client.read_until(lambda: len(client.results) == 256 and all(
+                r.headers or r.reset_code is not None for r in client.results.values()), timeout=30)
+        good_client_is_served(server)
+        peak = server.rss_kb()
+        kept = sum(1 for c in clients for r in c.results.values() if r.reset_code is None)
+        shed = sum(1 for c in clients for r in c.results.values() if r.reset_code in (ENHANCE_YOUR_CALM, REFUSED_STREAM))
+        assert kept + shed == 60 * 256
+        assert kept <= (16 << 20) // WAITING_STREAM_BYTES, kept
+        assert metrics(server)["groupd_transport_queued_bytes"] <= 16 << 20
+        # Uncapped, these calls took some 140 MB more.
+        assert peak - base < 64 * 1024, f"resident memory grew from {base} KiB to {peak} KiB"
+    finally:
+        for client in clients:
+            client.close()
+    wait_for(lambda: metrics(server).get("groupd_connections_open", 1) == 0 and
+             metrics(server)["groupd_transport_queued_bytes"] == 0, "every connection to be gone")
+    # malloc_trim runs a second after the last of them went.
+    wait_for(lambda: server.rss_kb() - base < 24 * 1024, f"resident memory to fall back near {base} KiB", timeout=30)
+    good_client_is_served(server)

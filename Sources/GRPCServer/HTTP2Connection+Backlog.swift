@@ -66,6 +66,7 @@ extension HTTP2Connection {
         guard shed > 0 else { return }
         backlog.refusingStreams = true
         backlog.defended = true
+        budget.releaseFreedMemorySoon()
         logger.notice("reset streams of a client that does not read its responses", metadata: [
             "peer": "\(peerAddress)", "streams_reset": "\(shed)", "bytes_released": "\(shedBytes)",
             "queued_bytes": "\(backlog.bytes)", "server_queued_bytes": "\(budget.queuedBytes)",

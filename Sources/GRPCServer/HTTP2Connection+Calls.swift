@@ -218,8 +218,10 @@ extension HTTP2Connection {
             accountQueued(stream.queuedBytes - queuedBefore)
             stream.trailers = .ok
             observeCallEnd(stream, status: .ok)
-            // The request is answered: a response the client does not read keeps only itself.
+            // The request is answered: a response the client does not read keeps only itself
+            // (not the request, nor the finished task's handle).
             stream.releaseRequestState()
+            stream.task = nil
             submitResponseHeaders(stream)
             checkQueuedBytes()
         case .failure(let status):

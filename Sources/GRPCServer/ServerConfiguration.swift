@@ -32,8 +32,8 @@ public struct TransportLimits: Sendable, Equatable {
     /// again, and it gets REFUSED_STREAM for new streams until it is under half. Default 4 MiB.
     public var maxQueuedBytesPerConnection: Int = 4 << 20
     /// The same across every connection of the server: a connection adding to a total above it
-    /// sheds its blocked streams. Default 256 MiB.
-    public var maxQueuedBytes: Int = 256 << 20
+    /// sheds its blocked streams. Default 128 MiB.
+    public var maxQueuedBytes: Int = 128 << 20
     /// A connection with bytes queued that sends none of them for this long (its client opened
     /// no window and read nothing) gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. Default 30 s.
     public var stalledWriteTimeout: TimeAmount = .seconds(30)

@@ -7,13 +7,13 @@ import Testing
 
 @Suite("Configuration: transport limits against clients that do not read")
 struct ConfigurationTransportLimitsTests {
-    @Test("absent: 4 MiB per connection, 256 MiB in all, a 30-second stall timeout")
+    @Test("absent: 4 MiB per connection, 128 MiB in all, a 30-second stall timeout")
     func defaults() throws {
         let c = try GroupdConfiguration.parse(yaml: app)
         #expect(c.transport == .defaults)
         #expect(c.transport.limits == TransportLimits.defaults)
         #expect(c.transport.limits.maxQueuedBytesPerConnection == 4 << 20)
-        #expect(c.transport.limits.maxQueuedBytes == 256 << 20)
+        #expect(c.transport.limits.maxQueuedBytes == 128 << 20)
         #expect(c.transport.limits.stalledWriteTimeout == .seconds(30))
     }
 

@@ -7,7 +7,7 @@ import NIOCore
 /// ```yaml
 /// transport:
 ///   max_queued_bytes_per_connection: 4194304
-///   max_queued_bytes: 268435456
+///   max_queued_bytes: 134217728
 ///   stalled_write_timeout_seconds: 30
 /// ```
 extension GroupdConfiguration {
@@ -16,13 +16,13 @@ extension GroupdConfiguration {
         // Clients that do not read (zero flow-control window, or a socket left unread).
 
         /// `transport.max_queued_bytes_per_connection`: bytes one connection may hold queued for
-        /// its client (response messages, plus 2 KiB per stream waiting to send); past it, its
+        /// its client (response messages, plus 8 KiB per stream waiting to send); past it, its
         /// streams the client blocks are reset with RST_STREAM(ENHANCE_YOUR_CALM) and new ones
         /// refused with REFUSED_STREAM until it is under half. 65536 to 1 GiB. Default 4 MiB.
         public var maxQueuedBytesPerConnection: Int = TransportLimits.defaults.maxQueuedBytesPerConnection
         /// `transport.max_queued_bytes`: the same over every connection; a connection adding to a
         /// total above it sheds its blocked streams. From `max_queued_bytes_per_connection` to
-        /// 64 GiB. Default 256 MiB.
+        /// 64 GiB. Default 128 MiB.
         public var maxQueuedBytes: Int = TransportLimits.defaults.maxQueuedBytes
         /// `transport.stalled_write_timeout_seconds`: a connection with bytes queued that sends
         /// none of them for this long gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. Above 0, at
