@@ -238,6 +238,27 @@ import Testing
         #expect(headerGuard.isPassthrough)
     }
 
+    @Test func arbitraryFramesPassUnchangedUnlessALiteralWasReplaced() {
+        // Random frames of every type, HEADERS and CONTINUATION with random HPACK bytes (sometimes
+        // a huge length prefix), cut into random reads: nothing crashes, and whenever no stream is
+        // reported the bytes reach nghttp2 exactly as they came.
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<300 {
+            var input = Self.preface
+            for _ in 0..<Int.random(in: 1...12, using: &generator) {
+                let type = UInt8.random(in: 0...10, using: &generator)
+                var payload = (0..<Int.random(in: 0...300, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                if Bool.random(using: &generator) { payload.insert(contentsOf: [0x00, 0x7F, 0xFF, 0xFF, 0x07], at: min(payload.count, 3)) }
+                let flags = UInt8.random(in: 0...255, using: &generator)
+                input += Self.frame(type: type, flags: flags, stream: UInt32.random(in: 0...9, using: &generator), payload: payload)
+            }
+            let reads = (0..<20).map { _ in Int.random(in: 1...200, using: &generator) }
+            let (output, oversized) = Self.guarded(input, reads: reads)
+            if oversized.isEmpty { #expect(output == input) }
+            #expect(output.count <= input.count)
+        }
+    }
+
     @Test func aWrongPrefaceTurnsTheGuardOff() {
         let input = Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8) + Array(repeating: 0, count: 100)
         var headerGuard = HeaderFieldGuard()
