@@ -16,7 +16,7 @@ extension GroupdConfiguration {
         // Clients that do not read (zero flow-control window, or a socket left unread).
 
         /// `transport.max_queued_bytes_per_connection`: bytes one connection may hold queued for
-        /// its client (response messages, plus 8 KiB per stream waiting to send); past it, its
+        /// its client (response messages, plus 2 KiB per stream waiting to send); past it, its
         /// streams the client blocks are reset with RST_STREAM(ENHANCE_YOUR_CALM) and new ones
         /// refused with REFUSED_STREAM until it is under half. 65536 to 1 GiB. Default 4 MiB.
         public var maxQueuedBytesPerConnection: Int = TransportLimits.defaults.maxQueuedBytesPerConnection
