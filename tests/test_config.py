@@ -41,6 +41,10 @@ MISTAKES = [
     ("missing apps", "listen: {port: 1}\n", "apps", "expected at least one app"),
     ("short secret", APP.replace(SECRET, "short"), "apps[0].secrets[0].secret", "at least 32 bytes, found 5"),
     ("bad YAML syntax", "apps: [unclosed\n", None, "not valid YAML"),
+    ("out of range: queued bytes", "transport: {max_queued_bytes_per_connection: 1024}\n" + APP,
+     "transport.max_queued_bytes_per_connection", "expected bytes from 65536 to 1073741824, found 1024"),
+    ("out of range: stall timeout", "transport: {stalled_write_timeout_seconds: 0}\n" + APP,
+     "transport.stalled_write_timeout_seconds", "expected seconds above 0 and at most 3600, found 0"),
     ("bad custom field", APP + "    custom_fields: {group: [{key: level, max_bytes: 0}]}\n",
      "apps[0].custom_fields.group[0].max_bytes", "expected 1 to 65536 bytes"),
 ]

@@ -27,6 +27,17 @@ static inline int64_t groupd_nghttp2_mem_send(nghttp2_session *session, const ui
 #endif
 }
 
+/* Inflates header block bytes with a standalone HPACK inflater (tests check what nghttp2 decodes).
+   Returns bytes consumed or a negative nghttp2 error; `*flags` gets NGHTTP2_HD_INFLATE_*. */
+static inline int64_t groupd_nghttp2_hd_inflate(nghttp2_hd_inflater *inflater, nghttp2_nv *nv, int *flags,
+                                                const uint8_t *in, size_t len, int final) {
+#if NGHTTP2_VERSION_NUM >= 0x013c00
+    return (int64_t)nghttp2_hd_inflate_hd3(inflater, nv, flags, in, len, final);
+#else
+    return (int64_t)nghttp2_hd_inflate_hd2(inflater, nv, flags, in, len, final);
+#endif
+}
+
 /* The frame header fields Swift needs, without reaching into the frame union. */
 static inline uint8_t groupd_nghttp2_frame_type(const nghttp2_frame *frame) { return frame->hd.type; }
 static inline uint8_t groupd_nghttp2_frame_flags(const nghttp2_frame *frame) { return frame->hd.flags; }

@@ -55,10 +55,24 @@ public struct TransportDefence: Sendable, Hashable, CustomStringConvertible {
     public static let connectionRefused = TransportDefence("connections_refused")
     /// A call refused because `maxUnauthenticatedCalls` calls without a verified token are in flight.
     public static let unauthenticatedCallRefused = TransportDefence("unauthenticated_refused")
+    /// A stream waiting to send to a client that does not read was reset with
+    /// RST_STREAM(ENHANCE_YOUR_CALM): its connection (or the server) held more queued bytes than
+    /// allowed.
+    public static let stalledStreamReset = TransportDefence("stalled_streams_reset")
+    /// A new stream was refused with RST_STREAM(REFUSED_STREAM): its connection had to shed
+    /// stalled streams and is not yet under half its queued-bytes cap.
+    public static let queuedBytesStreamRefused = TransportDefence("queued_bytes_streams_refused")
+    /// A connection with bytes queued sent none of them for the stalled-write timeout and was
+    /// closed after GOAWAY(ENHANCE_YOUR_CALM).
+    public static let stalledConnectionClosed = TransportDefence("stalled_connections_closed")
+    /// A request header field over nghttp2's HPACK limit (65536 bytes on the wire) was replaced
+    /// before decoding, so only its stream was refused (RESOURCE_EXHAUSTED).
+    public static let oversizedHeaderFieldRefused = TransportDefence("oversized_header_fields_refused")
 
     /// Every defence (metrics make their counters in advance, so a scrape shows zeros).
     public static let all: [TransportDefence] = [
         .prefaceTimeout, .unusedConnectionTimeout, .idleEviction, .connectionRefused, .unauthenticatedCallRefused,
+        .stalledStreamReset, .queuedBytesStreamRefused, .stalledConnectionClosed, .oversizedHeaderFieldRefused,
     ]
 }
 

@@ -21,6 +21,8 @@ public final class GRPCServer: Sendable {
     private let state: NIOLockedValueBox<State>
     /// Calls without a verified token in flight, over every connection.
     private let unauthenticatedBudget: UnauthenticatedCallBudget
+    /// The bytes queued for clients over every connection, against `limits.maxQueuedBytes`.
+    private let queuedBytesBudget: QueuedBytesBudget
 
     private struct State: Sendable {
         var listener: (any Channel)?
@@ -45,6 +47,7 @@ public final class GRPCServer: Sendable {
         self.logger = logger
         self.state = NIOLockedValueBox(State(connections: ConnectionSlots(limit: configuration.maxConnections)))
         self.unauthenticatedBudget = UnauthenticatedCallBudget(limit: configuration.limits.maxUnauthenticatedCalls)
+        self.queuedBytesBudget = QueuedBytesBudget(limit: configuration.limits.maxQueuedBytes)
     }
 
     /// Binds the listening socket and starts accepting connections.
@@ -53,7 +56,8 @@ public final class GRPCServer: Sendable {
         let configuration = self.configuration
         let router = self.router
         let logger = self.logger
-        let budget = self.unauthenticatedBudget
+        let unauthenticatedBudget = self.unauthenticatedBudget
+        let queuedBytesBudget = self.queuedBytesBudget
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -72,7 +76,7 @@ public final class GRPCServer: Sendable {
                     try pipeline.addHandler(
                         HTTP2Connection(
                             router: router, configuration: configuration, logger: logger, activity: activity,
-                            unauthenticatedBudget: budget)
+                            unauthenticatedBudget: unauthenticatedBudget, queuedBytesBudget: queuedBytesBudget)
                     )
                     self.track(channel, activity: activity)
                 }
@@ -97,6 +101,10 @@ public final class GRPCServer: Sendable {
     public var connectionCount: Int {
         state.withLockedValue { $0.connections.count }
     }
+
+    /// The bytes queued for clients and not yet sent, over every connection (response messages,
+    /// and the cost of each stream waiting to send; see ``TransportLimits``).
+    public var queuedBytes: Int { queuedBytesBudget.queuedBytes }
 
     /// How many connections were closed at accept because `maxConnections` were open, each with a
     /// stream open.

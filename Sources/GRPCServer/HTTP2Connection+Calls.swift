@@ -215,10 +215,17 @@ extension HTTP2Connection {
         guard stream.trailers == nil else { return }
         switch result {
         case .success(let response):
+            let queuedBefore = stream.queuedBytes
             stream.appendMessage(response, fromWriter: false)
+            accountQueued(stream.queuedBytes - queuedBefore)
             stream.trailers = .ok
             observeCallEnd(stream, status: .ok)
+            // The request is answered: a response the client does not read keeps only itself
+            // (not the request, nor the finished task's handle).
+            stream.releaseRequestState()
+            stream.task = nil
             submitResponseHeaders(stream)
+            checkQueuedBytes()
         case .failure(let status):
             respond(stream, .status(status))
         }
@@ -241,13 +248,16 @@ extension HTTP2Connection {
 
     func enqueue(_ message: ByteBuffer, onStream streamID: Int32) {
         guard let stream = streams[streamID], stream.trailers == nil else { return }
+        let queuedBefore = stream.queuedBytes
         stream.appendMessage(message, fromWriter: true)
+        accountQueued(stream.queuedBytes - queuedBefore)
         if !stream.responseHeadersSent {
             submitResponseHeaders(stream)
         } else if stream.dataDeferred, let session {
             stream.dataDeferred = false
             nghttp2_session_resume_data(session, streamID)
         }
+        checkQueuedBytes()
     }
 
     /// Ends a detached call from its writer: its queued messages first, then the trailers.

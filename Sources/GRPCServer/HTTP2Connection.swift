@@ -55,14 +55,27 @@ final class HTTP2Connection: ChannelInboundHandler {
     let unauthenticatedBudget: UnauthenticatedCallBudget
     /// Whether a call refused for that budget was logged (once per connection).
     var loggedUnauthenticatedRefusal = false
+    /// The bytes queued for the client, against `configuration.limits` (`HTTP2Connection+Backlog.swift`).
+    var backlog = Backlog()
+    /// The server's count of queued bytes, shared by its connections.
+    let budget: QueuedBytesBudget
+    /// Rewrites a request header field too long for nghttp2's HPACK inflater, so that only its
+    /// stream is refused (`HeaderFieldGuard.swift`).
+    var headerGuard = HeaderFieldGuard()
+    /// The streams the guard reported in the last read (kept for its capacity).
+    var guardReported: [Int32] = []
+    /// Streams reported by the guard before nghttp2 began them.
+    var oversizedHeaderStreams: Set<Int32> = []
 
     /// - Parameters:
     ///   - activity: Where the connection publishes its stage and open streams (the server's).
     ///   - unauthenticatedBudget: The server's budget of calls without a verified token; `nil`:
     ///     one of this connection's own, of `configuration.limits.maxUnauthenticatedCalls`.
+    ///   - queuedBytesBudget: The server's count of queued bytes, shared by its connections; `nil`:
+    ///     one of this connection's own, of `configuration.limits.maxQueuedBytes`.
     init(
         router: ServerRouter, configuration: ServerConfiguration, logger: Logger, activity: ConnectionActivity? = nil,
-        unauthenticatedBudget: UnauthenticatedCallBudget? = nil
+        unauthenticatedBudget: UnauthenticatedCallBudget? = nil, queuedBytesBudget: QueuedBytesBudget? = nil
     ) {
         self.router = router
         self.configuration = configuration
@@ -70,6 +83,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         self.activity = activity
         self.unauthenticatedBudget =
             unauthenticatedBudget ?? UnauthenticatedCallBudget(limit: configuration.limits.maxUnauthenticatedCalls)
+        self.budget = queuedBytesBudget ?? QueuedBytesBudget(limit: configuration.limits.maxQueuedBytes)
         self.management = ConnectionManagement(settings: configuration.keepalive, limits: configuration.limits, now: .now())
     }
 
@@ -112,7 +126,11 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session, !closing else { return }
-        let buffer = unwrapInboundIn(data)
+        let buffer = headerGuard.process(unwrapInboundIn(data), allocator: context.channel.allocator, oversized: &guardReported)
+        if !guardReported.isEmpty {
+            for streamID in guardReported { oversizedHeaderField(streamID: streamID) }
+            guardReported.removeAll(keepingCapacity: true)
+        }
         managementRead(context: context)
         inSession = true
         let rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
@@ -141,7 +159,10 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { flush() }
+        if context.channel.isWritable {
+            backlog.progressed = true
+            flush()
+        }
         context.fireChannelWritabilityChanged()
     }
 
@@ -183,6 +204,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             observeStreamGone(stream)
         }
         streams.removeAll()
+        releaseBacklog()
         if observedOpen {
             observedOpen = false
             configuration.callObserver?.connectionClosed()
@@ -205,10 +227,28 @@ final class HTTP2Connection: ChannelInboundHandler {
     func flush() {
         precondition(!inSession, "flush() re-entered from an nghttp2 callback")
         guard let session, let context, !closing else { return }
-        guard context.channel.isWritable else { return }  // resumed by channelWritabilityChanged
+        guard context.channel.isWritable else {
+            // Resumed by channelWritabilityChanged; a client that never reads meets the stall timer.
+            if backlog.stallCheck == nil { armStallCheck() }
+            return
+        }
         var out: ByteBuffer?
+        var chunkWritten: EventLoopFuture<Void>?
         inSession = true
         while true {
+            if let full = out, full.readableBytes >= Self.flushChunkBytes {
+                // What the socket has not taken stays in nghttp2 and the streams, where it is
+                // counted, instead of piling up in the channel: write this much, go on only while
+                // the channel stays writable.
+                out = nil
+                inSession = false
+                chunkWritten = context.writeAndFlush(wrapOutboundOut(full))
+                guard context.channel.isWritable, !closing else {
+                    if backlog.stallCheck == nil { armStallCheck() }
+                    return
+                }
+                inSession = true
+            }
             var chunk: UnsafePointer<UInt8>?
             let count = groupd_nghttp2_mem_send(session, &chunk)
             if count < 0 {
@@ -225,17 +265,19 @@ final class HTTP2Connection: ChannelInboundHandler {
         inSession = false
         let done = (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
             || (finalGoAwaySubmitted && streams.isEmpty) || terminating
-        guard let out else {
+        guard let written = out.map({ context.writeAndFlush(wrapOutboundOut($0)) }) ?? chunkWritten else {
             if done { closeConnection() }
             return
         }
-        let written = context.writeAndFlush(wrapOutboundOut(out))
         if done {
             // Close once the last frames (GOAWAY, final trailers) are on the wire, not before.
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             written.whenComplete { _ in bound.value.closeConnection() }
         }
     }
+
+    /// The most one write of `flush()` gathers before checking that the channel still takes more.
+    static let flushChunkBytes = 256 << 10
 
     /// Flushes soon, once for a burst of completions arriving from handler tasks.
     func scheduleFlush() {
@@ -252,9 +294,29 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onBeginHeaders(streamID: Int32) {
         guard let context else { return }
-        streams[streamID] = HTTP2Stream(id: streamID, maxMessageBytes: configuration.maxMessageBytes, allocator: context.channel.allocator)
+        if refusesNewStream() {
+            refuseStream(streamID)
+            return
+        }
+        let stream = HTTP2Stream(id: streamID, maxMessageBytes: configuration.maxMessageBytes, allocator: context.channel.allocator)
+        if !oversizedHeaderStreams.isEmpty, oversizedHeaderStreams.remove(streamID) != nil { stream.headerFieldTooLarge = true }
+        streams[streamID] = stream
         managementStreamOpened()
         configuration.callObserver?.streamOpened()
+    }
+
+    /// The guard replaced a header field of `streamID` that nghttp2 could not have taken: the
+    /// stream is refused with RESOURCE_EXHAUSTED once its headers are in.
+    func oversizedHeaderField(streamID: Int32) {
+        configuration.callObserver?.defenceTriggered(.oversizedHeaderFieldRefused)
+        logger.debug("request header field over the HPACK limit replaced; refusing its stream", metadata: ["stream": "\(streamID)"])
+        if let stream = streams[streamID] {
+            stream.headerFieldTooLarge = true
+            return
+        }
+        // Bounded: a client can only name streams it opens next.
+        if oversizedHeaderStreams.count >= 64 { oversizedHeaderStreams.removeAll() }
+        oversizedHeaderStreams.insert(streamID)
     }
 
     func onHeader(streamID: Int32, isRequestHeaders: Bool, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -398,6 +460,7 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onStreamClose(streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
+        accountQueued(-stream.queuedBytes)
         if stream.receivedBytes > stream.consumedBytes, let session {
             // Request bytes a streaming handler never took: the stream is gone, the connection's
             // window must not stay short of them.
@@ -413,7 +476,10 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// Fills one DATA frame's payload from the stream's queued messages.
     func readData(streamID: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let stream = streams[streamID], let session else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let queuedBefore = stream.queuedBytes
         let written = stream.drainOutbound(into: buffer)
+        accountQueued(stream.queuedBytes - queuedBefore)
+        if written > 0 { backlog.progressed = true }
         if stream.outbound.isEmpty, let trailers = stream.trailers {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
             submitTrailers(session: session, streamID: streamID, status: trailers)

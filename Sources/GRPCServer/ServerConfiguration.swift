@@ -91,6 +91,23 @@ public struct TransportLimits: Sendable, Equatable {
     public var unauthenticatedCallsRefusal: GRPCStatus = GRPCStatus(
         .resourceExhausted, "too many calls without a verified token in flight; retry later, or send a valid token")
 
+    // MARK: Clients that do not read
+    // A zero flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE) or a socket
+    // left unread keeps every response queued on the server.
+
+    /// Bytes one connection may hold queued for its client and not yet sent: response messages
+    /// (with their gRPC prefixes) plus ``HTTP2Stream/waitingStreamBytes`` for each stream waiting
+    /// to send. Past it, the connection's streams blocked by the client (window spent, or socket
+    /// not writable) are reset with RST_STREAM(ENHANCE_YOUR_CALM), newest first, until it is under
+    /// again, and it gets REFUSED_STREAM for new streams until it is under half. Default 4 MiB.
+    public var maxQueuedBytesPerConnection: Int = 4 << 20
+    /// The same across every connection of the server: a connection adding to a total above it
+    /// sheds its blocked streams. Default 128 MiB.
+    public var maxQueuedBytes: Int = 128 << 20
+    /// A connection with bytes queued that sends none of them for this long (its client opened
+    /// no window and read nothing) gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. Default 30 s.
+    public var stalledWriteTimeout: TimeAmount = .seconds(30)
+
     /// The defaults above.
     public static var defaults: TransportLimits { TransportLimits() }
 

@@ -84,6 +84,9 @@ struct Serve: AsyncParsableCommand {
             .init(service: reloader, successTerminationBehavior: .ignore),
             .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
         ]
+        if let metrics = telemetry.metrics {
+            metrics.addCollector { gauges in gauges.set("groupd_transport_queued_bytes", to: Double(server.queuedBytes)) }
+        }
         if let metrics = telemetry.metrics, let settings = configuration.metrics {
             // The Prometheus endpoint, on the server's event loops.
             services.append(.init(service: MetricsEndpoint(metrics: metrics, settings: settings, group: group, logger: logger)))

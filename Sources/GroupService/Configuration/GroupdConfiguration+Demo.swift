@@ -64,6 +64,9 @@ extension GroupdConfiguration {
               preface_timeout_seconds: \(Self.number(d.transport.prefaceTimeoutSeconds))   # close when the HTTP/2 preface and SETTINGS do not come
               idle_timeout_seconds: \(Self.number(d.transport.idleTimeoutSeconds))      # GOAWAY a connection that never opened a stream; 0 = off
               max_unauthenticated_calls: \(d.transport.maxUnauthenticatedCalls) # calls without a verified token in flight, all connections
+              max_queued_bytes_per_connection: \(d.transport.maxQueuedBytesPerConnection)  # a client that does not read: its blocked streams reset past it
+              max_queued_bytes: \(d.transport.maxQueuedBytes)        # the same over every connection
+              stalled_write_timeout_seconds: \(Self.number(d.transport.stalledWriteTimeoutSeconds))  # nothing sent this long while bytes wait: GOAWAY, close
             compression:                 # gzip and deflate requests are always accepted
               responses: \(d.compression.responses)            # answer in the request's encoding when accepted
               min_bytes: \(d.compression.minBytes)            # smaller responses go uncompressed

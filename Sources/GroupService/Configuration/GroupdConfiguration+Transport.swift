@@ -2,14 +2,17 @@ public import GRPCServer
 import GroupModel
 import NIOCore
 
-/// `transport`: the transport's defences against hostile clients, each with a default that
-/// protects (docs/TRANSPORT.md, "Hostile clients").
+/// `transport`: the transport's defences against hostile or broken clients, each with a default
+/// that protects (docs/TRANSPORT.md, "Hostile clients").
 ///
 /// ```yaml
 /// transport:
 ///   preface_timeout_seconds: 10
 ///   idle_timeout_seconds: 60
 ///   max_unauthenticated_calls: 256
+///   max_queued_bytes_per_connection: 4194304
+///   max_queued_bytes: 134217728
+///   stalled_write_timeout_seconds: 30
 /// ```
 extension GroupdConfiguration {
     /// `transport`: budgets and timeouts against hostile clients. Every key needs a restart.
@@ -33,20 +36,51 @@ extension GroupdConfiguration {
         /// (`TOO_MANY_UNAUTHENTICATED_CALLS`) unless its token verifies; 1 to 1000000. Default 256.
         public var maxUnauthenticatedCalls: Int = 256
 
+        // Clients that do not read (zero flow-control window, or a socket left unread).
+
+        /// `transport.max_queued_bytes_per_connection`: bytes one connection may hold queued for
+        /// its client (response messages, plus 2 KiB per stream waiting to send); past it, its
+        /// streams the client blocks are reset with RST_STREAM(ENHANCE_YOUR_CALM) and new ones
+        /// refused with REFUSED_STREAM until it is under half. 65536 to 1 GiB. Default 4 MiB.
+        public var maxQueuedBytesPerConnection: Int = TransportLimits.defaults.maxQueuedBytesPerConnection
+        /// `transport.max_queued_bytes`: the same over every connection; a connection adding to a
+        /// total above it sheds its blocked streams. From `max_queued_bytes_per_connection` to
+        /// 64 GiB. Default 128 MiB.
+        public var maxQueuedBytes: Int = TransportLimits.defaults.maxQueuedBytes
+        /// `transport.stalled_write_timeout_seconds`: a connection with bytes queued that sends
+        /// none of them for this long gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. Above 0, at
+        /// most 3600. Default 30.
+        public var stalledWriteTimeoutSeconds: Double = 30
+
         /// The defaults above.
         public static var defaults: Transport { Transport() }
 
         /// The defaults.
         public init() {}
 
-        /// `preface_timeout_seconds: 10, …` (for the restart-only log line).
-        public var description: String {
-            "preface_timeout_seconds: \(prefaceTimeoutSeconds), idle_timeout_seconds: \(idleTimeoutSeconds), "
-                + "max_unauthenticated_calls: \(maxUnauthenticatedCalls)"
+        /// The YAML keys of the integers and the property each sets.
+        static var integerKeys: [(key: String, path: WritableKeyPath<Transport, Int>)] {
+            [
+                ("max_unauthenticated_calls", \.maxUnauthenticatedCalls),
+                ("max_queued_bytes_per_connection", \.maxQueuedBytesPerConnection),
+                ("max_queued_bytes", \.maxQueuedBytes),
+            ]
         }
 
-        /// The YAML keys.
-        static let keys = ["preface_timeout_seconds", "idle_timeout_seconds", "max_unauthenticated_calls"]
+        /// The YAML keys of the durations and the property each sets.
+        static var durationKeys: [(key: String, path: WritableKeyPath<Transport, Double>)] {
+            [
+                ("preface_timeout_seconds", \.prefaceTimeoutSeconds),
+                ("idle_timeout_seconds", \.idleTimeoutSeconds),
+                ("stalled_write_timeout_seconds", \.stalledWriteTimeoutSeconds),
+            ]
+        }
+
+        /// `preface_timeout_seconds: 10.0, …` (for the restart-only log line).
+        public var description: String {
+            (Self.durationKeys.map { "\($0.key): \(self[keyPath: $0.path])" }
+                + Self.integerKeys.map { "\($0.key): \(self[keyPath: $0.path])" }).joined(separator: ", ")
+        }
 
         /// The transport's limits.
         public var limits: TransportLimits {
@@ -61,6 +95,9 @@ extension GroupdConfiguration {
                     + "(transport.max_unauthenticated_calls); retry later, or call with a valid token",
                 metadata: ["limit": "\(maxUnauthenticatedCalls)"]
             ).grpcStatus
+            limits.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection
+            limits.maxQueuedBytes = maxQueuedBytes
+            limits.stalledWriteTimeout = amount(stalledWriteTimeoutSeconds)
             return limits
         }
     }
@@ -82,6 +119,19 @@ extension GroupdConfiguration {
         guard (1...1_000_000).contains(calls) else {
             throw fail("max_unauthenticated_calls", "expected a value from 1 to 1000000, found \(calls)")
         }
+        let perConnection = transport.maxQueuedBytesPerConnection
+        guard (65536...(1 << 30)).contains(perConnection) else {
+            throw fail("max_queued_bytes_per_connection", "expected bytes from 65536 to \(1 << 30), found \(perConnection)")
+        }
+        guard (perConnection...(1 << 36)).contains(transport.maxQueuedBytes) else {
+            throw fail(
+                "max_queued_bytes",
+                "expected bytes from max_queued_bytes_per_connection (\(perConnection)) to \(1 << 36), found \(transport.maxQueuedBytes)")
+        }
+        let stalled = transport.stalledWriteTimeoutSeconds
+        guard stalled.isFinite, stalled > 0, stalled <= 3600 else {
+            throw fail("stalled_write_timeout_seconds", "expected seconds above 0 and at most 3600, found \(stalled)")
+        }
     }
 }
 
@@ -97,18 +147,24 @@ extension GroupError.Reason {
 extension GroupdConfiguration.Transport: Codable {
     /// Decode, taking the default for every absent key and refusing unknown keys.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.configMapping(allowing: Self.keys)
+        let c = try decoder.configMapping(allowing: Self.durationKeys.map(\.key) + Self.integerKeys.map(\.key))
         self.init()
-        self.prefaceTimeoutSeconds = try c.value("preface_timeout_seconds", or: prefaceTimeoutSeconds)
-        self.idleTimeoutSeconds = try c.value("idle_timeout_seconds", or: idleTimeoutSeconds)
-        self.maxUnauthenticatedCalls = try c.value("max_unauthenticated_calls", or: maxUnauthenticatedCalls)
+        for (key, path) in Self.durationKeys {
+            self[keyPath: path] = try c.value(key, or: self[keyPath: path])
+        }
+        for (key, path) in Self.integerKeys {
+            self[keyPath: path] = try c.value(key, or: self[keyPath: path])
+        }
     }
 
     /// Encode every key.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: ConfigKey.self)
-        try c.encode(prefaceTimeoutSeconds, forKey: ConfigKey("preface_timeout_seconds"))
-        try c.encode(idleTimeoutSeconds, forKey: ConfigKey("idle_timeout_seconds"))
-        try c.encode(maxUnauthenticatedCalls, forKey: ConfigKey("max_unauthenticated_calls"))
+        for (key, path) in Self.durationKeys {
+            try c.encode(self[keyPath: path], forKey: ConfigKey(key))
+        }
+        for (key, path) in Self.integerKeys {
+            try c.encode(self[keyPath: path], forKey: ConfigKey(key))
+        }
     }
 }

@@ -206,7 +206,7 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var tls: TLS? = nil
     /// `keepalive`: PINGs, idle and age limits, client PING policing (see ``Keepalive``).
     public var keepalive: Keepalive = .defaults
-    /// `transport`: defences against hostile clients (see ``Transport``).
+    /// `transport`: defences against hostile or broken clients (see ``Transport``).
     public var transport: Transport = .defaults
     /// `compression`: response compression (see ``Compression``).
     public var compression: Compression = .defaults

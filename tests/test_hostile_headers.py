@@ -1,0 +1,175 @@
+"""One request header field longer than nghttp2's HPACK limit (a string literal over 65536 bytes
+on the wire) is refused for its own stream: Trailers-Only RESOURCE_EXHAUSTED, while every other
+call on the connection (a running Health/Watch included) and on other connections goes on, and
+the connection's HPACK state stays in step with the client's (docs/TRANSPORT.md, "Request
+headers")."""
+import threading
+
+import grpc
+import pytest
+
+import support  # noqa: F401  (generates the stubs and puts them on sys.path)
+from grpc.health.v1 import health_pb2, health_pb2_grpc
+from hpack.huffman import HuffmanEncoder
+from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
+from h2raw import (FrameClient, RawConnection, frame, grpc_frame, grpc_headers, grpc_messages,
+                   CONTINUATION, DATA, FLAG_END_HEADERS, FLAG_END_STREAM, HEADERS)
+
+CHECK = "/grpc.health.v1.Health/Check"
+WATCH = "/grpc.health.v1.Health/Watch"
+RESOURCE_EXHAUSTED = 8
+FIELD_MESSAGE = "a request header field exceeds 65536 bytes"
+LIST_MESSAGE = "request headers exceed 16384 bytes"
+HUFFMAN = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH)
+SERVING = health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING).SerializeToString()
+
+
+# --- HPACK written by hand (RFC 7541 §5, §6.2), for the representation each test needs ---------
+
+def hpack_integer(value, prefix_bits, flags=0):
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([flags | value])
+    out = [flags | limit]
+    value -= limit
+    while value >= 128:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def string_literal(data: bytes, huffman=False):
+    if huffman:
+        data = HUFFMAN.encode(data)
+    return hpack_integer(len(data), 7, 0x80 if huffman else 0) + data
+
+
+def literal_field(name, value, indexing="none", huffman=False):
+    """A literal header field with a new name: with incremental indexing, without indexing, or
+    never indexed."""
+    bits, flags = {"incremental": (6, 0x40), "none": (4, 0x00), "never": (4, 0x10)}[indexing]
+    as_bytes = lambda s: s if isinstance(s, bytes) else s.encode()
+    return hpack_integer(0, bits, flags) + string_literal(as_bytes(name), huffman) + string_literal(as_bytes(value), huffman)
+
+
+def request_block(path, extra_field=b""):
+    """A request's header block, every field a literal without indexing (the dynamic table is
+    left alone), then `extra_field`."""
+    return b"".join(literal_field(n, v) for n, v in grpc_headers(path)) + extra_field
+
+
+def send_block(client, stream_id, block, end_stream=True):
+    """The block in a HEADERS frame and as many CONTINUATION frames as 16 KiB frames need."""
+    chunks = [block[i:i + 16384] for i in range(0, len(block), 16384)] or [b""]
+    frames = []
+    for index, chunk in enumerate(chunks):
+        ftype = HEADERS if index == 0 else CONTINUATION
+        flags = (FLAG_END_STREAM if index == 0 and end_stream else 0) | (FLAG_END_HEADERS if index == len(chunks) - 1 else 0)
+        frames.append(frame(ftype, flags, stream_id, chunk))
+    client.send(b"".join(frames))
+    client._result(stream_id)
+
+
+def check_served(client, stream_id):
+    """A Health/Check on `stream_id` of `client` answers SERVING."""
+    client.headers(stream_id, grpc_headers(CHECK))
+    client.data(stream_id, grpc_frame(b""), end_stream=True)
+    assert client.read_until(lambda: client.results[stream_id].ended), client.results[stream_id]
+    result = client.results[stream_id]
+    assert result.grpc_status == 0 and grpc_messages(result.data) == [SERVING], result
+
+
+def open_watch(client, stream_id):
+    """A Health/Watch stream, its first message in: it stays open."""
+    client.headers(stream_id, grpc_headers(WATCH))
+    client.data(stream_id, grpc_frame(b""), end_stream=True)
+    assert client.read_until(lambda: grpc_messages(client.results[stream_id].data) == [SERVING])
+
+
+def assert_refused_alone(client, stream_id, watch_id, message=FIELD_MESSAGE):
+    """`stream_id` got Trailers-Only RESOURCE_EXHAUSTED; the watch on `watch_id` and the
+    connection are untouched."""
+    assert client.read_until(lambda: client.results[stream_id].ended), client.results[stream_id]
+    result = client.results[stream_id]
+    assert result.http_status == 200 and result.trailers_only, result
+    assert result.grpc_status == RESOURCE_EXHAUSTED and message in result.grpc_message, result
+    assert client.goaways == [] and not client.closed
+    watch = client.results[watch_id]
+    assert watch.reset_code is None and not watch.ended, watch
+
+
+CASES = {
+    # name: (indexing, huffman, big field)
+    "value-without-indexing": ("none", False, ("x-big", "v" * 70000)),
+    "value-never-indexed": ("never", False, ("x-big", "v" * 70000)),
+    "value-incremental-indexing": ("incremental", False, ("x-big", "v" * 70000)),
+    "value-huffman-incremental": ("incremental", True, ("x-big", "z" * 110000)),  # 96250 bytes on the wire
+    "value-huffman-without-indexing": ("none", True, ("x-big", "z" * 110000)),
+    "name-without-indexing": ("none", False, ("n" * 70000, "v")),
+    "name-incremental-indexing": ("incremental", False, ("n" * 70000, "v")),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_header_field_over_64k_refuses_only_its_stream(groupd, case):
+    indexing, huffman, (name, value) = CASES[case]
+    with FrameClient(groupd.port) as client, FrameClient(groupd.port) as bystander:
+        open_watch(client, 1)
+        open_watch(bystander, 1)
+        send_block(client, 3, request_block(CHECK, literal_field(name, value, indexing, huffman)))
+        if indexing == "incremental":
+            # What the client's encoder does with an entry larger than its table (RFC 7541 §4.4):
+            # the table empties. Its next requests refer only to what it indexes afterwards.
+            client.encoder.header_table.add(name.encode(), value.encode())
+            assert len(client.encoder.header_table.dynamic_entries) == 0
+        assert_refused_alone(client, 3, 1)
+        # The connection decodes the next requests (its HPACK table in step with the client's),
+        # and the other connection never noticed.
+        check_served(client, 5)
+        check_served(bystander, 3)
+        assert bystander.goaways == [] and not bystander.results[1].ended
+
+
+def test_hpack_state_stays_in_step_with_an_indexing_encoder(groupd):
+    """python-h2's encoder (hpack) indexes fields and refers to them by index in later requests;
+    an oversized field it indexed empties both tables (it is larger than the table), and the
+    requests after it decode with the fields they refer to."""
+    with RawConnection(groupd.port) as connection:
+        tagged = [("x-tag", "one"), ("x-other", "two")]
+        first = connection.request(CHECK, [grpc_frame(b"")], headers=tagged)
+        assert first.grpc_status == 0, first
+        big = connection.request(CHECK, [grpc_frame(b"")], headers=tagged + [("x-big", "z" * 110000)])
+        assert big.trailers_only and big.grpc_status == RESOURCE_EXHAUSTED, big
+        assert FIELD_MESSAGE in big.grpc_message, big
+        for _ in range(3):  # indexed anew, then referred to by index
+            again = connection.request(CHECK, [grpc_frame(b"")], headers=tagged)
+            assert again.grpc_status == 0 and grpc_messages(again.data) == [SERVING], again
+        assert connection.goaway is None
+
+
+def test_a_header_list_between_16k_and_64k_is_refused_per_stream(groupd):
+    with FrameClient(groupd.port) as client:
+        open_watch(client, 1)
+        send_block(client, 3, request_block(CHECK, literal_field("x-big", "m" * 40000)))
+        assert_refused_alone(client, 3, 1, message=LIST_MESSAGE)
+        check_served(client, 5)
+
+
+def test_grpcio_with_a_70k_metadata_value(groupd):
+    """grpcio sends a 70 KiB metadata value despite the server's SETTINGS_MAX_HEADER_LIST_SIZE; the
+    server refuses that call alone (the message is the server's), and the channel's other calls, a
+    running Watch included, go on."""
+    with grpc.insecure_channel(groupd.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+        watch = health.Watch(health_pb2.HealthCheckRequest(), timeout=30)
+        first = next(watch)
+        assert first.status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as error:
+            health.Check(health_pb2.HealthCheckRequest(), metadata=[("x-big", "v" * 70000)], timeout=5)
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.value
+        assert FIELD_MESSAGE in error.value.details(), error.value.details()
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+        assert watch.running() and not watch.done()
+        watch.cancel()
