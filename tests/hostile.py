@@ -14,6 +14,7 @@ import grpc
 import h2raw
 import support  # noqa: F401  (generates the stubs and puts them on sys.path)
 from grpc.health.v1 import health_pb2, health_pb2_grpc
+from groupd.v1 import group_pb2, group_pb2_grpc
 
 # RFC 9113 §7 error codes.
 NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0x0, 0x1, 0x2, 0x3
@@ -67,9 +68,11 @@ def rss_bounded(groupd, before_kb, bound_kb=RSS_BOUND_KB):
 
 
 class GoodClient:
-    """A well-behaved grpcio client calling Health/Check in a loop on a connection of its own,
-    from a thread, for the length of a `with` block; on leaving it, every call must have been
-    served. `served_more(n)` waits until n more calls were served (from when it is called)."""
+    """A well-behaved backend: a grpcio client calling GetGroupsInfo with a valid token in a loop
+    on a connection of its own, from a thread, for the length of a `with` block; on leaving it,
+    every call must have been served. `served_more(n)` waits until n more calls were served (from
+    when it is called). (With a token, so that an attacker holding every unauthenticated call
+    of `transport.max_unauthenticated_calls` does not refuse it: health checks share that budget.)"""
 
     def __init__(self, groupd, call_timeout=10):
         self.address = node(groupd).address
@@ -82,11 +85,13 @@ class GoodClient:
 
     def _run(self):
         with grpc.insecure_channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
+            stub = group_pb2_grpc.GroupServiceStub(channel)
+            metadata = support.admin_md()
             while not self.stop.is_set():
                 try:
-                    status = stub.Check(health_pb2.HealthCheckRequest(), timeout=self.call_timeout).status
-                    ok = status == health_pb2.HealthCheckResponse.SERVING
+                    status = stub.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=["any"]), metadata=metadata,
+                                                timeout=self.call_timeout)
+                    ok = len(status.failures) == 1
                 except grpc.RpcError as error:
                     ok, status = False, error
                 with self.condition:
