@@ -26,6 +26,14 @@ public protocol CallObserver: Sendable {
     /// trailers may still be queued behind response messages), or it was cancelled by the client,
     /// its deadline or the loss of its connection.
     func callFinished(_ call: FinishedCall)
+    /// A defence of the transport ended a connection (it was observed by ``connectionOpened()``
+    /// and is still reported closed as usual).
+    func connectionEnded(by defence: TransportDefence)
+}
+
+extension CallObserver {
+    /// Observers that keep no count of defences ignore them.
+    public func connectionEnded(by defence: TransportDefence) {}
 }
 
 /// What the transport knows of a finished call.

@@ -18,6 +18,7 @@ public final class GRPCServer: Sendable {
     private let router: ServerRouter
     private let group: any EventLoopGroup
     private let logger: Logger
+    private let defenceLog: DefenceLog
     private let state = NIOLockedValueBox(State())
 
     private struct State {
@@ -39,6 +40,7 @@ public final class GRPCServer: Sendable {
         self.router = router
         self.group = group
         self.logger = logger
+        self.defenceLog = DefenceLog(logger: logger)
     }
 
     /// Binds the listening socket and starts accepting connections.
@@ -47,11 +49,14 @@ public final class GRPCServer: Sendable {
         let configuration = self.configuration
         let router = self.router
         let logger = self.logger
+        let defenceLog = self.defenceLog
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelOption(.maxMessagesPerRead, value: UInt(max(1, configuration.limits.readsPerTurn)))
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(
+                minimum: 64, initial: min(2048, configuration.limits.readBufferBytes), maximum: configuration.limits.readBufferBytes))
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
@@ -62,7 +67,7 @@ public final class GRPCServer: Sendable {
                         try pipeline.addHandler(TLSHandshakeGate(handshakeTimeout: configuration.tlsHandshakeTimeout, logger: logger))
                     }
                     try pipeline.addHandler(
-                        HTTP2Connection(router: router, configuration: configuration, logger: logger)
+                        HTTP2Connection(router: router, configuration: configuration, logger: logger, defenceLog: defenceLog)
                     )
                     self.track(channel)
                 }

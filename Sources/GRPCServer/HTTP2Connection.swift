@@ -45,12 +45,23 @@ final class HTTP2Connection: ChannelInboundHandler {
     var peer = ""
     /// Whether the call observer was told this connection opened (and so must hear it closed).
     var observedOpen = false
+    /// Streams reset by the client or refused for its fault take a token each; empty ends the
+    /// connection (rapid reset, `HTTP2Connection+ResetFlood.swift`).
+    var resetBucket: TokenBucket
+    /// Calls whose request became complete (or, bidirectional, whose headers arrived) during the
+    /// current read; they start when the read is over, so a stream reset in the same read never
+    /// reaches its handler.
+    var readyCalls: [Int32] = []
+    /// Where the connections a defence ended are logged (shared by the server's connections).
+    let defenceLog: DefenceLog
 
-    init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger) {
+    init(router: ServerRouter, configuration: ServerConfiguration, logger: Logger, defenceLog: DefenceLog? = nil) {
         self.router = router
         self.configuration = configuration
         self.logger = logger
         self.management = ConnectionManagement(settings: configuration.keepalive, now: .now())
+        self.resetBucket = Self.makeResetBucket(configuration.limits, now: .now())
+        self.defenceLog = defenceLog ?? DefenceLog(logger: logger)
     }
 
     // MARK: Channel events
@@ -63,9 +74,12 @@ final class HTTP2Connection: ChannelInboundHandler {
             observedOpen = true
             observer.connectionOpened()
         }
+        resetBucket = Self.makeResetBucket(configuration.limits, now: context.eventLoop.now)
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        let rv = nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, NGHTTP2Callbacks.shared.options)
+        let rv = NGHTTP2Callbacks.shared.withOptions { options in
+            nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, options)
+        }
         guard rv == 0, let session else {
             logger.error("nghttp2_session_server_new2 failed", metadata: ["code": "\(rv)"])
             context.close(promise: nil)
@@ -91,14 +105,29 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let session, !closing else { return }
-        let buffer = unwrapInboundIn(data)
+        guard let session, !closing, !terminating else { return }
+        var buffer = unwrapInboundIn(data)
         managementRead(context: context)
-        inSession = true
-        let rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
-            groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        // Fed in slices, so that a connection a defence ends mid-read (rapid reset) costs nothing
+        // more: the rest of the read is dropped unparsed.
+        var rv: Int64 = 0
+        while buffer.readableBytes > 0, !terminating {
+            let count = min(buffer.readableBytes, Self.inputSliceBytes)
+            inSession = true
+            rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
+                groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count)
+            }
+            inSession = false
+            if rv < 0 { break }
+            buffer.moveReaderIndex(forwardBy: count)
         }
-        inSession = false
+        if terminating {
+            // A defence ended the connection: its GOAWAY goes out now and the connection closes
+            // once it is written; nothing more is read or started.
+            readyCalls.removeAll()
+            flush()
+            return
+        }
         if rv < 0 {
             // A fatal protocol error (bad preface, flooding, a broken frame). Some of these return
             // without a GOAWAY queued (a bad client magic, too many CONTINUATIONs); queue one with
@@ -113,6 +142,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        startReadyCalls()
         flush()
         context.fireChannelReadComplete()
     }
@@ -220,7 +250,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     // MARK: nghttp2 callbacks (called only from inside mem_recv / mem_send)
 
     func onBeginHeaders(streamID: Int32) {
-        guard let context else { return }
+        guard let context, !terminating else { return }
         streams[streamID] = HTTP2Stream(id: streamID, maxMessageBytes: configuration.maxMessageBytes, allocator: context.channel.allocator)
         managementStreamOpened()
         configuration.callObserver?.streamOpened()
@@ -262,9 +292,10 @@ final class HTTP2Connection: ChannelInboundHandler {
                 bound.value.deadlineExpired(streamID: streamID)
             }
         }
-        if case .bidirectionalStreaming(let body) = handler {
-            // Its requests stream to the handler: it starts now, not at the end of the request.
-            dispatchBidirectional(stream, body: body)
+        if case .bidirectionalStreaming = handler {
+            // Its requests stream to the handler: it starts at the end of this read, not at the
+            // end of the request.
+            prepareBidirectional(stream)
         }
         if endStream { onEndOfRequest(streamID: streamID) }
     }
@@ -341,16 +372,18 @@ final class HTTP2Connection: ChannelInboundHandler {
             requests.finish()
             return
         }
-        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, let handler = stream.handler else { return }
+        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, stream.handler != nil else { return }
         if stream.deframer.hasPartialMessage {
             respond(stream, .status(GRPCStatus(.internal, "request ended inside a message")))
             return
         }
-        guard let request = stream.request else {
+        guard stream.request != nil else {
             respond(stream, .status(GRPCStatus(.internal, "request stream ended without a message")))
             return
         }
-        dispatch(stream, handler: handler, request: request)
+        // Started at the end of this read (startReadyCalls), unless the client resets it first.
+        stream.dispatched = true
+        readyCalls.append(streamID)
     }
 
     func onFrameSent(streamID: Int32, endStream: Bool) {

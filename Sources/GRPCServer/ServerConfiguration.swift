@@ -19,6 +19,38 @@ public struct HTTP2Settings: Sendable, Equatable {
     public static var defaults: HTTP2Settings { HTTP2Settings() }
 }
 
+/// Limits that keep one hostile connection from costing the server more than its share, each
+/// grouped with what it defends against. `docs/TRANSPORT.md` says what happens on the wire.
+public struct TransportLimits: Sendable, Equatable {
+    // Rapid reset (CVE-2023-44487): streams opened and at once reset cost the server a stream
+    // each while the client pays a few bytes. Each connection has a token bucket; every stream
+    // the client resets (RST_STREAM) and every stream the server must refuse or reset for the
+    // client's fault takes a token. An empty bucket ends the connection with GOAWAY
+    // ENHANCE_YOUR_CALM.
+
+    /// Tokens a connection starts with, and the most it can hold: the resets allowed in a burst.
+    public var resetBurst: Int = 200
+    /// Tokens added back per second, up to ``resetBurst``: the sustained reset rate allowed.
+    public var resetsPerSecond: Int = 100
+
+    // Fairness between the connections of one event loop: a connection whose socket always has
+    // bytes waiting (a flood, or just a heavy client) is read at most ``readsPerTurn`` times, each
+    // read at most ``readBufferBytes``, before the loop turns to its other connections; what is
+    // left waits in the socket (and TCP flow control slows the sender).
+
+    /// Socket reads of one connection per event-loop turn (NIO's `maxMessagesPerRead`).
+    public var readsPerTurn: Int = 4
+    /// The largest single read, in bytes (a power of two; the read buffer starts at 2 KiB and
+    /// grows up to it while reads fill it).
+    public var readBufferBytes: Int = 64 << 10
+
+    /// The defaults above.
+    public static var defaults: TransportLimits { TransportLimits() }
+
+    /// Creates limits with the defaults.
+    public init() {}
+}
+
 /// What the gRPC server needs to know to listen and serve.
 public struct ServerConfiguration: Sendable {
     /// The address to listen on.
@@ -47,6 +79,8 @@ public struct ServerConfiguration: Sendable {
     public var tls: ServerTLS? = nil
     /// How long a TLS handshake may take from the connection's start before it is closed.
     public var tlsHandshakeTimeout: TimeAmount = .seconds(120)
+    /// Per-connection limits against hostile clients.
+    public var limits: TransportLimits = .defaults
     /// Told about connections, streams and calls (metrics, access logs); `nil`: nobody.
     public var callObserver: (any CallObserver)? = nil
 

@@ -61,7 +61,7 @@ extension GroupdConfiguration {
         "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
-        "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics", "compression", "reflection",
+        "tls", "tls.handshake_timeout_seconds", "keepalive", "transport", "metrics", "compression", "reflection",
     ]
 
     /// `self` with every restart-only key set to `running`'s value, and the keys that differed.
@@ -89,6 +89,7 @@ extension GroupdConfiguration {
         keep("metrics", \.metrics)
         keep("compression", \.compression)
         keep("reflection", \.reflection)
+        keep("transport", \.transport)
         let (transportKept, transportChanges) = kept.keepingRestartOnlyTransportKeys(of: running)
         return (transportKept, changes + transportChanges)
     }

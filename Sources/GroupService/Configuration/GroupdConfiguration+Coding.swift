@@ -59,7 +59,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
-        "tls", "keepalive", "compression", "reflection",
+        "tls", "keepalive", "transport", "compression", "reflection",
     ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -87,6 +87,7 @@ extension GroupdConfiguration {
         self.apps = try c.value("apps", or: d.apps)
         self.tls = try c.decodeIfPresent(TLS.self, forKey: ConfigKey("tls"))
         self.keepalive = try c.value("keepalive", or: d.keepalive)
+        self.transport = try c.value("transport", or: d.transport)
         try decodeObservability(c)
         self.compression = try c.value("compression", or: d.compression)
         self.reflection = try c.value("reflection", or: d.reflection)
@@ -110,6 +111,7 @@ extension GroupdConfiguration {
         try c.encode(self.apps, forKey: ConfigKey("apps"))
         try c.encodeIfPresent(self.tls, forKey: ConfigKey("tls"))
         try c.encode(self.keepalive, forKey: ConfigKey("keepalive"))
+        try c.encode(self.transport, forKey: ConfigKey("transport"))
         try encodeObservability(&c)
         try c.encode(self.compression, forKey: ConfigKey("compression"))
         try c.encode(self.reflection, forKey: ConfigKey("reflection"))

@@ -60,6 +60,11 @@ extension GroupdConfiguration {
               max_connection_idle_seconds: \(Self.number(d.keepalive.maxConnectionIdleSeconds))  # GOAWAY after this long without a stream; 0 = off
               max_connection_age_seconds: \(Self.number(d.keepalive.maxConnectionAgeSeconds))   # GOAWAY after this long (±10 %); 0 = off
               min_ping_interval_seconds: \(Self.number(d.keepalive.minPingIntervalSeconds))  # client PINGs more often are strikes
+            transport:                   # defences against hostile clients (docs/TRANSPORT.md)
+              reset_burst: \(d.transport.resetBurst)           # streams a connection may reset in a burst (rapid reset)
+              max_resets_per_second: \(d.transport.maxResetsPerSecond) # then per second; past that GOAWAY ENHANCE_YOUR_CALM
+              reads_per_turn: \(d.transport.readsPerTurn)           # socket reads of one connection per event-loop turn
+              read_buffer_bytes: \(d.transport.readBufferBytes)   # the largest single read (a power of two)
             compression:                 # gzip and deflate requests are always accepted
               responses: \(d.compression.responses)            # answer in the request's encoding when accepted
               min_bytes: \(d.compression.minBytes)            # smaller responses go uncompressed

@@ -72,6 +72,7 @@ extension GroupdConfiguration {
         try inRange(self.auth.clockSkewSeconds, 0...3600, "auth.clock_skew_seconds")
         try inRange(self.auth.tokenCacheEntries, 0...1_000_000, "auth.token_cache_entries")
         try validateTransport(file: file)
+        try validateTransportLimits(file: file)
         try validateObservability(file: file)
 
         try require(!self.apps.isEmpty, "apps", "expected at least one app")

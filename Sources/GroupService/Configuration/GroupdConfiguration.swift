@@ -204,6 +204,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var tls: TLS? = nil
     /// `keepalive`: PINGs, idle and age limits, client PING policing (see ``Keepalive``).
     public var keepalive: Keepalive = .defaults
+    /// `transport`: per-connection limits against hostile clients (see ``Transport``).
+    public var transport: Transport = .defaults
     /// `compression`: response compression (see ``Compression``).
     public var compression: Compression = .defaults
     /// `reflection`: serve gRPC server reflection (v1 and v1alpha, no token needed) for grpcurl

@@ -40,6 +40,8 @@ public final class GroupdMetrics: Sendable {
     let commitDuration: CoreMetrics.Timer
     /// `groupd_store_commit_batch_size`.
     let commitBatchSize: Recorder
+    /// `groupd_transport_<what>_total`: connections each transport defence ended, made in advance.
+    private let defences: [String: CoreMetrics.Counter]
     /// `groupd_rate_limit_refusals_total` by limit.
     private let refusals: Mutex<[String: CoreMetrics.Counter]> = Mutex([:])
     /// `groupd_policy_hook_duration_seconds` by plugin and hook.
@@ -66,7 +68,20 @@ public final class GroupdMetrics: Sendable {
         self.streams = Meter(label: "groupd_streams_open", factory: factory)
         self.commitDuration = CoreMetrics.Timer(label: "groupd_store_commit_duration_seconds", factory: factory)
         self.commitBatchSize = Recorder(label: "groupd_store_commit_batch_size", aggregate: true, factory: factory)
+        var defences: [String: CoreMetrics.Counter] = [:]
+        for defence in TransportDefence.all {
+            defences[defence.name] = CoreMetrics.Counter(label: Self.metricName(of: defence), factory: factory)
+        }
+        self.defences = defences
         for limit in ["app", "operator", "operator_writes"] { _ = refusalCounter(limit) }
+    }
+
+    /// The counter of connections `defence` ended.
+    static func metricName(of defence: TransportDefence) -> String {
+        switch defence {
+        case .resetFlood: "groupd_transport_reset_flood_goaways_total"
+        default: "groupd_transport_\(defence.name)_total"
+        }
     }
 
     // MARK: Recording
@@ -89,6 +104,11 @@ public final class GroupdMetrics: Sendable {
     /// Counts a call refused by the rate limit `limit` (`app`, `operator`, `operator_writes`).
     public func rateLimitRefused(limit: String) {
         refusalCounter(limit).increment()
+    }
+
+    /// Counts a connection ended by a transport defence.
+    public func connectionEnded(by defence: TransportDefence) {
+        defences[defence.name]?.increment()
     }
 
     /// Records a committed (or failed) store transaction.

@@ -47,6 +47,7 @@ public final class ServiceTelemetry: CallObserver {
     public func streamOpened() { metrics?.streams.increment() }
     public func streamClosed() { metrics?.streams.decrement() }
     public func callStarted(path: String) { metrics?.inFlight.increment() }
+    public func connectionEnded(by defence: TransportDefence) { metrics?.connectionEnded(by: defence) }
 
     public func callFinished(_ call: FinishedCall) {
         let reason = call.status.code == .ok ? nil : call.annotations?.values.reason
