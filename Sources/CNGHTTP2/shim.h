@@ -38,6 +38,19 @@ static inline int64_t groupd_nghttp2_hd_inflate(nghttp2_hd_inflater *inflater, n
 #endif
 }
 
+/*
+ * Sets nghttp2's own limit on incoming RST_STREAM (the CVE-2023-44487 fix: upstream 1.57, backported by
+ * Debian to 1.52.0-1+deb12u1), whose presence NGHTTP2_VERSION_NUM does not tell. The symbol is
+ * weak: against a libnghttp2 without it this returns 0 and does nothing.
+ */
+#pragma weak nghttp2_option_set_stream_reset_rate_limit
+static inline int groupd_nghttp2_option_set_stream_reset_rate_limit(nghttp2_option *option, uint64_t burst, uint64_t rate) {
+    void (*setter)(nghttp2_option *, uint64_t, uint64_t) = nghttp2_option_set_stream_reset_rate_limit;
+    if (setter == NULL) return 0;
+    setter(option, burst, rate);
+    return 1;
+}
+
 /* The frame header fields Swift needs, without reaching into the frame union. */
 static inline uint8_t groupd_nghttp2_frame_type(const nghttp2_frame *frame) { return frame->hd.type; }
 static inline uint8_t groupd_nghttp2_frame_flags(const nghttp2_frame *frame) { return frame->hd.flags; }

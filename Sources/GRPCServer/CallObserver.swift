@@ -68,11 +68,15 @@ public struct TransportDefence: Sendable, Hashable, CustomStringConvertible {
     /// A request header field over nghttp2's HPACK limit (65536 bytes on the wire) was replaced
     /// before decoding, so only its stream was refused (RESOURCE_EXHAUSTED).
     public static let oversizedHeaderFieldRefused = TransportDefence("oversized_header_fields_refused")
+    /// A connection ended with GOAWAY `ENHANCE_YOUR_CALM` for resetting streams (or making the
+    /// server refuse them) faster than the reset budget allows (rapid reset, CVE-2023-44487).
+    public static let resetFlood = TransportDefence("reset_flood_goaways")
 
     /// Every defence (metrics make their counters in advance, so a scrape shows zeros).
     public static let all: [TransportDefence] = [
         .prefaceTimeout, .unusedConnectionTimeout, .idleEviction, .connectionRefused, .unauthenticatedCallRefused,
         .stalledStreamReset, .queuedBytesStreamRefused, .stalledConnectionClosed, .oversizedHeaderFieldRefused,
+        .resetFlood,
     ]
 }
 

@@ -23,6 +23,8 @@ public final class GRPCServer: Sendable {
     private let unauthenticatedBudget: UnauthenticatedCallBudget
     /// The bytes queued for clients over every connection, against `limits.maxQueuedBytes`.
     private let queuedBytesBudget: QueuedBytesBudget
+    /// Logs the connections the defences end, throttled (shared by every connection).
+    private let defenceLog: DefenceLog
 
     private struct State: Sendable {
         var listener: (any Channel)?
@@ -48,6 +50,7 @@ public final class GRPCServer: Sendable {
         self.state = NIOLockedValueBox(State(connections: ConnectionSlots(limit: configuration.maxConnections)))
         self.unauthenticatedBudget = UnauthenticatedCallBudget(limit: configuration.limits.maxUnauthenticatedCalls)
         self.queuedBytesBudget = QueuedBytesBudget(limit: configuration.limits.maxQueuedBytes)
+        self.defenceLog = DefenceLog(logger: logger)
     }
 
     /// Binds the listening socket and starts accepting connections.
@@ -58,11 +61,14 @@ public final class GRPCServer: Sendable {
         let logger = self.logger
         let unauthenticatedBudget = self.unauthenticatedBudget
         let queuedBytesBudget = self.queuedBytesBudget
+        let defenceLog = self.defenceLog
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelOption(.maxMessagesPerRead, value: UInt(max(1, configuration.limits.readsPerTurn)))
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(
+                minimum: 64, initial: min(2048, configuration.limits.readBufferBytes), maximum: configuration.limits.readBufferBytes))
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
@@ -76,7 +82,8 @@ public final class GRPCServer: Sendable {
                     try pipeline.addHandler(
                         HTTP2Connection(
                             router: router, configuration: configuration, logger: logger, activity: activity,
-                            unauthenticatedBudget: unauthenticatedBudget, queuedBytesBudget: queuedBytesBudget)
+                            unauthenticatedBudget: unauthenticatedBudget, queuedBytesBudget: queuedBytesBudget,
+                            defenceLog: defenceLog)
                     )
                     self.track(channel, activity: activity)
                 }

@@ -6,8 +6,30 @@ import NIOCore
 extension HTTP2Connection {
     // MARK: Calls
 
-    func dispatch(_ stream: HTTP2Stream, handler: RPCHandler, request: ByteBuffer) {
+    /// Starts the calls made ready during the read that just ended: those still open (not reset,
+    /// not refused) go to their handlers. Nothing starts on a connection a defence is ending.
+    func startReadyCalls() {
+        guard !readyCalls.isEmpty else { return }
+        let ready = readyCalls
+        readyCalls.removeAll(keepingCapacity: ready.count <= 1024)
+        guard !terminating else { return }
+        for streamID in ready {
+            guard let stream = streams[streamID], stream.trailers == nil, stream.task == nil, let handler = stream.handler else {
+                continue
+            }
+            dispatch(stream, handler: handler)
+        }
+    }
+
+    /// Hands a call to its handler: the whole request of a unary or server-streaming call, or
+    /// the request stream of a bidirectional one.
+    func dispatch(_ stream: HTTP2Stream, handler: RPCHandler) {
         guard let context else { return }
+        if case .bidirectionalStreaming(let body) = handler {
+            startBidirectional(stream, body: body)
+            return
+        }
+        guard let request = stream.request else { return }
         let callContext = ServerContext(
             path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop,
             annotations: stream.annotations)
@@ -30,31 +52,42 @@ extension HTTP2Connection {
                 { try await body(request, callContext, writer) }, context: callContext, writer: writer, streamID: streamID,
                 connection: bound, executor: taskExecutor)
         case .bidirectionalStreaming:
-            // Started at the request headers (dispatchBidirectional); never here.
-            break
+            break  // above
         }
     }
 
-    /// Starts a bidirectional-streaming call as soon as its request headers are in.
-    func dispatchBidirectional(
-        _ stream: HTTP2Stream,
-        body: @escaping @Sendable (ServerRequestStream, ServerContext, ServerStreamWriter) async throws -> Void
-    ) {
+    /// Readies a bidirectional-streaming call as soon as its request headers are in: its request
+    /// messages are taken from then on; its handler starts at the end of the read.
+    func prepareBidirectional(_ stream: HTTP2Stream) {
         guard let context else { return }
         let eventLoop = context.eventLoop
-        let callContext = ServerContext(
-            path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: eventLoop,
-            annotations: stream.annotations)
         let streamID = stream.id
         stream.dispatched = true
-        releaseUnauthenticatedPlaceAtDispatch(stream)
-        if stream.observedStart != 0 { stream.observedMetadata = stream.metadata }  // for the access log
-        stream.metadata = Metadata()
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let (requests, source) = ServerRequestStream.makeStream(onTake: { wireBytes in
             Self.onLoop(eventLoop) { bound.value.requestTaken(streamID: streamID, wireBytes: wireBytes) }
         })
         stream.requests = source
+        stream.pendingRequests = requests
+        readyCalls.append(streamID)
+    }
+
+    /// Starts a readied bidirectional-streaming call's handler.
+    private func startBidirectional(
+        _ stream: HTTP2Stream,
+        body: @escaping @Sendable (ServerRequestStream, ServerContext, ServerStreamWriter) async throws -> Void
+    ) {
+        guard let context, let requests = stream.pendingRequests else { return }
+        stream.pendingRequests = nil
+        let eventLoop = context.eventLoop
+        let callContext = ServerContext(
+            path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: eventLoop,
+            annotations: stream.annotations)
+        let streamID = stream.id
+        releaseUnauthenticatedPlaceAtDispatch(stream)
+        if stream.observedStart != 0 { stream.observedMetadata = stream.metadata }  // for the access log
+        stream.metadata = Metadata()
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let writer = makeWriter(streamID: streamID, eventLoop: eventLoop)
         stream.writer = writer
         stream.task = Self.startStreaming(

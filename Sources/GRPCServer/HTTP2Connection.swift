@@ -67,15 +67,29 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// Streams reported by the guard before nghttp2 began them.
     var oversizedHeaderStreams: Set<Int32> = []
 
+    /// Streams reset by the client or refused for its fault take a token each; empty ends the
+    /// connection (rapid reset, `HTTP2Connection+ResetFlood.swift`).
+    var resetBucket: TokenBucket
+    /// Calls whose request became complete (or, bidirectional, whose headers arrived) during the
+    /// current read; they start when the read is over, so a stream reset in the same read never
+    /// reaches its handler.
+    var readyCalls: [Int32] = []
+    /// Where the connections a defence ended are logged (shared by the server's connections).
+    let defenceLog: DefenceLog
+
+
     /// - Parameters:
     ///   - activity: Where the connection publishes its stage and open streams (the server's).
     ///   - unauthenticatedBudget: The server's budget of calls without a verified token; `nil`:
     ///     one of this connection's own, of `configuration.limits.maxUnauthenticatedCalls`.
     ///   - queuedBytesBudget: The server's count of queued bytes, shared by its connections; `nil`:
     ///     one of this connection's own, of `configuration.limits.maxQueuedBytes`.
+    ///   - defenceLog: Where the connections a defence ended are logged (the server's); `nil`: one
+    ///     of this connection's own.
     init(
         router: ServerRouter, configuration: ServerConfiguration, logger: Logger, activity: ConnectionActivity? = nil,
-        unauthenticatedBudget: UnauthenticatedCallBudget? = nil, queuedBytesBudget: QueuedBytesBudget? = nil
+        unauthenticatedBudget: UnauthenticatedCallBudget? = nil, queuedBytesBudget: QueuedBytesBudget? = nil,
+        defenceLog: DefenceLog? = nil
     ) {
         self.router = router
         self.configuration = configuration
@@ -85,6 +99,8 @@ final class HTTP2Connection: ChannelInboundHandler {
             unauthenticatedBudget ?? UnauthenticatedCallBudget(limit: configuration.limits.maxUnauthenticatedCalls)
         self.budget = queuedBytesBudget ?? QueuedBytesBudget(limit: configuration.limits.maxQueuedBytes)
         self.management = ConnectionManagement(settings: configuration.keepalive, limits: configuration.limits, now: .now())
+        self.resetBucket = Self.makeResetBucket(configuration.limits, now: .now())
+        self.defenceLog = defenceLog ?? DefenceLog(logger: logger)
     }
 
     // MARK: Channel events
@@ -97,9 +113,12 @@ final class HTTP2Connection: ChannelInboundHandler {
             observedOpen = true
             observer.connectionOpened()
         }
+        resetBucket = Self.makeResetBucket(configuration.limits, now: context.eventLoop.now)
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        let rv = nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, NGHTTP2Callbacks.shared.options)
+        let rv = NGHTTP2Callbacks.shared.withOptions { options in
+            nghttp2_session_server_new2(&session, NGHTTP2Callbacks.shared.callbacks, userData, options)
+        }
         guard rv == 0, let session else {
             logger.error("nghttp2_session_server_new2 failed", metadata: ["code": "\(rv)"])
             context.close(promise: nil)
@@ -125,20 +144,35 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let session, !closing else { return }
-        let buffer = headerGuard.process(unwrapInboundIn(data), allocator: context.channel.allocator, oversized: &guardReported)
+        guard let session, !closing, !terminating else { return }
+        var buffer = headerGuard.process(unwrapInboundIn(data), allocator: context.channel.allocator, oversized: &guardReported)
         if !guardReported.isEmpty {
             for streamID in guardReported { oversizedHeaderField(streamID: streamID) }
             guardReported.removeAll(keepingCapacity: true)
         }
         managementRead(context: context)
-        inSession = true
-        let rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
-            groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        // Fed in slices, so that a connection a defence ends mid-read (rapid reset) costs nothing
+        // more: the rest of the read is dropped unparsed.
+        var rv: Int64 = 0
+        while buffer.readableBytes > 0, !terminating {
+            let count = min(buffer.readableBytes, Self.inputSliceBytes)
+            inSession = true
+            rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
+                groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count)
+            }
+            inSession = false
+            if rv < 0 { break }
+            if management.preface == .awaitingMagic {
+                management.accepted(bytes: Int(rv))
+            }
+            buffer.moveReaderIndex(forwardBy: count)
         }
-        inSession = false
-        if rv >= 0, management.preface == .awaitingMagic {
-            management.accepted(bytes: Int(rv))
+        if terminating {
+            // A defence ended the connection: its GOAWAY goes out now and the connection closes
+            // once it is written; nothing more is read or started.
+            readyCalls.removeAll()
+            flush()
+            return
         }
         if rv < 0 {
             // A fatal protocol error (bad preface, flooding, a broken frame). Some of these return
@@ -154,6 +188,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        startReadyCalls()
         flush()
         context.fireChannelReadComplete()
     }
@@ -293,7 +328,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     // MARK: nghttp2 callbacks (called only from inside mem_recv / mem_send)
 
     func onBeginHeaders(streamID: Int32) {
-        guard let context else { return }
+        guard let context, !terminating else { return }
         if refusesNewStream() {
             refuseStream(streamID)
             return
@@ -357,9 +392,10 @@ final class HTTP2Connection: ChannelInboundHandler {
                 bound.value.deadlineExpired(streamID: streamID)
             }
         }
-        if case .bidirectionalStreaming(let body) = handler {
-            // Its requests stream to the handler: it starts now, not at the end of the request.
-            dispatchBidirectional(stream, body: body)
+        if case .bidirectionalStreaming = handler {
+            // Its requests stream to the handler: it starts at the end of this read, not at the
+            // end of the request.
+            prepareBidirectional(stream)
         }
         if endStream { onEndOfRequest(streamID: streamID) }
     }
@@ -436,16 +472,18 @@ final class HTTP2Connection: ChannelInboundHandler {
             requests.finish()
             return
         }
-        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, let handler = stream.handler else { return }
+        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, stream.handler != nil else { return }
         if stream.deframer.hasPartialMessage {
             respond(stream, .status(GRPCStatus(.internal, "request ended inside a message")))
             return
         }
-        guard let request = stream.request else {
+        guard stream.request != nil else {
             respond(stream, .status(GRPCStatus(.internal, "request stream ended without a message")))
             return
         }
-        dispatch(stream, handler: handler, request: request)
+        // Started at the end of this read (startReadyCalls), unless the client resets it first.
+        stream.dispatched = true
+        readyCalls.append(streamID)
     }
 
     func onFrameSent(streamID: Int32, endStream: Bool) {

@@ -30,7 +30,8 @@ final class HTTP2Stream {
     var messageCount = 0
     var request: ByteBuffer?
     var task: Task<Void, Never>?
-    /// Set once the request went to its handler; later DATA and END_STREAM are ignored.
+    /// Set once the request is complete and its call ready to start (or, bidirectional, once its
+    /// headers are in); later DATA and END_STREAM go to the handler's sequence or are ignored.
     var dispatched = false
     /// Whether and until when the call holds a place in the budget of calls without a verified token.
     var unauthenticatedPlace = UnauthenticatedPlace.none
@@ -38,6 +39,8 @@ final class HTTP2Stream {
     var writer: ServerStreamWriter?
     /// The request messages of a bidirectional-streaming call, fed as they arrive.
     var requests: ServerRequestStream.Source?
+    /// The sequence of those messages until the handler starts and takes it.
+    var pendingRequests: ServerRequestStream?
     /// Request bytes received (bidirectional streaming: their window reopens as messages are taken).
     var receivedBytes = 0
     /// Request bytes handed back to flow control with `nghttp2_session_consume`.

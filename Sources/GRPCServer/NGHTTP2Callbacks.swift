@@ -1,15 +1,14 @@
 import CNGHTTP2
 
-/// The nghttp2 callback table and session options, made once and shared by every session
-/// (nghttp2 copies both at `nghttp2_session_server_new2`).
+/// The nghttp2 callback table, made once and shared by every session, and the session options of
+/// each (nghttp2 copies both at `nghttp2_session_server_new2`).
 ///
 /// Each callback is a non-capturing trampoline: it recovers the `HTTP2Connection` from the
 /// session's user data and calls a Swift method. No Swift error crosses these C frames; every
 /// callback returns 0 except where nghttp2 defines a special return.
 final class NGHTTP2Callbacks: @unchecked Sendable {
-    // @unchecked Sendable: both pointers are written once in init and only read afterwards.
+    // @unchecked Sendable: the pointer is written once in init and only read afterwards.
     let callbacks: OpaquePointer
-    let options: OpaquePointer
 
     static let shared = NGHTTP2Callbacks()
 
@@ -22,14 +21,25 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, Self.onDataChunkRecv)
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, Self.onFrameSend)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, Self.onStreamClose)
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, Self.onInvalidFrameRecv)
         self.callbacks = callbacks!
+    }
 
+    /// Runs `body` with the session options of a connection (freed afterwards: nghttp2 copies
+    /// them into the session).
+    func withOptions<Result>(_ body: (OpaquePointer) -> Result) -> Result {
         var options: OpaquePointer?
         precondition(nghttp2_option_new(&options) == 0, "nghttp2_option_new failed")
+        defer { nghttp2_option_del(options) }
         // Windows reopen only as the server takes bytes (nghttp2_session_consume), so a client
         // cannot push more than the server has agreed to hold.
         nghttp2_option_set_no_auto_window_update(options, 1)
-        self.options = options!
+        // The connection's own reset budget (TransportLimits, HTTP2Connection+ResetFlood.swift)
+        // replaces nghttp2's: it sees every RST_STREAM nghttp2's sees (on_frame_recv is called
+        // for each before nghttp2 counts it), counts refused streams too, and ends the connection
+        // at once, where nghttp2's answers INTERNAL_ERROR and waits for the streams to close.
+        _ = groupd_nghttp2_option_set_stream_reset_rate_limit(options, UInt64.max, UInt64.max)
+        return body(options!)
     }
 
     private static func connection(_ userData: UnsafeMutableRawPointer?) -> HTTP2Connection {
@@ -41,6 +51,7 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
     private static let endStreamFlag = UInt8(NGHTTP2_FLAG_END_STREAM.rawValue)
     private static let pingType = UInt8(NGHTTP2_PING.rawValue)
     private static let settingsType = UInt8(NGHTTP2_SETTINGS.rawValue)
+    private static let rstStreamType = UInt8(NGHTTP2_RST_STREAM.rawValue)
     private static let ackFlag = UInt8(NGHTTP2_FLAG_ACK.rawValue)
     private static let requestCategory = Int32(NGHTTP2_HCAT_REQUEST.rawValue)
 
@@ -80,6 +91,19 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
             connection(userData).onPingReceived(ack: groupd_nghttp2_frame_flags(frame) & ackFlag != 0)
         } else if type == settingsType && groupd_nghttp2_frame_flags(frame) & ackFlag == 0 {
             connection(userData).onSettingsReceived()
+        } else if type == rstStreamType {
+            connection(userData).onStreamResetByClient()
+        }
+        return 0
+    }
+
+    /// A frame nghttp2 refused: on a stream, that stream was reset for the client's fault
+    /// (REFUSED_STREAM past SETTINGS_MAX_CONCURRENT_STREAMS, a malformed request, a frame on a
+    /// closed stream); on stream 0 the connection is ending anyway.
+    private static let onInvalidFrameRecv: nghttp2_on_invalid_frame_recv_callback = { _, frame, _, userData in
+        guard let frame else { return 0 }
+        if groupd_nghttp2_frame_stream_id(frame) != 0 {
+            connection(userData).onStreamRefused()
         }
         return 0
     }

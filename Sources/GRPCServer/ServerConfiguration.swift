@@ -108,6 +108,30 @@ public struct TransportLimits: Sendable, Equatable {
     /// no window and read nothing) gets GOAWAY(ENHANCE_YOUR_CALM) and is closed. Default 30 s.
     public var stalledWriteTimeout: TimeAmount = .seconds(30)
 
+    // MARK: Rapid reset
+    // CVE-2023-44487: streams opened and at once reset cost the server a stream
+    // each while the client pays a few bytes. Each connection has a token bucket; every stream
+    // the client resets (RST_STREAM) and every stream the server must refuse or reset for the
+    // client's fault takes a token. An empty bucket ends the connection with GOAWAY
+    // ENHANCE_YOUR_CALM.
+
+    /// Tokens a connection starts with, and the most it can hold: the resets allowed in a burst.
+    public var resetBurst: Int = 200
+    /// Tokens added back per second, up to ``resetBurst``: the sustained reset rate allowed.
+    public var resetsPerSecond: Int = 100
+
+    // MARK: Fairness
+    // Between the connections of one event loop: a connection whose socket always has
+    // bytes waiting (a flood, or just a heavy client) is read at most ``readsPerTurn`` times, each
+    // read at most ``readBufferBytes``, before the loop turns to its other connections; what is
+    // left waits in the socket (and TCP flow control slows the sender).
+
+    /// Socket reads of one connection per event-loop turn (NIO's `maxMessagesPerRead`).
+    public var readsPerTurn: Int = 4
+    /// The largest single read, in bytes (a power of two; the read buffer starts at 2 KiB and
+    /// grows up to it while reads fill it).
+    public var readBufferBytes: Int = 64 << 10
+
     /// The defaults above.
     public static var defaults: TransportLimits { TransportLimits() }
 

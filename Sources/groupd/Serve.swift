@@ -133,6 +133,7 @@ extension GroupdConfiguration {
         server.http2.maxHeaderListSize = maxHeaderListBytes
         server.drainTimeout = .nanoseconds(Int64(drainTimeoutSeconds * 1_000_000_000))
         server.keepalive = keepalive.settings
+        server.limits = transport.limits
         if let tls { server.tlsHandshakeTimeout = .nanoseconds(Int64(tls.handshakeTimeoutSeconds * 1_000_000_000)) }
         server.responseCompression = compression.responseCompression
         server.limits = transport.limits

@@ -67,6 +67,10 @@ extension GroupdConfiguration {
               max_queued_bytes_per_connection: \(d.transport.maxQueuedBytesPerConnection)  # a client that does not read: its blocked streams reset past it
               max_queued_bytes: \(d.transport.maxQueuedBytes)        # the same over every connection
               stalled_write_timeout_seconds: \(Self.number(d.transport.stalledWriteTimeoutSeconds))  # nothing sent this long while bytes wait: GOAWAY, close
+              reset_burst: \(d.transport.resetBurst)           # streams a connection may reset in a burst (rapid reset)
+              max_resets_per_second: \(d.transport.maxResetsPerSecond) # then per second; past that GOAWAY ENHANCE_YOUR_CALM
+              reads_per_turn: \(d.transport.readsPerTurn)           # socket reads of one connection per event-loop turn
+              read_buffer_bytes: \(d.transport.readBufferBytes)   # the largest single read (a power of two)
             compression:                 # gzip and deflate requests are always accepted
               responses: \(d.compression.responses)            # answer in the request's encoding when accepted
               min_bytes: \(d.compression.minBytes)            # smaller responses go uncompressed

@@ -13,6 +13,10 @@ import NIOCore
 ///   max_queued_bytes_per_connection: 4194304
 ///   max_queued_bytes: 134217728
 ///   stalled_write_timeout_seconds: 30
+///   reset_burst: 200
+///   max_resets_per_second: 100
+///   reads_per_turn: 4
+///   read_buffer_bytes: 65536
 /// ```
 extension GroupdConfiguration {
     /// `transport`: budgets and timeouts against hostile clients. Every key needs a restart.
@@ -52,6 +56,26 @@ extension GroupdConfiguration {
         /// most 3600. Default 30.
         public var stalledWriteTimeoutSeconds: Double = 30
 
+        // Rapid reset (CVE-2023-44487).
+
+        /// `transport.reset_burst`: how many streams a connection may reset (RST_STREAM), or have
+        /// refused for its fault, in a burst; 1 to 1,000,000. Default 200.
+        public var resetBurst: Int = TransportLimits.defaults.resetBurst
+        /// `transport.max_resets_per_second`: how many more it may reset each second once the burst
+        /// is spent; past that the connection gets GOAWAY `ENHANCE_YOUR_CALM` and closes;
+        /// 1 to 1,000,000. Default 100.
+        public var maxResetsPerSecond: Int = TransportLimits.defaults.resetsPerSecond
+
+        // Fairness between the connections of one event loop.
+
+        /// `transport.reads_per_turn`: socket reads of one connection before its event loop turns to
+        /// its other connections; 1 to 64. Default 4.
+        public var readsPerTurn: Int = TransportLimits.defaults.readsPerTurn
+        /// `transport.read_buffer_bytes`: the largest single read, a power of two from 4096 to
+        /// 1048576. Default 65536. One connection is read at most `reads_per_turn` ×
+        /// `read_buffer_bytes` per turn of its loop.
+        public var readBufferBytes: Int = TransportLimits.defaults.readBufferBytes
+
         /// The defaults above.
         public static var defaults: Transport { Transport() }
 
@@ -64,6 +88,10 @@ extension GroupdConfiguration {
                 ("max_unauthenticated_calls", \.maxUnauthenticatedCalls),
                 ("max_queued_bytes_per_connection", \.maxQueuedBytesPerConnection),
                 ("max_queued_bytes", \.maxQueuedBytes),
+                ("reset_burst", \.resetBurst),
+                ("max_resets_per_second", \.maxResetsPerSecond),
+                ("reads_per_turn", \.readsPerTurn),
+                ("read_buffer_bytes", \.readBufferBytes),
             ]
         }
 
@@ -98,6 +126,10 @@ extension GroupdConfiguration {
             limits.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection
             limits.maxQueuedBytes = maxQueuedBytes
             limits.stalledWriteTimeout = amount(stalledWriteTimeoutSeconds)
+            limits.resetBurst = resetBurst
+            limits.resetsPerSecond = maxResetsPerSecond
+            limits.readsPerTurn = readsPerTurn
+            limits.readBufferBytes = readBufferBytes
             return limits
         }
     }
@@ -131,6 +163,18 @@ extension GroupdConfiguration {
         let stalled = transport.stalledWriteTimeoutSeconds
         guard stalled.isFinite, stalled > 0, stalled <= 3600 else {
             throw fail("stalled_write_timeout_seconds", "expected seconds above 0 and at most 3600, found \(stalled)")
+        }
+        func check(_ value: Int, _ key: String, _ range: ClosedRange<Int>) throws {
+            guard range.contains(value) else {
+                throw fail(key, "expected \(range.lowerBound) to \(range.upperBound), found \(value)")
+            }
+        }
+        try check(transport.resetBurst, "reset_burst", 1...1_000_000)
+        try check(transport.maxResetsPerSecond, "max_resets_per_second", 1...1_000_000)
+        try check(transport.readsPerTurn, "reads_per_turn", 1...64)
+        try check(transport.readBufferBytes, "read_buffer_bytes", 4096...1_048_576)
+        guard transport.readBufferBytes.nonzeroBitCount == 1 else {
+            throw fail("read_buffer_bytes", "expected a power of two from 4096 to 1048576, found \(transport.readBufferBytes)")
         }
     }
 }
