@@ -30,8 +30,10 @@ public final class LogOutput: Sendable {
     /// Where batched lines are written from, `flushDelay` after the first of a batch: one
     /// `write(2)` for every line that came meanwhile, and one wake-up of the queue's thread.
     private static let writer = DispatchQueue(label: "groupd.log-writer")
-    /// How long a batched line may wait for others.
-    static let flushDelay = DispatchTimeInterval.milliseconds(5)
+    /// How long a batched line may wait for others (by default).
+    public static let defaultFlushDelay = DispatchTimeInterval.milliseconds(5)
+    /// How long a batched line may wait for others here.
+    private let flushDelay: DispatchTimeInterval
     /// Batched bytes at which the caller writes them itself: under load batches are written by
     /// the calls, a `write(2)` per 64 KiB, and the writer queue only catches the stragglers; a
     /// log that cannot keep up slows the calls down instead of growing the memory.
@@ -69,12 +71,18 @@ public final class LogOutput: Sendable {
     ///   - settings: The level and format to start with.
     ///   - batching: Whether batched lines wait for the writer queue; without it (the default)
     ///     every line reaches `sink` before `write` returns.
+    ///   - flushDelay: How long a batched line may wait for others before the writer queue writes
+    ///     the batch (5 ms; tests that must see only the caller's writes make it long).
     ///   - sink: Writes lines, newlines included; never called concurrently.
-    public init(settings: LogSettings, batching: Bool = false, sink: @escaping @Sendable (String) -> Void) {
+    public init(
+        settings: LogSettings, batching: Bool = false, flushDelay: DispatchTimeInterval = LogOutput.defaultFlushDelay,
+        sink: @escaping @Sendable (String) -> Void
+    ) {
         self.levelValue = Atomic(Self.code(of: settings.level))
         self.formatValue = Atomic(settings.format == .json ? 1 : 0)
         self.sink = sink
         self.batching = batching
+        self.flushDelay = flushDelay
     }
 
     /// The lowest level written now.
@@ -140,7 +148,7 @@ public final class LogOutput: Sendable {
         if full {
             flush()
         } else if schedule {
-            Self.writer.asyncAfter(deadline: .now() + Self.flushDelay) { self.flush() }
+            Self.writer.asyncAfter(deadline: .now() + flushDelay) { self.flush() }
         }
     }
 
