@@ -10,7 +10,7 @@ Health/Check and GetGroupsInfo with a token. Each attack runs in its own process
   zero_window  100 connections announcing SETTINGS_INITIAL_WINDOW_SIZE 0, each opening 250 Health
                and GetGroupsInfo calls and never opening a window, reconnecting when ended
   rapid_reset  4 connections opening a stream and resetting it at once, in a loop, each
-               reconnecting as soon as the server ends it (CVE-2023-44487)
+               reconnecting as soon as the server ends it (CVE-2023-44487; scripts/rapid_reset.py)
   big_header   connections sending a request whose one header value is 70 KiB, in a loop
 
 For each: the good client's req/s, p50 and p99 (µs), failed requests, its p99 over the quiet p99,
@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import ROOT, Server, h2load  # noqa: E402
+import rapid_reset as rapid_reset_attack  # noqa: E402
 from support import CONFIG_TEMPLATE, APP_ID, APP_SECRET, OTHER_APP_ID, OTHER_APP_SECRET  # noqa: E402
 
 import hpack  # noqa: E402
@@ -170,33 +171,21 @@ async def zero_window(port, token, stop, stats):
 
 
 async def rapid_reset(port, token, stop, stats):
-    block = header_block(HEALTH)
-
-    async def one():
-        while not stop.is_set():
-            try:
-                reader, writer = await open_connection(port, stats)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.write(PREFACE + settings())
-            reads = asyncio.ensure_future(drain_reads(reader, stats))
-            stream = 1
-            try:
-                while not reads.done() and not stop.is_set() and stream < 2 ** 31 - 2:
-                    burst = []
-                    for _ in range(32):
-                        burst.append(headers_frames(stream, block) + frame(DATA, END_STREAM, stream, b"\0\0\0\0\0")
-                                     + frame(RST_STREAM, 0, stream, struct.pack(">I", 8)))
-                        stream += 2
-                    stats.streams += 32
-                    writer.write(b"".join(burst))
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            reads.cancel()
-            writer.close()
-    await asyncio.gather(*(one() for _ in range(4)))
+    """scripts/rapid_reset.py's attackers (threads), 4 of them, until `stop`."""
+    halt = threading.Event()
+    threads, attackers = rapid_reset_attack.run_attackers(port, 4, halt, path=HEALTH)
+    try:
+        await stop.wait()
+    finally:  # cancelled when the attack's time is up
+        halt.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        stats.connections = sum(a.connections for a in attackers)
+        stats.streams = sum(a.streams for a in attackers)
+        stats.closed_by_server = sum(a.closed_without_goaway for a in attackers)
+        for a in attackers:
+            for code, count in a.goaways.items():
+                stats.goaways[code] = stats.goaways.get(code, 0) + count
 
 
 async def big_header(port, token, stop, stats):

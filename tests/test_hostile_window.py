@@ -116,26 +116,37 @@ def good_client_is_served(server):
 
 
 def test_streams_past_the_connection_cap_are_reset_and_new_ones_refused(server):
+    """Calls start at the end of the read their request completes in: the streams past the cap
+    that started in the read which crossed it are shed (ENHANCE_YOUR_CALM, newest first), those
+    opened in later reads are refused (REFUSED_STREAM) while the connection is over half its cap."""
     fits = PER_CONNECTION // CHECK_STREAM_COST
     stream_ids = [1 + 2 * i for i in range(fits + 9)]
     with zero_window_client(server.port) as client:
         open_checks(client, stream_ids)
-        shed, refused = stream_ids[fits], stream_ids[fits + 1:]
+        rest = stream_ids[fits:]
         assert client.read_until(lambda: all(client.results.get(s) and client.results[s].reset_code is not None
-                                             for s in [shed] + refused))
+                                             for s in rest))
         for stream_id in stream_ids[:fits]:
             result = client.results[stream_id]
             # The response headers went out (HEADERS are not flow-controlled); the message waits.
             assert result.headers.get(":status") == "200" and result.reset_code is None and not result.data, result
-        assert client.results[shed].reset_code == ENHANCE_YOUR_CALM, client.results[shed]
-        assert all(client.results[s].reset_code == REFUSED_STREAM for s in refused), \
-            {s: client.results[s].reset_code for s in refused}
+        codes = {s: client.results[s].reset_code for s in rest}
+        assert set(codes.values()) <= {ENHANCE_YOUR_CALM, REFUSED_STREAM}, codes
+        assert codes[rest[0]] == ENHANCE_YOUR_CALM, codes  # the stream that crossed the cap
+        shed = [s for s in rest if codes[s] == ENHANCE_YOUR_CALM]
+        # New streams in a later read: refused before any work, the kept streams untouched.
+        later = [stream_ids[-1] + 2 * i for i in range(1, 4)]
+        open_checks(client, later)
+        assert client.read_until(lambda: all(client.results.get(s) and client.results[s].reset_code is not None
+                                             for s in later))
+        assert all(client.results[s].reset_code == REFUSED_STREAM for s in later), \
+            {s: client.results[s].reset_code for s in later}
         assert client.goaways == [] and not client.closed
         good_client_is_served(server)
         values = metrics(server)
         assert values["groupd_transport_queued_bytes"] == fits * CHECK_STREAM_COST
-        assert values["groupd_transport_stalled_streams_reset_total"] == 1
-        assert values["groupd_transport_queued_bytes_streams_refused_total"] == len(refused)
+        assert values["groupd_transport_stalled_streams_reset_total"] == len(shed)
+        assert values["groupd_transport_queued_bytes_streams_refused_total"] == len(rest) - len(shed) + len(later)
         assert values["groupd_transport_stalled_connections_closed_total"] == 0
         # Opening the window lets the streams that were kept finish normally.
         client.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 20)) +

@@ -1,7 +1,7 @@
 """Hostile HTTP/2 clients for benchmarks and tests: load that a server must survive while it keeps
-serving everyone else. Importable (`from hostile import rapid_reset`) and runnable:
+serving everyone else. Importable (`from rapid_reset import rapid_reset`) and runnable:
 
-    python3 scripts/hostile.py rapid-reset --port 50051 --seconds 10 --attackers 4
+    python3 scripts/rapid_reset.py rapid-reset --port 50051 --seconds 10 --attackers 4
 
 `rapid_reset` is the HTTP/2 Rapid Reset attack (CVE-2023-44487): open a stream, reset it at once,
 open the next, on one connection as fast as the socket takes it; when the server ends the
