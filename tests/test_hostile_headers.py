@@ -173,3 +173,28 @@ def test_grpcio_with_a_70k_metadata_value(groupd):
         assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
         assert watch.running() and not watch.done()
         watch.cancel()
+
+
+def test_a_client_sending_oversized_fields_in_a_loop_is_ended_like_a_reset_flood(groupd):
+    """Each such stream is refused for the client's fault and takes a token of the connection's
+    reset budget (transport.reset_burst, 200 by default): a client that keeps sending them gets
+    GOAWAY ENHANCE_YOUR_CALM (too_many_resets) once the budget is spent, and the connection
+    closes; the streams before that were refused one by one."""
+    block = request_block(CHECK, literal_field("x-big", "z" * 70000))
+    streams = [1 + 2 * i for i in range(400)]
+    with FrameClient(groupd.port) as client, FrameClient(groupd.port) as bystander:
+        for stream_id in streams:
+            if client.closed or client.goaways:
+                break
+            try:
+                send_block(client, stream_id, block)
+            except OSError:
+                break  # the server closed the connection while we were still sending
+        client.read_until(lambda: client.closed, timeout=30)
+        assert client.goaways, "no GOAWAY for a client sending 400 oversized fields"
+        last, code = client.goaways[0]
+        assert code == 0xB, client.goaways  # ENHANCE_YOUR_CALM
+        assert 200 <= last // 2 + 1 < 400, client.goaways  # the burst spent, before the 400th
+        refused = [s for s in streams if s in client.results and client.results[s].ended]
+        assert refused and all(client.results[s].grpc_status == RESOURCE_EXHAUSTED for s in refused)
+        check_served(bystander, 1)

@@ -342,9 +342,12 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     /// The guard replaced a header field of `streamID` that nghttp2 could not have taken: the
     /// stream is refused with RESOURCE_EXHAUSTED once its headers are in.
+    /// Such a stream is refused for the client's fault, so it takes a token of the reset budget:
+    /// a client sending them in a loop is ended like a reset flood.
     func oversizedHeaderField(streamID: Int32) {
         configuration.callObserver?.defenceTriggered(.oversizedHeaderFieldRefused)
         logger.debug("request header field over the HPACK limit replaced; refusing its stream", metadata: ["stream": "\(streamID)"])
+        onStreamRefused()
         if let stream = streams[streamID] {
             stream.headerFieldTooLarge = true
             return
