@@ -19,6 +19,9 @@ final class HTTP2Connection: ChannelInboundHandler {
     let configuration: ServerConfiguration
     let logger: Logger
     var session: OpaquePointer?
+    /// A session whose channel closed while nghttp2 was inside `mem_recv`/`mem_send` (a callback
+    /// closed it): nghttp2 still uses it until that call returns, then it is deleted.
+    var retiredSession: OpaquePointer?
     var context: ChannelHandlerContext?
     var streams: [Int32: HTTP2Stream] = [:]
     /// True while nghttp2 is calling back into us; `flush()` must not run then.
@@ -51,6 +54,12 @@ final class HTTP2Connection: ChannelInboundHandler {
         self.configuration = configuration
         self.logger = logger
         self.management = ConnectionManagement(settings: configuration.keepalive, now: .now())
+    }
+
+    deinit {
+        // nghttp2 holds this object unretained as the session's user data: the session must be
+        // deleted (handlerRemoved, channelInactive) before the last reference goes.
+        assert(session == nil && retiredSession == nil, "HTTP2Connection freed while its nghttp2 session is alive")
     }
 
     // MARK: Channel events
@@ -99,6 +108,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
         }
         inSession = false
+        if deleteRetiredSession() { return }
         if rv < 0 {
             // A fatal protocol error (bad preface, flooding, a broken frame). Some of these return
             // without a GOAWAY queued (a bad client magic, too many CONTINUATIONs); queue one with
@@ -157,9 +167,22 @@ final class HTTP2Connection: ChannelInboundHandler {
             configuration.callObserver?.connectionClosed()
         }
         if let session {
-            nghttp2_session_del(session)
             self.session = nil
+            if inSession {
+                retiredSession = session
+            } else {
+                nghttp2_session_del(session)
+            }
         }
+    }
+
+    /// Deletes the session `tearDown` retired while nghttp2 was inside a call, now that the call
+    /// returned. - Returns: whether there was one (the connection is then gone).
+    func deleteRetiredSession() -> Bool {
+        guard let retired = retiredSession else { return false }
+        retiredSession = nil
+        nghttp2_session_del(retired)
+        return true
     }
 
     func closeConnection() {
@@ -182,6 +205,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             let count = groupd_nghttp2_mem_send(session, &chunk)
             if count < 0 {
                 inSession = false
+                if deleteRetiredSession() { return }
                 logger.debug("nghttp2_session_mem_send failed", metadata: ["code": "\(count)"])
                 closeConnection()
                 return
@@ -192,6 +216,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             out!.writeBytes(bytes)
         }
         inSession = false
+        if deleteRetiredSession() { return }
         let done = (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
             || (finalGoAwaySubmitted && streams.isEmpty) || terminating
         guard let out else {
