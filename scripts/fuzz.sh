@@ -17,6 +17,14 @@ TARGETS=(FuzzDeframer FuzzProtoDecode FuzzHTTP2 FuzzToken FuzzConfig FuzzPolicyH
 
 build() {
   local started=$SECONDS
+  # libFuzzer and the sanitizer runtimes ship with the Swift toolchain (its clang's compiler-rt).
+  local toolchain
+  toolchain=$(dirname "$(readlink -f "$(command -v "${SWIFT}c" || command -v swiftc)")")/..
+  if ! compgen -G "$toolchain/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null \
+     && ! compgen -G "$toolchain/lib/swift/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; then
+    echo "error: no libFuzzer runtime (libclang_rt.fuzzer) in the Swift toolchain at $toolchain" >&2
+    exit 1
+  fi
   # Swift takes ASan and libFuzzer's coverage; UBSan (which swiftc does not offer on Linux)
   # instruments the C: protobuf-c's generated code, the plugin ABI, the fuzz plugin, the
   # dependencies' C.
