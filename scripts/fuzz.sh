@@ -58,6 +58,11 @@ run() {
       echo "$target FAILED: the input is in $artifacts/$target-* (see docs/FUZZING.md to make it a regression test)"
       exit 1
     fi
+    # A binary without coverage feedback fuzzes blind: a broken build, not a pass.
+    if grep -q 'Is the code instrumented for coverage' "$log"; then
+      echo "$target FAILED: libFuzzer saw no coverage (rebuild: rm -rf $SCRATCH && $0 build)"
+      exit 1
+    fi
     local done_line execs units
     done_line=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -n 1 || true)
     execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
