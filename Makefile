@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -64,8 +64,8 @@ run: release
 
 ## test: every test: Swift Testing suites, then the grpcio/h2 interop tests against a real groupd
 ## (identity, then every grpcio channel gzip-compressed), then the store suite and the interop tests
-## again on PostgreSQL (test-postgres)
-test: build test-swift test-interop test-interop-gzip test-postgres
+## again on PostgreSQL (test-postgres), then a short run of every fuzzer (fuzz-smoke)
+test: build test-swift test-interop test-interop-gzip test-postgres fuzz-smoke
 
 test-swift:
 	$(SWIFT) test --skip-build
@@ -150,11 +150,37 @@ bench-scaleout: release bench-deps
 	python3 scripts/bench_scaleout.py $(RELEASE_BIN)
 
 ## test-sanitize: the policy host and the C plugins under ThreadSanitizer (many callers on one
-## instance while a reload swaps it, among others), built in .build-tsan so the main build stays
+## instance while a reload swaps it, among others), built in .build-tsan; then the transport (the
+## server's and the client's HTTP/2 over nghttp2) under AddressSanitizer, built in .build-asan, then
+## ConnectionTeardownTests again with LeakSanitizer on (the other suites leave embedded channels
+## open, whose reference cycles it would report); the main build stays
 test-sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
 	GROUPD_PLUGIN_DIR=.build-tsan/debug $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
 	  --filter 'PolicyHostTests.(ChainTests|FailureTests|ConcurrencyTests|PluginLoadingTests|PolicyConfigurationTests|ExampleCPolicyTests|PreparedChainsTests)'
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
+	ASAN_OPTIONS=detect_leaks=0 \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter 'GRPCServerTests|GRPCClientTests'
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-xctest.supp:print_suppressions=0 \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter ConnectionTeardownTests
+
+## fuzz: every libFuzzer target (Tests/Fuzz, docs/FUZZING.md) for FUZZ_SECONDS each (default 300)
+## under AddressSanitizer and UBSan, from the committed seeds in Tests/Fuzz/Corpus; FUZZ_TARGETS
+## picks some; new inputs go to a temporary directory (FUZZ_NEW_CORPUS=dir keeps them). Built in
+## .build-fuzz. Ends with each target's executions per second and coverage.
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?=
+fuzz: fuzz-build
+	scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-build: deps
+	scripts/fuzz.sh build
+
+## fuzz-smoke: the inputs in Tests/Fuzz/Regressions replayed, then every target for
+## FUZZ_SMOKE_SECONDS (default 20): the part of `make test`
+FUZZ_SMOKE_SECONDS ?= 20
+fuzz-smoke: fuzz-build
+	scripts/fuzz.sh run $(FUZZ_SMOKE_SECONDS)
 
 ## bench-plugins: cost per call of no chain, an empty chain, and the keyword plugin with
 ## 10,000 words on a 1 KiB message (PolicyHost level, release build)
@@ -165,4 +191,4 @@ bench-plugins: deps
 	.build/release/policy-bench .build/release
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-tsan .build-asan .build-fuzz

@@ -18,6 +18,13 @@ let package = Package(
         .library(name: "KeywordPolicy", type: .dynamic, targets: ["KeywordPolicy"]),
         .library(name: "CustomFieldSchemaPolicy", type: .dynamic, targets: ["CustomFieldSchemaPolicy"]),
         .library(name: "WebhookPolicy", type: .dynamic, targets: ["WebhookPolicy"]),
+        // The libraries the fuzz targets (Tests/Fuzz, `make fuzz`) link: a package outside this
+        // one sees only products.
+        .library(name: "GRPCServer", targets: ["GRPCServer"]),
+        .library(name: "GroupAPI", targets: ["GroupAPI"]),
+        .library(name: "GroupService", targets: ["GroupService"]),
+        .library(name: "PolicyHost", targets: ["PolicyHost"]),
+        .library(name: "PolicyABI", targets: ["PolicyABI"]),
         // Broken and scripted plugins the PolicyHost tests load.
         .library(name: "PolicyFixtureBehaviors", type: .dynamic, targets: ["PolicyFixtureBehaviors"]),
         .library(name: "PolicyFixtureWrongMajor", type: .dynamic, targets: ["PolicyFixtureWrongMajor"]),

@@ -80,6 +80,12 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         self.userAgent = userAgent
     }
 
+    deinit {
+        // nghttp2 holds this object unretained as the session's user data: the session must be
+        // deleted (handlerRemoved, channelInactive) before the last reference goes.
+        assert(session == nil, "HTTP2ClientHandler freed while its nghttp2 session is alive")
+    }
+
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) {

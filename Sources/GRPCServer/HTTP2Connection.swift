@@ -23,6 +23,9 @@ final class HTTP2Connection: ChannelInboundHandler {
     let configuration: ServerConfiguration
     let logger: Logger
     var session: OpaquePointer?
+    /// A session whose channel closed while nghttp2 was inside `mem_recv`/`mem_send` (a callback
+    /// closed it): nghttp2 still uses it until that call returns, then it is deleted.
+    var retiredSession: OpaquePointer?
     var context: ChannelHandlerContext?
     var streams: [Int32: HTTP2Stream] = [:]
     /// True while nghttp2 is calling back into us; `flush()` must not run then.
@@ -103,6 +106,12 @@ final class HTTP2Connection: ChannelInboundHandler {
         self.defenceLog = defenceLog ?? DefenceLog(logger: logger)
     }
 
+    deinit {
+        // nghttp2 holds this object unretained as the session's user data: the session must be
+        // deleted (handlerRemoved, channelInactive) before the last reference goes.
+        assert(session == nil && retiredSession == nil, "HTTP2Connection freed while its nghttp2 session is alive")
+    }
+
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -161,6 +170,8 @@ final class HTTP2Connection: ChannelInboundHandler {
                 groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count)
             }
             inSession = false
+            // A handler closed the channel from inside nghttp2: the session is gone with this read.
+            if deleteRetiredSession() { return }
             if rv < 0 { break }
             if management.preface == .awaitingMagic {
                 management.accepted(bytes: Int(rv))
@@ -245,9 +256,22 @@ final class HTTP2Connection: ChannelInboundHandler {
             configuration.callObserver?.connectionClosed()
         }
         if let session {
-            nghttp2_session_del(session)
             self.session = nil
+            if inSession {
+                retiredSession = session
+            } else {
+                nghttp2_session_del(session)
+            }
         }
+    }
+
+    /// Deletes the session `tearDown` retired while nghttp2 was inside a call, now that the call
+    /// returned. - Returns: whether there was one (the connection is then gone).
+    func deleteRetiredSession() -> Bool {
+        guard let retired = retiredSession else { return false }
+        retiredSession = nil
+        nghttp2_session_del(retired)
+        return true
     }
 
     func closeConnection() {
@@ -288,6 +312,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             let count = groupd_nghttp2_mem_send(session, &chunk)
             if count < 0 {
                 inSession = false
+                if deleteRetiredSession() { return }
                 logger.debug("nghttp2_session_mem_send failed", metadata: ["code": "\(count)"])
                 closeConnection()
                 return
@@ -298,6 +323,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             out!.writeBytes(bytes)
         }
         inSession = false
+        if deleteRetiredSession() { return }
         let done = (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
             || (finalGoAwaySubmitted && streams.isEmpty) || terminating
         guard let written = out.map({ context.writeAndFlush(wrapOutboundOut($0)) }) ?? chunkWritten else {

@@ -1,0 +1,74 @@
+import FuzzSupport
+import Logging
+import NIOCore
+import NIOEmbedded
+
+@testable import GRPCServer
+
+/// A server connection — nghttp2's session and groupd's callbacks, streams and handlers — fed
+/// arbitrary bytes as a client would send them, then closed: nothing may crash, leak or touch
+/// freed memory, whatever arrives and however it is split.
+///
+/// Input: byte 0's low 7 bits seed the chunking (0 = one chunk); its high bit advances the
+/// loop's clock by a second after every chunk (keepalive, idle and drain timers). The rest is
+/// what the client sends, its preface included.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzHTTP2(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+    let input = fuzzInput(start, count)
+    guard input.count >= 1 else { return 0 }
+    let channel = EmbeddedChannel()
+    let connection = HTTP2Connection(router: router, configuration: configuration, logger: logger)
+    try! channel.pipeline.syncOperations.addHandler(connection)
+    try! channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+    let advancesClock = input[0] & 0x80 != 0
+    for chunk in Chunker(UnsafeRawBufferPointer(rebasing: input[1...]), seed: input[0] & 0x7F) {
+        guard channel.isActive else { break }
+        var buffer = channel.allocator.buffer(capacity: chunk.count)
+        buffer.writeBytes(chunk)
+        do {
+            try channel.writeInbound(buffer)
+        } catch {
+            break
+        }
+        channel.pipeline.fireChannelReadComplete()
+        channel.embeddedEventLoop.run()
+        if advancesClock { channel.embeddedEventLoop.advanceTime(by: .seconds(1)) }
+        drainOutbound(channel)
+    }
+    _ = try? channel.finish(acceptAlreadyClosed: true)
+    // Let the handlers' tasks see the cancellation and end.
+    channel.embeddedEventLoop.run()
+    drainOutbound(channel)
+    precondition(connection.session == nil, "the nghttp2 session outlived its channel")
+    return 0
+}
+
+private func drainOutbound(_ channel: EmbeddedChannel) {
+    while let written = try? channel.readOutbound(as: ByteBuffer.self), written.readableBytes >= 0 {}
+}
+
+private let logger = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
+
+private let configuration: ServerConfiguration = {
+    var configuration = ServerConfiguration()
+    // Small enough that the fuzzer reaches the limits.
+    configuration.maxMessageBytes = 1 << 10
+    configuration.streamQueueCapacity = 4
+    configuration.http2.maxConcurrentStreams = 8
+    return configuration
+}()
+
+/// One method of each kind.
+private let router: ServerRouter = {
+    var router = ServerRouter()
+    router.register("/fuzz.Echo/Inline", .inlineUnary { request, _ in .success(request) })
+    router.register("/fuzz.Echo/Fail", .inlineUnary { _, _ in .failure(GRPCStatus(.invalidArgument, "refused")) })
+    router.register("/fuzz.Echo/Unary", .unary { request, _ in request })
+    router.register("/fuzz.Echo/Stream", .serverStreaming { request, _, writer in
+        for _ in 0..<3 { try await writer.write(request) }
+    })
+    router.register("/fuzz.Echo/Bidi", .bidirectionalStreaming { requests, _, writer in
+        for try await request in requests { try await writer.write(request) }
+    })
+    return router
+}()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds and runs groupd's libFuzzer targets (Tests/Fuzz, docs/FUZZING.md).
+#   scripts/fuzz.sh build                     build every target under ASan + UBSan (+ libFuzzer)
+#   scripts/fuzz.sh run SECONDS [TARGET...]   replay Tests/Fuzz/Regressions/<target>/, then fuzz each
+#                                             target for SECONDS from its committed seeds
+# New corpus entries go to a temporary directory (FUZZ_NEW_CORPUS to keep them elsewhere), never
+# into Tests/Fuzz/Corpus; a crash stops the run, its input saved as .build-fuzz/artifacts/<target>-crash-*.
+# Ends with each target's executions per second and coverage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
+# One-time allocations LeakSanitizer cannot see a pointer to (the file says which).
+export LSAN_OPTIONS="suppressions=$PWD/Tests/Fuzz/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+TARGETS=(FuzzDeframer FuzzProtoDecode FuzzHTTP2 FuzzToken FuzzConfig FuzzPolicyHost)
+
+build() {
+  local started=$SECONDS
+  # libFuzzer and the sanitizer runtimes ship with the Swift toolchain (its clang's compiler-rt).
+  local toolchain
+  toolchain=$(dirname "$(readlink -f "$(command -v "${SWIFT}c" || command -v swiftc)")")/..
+  if ! compgen -G "$toolchain/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null \
+     && ! compgen -G "$toolchain/lib/swift/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; then
+    echo "error: no libFuzzer runtime (libclang_rt.fuzzer) in the Swift toolchain at $toolchain" >&2
+    exit 1
+  fi
+  # Swift takes ASan and libFuzzer's coverage; UBSan (which swiftc does not offer on Linux)
+  # instruments the C: protobuf-c's generated code, the plugin ABI, the fuzz plugin, the
+  # dependencies' C.
+  "$SWIFT" build --package-path Tests/Fuzz --scratch-path "$SCRATCH" \
+    --sanitize=fuzzer --sanitize=address \
+    -Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined
+  echo "fuzz build: $((SECONDS - started)) s"
+}
+
+run() {
+  local seconds=$1; shift
+  local targets=("$@")
+  [ ${#targets[@]} -gt 0 ] || targets=("${TARGETS[@]}")
+  local bin="$SCRATCH/debug" artifacts="$SCRATCH/artifacts" new_root
+  new_root=${FUZZ_NEW_CORPUS:-$(mktemp -d)}
+  mkdir -p "$artifacts"
+  local summary=() started=$SECONDS
+  for target in "${targets[@]}"; do
+    local log="$artifacts/$target.log" regressions="Tests/Fuzz/Regressions/$target"
+    # Every input that once crashed runs first, each exactly once.
+    if compgen -G "$regressions/*" >/dev/null; then
+      echo "== $target: replaying $(ls "$regressions" | wc -l) regression inputs"
+      "$bin/$target" -runs=1 "$regressions"/* 2>"$log.regressions" || { cat "$log.regressions"; exit 1; }
+    fi
+    mkdir -p "$new_root/$target"
+    echo "== $target: fuzzing for ${seconds}s (new inputs in $new_root/$target)"
+    if ! "$bin/$target" "$new_root/$target" "Tests/Fuzz/Corpus/$target" \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/$target-" 2>"$log"; then
+      tail -n 60 "$log"
+      echo "$target FAILED: the input is in $artifacts/$target-* (see docs/FUZZING.md to make it a regression test)"
+      exit 1
+    fi
+    # A binary without coverage feedback fuzzes blind: a broken build, not a pass.
+    if grep -q 'Is the code instrumented for coverage' "$log"; then
+      echo "$target FAILED: libFuzzer saw no coverage (rebuild: rm -rf $SCRATCH && $0 build)"
+      exit 1
+    fi
+    local done_line execs units
+    done_line=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -n 1 || true)
+    execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+    units=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    summary+=("$(printf '%-16s %8s exec/s %10s runs  %s' "$target" "$execs" "$units" \
+      "$(echo "$done_line" | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[^ ]+' || echo 'no status line')")")
+  done
+  [ -n "${FUZZ_NEW_CORPUS:-}" ] || rm -rf "$new_root"
+  echo "== fuzzing done in $((SECONDS - started)) s"
+  printf '%s\n' "${summary[@]}"
+}
+
+case "${1:-}" in
+  build) build ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 build | run SECONDS [TARGET...]" >&2; exit 2 ;;
+esac
