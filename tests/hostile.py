@@ -5,9 +5,11 @@ connection during and after the attack, and resident memory within a bound.
 Every wait here is for an event (a frame, a close, a served call), with a deadline only as the
 failure bound.
 """
+import re
 import socket
 import threading
 import time
+import urllib.request
 
 import grpc
 
@@ -23,6 +25,25 @@ CANCEL, COMPRESSION_ERROR, CONNECT_ERROR, ENHANCE_YOUR_CALM = 0x8, 0x9, 0xA, 0xB
 
 # What an attack may add to the server's resident memory, once answered (KiB).
 RSS_BOUND_KB = 64 * 1024
+
+
+def metrics(groupd) -> dict:
+    """The unlabelled series of one scrape of the metrics endpoint (`groupd.metrics_port`), by name."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{groupd.metrics_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values = {}
+    for line in text.splitlines():
+        match = re.match(r"^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
+        if match and match.group(2) in (None, "{}"):
+            values[match.group(1)] = float(match.group(3))
+    return values
+
+
+def metric(groupd, name) -> float:
+    """One unlabelled series from a scrape of the metrics endpoint; fails if the scrape lacks it."""
+    values = metrics(groupd)
+    assert name in values, f"no {name} in the scrape"
+    return values[name]
 
 
 def node(groupd):

@@ -3,13 +3,11 @@ faster than `transport.reset_burst` / `transport.max_resets_per_second` allow ge
 ENHANCE_YOUR_CALM and is closed, while every other client is served; a client cancelling calls at
 an ordinary rate is left alone; a request reset in the same read as its END_STREAM never reaches
 its handler; and attackers reconnecting in a loop do not grow the server's memory."""
-import re
 import shutil
 import struct
 import sys
 import tempfile
 import threading
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -18,6 +16,7 @@ import pytest
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 from h2raw import (DATA, FLAG_END_HEADERS, FLAG_END_STREAM, HEADERS, RST_STREAM, FrameClient, frame, grpc_frame,
                    grpc_headers)
+from hostile import metric
 from support import ROOT, Groupd, admin_md, free_port, new_database, uid, wait_for
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -29,6 +28,7 @@ RESET_BURST = 150
 CHECK = "/grpc.health.v1.Health/Check"
 WATCH = "/grpc.health.v1.Health/Watch"
 CREATE_GROUP = "/groupd.v1.GroupService/CreateGroup"
+FLOOD_GOAWAYS = "groupd_transport_reset_flood_goaways_total"
 
 
 @pytest.fixture(scope="module")
@@ -44,24 +44,6 @@ def server():
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def flood_goaways(server) -> int:
-    """groupd_transport_reset_flood_goaways_total from the metrics endpoint."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    match = re.search(r"^groupd_transport_reset_flood_goaways_total(?:\{\})? ([0-9.e+]+)$", text, re.MULTILINE)
-    assert match, "no groupd_transport_reset_flood_goaways_total in the scrape"
-    return int(float(match.group(1)))
-
-
-def open_connections(server) -> int:
-    """groupd_connections_open from the metrics endpoint."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    match = re.search(r"^groupd_connections_open(?:\{\})? ([0-9.e+]+)$", text, re.MULTILINE)
-    assert match, "no groupd_connections_open in the scrape"
-    return int(float(match.group(1)))
-
-
 def check(channel):
     return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
 
@@ -74,7 +56,7 @@ def test_reset_flood_gets_enhance_your_calm_before_its_end(server):
     """3000 streams opened and reset in one burst: GOAWAY ENHANCE_YOUR_CALM once the burst of
     RESET_BURST resets is spent, naming the last stream processed; no stream above it was
     answered; the connection is closed; the counter and the log say so."""
-    before = flood_goaways(server)
+    before = metric(server, FLOOD_GOAWAYS)
     count = 3000
     with FrameClient(server.port) as client:
         blob = b"".join(
@@ -95,7 +77,7 @@ def test_reset_flood_gets_enhance_your_calm_before_its_end(server):
         assert 2 * RESET_BURST + 1 <= last_stream_id < 2 * count - 1, last_stream_id
         answered = [sid for sid, result in client.results.items() if result.headers]
         assert all(sid <= last_stream_id for sid in answered), (last_stream_id, answered)
-    wait_for(lambda: flood_goaways(server) == before + 1, "the reset-flood counter")
+    wait_for(lambda: metric(server, FLOOD_GOAWAYS) == before + 1, "the reset-flood counter")
     wait_for(lambda: any("client resets streams too fast" in line and "peer=127.0.0.1:" in line
                          for line in server.log.read_text().splitlines()), "the notice log line with the peer")
     with grpc.insecure_channel(server.address) as channel:
@@ -120,13 +102,13 @@ def test_good_client_is_served_while_attackers_reconnect(server):
     assert all(set(s.goaways) <= {ENHANCE_YOUR_CALM} for s in stats), [s.as_dict() for s in stats]
     # The server may still be reading an attacker's last bytes after the attacker closed: the
     # next tests count from when every attacking connection is gone.
-    wait_for(lambda: open_connections(server) == 0, "the attackers' connections to close on the server")
+    wait_for(lambda: metric(server, "groupd_connections_open") == 0, "the attackers' connections to close on the server")
 
 
 def test_resets_within_the_burst_leave_the_connection_serving(server):
     """RESET_BURST - 1 streams opened and reset at once are within the budget: no GOAWAY, and the
     connection answers PING and serves a call afterwards."""
-    before = flood_goaways(server)
+    before = metric(server, FLOOD_GOAWAYS)
     with FrameClient(server.port) as client:
         blob = b"".join(
             frame(HEADERS, FLAG_END_HEADERS, 2 * i + 1, client.encoder.encode(grpc_headers(WATCH)))
@@ -141,13 +123,13 @@ def test_resets_within_the_burst_leave_the_connection_serving(server):
         assert client.read_until(lambda: client.results[sid].ended)
         assert client.results[sid].trailers.get("grpc-status") == "0", client.results[sid]
         assert not client.goaways and not client.closed
-    assert flood_goaways(server) == before
+    assert metric(server, FLOOD_GOAWAYS) == before
 
 
 def test_grpcio_cancellations_are_not_a_flood(server):
     """A stock client cancelling 100 streaming calls one after another (RST_STREAM CANCEL each)
     keeps its connection: no reset-flood GOAWAY, and the channel serves on."""
-    before = flood_goaways(server)
+    before = metric(server, FLOOD_GOAWAYS)
     with grpc.insecure_channel(server.address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         for _ in range(100):
@@ -155,7 +137,7 @@ def test_grpcio_cancellations_are_not_a_flood(server):
             assert next(call).status == health_pb2.HealthCheckResponse.SERVING
             call.cancel()
         assert check(channel) == health_pb2.HealthCheckResponse.SERVING
-    assert flood_goaways(server) == before
+    assert metric(server, FLOOD_GOAWAYS) == before
 
 
 def test_request_reset_in_the_same_write_is_never_handled(server):

@@ -7,11 +7,9 @@ client keeps being served, and a slow client that does read is left alone.
 
 Small caps make the arithmetic exact: each stream waiting to send counts 2048 bytes plus its
 response message and the 5-byte gRPC prefix (docs/TRANSPORT.md)."""
-import re
 import shutil
 import struct
 import tempfile
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -20,6 +18,7 @@ import pytest
 import support  # noqa: F401  (generates the stubs and puts them on sys.path)
 from grpc.health.v1 import health_pb2, health_pb2_grpc
 from h2raw import FrameClient, frame, grpc_frame, grpc_headers, parse_frames, SETTINGS, WINDOW_UPDATE, DATA
+from hostile import metrics
 from support import Groupd, admin_md, free_port, wait_for
 
 CHECK = "/grpc.health.v1.Health/Check"
@@ -61,17 +60,6 @@ def stalling_server():
     yield server
     server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
-
-
-def metrics(server):
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    values = {}
-    for line in text.splitlines():
-        match = re.match(r"^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
-        if match and not match.group(2):
-            values[match.group(1)] = float(match.group(3))
-    return values
 
 
 class ManualWindowClient(FrameClient):

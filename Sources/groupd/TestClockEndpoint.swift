@@ -3,7 +3,6 @@ import GroupService
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 import ServiceLifecycle
 
 /// The manual clock's control endpoint (`testing.clock: manual`, `testing.clock_port`): HTTP/1.1
@@ -25,114 +24,40 @@ struct TestClockEndpoint: Service {
 
     func run() async throws {
         let clock = self.clock
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 16)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(TestClockHTTPHandler(clock: clock))
-                }
-            }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
-        } catch {
-            logger.error("cannot listen for the test clock on 127.0.0.1:\(port): \(error)")
-            throw error
-        }
-        logger.warning(
-            "testing.clock is manual: the server's time stands still until advanced; for tests only",
-            metadata: ["address": "127.0.0.1:\(channel.localAddress?.port ?? port)", "path": "/clock/advance?ms=N"])
-        try? await gracefulShutdown()
-        try? await channel.close()
-    }
-}
-
-/// Answers one connection's clock requests, in order.
-final class TestClockHTTPHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let clock: ManualWallClock
-    private var request: HTTPRequestHead?
-    /// False once the handler left the pipeline: an advance finishing later writes nothing.
-    private var attached = true
-
-    init(clock: ManualWallClock) {
-        self.clock = clock
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        attached = false
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            request = head
-        case .body:
-            break
-        case .end:
-            guard let head = request else { return }
-            request = nil
-            answer(head, context: context)
+        let endpoint = LocalHTTPEndpoint(
+            host: "127.0.0.1", port: port, backlog: 16, group: group, logger: logger,
+            answer: { head in await Self.answer(head, clock: clock) })
+        let logger = self.logger
+        try await endpoint.run(what: "the test clock") { address in
+            logger.warning(
+                "testing.clock is manual: the server's time stands still until advanced; for tests only",
+                metadata: ["address": "\(address)", "path": "/clock/advance?ms=N"])
         }
     }
 
-    private func answer(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+    /// The answer to one request.
+    static func answer(_ head: HTTPRequestHead, clock: ManualWallClock) async -> LocalHTTPAnswer {
         let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let path = parts.first.map(String.init) ?? ""
         let query = parts.count > 1 ? String(parts[1]) : ""
         switch (path, head.method) {
         case ("/clock", .GET):
-            respond(.ok, "\(clock.now().millisecondsSince1970)\n", head: head, context: context)
+            return LocalHTTPAnswer(.ok, "\(clock.now().millisecondsSince1970)\n")
         case ("/clock/advance", .POST):
             let values = query.split(separator: "&").filter { $0.hasPrefix("ms=") }.map { $0.dropFirst(3) }
-            guard values.count == 1, let milliseconds = Int64(values[0]),
-                (0...TestClockEndpoint.maximumAdvance).contains(milliseconds)
-            else {
-                respond(.badRequest, "expected ?ms=N with N from 0 to \(TestClockEndpoint.maximumAdvance)\n", head: head, context: context)
-                return
+            guard values.count == 1, let milliseconds = Int64(values[0]), (0...maximumAdvance).contains(milliseconds) else {
+                return LocalHTTPAnswer(.badRequest, "expected ?ms=N with N from 0 to \(maximumAdvance)\n")
             }
-            let clock = self.clock
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let eventLoop = context.eventLoop
-            Task {
-                // The server's one periodic job (the retention pass) has started and finished its
-                // run first, so that the advance reaches its next turn rather than landing inside a run.
-                await clock.settle(jobs: 1)
-                clock.advance(milliseconds: milliseconds)
-                await clock.settle(jobs: 1)
-                let now = clock.now().millisecondsSince1970
-                eventLoop.execute {
-                    let (handler, context) = bound.value
-                    guard handler.attached else { return }
-                    handler.respond(.ok, "\(now)\n", head: head, context: context)
-                }
-            }
+            // The server's one periodic job (the retention pass) has started and finished its
+            // run first, so that the advance reaches its next turn rather than landing inside a run.
+            await clock.settle(jobs: 1)
+            clock.advance(milliseconds: milliseconds)
+            await clock.settle(jobs: 1)
+            return LocalHTTPAnswer(.ok, "\(clock.now().millisecondsSince1970)\n")
         case ("/clock", _), ("/clock/advance", _):
-            respond(.methodNotAllowed, "use GET /clock or POST /clock/advance?ms=N\n", head: head, context: context)
+            return LocalHTTPAnswer(.methodNotAllowed, "use GET /clock or POST /clock/advance?ms=N\n")
         default:
-            respond(.notFound, "not found; the clock is at /clock and /clock/advance?ms=N\n", head: head, context: context)
-        }
-    }
-
-    private func respond(_ status: HTTPResponseStatus, _ text: String, head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let body = Array(text.utf8)
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
-        headers.add(name: "Content-Length", value: String(body.count))
-        let keepAlive = head.isKeepAlive
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-        var buffer = context.channel.allocator.buffer(capacity: body.count)
-        buffer.writeBytes(body)
-        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if !keepAlive {
-            let channel = context.channel
-            done.whenComplete { _ in channel.close(promise: nil) }
+            return LocalHTTPAnswer(.notFound, "not found; the clock is at /clock and /clock/advance?ms=N\n")
         }
     }
 }

@@ -12,11 +12,10 @@ import Testing
 /// a verified token: the rules as plain values, then on a real `HTTP2Connection` (nghttp2 inside)
 /// in an `EmbeddedChannel` whose clock the test advances.
 @Suite struct ConnectionLimitsTests {
-    typealias Frame = HTTP2ConnectionKeepaliveTests.Frame
+    typealias Frame = EmbeddedHTTP2Client.Frame
 
     private let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
     private func seconds(_ s: Int64) -> NIODeadline { start + .seconds(s) }
-    private static let magic = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
     private func management(_ adjust: (inout TransportLimits) -> Void = { _ in }) -> ConnectionManagement {
         var limits = TransportLimits()
@@ -188,10 +187,8 @@ import Testing
 
     // MARK: On a real connection
 
-    final class Client {
-        let channel: EmbeddedChannel
+    final class Client: EmbeddedHTTP2Client {
         let budget: UnauthenticatedCallBudget
-        private var pending: [UInt8] = []
         private var statuses: [UInt32: String] = [:]
         private let inflater: OpaquePointer = {
             var inflater: OpaquePointer?
@@ -204,48 +201,27 @@ import Testing
             configuration.limits = limits
             configuration.tls = tls
             configuration.keepalive.time = nil
-            var router = ServerRouter()
-            router.register("/test.Echo/Now", .inlineUnary { request, _ in .success(request) })
+            var router = Self.echoRouter()
             router.register("/test.Health/Check", .inlineUnary { request, _ in .success(request) }, needsToken: false)
             router.tokenVerifier = tokenVerifier
-            budget = UnauthenticatedCallBudget(limit: limits.maxUnauthenticatedCalls)
-            channel = EmbeddedChannel()
-            try channel.pipeline.syncOperations.addHandler(
+            let budget = UnauthenticatedCallBudget(limit: limits.maxUnauthenticatedCalls)
+            self.budget = budget
+            try super.init(
                 HTTP2Connection(
                     router: router, configuration: configuration, logger: Logger(label: "test"),
                     activity: ConnectionActivity(acceptedAt: .now()), unauthenticatedBudget: budget))
-            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         }
 
-        var isOpen: Bool { channel.isActive }
-
         /// One read from the socket: the bytes, then the end of the read batch (the server flushes).
-        func send(_ bytes: [UInt8]) throws {
-            try channel.writeInbound(ByteBuffer(bytes: bytes))
+        override func send(_ bytes: [UInt8]) throws {
+            try super.send(bytes)
             channel.pipeline.fireChannelReadComplete()
             channel.embeddedEventLoop.run()
         }
-        func send(_ frame: Frame) throws { try send(frame.bytes) }
 
-        func preface() throws {
-            try send(ConnectionLimitsTests.magic + Frame(type: Frame.settings, flags: 0, streamID: 0, payload: []).bytes)
-            try send(Frame(type: Frame.settings, flags: Frame.ack, streamID: 0, payload: []))
-        }
-
-        func advance(by amount: TimeAmount) { channel.embeddedEventLoop.advanceTime(by: amount) }
-
-        func take() -> [Frame] {
-            while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { pending += buffer.readableBytesView }
-            var frames: [Frame] = []
-            while pending.count >= 9 {
-                let length = Int(pending[0]) << 16 | Int(pending[1]) << 8 | Int(pending[2])
-                guard pending.count >= 9 + length else { break }
-                let id = pending[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
-                let frame = Frame(type: pending[3], flags: pending[4], streamID: id, payload: Array(pending[9..<9 + length]))
-                decodeHeaders(frame)
-                frames.append(frame)
-                pending.removeFirst(9 + length)
-            }
+        override func take() -> [Frame] {
+            let frames = super.take()
+            frames.forEach(decodeHeaders)
             return frames
         }
 
@@ -254,11 +230,8 @@ import Testing
             var fields = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "test"),
                           ("content-type", "application/grpc")]
             if let authorization { fields.append(("authorization", authorization)) }
-            var block: [UInt8] = []
-            for (name, value) in fields {
-                block += [0, UInt8(name.utf8.count)] + Array(name.utf8) + [UInt8(value.utf8.count)] + Array(value.utf8)
-            }
-            try send(Frame(type: Frame.headers, flags: Frame.endHeaders | (endStream ? Frame.endStream : 0), streamID: id, payload: block))
+            try send(Frame(type: Frame.headers, flags: Frame.endHeaders | (endStream ? Frame.endStream : 0), streamID: id,
+                           payload: Self.headerBlock(fields)))
         }
 
         /// The `grpc-status` the server sent on stream `id` so far, if any.
@@ -334,7 +307,7 @@ import Testing
 
     @Test func prefaceWithoutSettingsGetsGoAwayProtocolError() throws {
         let client = try Client(limits: limits { $0.prefaceTimeout = .seconds(2) })
-        try client.send(ConnectionLimitsTests.magic)
+        try client.send(Client.magic)
         client.advance(by: .seconds(2))
         let goAway = try #require(client.take().first { $0.type == Frame.goAway }?.goAway)
         #expect(goAway.errorCode == 1 && goAway.debug == "preface_timeout" && goAway.lastStreamID == 0)
@@ -343,7 +316,7 @@ import Testing
 
     @Test func completePrefaceStopsThePrefaceTimer() throws {
         let client = try Client(limits: limits { $0.prefaceTimeout = .seconds(2); $0.unusedConnectionTimeout = nil })
-        try client.preface()
+        try client.sendPreface()
         client.advance(by: .hours(1))
         #expect(client.isOpen)
         #expect(client.take().filter { $0.type == Frame.goAway }.isEmpty)
@@ -351,7 +324,7 @@ import Testing
 
     @Test func connectionThatNeverOpensAStreamGetsGoAwayNoErrorAndCloses() throws {
         let client = try Client(limits: limits { $0.unusedConnectionTimeout = .seconds(30) })
-        try client.preface()
+        try client.sendPreface()
         client.advance(by: .milliseconds(29_900))
         #expect(client.take().filter { $0.type == Frame.goAway }.isEmpty)
         client.advance(by: .milliseconds(100))
@@ -362,7 +335,7 @@ import Testing
 
     @Test func aStreamOpenedBeforeTheUnusedTimeoutKeepsTheConnection() throws {
         let client = try Client(limits: limits { $0.unusedConnectionTimeout = .seconds(30) })
-        try client.preface()
+        try client.sendPreface()
         try client.open(1, path: "/test.Echo/Now")
         try client.send(Frame(type: Frame.data, flags: Frame.endStream, streamID: 1, payload: [0, 0, 0, 0, 0]))
         client.advance(by: .hours(1))
@@ -377,7 +350,7 @@ import Testing
         #expect(silent.take().filter { $0.type == Frame.goAway }.isEmpty)
 
         let idle = try Client(limits: limits { _ in })
-        try idle.preface()
+        try idle.sendPreface()
         idle.channel.pipeline.fireUserInboundEventTriggered(HTTP2Connection.EvictionEvent())
         let goAway = try #require(idle.take().first { $0.type == Frame.goAway }?.goAway)
         #expect(goAway.errorCode == 0 && goAway.debug == "idle_eviction")
@@ -386,7 +359,7 @@ import Testing
 
     @Test func aStreamRacingTheEvictionIsServedThenTheConnectionCloses() throws {
         let client = try Client(limits: limits { _ in })
-        try client.preface()
+        try client.sendPreface()
         try client.open(1, path: "/test.Echo/Now")
         client.channel.pipeline.fireUserInboundEventTriggered(HTTP2Connection.EvictionEvent())
         #expect(client.isOpen, "stream 1 is in flight")
@@ -397,7 +370,7 @@ import Testing
 
     @Test func tokenFreeCallsOverTheBudgetAreRefusedResourceExhausted() throws {
         let client = try Client(limits: limits { $0.maxUnauthenticatedCalls = 2 })
-        try client.preface()
+        try client.sendPreface()
         try client.open(1, path: "/test.Health/Check")
         try client.open(3, path: "/test.Health/Check")
         #expect(client.budget.count == 2)
@@ -415,7 +388,7 @@ import Testing
 
     @Test func callsNeedingATokenHoldAPlaceUntilTheirHandlerStarts() throws {
         let client = try Client(limits: limits { $0.maxUnauthenticatedCalls = 1 })
-        try client.preface()
+        try client.sendPreface()
         try client.open(1, path: "/test.Echo/Now")
         #expect(client.budget.count == 1, "its request has not ended: no handler has checked a token yet")
         try client.send(Frame(type: Frame.data, flags: Frame.endStream, streamID: 1, payload: [0, 0, 0, 0, 0]))
@@ -426,7 +399,7 @@ import Testing
         let client = try Client(limits: limits { $0.maxUnauthenticatedCalls = 1 }) { metadata in
             metadata["authorization"] == "Bearer good"
         }
-        try client.preface()
+        try client.sendPreface()
         try client.open(1, path: "/test.Health/Check")
         try client.open(3, path: "/test.Echo/Now", authorization: "Bearer bad", endStream: true)
         try client.open(5, path: "/test.Echo/Now", endStream: true)
@@ -440,7 +413,7 @@ import Testing
 
     @Test func aLostConnectionGivesItsPlacesBack() throws {
         let client = try Client(limits: limits { $0.maxUnauthenticatedCalls = 4 })
-        try client.preface()
+        try client.sendPreface()
         try client.open(1, path: "/test.Health/Check")
         try client.open(3, path: "/test.Echo/Now")
         #expect(client.budget.count == 2)

@@ -10,37 +10,10 @@ import Testing
 @Suite struct HTTP2ConnectionKeepaliveTests {
     // MARK: A client written frame by frame
 
-    struct Frame: Equatable {
-        var type: UInt8
-        var flags: UInt8
-        var streamID: UInt32
-        var payload: [UInt8]
-
-        static let data: UInt8 = 0, headers: UInt8 = 1, rstStream: UInt8 = 3, settings: UInt8 = 4, ping: UInt8 = 6
-        static let goAway: UInt8 = 7, windowUpdate: UInt8 = 8
-        static let ack: UInt8 = 1, endStream: UInt8 = 1, endHeaders: UInt8 = 4
-
-        var bytes: [UInt8] {
-            let length = UInt32(payload.count)
-            return [UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), type, flags,
-                    UInt8(streamID >> 24 & 0x7F), UInt8(streamID >> 16 & 0xFF), UInt8(streamID >> 8 & 0xFF), UInt8(streamID & 0xFF)]
-                + payload
-        }
-
-        /// GOAWAY's last stream id, error code and debug data.
-        var goAway: (lastStreamID: UInt32, errorCode: UInt32, debug: String)? {
-            guard type == Self.goAway, payload.count >= 8 else { return nil }
-            func word(_ at: Int) -> UInt32 { payload[at..<at + 4].reduce(0) { $0 << 8 | UInt32($1) } }
-            return (word(0) & 0x7FFF_FFFF, word(4), String(decoding: payload[8...], as: UTF8.self))
-        }
-    }
+    typealias Frame = EmbeddedHTTP2Client.Frame
 
     /// One connection under test.
-    final class Client {
-        let channel: EmbeddedChannel
-        var received: [Frame] = []
-        private var pending: [UInt8] = []
-
+    final class Client: EmbeddedHTTP2Client {
         init(_ keepalive: KeepaliveSettings, drainTimeout: TimeAmount = .seconds(30)) throws {
             var configuration = ServerConfiguration()
             configuration.keepalive = keepalive
@@ -48,45 +21,9 @@ import Testing
             // These tests hold connections without streams for hours: the unused-connection
             // timeout (ConnectionLimitsTests) would end them first.
             configuration.limits.unusedConnectionTimeout = nil
-            var router = ServerRouter()
-            router.register("/test.Echo/Now", .inlineUnary { request, _ in .success(request) })
-            channel = EmbeddedChannel()
-            try channel.pipeline.syncOperations.addHandler(
-                HTTP2Connection(router: router, configuration: configuration, logger: Logger(label: "test")))
-            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-            // The client preface and an empty SETTINGS, then the ACK of the server's SETTINGS.
-            try send(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Frame(type: Frame.settings, flags: 0, streamID: 0, payload: []).bytes)
-            try send(Frame(type: Frame.settings, flags: Frame.ack, streamID: 0, payload: []).bytes)
+            try super.init(HTTP2Connection(router: Self.echoRouter(), configuration: configuration, logger: Logger(label: "test")))
+            try sendPreface()
             _ = take()
-        }
-
-        var isOpen: Bool { channel.isActive }
-
-        func send(_ bytes: [UInt8]) throws {
-            try channel.writeInbound(ByteBuffer(bytes: bytes))
-        }
-
-        func send(_ frame: Frame) throws { try send(frame.bytes) }
-
-        func advance(by amount: TimeAmount) {
-            channel.embeddedEventLoop.advanceTime(by: amount)
-        }
-
-        /// Every frame the server wrote since the last call.
-        func take() -> [Frame] {
-            while let buffer = try? channel.readOutbound(as: ByteBuffer.self) {
-                pending += buffer.readableBytesView
-            }
-            var frames: [Frame] = []
-            while pending.count >= 9 {
-                let length = Int(pending[0]) << 16 | Int(pending[1]) << 8 | Int(pending[2])
-                guard pending.count >= 9 + length else { break }
-                let id = pending[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
-                frames.append(Frame(type: pending[3], flags: pending[4], streamID: id, payload: Array(pending[9..<9 + length])))
-                pending.removeFirst(9 + length)
-            }
-            received += frames
-            return frames
         }
 
         /// Opens stream `id` with a request whose body has not ended (the stream stays open).
@@ -104,19 +41,9 @@ import Testing
             try send(Frame(type: Frame.ping, flags: 0, streamID: 0, payload: payload))
         }
 
-        /// HPACK literals without indexing, no Huffman (every string here is under 127 bytes).
         private func requestHeaders() -> [UInt8] {
-            let fields = [(":method", "POST"), (":scheme", "http"), (":path", "/test.Echo/Now"), (":authority", "test"),
-                          ("content-type", "application/grpc"), ("te", "trailers")]
-            var block: [UInt8] = []
-            for (name, value) in fields {
-                block.append(0)
-                block.append(UInt8(name.utf8.count))
-                block += name.utf8
-                block.append(UInt8(value.utf8.count))
-                block += value.utf8
-            }
-            return block
+            Self.headerBlock([(":method", "POST"), (":scheme", "http"), (":path", "/test.Echo/Now"), (":authority", "test"),
+                              ("content-type", "application/grpc"), ("te", "trailers")])
         }
     }
 

@@ -9,7 +9,7 @@ import Testing
 /// The rapid-reset defence (CVE-2023-44487) and the start of calls at the end of a read, on a real
 /// `HTTP2Connection` (nghttp2 inside) in an `EmbeddedChannel` whose clock the test advances.
 @Suite struct HTTP2ConnectionResetFloodTests {
-    typealias Frame = HTTP2ConnectionKeepaliveTests.Frame
+    typealias Frame = EmbeddedHTTP2Client.Frame
 
     static let enhanceYourCalm: UInt32 = 0xB
     static let refusedStream: UInt32 = 0x7
@@ -30,18 +30,17 @@ import Testing
     }
 
     /// One connection under test; `/test.Echo/Now` counts in `probe.handled`.
-    final class Client {
-        let channel: EmbeddedChannel
-        let probe = Probe()
-        private var pending: [UInt8] = []
+    final class Client: EmbeddedHTTP2Client {
+        let probe: Probe
 
         init(burst: Int, perSecond: Int, maxConcurrentStreams: Int = 256, acknowledgeSettings: Bool = true) throws {
+            let probe = Probe()
+            self.probe = probe
             var configuration = ServerConfiguration()
             configuration.limits.resetBurst = burst
             configuration.limits.resetsPerSecond = perSecond
             configuration.http2.maxConcurrentStreams = maxConcurrentStreams
             configuration.callObserver = probe
-            let probe = self.probe
             var router = ServerRouter()
             router.register("/test.Echo/Now", .inlineUnary { request, _ in
                 probe.handled.withLock { $0 += 1 }
@@ -50,45 +49,19 @@ import Testing
             router.register("/test.Echo/Chat", .bidirectionalStreaming { _, _, _ in
                 probe.handled.withLock { $0 += 1 }
             })
-            channel = EmbeddedChannel()
-            try channel.pipeline.syncOperations.addHandler(
-                HTTP2Connection(router: router, configuration: configuration, logger: Logger(label: "test")))
-            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-            try send(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Frame(type: Frame.settings, flags: 0, streamID: 0, payload: []).bytes)
-            if acknowledgeSettings {
-                try send(Frame(type: Frame.settings, flags: Frame.ack, streamID: 0, payload: []).bytes)
-            }
+            try super.init(HTTP2Connection(router: router, configuration: configuration, logger: Logger(label: "test")))
+            try sendPreface(acknowledgingSettings: acknowledgeSettings)
             _ = take()
         }
 
-        var isOpen: Bool { channel.isActive }
         var handled: Int { probe.handled.withLock { $0 } }
-
-        /// Sends `bytes` as one read.
-        func send(_ bytes: [UInt8]) throws { try channel.writeInbound(ByteBuffer(bytes: bytes)) }
-
-        func take() -> [Frame] {
-            while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { pending += buffer.readableBytesView }
-            var frames: [Frame] = []
-            while pending.count >= 9 {
-                let length = Int(pending[0]) << 16 | Int(pending[1]) << 8 | Int(pending[2])
-                guard pending.count >= 9 + length else { break }
-                let id = pending[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
-                frames.append(Frame(type: pending[3], flags: pending[4], streamID: id, payload: Array(pending[9..<9 + length])))
-                pending.removeFirst(9 + length)
-            }
-            return frames
-        }
 
         /// HEADERS of a call to `path` (HPACK literals without indexing).
         static func headers(_ id: UInt32, path: String = "/test.Echo/Now", endStream: Bool = false, omitPath: Bool = false) -> [UInt8] {
             var fields = [(":method", "POST"), (":scheme", "http"), (":authority", "test"), ("content-type", "application/grpc")]
             if !omitPath { fields.insert((":path", path), at: 2) }
-            var block: [UInt8] = []
-            for (name, value) in fields {
-                block += [0, UInt8(name.utf8.count)] + Array(name.utf8) + [UInt8(value.utf8.count)] + Array(value.utf8)
-            }
-            return Frame(type: Frame.headers, flags: Frame.endHeaders | (endStream ? Frame.endStream : 0), streamID: id, payload: block).bytes
+            return Frame(type: Frame.headers, flags: Frame.endHeaders | (endStream ? Frame.endStream : 0), streamID: id,
+                         payload: headerBlock(fields)).bytes
         }
 
         /// A whole request: HEADERS, then one empty message with END_STREAM.
@@ -99,8 +72,6 @@ import Testing
         static func reset(_ id: UInt32) -> [UInt8] {
             Frame(type: Frame.rstStream, flags: 0, streamID: id, payload: HTTP2ConnectionResetFloodTests.cancel).bytes
         }
-
-        func advance(by amount: TimeAmount) { channel.embeddedEventLoop.advanceTime(by: amount) }
     }
 
     private func goAways(_ frames: [Frame]) -> [(lastStreamID: UInt32, errorCode: UInt32, debug: String)] {
