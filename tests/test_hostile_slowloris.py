@@ -153,8 +153,9 @@ def test_silent_connections_at_max_connections_are_evicted_for_a_good_client(sta
         # Three silent connections were closed without a word (the oldest ones).
         wait_closed(silent, 3)
         assert counter(server, "groupd_transport_idle_evictions_total") == evicted_before + 3
+        wait_for(lambda: "evicting a connection that sent no HTTP/2 preface" in server.log.read_text(), "the eviction's log line")
         log = server.log.read_text()
-        assert "evicting a connection that sent no HTTP/2 preface" in log and "peer=127.0.0.1:" in log, log[-2000:]
+        assert "peer=127.0.0.1:" in log, log[-2000:]
         assert counter(server, "groupd_transport_connections_refused_total") == 0
         for channel in good:
             assert len(good_call(server, channel).failures) == 1, "a good client was evicted"
@@ -182,7 +183,7 @@ def test_silent_connections_are_closed_at_the_preface_timeout(start):
             assert closed, "a connection without a preface was not closed"
             assert goaways(data) == [], "nothing valid arrived: closed without a GOAWAY"
         wait_for(lambda: counter(server, "groupd_transport_preface_timeouts_total") == 50, "50 preface timeouts counted")
-        assert "no HTTP/2 connection preface within preface_timeout_seconds" in server.log.read_text()
+        wait_for(lambda: "no HTTP/2 connection preface within preface_timeout_seconds" in server.log.read_text(), "no HTTP/2 connection preface within preface_timeout_seconds")
         response = good_call(server)
         assert len(response.failures) == 1
         assert server.process.poll() is None
@@ -203,7 +204,7 @@ def test_preface_without_settings_gets_goaway_protocol_error_then_close(start):
     assert closed
     assert goaways(data) == [(0, h2raw.PROTOCOL_ERROR, b"preface_timeout")]
     wait_for(lambda: counter(server, "groupd_transport_preface_timeouts_total") == 1, "the preface timeout counted")
-    assert "preface without SETTINGS within preface_timeout_seconds" in server.log.read_text()
+    wait_for(lambda: "preface without SETTINGS within preface_timeout_seconds" in server.log.read_text(), "preface without SETTINGS within preface_timeout_seconds")
     assert health_check(server).status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -262,9 +263,7 @@ def test_a_connection_that_never_opens_a_stream_gets_goaway_no_error(start):
         assert client.goaways == [(0, h2raw.NO_ERROR)]
         assert debug == [b"idle_timeout"]
     wait_for(lambda: counter(server, "groupd_transport_idle_timeouts_total") == 1, "the idle timeout counted")
-    assert "no stream opened within transport.idle_timeout_seconds" in server.log.read_text()
-
-
+    wait_for(lambda: "no stream opened within transport.idle_timeout_seconds" in server.log.read_text(), "no stream opened within transport.idle_timeout_seconds")
 def test_unused_connections_at_max_connections_are_evicted_and_busy_ones_are_not(start):
     server = start("max_connections: 4\ntransport:\n  idle_timeout_seconds: 300\n")
     busy = h2raw.FrameClient(server.port, timeout=10)
@@ -290,7 +289,7 @@ def test_unused_connections_at_max_connections_are_evicted_and_busy_ones_are_not
         busy.ping(b"still...")
         assert busy.read_until(lambda: b"still..." in busy.ping_acks), "the busy connection was touched"
         assert counter(server, "groupd_transport_idle_evictions_total") == evicted_before + 3
-        assert "evicting a connection without open streams: GOAWAY NO_ERROR" in server.log.read_text()
+        wait_for(lambda: "evicting a connection without open streams: GOAWAY NO_ERROR" in server.log.read_text(), "evicting a connection without open streams: GOAWAY NO_ERROR")
     finally:
         for channel in good:
             channel.close()
@@ -361,8 +360,7 @@ def test_unauthenticated_calls_over_the_budget_are_refused_and_authenticated_one
         assert not holder.closed
 
         wait_for(lambda: counter(server, "groupd_transport_unauthenticated_refused_total") == 4, "four refusals counted")
-        assert "refusing calls without a verified token" in server.log.read_text()
-
+        wait_for(lambda: "refusing calls without a verified token" in server.log.read_text(), "refusing calls without a verified token")
         # The held calls end: new unauthenticated calls are served again.
         for stream_id in (1, 3, 5, 7):
             holder.send(h2raw.frame(h2raw.RST_STREAM, 0, stream_id, struct.pack(">I", 8)))

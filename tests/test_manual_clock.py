@@ -8,7 +8,7 @@ import subprocess
 
 import grpc
 import support
-from support import Groupd, expect_error, mint_token, uid
+from support import Groupd, expect_error, mint_token, uid, wait_for
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 
 
@@ -35,7 +35,7 @@ def test_manual_clock_is_refused_without_the_variable(tmp_path):
 
 def test_clock_stands_still_until_advanced(fresh_groupd):
     server = fresh_groupd(manual_clock=True).start()
-    assert "testing.clock is manual" in server.log.read_text()
+    wait_for(lambda: "testing.clock is manual" in server.log.read_text(), "testing.clock is manual")
     start = server.clock_ms()
     hour = [("authorization", "Bearer " + mint_token(exp_in=3600))]
     day = [("authorization", "Bearer " + mint_token(exp_in=86400))]
