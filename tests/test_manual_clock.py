@@ -37,8 +37,9 @@ def test_clock_stands_still_until_advanced(fresh_groupd):
     server = fresh_groupd(manual_clock=True).start()
     wait_for(lambda: "testing.clock is manual" in server.log.read_text(), "testing.clock is manual")
     start = server.clock_ms()
-    hour = [("authorization", "Bearer " + mint_token(exp_in=3600))]
-    day = [("authorization", "Bearer " + mint_token(exp_in=86400))]
+    # Expiry on the server's clock (which stands at `start`), not the test's wall clock.
+    hour = [("authorization", "Bearer " + mint_token(claims={"exp": start // 1000 + 3600}))]
+    day = [("authorization", "Bearer " + mint_token(claims={"exp": start // 1000 + 86400}))]
     with grpc.insecure_channel(server.address) as channel:
         stub = group_pb2_grpc.GroupServiceStub(channel)
 
