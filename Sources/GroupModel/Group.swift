@@ -78,11 +78,26 @@ public struct GroupMuteState: Sendable, Hashable {
     public var mode: GroupMuteMode
     /// When the mute ends (`nil`: until lifted).
     public var until: Timestamp?
+    /// Who set the mute (`nil`: the app's backend, or not recorded).
+    public var operatorID: String?
 
     /// Create a mute state.
-    public init(mode: GroupMuteMode, until: Timestamp?) {
+    public init(mode: GroupMuteMode, until: Timestamp?, operatorID: String? = nil) {
         self.mode = mode
         self.until = until
+        self.operatorID = operatorID
+    }
+
+    /// Whether the state is over at `now` (its end has passed): it then mutes nobody and is
+    /// shown as no mute.
+    public func hasEnded(at now: Timestamp) -> Bool {
+        if let until { return until <= now }
+        return false
+    }
+
+    /// The state in effect at `now`: itself, or ``unmuted`` once ended.
+    public func effective(at now: Timestamp) -> GroupMuteState {
+        mode == .none || hasEnded(at: now) ? .unmuted : self
     }
 
     /// No mute.

@@ -5,15 +5,20 @@ public struct GroupEvent: Sendable, Hashable {
     /// (DESIGN.md §4 Events; seed 000's tips and group system messages).
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         // MARK: Tips (recipient: the group)
-        /// The group was created; `targets` are the initial members, owner first.
+        /// The group was created; `targets` are the initial members, owner first (an imported
+        /// group: its owner); `changes` hold its profile, settings, `max_members` and
+        /// `member_count` as created.
         case groupCreated = "GROUP_CREATED"
         /// The group was dismissed.
         case groupDismissed = "GROUP_DISMISSED"
         /// The group was revoked by the app's backend.
         case groupRevoked = "GROUP_REVOKED"
-        /// `targets` joined (by themselves, by approval, or as initial members).
+        /// `targets` joined (by themselves, or let in by an approver or an invitee's consent);
+        /// `changes["join_source"]` names how (``JoinSource/name``) and `changes["inviter"]`
+        /// who let them in, if anyone.
         case memberJoined = "MEMBER_JOINED"
-        /// `targets` were added by `operator`'s invitation.
+        /// `targets` were added by `operator`'s invitation (`join_source` `invitation`,
+        /// `inviter`).
         case memberInvited = "MEMBER_INVITED"
         /// `targets` quit.
         case memberQuit = "MEMBER_QUIT"
@@ -25,8 +30,12 @@ public struct GroupEvent: Sendable, Hashable {
         case adminCancelled = "ADMIN_CANCELLED"
         /// Ownership passed to `targets[0]`; `changes["previous_owner"]` names the old owner.
         case ownerChanged = "OWNER_CHANGED"
-        /// Profile or settings changed; `changes` maps each changed field to its new value.
+        /// The profile or group custom fields changed; `changes` maps each changed field (`name`,
+        /// `introduction`, `notification`, `face_url`, `custom.<key>` in Base64) to its new value.
         case groupInfoChanged = "GROUP_INFO_CHANGED"
+        /// Settings changed; `changes` maps each changed setting (``GroupSettingKey`` name, and
+        /// `max_members`) to its new value.
+        case groupSettingsChanged = "GROUP_SETTINGS_CHANGED"
         /// A member's name card or custom fields changed; `changes` lists them.
         case memberInfoChanged = "MEMBER_INFO_CHANGED"
         /// `targets` were muted until `changes["muted_until"]` (ms; `0` = unmuted).
@@ -53,7 +62,8 @@ public struct GroupEvent: Sendable, Hashable {
         case applicationWithdrawn = "APPLICATION_WITHDRAWN"
         /// A pending application or invitation expired.
         case applicationExpired = "APPLICATION_EXPIRED"
-        /// The user was added to the group by invitation (to the invitee).
+        /// The user was added to the group by invitation (to the invitee); changes as
+        /// `MEMBER_INVITED`.
         case invitedToGroup = "INVITED_TO_GROUP"
         /// The user was removed from the group (to the removed user).
         case kickedFromGroup = "KICKED_FROM_GROUP"
@@ -83,7 +93,7 @@ public struct GroupEvent: Sendable, Hashable {
             switch self {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
-                .groupInfoChanged, .memberInfoChanged, .memberMuted, .groupMuted:
+                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted:
                 true
             default:
                 false

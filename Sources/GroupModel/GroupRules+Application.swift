@@ -151,7 +151,8 @@ extension GroupRules {
             application.subjectID, in: group, now: now, retainedMute: context.subjectRetainedMute,
             source: application.kind == .join ? .application : .invitation, inviterID: letIn)
         group.memberCount += 1
-        var joined = ["application_id": application.id]
+        var joined = joinChanges(source: member.joinSource, inviterID: letIn)
+        joined["application_id"] = application.id
         joined["via"] = application.kind == .join ? "application" : "invitation"
         events.insert(GroupEvent.Draft(
             kind: .memberJoined, operatorID: letIn, targets: [application.subjectID], changes: joined), at: 0)
@@ -163,7 +164,7 @@ extension GroupRules {
         case .invitation where !application.needsConsent:
             events.append(GroupEvent.Draft(
                 kind: .invitedToGroup, operatorID: application.senderID, targets: [application.subjectID],
-                changes: ["application_id": application.id], recipient: .user(application.subjectID)))
+                changes: joined.filter { $0.key != "via" }, recipient: .user(application.subjectID)))
         case .invitation:
             break
         }

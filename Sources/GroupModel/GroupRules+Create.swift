@@ -225,10 +225,9 @@ extension GroupRules {
             notification: request.notification, faceURL: request.faceURL, settings: settings, ownerID: ownerID,
             maxMembers: maxMembers, memberCount: members.count, createdAt: now, updatedAt: now,
             custom: request.custom)
-        var changes = ["type": request.type.name, "name": request.name]
-        if let ownerID { changes["owner_id"] = ownerID }
         let created = GroupEvent.Draft(
-            kind: .groupCreated, operatorID: creatorID, targets: members.map(\.userID), changes: changes)
+            kind: .groupCreated, operatorID: creatorID, targets: members.map(\.userID),
+            changes: creationChanges(group, memberCount: members.count))
         return GroupCreationPlan(group: group, members: members, events: [created], idWasGenerated: generated)
     }
 

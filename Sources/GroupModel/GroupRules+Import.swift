@@ -199,8 +199,8 @@ extension GroupRules {
             member.joinOrder = Int64(offset + 1)
             return member
         }
-        var changes = ["type": creation.type.name, "name": creation.name, "imported": "true"]
-        if let ownerID { changes["owner_id"] = ownerID }
+        var changes = creationChanges(plan.group, memberCount: plan.members.count)
+        changes["imported"] = "true"
         plan.events = [GroupEvent.Draft(
             kind: .groupCreated, operatorID: nil, targets: ownerID.map { [$0] } ?? [], changes: changes,
             recipient: ownerID.map { .user($0) } ?? .group)]

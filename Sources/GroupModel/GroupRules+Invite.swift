@@ -83,10 +83,13 @@ extension GroupRules {
             results.append(MemberResult(userID: userID, outcome: .success(member)))
         }
         if !added.isEmpty {
-            change.events.insert(GroupEvent.Draft(kind: .memberInvited, operatorID: op.userID, targets: added), at: 0)
+            let joined = joinChanges(source: .invitation, inviterID: op.userID)
+            change.events.insert(
+                GroupEvent.Draft(kind: .memberInvited, operatorID: op.userID, targets: added, changes: joined), at: 0)
             for (offset, userID) in added.enumerated() {
                 change.events.insert(GroupEvent.Draft(
-                    kind: .invitedToGroup, operatorID: op.userID, targets: [userID], recipient: .user(userID)),
+                    kind: .invitedToGroup, operatorID: op.userID, targets: [userID], changes: joined,
+                    recipient: .user(userID)),
                     at: 1 + offset)
             }
         }

@@ -73,7 +73,9 @@ extension GroupRules {
             let member = newMember(userID, in: group, now: now, retainedMute: retainedMute, source: .freeJoin)
             var after = group
             after.memberCount += 1
-            let joined = GroupEvent.Draft(kind: .memberJoined, operatorID: userID, targets: [userID])
+            let joined = GroupEvent.Draft(
+                kind: .memberJoined, operatorID: userID, targets: [userID],
+                changes: joinChanges(source: .freeJoin, inviterID: nil))
             return JoinPlan(outcome: .joined(member),
                             change: GroupChange(group: after, insertedMembers: [member], events: [joined]),
                             message: message)

@@ -65,6 +65,7 @@ extension GroupRules {
     /// - Who mutes is fixed by the type (as for members). `mode` `.none` lifts the mute; `.roles`
     ///   needs a non-empty set of roles the type has (`INVALID_ARGUMENT` naming `roles`).
     /// - `seconds` 0 mutes until lifted (Tencent: no time limit), else until `now + seconds` (ZIM).
+    /// - The state records who set it (``GroupMuteState/operatorID``).
     /// - Events: `GROUP_MUTED` with changes `mode` (`none`, `all`, `ordinary_members`, `roles`),
     ///   `roles` (comma-separated) and `until` (ms, `0` = until lifted); none if the state is
     ///   unchanged.
@@ -87,9 +88,9 @@ extension GroupRules {
         }
         let state: GroupMuteState = mode == .none
             ? .unmuted
-            : GroupMuteState(mode: mode, until: seconds == 0 ? nil : now.adding(seconds: seconds))
-        let current = group.mute.until.map { $0 > now } ?? true ? group.mute : .unmuted
-        if state == current { return .unchanged(group) }
+            : GroupMuteState(mode: mode, until: seconds == 0 ? nil : now.adding(seconds: seconds), operatorID: op.userID)
+        let current = group.mute.effective(at: now)
+        if state.mode == current.mode && state.until == current.until { return .unchanged(group) }
 
         var after = group
         after.mute = state

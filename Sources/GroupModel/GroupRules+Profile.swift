@@ -97,7 +97,7 @@ extension GroupRules {
     ///   moved by anyone (`FAILED_PRECONDITION` / `SETTING_FIXED_BY_TYPE`), though sending its
     ///   current value is a no-op. `maxMembers` is for the backend only (`ADMIN_TOKEN_REQUIRED`),
     ///   at least 1, at most the app's limit for the type and not below the current member count.
-    /// - Events: one `GROUP_INFO_CHANGED` whose `changes` map each changed setting (its
+    /// - Events: one `GROUP_SETTINGS_CHANGED` whose `changes` map each changed setting (its
     ///   ``GroupSettingKey`` name, and `max_members`) to its new value; none when nothing changed.
     /// - Throws: `GroupError` as above, or `INVALID_ARGUMENT` for an empty request (`update_mask`).
     public static func planSettingsUpdate(
@@ -146,7 +146,7 @@ extension GroupRules {
         if text.isEmpty { return .unchanged(group) }
         after.updatedAt = now
         return GroupChange(group: after, events: [
-            GroupEvent.Draft(kind: .groupInfoChanged, operatorID: op.userID, changes: text),
+            GroupEvent.Draft(kind: .groupSettingsChanged, operatorID: op.userID, changes: text),
         ])
     }
 }

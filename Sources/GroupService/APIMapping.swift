@@ -147,13 +147,14 @@ enum APIMapping {
         }
     }
 
-    static func member(_ member: Member) -> Groupd_V1_Member {
+    /// A member as the API shows it at `now`: a mute that has ended is not shown.
+    static func member(_ member: Member, now: Timestamp) -> Groupd_V1_Member {
         .with {
             $0.userID = member.userID
             $0.role = role(member.role)
             $0.joinTime = timestamp(member.joinedAt)
             $0.nameCard = member.nameCard
-            if let until = member.mutedUntil { $0.muteUntil = timestamp(until) }
+            if let until = member.mutedUntil, until > now { $0.muteUntil = timestamp(until) }
             $0.custom = member.custom
             $0.receiveMessageOption = switch member.receiveOption {
             case .receive: .receive
@@ -174,9 +175,12 @@ enum APIMapping {
         }
     }
 
-    static func muteState(_ mute: GroupMuteState) -> Groupd_V1_GroupMuteState? {
+    /// A group mute state as the API shows it at `now` (`nil`: as recorded, ended or not):
+    /// `nil` when the group is not muted, or its mute has ended.
+    static func muteState(_ mute: GroupMuteState, now: Timestamp?) -> Groupd_V1_GroupMuteState? {
         let mode: Groupd_V1_GroupMuteMode
         var roles: [Groupd_V1_MemberRole] = []
+        if let now, mute.hasEnded(at: now) { return nil }
         switch mute.mode {
         case .none: return nil
         case .all: mode = .all
@@ -189,12 +193,13 @@ enum APIMapping {
             $0.mode = mode
             $0.roles = roles
             if let until = mute.until { $0.muteUntil = timestamp(until) }
+            $0.operatorUserID = mute.operatorID ?? ""
         }
     }
 
     /// A group as `visibility` lets the caller see it (the model decides which fields are
-    /// public), with the caller's own membership.
-    static func group(_ group: Group, visibility: GroupVisibility, selfInfo: Member?) -> Groupd_V1_Group {
+    /// public), with the caller's own membership, at `now` (ended mutes are not shown).
+    static func group(_ group: Group, visibility: GroupVisibility, selfInfo: Member?, now: Timestamp) -> Groupd_V1_Group {
         let shows = visibility.includes
         var out = Groupd_V1_Group()
         out.groupID = group.id
@@ -205,7 +210,7 @@ enum APIMapping {
         if shows(.createdAt) { out.createTime = timestamp(group.createdAt) }
         if shows(.updatedAt) { out.lastInfoTime = timestamp(group.updatedAt) }
         if shows(.latestSequence) { out.latestSequence = UInt64(max(group.latestSequence, 0)) }
-        if shows(.mute) { out.mute = muteState(group.mute) }
+        if shows(.mute), let mute = muteState(group.mute, now: now) { out.mute = mute }
         if shows(.custom) { out.custom = group.custom }
         out.profile = .with {
             if shows(.name) { $0.name = group.name }
@@ -219,7 +224,7 @@ enum APIMapping {
             out.settings = .with { $0.joinOption = settings(group.settings, type: group.type).joinOption }
         }
         out.publicViewOnly = visibility != .full
-        out.selfInfo = selfInfo.map(member)
+        out.selfInfo = selfInfo.map { member($0, now: now) }
         return out
     }
 }

@@ -12,4 +12,7 @@ public struct CallContext: Sendable {
     public let customFields: CustomFieldSchema?
     /// The transport's view of the call (metadata, deadline).
     public let server: ServerContext
+    /// The service clock's time when the call was authenticated: the time its views are shown
+    /// at (a mute that ended before it is not shown).
+    public let now: Timestamp
 }

@@ -160,6 +160,8 @@ extension GroupdService {
         let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
             (try GroupRules.planGroupMute(mode, for: seconds, of: snapshot.group, by: op, now: now), ())
         }
-        return .with { $0.mute = APIMapping.muteState(result.group.mute) }
+        return .with {
+            if let mute = APIMapping.muteState(result.group.mute, now: now) { $0.mute = mute }
+        }
     }
 }

@@ -109,12 +109,14 @@ extension GroupdService {
                 results.append(.with {
                     $0.userID = stored.userID
                     $0.result = .success
-                    $0.member = APIMapping.member(stored)
+                    $0.member = APIMapping.member(stored, now: call.now)
                 })
             }
         }
         return CreatedGroup(
-            group: APIMapping.group(group, visibility: .full, selfInfo: owner.flatMap { $0.userID == call.caller.operatorID ? $0 : nil }),
+            group: APIMapping.group(
+                group, visibility: .full, selfInfo: owner.flatMap { $0.userID == call.caller.operatorID ? $0 : nil },
+                now: call.now),
             memberResults: results)
     }
 

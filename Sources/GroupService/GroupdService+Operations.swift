@@ -129,7 +129,7 @@ extension GroupdService {
     /// A member as `actor` may see it: custom values limited to the readable keys (and, when
     /// `keys` is given, to those keys).
     static func memberView(_ member: Member, actor: ActingRole, call: CallContext, keys: Set<String>? = nil) -> Groupd_V1_Member {
-        var out = APIMapping.member(member)
+        var out = APIMapping.member(member, now: call.now)
         var custom = member.custom
         if let keys { custom = custom.filter { keys.contains($0.key) } }
         if let schema = call.customFields { custom = schema.readable(custom, scope: .member, for: actor) }
@@ -142,7 +142,7 @@ extension GroupdService {
         let actor = call.caller.actingRole(membership: membership?.role)
         var visibility = GroupRules.visibility(of: group.type, for: actor)
         if visibility == .hidden { visibility = .publicProfile }  // callers check hidden before
-        var out = APIMapping.group(group, visibility: visibility, selfInfo: nil)
+        var out = APIMapping.group(group, visibility: visibility, selfInfo: nil, now: call.now)
         if let schema = call.customFields, visibility.includes(.custom) {
             out.custom = schema.readable(group.custom, scope: .group, for: actor)
         }

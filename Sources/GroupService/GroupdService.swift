@@ -151,7 +151,9 @@ public final class GroupdService: Sendable {
             telemetry.metrics?.rateLimitRefused(limit: refusal.scope)
             throw RateLimitedError(refusal, appID: caller.appID)
         }
-        return CallContext(caller: caller, limits: limits, customFields: snapshot.customFields(app: caller.appID), server: server)
+        return CallContext(
+            caller: caller, limits: limits, customFields: snapshot.customFields(app: caller.appID), server: server,
+            now: clock.now())
     }
 
     /// The operator's rate-limit bucket: the user acted for, or the token's subject (a user's

@@ -113,7 +113,7 @@ struct ProfileRuleTests {
             of: m.group, by: m.op(Cast.owner), limits: limits, now: now.adding(seconds: 9))
         #expect(change.group.settings.joinOption == .any)
         #expect(change.group.updatedAt == now.adding(seconds: 9))
-        #expect(change.events.map(\.kind) == [.groupInfoChanged])
+        #expect(change.events.map(\.kind) == [.groupSettingsChanged])
         #expect(change.events.first?.changes == ["join_option": "any", "invitee_must_accept": "false"])
     }
 
@@ -152,7 +152,8 @@ struct JoinQuitRuleTests {
         #expect(member.joinedAt == now.adding(seconds: 1))
         #expect(member.joinSequence == m.group.latestSequence)
         #expect(plan.change.group.memberCount == m.group.memberCount + 1)
-        #expect(plan.change.events == [GroupEvent.Draft(kind: .memberJoined, operatorID: "joiner", targets: ["joiner"])])
+        #expect(plan.change.events == [GroupEvent.Draft(
+            kind: .memberJoined, operatorID: "joiner", targets: ["joiner"], changes: ["join_source": "free_join"])])
         m.apply(plan.change)
         checkInvariants(m, "free join")
     }
@@ -293,9 +294,12 @@ struct InviteKickRuleTests {
         #expect(outcomes[4].error?.metadata["field"] == "user_ids[4]")
         #expect(outcomes[5].error?.reason == .tooManyGroups)
         #expect(plan.results.map(\.userID) == ["", Cast.member, "new1", "new1", tooLong, "new2"])
+        let invited = ["join_source": "invitation", "inviter": Cast.member]
         #expect(plan.change.events == [
-            GroupEvent.Draft(kind: .memberInvited, operatorID: Cast.member, targets: ["new1"]),
-            GroupEvent.Draft(kind: .invitedToGroup, operatorID: Cast.member, targets: ["new1"], recipient: .user("new1")),
+            GroupEvent.Draft(kind: .memberInvited, operatorID: Cast.member, targets: ["new1"], changes: invited),
+            GroupEvent.Draft(
+                kind: .invitedToGroup, operatorID: Cast.member, targets: ["new1"], changes: invited,
+                recipient: .user("new1")),
         ])
         m.apply(plan.change)
         #expect(m.members["new1"]?.role == .member)
@@ -524,7 +528,7 @@ struct MemberRuleTests {
     func muteGroup(mode: GroupMuteMode, muted: [MemberRole], text: String, roles: String) throws {
         var m = try fixture(.meeting)
         let change = try GroupRules.planGroupMute(mode, for: 30, of: m.group, by: m.op(Cast.admin), now: now)
-        #expect(change.group.mute == GroupMuteState(mode: mode, until: now.adding(seconds: 30)))
+        #expect(change.group.mute == GroupMuteState(mode: mode, until: now.adding(seconds: 30), operatorID: Cast.admin))
         for role in MemberRole.allCases {
             #expect(change.group.mute.mutes(role, at: now) == muted.contains(role), "\(role)")
             #expect(!change.group.mute.mutes(role, at: now.adding(seconds: 30)), "\(role) after")

@@ -100,7 +100,7 @@ struct SeedExampleTests {
 
         // modifyGroupAllShutup:@"TGID1JYSZEAEQ" shutup:YES — by an admin, with no time limit.
         let allMuted = try GroupRules.planGroupMute(.all, of: g.group, by: g.op("iOS_001"), now: now)
-        #expect(allMuted.group.mute == GroupMuteState(mode: .all, until: nil))
+        #expect(allMuted.group.mute == GroupMuteState(mode: .all, until: nil, operatorID: "iOS_001"))
         g.apply(allMuted)
 
         // modifyGroupAddOpt:TIM_GROUP_ADD_FORBID — owner only in groupd (permission settings).

@@ -501,7 +501,9 @@ struct CreateGroupRPCTests {
         #expect(event.groupID == "ev")
         #expect(event.operatorID == "alice")
         #expect(event.targets == ["alice", "bob"])
-        #expect(event.changes == ["type": "Public", "name": "events", "owner_id": "alice"])
+        #expect(event.changes["type"] == "Public" && event.changes["name"] == "events")
+        #expect(event.changes["owner_id"] == "alice" && event.changes["member_count"] == "2")
+        #expect(event.changes["join_option"] != nil)
         #expect(event.recipient == .group)
         #expect(group.latestSequence == 1)
     }

@@ -124,7 +124,7 @@ struct StoreOperationTests {
                 group.settings.editMemberInfoPermission = .selfOnly
                 group.ownerID = "bob"
                 group.maxMembers = 77
-                group.mute = GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd)
+                group.mute = GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice")
                 group.custom = ["a": [9, 9], "c": [3]]
                 group.updatedAt = at(10)
                 group.memberCount = 3
@@ -143,7 +143,8 @@ struct StoreOperationTests {
                     retainedMutes: ["carol": muteEnd],
                     events: [
                         .init(kind: .groupInfoChanged, operatorID: "alice", changes: ["name": "renamed"]),
-                        .init(kind: .memberInvited, operatorID: "alice", targets: ["dave"]),
+                        .init(kind: .memberInvited, operatorID: "alice", targets: ["dave"],
+                              changes: ["join_source": "invitation", "inviter": "alice"]),
                         .init(kind: .memberKicked, operatorID: "alice", targets: ["carol"]),
                         .init(kind: .ownerChanged, operatorID: "alice", targets: ["bob"]),
                     ])
@@ -165,7 +166,7 @@ struct StoreOperationTests {
                 editMemberInfoPermission: .selfOnly))
             #expect(stored.ownerID == "bob")
             #expect(stored.maxMembers == 77)
-            #expect(stored.mute == GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd))
+            #expect(stored.mute == GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice"))
             #expect(stored.custom == ["a": [9, 9], "c": [3]])
             #expect(stored.memberCount == 3)
             #expect(stored.latestSequence == 5)
@@ -707,7 +708,7 @@ struct StoreOperationTests {
         try await v5.close()
 
         let store = Store(backend: try await SQLiteBackend.open(path: path))
-        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
+        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"])
         let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
         #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
         #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
@@ -776,7 +777,7 @@ struct StoreOperationTests {
 
         for _ in 0..<2 {
             let store = Store(backend: try await SQLiteBackend.open(path: path))
-            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()

@@ -880,11 +880,16 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// Not set: as a filter, every kind.
     case unspecified // = 0
 
-    /// Tip: users joined (free join or accepted application); operator = the
-    /// user or the approver. Detail: members.
+    /// Tip: a user joined: by themselves (free join), or let in by an approver
+    /// (accepted application) or by an invitee's consent or an approver
+    /// (invitation); operator = the user, the approver or the inviter. Detail:
+    /// member_change: the member as they came in (user_id, role, join_time,
+    /// join_source, inviter_user_id = who let them in).
     case memberJoined // = 1
 
-    /// Tip: users joined by invitation; operator = inviter. Detail: members.
+    /// Tip: users were added by invitation at once; operator = the inviter.
+    /// Detail: member_change: each member as they came in (join_source
+    /// INVITATION, inviter_user_id = the inviter).
     case memberInvited // = 2
 
     /// Tip: a member quit; operator = that member.
@@ -899,24 +904,29 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// Tip: members lost the admin role. Targets: them.
     case adminCancelled // = 6
 
-    /// Tip: the profile or group custom fields changed. Detail: profile_change.
+    /// Tip: the profile or group custom fields changed (UpdateGroupProfile).
+    /// Detail: profile_change.
     case groupInfoChanged // = 7
 
-    /// Tip: settings changed (ZIM groupVerifyInfoUpdated). Detail:
-    /// settings_change.
+    /// Tip: settings or the maximum member count changed (UpdateGroupSettings;
+    /// ZIM groupVerifyInfoUpdated). Detail: settings_change.
     case groupSettingsChanged // = 8
 
-    /// Tip: members' name card or custom fields changed. Detail: member_change.
+    /// Tip: a member's name card or custom fields changed. Detail:
+    /// member_change: the changed fields, and the member's new values of them.
     case memberInfoChanged // = 9
 
     /// Tip: ownership moved. Detail: owner_change.
     case ownerChanged // = 10
 
-    /// Tip: members were muted or unmuted. Detail: member_change (mute_until).
+    /// Tip: members were muted or unmuted; operator = who did it. Detail:
+    /// member_change: changed_fields `mute_until`, each member's user_id and
+    /// mute_until (the mute's end; absent = unmuted).
     case memberMuted // = 11
 
-    /// Tip: the whole group was muted or unmuted. Detail: group_mute (absent =
-    /// unmuted).
+    /// Tip: the whole group was muted or unmuted. Detail: group_mute: the new
+    /// state (mode, roles, mute_until) and operator_user_id; mode UNSPECIFIED =
+    /// unmuted.
     case groupMuted // = 12
 
     /// System, to the approvers: an application or an invitation needing
@@ -945,7 +955,8 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// System, to the inviter: the invitee refused. Detail: application.
     case invitationRefused // = 19
 
-    /// System, to each invitee: you were added by invitation.
+    /// System, to each invitee: you were added by invitation. Detail:
+    /// member_change: the invitee as they came in (as MEMBER_INVITED).
     case invited // = 20
 
     /// System, to each removed user: you were removed. Detail: kick. It is the
@@ -959,7 +970,9 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// dismissal.
     case groupRevoked // = 23
 
-    /// System, to the creator's devices: the group was created. Detail: group.
+    /// Tip: the group was created (an imported group: to its owner). Detail:
+    /// group: the group as created (id, type, profile, settings, owner, member
+    /// count, maximum member count, create time; no custom fields).
     case groupCreated // = 24
 
     /// System, to the quitting user's devices: you quit.
@@ -1219,7 +1232,8 @@ public struct Groupd_V1_GroupMuteState: ProtoMessage {
     /// When the mute ends; absent = until unmuted.
     public var muteUntil: Google_Protobuf_Timestamp? = nil
 
-    /// Who muted the group.
+    /// Who set this state (in a GROUP_MUTED event: who muted or unmuted);
+    /// empty when the backend did, or for a mute set before it was recorded.
     public var operatorUserID: String = ""
 
     /// A message with every field at its proto3 default.
@@ -1313,7 +1327,7 @@ public struct Groupd_V1_Member: ProtoMessage {
     /// The member's name card in this group (50 bytes).
     public var nameCard: String = ""
 
-    /// When the member's mute ends; absent when not muted.
+    /// When the member's mute ends; absent when not muted or the mute has ended.
     public var muteUntil: Google_Protobuf_Timestamp? = nil
 
     /// Member custom fields the caller may read (keys defined per app).
@@ -1484,8 +1498,10 @@ public struct Groupd_V1_ProfileChange: ProtoMessage {
     /// The new profile (changed fields hold their new values).
     public var profile: Groupd_V1_GroupProfile? = nil
 
-    /// New values of the changed custom keys; a changed key missing here was
-    /// removed.
+    /// Not filled on the event stream: an item is encoded once for every
+    /// subscriber, and which custom keys a reader may read depends on their
+    /// role; `changed_fields` names the changed keys, GetGroupsInfo gives the
+    /// values.
     public var custom: [String: [UInt8]] = [:]
 
     /// A message with every field at its proto3 default.
@@ -1501,26 +1517,31 @@ public struct Groupd_V1_SettingsChange: ProtoMessage {
     /// `max_member_count`).
     public var changedFields: [String] = []
 
-    /// The settings after the change.
+    /// The new values of the changed settings; the others are UNSPECIFIED.
     public var settings: Groupd_V1_GroupSettings? = nil
 
-    /// The maximum member count after the change.
+    /// The new maximum member count when `max_member_count` changed; 0
+    /// otherwise.
     public var maxMemberCount: UInt32 = 0
 
     /// A message with every field at its proto3 default.
     public init() {}
 }
 
-/// MEMBER_JOINED / MEMBER_INVITED / MEMBER_INFO_CHANGED / MEMBER_MUTED detail.
+/// MEMBER_JOINED / MEMBER_INVITED / INVITED / MEMBER_INFO_CHANGED /
+/// MEMBER_MUTED detail.
 public struct Groupd_V1_MemberChange: ProtoMessage {
     /// The message's full protobuf name.
     public static let protoMessageName = "groupd.v1.MemberChange"
 
-    /// The changed member fields (`name_card`, `custom.<key>`, `mute_until`,
-    /// `role`); empty for joins.
+    /// The changed member fields (`name_card`, `custom.<key>`, `mute_until`);
+    /// empty for joins.
     public var changedFields: [String] = []
 
-    /// The affected members after the change.
+    /// The affected members, each with user_id and the changed fields' new
+    /// values (name_card; mute_until, absent = unmuted; custom values are not
+    /// given, as in ProfileChange). Joins: role, join_time, join_source and
+    /// inviter_user_id.
     public var members: [Groupd_V1_Member] = []
 
     /// A message with every field at its proto3 default.
@@ -1687,7 +1708,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .settingsChange(newValue) }
     }
 
-    /// MEMBER_JOINED, MEMBER_INVITED, MEMBER_INFO_CHANGED, MEMBER_MUTED.
+    /// MEMBER_JOINED, MEMBER_INVITED, INVITED, MEMBER_INFO_CHANGED,
+    /// MEMBER_MUTED.
     ///
     /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
     public var memberChange: Groupd_V1_MemberChange {
@@ -1709,7 +1731,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .ownerChange(newValue) }
     }
 
-    /// GROUP_MUTED: the new state (mode UNSPECIFIED = unmuted).
+    /// GROUP_MUTED: the new state and who set it (mode UNSPECIFIED =
+    /// unmuted).
     ///
     /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
     public var groupMute: Groupd_V1_GroupMuteState {
@@ -1814,11 +1837,13 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case profileChange(Groupd_V1_ProfileChange)
         /// GROUP_SETTINGS_CHANGED.
         case settingsChange(Groupd_V1_SettingsChange)
-        /// MEMBER_JOINED, MEMBER_INVITED, MEMBER_INFO_CHANGED, MEMBER_MUTED.
+        /// MEMBER_JOINED, MEMBER_INVITED, INVITED, MEMBER_INFO_CHANGED,
+        /// MEMBER_MUTED.
         case memberChange(Groupd_V1_MemberChange)
         /// OWNER_CHANGED.
         case ownerChange(Groupd_V1_OwnerChange)
-        /// GROUP_MUTED: the new state (mode UNSPECIFIED = unmuted).
+        /// GROUP_MUTED: the new state and who set it (mode UNSPECIFIED =
+        /// unmuted).
         case groupMute(Groupd_V1_GroupMuteState)
         /// Application and invitation events.
         case application(Groupd_V1_Application)

@@ -18,6 +18,7 @@ enum EventMapping {
         case .adminCancelled: .adminCancelled
         case .ownerChanged: .ownerChanged
         case .groupInfoChanged: .groupInfoChanged
+        case .groupSettingsChanged: .groupSettingsChanged
         case .memberInfoChanged: .memberInfoChanged
         case .memberMuted: .memberMuted
         case .groupMuted: .groupMuted
@@ -48,11 +49,6 @@ enum EventMapping {
         for (index, requested) in kinds.enumerated() {
             let matching = GroupEvent.Kind.allCases.filter { kind($0) == requested }
             if matching.isEmpty {
-                // GROUP_SETTINGS_CHANGED: settings changes are stored as GROUP_INFO_CHANGED.
-                if requested == .groupSettingsChanged {
-                    selected.insert(.groupInfoChanged)
-                    continue
-                }
                 throw GroupError.invalidArgument(field: "kinds[\(index)]", "unknown event kind \(requested)")
             }
             selected.formUnion(matching)
@@ -67,7 +63,7 @@ enum EventMapping {
             $0.groupID = event.groupID
             $0.sequence = UInt64(max(event.sequence, 0))
             $0.eventID = String(logged.eventID)
-            $0.kind = kind(event.kind) ?? .unspecified
+            $0.kind = kind(event.reportedKind) ?? .unspecified
             $0.time = APIMapping.timestamp(event.time)
             $0.operatorUserID = event.operatorID ?? ""
             $0.targetUserIds = event.targets
@@ -81,7 +77,7 @@ enum EventMapping {
             if event.kind.isMemberChange { $0.memberCount = UInt32(clamping: max(0, logged.memberCount)) }
             if let application = logged.application {
                 $0.application = applicationDetail(application, groupName: logged.groupName, at: event.time)
-            } else if let detail = detail(event) {
+            } else if let detail = detail(event, groupType: logged.groupType) {
                 $0.detail = detail
             }
         }
@@ -101,9 +97,9 @@ enum EventMapping {
     }
 
     /// The kind-specific detail that the event's `changes` carry.
-    static func detail(_ event: GroupEvent) -> Groupd_V1_GroupEvent.OneOf_Detail? {
+    static func detail(_ event: GroupEvent, groupType: GroupType) -> Groupd_V1_GroupEvent.OneOf_Detail? {
         let changes = event.changes
-        switch event.kind {
+        switch event.reportedKind {
         case .memberKicked, .kickedFromGroup:
             return .kick(.with { $0.reason = changes["reason"] ?? "" })
         case .groupDismissed, .groupRevoked:
@@ -134,9 +130,172 @@ enum EventMapping {
                 $0.previousOwnerQuit = changes["previous_owner_quit"] == "true"
             })
         case .memberInfoChanged:
-            return .memberChange(.with { $0.changedFields = changes.keys.sorted() })
+            return .memberChange(.with {
+                $0.changedFields = changes.keys.sorted()
+                $0.members = event.targets.map { user in
+                    .with {
+                        $0.userID = user
+                        if let card = changes["name_card"] { $0.nameCard = card }
+                    }
+                }
+            })
+        case .memberJoined, .memberInvited, .invitedToGroup:
+            return .memberChange(joinDetail(event))
+        case .memberMuted:
+            let until = Int64(changes["muted_until"] ?? "") ?? 0
+            return .memberChange(.with {
+                $0.changedFields = ["mute_until"]
+                $0.members = event.targets.map { user in
+                    .with {
+                        $0.userID = user
+                        if until > 0 { $0.muteUntil = APIMapping.timestamp(Timestamp(millisecondsSince1970: until)) }
+                    }
+                }
+            })
+        case .groupMuted:
+            return .groupMute(groupMuteDetail(event))
+        case .groupInfoChanged:
+            return .profileChange(.with {
+                $0.changedFields = changes.keys.sorted()
+                $0.profile = .with {
+                    if let v = changes["name"] { $0.name = v }
+                    if let v = changes["introduction"] { $0.introduction = v }
+                    if let v = changes["notification"] { $0.notification = v }
+                    if let v = changes["face_url"] { $0.faceURL = v }
+                }
+                // No custom values: the stream encodes an item once for every reader, and which
+                // keys a reader may read depends on their role (DECISIONS.md).
+            })
+        case .groupSettingsChanged:
+            return .settingsChange(settingsDetail(changes, groupType: groupType))
+        case .groupCreated:
+            return .group(createdGroup(event, groupType: groupType))
         default:
             return nil
+        }
+    }
+
+    /// The API field name (`GroupSettings` field, or `max_member_count`) of a settings key in
+    /// event changes.
+    static func settingsFieldName(_ key: String) -> String {
+        switch GroupSettingKey(rawValue: key) {
+        case .joinOption: "join_option"
+        case .joinApprovers: "approver_scope"
+        case .invitePermission: "invite_scope"
+        case .inviteeMustAccept: "invitee_consent"
+        case .invitationNeedsApproval: "invite_approval"
+        case .removeMembersPermission: "remove_scope"
+        case .editProfilePermission: "profile_edit_scope"
+        case .editMemberInfoPermission: "member_edit_scope"
+        case nil: key == "max_members" ? "max_member_count" : key
+        }
+    }
+
+    /// A `GROUP_SETTINGS_CHANGED` detail: the changed settings by their API names, those
+    /// settings' new values (the others unset) and the new maximum member count if it changed.
+    static func settingsDetail(_ changes: [String: String], groupType: GroupType) -> Groupd_V1_SettingsChange {
+        var settings = groupType.preset.defaultSettings
+        var keys: [GroupSettingKey] = []
+        for (key, text) in changes {
+            if let setting = GroupSettingKey(rawValue: key), settings.set(setting, text: text) { keys.append(setting) }
+        }
+        let full = APIMapping.settings(settings, type: groupType)
+        return .with { detail in
+            detail.changedFields = changes.keys.map(settingsFieldName).sorted()
+            detail.settings = .with {
+                for key in keys {
+                    switch key {
+                    case .joinOption: $0.joinOption = full.joinOption
+                    case .joinApprovers: $0.approverScope = full.approverScope
+                    case .invitePermission: $0.inviteScope = full.inviteScope
+                    case .inviteeMustAccept: $0.inviteeConsent = full.inviteeConsent
+                    case .invitationNeedsApproval: $0.inviteApproval = full.inviteApproval
+                    case .removeMembersPermission: $0.removeScope = full.removeScope
+                    case .editProfilePermission: $0.profileEditScope = full.profileEditScope
+                    case .editMemberInfoPermission: $0.memberEditScope = full.memberEditScope
+                    }
+                }
+            }
+            if let max = changes["max_members"].flatMap(UInt32.init) { detail.maxMemberCount = max }
+        }
+    }
+
+    /// A join event's detail: each joined member as they came in (role, join time, how they
+    /// came in and who let them in). Events stored before the source was kept infer it from
+    /// their kind.
+    static func joinDetail(_ event: GroupEvent) -> Groupd_V1_MemberChange {
+        let changes = event.changes
+        var source = changes["join_source"].flatMap(JoinSource.init(name:))
+        var inviter = changes["inviter"]
+        if source == nil {
+            switch event.kind {
+            case .memberInvited, .invitedToGroup:
+                source = .invitation
+                inviter = event.operatorID
+            default:
+                if let via = changes["via"] {
+                    source = via == "invitation" ? .invitation : .application
+                    inviter = event.operatorID
+                } else {
+                    source = .unknown
+                }
+            }
+        }
+        let member = Member(
+            userID: "", role: .member, joinedAt: event.time, joinSource: source ?? .unknown, inviterID: inviter)
+        let template = APIMapping.member(member, now: event.time)
+        return .with {
+            $0.members = event.targets.map { user in
+                var view = Groupd_V1_Member()
+                view.userID = user
+                view.role = template.role
+                view.joinTime = template.joinTime
+                view.joinSource = template.joinSource
+                view.inviterUserID = template.inviterUserID
+                return view
+            }
+        }
+    }
+
+    /// A `GROUP_MUTED` detail: the new state (mode `UNSPECIFIED` when lifted) and who set it.
+    static func groupMuteDetail(_ event: GroupEvent) -> Groupd_V1_GroupMuteState {
+        let changes = event.changes
+        let roles = Set((changes["roles"] ?? "").split(separator: ",").compactMap { MemberRole(rawValue: String($0)) })
+        let mode: GroupMuteMode =
+            switch changes["mode"] {
+            case "all": .all
+            case "ordinary_members": .ordinaryMembers
+            case "roles": .roles(roles)
+            default: .none
+            }
+        let until = Int64(changes["until"] ?? "") ?? 0
+        let state = GroupMuteState(
+            mode: mode, until: until > 0 ? Timestamp(millisecondsSince1970: until) : nil, operatorID: event.operatorID)
+        var view = APIMapping.muteState(state, now: nil) ?? Groupd_V1_GroupMuteState()
+        view.operatorUserID = event.operatorID ?? ""
+        return view
+    }
+
+    /// A `GROUP_CREATED` detail: the group as created (profile, settings, owner, counts).
+    static func createdGroup(_ event: GroupEvent, groupType: GroupType) -> Groupd_V1_Group {
+        let changes = event.changes
+        var settings = groupType.preset.defaultSettings
+        for key in GroupSettingKey.allCases { if let text = changes[key.rawValue] { settings.set(key, text: text) } }
+        return .with {
+            $0.groupID = event.groupID
+            $0.type = APIMapping.groupType(groupType)
+            $0.profile = .with {
+                $0.name = changes["name"] ?? ""
+                $0.introduction = changes["introduction"] ?? ""
+                $0.notification = changes["notification"] ?? ""
+                $0.faceURL = changes["face_url"] ?? ""
+            }
+            $0.settings = APIMapping.settings(settings, type: groupType)
+            $0.ownerUserID = changes["owner_id"] ?? ""
+            $0.memberCount = changes["member_count"].flatMap(UInt32.init) ?? UInt32(clamping: event.targets.count)
+            $0.maxMemberCount = changes["max_members"].flatMap(UInt32.init) ?? 0
+            $0.createTime = APIMapping.timestamp(event.time)
+            $0.lastInfoTime = APIMapping.timestamp(event.time)
         }
     }
 }

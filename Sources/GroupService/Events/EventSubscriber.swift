@@ -18,7 +18,7 @@ struct StreamFilter: Sendable {
 
     /// Whether the stream takes `logged`, once routing has decided it may reach the stream.
     func accepts(_ logged: LoggedEvent) -> Bool {
-        accepts(kind: logged.event.kind, groupID: logged.event.groupID, addressed: logged.event.recipient != .group)
+        accepts(kind: logged.event.reportedKind, groupID: logged.event.groupID, addressed: logged.event.recipient != .group)
     }
 
     /// Whether the stream takes an item of `kind` in `groupID` (`addressed`: not a group item).

@@ -63,7 +63,7 @@ extension ServicePolicy {
         let event = logged.event
         return HookRequest(
             operatorID: event.operatorID ?? "", groupID: event.groupID,
-            groupType: GroupdService.hookGroupType(logged.groupType), eventType: event.kind.rawValue,
+            groupType: GroupdService.hookGroupType(logged.groupType), eventType: event.reportedKind.rawValue,
             fields: event.changes.keys.sorted().map { HookField($0, event.changes[$0]!) }, users: event.targets,
             eventID: logged.eventID, groupSequence: event.sequence, eventTimeMilliseconds: event.time.millisecondsSince1970)
     }

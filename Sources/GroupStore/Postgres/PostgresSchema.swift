@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -405,5 +405,10 @@ enum PostgresSchema {
         END $$;
         CREATE TRIGGER groups_joined_count_dismiss AFTER UPDATE OF dismissed_at ON groups
             FOR EACH ROW EXECUTE FUNCTION groupd_group_dismissed();
+        """
+
+    /// v3: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
+    static let v3 = """
+        ALTER TABLE groups ADD COLUMN mute_operator TEXT;
         """
 }

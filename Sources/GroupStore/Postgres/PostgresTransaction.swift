@@ -376,7 +376,7 @@ final class PostgresTransaction: StoreTransaction {
                 member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
                 invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
                 edit_profile_permission = ?, edit_member_info_permission = ?,
-                mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
+                mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
             WHERE app_id = ? AND group_key = ?
@@ -389,7 +389,7 @@ final class PostgresTransaction: StoreTransaction {
                 .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
                 .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
                 .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
-                .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
+                .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
                 .integer(ms), .text(app), .integer(key),
             ])
         if after.custom != before.custom {

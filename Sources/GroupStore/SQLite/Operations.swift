@@ -114,7 +114,7 @@ enum Operations {
                 member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
                 invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
                 edit_profile_permission = ?, edit_member_info_permission = ?,
-                mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
+                mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? THEN ? ELSE dismissed_at END
             WHERE group_key = ?
@@ -126,7 +126,8 @@ enum Operations {
             .bool(settings.inviteeMustAccept), .bool(settings.invitationNeedsApproval),
             .text(settings.removeMembersPermission.rawValue), .text(settings.editProfilePermission.rawValue),
             .text(settings.editMemberInfoPermission.rawValue), .text(mode), .text(roles),
-            .integer(after.mute.until?.millisecondsSince1970), .integer(after.updatedAt.millisecondsSince1970),
+            .integer(after.mute.until?.millisecondsSince1970), .text(after.mute.operatorID),
+            .integer(after.updatedAt.millisecondsSince1970),
             .integer(nextJoinOrder), .bool(change.dismissesGroup), .integer(ms), .integer(key),
         ])
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.

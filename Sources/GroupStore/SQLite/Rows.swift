@@ -58,7 +58,7 @@ enum Rows {
         case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
-        case latestSequence, hasCustom
+        case latestSequence, hasCustom, muteOperator
 
         var name: String {
             switch self {
@@ -88,6 +88,7 @@ enum Rows {
             case .updatedAt: "updated_at"
             case .latestSequence: "latest_seq"
             case .hasCustom: "has_custom"
+            case .muteOperator: "mute_operator"
             }
         }
 
@@ -162,7 +163,8 @@ enum Rows {
             custom: [:], latestSequence: try int(.latestSequence),
             mute: GroupMuteState(
                 mode: try decodeMuteMode(text(.muteMode), roles: text(.muteRoles)),
-                until: muteUntil.map(Timestamp.init(millisecondsSince1970:))))
+                until: muteUntil.map(Timestamp.init(millisecondsSince1970:)),
+                operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)))
         return GroupRow(key: try int(.groupKey), group: group, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 

@@ -11,6 +11,7 @@ extension Schema {
         migrator.registerMigration("v5", migrate: Schema.v5)
         migrator.registerMigration("v6", migrate: Schema.v6)
         migrator.registerMigration("v7", migrate: Schema.v7)
+        migrator.registerMigration("v8", migrate: Schema.v8)
         return migrator
     }
 }
@@ -300,6 +301,11 @@ enum Schema {
             ALTER TABLE members ADD COLUMN join_source INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE members ADD COLUMN inviter_id TEXT;
             """)
+    }
+
+    /// v8: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
+    static func v8(_ db: Database) throws {
+        try db.execute(sql: "ALTER TABLE groups ADD COLUMN mute_operator TEXT")
     }
 
     /// v7 (issue 12): each user's joined-group count kept in `joined_counts`, so a limit check

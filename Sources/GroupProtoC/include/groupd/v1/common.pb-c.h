@@ -452,12 +452,17 @@ typedef enum _Groupd__V1__EventKind {
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED = 0,
   /*
-   * Tip: users joined (free join or accepted application); operator = the
-   * user or the approver. Detail: members.
+   * Tip: a user joined: by themselves (free join), or let in by an approver
+   * (accepted application) or by an invitee's consent or an approver
+   * (invitation); operator = the user, the approver or the inviter. Detail:
+   * member_change: the member as they came in (user_id, role, join_time,
+   * join_source, inviter_user_id = who let them in).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED = 1,
   /*
-   * Tip: users joined by invitation; operator = inviter. Detail: members.
+   * Tip: users were added by invitation at once; operator = the inviter.
+   * Detail: member_change: each member as they came in (join_source
+   * INVITATION, inviter_user_id = the inviter).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_INVITED = 2,
   /*
@@ -477,16 +482,18 @@ typedef enum _Groupd__V1__EventKind {
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_ADMIN_CANCELLED = 6,
   /*
-   * Tip: the profile or group custom fields changed. Detail: profile_change.
+   * Tip: the profile or group custom fields changed (UpdateGroupProfile).
+   * Detail: profile_change.
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_INFO_CHANGED = 7,
   /*
-   * Tip: settings changed (ZIM groupVerifyInfoUpdated). Detail:
-   * settings_change.
+   * Tip: settings or the maximum member count changed (UpdateGroupSettings;
+   * ZIM groupVerifyInfoUpdated). Detail: settings_change.
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_SETTINGS_CHANGED = 8,
   /*
-   * Tip: members' name card or custom fields changed. Detail: member_change.
+   * Tip: a member's name card or custom fields changed. Detail:
+   * member_change: the changed fields, and the member's new values of them.
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_INFO_CHANGED = 9,
   /*
@@ -494,12 +501,15 @@ typedef enum _Groupd__V1__EventKind {
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_OWNER_CHANGED = 10,
   /*
-   * Tip: members were muted or unmuted. Detail: member_change (mute_until).
+   * Tip: members were muted or unmuted; operator = who did it. Detail:
+   * member_change: changed_fields `mute_until`, each member's user_id and
+   * mute_until (the mute's end; absent = unmuted).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_MUTED = 11,
   /*
-   * Tip: the whole group was muted or unmuted. Detail: group_mute (absent =
-   * unmuted).
+   * Tip: the whole group was muted or unmuted. Detail: group_mute: the new
+   * state (mode, roles, mute_until) and operator_user_id; mode UNSPECIFIED =
+   * unmuted.
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_MUTED = 12,
   /*
@@ -536,7 +546,8 @@ typedef enum _Groupd__V1__EventKind {
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITATION_REFUSED = 19,
   /*
-   * System, to each invitee: you were added by invitation.
+   * System, to each invitee: you were added by invitation. Detail:
+   * member_change: the invitee as they came in (as MEMBER_INVITED).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITED = 20,
   /*
@@ -554,7 +565,9 @@ typedef enum _Groupd__V1__EventKind {
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_REVOKED = 23,
   /*
-   * System, to the creator's devices: the group was created. Detail: group.
+   * Tip: the group was created (an imported group: to its owner). Detail:
+   * group: the group as created (id, type, profile, settings, owner, member
+   * count, maximum member count, create time; no custom fields).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_CREATED = 24,
   /*
@@ -731,7 +744,8 @@ struct  Groupd__V1__GroupMuteState
    */
   Google__Protobuf__Timestamp *mute_until;
   /*
-   * Who muted the group.
+   * Who set this state (in a GROUP_MUTED event: who muted or unmuted);
+   * empty when the backend did, or for a mute set before it was recorded.
    */
   char *operator_user_id;
 };
@@ -877,7 +891,7 @@ struct  Groupd__V1__Member
    */
   char *name_card;
   /*
-   * When the member's mute ends; absent when not muted.
+   * When the member's mute ends; absent when not muted or the mute has ended.
    */
   Google__Protobuf__Timestamp *mute_until;
   /*
@@ -1116,8 +1130,10 @@ struct  Groupd__V1__ProfileChange
    */
   Groupd__V1__GroupProfile *profile;
   /*
-   * New values of the changed custom keys; a changed key missing here was
-   * removed.
+   * Not filled on the event stream: an item is encoded once for every
+   * subscriber, and which custom keys a reader may read depends on their
+   * role; `changed_fields` names the changed keys, GetGroupsInfo gives the
+   * values.
    */
   size_t n_custom;
   Groupd__V1__ProfileChange__CustomEntry **custom;
@@ -1140,11 +1156,12 @@ struct  Groupd__V1__SettingsChange
   size_t n_changed_fields;
   char **changed_fields;
   /*
-   * The settings after the change.
+   * The new values of the changed settings; the others are UNSPECIFIED.
    */
   Groupd__V1__GroupSettings *settings;
   /*
-   * The maximum member count after the change.
+   * The new maximum member count when `max_member_count` changed; 0
+   * otherwise.
    */
   uint32_t max_member_count;
 };
@@ -1154,19 +1171,23 @@ struct  Groupd__V1__SettingsChange
 
 
 /*
- * MEMBER_JOINED / MEMBER_INVITED / MEMBER_INFO_CHANGED / MEMBER_MUTED detail.
+ * MEMBER_JOINED / MEMBER_INVITED / INVITED / MEMBER_INFO_CHANGED /
+ * MEMBER_MUTED detail.
  */
 struct  Groupd__V1__MemberChange
 {
   ProtobufCMessage base;
   /*
-   * The changed member fields (`name_card`, `custom.<key>`, `mute_until`,
-   * `role`); empty for joins.
+   * The changed member fields (`name_card`, `custom.<key>`, `mute_until`);
+   * empty for joins.
    */
   size_t n_changed_fields;
   char **changed_fields;
   /*
-   * The affected members after the change.
+   * The affected members, each with user_id and the changed fields' new
+   * values (name_card; mute_until, absent = unmuted; custom values are not
+   * given, as in ProfileChange). Joins: role, join_time, join_source and
+   * inviter_user_id.
    */
   size_t n_members;
   Groupd__V1__Member **members;
@@ -1385,7 +1406,8 @@ struct  Groupd__V1__GroupEvent
      */
     Groupd__V1__SettingsChange *settings_change;
     /*
-     * MEMBER_JOINED, MEMBER_INVITED, MEMBER_INFO_CHANGED, MEMBER_MUTED.
+     * MEMBER_JOINED, MEMBER_INVITED, INVITED, MEMBER_INFO_CHANGED,
+     * MEMBER_MUTED.
      */
     Groupd__V1__MemberChange *member_change;
     /*
@@ -1393,7 +1415,8 @@ struct  Groupd__V1__GroupEvent
      */
     Groupd__V1__OwnerChange *owner_change;
     /*
-     * GROUP_MUTED: the new state (mode UNSPECIFIED = unmuted).
+     * GROUP_MUTED: the new state and who set it (mode UNSPECIFIED =
+     * unmuted).
      */
     Groupd__V1__GroupMuteState *group_mute;
     /*
