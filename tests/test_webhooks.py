@@ -450,6 +450,28 @@ def test_after_events_arrive_in_order_per_group_and_signed(setup):
     assert created["app_id"] == APP_ID and created["group_sequence"] == 1 and created["event_time"] > 0
 
 
+def test_after_events_carry_the_details_the_stream_does(setup):
+    group = uid("ev")
+    setup.create("first", group_id=group)
+    setup.groups.UpdateGroupSettings(group_pb2.UpdateGroupSettingsRequest(
+        group_id=group, update_mask=field_mask_pb2.FieldMask(paths=["join_option"]),
+        settings=common_pb2.GroupSettings(join_option=common_pb2.JOIN_OPTION_FORBIDDEN)), metadata=admin_md(), timeout=10)
+    setup.groups.SetGroupMute(group_pb2.SetGroupMuteRequest(
+        group_id=group, muted=True, mode=common_pb2.GROUP_MUTE_MODE_ALL), metadata=admin_md(operator="alice"),
+        timeout=10)
+
+    def done(by_group):
+        return any(e["event_type"] == "GROUP_MUTED" for e in by_group.get(group, ()))
+
+    by_group, _ = collect_events(setup.events, SECRET_ONE, done)
+    created, settings, muted = by_group[group]
+    assert created["fields"]["member_count"] == "1" and created["fields"]["owner_id"] == "alice"
+    assert settings["event_type"] == "GROUP_SETTINGS_CHANGED"
+    assert settings["callback"] == "Group.CallbackAfterGroupSettingsChanged"
+    assert settings["fields"] == {"join_option": "forbidden"}
+    assert muted["fields"]["mode"] == "all" and muted["operator_id"] == "alice"
+
+
 def test_a_receiver_answering_errors_gets_the_events_again(setup):
     failures = {"left": 3}
 
