@@ -12,7 +12,7 @@ import pytest
 from support import StreamReader, admin_md, uid, user_md
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
                        group_pb2_grpc, member_pb2, member_pb2_grpc)
-from google.protobuf import field_mask_pb2
+from google.protobuf import field_mask_pb2, timestamp_pb2
 
 K = common_pb2
 
@@ -261,6 +261,25 @@ def created(api):
                                      group_id=group, introduction="hello"), check
 
 
+def imported(api):
+    owner, bob = uid("alice"), uid("bob")
+    group = uid("g")
+
+    def action():
+        api.groups.ImportGroup(group_pb2.ImportGroupRequest(
+            group_id=group, type=K.GROUP_TYPE_PUBLIC, owner_user_id=owner, profile=K.GroupProfile(name="old"),
+            create_time=timestamp_pb2.Timestamp(seconds=1_600_000_000),
+            members=[group_pb2.ImportedMember(user_id=owner, role=K.MEMBER_ROLE_OWNER),
+                     group_pb2.ImportedMember(user_id=bob)]), metadata=admin_md(), timeout=10)
+
+    def check(event):
+        made = event.group
+        assert made.group_id == group and made.profile.name == "old" and made.owner_user_id == owner
+        assert made.member_count == 2 and made.create_time.seconds == 1_600_000_000
+        assert list(event.recipient_user_ids) == [owner]
+    return group, action, check
+
+
 def owner_change(api):
     owner, bob = uid("alice"), uid("bob")
     group = api.create(K.GROUP_TYPE_PUBLIC, owner, [bob])
@@ -300,6 +319,7 @@ CASES = [
     ("InviteMembers (to the invitee)", K.EVENT_KIND_INVITED, invited_notification),
     ("UpdateMemberInfo", K.EVENT_KIND_MEMBER_INFO_CHANGED, member_info),
     ("CreateGroup", K.EVENT_KIND_GROUP_CREATED, created),
+    ("ImportGroup", K.EVENT_KIND_GROUP_CREATED, imported),
     ("TransferOwnership", K.EVENT_KIND_OWNER_CHANGED, owner_change),
     ("KickMembers", K.EVENT_KIND_MEMBER_KICKED, kick),
 ]

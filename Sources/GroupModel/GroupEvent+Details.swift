@@ -82,9 +82,13 @@ extension GroupRules {
     }
 
     /// A new group's values as `GROUP_CREATED` changes: its profile, every setting (by
-    /// ``GroupSettingKey`` name), `max_members` when set and `member_count`.
+    /// ``GroupSettingKey`` name), `max_members` when set, `member_count` and `created_at` (ms; an
+    /// imported group's own creation time).
     static func creationChanges(_ group: Group, memberCount: Int) -> [String: String] {
-        var changes = ["type": group.type.name, "name": group.name, "member_count": String(memberCount)]
+        var changes = [
+            "type": group.type.name, "name": group.name, "member_count": String(memberCount),
+            "created_at": String(group.createdAt.millisecondsSince1970),
+        ]
         if !group.introduction.isEmpty { changes["introduction"] = group.introduction }
         if !group.notification.isEmpty { changes["notification"] = group.notification }
         if !group.faceURL.isEmpty { changes["face_url"] = group.faceURL }

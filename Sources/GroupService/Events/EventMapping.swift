@@ -294,7 +294,8 @@ enum EventMapping {
             $0.ownerUserID = changes["owner_id"] ?? ""
             $0.memberCount = changes["member_count"].flatMap(UInt32.init) ?? UInt32(clamping: event.targets.count)
             $0.maxMemberCount = changes["max_members"].flatMap(UInt32.init) ?? 0
-            $0.createTime = APIMapping.timestamp(event.time)
+            let created = changes["created_at"].flatMap(Int64.init).map(Timestamp.init(millisecondsSince1970:))
+            $0.createTime = APIMapping.timestamp(created ?? event.time)
             $0.lastInfoTime = APIMapping.timestamp(event.time)
         }
     }
