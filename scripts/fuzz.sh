@@ -2,7 +2,8 @@
 # Builds and runs groupd's libFuzzer targets (Tests/Fuzz, docs/FUZZING.md).
 #   scripts/fuzz.sh build                     build every target under ASan + UBSan (+ libFuzzer)
 #   scripts/fuzz.sh run SECONDS [TARGET...]   replay Tests/Fuzz/Regressions/<target>/, then fuzz each
-#                                             target for SECONDS from its committed seeds
+#                                             target for SECONDS from its committed seeds; exits 1
+#                                             on a finding, 3 when a target saw no coverage
 # The committed inputs are text (binary ones base64 as <name>.b64, Tests/Fuzz/corpus.py): each run
 # unpacks them into a temporary directory first. New corpus entries go to a temporary directory
 # (FUZZ_NEW_CORPUS to keep them elsewhere), never into Tests/Fuzz/Corpus; a crash stops the run, its
@@ -74,8 +75,9 @@ run() {
     coverage=$( (grep -oE ' cov: [0-9]+' "$log" || true) | awk '{ if ($2 > max) max = $2 } END { print max + 0 }')
     if [ "$coverage" -eq 0 ]; then
       head -n 20 "$log"
+      echo "$target: $(readelf -SW "$bin/$target" 2>/dev/null | grep -c __sancov_cntrs || true) __sancov_cntrs sections in $bin/$target"
       echo "$target FAILED: libFuzzer saw no coverage (rebuild: rm -rf $SCRATCH && $0 build)"
-      exit 1
+      exit 3
     fi
     local done_line execs units
     done_line=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -n 1 || true)
