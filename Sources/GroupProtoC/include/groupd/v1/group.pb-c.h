@@ -367,8 +367,9 @@ struct  Groupd__V1__UpdateGroupSettingsRequest
   /*
    * The settings to change: GroupSettings field names (`join_option`,
    * `approver_scope`, `invite_scope`, `invitee_consent`, `invite_approval`,
-   * `remove_scope`, `profile_edit_scope`, `member_edit_scope`, `mute_scope`)
-   * and `max_member_count` (admin token only). Required.
+   * `remove_scope`, `profile_edit_scope`, `member_edit_scope`, `mute_scope`,
+   * `settings_edit_scope`, `owner_quit`) and `max_member_count` (admin token
+   * only). Required.
    */
   Google__Protobuf__FieldMask *update_mask;
   /*
