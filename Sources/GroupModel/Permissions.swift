@@ -283,6 +283,7 @@ public enum GroupRules {
                     return .refused(error)
                 }
                 if !decision.isAllowed { return decision }
+                if keys.isSubset(of: GroupSettingKey.ownerOnly) { return .allowed }
             }
             return memberCheck(actor, grantedTo: settings.editSettingsPermission, setting: .editSettingsPermission)
 
