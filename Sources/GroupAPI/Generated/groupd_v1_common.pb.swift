@@ -1347,7 +1347,8 @@ public struct Groupd_V1_Group: ProtoMessage {
     public var selfInfo: Groupd_V1_Member? = nil
 
     /// The caller's private remark (alias) for the group (RongCloud); only
-    /// ever visible to the caller.
+    /// ever visible to the caller. Filled by GetGroupsInfo and ListJoinedGroups
+    /// for a member who set one.
     public var remark: String = ""
 
     /// The caller's unread message count (Work and Public only; 0 otherwise).

@@ -64,7 +64,8 @@ public enum Groupd_V1_SearchField: ProtoEnum {
     /// Not set.
     case unspecified // = 0
 
-    /// The group id (exact or prefix).
+    /// The group id: equal to the keyword or starting with it, byte for byte
+    /// (`%` and `_` are ordinary characters).
     case groupID // = 1
 
     /// The group name (substring, case-insensitive).
@@ -1693,7 +1694,7 @@ public enum Groupd_V1_GroupService {
             service: "groupd.v1.GroupService", method: "CreateGroup",
             isClientStreaming: false, isServerStreaming: false)
         /// Reads several groups at once, with member count and owner. Members see
-        /// everything; non-members see the public subset of Public, Meeting and
+        /// everything, with their own member record and remark; non-members see the public subset of Public, Meeting and
         /// AVChatRoom groups and nothing of a Work group (reported as NOT_FOUND).
         /// Fails as a whole only for a malformed request (INVALID_ARGUMENT: empty
         /// list, over the app's batch limit).

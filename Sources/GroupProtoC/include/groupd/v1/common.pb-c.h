@@ -862,7 +862,8 @@ struct  Groupd__V1__Group
   Groupd__V1__Member *self_info;
   /*
    * The caller's private remark (alias) for the group (RongCloud); only
-   * ever visible to the caller.
+   * ever visible to the caller. Filled by GetGroupsInfo and ListJoinedGroups
+   * for a member who set one.
    */
   char *remark;
   /*

@@ -85,7 +85,8 @@ typedef enum _Groupd__V1__SearchField {
    */
   GROUPD__V1__SEARCH_FIELD__SEARCH_FIELD_UNSPECIFIED = 0,
   /*
-   * The group id (exact or prefix).
+   * The group id: equal to the keyword or starting with it, byte for byte
+   * (`%` and `_` are ordinary characters).
    */
   GROUPD__V1__SEARCH_FIELD__SEARCH_FIELD_GROUP_ID = 1,
   /*
