@@ -1611,7 +1611,7 @@ public struct Groupd_V1_OwnerChange: ProtoMessage {
     public var newOwnerUserID: String = ""
 
     /// Whether the previous owner quit in the same operation (transfer and
-    /// quit, or a Work owner quitting).
+    /// quit, or an owner quitting as settings.owner_quit lets them).
     public var previousOwnerQuit: Bool = false
 
     /// A message with every field at its proto3 default.

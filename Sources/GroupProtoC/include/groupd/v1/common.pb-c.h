@@ -1237,7 +1237,7 @@ struct  Groupd__V1__OwnerChange
   char *new_owner_user_id;
   /*
    * Whether the previous owner quit in the same operation (transfer and
-   * quit, or a Work owner quitting).
+   * quit, or an owner quitting as settings.owner_quit lets them).
    */
   protobuf_c_boolean previous_owner_quit;
 };
