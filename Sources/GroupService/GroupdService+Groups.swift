@@ -110,6 +110,7 @@ extension GroupdService {
                     $0.userID = stored.userID
                     $0.result = .success
                     $0.member = APIMapping.member(stored)
+                    $0.member?.receiveMessageOption = Self.receiveOptionView(stored, call: call)
                 })
             }
         }
@@ -171,8 +172,15 @@ extension GroupdService {
             try await store.catchUp(app: app)
         }
         var memberships: [String: Member] = [:]
+        var remarks: [String: String] = [:]
         if let user = call.caller.operatorID, !groups.isEmpty {
             memberships = try await store.memberships(app: app, userID: user, groupIDs: Array(groups.keys))
+            // The caller's own remark (seed 004's getGroupsInfo), where they may be a member (an
+            // AVChatRoom audience is held in memory, so its rooms are asked too).
+            let remarkable = groups.values.filter { memberships[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+            if !remarkable.isEmpty {
+                remarks = try await store.remarks(app: app, userID: user, groupIDs: remarkable)
+            }
         }
         var response = Groupd_V1_GetGroupsInfoResponse()
         for id in ids {
@@ -210,7 +218,8 @@ extension GroupdService {
                 })
                 continue
             }
-            var view = Self.groupView(group, membership: membership, call: call)
+            let remark = membership == nil ? "" : remarks[id] ?? ""
+            var view = Self.groupView(group, membership: membership, call: call, remark: remark)
             await filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
             response.groups.append(view)
         }

@@ -130,11 +130,23 @@ extension GroupdService {
     /// `keys` is given, to those keys).
     static func memberView(_ member: Member, actor: ActingRole, call: CallContext, keys: Set<String>? = nil) -> Groupd_V1_Member {
         var out = APIMapping.member(member)
+        out.receiveMessageOption = receiveOptionView(member, call: call)
         var custom = member.custom
         if let keys { custom = custom.filter { keys.contains($0.key) } }
         if let schema = call.customFields { custom = schema.readable(custom, scope: .member, for: actor) }
         out.custom = custom
         return out
+    }
+
+    /// A member's receive option as the caller may see it: their own, or anyone's for the app's
+    /// backend (an admin token without `x-operator-id`, which delivers pushes); UNSPECIFIED in
+    /// another member's record, whatever the caller's role (a personal preference, as Tencent's
+    /// `recvOpt`).
+    static func receiveOptionView(_ member: Member, call: CallContext) -> Groupd_V1_ReceiveMessageOption {
+        guard let caller = call.caller.operatorID, caller != member.userID else {
+            return APIMapping.member(member).receiveMessageOption
+        }
+        return .unspecified
     }
 
     /// A group as the caller sees it: visibility by role, readable custom fields, own membership.

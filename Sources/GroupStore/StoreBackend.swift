@@ -115,6 +115,9 @@ public protocol StoreBackend: Sendable {
     /// - Throws: `GROUP_NOT_FOUND`.
     func remark(app: String, groupID: String, userID: String) async throws -> String
 
+    /// See ``Store/remarks(app:userID:groupIDs:)``.
+    func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String]
+
     // MARK: Application reads
 
     /// One item by id (`nil`: none in the app).

@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -82,6 +82,21 @@ enum PostgresSchema {
         if !last.isEmpty { statements.append(last) }
         return statements
     }
+
+    /// v3: two per-group settings, `edit_settings_permission` (who changes the other settings)
+    /// and `owner_quit` (what an owner's quit does), with each type's default for groups stored
+    /// before (``GroupTypePreset``: owner and admins change settings in Public and Meeting groups,
+    /// the owner elsewhere; a Work owner's quit passes ownership to the longest-standing member,
+    /// other owners cannot quit); and `groups_by_id_bytes`, the group ids in byte order
+    /// (`COLLATE "C"`) whatever the database's collation, so a `group_id` prefix search reads an
+    /// index range.
+    static let v3 = """
+        ALTER TABLE groups ADD COLUMN edit_settings_permission TEXT NOT NULL DEFAULT 'owner';
+        ALTER TABLE groups ADD COLUMN owner_quit TEXT NOT NULL DEFAULT 'refused';
+        UPDATE groups SET edit_settings_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
+        UPDATE groups SET owner_quit = 'to_longest_standing_member' WHERE type = 'Work';
+        CREATE INDEX groups_by_id_bytes ON groups (app_id, group_id COLLATE "C");
+        """
 
     /// v2: AVChatRoom messages relayed between nodes. They keep no history (as on SQLite): a row
     /// lives about a minute, long enough for every node's follower to read it and hand it to its

@@ -30,7 +30,7 @@ enum Operations {
     ///   - members: The member rows the snapshot read (their custom fields before the change).
     static func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp,
-        memberOrigin: Bool, db: Database
+        memberOrigin: Bool, ownerSettings: Bool = true, db: Database
     ) throws -> [GroupEvent] {
         let after = change.group
         let ms = time.millisecondsSince1970
@@ -129,6 +129,12 @@ enum Operations {
             .integer(after.mute.until?.millisecondsSince1970), .integer(after.updatedAt.millisecondsSince1970),
             .integer(nextJoinOrder), .bool(change.dismissesGroup), .integer(ms), .integer(key),
         ])
+        // Set apart (a file before v8 has no such columns; tests of older files).
+        if ownerSettings, settings.editSettingsPermission != before.settings.editSettingsPermission
+            || settings.ownerQuit != before.settings.ownerQuit {
+            try db.cachedStatement(sql: "UPDATE groups SET edit_settings_permission = ?, owner_quit = ? WHERE group_key = ?")
+                .execute(arguments: [settings.editSettingsPermission.rawValue, settings.ownerQuit.rawValue, key])
+        }
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.
         if after.name != before.name {
             try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?")

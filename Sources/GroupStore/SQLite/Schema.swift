@@ -11,6 +11,7 @@ extension Schema {
         migrator.registerMigration("v5", migrate: Schema.v5)
         migrator.registerMigration("v6", migrate: Schema.v6)
         migrator.registerMigration("v7", migrate: Schema.v7)
+        migrator.registerMigration("v8", migrate: Schema.v8)
         return migrator
     }
 }
@@ -340,6 +341,21 @@ enum Schema {
                 UPDATE joined_counts SET count = count - 1
                 WHERE app_id = new.app_id AND user_id IN (SELECT user_id FROM members WHERE group_key = new.group_key);
             END;
+            """)
+    }
+
+    /// v8: two per-group settings, `edit_settings_permission` (who changes the other settings)
+    /// and `owner_quit` (what an owner's quit does). Groups stored before get their type's
+    /// default (``GroupTypePreset``): owner and admins change settings in Public and Meeting
+    /// groups, the owner elsewhere; a Work owner's quit passes ownership to the longest-standing
+    /// member, other owners cannot quit. `group_id` prefix search reads the
+    /// `UNIQUE (app_id, group_id)` index (BINARY collation: byte order), so it needs none here.
+    static func v8(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN edit_settings_permission TEXT NOT NULL DEFAULT 'owner';
+            ALTER TABLE groups ADD COLUMN owner_quit TEXT NOT NULL DEFAULT 'refused';
+            UPDATE groups SET edit_settings_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
+            UPDATE groups SET owner_quit = 'to_longest_standing_member' WHERE type = 'Work';
             """)
     }
 }

@@ -164,7 +164,8 @@ struct  Groupd__V1__QuitGroupResponse
 {
   ProtobufCMessage base;
   /*
-   * The new owner when a Work owner quit; empty otherwise.
+   * The new owner when the owner quit and ownership passed on; empty
+   * otherwise.
    */
   char *new_owner_user_id;
   /*
