@@ -86,7 +86,7 @@ extension GroupdService {
             let plan = try GroupRules.planQuit(snapshot.group, by: op, options: options, successor: snapshot.successor, now: now)
             return (plan.change, plan)
         }
-        if result.value.groupDismissed { audience.removeRoom(app: call.caller.appID, group: request.groupID) }
+        if result.value.groupDismissed { try await forgetRoom(app: call.caller.appID, groupID: request.groupID) }
         return .with {
             $0.newOwnerUserID = result.value.newOwnerID ?? ""
             $0.groupDismissed = result.value.groupDismissed

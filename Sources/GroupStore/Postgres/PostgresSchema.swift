@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -91,6 +91,23 @@ enum PostgresSchema {
     ///   app's room lock to its commit (so `id` order is commit order within an app, as
     ///   `event_id` is), and notifies ``roomChannel`` with the app id.
     /// - `node` is the sending process (its own follower skips the row: it delivered it already).
+    /// v3: a user's stream catch-up reads each of the user's groups by `event_id`
+    /// (`group_events_by_group`) instead of the app's whole log; AVChatRoom presences
+    /// (`room_presence`: a lease per room and viewer, ending at `expires_at`, milliseconds on the
+    /// clock of the node that last held it; renewed by the nodes serving the viewer's streams).
+    static let v3 = """
+        CREATE INDEX group_events_by_group ON group_events (app_id, group_id, event_id);
+        CREATE TABLE room_presence (
+            app_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_id, user_id)
+        );
+        CREATE INDEX room_presence_by_user ON room_presence (app_id, user_id);
+        CREATE INDEX room_presence_by_expiry ON room_presence (expires_at);
+        """
+
     static let v2 = """
         CREATE TABLE room_messages (
             app_id TEXT NOT NULL,

@@ -11,6 +11,7 @@ extension Schema {
         migrator.registerMigration("v5", migrate: Schema.v5)
         migrator.registerMigration("v6", migrate: Schema.v6)
         migrator.registerMigration("v7", migrate: Schema.v7)
+        migrator.registerMigration("v8", migrate: Schema.v8)
         return migrator
     }
 }
@@ -340,6 +341,26 @@ enum Schema {
                 UPDATE joined_counts SET count = count - 1
                 WHERE app_id = new.app_id AND user_id IN (SELECT user_id FROM members WHERE group_key = new.group_key);
             END;
+            """)
+    }
+
+    /// v8: a user's stream catch-up reads each of the user's groups by `event_id`
+    /// (`group_events_by_group`) instead of the app's whole log; AVChatRoom presences
+    /// (`room_presence`: a lease per room and viewer, ending at `expires_at`, milliseconds on the
+    /// service's clock; `room_presence_by_user` serves the renewal of a viewer's leases,
+    /// `room_presence_by_expiry` the sweep of ended ones).
+    static func v8(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE INDEX group_events_by_group ON group_events(app_id, group_id, event_id);
+            CREATE TABLE room_presence (
+                app_id TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                expires_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, group_id, user_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX room_presence_by_user ON room_presence(app_id, user_id);
+            CREATE INDEX room_presence_by_expiry ON room_presence(expires_at);
             """)
     }
 }
