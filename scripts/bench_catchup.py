@@ -12,6 +12,7 @@ items delivered), groupd pinned to core 0 and the client on core 1. Seeding uses
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -131,6 +132,7 @@ def main():
               f"min {times[0]:.1f} ms, max {times[-1]:.1f} ms over {args.rounds} resumes")
     finally:
         server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
