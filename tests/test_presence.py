@@ -2,7 +2,7 @@
 hold a Subscribe stream, on any node, or whose last stream ended less than the grace period
 (60 s) ago; a viewer who joined without a stream counts for the grace period. Several streams of
 one viewer count once, a reconnect within the grace period keeps them counted, a viewer who
-quits or is kicked stops counting at once, and one whose grace period passed is gone (their
+quits stops counting at once, and one whose grace period passed is gone (their
 stream no longer renews them; they join again). On PostgreSQL the count is the same through
 every node and survives a node's restart.
 

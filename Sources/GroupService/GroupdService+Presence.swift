@@ -9,7 +9,7 @@ import Logging
 /// viewer whatever the number of their streams: taken when they join (ending a grace period
 /// later), extended to a grace period from now by the node serving a stream of theirs when the
 /// stream starts, every ``presenceRenewalSeconds`` while it lasts, and when their last stream on
-/// the node ends; dropped when they quit or are kicked, and with the room. A lease that ended
+/// the node ends; dropped when they quit, and with the room. A lease that ended
 /// stays ended (a later stream does not extend it): the viewer is gone, and joins again to count.
 /// Every node reads the same leases, so a room's count is the same through every node, survives
 /// a node's restart (the viewers it served reconnect within the grace period, or end) and counts

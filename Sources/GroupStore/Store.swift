@@ -89,7 +89,7 @@ public final class Store: Sendable {
         try await read { try await backend.renewPresence(app: app, users: users, now: now, until: until) }
     }
 
-    /// Ends presences in a room: of `users` (quit, kicked), or of everyone (`nil`: dismissed).
+    /// Ends presences in a room: of `users` (they quit), or of everyone (`nil`: dismissed).
     public func dropPresence(app: String, groupID: String, users: [String]?) async throws {
         if let users, users.isEmpty { return }
         try await read { try await backend.dropPresence(app: app, groupID: groupID, users: users) }

@@ -1255,8 +1255,8 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// joined counts while they hold a Subscribe stream (on any node; several
     /// streams count once) and for 60 s after their last one ends (a reconnect
     /// within it neither drops nor counts them twice); one who joined without
-    /// a stream counts for 60 s. A viewer who quits or is kicked stops counting
-    /// at once; one whose 60 s passed is gone (JoinGroup again to count).
+    /// a stream counts for 60 s. A viewer who quits stops counting at once;
+    /// one whose 60 s passed is gone (JoinGroup again to count).
     public var memberCount: UInt32 = 0
 
     /// Maximum number of members; 0 = unlimited (AVChatRoom default).
