@@ -202,10 +202,10 @@ extension GroupdService {
                 continue
             }
             if !group.type.preset.behaviour.membershipStored {
-                // AVChatRoom: the audience this node holds counts and may be the caller.
-                group.memberCount += audience.count(app: app, group: id)
+                // AVChatRoom: the viewers online count, and the caller may be one of them.
+                group.memberCount += try await onlineCounts(app: app, groupIDs: [id])[id] ?? 0
                 if membership == nil, let user = call.caller.operatorID {
-                    membership = audience.member(app: app, group: id, user: user)
+                    membership = try await presentAudienceMember(app: app, groupID: id, user: user)
                 }
             }
             let visibility = GroupRules.visibility(of: group.type, for: call.caller.actingRole(membership: membership?.role))
@@ -244,7 +244,7 @@ extension GroupdService {
             }
             return try GroupRules.planDismissal(of: group, by: actor, operatorID: caller.operatorID)
         }
-        audience.removeRoom(app: caller.appID, group: request.groupID)
+        try await forgetRoom(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_DismissGroupResponse()
     }
 }

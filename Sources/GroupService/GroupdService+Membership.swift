@@ -88,7 +88,7 @@ extension GroupdService {
                 longestStandingAdmin: snapshot.successorAdmin, now: now)
             return (plan.change, plan)
         }
-        if result.value.groupDismissed { audience.removeRoom(app: call.caller.appID, group: request.groupID) }
+        if result.value.groupDismissed { try await forgetRoom(app: call.caller.appID, groupID: request.groupID) }
         return .with {
             $0.newOwnerUserID = result.value.newOwnerID ?? ""
             $0.groupDismissed = result.value.groupDismissed

@@ -1318,7 +1318,13 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// backend).
     public var ownerUserID: String = ""
 
-    /// Current number of members (AVChatRoom: on this node, approximate).
+    /// Current number of members. AVChatRoom: the stored members (the owner)
+    /// plus the viewers online, the same through every node: a viewer who
+    /// joined counts while they hold a Subscribe stream (on any node; several
+    /// streams count once) and for 60 s after their last one ends (a reconnect
+    /// within it neither drops nor counts them twice); one who joined without
+    /// a stream counts for 60 s. A viewer who quits stops counting at once;
+    /// one whose 60 s passed is gone (JoinGroup again to count).
     public var memberCount: UInt32 = 0
 
     /// Maximum number of members; 0 = unlimited (AVChatRoom default).

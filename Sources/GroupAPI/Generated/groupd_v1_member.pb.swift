@@ -269,7 +269,8 @@ public struct Groupd_V1_ListMembersResponse: ProtoMessage {
     /// Token for the next page; empty on the last page.
     public var nextPageToken: String = ""
 
-    /// The group's member count when the page was read.
+    /// The group's member count when the page was read (AVChatRoom: with the
+    /// viewers online, as Group.member_count).
     public var memberCount: UInt32 = 0
 
     /// A message with every field at its proto3 default.

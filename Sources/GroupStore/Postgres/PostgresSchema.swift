@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -96,6 +96,23 @@ enum PostgresSchema {
         UPDATE groups SET edit_settings_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
         UPDATE groups SET owner_quit = 'to_longest_standing_member' WHERE type = 'Work';
         CREATE INDEX groups_by_id_bytes ON groups (app_id, group_id COLLATE "C");
+        """
+
+    /// v4: a user's stream catch-up reads each of the user's groups by `event_id`
+    /// (`group_events_by_group`) instead of the app's whole log; AVChatRoom presences
+    /// (`room_presence`: a lease per room and viewer, ending at `expires_at`, milliseconds on the
+    /// clock of the node that last held it; renewed by the nodes serving the viewer's streams).
+    static let v4 = """
+        CREATE INDEX group_events_by_group ON group_events (app_id, group_id, event_id);
+        CREATE TABLE room_presence (
+            app_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_id, user_id)
+        );
+        CREATE INDEX room_presence_by_user ON room_presence (app_id, user_id);
+        CREATE INDEX room_presence_by_expiry ON room_presence (expires_at);
         """
 
     /// v2: AVChatRoom messages relayed between nodes. They keep no history (as on SQLite): a row

@@ -12,6 +12,7 @@ extension Schema {
         migrator.registerMigration("v6", migrate: Schema.v6)
         migrator.registerMigration("v7", migrate: Schema.v7)
         migrator.registerMigration("v8", migrate: Schema.v8)
+        migrator.registerMigration("v9", migrate: Schema.v9)
         return migrator
     }
 }
@@ -356,6 +357,26 @@ enum Schema {
             ALTER TABLE groups ADD COLUMN owner_quit TEXT NOT NULL DEFAULT 'refused';
             UPDATE groups SET edit_settings_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
             UPDATE groups SET owner_quit = 'to_longest_standing_member' WHERE type = 'Work';
+            """)
+    }
+
+    /// v9: a user's stream catch-up reads each of the user's groups by `event_id`
+    /// (`group_events_by_group`) instead of the app's whole log; AVChatRoom presences
+    /// (`room_presence`: a lease per room and viewer, ending at `expires_at`, milliseconds on the
+    /// service's clock; `room_presence_by_user` serves the renewal of a viewer's leases,
+    /// `room_presence_by_expiry` the sweep of ended ones).
+    static func v9(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE INDEX group_events_by_group ON group_events(app_id, group_id, event_id);
+            CREATE TABLE room_presence (
+                app_id TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                expires_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, group_id, user_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX room_presence_by_user ON room_presence(app_id, user_id);
+            CREATE INDEX room_presence_by_expiry ON room_presence(expires_at);
             """)
     }
 }
