@@ -2,9 +2,12 @@
 # Builds and runs groupd's libFuzzer targets (Tests/Fuzz, docs/FUZZING.md).
 #   scripts/fuzz.sh build                     build every target under ASan + UBSan (+ libFuzzer)
 #   scripts/fuzz.sh run SECONDS [TARGET...]   replay Tests/Fuzz/Regressions/<target>/, then fuzz each
-#                                             target for SECONDS from its committed seeds
-# New corpus entries go to a temporary directory (FUZZ_NEW_CORPUS to keep them elsewhere), never
-# into Tests/Fuzz/Corpus; a crash stops the run, its input saved as .build-fuzz/artifacts/<target>-crash-*.
+#                                             target for SECONDS from its committed seeds; exits 1
+#                                             on a finding, 3 when a target saw no coverage
+# The committed inputs are text (binary ones base64 as <name>.b64, Tests/Fuzz/corpus.py): each run
+# unpacks them into a temporary directory first. New corpus entries go to a temporary directory
+# (FUZZ_NEW_CORPUS to keep them elsewhere), never into Tests/Fuzz/Corpus; a crash stops the run, its
+# input saved as .build-fuzz/artifacts/<target>-crash-*.
 # Ends with each target's executions per second and coverage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,28 +43,41 @@ run() {
   [ ${#targets[@]} -gt 0 ] || targets=("${TARGETS[@]}")
   local bin="$SCRATCH/debug" artifacts="$SCRATCH/artifacts" new_root
   new_root=${FUZZ_NEW_CORPUS:-$(mktemp -d)}
+  # The committed inputs, raw; global, as the EXIT trap runs after run() has returned.
+  unpacked=$(mktemp -d)
+  trap 'rm -rf "$unpacked"' EXIT
   mkdir -p "$artifacts"
   local summary=() started=$SECONDS
   for target in "${targets[@]}"; do
-    local log="$artifacts/$target.log" regressions="Tests/Fuzz/Regressions/$target"
+    local log="$artifacts/$target.log" seeds="$unpacked/seeds/$target" regressions="$unpacked/regressions/$target"
     # Every input that once crashed runs first, each exactly once.
-    if compgen -G "$regressions/*" >/dev/null; then
+    if [ "$(python3 Tests/Fuzz/corpus.py unpack "Tests/Fuzz/Regressions/$target" "$regressions")" -gt 0 ]; then
       echo "== $target: replaying $(ls "$regressions" | wc -l) regression inputs"
       "$bin/$target" -runs=1 "$regressions"/* 2>"$log.regressions" || { cat "$log.regressions"; exit 1; }
     fi
+    # Without its seeds a target starts from nothing, and its first inputs may all look alike.
+    if [ "$(python3 Tests/Fuzz/corpus.py unpack "Tests/Fuzz/Corpus/$target" "$seeds")" -eq 0 ]; then
+      echo "$target FAILED: no seeds in Tests/Fuzz/Corpus/$target (Tests/Fuzz/make_seeds.py writes them)"
+      exit 1
+    fi
     mkdir -p "$new_root/$target"
-    echo "== $target: fuzzing for ${seconds}s (new inputs in $new_root/$target)"
-    if ! "$bin/$target" "$new_root/$target" "Tests/Fuzz/Corpus/$target" \
+    echo "== $target: fuzzing for ${seconds}s from $(ls "$seeds" | wc -l) seeds (new inputs in $new_root/$target)"
+    if ! "$bin/$target" "$new_root/$target" "$seeds" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts/$target-" 2>"$log"; then
       tail -n 60 "$log"
       echo "$target FAILED: the input is in $artifacts/$target-* (see docs/FUZZING.md to make it a regression test)"
       exit 1
     fi
-    # A binary without coverage feedback fuzzes blind: a broken build, not a pass.
-    if grep -q 'Is the code instrumented for coverage' "$log"; then
+    # A binary without coverage feedback fuzzes blind (its status lines never show `cov:`): a broken
+    # build, not a pass. The run's first lines say how many counters libFuzzer found and what it read.
+    local coverage
+    coverage=$( (grep -oE ' cov: [0-9]+' "$log" || true) | awk '{ if ($2 > max) max = $2 } END { print max + 0 }')
+    if [ "$coverage" -eq 0 ]; then
+      head -n 20 "$log"
+      echo "$target: $(readelf -SW "$bin/$target" 2>/dev/null | grep -c __sancov_cntrs || true) __sancov_cntrs sections in $bin/$target"
       echo "$target FAILED: libFuzzer saw no coverage (rebuild: rm -rf $SCRATCH && $0 build)"
-      exit 1
+      exit 3
     fi
     local done_line execs units
     done_line=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -n 1 || true)

@@ -67,7 +67,7 @@ extension HTTP2Connection {
         backlog.refusingStreams = true
         backlog.defended = true
         budget.releaseFreedMemorySoon()
-        logger.notice("reset streams of a client that does not read its responses", metadata: [
+        defenceLog.record(.stalledStreamReset, "reset streams of a client that does not read its responses", metadata: [
             "peer": "\(peerAddress)", "streams_reset": "\(shed)", "bytes_released": "\(shedBytes)",
             "queued_bytes": "\(backlog.bytes)", "server_queued_bytes": "\(budget.queuedBytes)",
         ])
@@ -141,7 +141,7 @@ extension HTTP2Connection {
     private func closeStalled() {
         guard let session, let context else { return }
         backlog.defended = true
-        logger.notice("closing connection: the client read nothing of its queued responses for the stalled-write timeout", metadata: [
+        defenceLog.record(.stalledConnectionClosed, "closing connection: the client read nothing of its queued responses for the stalled-write timeout", metadata: [
             "peer": "\(peerAddress)", "queued_bytes": "\(backlog.bytes)", "streams": "\(streams.count)",
             "timeout_seconds": "\(Double(configuration.limits.stalledWriteTimeout.nanoseconds) / 1e9)",
         ])

@@ -63,13 +63,13 @@ extension HTTP2Connection {
             timers.preface = schedule(.preface, at: due, context: context)
             return
         case .close:
-            logger.notice("closing connection: no HTTP/2 connection preface within preface_timeout_seconds", metadata: [
+            defenceLog.record(.prefaceTimeout, "closing connection: no HTTP/2 connection preface within preface_timeout_seconds", metadata: [
                 "peer": "\(peerForLog)", "preface_timeout_seconds": "\(seconds)",
             ])
             configuration.callObserver?.defenceTriggered(.prefaceTimeout)
             closeConnection()
         case .goAwayAndClose:
-            logger.notice("closing connection: preface without SETTINGS within preface_timeout_seconds: GOAWAY PROTOCOL_ERROR", metadata: [
+            defenceLog.record(.prefaceTimeout, "closing connection: preface without SETTINGS within preface_timeout_seconds: GOAWAY PROTOCOL_ERROR", metadata: [
                 "peer": "\(peerForLog)", "preface_timeout_seconds": "\(seconds)",
             ])
             configuration.callObserver?.defenceTriggered(.prefaceTimeout)
@@ -87,7 +87,7 @@ extension HTTP2Connection {
             timers.unused = schedule(.unused, at: due, context: context)
         case .goAway:
             guard !draining else { return }
-            logger.notice("closing connection: no stream opened within transport.idle_timeout_seconds: GOAWAY NO_ERROR", metadata: [
+            defenceLog.record(.unusedConnectionTimeout, "closing connection: no stream opened within transport.idle_timeout_seconds: GOAWAY NO_ERROR", metadata: [
                 "peer": "\(peerForLog)",
                 "idle_timeout_seconds": "\(Double(configuration.limits.unusedConnectionTimeout?.nanoseconds ?? 0) / 1e9)",
             ])
@@ -110,13 +110,13 @@ extension HTTP2Connection {
         guard session != nil, !closing else { return }
         configuration.callObserver?.defenceTriggered(.idleEviction)
         if management.preface == .awaitingMagic {
-            logger.notice("max_connections reached: evicting a connection that sent no HTTP/2 preface", metadata: [
+            defenceLog.record(.idleEviction, "max_connections reached: evicting a connection that sent no HTTP/2 preface", metadata: [
                 "peer": "\(peerForLog)", "max_connections": "\(configuration.maxConnections)",
             ])
             closeConnection()
             return
         }
-        logger.notice("max_connections reached: evicting a connection without open streams: GOAWAY NO_ERROR", metadata: [
+        defenceLog.record(.idleEviction, "max_connections reached: evicting a connection without open streams: GOAWAY NO_ERROR", metadata: [
             "peer": "\(peerForLog)", "max_connections": "\(configuration.maxConnections)",
             "used": "\(management.everOpenedStream)",
         ])
@@ -159,7 +159,7 @@ extension HTTP2Connection {
         if !loggedUnauthenticatedRefusal {
             // Once per connection: a flood of refused calls must not flood the log too.
             loggedUnauthenticatedRefusal = true
-            logger.notice("refusing calls without a verified token: transport.max_unauthenticated_calls in flight", metadata: [
+            defenceLog.record(.unauthenticatedCallRefused, "refusing calls without a verified token: transport.max_unauthenticated_calls in flight", metadata: [
                 "peer": "\(peerForLog)", "path": "\(stream.path)",
                 "max_unauthenticated_calls": "\(unauthenticatedBudget.limit)",
             ])

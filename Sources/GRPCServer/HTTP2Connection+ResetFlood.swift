@@ -55,7 +55,7 @@ extension HTTP2Connection {
         terminating = true
         configuration.callObserver?.defenceTriggered(.resetFlood)
         let limits = configuration.limits
-        defenceLog.connectionEnded(by: .resetFlood, message: "client resets streams too fast: GOAWAY ENHANCE_YOUR_CALM", metadata: [
+        defenceLog.record(.resetFlood, "client resets streams too fast: GOAWAY ENHANCE_YOUR_CALM", metadata: [
             "peer": "\(context.channel.remoteAddress?.peerDescription ?? "?")",
             "last_stream_id": "\(lastStreamID)",
             "reset_burst": "\(limits.resetBurst)",

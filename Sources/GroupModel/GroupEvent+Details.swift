@@ -67,6 +67,12 @@ extension GroupSettings {
         case .editMemberInfoPermission:
             guard let v = MemberInfoEditPermission(rawValue: text) else { return false }
             self.editMemberInfoPermission = v
+        case .editSettingsPermission:
+            guard let v = OperationPermission(rawValue: text) else { return false }
+            self.editSettingsPermission = v
+        case .ownerQuit:
+            guard let v = OwnerQuitRule(rawValue: text) else { return false }
+            self.ownerQuit = v
         }
         return true
     }

@@ -93,7 +93,9 @@ extension GroupRules {
 
     /// Check an `UpdateGroupSettings` call and plan it.
     ///
-    /// - Only the owner (or the backend) changes settings; a setting the type fixes cannot be
+    /// - The roles in ``GroupSettings/editSettingsPermission`` (and the backend) change settings;
+    ///   ``GroupSettingKey/ownerOnly`` (who edits settings, what an owner's quit does) only the
+    ///   owner (and the backend), so a granted role cannot widen its own grant; a setting the type fixes cannot be
     ///   moved by anyone (`FAILED_PRECONDITION` / `SETTING_FIXED_BY_TYPE`), though sending its
     ///   current value is a no-op. `maxMembers` is for the backend only (`ADMIN_TOKEN_REQUIRED`),
     ///   at least 1, at most the app's limit for the type and not below the current member count.

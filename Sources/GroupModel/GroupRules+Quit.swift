@@ -2,7 +2,7 @@
 public struct QuitPlan: Sendable, Hashable {
     /// What to write.
     public var change: GroupChange
-    /// The new owner, when a Work owner quit and ownership passed on.
+    /// The new owner, when the owner quit and ownership passed on.
     public var newOwnerID: String?
     /// Whether the quitter was the last member and the group is dismissed.
     public var groupDismissed: Bool { self.change.dismissesGroup }
@@ -19,11 +19,12 @@ extension GroupRules {
     ///
     /// - Only a member quits (the backend gets `OPERATOR_REQUIRED`, a non-member `NOT_A_MEMBER`,
     ///   or `GROUP_NOT_FOUND` for a Work group).
-    /// - The owner may quit only where the type allows (Work); elsewhere `OWNER_CANNOT_QUIT`.
-    ///   A Work owner who is not alone hands ownership to the longest-standing member
-    ///   (`successor`, the member with the lowest `joinOrder` besides the owner; an admin loses
-    ///   nothing, a mute ends since the owner is never muted); events `OWNER_CHANGED` (changes
-    ///   `previous_owner`, `previous_owner_quit = true`) first.
+    /// - The owner may quit only where ``GroupSettings/ownerQuit`` allows (by default Work only);
+    ///   `refused` is `OWNER_CANNOT_QUIT`. An owner who is not alone hands ownership on, per the
+    ///   setting: to the longest-standing member (`successor`, the member with the lowest
+    ///   `joinOrder` besides the owner), or to the longest-standing admin (`longestStandingAdmin`)
+    ///   and, with no admin, to `successor`. The heir's mute ends (the owner is never muted);
+    ///   events `OWNER_CHANGED` (changes `previous_owner`, `previous_owner_quit = true`) first.
     /// - The last member leaving dismisses the group (ZIM): events then end with
     ///   `GROUP_DISMISSED` (changes `reason = LAST_MEMBER_LEFT`). This applies to types whose
     ///   membership is stored; an AVChatRoom audience coming and going never dismisses the room.
@@ -32,12 +33,14 @@ extension GroupRules {
     /// - Parameters:
     ///   - group: The group as stored.
     ///   - op: The quitting user and their membership.
-    ///   - successor: For a Work owner: the longest-standing other member (`nil` if alone).
-    /// - Throws: `GroupError` as above; `INTERNAL` if a Work owner is not alone but no valid
+    ///   - successor: For an owner: the longest-standing other member (`nil` if alone).
+    ///   - longestStandingAdmin: For an owner under `to_longest_standing_admin`: the
+    ///     longest-standing other admin (`nil` if none).
+    /// - Throws: `GroupError` as above; `INTERNAL` if an owner is not alone but no valid
     ///   successor is given.
     public static func planQuit(
         _ group: Group, by op: GroupOperator, options: QuitOptions = QuitOptions(), successor: Member? = nil,
-        now: Timestamp
+        longestStandingAdmin: Member? = nil, now: Timestamp
     ) throws -> QuitPlan {
         try authorize(.quit, type: group.type, settings: group.settings, actor: op.role).get()
         guard let userID = op.userID, let member = op.membership else { throw GroupError.operatorRequired("quit") }
@@ -49,10 +52,15 @@ extension GroupRules {
         let last = stored && group.memberCount <= 1
 
         if member.role == .owner && !last {
-            guard let successor, successor.userID != userID else {
-                throw GroupError.internal("a Work owner quitting needs the longest-standing member as successor")
+            var chosen = successor
+            if group.settings.ownerQuit == .longestStandingAdminElseMember, let admin = longestStandingAdmin,
+               admin.role == .admin {
+                chosen = admin
             }
-            var heir = successor
+            guard let chosen, chosen.userID != userID else {
+                throw GroupError.internal("an owner quitting needs the longest-standing member as successor")
+            }
+            var heir = chosen
             heir.role = .owner
             heir.mutedUntil = nil  // the owner is never muted
             after.ownerID = heir.userID

@@ -58,6 +58,22 @@ public enum MemberInfoEditPermission: String, Sendable, Hashable, CaseIterable {
     case ownerAdminsAndSelf = "owner_admins_and_self"
 }
 
+/// What happens when the owner quits (Tencent Work and ZIM: ownership passes on; Tencent's
+/// other types: refused).
+public enum OwnerQuitRule: String, Sendable, Hashable, CaseIterable {
+    /// The owner cannot quit (`OWNER_CANNOT_QUIT`): transfer ownership or dismiss the group first.
+    case refused
+    /// Ownership passes to the longest-standing other member: the lowest join order, whatever
+    /// their role (Tencent Work, ZIM "the first group member").
+    case longestStandingMember = "to_longest_standing_member"
+    /// Ownership passes to the longest-standing other admin; with no admin, to the
+    /// longest-standing other member.
+    case longestStandingAdminElseMember = "to_longest_standing_admin"
+
+    /// Whether the owner may quit at all.
+    public var ownerMayQuit: Bool { self != .refused }
+}
+
 /// The names of the per-group settings, as used in the API, in errors (`metadata["setting"]`)
 /// and in ``GroupTypePreset/fixedSettings``.
 public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparable {
@@ -77,6 +93,15 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     case editProfilePermission = "edit_profile_permission"
     /// ``GroupSettings/editMemberInfoPermission``.
     case editMemberInfoPermission = "edit_member_info_permission"
+    /// ``GroupSettings/editSettingsPermission``.
+    case editSettingsPermission = "edit_settings_permission"
+    /// ``GroupSettings/ownerQuit``.
+    case ownerQuit = "owner_quit"
+
+    /// The settings only the owner (and the app's backend) may change, whatever
+    /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
+    /// group, so a role granted settings cannot widen its own grant or keep the owner in.
+    public static let ownerOnly: Set<GroupSettingKey> = [.editSettingsPermission, .ownerQuit]
 
     /// Orders by declaration order.
     public static func < (lhs: Self, rhs: Self) -> Bool {
@@ -85,7 +110,8 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
 }
 
 /// The permission settings of one group (DESIGN.md §4). Defaults come from the group's type;
-/// the owner may change those the type does not fix.
+/// the roles in ``editSettingsPermission`` may change those the type does not fix (the owner
+/// alone those in ``GroupSettingKey/ownerOnly``).
 public struct GroupSettings: Sendable, Hashable {
     /// Whether and how non-members may join by themselves.
     public var joinOption: JoinOption
@@ -103,6 +129,10 @@ public struct GroupSettings: Sendable, Hashable {
     public var editProfilePermission: OperationPermission
     /// Who may edit members' name cards and member custom fields.
     public var editMemberInfoPermission: MemberInfoEditPermission
+    /// Who may change the other settings (``GroupSettingKey/ownerOnly`` stay the owner's).
+    public var editSettingsPermission: OperationPermission
+    /// What happens when the owner quits.
+    public var ownerQuit: OwnerQuitRule
 
     /// Create a settings record with every value given.
     public init(
@@ -113,7 +143,9 @@ public struct GroupSettings: Sendable, Hashable {
         invitationNeedsApproval: Bool,
         removeMembersPermission: OperationPermission,
         editProfilePermission: OperationPermission,
-        editMemberInfoPermission: MemberInfoEditPermission
+        editMemberInfoPermission: MemberInfoEditPermission,
+        editSettingsPermission: OperationPermission,
+        ownerQuit: OwnerQuitRule
     ) {
         self.joinOption = joinOption
         self.joinApprovers = joinApprovers
@@ -123,6 +155,8 @@ public struct GroupSettings: Sendable, Hashable {
         self.removeMembersPermission = removeMembersPermission
         self.editProfilePermission = editProfilePermission
         self.editMemberInfoPermission = editMemberInfoPermission
+        self.editSettingsPermission = editSettingsPermission
+        self.ownerQuit = ownerQuit
     }
 
     /// The value of one setting as its API text (`approval`, `owner_and_admins`, `true`).
@@ -136,6 +170,8 @@ public struct GroupSettings: Sendable, Hashable {
         case .removeMembersPermission: self.removeMembersPermission.rawValue
         case .editProfilePermission: self.editProfilePermission.rawValue
         case .editMemberInfoPermission: self.editMemberInfoPermission.rawValue
+        case .editSettingsPermission: self.editSettingsPermission.rawValue
+        case .ownerQuit: self.ownerQuit.rawValue
         }
     }
 
@@ -164,6 +200,10 @@ extension GroupSettings {
         public var editProfilePermission: OperationPermission?
         /// New ``GroupSettings/editMemberInfoPermission``, if any.
         public var editMemberInfoPermission: MemberInfoEditPermission?
+        /// New ``GroupSettings/editSettingsPermission``, if any.
+        public var editSettingsPermission: OperationPermission?
+        /// New ``GroupSettings/ownerQuit``, if any.
+        public var ownerQuit: OwnerQuitRule?
 
         /// Create a change set; every value defaults to "keep".
         public init(
@@ -174,7 +214,9 @@ extension GroupSettings {
             invitationNeedsApproval: Bool? = nil,
             removeMembersPermission: OperationPermission? = nil,
             editProfilePermission: OperationPermission? = nil,
-            editMemberInfoPermission: MemberInfoEditPermission? = nil
+            editMemberInfoPermission: MemberInfoEditPermission? = nil,
+            editSettingsPermission: OperationPermission? = nil,
+            ownerQuit: OwnerQuitRule? = nil
         ) {
             self.joinOption = joinOption
             self.joinApprovers = joinApprovers
@@ -184,6 +226,8 @@ extension GroupSettings {
             self.removeMembersPermission = removeMembersPermission
             self.editProfilePermission = editProfilePermission
             self.editMemberInfoPermission = editMemberInfoPermission
+            self.editSettingsPermission = editSettingsPermission
+            self.ownerQuit = ownerQuit
         }
 
         /// Whether no value is set.
@@ -202,6 +246,8 @@ extension GroupSettings {
         if let v = changes.removeMembersPermission { result.removeMembersPermission = v }
         if let v = changes.editProfilePermission { result.editProfilePermission = v }
         if let v = changes.editMemberInfoPermission { result.editMemberInfoPermission = v }
+        if let v = changes.editSettingsPermission { result.editSettingsPermission = v }
+        if let v = changes.ownerQuit { result.ownerQuit = v }
         return result
     }
 }

@@ -20,8 +20,6 @@ public enum DismissalRule: String, Sendable, Hashable {
 public struct GroupTypeBehaviour: Sendable, Hashable {
     /// The roles a member may hold (admins exist only in Public and Meeting).
     public var allowedRoles: Set<MemberRole>
-    /// Whether the owner may quit; if so, ownership passes to the longest-standing member.
-    public var ownerMayQuit: Bool
     /// Who may dismiss the group.
     public var dismissal: DismissalRule
     /// Whether ownership can be transferred.
@@ -55,7 +53,7 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
 
     /// Create a behaviour record with every value given.
     public init(
-        allowedRoles: Set<MemberRole>, ownerMayQuit: Bool, dismissal: DismissalRule,
+        allowedRoles: Set<MemberRole>, dismissal: DismissalRule,
         transferAllowed: Bool, mutePermission: OperationPermission, kickSupported: Bool,
         invitationsSupported: Bool, historyKept: Bool, historyVisibleBeforeJoin: Bool,
         unreadCounting: Bool, memberChangeEvents: MemberChangeEvents, listedInJoinedGroups: Bool,
@@ -63,7 +61,6 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
         ownerlessCreationAllowed: Bool, defaultMaxMembers: Int?
     ) {
         self.allowedRoles = allowedRoles
-        self.ownerMayQuit = ownerMayQuit
         self.dismissal = dismissal
         self.transferAllowed = transferAllowed
         self.mutePermission = mutePermission
@@ -109,7 +106,8 @@ public struct GroupTypePreset: Sendable, Hashable {
     // MARK: The table (DESIGN.md §4, seeds 000/001/003/004)
 
     /// Work (legacy Private): invitation only, any member invites and edits the profile, the owner
-    /// may quit, only the backend dismisses.
+    /// changes settings, the owner may quit (ownership passes to the longest-standing member),
+    /// only the backend dismisses.
     public static let work = GroupTypePreset(
         type: .work,
         defaultSettings: GroupSettings(
@@ -120,11 +118,13 @@ public struct GroupTypePreset: Sendable, Hashable {
             invitationNeedsApproval: false,
             removeMembersPermission: .owner,
             editProfilePermission: .everyone,
-            editMemberInfoPermission: .ownerAdminsAndSelf
+            editMemberInfoPermission: .ownerAdminsAndSelf,
+            editSettingsPermission: .owner,
+            ownerQuit: .longestStandingMember
         ),
         fixedSettings: [.joinOption],
         behaviour: GroupTypeBehaviour(
-            allowedRoles: [.owner, .member], ownerMayQuit: true, dismissal: .adminTokenOnly,
+            allowedRoles: [.owner, .member], dismissal: .adminTokenOnly,
             transferAllowed: true, mutePermission: .owner, kickSupported: true,
             invitationsSupported: true, historyKept: true, historyVisibleBeforeJoin: false,
             unreadCounting: true, memberChangeEvents: .all, listedInJoinedGroups: true,
@@ -133,8 +133,9 @@ public struct GroupTypePreset: Sendable, Hashable {
         )
     )
 
-    /// Public: join by approval (changeable), owner and admins invite, remove and edit; invitees
-    /// accept and ordinary members' invitations are approved.
+    /// Public: join by approval (changeable), owner and admins invite, remove, edit the profile and
+    /// change settings (seed 000 `modifyGroupAddOpt`); invitees accept and ordinary members'
+    /// invitations are approved; the owner cannot quit.
     public static let `public` = GroupTypePreset(
         type: .public,
         defaultSettings: GroupSettings(
@@ -145,11 +146,13 @@ public struct GroupTypePreset: Sendable, Hashable {
             invitationNeedsApproval: true,
             removeMembersPermission: .ownerAndAdmins,
             editProfilePermission: .ownerAndAdmins,
-            editMemberInfoPermission: .ownerAdminsAndSelf
+            editMemberInfoPermission: .ownerAdminsAndSelf,
+            editSettingsPermission: .ownerAndAdmins,
+            ownerQuit: .refused
         ),
         fixedSettings: [],
         behaviour: GroupTypeBehaviour(
-            allowedRoles: [.owner, .admin, .member], ownerMayQuit: false, dismissal: .ownerOrAdminToken,
+            allowedRoles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transferAllowed: true, mutePermission: .ownerAndAdmins, kickSupported: true,
             invitationsSupported: true, historyKept: true, historyVisibleBeforeJoin: false,
             unreadCounting: true, memberChangeEvents: .all, listedInJoinedGroups: true,
@@ -158,8 +161,9 @@ public struct GroupTypePreset: Sendable, Hashable {
         )
     )
 
-    /// Meeting (legacy ChatRoom): join freely, no invitations by members, history visible from
-    /// before joining, no unread counts, no member-change events.
+    /// Meeting (legacy ChatRoom): join freely, no invitations by members, owner and admins change
+    /// settings, the owner cannot quit, history visible from before joining, no unread counts, no
+    /// member-change events.
     public static let meeting = GroupTypePreset(
         type: .meeting,
         defaultSettings: GroupSettings(
@@ -170,11 +174,13 @@ public struct GroupTypePreset: Sendable, Hashable {
             invitationNeedsApproval: false,
             removeMembersPermission: .ownerAndAdmins,
             editProfilePermission: .ownerAndAdmins,
-            editMemberInfoPermission: .ownerAdminsAndSelf
+            editMemberInfoPermission: .ownerAdminsAndSelf,
+            editSettingsPermission: .ownerAndAdmins,
+            ownerQuit: .refused
         ),
         fixedSettings: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
         behaviour: GroupTypeBehaviour(
-            allowedRoles: [.owner, .admin, .member], ownerMayQuit: false, dismissal: .ownerOrAdminToken,
+            allowedRoles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transferAllowed: true, mutePermission: .ownerAndAdmins, kickSupported: true,
             invitationsSupported: true, historyKept: true, historyVisibleBeforeJoin: true,
             unreadCounting: false, memberChangeEvents: .none, listedInJoinedGroups: true,
@@ -184,7 +190,8 @@ public struct GroupTypePreset: Sendable, Hashable {
     )
 
     /// AVChatRoom: join freely, unlimited members in memory, no kick (mute instead), no admins,
-    /// no transfer, no history; only the owner edits and mutes.
+    /// no transfer, no history; only the owner edits, changes settings and mutes; the owner cannot
+    /// quit (fixed: the audience is not stored, so there is nobody to pass ownership to).
     public static let avChatRoom = GroupTypePreset(
         type: .avChatRoom,
         defaultSettings: GroupSettings(
@@ -195,14 +202,16 @@ public struct GroupTypePreset: Sendable, Hashable {
             invitationNeedsApproval: false,
             removeMembersPermission: .nobody,
             editProfilePermission: .owner,
-            editMemberInfoPermission: .ownerAdminsAndSelf
+            editMemberInfoPermission: .ownerAdminsAndSelf,
+            editSettingsPermission: .owner,
+            ownerQuit: .refused
         ),
         fixedSettings: [
             .joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
-            .invitationNeedsApproval, .removeMembersPermission,
+            .invitationNeedsApproval, .removeMembersPermission, .ownerQuit,
         ],
         behaviour: GroupTypeBehaviour(
-            allowedRoles: [.owner, .member], ownerMayQuit: false, dismissal: .ownerOrAdminToken,
+            allowedRoles: [.owner, .member], dismissal: .ownerOrAdminToken,
             transferAllowed: false, mutePermission: .owner, kickSupported: false,
             invitationsSupported: false, historyKept: false, historyVisibleBeforeJoin: false,
             unreadCounting: false, memberChangeEvents: .rateLimited, listedInJoinedGroups: false,

@@ -275,7 +275,17 @@ public enum GroupRules {
                     message: "\(fixed.rawValue) is fixed for \(type) groups",
                     metadata: ["setting": fixed.rawValue, "group_type": type.name]))
             }
-            return memberCheck(actor, grantedTo: .owner, setting: nil)
+            // Who edits settings and what an owner's quit does stay the owner's, whatever the grant.
+            if let ownerOnly = keys.intersection(GroupSettingKey.ownerOnly).sorted().first {
+                let decision = memberCheck(actor, grantedTo: .owner, setting: nil)
+                if var error = decision.error, error.reason == .permissionDenied {
+                    error.metadata["setting"] = ownerOnly.rawValue
+                    return .refused(error)
+                }
+                if !decision.isAllowed { return decision }
+                if keys.isSubset(of: GroupSettingKey.ownerOnly) { return .allowed }
+            }
+            return memberCheck(actor, grantedTo: settings.editSettingsPermission, setting: .editSettingsPermission)
 
         case .setMaxMembers, .revoke, .sendCustomNotification, .importData:
             return backendOnly(actor)
@@ -323,10 +333,11 @@ public enum GroupRules {
             switch actor {
             case .backend: return .refused(operatorRequired("quit"))
             case .nonMember: return .refused(notAMember())
-            case .owner where !behaviour.ownerMayQuit:
+            case .owner where !settings.ownerQuit.ownerMayQuit:
                 return .refused(GroupError(
                     code: .failedPrecondition, reason: .ownerCannotQuit,
-                    message: "the owner of a \(type) group cannot quit; transfer ownership or dismiss it"))
+                    message: "the owner of this \(type) group cannot quit; transfer ownership or dismiss it",
+                    metadata: ["setting": GroupSettingKey.ownerQuit.rawValue]))
             case .owner, .admin, .member:
                 return .allowed
             }

@@ -58,6 +58,14 @@ enum APIMapping {
         case .ownerAdminsAndSelf: changes.editMemberInfoPermission = .ownerAdminsAndSelf
         case .UNRECOGNIZED(let v): throw unknown("member_edit_scope", v)
         }
+        changes.editSettingsPermission = try permission(settings.settingsEditScope, field: "\(field).settings_edit_scope")
+        switch settings.ownerQuit {
+        case .unspecified: break
+        case .refused: changes.ownerQuit = .refused
+        case .toLongestStandingMember: changes.ownerQuit = .longestStandingMember
+        case .toLongestStandingAdmin: changes.ownerQuit = .longestStandingAdminElseMember
+        case .UNRECOGNIZED(let v): throw unknown("owner_quit", v)
+        }
         // Who mutes is fixed by the type (DESIGN.md §4); naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
@@ -144,6 +152,12 @@ enum APIMapping {
             case .ownerAdminsAndSelf: .ownerAdminsAndSelf
             }
             $0.muteScope = scope(type.preset.behaviour.mutePermission)
+            $0.settingsEditScope = scope(settings.editSettingsPermission)
+            $0.ownerQuit = switch settings.ownerQuit {
+            case .refused: .refused
+            case .longestStandingMember: .toLongestStandingMember
+            case .longestStandingAdminElseMember: .toLongestStandingAdmin
+            }
         }
     }
 

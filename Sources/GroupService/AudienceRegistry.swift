@@ -3,7 +3,9 @@ import Synchronization
 
 /// The audience of AVChatRoom groups, held in memory on this node (DESIGN.md §4: "membership in
 /// memory, per node"). Only the room's owner is stored; everyone who joins is kept here, per app
-/// and group, with a live count and the most recent joiners for a partial member list.
+/// and group, with the most recent joiners for a partial member list. Who is online, and so the
+/// room's count, is the presence leases in the store (`GroupdService+Presence.swift`): a member
+/// here whose presence ended is out of the audience for the service.
 ///
 /// Lost on restart, by design: an audience reconnects and joins again. On a database several
 /// nodes share, each node's registry follows the rooms' events from every node (``replay(_:)``),
@@ -41,11 +43,6 @@ final class AudienceRegistry: Sendable {
             for user in users { if let member = room.members[user] { found[user] = member } }
             return found
         }
-    }
-
-    /// How many users are in a room's audience.
-    func count(app: String, group: String) -> Int {
-        rooms.withLock { $0[Key(app: app, group: group)]?.members.count ?? 0 }
     }
 
     /// The most recent joiners still present, newest first.

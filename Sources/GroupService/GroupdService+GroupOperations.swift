@@ -91,6 +91,9 @@ extension GroupdService {
             case "profile_edit_scope": masked.profileEditScope = given.profileEditScope; unspecified = given.profileEditScope == .unspecified
             case "member_edit_scope": masked.memberEditScope = given.memberEditScope; unspecified = given.memberEditScope == .unspecified
             case "mute_scope": masked.muteScope = given.muteScope; unspecified = given.muteScope == .unspecified
+            case "settings_edit_scope":
+                masked.settingsEditScope = given.settingsEditScope; unspecified = given.settingsEditScope == .unspecified
+            case "owner_quit": masked.ownerQuit = given.ownerQuit; unspecified = given.ownerQuit == .unspecified
             case "max_member_count": maxMembers = true
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown settings path '\(path)'")

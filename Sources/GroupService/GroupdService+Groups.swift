@@ -110,6 +110,7 @@ extension GroupdService {
                     $0.userID = stored.userID
                     $0.result = .success
                     $0.member = APIMapping.member(stored, now: call.now)
+                    $0.member?.receiveMessageOption = Self.receiveOptionView(stored, call: call)
                 })
             }
         }
@@ -173,8 +174,15 @@ extension GroupdService {
             try await store.catchUp(app: app)
         }
         var memberships: [String: Member] = [:]
+        var remarks: [String: String] = [:]
         if let user = call.caller.operatorID, !groups.isEmpty {
             memberships = try await store.memberships(app: app, userID: user, groupIDs: Array(groups.keys))
+            // The caller's own remark (seed 004's getGroupsInfo), where they may be a member (an
+            // AVChatRoom audience is held in memory, so its rooms are asked too).
+            let remarkable = groups.values.filter { memberships[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+            if !remarkable.isEmpty {
+                remarks = try await store.remarks(app: app, userID: user, groupIDs: remarkable)
+            }
         }
         var response = Groupd_V1_GetGroupsInfoResponse()
         for id in ids {
@@ -196,10 +204,10 @@ extension GroupdService {
                 continue
             }
             if !group.type.preset.behaviour.membershipStored {
-                // AVChatRoom: the audience this node holds counts and may be the caller.
-                group.memberCount += audience.count(app: app, group: id)
+                // AVChatRoom: the viewers online count, and the caller may be one of them.
+                group.memberCount += try await onlineCounts(app: app, groupIDs: [id])[id] ?? 0
                 if membership == nil, let user = call.caller.operatorID {
-                    membership = audience.member(app: app, group: id, user: user)
+                    membership = try await presentAudienceMember(app: app, groupID: id, user: user)
                 }
             }
             let visibility = GroupRules.visibility(of: group.type, for: call.caller.actingRole(membership: membership?.role))
@@ -212,7 +220,8 @@ extension GroupdService {
                 })
                 continue
             }
-            var view = Self.groupView(group, membership: membership, call: call)
+            let remark = membership == nil ? "" : remarks[id] ?? ""
+            var view = Self.groupView(group, membership: membership, call: call, remark: remark)
             await filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
             response.groups.append(view)
         }
@@ -237,7 +246,7 @@ extension GroupdService {
             }
             return try GroupRules.planDismissal(of: group, by: actor, operatorID: caller.operatorID)
         }
-        audience.removeRoom(app: caller.appID, group: request.groupID)
+        try await forgetRoom(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_DismissGroupResponse()
     }
 }

@@ -36,7 +36,7 @@ extension GroupdService {
         _ = try await store.dismissGroup(app: caller.appID, groupID: request.groupID, operatorID: nil, at: clock.now()) { group, _ in
             try GroupRules.planRevocation(of: group, by: caller.actingRole(membership: nil), reason: reason, limits: limits)
         }
-        audience.removeRoom(app: caller.appID, group: request.groupID)
+        try await forgetRoom(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_RevokeGroupResponse()
     }
 

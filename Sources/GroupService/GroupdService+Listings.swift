@@ -98,7 +98,8 @@ extension GroupdService {
             let actor = call.caller.actingRole(membership: membership?.role)
             if GroupRules.visibility(of: group.type, for: actor) == .hidden { continue }
             var matched: [Groupd_V1_SearchField] = []
-            if fields.contains(.groupID), group.id == keyword || group.id.hasPrefix(keyword) { matched.append(.groupID) }
+            // Exact or prefix, byte for byte (as the stores' index range).
+            if fields.contains(.groupID), group.id.utf8.starts(with: keyword.utf8) { matched.append(.groupID) }
             if fields.contains(.name), group.name.lowercased().contains(lowered) { matched.append(.name) }
             let cards = membership == nil ? [] : matchedMembers[group.id] ?? []
             if !cards.isEmpty { matched.append(.memberNameCard) }

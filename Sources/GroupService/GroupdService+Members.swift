@@ -44,7 +44,7 @@ extension GroupdService {
     }
 
     /// ListMembers. An AVChatRoom answers one page: the owner and the most recent members this
-    /// node holds, newest first, with the live count.
+    /// node holds who are online, newest first, with the online count.
     func listMembers(_ request: Groupd_V1_ListMembersRequest, _ call: CallContext) async throws -> Groupd_V1_ListMembersResponse {
         let filter = try Self.memberFilter(request.filter)
         let (group, membership) = try await loadGroup(call, groupID: request.groupID)
@@ -67,7 +67,10 @@ extension GroupdService {
                 members.append(stored)
             }
             if filter.includes(.member) {
-                members += audience.recent(app: app, group: group.id, limit: size).filter { filter.includes($0.role) }
+                let recent = audience.recent(app: app, group: group.id, limit: size).filter { filter.includes($0.role) }
+                let present = try await store.presentUsers(
+                    app: app, groupID: group.id, users: recent.map(\.userID), now: clock.now())
+                members += recent.filter { present.contains($0.userID) }
             }
             members = Array(members.prefix(size))
         }
@@ -98,7 +101,10 @@ extension GroupdService {
         let wanted = Self.distinctTargets(users, limits: call.limits)
         var found = try await store.members(app: app, groupID: group.id, userIDs: wanted)
         if !group.type.preset.behaviour.membershipStored {
-            found.merge(audience.members(app: app, group: group.id, users: wanted)) { stored, _ in stored }
+            let listeners = audience.members(app: app, group: group.id, users: wanted)
+            let present = try await store.presentUsers(
+                app: app, groupID: group.id, users: Array(listeners.keys), now: clock.now())
+            found.merge(listeners.filter { present.contains($0.key) }) { stored, _ in stored }
         }
         var seen: Set<String> = []
         var results: [MemberResult] = []

@@ -83,10 +83,12 @@ extension GroupdService {
         let options = Self.quitOptions(request.options)
         let now = clock.now()
         let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
-            let plan = try GroupRules.planQuit(snapshot.group, by: op, options: options, successor: snapshot.successor, now: now)
+            let plan = try GroupRules.planQuit(
+                snapshot.group, by: op, options: options, successor: snapshot.successor,
+                longestStandingAdmin: snapshot.successorAdmin, now: now)
             return (plan.change, plan)
         }
-        if result.value.groupDismissed { audience.removeRoom(app: call.caller.appID, group: request.groupID) }
+        if result.value.groupDismissed { try await forgetRoom(app: call.caller.appID, groupID: request.groupID) }
         return .with {
             $0.newOwnerUserID = result.value.newOwnerID ?? ""
             $0.groupDismissed = result.value.groupDismissed

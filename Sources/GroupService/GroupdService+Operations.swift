@@ -51,6 +51,17 @@ extension GroupdService {
         let app = caller.appID
         try await syncAudience(app: app, groupID: groupID)
         let audience = self.audience
+        // AVChatRoom: the online count, and which of the operator and targets are present (a
+        // viewer whose presence ended is no longer in the audience).
+        var online = 0
+        var present: Set<String> = []
+        if try await store.groupType(app: app, id: groupID) == .avChatRoom {
+            let now = clock.now()
+            online = try await onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
+            let users = Array(Set(targets + [caller.operatorID].compactMap { $0 }))
+            present = try await store.presentUsers(app: app, groupID: groupID, users: users, now: now)
+        }
+        let (counted, presentUsers) = (online, present)
         let committed = try await store.mutateGroup(
             app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now()
         ) { stored in
@@ -61,9 +72,10 @@ extension GroupdService {
             if let own = stored.operatorMembership { storedIDs.insert(own.userID) }
             if live {
                 let listeners = audience.members(app: app, group: groupID, users: targets + [caller.operatorID].compactMap { $0 })
+                    .filter { presentUsers.contains($0.key) }
                 for (user, member) in listeners where snapshot.targets[user] == nil { snapshot.targets[user] = member }
                 if snapshot.operatorMembership == nil, let user = caller.operatorID { snapshot.operatorMembership = listeners[user] }
-                snapshot.group.memberCount = stored.group.memberCount + audience.count(app: app, group: groupID)
+                snapshot.group.memberCount = stored.group.memberCount + counted
             }
             let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
             var (change, value) = try plan(snapshot, op)
@@ -88,7 +100,12 @@ extension GroupdService {
         var group = committed.value.group
         if outcome.live {
             audience.apply(app: app, group: groupID, upserts: outcome.upserts, removals: outcome.removals)
-            group.memberCount += audience.count(app: app, group: groupID)
+            let joined = committed.events.filter { $0.kind == .memberJoined || $0.kind == .memberInvited }.flatMap(\.targets)
+            let left = committed.events.filter { $0.kind == .memberQuit || $0.kind == .memberKicked }.flatMap(\.targets)
+            let now = clock.now()
+            try await store.holdPresence(app: app, groupID: groupID, users: joined, until: Self.presenceEnd(from: now))
+            try await store.dropPresence(app: app, groupID: groupID, users: left)
+            group.memberCount += try await onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
         }
         return Mutation(value: outcome.value, group: group, membership: outcome.membership, events: committed.events)
     }
@@ -116,9 +133,9 @@ extension GroupdService {
             membership = try await store.memberships(app: app, userID: user, groupIDs: [groupID])[groupID]
         }
         if !group.type.preset.behaviour.membershipStored {
-            group.memberCount += audience.count(app: app, group: groupID)
+            group.memberCount += try await onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
             if membership == nil, let user = call.caller.operatorID {
-                membership = audience.member(app: app, group: groupID, user: user)
+                membership = try await presentAudienceMember(app: app, groupID: groupID, user: user)
             }
         }
         return (group, membership)
@@ -130,11 +147,23 @@ extension GroupdService {
     /// `keys` is given, to those keys).
     static func memberView(_ member: Member, actor: ActingRole, call: CallContext, keys: Set<String>? = nil) -> Groupd_V1_Member {
         var out = APIMapping.member(member, now: call.now)
+        out.receiveMessageOption = receiveOptionView(member, call: call)
         var custom = member.custom
         if let keys { custom = custom.filter { keys.contains($0.key) } }
         if let schema = call.customFields { custom = schema.readable(custom, scope: .member, for: actor) }
         out.custom = custom
         return out
+    }
+
+    /// A member's receive option as the caller may see it: their own, or anyone's for the app's
+    /// backend (an admin token without `x-operator-id`, which delivers pushes); UNSPECIFIED in
+    /// another member's record, whatever the caller's role (a personal preference, as Tencent's
+    /// `recvOpt`).
+    static func receiveOptionView(_ member: Member, call: CallContext) -> Groupd_V1_ReceiveMessageOption {
+        guard let caller = call.caller.operatorID, caller != member.userID else {
+            return APIMapping.member(member, now: call.now).receiveMessageOption
+        }
+        return .unspecified
     }
 
     /// A group as the caller sees it: visibility by role, readable custom fields, own membership.

@@ -81,6 +81,7 @@ public final class GroupdService: Sendable {
         health.setStoreAvailable(store.isAvailable)
         store.observeAvailability { health.setStoreAvailable($0) }
         if let metrics = telemetry.metrics { instrument(metrics) }
+        events.observePresence { [weak self] app, user, at in await self?.streamPresenceChanged(app: app, user: user, at: at) }
     }
 
     /// The configuration snapshot in force now. A call reads it once, in `authenticate`; code

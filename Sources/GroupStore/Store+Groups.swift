@@ -181,6 +181,14 @@ extension Store {
         try await read { try await backend.remark(app: app, groupID: groupID, userID: userID) }
     }
 
+    /// One user's remarks for several live groups of one app, by group id (groups without one are
+    /// absent).
+    public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
+        let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
+        if groupIDs.isEmpty { return [:] }
+        return try await read { try await backend.remarks(app: app, userID: userID, groupIDs: groupIDs) }
+    }
+
     /// Members of one group in join order (the owner and the longest-standing first), filtered by
     /// role, one page at a time. Stable under concurrent joins and quits: a member present for
     /// the whole listing appears exactly once; nobody appears twice.
@@ -246,6 +254,7 @@ extension GroupSnapshot {
         self.init(
             group: group, operatorMembership: operatorID.flatMap { snapshot.members[$0] }, targets: targetMembers,
             owner: group.ownerID.flatMap { snapshot.members[$0] }, successor: snapshot.successor,
-            joinedGroupCounts: snapshot.joinedGroupCounts, retainedMutes: snapshot.retainedMutes)
+            joinedGroupCounts: snapshot.joinedGroupCounts, retainedMutes: snapshot.retainedMutes,
+            successorAdmin: snapshot.successorAdmin)
     }
 }

@@ -71,6 +71,48 @@ public final class Store: Sendable {
         backend.followRoomMessages(deliver)
     }
 
+    // MARK: AVChatRoom presence
+
+    /// Holds the presence of `users` in an AVChatRoom until `until` (a presence already held
+    /// longer keeps its end). A presence is a lease: every node serving a viewer's stream renews
+    /// it (``renewPresence(app:users:now:until:)``), and a room's online count is the number of
+    /// presences that have not ended.
+    public func holdPresence(app: String, groupID: String, users: [String], until: Timestamp) async throws {
+        guard !users.isEmpty else { return }
+        try await read { try await backend.holdPresence(app: app, groupID: groupID, users: users, until: until) }
+    }
+
+    /// Extends to `until` the presences of `users`, in every room of `app`, that have not ended
+    /// at `now` (an ended presence stays ended: the viewer joins again).
+    public func renewPresence(app: String, users: [String], now: Timestamp, until: Timestamp) async throws {
+        guard !users.isEmpty else { return }
+        try await read { try await backend.renewPresence(app: app, users: users, now: now, until: until) }
+    }
+
+    /// Ends presences in a room: of `users` (they quit), or of everyone (`nil`: dismissed).
+    public func dropPresence(app: String, groupID: String, users: [String]?) async throws {
+        if let users, users.isEmpty { return }
+        try await read { try await backend.dropPresence(app: app, groupID: groupID, users: users) }
+    }
+
+    /// How many presences in each of the rooms have not ended at `now` (rooms with none: 0).
+    public func presence(app: String, groupIDs: [String], now: Timestamp) async throws -> [String: Int] {
+        guard !groupIDs.isEmpty else { return [:] }
+        return try await read { try await backend.presence(app: app, groupIDs: groupIDs, now: now) }
+    }
+
+    /// Which of `users` hold a presence in a room that has not ended at `now`.
+    public func presentUsers(app: String, groupID: String, users: [String], now: Timestamp) async throws -> Set<String> {
+        guard !users.isEmpty else { return [] }
+        return try await read { try await backend.presentUsers(app: app, groupID: groupID, users: users, now: now) }
+    }
+
+    /// Deletes the presences that ended before `before` (every app); returns how many.
+    @discardableResult
+    public func sweepPresence(before: Timestamp) async throws -> Int {
+        try await read { try await backend.sweepPresence(before: before) }
+    }
+
     /// Whether other nodes write the same database (PostgreSQL): per-node state follows their
     /// events, and ``catchUp(app:)`` brings it up to date before a read of it.
     public var isShared: Bool { backend.isShared }

@@ -115,6 +115,9 @@ public protocol StoreBackend: Sendable {
     /// - Throws: `GROUP_NOT_FOUND`.
     func remark(app: String, groupID: String, userID: String) async throws -> String
 
+    /// See ``Store/remarks(app:userID:groupIDs:)``.
+    func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String]
+
     // MARK: Application reads
 
     /// One item by id (`nil`: none in the app).
@@ -165,6 +168,26 @@ public protocol StoreBackend: Sendable {
 
     /// See ``Store/retainedStart(app:cutoff:)``.
     func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart
+
+    // MARK: AVChatRoom presence
+
+    /// See ``Store/holdPresence(app:groupID:users:until:)``.
+    func holdPresence(app: String, groupID: String, users: [String], until: Timestamp) async throws
+
+    /// See ``Store/renewPresence(app:users:now:until:)``.
+    func renewPresence(app: String, users: [String], now: Timestamp, until: Timestamp) async throws
+
+    /// See ``Store/dropPresence(app:groupID:users:)``.
+    func dropPresence(app: String, groupID: String, users: [String]?) async throws
+
+    /// See ``Store/presence(app:groupIDs:now:)``.
+    func presence(app: String, groupIDs: [String], now: Timestamp) async throws -> [String: Int]
+
+    /// See ``Store/presentUsers(app:groupID:users:now:)``.
+    func presentUsers(app: String, groupID: String, users: [String], now: Timestamp) async throws -> Set<String>
+
+    /// See ``Store/sweepPresence(before:)``.
+    func sweepPresence(before: Timestamp) async throws -> Int
 
     // MARK: Lifecycle
 

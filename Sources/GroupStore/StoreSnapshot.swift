@@ -11,7 +11,8 @@ public struct SnapshotRequest: Sendable {
 
         /// The owner's membership.
         public static let owner = Parts(rawValue: 1 << 0)
-        /// The longest-standing member other than the operator (a Work owner quitting).
+        /// The longest-standing member other than the operator (an owner quitting), and the
+        /// longest-standing other admin when the group's ``GroupSettings/ownerQuit`` asks for one.
         public static let successor = Parts(rawValue: 1 << 1)
         /// How many groups of the app (AVChatRooms excluded) each of ``SnapshotRequest/users`` is in.
         public static let joinedGroupCounts = Parts(rawValue: 1 << 2)
@@ -105,6 +106,9 @@ public struct StoreSnapshot: Sendable {
     public var members: [String: Member] = [:]
     /// The successor (`.successor`).
     public var successor: Member?
+    /// The longest-standing other admin (`.successor`, when the owner acts and the group's
+    /// ``GroupSettings/ownerQuit`` is `to_longest_standing_admin`).
+    public var successorAdmin: Member?
     /// Per user of the request (0 when none), their joined-group count (`.joinedGroupCounts`).
     public var joinedGroupCounts: [String: Int] = [:]
     /// Retained mutes by user (`.retainedMutes`).

@@ -11,9 +11,13 @@ public struct GroupSnapshot: Sendable {
     public var targets: [String: Member]
     /// The owner's membership (nil for an ownerless AVChatRoom).
     public var owner: Member?
-    /// The longest-standing member other than the operator (lowest join order), for a Work owner
+    /// The longest-standing member other than the operator (lowest join order), for an owner
     /// quitting; nil when the operator is the only member.
     public var successor: Member?
+    /// The longest-standing admin other than the operator, loaded only when the owner acts on a
+    /// group whose ``GroupSettings/ownerQuit`` is `to_longest_standing_admin`; nil otherwise or
+    /// when there is no other admin.
+    public var successorAdmin: Member?
     /// How many (undismissed) groups of the app each of the operator and the targets is in.
     public var joinedGroupCounts: [String: Int]
     /// Mutes kept from earlier memberships of the targets and the operator (RongCloud's quit
@@ -23,13 +27,14 @@ public struct GroupSnapshot: Sendable {
     /// Creates a snapshot.
     public init(
         group: Group, operatorMembership: Member?, targets: [String: Member], owner: Member?, successor: Member?,
-        joinedGroupCounts: [String: Int], retainedMutes: [String: Timestamp]
+        joinedGroupCounts: [String: Int], retainedMutes: [String: Timestamp], successorAdmin: Member? = nil
     ) {
         self.group = group
         self.operatorMembership = operatorMembership
         self.targets = targets
         self.owner = owner
         self.successor = successor
+        self.successorAdmin = successorAdmin
         self.joinedGroupCounts = joinedGroupCounts
         self.retainedMutes = retainedMutes
     }

@@ -3,7 +3,8 @@ import ServiceLifecycle
 
 /// The store's upkeep as a lifecycle service: every minute it expires due applications and
 /// invitations (committing their APPLICATION_EXPIRED events), purges events past each app's
-/// `event_retention_seconds` and messages past its `message_retention_seconds`; at graceful
+/// `event_retention_seconds` and messages past its `message_retention_seconds`; every 20 seconds
+/// it renews the AVChatRoom presences of the viewers whose streams this node holds; at graceful
 /// shutdown it stops and ends every `Subscribe` stream (UNAVAILABLE with its resume cursor)
 /// before the server drains (services shut down in reverse order, and this one comes after the
 /// server).
@@ -12,7 +13,10 @@ struct EventStreamService: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            await service.runEventRetention()
+            await withDiscardingTaskGroup { group in
+                group.addTask { await service.runEventRetention() }
+                group.addTask { await service.runPresenceRenewal() }
+            }
         }
         service.events.shutdown()
     }

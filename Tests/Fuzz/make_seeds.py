@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the fuzz targets into Tests/Fuzz/Corpus/<target>/ (committed).
+"""Writes the seed corpora of the fuzz targets into Tests/Fuzz/Corpus/<target>/ (committed; inputs
+that are not printable text as base64 `<name>.b64`, see corpus.py).
 
 Real, valid inputs for each target, in the input format its source file documents:
 framed gRPC streams, every method's request and response encoded from Protos/, HTTP/2
@@ -20,14 +21,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "Tests" / "Fuzz" / "Corpus"
 
 
 def write(target, name, data):
-    directory = CORPUS / target
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / name).write_bytes(data)
+    # Printable text as it is, anything else as <name>.b64 (corpus.py: the repository holds text only).
+    corpus.store(CORPUS / target, name, data)
 
 
 def frame(message, compressed=False):

@@ -28,7 +28,6 @@ struct GroupTypeTests {
         var settings: GroupSettings
         var fixed: Set<GroupSettingKey>
         var roles: Set<MemberRole>
-        var ownerMayQuit: Bool
         var dismissal: DismissalRule
         var transfer: Bool
         var mute: OperationPermission
@@ -48,35 +47,39 @@ struct GroupTypeTests {
             settings: GroupSettings(
                 joinOption: .forbidden, joinApprovers: .owner, invitePermission: .everyone,
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .owner,
-                editProfilePermission: .everyone, editMemberInfoPermission: .ownerAdminsAndSelf),
-            fixed: [.joinOption], roles: [.owner, .member], ownerMayQuit: true, dismissal: .adminTokenOnly,
+                editProfilePermission: .everyone, editMemberInfoPermission: .ownerAdminsAndSelf,
+                editSettingsPermission: .owner, ownerQuit: .longestStandingMember),
+            fixed: [.joinOption], roles: [.owner, .member], dismissal: .adminTokenOnly,
             transfer: true, mute: .owner, kick: true, history: true, historyBeforeJoin: false, unread: true,
             memberEvents: .all, listed: true, stored: true, maxMembers: 200),
         Row(type: .public,
             settings: GroupSettings(
                 joinOption: .approval, joinApprovers: .ownerAndAdmins, invitePermission: .ownerAndAdmins,
                 inviteeMustAccept: true, invitationNeedsApproval: true, removeMembersPermission: .ownerAndAdmins,
-                editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf),
-            fixed: [], roles: [.owner, .admin, .member], ownerMayQuit: false, dismissal: .ownerOrAdminToken,
+                editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
+                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused),
+            fixed: [], roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: false,
             unread: true, memberEvents: .all, listed: true, stored: true, maxMembers: 2000),
         Row(type: .meeting,
             settings: GroupSettings(
                 joinOption: .any, joinApprovers: .ownerAndAdmins, invitePermission: .nobody,
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .ownerAndAdmins,
-                editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf),
+                editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
+                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused),
             fixed: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
-            roles: [.owner, .admin, .member], ownerMayQuit: false, dismissal: .ownerOrAdminToken,
+            roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: true,
             unread: false, memberEvents: .none, listed: true, stored: true, maxMembers: 6000),
         Row(type: .avChatRoom,
             settings: GroupSettings(
                 joinOption: .any, joinApprovers: .owner, invitePermission: .nobody,
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .nobody,
-                editProfilePermission: .owner, editMemberInfoPermission: .ownerAdminsAndSelf),
+                editProfilePermission: .owner, editMemberInfoPermission: .ownerAdminsAndSelf,
+                editSettingsPermission: .owner, ownerQuit: .refused),
             fixed: [.joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
-                    .invitationNeedsApproval, .removeMembersPermission],
-            roles: [.owner, .member], ownerMayQuit: false, dismissal: .ownerOrAdminToken,
+                    .invitationNeedsApproval, .removeMembersPermission, .ownerQuit],
+            roles: [.owner, .member], dismissal: .ownerOrAdminToken,
             transfer: false, mute: .owner, kick: false, history: false, historyBeforeJoin: false,
             unread: false, memberEvents: .rateLimited, listed: false, stored: false, maxMembers: nil),
     ]
@@ -89,7 +92,6 @@ struct GroupTypeTests {
         #expect(preset.fixedSettings == row.fixed)
         let b = preset.behaviour
         #expect(b.allowedRoles == row.roles)
-        #expect(b.ownerMayQuit == row.ownerMayQuit)
         #expect(b.dismissal == row.dismissal)
         #expect(b.transferAllowed == row.transfer)
         #expect(b.mutePermission == row.mute)
@@ -138,6 +140,9 @@ struct GroupTypeTests {
         case .editProfilePermission: c.editProfilePermission = s.editProfilePermission == .owner ? .everyone : .owner
         case .editMemberInfoPermission:
             c.editMemberInfoPermission = s.editMemberInfoPermission == .selfOnly ? .ownerAndSelf : .selfOnly
+        case .editSettingsPermission:
+            c.editSettingsPermission = s.editSettingsPermission == .owner ? .ownerAndAdmins : .owner
+        case .ownerQuit: c.ownerQuit = s.ownerQuit == .refused ? .longestStandingMember : .refused
         }
         return c
     }
@@ -154,6 +159,8 @@ struct GroupTypeTests {
         case .removeMembersPermission: c.removeMembersPermission = s.removeMembersPermission
         case .editProfilePermission: c.editProfilePermission = s.editProfilePermission
         case .editMemberInfoPermission: c.editMemberInfoPermission = s.editMemberInfoPermission
+        case .editSettingsPermission: c.editSettingsPermission = s.editSettingsPermission
+        case .ownerQuit: c.ownerQuit = s.ownerQuit
         }
         return c
     }

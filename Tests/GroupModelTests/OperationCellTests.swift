@@ -3,7 +3,7 @@ import Testing
 
 /// Every operation planned by `GroupRules`, run by one actor against a fixture group.
 enum Operation: String, Sendable, CaseIterable {
-    case updateProfile, updateSettings, fixedSetting, setMaxMembers, join, quit, invite
+    case updateProfile, updateSettings, grantSettings, ownerQuitSetting, fixedSetting, setMaxMembers, join, quit, invite
     case kickMember, kickAdmin, kickOwner, transfer, promote, demoteAdmin, setOwnRole
     case muteMember, muteAdmin, muteOwner, muteGroup, editOwnInfo, editMemberInfo, editAdminInfo
     case receiveOption, remark, listMembers, dismiss
@@ -29,6 +29,13 @@ enum Operation: String, Sendable, CaseIterable {
         case .updateSettings:
             return applied(try GroupRules.planSettingsUpdate(
                 .init(editMemberInfoPermission: .ownerAndSelf), of: g, by: o, limits: limits, now: now))
+        case .grantSettings:
+            let other: OperationPermission = g.settings.editSettingsPermission == .everyone ? .owner : .everyone
+            return applied(try GroupRules.planSettingsUpdate(
+                .init(editSettingsPermission: other), of: g, by: o, limits: limits, now: now))
+        case .ownerQuitSetting:
+            let other: OwnerQuitRule = g.settings.ownerQuit == .refused ? .longestStandingMember : .refused
+            return applied(try GroupRules.planSettingsUpdate(.init(ownerQuit: other), of: g, by: o, limits: limits, now: now))
         case .fixedSetting:
             let other: JoinOption = g.settings.joinOption == .any ? .approval : .any
             return applied(try GroupRules.planSettingsUpdate(.init(joinOption: other), of: g, by: o, limits: limits, now: now))
@@ -40,7 +47,9 @@ enum Operation: String, Sendable, CaseIterable {
             if case .joined = plan.outcome { return .ok }
             return .pending
         case .quit:
-            let plan = try GroupRules.planQuit(g, by: o, successor: memory.successor(excluding: o.userID ?? ""), now: now)
+            let plan = try GroupRules.planQuit(
+                g, by: o, successor: memory.successor(excluding: o.userID ?? ""),
+                longestStandingAdmin: memory.successorAdmin(excluding: o.userID ?? ""), now: now)
             return applied(plan.change)
         case .invite:
             return batch(try GroupRules.planInvitation(
@@ -157,13 +166,23 @@ struct OperationCellTests {
              av: [.ok, .na, .den, .nm, .ok])
         + rows(.updateSettings,
                work: [.ok, .na, .den, .nf, .ok],
+               public: [.ok, .ok, .den, .nm, .ok],
+               meeting: [.ok, .ok, .den, .nm, .ok],
+               av: [.ok, .na, .den, .nm, .ok])
+        + rows(.grantSettings,
+               work: [.ok, .na, .den, .nf, .ok],
                public: [.ok, .den, .den, .nm, .ok],
                meeting: [.ok, .den, .den, .nm, .ok],
                av: [.ok, .na, .den, .nm, .ok])
-        + rows(.fixedSetting,
-               work: [.fixed, .na, .fixed, .nf, .fixed],
+        + rows(.ownerQuitSetting,
+               work: [.ok, .na, .den, .nf, .ok],
                public: [.ok, .den, .den, .nm, .ok],
                meeting: [.ok, .den, .den, .nm, .ok],
+               av: [.fixed, .na, .fixed, .fixed, .fixed])
+        + rows(.fixedSetting,
+               work: [.fixed, .na, .fixed, .nf, .fixed],
+               public: [.ok, .ok, .den, .nm, .ok],
+               meeting: [.ok, .ok, .den, .nm, .ok],
                av: [.fixed, .na, .fixed, .fixed, .fixed])
         + rows(.setMaxMembers,
                work: [.atr, .na, .atr, .nf, .ok],
@@ -354,12 +373,114 @@ struct OperationCellTests {
         try check(row)
     }
 
+    // MARK: Who edits settings, what an owner's quit does: type × setting value × actor
+
+    /// `updateSettings` (any changeable setting), `grantSettings` and `ownerQuitSetting` under
+    /// each value of `edit_settings_permission`, in every type.
+    static let settingsGrantCells: [OperationRow] = {
+        //                                   owner, admin, member, non-member, backend
+        let byValue: [OperationPermission: (work: [Cell], public: [Cell], meeting: [Cell], av: [Cell])] = [
+            .nobody: ([.den, .na, .den, .nf, .ok], [.den, .den, .den, .nm, .ok],
+                      [.den, .den, .den, .nm, .ok], [.den, .na, .den, .nm, .ok]),
+            .owner: ([.ok, .na, .den, .nf, .ok], [.ok, .den, .den, .nm, .ok],
+                     [.ok, .den, .den, .nm, .ok], [.ok, .na, .den, .nm, .ok]),
+            .ownerAndAdmins: ([.ok, .na, .den, .nf, .ok], [.ok, .ok, .den, .nm, .ok],
+                              [.ok, .ok, .den, .nm, .ok], [.ok, .na, .den, .nm, .ok]),
+            .everyone: ([.ok, .na, .ok, .nf, .ok], [.ok, .ok, .ok, .nm, .ok],
+                        [.ok, .ok, .ok, .nm, .ok], [.ok, .na, .ok, .nm, .ok]),
+        ]
+        // The two owner-only settings: the owner (and the backend) whatever the grant.
+        let ownerOnly: (work: [Cell], public: [Cell], meeting: [Cell], av: [Cell]) = (
+            [.ok, .na, .den, .nf, .ok], [.ok, .den, .den, .nm, .ok],
+            [.ok, .den, .den, .nm, .ok], [.ok, .na, .den, .nm, .ok])
+        let avOwnerQuitFixed: [Cell] = [.fixed, .na, .fixed, .fixed, .fixed]
+        var result: [OperationRow] = []
+        for value in OperationPermission.allCases {
+            let cells = byValue[value]!
+            let settings = GroupSettings.Changes(editSettingsPermission: value)
+            for (type, update, owner) in [
+                (GroupType.work, cells.work, ownerOnly.work), (.public, cells.public, ownerOnly.public),
+                (.meeting, cells.meeting, ownerOnly.meeting), (.avChatRoom, cells.av, ownerOnly.av),
+            ] {
+                result.append(OperationRow(operation: .updateSettings, type: type, cells: update, settings: settings))
+                result.append(OperationRow(operation: .grantSettings, type: type, cells: owner, settings: settings))
+                result.append(OperationRow(
+                    operation: .ownerQuitSetting, type: type, cells: type == .avChatRoom ? avOwnerQuitFixed : owner,
+                    settings: settings))
+            }
+        }
+        return result
+    }()
+
+    @Test("who edits settings: type × edit_settings_permission × actor", arguments: settingsGrantCells)
+    func settingsGrant(_ row: OperationRow) throws {
+        try check(row)
+    }
+
+    /// `quit` under each value of `owner_quit` (AVChatRoom fixes it to `refused`).
+    static let ownerQuitCells: [OperationRow] = {
+        //                                   owner, admin, member, non-member, backend
+        let byValue: [OwnerQuitRule: (work: [Cell], public: [Cell], meeting: [Cell])] = [
+            .refused: ([oq, .na, .ok, .nf, .opReq], [oq, .ok, .ok, .nm, .opReq], [oq, .ok, .ok, .nm, .opReq]),
+            .longestStandingMember: ([.ok, .na, .ok, .nf, .opReq], [.ok, .ok, .ok, .nm, .opReq],
+                                     [.ok, .ok, .ok, .nm, .opReq]),
+            .longestStandingAdminElseMember: ([.ok, .na, .ok, .nf, .opReq], [.ok, .ok, .ok, .nm, .opReq],
+                                              [.ok, .ok, .ok, .nm, .opReq]),
+        ]
+        var result: [OperationRow] = []
+        for value in OwnerQuitRule.allCases {
+            let cells = byValue[value]!
+            let settings = GroupSettings.Changes(ownerQuit: value)
+            result.append(OperationRow(operation: .quit, type: .work, cells: cells.work, settings: settings))
+            result.append(OperationRow(operation: .quit, type: .public, cells: cells.public, settings: settings))
+            result.append(OperationRow(operation: .quit, type: .meeting, cells: cells.meeting, settings: settings))
+        }
+        result.append(OperationRow(operation: .quit, type: .avChatRoom, cells: [oq, .na, .ok, .nm, .opReq],
+                                   settings: .init(ownerQuit: .refused)))
+        return result
+    }()
+
+    @Test("what an owner's quit does: type × owner_quit × actor", arguments: ownerQuitCells)
+    func ownerQuit(_ row: OperationRow) throws {
+        try check(row)
+    }
+
+    @Test("who inherits: the longest-standing member, or the longest-standing admin first", arguments: [
+        (OwnerQuitRule.longestStandingMember, true, Cast.admin),
+        (.longestStandingAdminElseMember, true, Cast.member2),
+        (.longestStandingMember, false, Cast.admin),
+        (.longestStandingAdminElseMember, false, Cast.admin),
+    ])
+    func heir(rule: OwnerQuitRule, withAdmin: Bool, expected: String) throws {
+        // Public, join order: owner, admin, admin2, member, member2. Both admins step down, so
+        // the longest-standing member is `admin`; then `member2` (joined last) becomes the one admin.
+        var m = try fixture(.public, settings: .init(ownerQuit: rule))
+        for user in [Cast.admin, Cast.admin2] {
+            m.apply(try GroupRules.planRoleChange(
+                of: user, to: .member, in: m.group, by: m.op(Cast.owner), target: m.members[user], limits: fixtureLimits))
+        }
+        if withAdmin {
+            m.apply(try GroupRules.planRoleChange(
+                of: Cast.member2, to: .admin, in: m.group, by: m.op(Cast.owner), target: m.members[Cast.member2],
+                limits: fixtureLimits))
+        }
+        let plan = try GroupRules.planQuit(
+            m.group, by: m.op(Cast.owner), successor: m.successor(excluding: Cast.owner),
+            longestStandingAdmin: m.successorAdmin(excluding: Cast.owner), now: now)
+        #expect(plan.newOwnerID == expected)
+        m.apply(plan.change)
+        #expect(m.group.ownerID == expected && m.members[expected]?.role == .owner)
+        checkInvariants(m, "\(rule) heir")
+    }
+
     @Test("a setting the type fixes cannot be changed, by anyone", arguments: [
         (GroupType.work, GroupSettings.Changes(joinOption: .approval), "join_option"),
         (.meeting, .init(invitePermission: .everyone), "invite_permission"),
         (.meeting, .init(inviteeMustAccept: true), "invitee_must_accept"),
         (.avChatRoom, .init(removeMembersPermission: .owner), "remove_members_permission"),
         (.avChatRoom, .init(joinApprovers: .ownerAndAdmins), "join_approvers"),
+        (.avChatRoom, .init(ownerQuit: .longestStandingMember), "owner_quit"),
+        (.avChatRoom, .init(ownerQuit: .longestStandingAdminElseMember), "owner_quit"),
     ])
     func fixedByType(type: GroupType, changes: GroupSettings.Changes, setting: String) throws {
         let memory = try fixture(type)
@@ -391,6 +512,8 @@ extension GroupRules {
             invitationNeedsApproval: changes.invitationNeedsApproval.map { _ in settings.invitationNeedsApproval },
             removeMembersPermission: changes.removeMembersPermission.map { _ in settings.removeMembersPermission },
             editProfilePermission: changes.editProfilePermission.map { _ in settings.editProfilePermission },
-            editMemberInfoPermission: changes.editMemberInfoPermission.map { _ in settings.editMemberInfoPermission })
+            editMemberInfoPermission: changes.editMemberInfoPermission.map { _ in settings.editMemberInfoPermission },
+            editSettingsPermission: changes.editSettingsPermission.map { _ in settings.editSettingsPermission },
+            ownerQuit: changes.ownerQuit.map { _ in settings.ownerQuit })
     }
 }

@@ -54,6 +54,11 @@ struct MemoryGroup {
         self.members.values.filter { $0.userID != userID }.min { $0.joinOrder < $1.joinOrder }
     }
 
+    /// The longest-standing admin other than `userID`.
+    func successorAdmin(excluding userID: String) -> Member? {
+        self.members.values.filter { $0.userID != userID && $0.role == .admin }.min { $0.joinOrder < $1.joinOrder }
+    }
+
     /// The owner's membership.
     var owner: Member? { self.group.ownerID.flatMap { self.members[$0] } }
 }

@@ -170,6 +170,18 @@ struct OperationPermissionTests {
         ])
         + rows(.updateSettings([.joinOption]), [
             (.work, [.settingFixedByType, .settingFixedByType, .settingFixedByType, notFound, .settingFixedByType]),
+            (.public, [ok, ok, denied, notMember, ok]),
+            (.meeting, [ok, ok, denied, notMember, ok]),
+            (.avChatRoom, Array(repeating: .settingFixedByType, count: 5)),
+        ])
+        + rows(.updateSettings([.editSettingsPermission]), [
+            (.work, [ok, denied, denied, notFound, ok]),
+            (.public, [ok, denied, denied, notMember, ok]),
+            (.meeting, [ok, denied, denied, notMember, ok]),
+            (.avChatRoom, [ok, denied, denied, notMember, ok]),
+        ])
+        + rows(.updateSettings([.ownerQuit]), [
+            (.work, [ok, denied, denied, notFound, ok]),
             (.public, [ok, denied, denied, notMember, ok]),
             (.meeting, [ok, denied, denied, notMember, ok]),
             (.avChatRoom, Array(repeating: .settingFixedByType, count: 5)),
@@ -231,6 +243,22 @@ struct OperationPermissionTests {
                       outcomes: [denied, denied, denied, notMember, ok], settings: .init(editMemberInfoPermission: .selfOnly)),
         PermissionRow(action: .editMemberInfo(.other(.member)), type: .public,
                       outcomes: [ok, denied, denied, notMember, ok], settings: .init(editMemberInfoPermission: .ownerAndSelf)),
+        PermissionRow(action: .updateSettings([.removeMembersPermission]), type: .public,
+                      outcomes: [ok, denied, denied, notMember, ok], settings: .init(editSettingsPermission: .owner)),
+        PermissionRow(action: .updateSettings([.removeMembersPermission]), type: .work,
+                      outcomes: [ok, ok, ok, notFound, ok], settings: .init(editSettingsPermission: .everyone)),
+        PermissionRow(action: .updateSettings([.removeMembersPermission]), type: .meeting,
+                      outcomes: [denied, denied, denied, notMember, ok], settings: .init(editSettingsPermission: .nobody)),
+        PermissionRow(action: .updateSettings([.removeMembersPermission, .ownerQuit]), type: .public,
+                      outcomes: [ok, denied, denied, notMember, ok], settings: .init(editSettingsPermission: .everyone)),
+        PermissionRow(action: .updateSettings([.ownerQuit]), type: .public,
+                      outcomes: [ok, denied, denied, notMember, ok], settings: .init(editSettingsPermission: .nobody)),
+        PermissionRow(action: .updateSettings([.editSettingsPermission, .joinOption]), type: .public,
+                      outcomes: [denied, denied, denied, notMember, ok], settings: .init(editSettingsPermission: .nobody)),
+        PermissionRow(action: .quit, type: .public, outcomes: [ok, ok, ok, notMember, .operatorRequired],
+                      settings: .init(ownerQuit: .longestStandingAdminElseMember)),
+        PermissionRow(action: .quit, type: .work, outcomes: [.ownerCannotQuit, ok, ok, notFound, .operatorRequired],
+                      settings: .init(ownerQuit: .refused)),
     ]
 
     @Test("every changeable setting flips the outcome it should", arguments: settingFlips)

@@ -103,8 +103,9 @@ struct SeedExampleTests {
         #expect(allMuted.group.mute == GroupMuteState(mode: .all, until: nil, operatorID: "iOS_001"))
         g.apply(allMuted)
 
-        // modifyGroupAddOpt:TIM_GROUP_ADD_FORBID — owner only in groupd (permission settings).
-        g.apply(try GroupRules.planSettingsUpdate(.init(joinOption: .forbidden), of: g.group, by: g.op("iOS_000"),
+        // modifyGroupAddOpt:TIM_GROUP_ADD_FORBID — "only the group owner or admin can modify the
+        // option for joining the group": here by the admin iOS_001 (edit_settings_permission).
+        g.apply(try GroupRules.planSettingsUpdate(.init(joinOption: .forbidden), of: g.group, by: g.op("iOS_001"),
                                                   limits: limits, now: now))
         let join = try #require(groupError {
             _ = try GroupRules.planJoin(g.group, by: g.op("iOS_009"), joinedGroupCount: 0, limits: limits, now: now)

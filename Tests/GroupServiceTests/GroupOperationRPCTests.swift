@@ -94,6 +94,15 @@ struct GroupOperationRPCTests {
         #expect(opened.group?.settings?.joinOption == .any)
         expectFailure(try await h.call(Methods.updateGroupSettings, .with {
             $0.groupID = "pub-1"; $0.updateMask = ServiceHarness.mask("join_option"); $0.settings = .with { $0.joinOption = .forbidden }
+        }, as: .user("mia")), .permissionDenied, reason: "PERMISSION_DENIED")
+        // An admin changes settings in a Public group (seed 000), but not who may.
+        let byAdmin = try await h.ok(Methods.updateGroupSettings, .with {
+            $0.groupID = "pub-1"; $0.updateMask = ServiceHarness.mask("join_option"); $0.settings = .with { $0.joinOption = .approval }
+        }, as: .user("adam"))
+        #expect(byAdmin.group?.settings?.joinOption == .approval)
+        expectFailure(try await h.call(Methods.updateGroupSettings, .with {
+            $0.groupID = "pub-1"; $0.updateMask = ServiceHarness.mask("settings_edit_scope")
+            $0.settings = .with { $0.settingsEditScope = .allMembers }
         }, as: .user("adam")), .permissionDenied, reason: "PERMISSION_DENIED")
         expectFailure(try await h.call(Methods.updateGroupSettings, .with {
             $0.groupID = "pub-1"; $0.updateMask = ServiceHarness.mask("max_member_count"); $0.maxMemberCount = 10

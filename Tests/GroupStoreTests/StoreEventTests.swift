@@ -118,6 +118,34 @@ struct StoreEventTests {
         #expect(try await harness.userLog("stranger").isEmpty)
     }
 
+    @Test("A user's backlog reads their groups and their notifications, merged in event_id order across pages, none of the app's other groups", arguments: StoreKind.allCases)
+    func userBacklogMergesGroups(kind: StoreKind) async throws {
+        let harness = try await ServiceHarness(store: kind)
+        try await harness.createWork("mine1", owner: "alice", members: ["carol"])
+        try await harness.createWork("mine2", owner: "bob", members: ["carol"])
+        for index in 0..<4 { try await harness.createWork("busy\(index)", owner: "dave") }
+        let start = try await harness.everything().last?.eventID ?? 0
+        for round in 0..<5 {
+            for index in 0..<4 { try await harness.rename("busy\(index)", "busy \(round)", as: "dave") }
+            try await harness.rename(round % 2 == 0 ? "mine1" : "mine2", "mine \(round)", as: round % 2 == 0 ? "alice" : "bob")
+        }
+        // Addressed to carol (INVITED_TO_GROUP) from a group she joins in the window.
+        try await harness.createWork("later", owner: "erin")
+        try await harness.invite("carol", to: "later", as: "erin")
+        try await harness.rename("busy0", "after", as: "dave")
+
+        let expected = try await harness.everything(after: start).filter { logged in
+            ["mine1", "mine2", "later"].contains(logged.event.groupID)
+                && !(logged.event.groupID == "later" && logged.event.kind == .groupCreated)
+        }
+        let carol = try await harness.userLog("carol", after: start)
+        #expect(carol.map(\.eventID) == expected.map(\.eventID))
+        #expect(carol.map(\.eventID) == carol.map(\.eventID).sorted())
+        #expect(carol.filter { $0.event.kind == .groupInfoChanged }.map(\.event.changes["name"]) == (0..<5).map { "mine \($0)" })
+        #expect(carol.contains { $0.event.kind == .invitedToGroup && $0.event.groupID == "later" })
+        #expect(!carol.contains { $0.event.groupID.hasPrefix("busy") })
+    }
+
     @Test("Approver notifications go to the approvers, resolved when committed and when read", arguments: StoreKind.allCases)
     func approvers(kind: StoreKind) async throws {
         let harness = try await ServiceHarness(store: kind)

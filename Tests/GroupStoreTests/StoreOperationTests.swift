@@ -122,6 +122,8 @@ struct StoreOperationTests {
                 group.settings.removeMembersPermission = .owner
                 group.settings.editProfilePermission = .everyone
                 group.settings.editMemberInfoPermission = .selfOnly
+                group.settings.editSettingsPermission = .everyone
+                group.settings.ownerQuit = .longestStandingAdminElseMember
                 group.ownerID = "bob"
                 group.maxMembers = 77
                 group.mute = GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice")
@@ -163,7 +165,8 @@ struct StoreOperationTests {
             #expect(stored.settings == GroupSettings(
                 joinOption: .forbidden, joinApprovers: .owner, invitePermission: .everyone, inviteeMustAccept: true,
                 invitationNeedsApproval: true, removeMembersPermission: .owner, editProfilePermission: .everyone,
-                editMemberInfoPermission: .selfOnly))
+                editMemberInfoPermission: .selfOnly, editSettingsPermission: .everyone,
+                ownerQuit: .longestStandingAdminElseMember))
             #expect(stored.ownerID == "bob")
             #expect(stored.maxMembers == 77)
             #expect(stored.mute == GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice"))
@@ -642,6 +645,94 @@ struct StoreOperationTests {
         }
     }
 
+    @Test("search by group id prefix: one byte-order range, LIKE metacharacters literal", arguments: StoreKind.allCases)
+    func searchIDPrefix(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            for id in ["ab", "ab%1", "ab%2", "ab_1", "abX1", "aB_1", "ac", "a", "ab~"] {
+                try await create(store, id, type: .public, owner: "alice", name: "zzz")
+            }
+            func ids(_ keyword: String) async throws -> [String] {
+                var result: [String] = []
+                var cursor: String?
+                repeat {
+                    let page = try await store.searchGroups(
+                        app: "app-a", keyword: keyword, userID: "zed", matchNameCards: false, after: cursor, limit: 2)
+                    result += page.items.map(\.id)
+                    cursor = page.next
+                } while cursor != nil
+                return result.sorted()
+            }
+            #expect(try await ids("ab") == ["ab", "ab%1", "ab%2", "abX1", "ab_1", "ab~"])
+            #expect(try await ids("ab%") == ["ab%1", "ab%2"])
+            #expect(try await ids("ab_") == ["ab_1"])
+            #expect(try await ids("ab_1") == ["ab_1"])
+            #expect(try await ids("a%").isEmpty)
+            #expect(try await ids("a_").isEmpty)
+            #expect(try await ids("ab~") == ["ab~"])
+            #expect(try await ids("ab%10").isEmpty)
+        }
+    }
+
+    @Test("the range of a prefix: the prefix up to its last scalar advanced, surrogates and U+10FFFF skipped")
+    func prefixRange() {
+        #expect(PrefixRange(prefix: "ab").upper == "ac")
+        #expect(PrefixRange(prefix: "a%").upper == "a&")
+        #expect(PrefixRange(prefix: "a~").upper == "a\u{7F}")
+        #expect(PrefixRange(prefix: "a\u{D7FF}").upper == "a\u{E000}")
+        #expect(PrefixRange(prefix: "a\u{10FFFF}").upper == "b")
+        #expect(PrefixRange(prefix: "\u{10FFFF}\u{10FFFF}").upper == nil)
+        #expect(PrefixRange(prefix: "ab").lower == "ab")
+    }
+
+    @Test("a user's remarks for several groups, theirs only, live groups only", arguments: StoreKind.allCases)
+    func remarksOfGroups(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            for id in ["g1", "g2", "g3"] { try await create(store, id, members: ["bob"]) }
+            for (id, user, text) in [("g1", "bob", "one"), ("g2", "bob", "two"), ("g1", "alice", "mine")] {
+                _ = try await store.setRemark(
+                    app: "app-a", groupID: id, plan: RemarkPlan(userID: user, remark: text, events: []), at: t0)
+            }
+            #expect(try await store.remarks(app: "app-a", userID: "bob", groupIDs: ["g1", "g2", "g3", "nope"])
+                    == ["g1": "one", "g2": "two"])
+            #expect(try await store.remarks(app: "app-a", userID: "alice", groupIDs: ["g1", "g2"]) == ["g1": "mine"])
+            #expect(try await store.remarks(app: "app-b", userID: "bob", groupIDs: ["g1"]).isEmpty)
+            try await quit(store, "g2", "bob")
+            try await quit(store, "g2", "alice")  // the last member: dismissed
+            #expect(try await store.remarks(app: "app-a", userID: "bob", groupIDs: ["g1", "g2"]) == ["g1": "one"])
+        }
+    }
+
+    @Test("the snapshot holds the longest-standing other admin when the owner-quit setting asks for one",
+          arguments: StoreKind.allCases)
+    func successorAdmin(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            var request = GroupCreationRequest(
+                type: .public, groupID: "g1", name: "team",
+                settings: .init(ownerQuit: .longestStandingAdminElseMember),
+                members: [InitialMember(userID: "bob"), InitialMember(userID: "carol", role: .admin),
+                          InitialMember(userID: "dave", role: .admin)])
+            request.custom = [:]
+            _ = try await store.createGroup(
+                try GroupRules.planCreation(request, appID: "app-a", creatorID: "alice", limits: .defaults, now: t0))
+            try await create(store, "g2", members: ["bob"])
+            _ = try await store.mutateGroup(app: "app-a", groupID: "g1", operatorID: "alice", targets: [], at: t0) { snapshot in
+                #expect(snapshot.group.settings.ownerQuit == .longestStandingAdminElseMember)
+                #expect(snapshot.successor?.userID == "bob")
+                #expect(snapshot.successorAdmin?.userID == "carol")
+                return (GroupChange.unchanged(snapshot.group), ())
+            }
+            // Not for another operator, nor under another rule.
+            _ = try await store.mutateGroup(app: "app-a", groupID: "g1", operatorID: "bob", targets: [], at: t0) { snapshot in
+                #expect(snapshot.successorAdmin == nil)
+                return (GroupChange.unchanged(snapshot.group), ())
+            }
+            _ = try await store.mutateGroup(app: "app-a", groupID: "g2", operatorID: "alice", targets: [], at: t0) { snapshot in
+                #expect(snapshot.successorAdmin == nil)
+                return (GroupChange.unchanged(snapshot.group), ())
+            }
+        }
+    }
+
     // MARK: App scoping
 
     @Test("every method is scoped by app", arguments: StoreKind.allCases)
@@ -708,7 +799,7 @@ struct StoreOperationTests {
         try await v5.close()
 
         let store = Store(backend: try await SQLiteBackend.open(path: path))
-        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"])
+        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
         let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
         #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
         #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
@@ -769,6 +860,43 @@ struct StoreOperationTests {
         try await store.close()
     }
 
+    @Test("migration v8 gives groups stored before their type's owner settings; new values then persist")
+    func migrationV8() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("db.sqlite")
+        let v7 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v7"), cacheCapacity: 0)
+        for (id, type) in [("w", GroupType.work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)] {
+            try await create(v7, id, type: type, members: type == .avChatRoom ? [] : ["bob"])
+        }
+        // A file before v8 reads each type's default, as v8 will write it.
+        #expect(try await v7.groups(app: "app-a", ids: ["p"])["p"]?.settings == GroupTypePreset.public.defaultSettings)
+        _ = try await v7.mutateGroup(app: "app-a", groupID: "p", operatorID: "alice", targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.name = "renamed"
+            return (GroupChange(group: group, events: [.init(kind: .groupInfoChanged, operatorID: "alice")]), ())
+        }
+        try await v7.close()
+
+        let store = Store(backend: try await SQLiteBackend.open(path: path), cacheCapacity: 0)
+        #expect(try await store.sqlite.appliedMigrations().contains("v8"))
+        let groups = try await store.groups(app: "app-a", ids: ["w", "p", "m", "r"])
+        for (id, type) in [("w", GroupType.work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)] {
+            #expect(groups[id]?.settings.editSettingsPermission == type.preset.defaultSettings.editSettingsPermission, "\(id)")
+            #expect(groups[id]?.settings.ownerQuit == type.preset.defaultSettings.ownerQuit, "\(id)")
+        }
+        #expect(groups["p"]?.settings.editSettingsPermission == .ownerAndAdmins)
+        #expect(groups["w"]?.settings.ownerQuit == .longestStandingMember)
+        _ = try await store.mutateGroup(app: "app-a", groupID: "p", operatorID: "alice", targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.settings.editSettingsPermission = .nobody
+            group.settings.ownerQuit = .longestStandingAdminElseMember
+            return (GroupChange(group: group, events: [.init(kind: .groupInfoChanged, operatorID: "alice")]), ())
+        }
+        let after = try await store.groups(app: "app-a", ids: ["p"])["p"]?.settings
+        #expect(after?.editSettingsPermission == .nobody && after?.ownerQuit == .longestStandingAdminElseMember)
+        try await store.close()
+    }
+
     @Test("migration v3 applies on a v2 file and keeps its data")
     func migrationV3() async throws {
         let directory = try TemporaryDirectory()
@@ -780,7 +908,7 @@ struct StoreOperationTests {
 
         for _ in 0..<2 {
             let store = Store(backend: try await SQLiteBackend.open(path: path))
-            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"])
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()

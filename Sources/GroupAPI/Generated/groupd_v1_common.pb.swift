@@ -491,6 +491,61 @@ public enum Groupd_V1_JoinSource: ProtoEnum {
     public static let allCases: [Groupd_V1_JoinSource] = [.unspecified, .creator, .initialMember, .freeJoin, .application, .invitation, .imported]
 }
 
+/// What happens when a group's owner quits (QuitGroup).
+public enum Groupd_V1_OwnerQuitRule: ProtoEnum {
+    /// The raw value type: protobuf enums are 32-bit signed integers.
+    public typealias RawValue = Int32
+
+    /// Not set: in CreateGroup the type's default applies.
+    case unspecified // = 0
+
+    /// The owner cannot quit: OWNER_CANNOT_QUIT (transfer ownership or dismiss
+    /// the group first). Tencent's Public, Meeting and AVChatRoom groups.
+    case refused // = 1
+
+    /// Ownership passes to the longest-standing other member: the earliest
+    /// joined (lowest join order), whatever their role. Tencent's Work groups;
+    /// ZIM ("transferred to the first group member"), in every type.
+    case toLongestStandingMember // = 2
+
+    /// Ownership passes to the earliest-joined other admin; with no admin, to
+    /// the earliest-joined other member.
+    case toLongestStandingAdmin // = 3
+
+    /// A value this version of the API does not know, kept as received.
+    case UNRECOGNIZED(Int32)
+
+    /// The proto3 default: `OWNER_QUIT_RULE_UNSPECIFIED`.
+    public init() {
+        self = .unspecified
+    }
+
+    /// Maps a wire value to its case; unknown values become `UNRECOGNIZED`. Never nil.
+    public init?(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .refused
+        case 2: self = .toLongestStandingMember
+        case 3: self = .toLongestStandingAdmin
+        default: self = .UNRECOGNIZED(rawValue)
+        }
+    }
+
+    /// The wire value.
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: return 0
+        case .refused: return 1
+        case .toLongestStandingMember: return 2
+        case .toLongestStandingAdmin: return 3
+        case .UNRECOGNIZED(let value): return value
+        }
+    }
+
+    /// Every known case, in declaration order.
+    public static let allCases: [Groupd_V1_OwnerQuitRule] = [.unspecified, .refused, .toLongestStandingMember, .toLongestStandingAdmin]
+}
+
 /// Which members a group mute silences (ZIM's three modes).
 public enum Groupd_V1_GroupMuteMode: ProtoEnum {
     /// The raw value type: protobuf enums are 32-bit signed integers.
@@ -1148,9 +1203,11 @@ public enum Groupd_V1_MessagePriority: ProtoEnum {
     public static let allCases: [Groupd_V1_MessagePriority] = [.unspecified, .high, .normal, .low]
 }
 
-/// The settings record of a group. The type gives every default; the owner may
-/// change what the type allows (UpdateGroupSettings). In responses every field
-/// is set; in CreateGroup an UNSPECIFIED field keeps the type's default.
+/// The settings record of a group. The type gives every default; the roles in
+/// settings_edit_scope may change what the type allows (UpdateGroupSettings),
+/// except settings_edit_scope and owner_quit themselves, which only the owner
+/// (and the backend) changes. In responses every field is set; in CreateGroup
+/// an UNSPECIFIED field keeps the type's default.
 public struct Groupd_V1_GroupSettings: ProtoMessage {
     /// The message's full protobuf name.
     public static let protoMessageName = "groupd.v1.GroupSettings"
@@ -1191,6 +1248,17 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     /// Who may mute members and the group. Work and AVChatRoom: OWNER; Public
     /// and Meeting: OWNER_AND_ADMINS.
     public var muteScope: Groupd_V1_OperatorScope = .unspecified
+
+    /// Who may change the other settings (UpdateGroupSettings). Public and
+    /// Meeting: OWNER_AND_ADMINS (Tencent: "only the group owner or admin can
+    /// modify the option for joining the group"); Work and AVChatRoom: OWNER.
+    /// This setting and owner_quit are changed only by the owner (and the
+    /// backend), whatever this grants.
+    public var settingsEditScope: Groupd_V1_OperatorScope = .unspecified
+
+    /// What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and
+    /// Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
+    public var ownerQuit: Groupd_V1_OwnerQuitRule = .unspecified
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1264,7 +1332,13 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// backend).
     public var ownerUserID: String = ""
 
-    /// Current number of members (AVChatRoom: on this node, approximate).
+    /// Current number of members. AVChatRoom: the stored members (the owner)
+    /// plus the viewers online, the same through every node: a viewer who
+    /// joined counts while they hold a Subscribe stream (on any node; several
+    /// streams count once) and for 60 s after their last one ends (a reconnect
+    /// within it neither drops nor counts them twice); one who joined without
+    /// a stream counts for 60 s. A viewer who quits stops counting at once;
+    /// one whose 60 s passed is gone (JoinGroup again to count).
     public var memberCount: UInt32 = 0
 
     /// Maximum number of members; 0 = unlimited (AVChatRoom default).
@@ -1293,7 +1367,8 @@ public struct Groupd_V1_Group: ProtoMessage {
     public var selfInfo: Groupd_V1_Member? = nil
 
     /// The caller's private remark (alias) for the group (RongCloud); only
-    /// ever visible to the caller.
+    /// ever visible to the caller. Filled by GetGroupsInfo and ListJoinedGroups
+    /// for a member who set one.
     public var remark: String = ""
 
     /// The caller's unread message count (Work and Public only; 0 otherwise).
@@ -1333,7 +1408,10 @@ public struct Groupd_V1_Member: ProtoMessage {
     /// Member custom fields the caller may read (keys defined per app).
     public var custom: [String: [UInt8]] = [:]
 
-    /// The member's receive option. Only filled in the caller's own record.
+    /// The member's receive option. Only filled in the caller's own record
+    /// (UNSPECIFIED in anyone else's, for the owner and admins too: it is a
+    /// personal preference), and in every record for the app's backend (an
+    /// admin token without x-operator-id, which delivers the pushes).
     public var receiveMessageOption: Groupd_V1_ReceiveMessageOption = .unspecified
 
     /// How the member joined (UNSPECIFIED for members stored before it was
@@ -1560,7 +1638,7 @@ public struct Groupd_V1_OwnerChange: ProtoMessage {
     public var newOwnerUserID: String = ""
 
     /// Whether the previous owner quit in the same operation (transfer and
-    /// quit, or a Work owner quitting).
+    /// quit, or an owner quitting as settings.owner_quit lets them).
     public var previousOwnerQuit: Bool = false
 
     /// A message with every field at its proto3 default.
@@ -1940,6 +2018,8 @@ extension Groupd_V1_GroupSettings {
         profileEditScope = _protoEnum(c.profile_edit_scope)
         memberEditScope = _protoEnum(c.member_edit_scope)
         muteScope = _protoEnum(c.mute_scope)
+        settingsEditScope = _protoEnum(c.settings_edit_scope)
+        ownerQuit = _protoEnum(c.owner_quit)
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupSettings` whose every pointer lives in `arena`.
@@ -1954,6 +2034,8 @@ extension Groupd_V1_GroupSettings {
         if profileEditScope.rawValue != 0 { p.pointee.profile_edit_scope = _protoCEnum(profileEditScope) }
         if memberEditScope.rawValue != 0 { p.pointee.member_edit_scope = _protoCEnum(memberEditScope) }
         if muteScope.rawValue != 0 { p.pointee.mute_scope = _protoCEnum(muteScope) }
+        if settingsEditScope.rawValue != 0 { p.pointee.settings_edit_scope = _protoCEnum(settingsEditScope) }
+        if ownerQuit.rawValue != 0 { p.pointee.owner_quit = _protoCEnum(ownerQuit) }
         return p
     }
 }

@@ -296,6 +296,8 @@ public enum Groupd_V1_EventService {
         /// nothing more of that group. An admin token without x-operator-id
         /// receives every event of its app (the backend firehose), filtered by
         /// `group_ids` and `kinds`. Every item carries the cursor to resume from.
+        /// A user's streams keep them online in the AVChatRooms they joined
+        /// (Group.member_count), on whichever node they are held.
         /// Ends with OUT_OF_RANGE / CURSOR_EXPIRED when the cursor is older than
         /// the event retention (details: StreamResumeInfo with the oldest cursor),
         /// and with UNAVAILABLE / SUBSCRIBER_TOO_SLOW when the subscriber falls

@@ -64,7 +64,8 @@ public enum Groupd_V1_SearchField: ProtoEnum {
     /// Not set.
     case unspecified // = 0
 
-    /// The group id (exact or prefix).
+    /// The group id: equal to the keyword or starting with it, byte for byte
+    /// (`%` and `_` are ordinary characters).
     case groupID // = 1
 
     /// The group name (substring, case-insensitive).
@@ -280,8 +281,9 @@ public struct Groupd_V1_UpdateGroupSettingsRequest: ProtoMessage {
 
     /// The settings to change: GroupSettings field names (`join_option`,
     /// `approver_scope`, `invite_scope`, `invitee_consent`, `invite_approval`,
-    /// `remove_scope`, `profile_edit_scope`, `member_edit_scope`, `mute_scope`)
-    /// and `max_member_count` (admin token only). Required.
+    /// `remove_scope`, `profile_edit_scope`, `member_edit_scope`, `mute_scope`,
+    /// `settings_edit_scope`, `owner_quit`) and `max_member_count` (admin token
+    /// only). Required.
     public var updateMask: Google_Protobuf_FieldMask? = nil
 
     /// New values of the masked settings (UNSPECIFIED is INVALID_ARGUMENT).
@@ -1692,7 +1694,7 @@ public enum Groupd_V1_GroupService {
             service: "groupd.v1.GroupService", method: "CreateGroup",
             isClientStreaming: false, isServerStreaming: false)
         /// Reads several groups at once, with member count and owner. Members see
-        /// everything; non-members see the public subset of Public, Meeting and
+        /// everything, with their own member record and remark; non-members see the public subset of Public, Meeting and
         /// AVChatRoom groups and nothing of a Work group (reported as NOT_FOUND).
         /// Fails as a whole only for a malformed request (INVALID_ARGUMENT: empty
         /// list, over the app's batch limit).
@@ -1712,8 +1714,10 @@ public enum Groupd_V1_GroupService {
         public static let updateGroupProfile = ProtoMethod<Groupd_V1_UpdateGroupProfileRequest, Groupd_V1_UpdateGroupProfileResponse>(
             service: "groupd.v1.GroupService", method: "UpdateGroupProfile",
             isClientStreaming: false, isServerStreaming: false)
-        /// Changes settings named by `update_mask`. Owner only (and the backend);
-        /// `max_member_count` needs an admin token. Emits GROUP_SETTINGS_CHANGED.
+        /// Changes settings named by `update_mask`. Allowed to the roles in
+        /// settings.settings_edit_scope (and the backend); `settings_edit_scope` and
+        /// `owner_quit` only to the owner (and the backend); `max_member_count`
+        /// needs an admin token. Emits GROUP_SETTINGS_CHANGED.
         /// Errors: GROUP_NOT_FOUND, PERMISSION_DENIED, SETTING_FIXED_BY_TYPE,
         /// INVALID_ARGUMENT (empty or unknown path, UNSPECIFIED value).
         ///

@@ -159,7 +159,8 @@ public struct Groupd_V1_QuitGroupResponse: ProtoMessage {
     /// The message's full protobuf name.
     public static let protoMessageName = "groupd.v1.QuitGroupResponse"
 
-    /// The new owner when a Work owner quit; empty otherwise.
+    /// The new owner when the owner quit and ownership passed on; empty
+    /// otherwise.
     public var newOwnerUserID: String = ""
 
     /// True when the operator was the last member and the group is gone.
@@ -268,7 +269,8 @@ public struct Groupd_V1_ListMembersResponse: ProtoMessage {
     /// Token for the next page; empty on the last page.
     public var nextPageToken: String = ""
 
-    /// The group's member count when the page was read.
+    /// The group's member count when the page was read (AVChatRoom: with the
+    /// viewers online, as Group.member_count).
     public var memberCount: UInt32 = 0
 
     /// A message with every field at its proto3 default.
@@ -1365,9 +1367,10 @@ public enum Groupd_V1_MemberService {
         public static let joinGroup = ProtoMethod<Groupd_V1_JoinGroupRequest, Groupd_V1_JoinGroupResponse>(
             service: "groupd.v1.MemberService", method: "JoinGroup",
             isClientStreaming: false, isServerStreaming: false)
-        /// Leaves a group. The owner may quit only a Work group: ownership passes
-        /// to the longest-standing member. The last member leaving dismisses the
-        /// group. Emits MEMBER_QUIT and QUIT (and OWNER_CHANGED,
+        /// Leaves a group. The owner may quit as the group's settings.owner_quit
+        /// says (by default only in a Work group): ownership passes to the
+        /// longest-standing member, or to the longest-standing admin first. The
+        /// last member leaving dismisses the group. Emits MEMBER_QUIT and QUIT (and OWNER_CHANGED,
         /// GROUP_DISMISSED). Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
         /// OWNER_CANNOT_QUIT.
         ///

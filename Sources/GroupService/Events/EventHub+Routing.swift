@@ -17,7 +17,7 @@ extension EventHub {
     /// Registers a stream for routing (user streams: by user, with no groups until
     /// ``install(_:snapshot:)``). Returns false while shutting down.
     func register(_ subscriber: EventSubscriber) -> Bool {
-        state.withLock { state -> Bool in
+        let registered = state.withLock { state -> Bool in
             if state.shuttingDown { return false }
             let route = Route(subscriber: subscriber)
             state.routes[subscriber.id] = route
@@ -30,6 +30,7 @@ extension EventHub {
             }
             return true
         }
+        return registered
     }
 
     /// A new stream id.
@@ -63,13 +64,17 @@ extension EventHub {
 
     /// Removes a stream from routing (idempotent).
     func unregister(_ subscriber: EventSubscriber) {
-        state.withLock { state in
+        let lastOfUser = state.withLock { state -> Bool in
             guard let route = state.routes.removeValue(forKey: subscriber.id),
                 let routes = state.apps[subscriber.app]
-            else { return }
+            else { return false }
+            var last = false
             if let user = subscriber.filter.userID {
                 routes.byUser[user]?[subscriber.id] = nil
-                if routes.byUser[user]?.isEmpty == true { routes.byUser[user] = nil }
+                if routes.byUser[user]?.isEmpty == true {
+                    routes.byUser[user] = nil
+                    last = true
+                }
                 for group in route.groups?.keys ?? [:].keys {
                     routes.byGroup[group]?[subscriber.id] = nil
                     if routes.byGroup[group]?.isEmpty == true { routes.byGroup[group] = nil }
@@ -77,7 +82,36 @@ extension EventHub {
             } else {
                 routes.firehoses[subscriber.id] = nil
             }
+            return last
         }
+        if lastOfUser, let user = subscriber.filter.userID {
+            let now = clock.now()
+            if let handler = presenceHandler.withLock({ $0 }) {
+                Task { await handler(subscriber.app, user, now) }
+            }
+        }
+    }
+
+    /// The users holding a user stream on this node, by app (the viewers whose AVChatRoom
+    /// presences this node renews).
+    public func streamingUsers() -> [String: [String]] {
+        state.withLock { state in
+            state.apps.compactMapValues { routes in routes.byUser.isEmpty ? nil : Array(routes.byUser.keys) }
+        }
+    }
+
+    /// Awaits ``observePresence(_:)``'s handler for a user whose stream just registered.
+    func presenceStarted(app: String, user: String) async {
+        let now = clock.now()
+        if let handler = presenceHandler.withLock({ $0 }) { await handler(app, user, now) }
+    }
+
+    /// Calls `handler` with the app, the user and the time each time a user stream registers
+    /// (awaited before the stream's `caught_up`) and each time the last stream of a user of an
+    /// app ends on this node (in a task of its own): the moments a viewer's AVChatRoom presences
+    /// are renewed.
+    public func observePresence(_ handler: @escaping @Sendable (_ app: String, _ user: String, _ at: Timestamp) async -> Void) {
+        presenceHandler.withLock { $0 = handler }
     }
 
     /// The indexes of `app`, created on first use.

@@ -110,6 +110,7 @@ extension EventHub {
         if backlog { try await catchUp(subscriber, store: store) }
         guard register(subscriber) else { throw Self.shutdownStatus(cursor: subscriber.cursor) }
         if let userID {
+            await presenceStarted(app: subscriber.app, user: userID)
             install(subscriber, snapshot: try await store.streamMemberships(app: subscriber.app, userID: userID))
         }
         try await catchUp(subscriber, store: store)

@@ -119,6 +119,8 @@ public final class EventHub: Sendable {
     let state = Mutex(State())
     /// The serial queue every routing runs on.
     let fanout = DispatchQueue(label: "groupd.events.fanout", qos: .userInitiated)
+    /// Called when a user stream registers or a user's last stream ends (``observePresence(_:)``).
+    let presenceHandler = Mutex<(@Sendable (String, String, Timestamp) async -> Void)?>(nil)
     /// The `observeCommitted` handlers, each with its own queue.
     private let observers = Mutex<[(queue: DispatchQueue, handler: @Sendable ([LoggedEvent]) -> Void)]>([])
 

@@ -187,6 +187,8 @@ enum EventMapping {
         case .removeMembersPermission: "remove_scope"
         case .editProfilePermission: "profile_edit_scope"
         case .editMemberInfoPermission: "member_edit_scope"
+        case .editSettingsPermission: "settings_edit_scope"
+        case .ownerQuit: "owner_quit"
         case nil: key == "max_members" ? "max_member_count" : key
         }
     }
@@ -213,6 +215,8 @@ enum EventMapping {
                     case .removeMembersPermission: $0.removeScope = full.removeScope
                     case .editProfilePermission: $0.profileEditScope = full.profileEditScope
                     case .editMemberInfoPermission: $0.memberEditScope = full.memberEditScope
+                    case .editSettingsPermission: $0.settingsEditScope = full.settingsEditScope
+                    case .ownerQuit: $0.ownerQuit = full.ownerQuit
                     }
                 }
             }

@@ -50,11 +50,33 @@ extension PostgresBackend {
             let scope = try PostgresEventRows.userScope(session, app: app, userID: userID, after: eventID)
             let candidates = try PostgresEventRows.loggedEvents(
                 session, app: app,
+                // The candidates: the first `limit` rows after the cursor of each of the user's
+                // groups (`group_events_by_group`) and of the rows addressed to the user
+                // (`group_events_by_recipient`), merged in `event_id` order, the first `limit` of
+                // them: a page costs what the user's groups wrote, not what the app wrote. Any
+                // source that filled its `limit` holds the page's last row or a later one.
                 where: """
-                    e.event_id > ? AND (e.recipient_user = ? OR e.group_id = ANY(?))
-                    ORDER BY e.event_id LIMIT ?
+                    e.event_id IN (
+                        SELECT c.event_id FROM (
+                            SELECT x.event_id FROM unnest(?::text[]) AS u(group_id)
+                            CROSS JOIN LATERAL (
+                                SELECT event_id FROM group_events
+                                WHERE app_id = ? AND group_id = u.group_id AND event_id > ?
+                                ORDER BY event_id LIMIT ?
+                            ) x
+                            UNION
+                            SELECT r.event_id FROM (
+                                SELECT event_id FROM group_events
+                                WHERE app_id = ? AND recipient_user = ? AND event_id > ?
+                                ORDER BY event_id LIMIT ?
+                            ) r
+                        ) c ORDER BY c.event_id LIMIT ?)
+                    ORDER BY e.event_id
                     """,
-                arguments: [.integer(eventID), .text(userID), .texts(Array(scope.intervals.keys)), .int(limit)],
+                arguments: [
+                    .texts(Array(scope.intervals.keys)), .text(app), .integer(eventID), .int(limit),
+                    .text(app), .text(userID), .integer(eventID), .int(limit), .int(limit),
+                ],
                 resolveApprovers: false)
             let isLast = candidates.count < limit
             var events: [LoggedEvent] = []

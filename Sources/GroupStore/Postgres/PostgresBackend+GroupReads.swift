@@ -67,6 +67,21 @@ extension PostgresBackend {
         }
     }
 
+    public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
+        try await read { session in
+            var result: [String: String] = [:]
+            try session.rows(
+                """
+                SELECT g.group_id, r.remark FROM groups g
+                JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.dismissed_at IS NULL
+                """,
+                [.text(userID), .text(app), .texts(groupIDs)]
+            ) { row in result[try row.text(0)] = try row.text(1) }
+            return result
+        }
+    }
+
     public func listMembers(
         app: String, groupID: String, filter: MemberListFilter, after cursor: String?, limit: Int
     ) async throws -> Page<Member> {
@@ -176,15 +191,21 @@ extension PostgresBackend {
         let after = try cursor.map { try Cursor.decode($0, count: 1)[0] } ?? 0
         let limit = max(1, limit)
         let pattern = "%" + Operations.escapeLike(keyword) + "%"
-        // The candidates, each through its own index: the id (the unique key), the name (a
+        // The candidates, each through its own index: the id, exact or prefix (a range of
+        // `groups_by_id_bytes`, in byte order whatever the database's collation), the name (a
         // keyword of 3 characters or more through the trigram index `groups_name_trigram`; a
         // shorter one scans the app's names), the caller's groups where a name card matches.
         // `ILIKE`: case-insensitive, as SQLite's `LIKE` and FTS5 trigram are.
+        let idRange = PrefixRange(prefix: keyword)
         var candidates = [
-            "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?",
+            idRange.upper == nil
+                ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id COLLATE \"C\" >= ?"
+                : "SELECT group_key FROM groups WHERE app_id = ? AND group_id COLLATE \"C\" >= ? AND group_id COLLATE \"C\" < ?",
             "SELECT group_key FROM groups WHERE app_id = ? AND name ILIKE ? ESCAPE '\\'",
         ]
-        var candidateArguments: [PGValue] = [.text(app), .text(keyword), .text(app), .text(pattern)]
+        var candidateArguments: [PGValue] = [.text(app), .text(keyword)]
+        if let end = idRange.upper { candidateArguments.append(.text(end)) }
+        candidateArguments += [.text(app), .text(pattern)]
         var visibility = ""
         var visibilityArguments: [PGValue] = []
         if let userID {

@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -82,6 +82,38 @@ enum PostgresSchema {
         if !last.isEmpty { statements.append(last) }
         return statements
     }
+
+    /// v3: two per-group settings, `edit_settings_permission` (who changes the other settings)
+    /// and `owner_quit` (what an owner's quit does), with each type's default for groups stored
+    /// before (``GroupTypePreset``: owner and admins change settings in Public and Meeting groups,
+    /// the owner elsewhere; a Work owner's quit passes ownership to the longest-standing member,
+    /// other owners cannot quit); and `groups_by_id_bytes`, the group ids in byte order
+    /// (`COLLATE "C"`) whatever the database's collation, so a `group_id` prefix search reads an
+    /// index range.
+    static let v3 = """
+        ALTER TABLE groups ADD COLUMN edit_settings_permission TEXT NOT NULL DEFAULT 'owner';
+        ALTER TABLE groups ADD COLUMN owner_quit TEXT NOT NULL DEFAULT 'refused';
+        UPDATE groups SET edit_settings_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
+        UPDATE groups SET owner_quit = 'to_longest_standing_member' WHERE type = 'Work';
+        CREATE INDEX groups_by_id_bytes ON groups (app_id, group_id COLLATE "C");
+        """
+
+    /// v4: a user's stream catch-up reads each of the user's groups by `event_id`
+    /// (`group_events_by_group`) instead of the app's whole log; AVChatRoom presences
+    /// (`room_presence`: a lease per room and viewer, ending at `expires_at`, milliseconds on the
+    /// clock of the node that last held it; renewed by the nodes serving the viewer's streams).
+    static let v4 = """
+        CREATE INDEX group_events_by_group ON group_events (app_id, group_id, event_id);
+        CREATE TABLE room_presence (
+            app_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_id, user_id)
+        );
+        CREATE INDEX room_presence_by_user ON room_presence (app_id, user_id);
+        CREATE INDEX room_presence_by_expiry ON room_presence (expires_at);
+        """
 
     /// v2: AVChatRoom messages relayed between nodes. They keep no history (as on SQLite): a row
     /// lives about a minute, long enough for every node's follower to read it and hand it to its
@@ -407,8 +439,8 @@ enum PostgresSchema {
             FOR EACH ROW EXECUTE FUNCTION groupd_group_dismissed();
         """
 
-    /// v3: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
-    static let v3 = """
+    /// v5: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
+    static let v5 = """
         ALTER TABLE groups ADD COLUMN mute_operator TEXT;
         """
 }

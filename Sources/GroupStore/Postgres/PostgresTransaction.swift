@@ -43,7 +43,7 @@ final class PostgresTransaction: StoreTransaction {
             for member in try PostgresRows.withCustom(memberRows, app: app, groupKey: key, session: session) {
                 snapshot.members[member.userID] = member
             }
-            try loadSuccessor(request, groupKey: key, into: &snapshot)
+            try loadSuccessor(request, group: group, groupKey: key, into: &snapshot)
             if request.parts.contains(.retainedMutes), !users.isEmpty {
                 try session.rows(
                     """
@@ -120,8 +120,9 @@ final class PostgresTransaction: StoreTransaction {
         return (group, members)
     }
 
-    /// The successor's membership, when asked.
-    private func loadSuccessor(_ request: SnapshotRequest, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
+    /// The successor's membership (and the longest-standing other admin's, when the group's
+    /// owner-quit setting asks for one), when asked.
+    private func loadSuccessor(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
         if request.parts.contains(.successor) {
             var rows: [Rows.MemberRow] = []
             try session.rows(
@@ -133,6 +134,21 @@ final class PostgresTransaction: StoreTransaction {
             if let successor = try PostgresRows.withCustom(rows, app: request.app, groupKey: groupKey, session: session).first {
                 snapshot.successor = successor
                 snapshot.members[successor.userID] = successor
+            }
+            if group.settings.ownerQuit == .longestStandingAdminElseMember, let op = request.operatorID,
+               group.ownerID == op {
+                var admins: [Rows.MemberRow] = []
+                try session.rows(
+                    """
+                    SELECT \(Rows.memberColumns) FROM members m
+                    WHERE m.app_id = ? AND m.group_key = ? AND m.role = 'admin' AND m.user_id <> ?
+                    ORDER BY m.join_order LIMIT 1
+                    """, [.text(request.app), .integer(groupKey), .text(op)]
+                ) { admins.append(try Rows.member($0)) }
+                if let admin = try PostgresRows.withCustom(admins, app: request.app, groupKey: groupKey, session: session).first {
+                    snapshot.successorAdmin = admin
+                    snapshot.members[admin.userID] = admin
+                }
             }
         }
     }
@@ -236,8 +252,8 @@ final class PostgresTransaction: StoreTransaction {
                 invitation_needs_approval, remove_members_permission,
                 edit_profile_permission, edit_member_info_permission,
                 mute_mode, mute_roles, mute_until, created_at, updated_at,
-                latest_seq, next_join_order)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+                latest_seq, next_join_order, edit_settings_permission, owner_quit)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
             RETURNING group_key
             """, values, { try $0.int64(0) })
         else { throw GroupError.internal("the group insert returned no key") }
@@ -376,6 +392,7 @@ final class PostgresTransaction: StoreTransaction {
                 member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
                 invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
                 edit_profile_permission = ?, edit_member_info_permission = ?,
+                edit_settings_permission = ?, owner_quit = ?,
                 mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
@@ -388,6 +405,7 @@ final class PostgresTransaction: StoreTransaction {
                 .text(settings.invitePermission.rawValue), .bool(settings.inviteeMustAccept),
                 .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
                 .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
+                .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
                 .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
                 .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
                 .integer(ms), .text(app), .integer(key),

@@ -107,6 +107,31 @@ enum EventRows {
     /// Which group rows a user's stream carries after `eventID`: per group, the sequence
     /// intervals of the user's memberships (the current one, and those ended by a kick or quit
     /// after `eventID`), and the groups where the user approves now.
+    /// The `event_id`s of a user's stream candidates after `eventID`, the first `limit` in order:
+    /// the rows of `groups` (by `group_events_by_group`) and the rows addressed to the user (by
+    /// `group_events_by_recipient`), each read up to `limit`, merged. A page costs what the
+    /// user's groups wrote after the cursor, not what the app wrote.
+    static func userCandidateIDs(
+        _ db: Database, app: String, userID: String, groups: [String], after eventID: Int64, limit: Int
+    ) throws -> [Int64] {
+        var ids: Set<Int64> = []
+        let byGroup = try db.cachedStatement(
+            sql: "SELECT event_id FROM group_events WHERE app_id = ? AND group_id = ? AND event_id > ? ORDER BY event_id LIMIT ?")
+        for group in groups {
+            let rows = try Int64.fetchCursor(byGroup, arguments: [app, group, eventID, limit])
+            while let id = try rows.next() { ids.insert(id) }
+        }
+        let addressed = try Int64.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT event_id FROM group_events
+                    WHERE app_id = ? AND recipient_user = ? AND event_id > ? ORDER BY event_id LIMIT ?
+                    """),
+            arguments: [app, userID, eventID, limit])
+        while let id = try addressed.next() { ids.insert(id) }
+        return Array(ids.sorted().prefix(limit))
+    }
+
     static func userScope(_ db: Database, app: String, userID: String, after eventID: Int64) throws -> UserScope {
         var scope = UserScope()
         let rows = try Row.fetchCursor(

@@ -30,7 +30,7 @@ enum Operations {
     ///   - members: The member rows the snapshot read (their custom fields before the change).
     static func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp,
-        memberOrigin: Bool, db: Database
+        memberOrigin: Bool, ownerSettings: Bool = true, db: Database
     ) throws -> [GroupEvent] {
         let after = change.group
         let ms = time.millisecondsSince1970
@@ -114,7 +114,7 @@ enum Operations {
                 member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
                 invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
                 edit_profile_permission = ?, edit_member_info_permission = ?,
-                mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
+                mute_mode = ?, mute_roles = ?, mute_until = ?, updated_at = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? THEN ? ELSE dismissed_at END
             WHERE group_key = ?
@@ -126,10 +126,20 @@ enum Operations {
             .bool(settings.inviteeMustAccept), .bool(settings.invitationNeedsApproval),
             .text(settings.removeMembersPermission.rawValue), .text(settings.editProfilePermission.rawValue),
             .text(settings.editMemberInfoPermission.rawValue), .text(mode), .text(roles),
-            .integer(after.mute.until?.millisecondsSince1970), .text(after.mute.operatorID),
-            .integer(after.updatedAt.millisecondsSince1970),
+            .integer(after.mute.until?.millisecondsSince1970), .integer(after.updatedAt.millisecondsSince1970),
             .integer(nextJoinOrder), .bool(change.dismissesGroup), .integer(ms), .integer(key),
         ])
+        // Set apart (a file before v8 has no such columns; tests of older files).
+        if ownerSettings, settings.editSettingsPermission != before.settings.editSettingsPermission
+            || settings.ownerQuit != before.settings.ownerQuit {
+            try db.cachedStatement(sql: "UPDATE groups SET edit_settings_permission = ?, owner_quit = ? WHERE group_key = ?")
+                .execute(arguments: [settings.editSettingsPermission.rawValue, settings.ownerQuit.rawValue, key])
+        }
+        // Set apart (a file before v10 has no such column; tests of older files).
+        if after.mute.operatorID != before.mute.operatorID {
+            try db.cachedStatement(sql: "UPDATE groups SET mute_operator = ? WHERE group_key = ?")
+                .execute(arguments: [after.mute.operatorID, key])
+        }
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.
         if after.name != before.name {
             try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?")

@@ -47,7 +47,7 @@ enum Rows {
             .text(s.editProfilePermission.rawValue), .text(s.editMemberInfoPermission.rawValue),
             .text(mode), .text(roles), .integer(group.mute.until?.millisecondsSince1970),
             .integer(group.createdAt.millisecondsSince1970), .integer(group.updatedAt.millisecondsSince1970),
-            .int(nextJoinOrder),
+            .int(nextJoinOrder), .text(s.editSettingsPermission.rawValue), .text(s.ownerQuit.rawValue),
         ]
     }
 
@@ -58,7 +58,7 @@ enum Rows {
         case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
-        case latestSequence, hasCustom, muteOperator
+        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator
 
         var name: String {
             switch self {
@@ -88,14 +88,33 @@ enum Rows {
             case .updatedAt: "updated_at"
             case .latestSequence: "latest_seq"
             case .hasCustom: "has_custom"
+            case .editSettingsPermission: "edit_settings_permission"
+            case .ownerQuit: "owner_quit"
             case .muteOperator: "mute_operator"
             }
         }
 
         /// `group_key, app_id, …` (prefixed with `table.` if given), for a `SELECT`.
-        static func list(table: String? = nil) -> String {
-            allCases.map { column in table.map { "\($0).\(column.name)" } ?? column.name }
-                .joined(separator: ", ")
+        /// - Parameter ownerSettings: Whether the file has `edit_settings_permission` and
+        ///   `owner_quit` (v8); if not (tests of older files), each type's default stands in, as
+        ///   migration v8 writes it, and no mute operator (`mute_operator`, v10).
+        static func list(table: String? = nil, ownerSettings: Bool = true) -> String {
+            allCases.map { column in
+                let qualified = table.map { "\($0).\(column.name)" } ?? column.name
+                guard !ownerSettings else { return qualified }
+                let type = table.map { "\($0).type" } ?? "type"
+                switch column {
+                case .editSettingsPermission:
+                    return "CASE WHEN \(type) IN ('Public', 'Meeting') THEN 'owner_and_admins' ELSE 'owner' END"
+                case .ownerQuit:
+                    return "CASE WHEN \(type) = 'Work' THEN 'to_longest_standing_member' ELSE 'refused' END"
+                case .muteOperator:
+                    return "NULL"
+                default:
+                    return qualified
+                }
+            }
+            .joined(separator: ", ")
         }
     }
 
@@ -110,6 +129,12 @@ enum Rows {
     /// The SQL reading one live (not dismissed) group by app and id.
     private static let liveGroupSQL = """
         SELECT \(GroupColumn.list()) FROM groups
+        WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
+        """
+
+    /// ``liveGroupSQL`` for a file migrated only up to before v8 (tests of older files).
+    private static let liveGroupSQLBeforeV8 = """
+        SELECT \(GroupColumn.list(ownerSettings: false)) FROM groups
         WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
         """
 
@@ -129,8 +154,9 @@ enum Rows {
 
     /// Reads one live group in the caller's transaction (without its custom fields).
     /// - Throws: ``GroupError/groupNotFound(_:)`` when it is not stored or is dismissed.
-    static func liveGroup(_ db: Database, app: String, groupID: String) throws -> GroupRow {
-        guard let read = try RawStatement(db, liveGroupSQL).first([.text(app), .text(groupID)], group) else {
+    static func liveGroup(_ db: Database, app: String, groupID: String, ownerSettings: Bool = true) throws -> GroupRow {
+        let sql = ownerSettings ? liveGroupSQL : liveGroupSQLBeforeV8
+        guard let read = try RawStatement(db, sql).first([.text(app), .text(groupID)], group) else {
             throw GroupError.groupNotFound(groupID)
         }
         return read
@@ -148,7 +174,9 @@ enum Rows {
             invitationNeedsApproval: try row.bool(GroupColumn.invitationNeedsApproval.rawValue),
             removeMembersPermission: try parse(text(.removeMembersPermission), OperationPermission.init(rawValue:)),
             editProfilePermission: try parse(text(.editProfilePermission), OperationPermission.init(rawValue:)),
-            editMemberInfoPermission: try parse(text(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)))
+            editMemberInfoPermission: try parse(text(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)),
+            editSettingsPermission: try parse(text(.editSettingsPermission), OperationPermission.init(rawValue:)),
+            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)))
         let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
             appID: try text(.appID), id: try text(.groupID),

@@ -44,16 +44,16 @@ extension SQLiteBackend {
         return try await pool.read { db in
             let latest = try EventRows.latestEventID(db)
             let scope = try EventRows.userScope(db, app: app, userID: userID, after: eventID)
-            let keys = Array(scope.intervals.keys)
-            let keyList = try Rows.jsonArray(keys)
+            // The candidates: the first `limit` rows after the cursor of each of the user's groups
+            // and of the rows addressed to the user (each an index range), merged in `event_id`
+            // order; the page is the first `limit` of them. Any source that filled its `limit`
+            // holds the page's last row or a later one, so no row at or before it is missed.
+            let ids = try EventRows.userCandidateIDs(
+                db, app: app, userID: userID, groups: Array(scope.intervals.keys), after: eventID, limit: limit)
             let candidates = try EventRows.loggedEvents(
                 db,
-                where: """
-                    e.app_id = ? AND e.event_id > ?
-                      AND (e.recipient_user = ? OR e.group_id IN (SELECT value FROM json_each(?)))
-                    ORDER BY e.event_id LIMIT ?
-                    """,
-                arguments: [.text(app), .integer(eventID), .text(userID), .text(keyList), .int(limit)],
+                where: "e.event_id IN (SELECT value FROM json_each(?)) ORDER BY e.event_id",
+                arguments: [.text(try Rows.jsonArray(ids))],
                 resolveApprovers: false)
             let isLast = candidates.count < limit
             var events: [LoggedEvent] = []

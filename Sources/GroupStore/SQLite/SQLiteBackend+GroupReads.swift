@@ -10,28 +10,30 @@ public import GroupModel
 /// search results by `group_key`.
 extension SQLiteBackend {
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
-        try await pool.read { db in try Self.readGroups(app: app, ids: ids, db: db) }
+        let ownerSettings = storesOwnerSettings
+        return try await pool.read { db in try Self.readGroups(app: app, ids: ids, ownerSettings: ownerSettings, db: db) }
     }
 
-    /// The `SELECT` of ``readGroups(app:ids:db:)`` for `count` ids (a padded count).
-    private static func groupsSQL(count: Int) -> String {
+    /// The `SELECT` of ``readGroups(app:ids:ownerSettings:db:)`` for `count` ids (a padded count).
+    private static func groupsSQL(count: Int, ownerSettings: Bool) -> String {
+        if !ownerSettings { return makeGroupsSQL(count: count, ownerSettings: false) }
         if count <= 64, count.nonzeroBitCount == 1 { return groupsSQLByPowerOfTwo[count.trailingZeroBitCount] }
         return makeGroupsSQL(count: count)
     }
 
     private static let groupsSQLByPowerOfTwo = (0...6).map { makeGroupsSQL(count: 1 << $0) }
 
-    private static func makeGroupsSQL(count: Int) -> String {
+    private static func makeGroupsSQL(count: Int, ownerSettings: Bool = true) -> String {
         """
-        SELECT \(Rows.GroupColumn.list()) FROM groups
+        SELECT \(Rows.GroupColumn.list(ownerSettings: ownerSettings)) FROM groups
         WHERE app_id = ? AND group_id IN (\(Rows.placeholders(count))) AND dismissed_at IS NULL
         """
     }
 
     /// Read groups (not dismissed) with their custom fields, in the caller's transaction.
-    private static func readGroups(app: String, ids: [String], db: Database) throws -> [String: Group] {
+    private static func readGroups(app: String, ids: [String], ownerSettings: Bool, db: Database) throws -> [String: Group] {
         let padded = Rows.padded(ids)
-        let statement = try db.cachedStatement(sql: groupsSQL(count: padded.count))
+        let statement = try db.cachedStatement(sql: groupsSQL(count: padded.count, ownerSettings: ownerSettings))
         let rows = try Row.fetchCursor(statement, arguments: StatementArguments([app] + padded))
         var result: [String: Group] = [:]
         result.reserveCapacity(ids.count)
@@ -110,6 +112,25 @@ extension SQLiteBackend {
         }
     }
 
+    public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
+        try await pool.read { db in
+            let padded = Rows.padded(groupIDs)
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT g.group_id, r.remark FROM groups g
+                    JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                    WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
+                      AND g.dismissed_at IS NULL
+                    """)
+            var result: [String: String] = [:]
+            let rows = try Row.fetchCursor(statement, arguments: StatementArguments([userID, app] + padded))
+            while let row = try rows.next() {
+                result[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
+            }
+            return result
+        }
+    }
+
     public func listMembers(
         app: String, groupID: String, filter: MemberListFilter, after cursor: String?, limit: Int
     ) async throws -> Page<Member> {
@@ -170,9 +191,10 @@ extension SQLiteBackend {
     public func joinedGroups(app: String, userID: String, after cursor: String?, limit: Int) async throws -> Page<JoinedGroup> {
         let position = try cursor.map { try Cursor.decode($0, count: 2) }
         let limit = max(1, limit)
+        let ownerSettings = storesOwnerSettings
         return try await pool.read { db in
             let select = """
-                SELECT \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns), r.remark
+                SELECT \(Rows.GroupColumn.list(table: "g", ownerSettings: ownerSettings)), \(Rows.memberColumns), r.remark
                 FROM members m
                 JOIN groups g ON g.group_key = m.group_key
                 LEFT JOIN group_remarks r
@@ -228,7 +250,13 @@ extension SQLiteBackend {
         let long = keyword.unicodeScalars.count >= 3
         let pattern = "%" + Operations.escapeLike(keyword) + "%"
         let phrase = "\"" + keyword.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-        var candidates = ["SELECT group_key FROM groups WHERE app_id = :app AND group_id = :keyword"]
+        // The id: exact or prefix, one range of the (app_id, group_id) index in byte order.
+        let idRange = PrefixRange(prefix: keyword)
+        var candidates = [
+            idRange.upper == nil
+                ? "SELECT group_key FROM groups WHERE app_id = :app AND group_id >= :keyword"
+                : "SELECT group_key FROM groups WHERE app_id = :app AND group_id >= :keyword AND group_id < :idEnd",
+        ]
         if long {
             candidates.append("SELECT rowid FROM group_name_search WHERE group_name_search MATCH :phrase")
         } else {
@@ -251,7 +279,7 @@ extension SQLiteBackend {
         }
         // `+g.app_id`: the candidate keys drive the query (not a scan of the app's groups).
         let sql = """
-            SELECT \(Rows.GroupColumn.list(table: "g")) FROM groups g
+            SELECT \(Rows.GroupColumn.list(table: "g", ownerSettings: storesOwnerSettings)) FROM groups g
             WHERE g.group_key IN (\(candidates.joined(separator: "\nUNION ALL\n")))
               AND +g.app_id = :app AND g.dismissed_at IS NULL AND g.group_key > :after
               \(visibility)
@@ -264,6 +292,7 @@ extension SQLiteBackend {
                 "app": app, "keyword": keyword, "after": after, "limit": limit + 1,
             ]
             if let userID { arguments["user"] = userID }
+            if let end = idRange.upper { arguments["idEnd"] = end }
             if usesPattern { arguments["pattern"] = pattern }
             if usesPhrase { arguments["phrase"] = phrase }
             var rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))

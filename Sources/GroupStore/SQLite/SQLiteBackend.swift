@@ -30,6 +30,10 @@ public final class SQLiteBackend: StoreBackend {
     /// Whether the file keeps `joined_counts` (v7); false only for a file opened with migrations
     /// up to one before v7 (tests of older files), whose counts are counted.
     let keepsJoinedCounts: Bool
+    /// Whether group rows have `edit_settings_permission` and `owner_quit` (v8); false only for
+    /// a file opened with migrations up to one before v8 (tests of older files), whose groups read
+    /// their type's defaults.
+    let storesOwnerSettings: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
 
@@ -81,6 +85,7 @@ public final class SQLiteBackend: StoreBackend {
             let applied = try self.pool.read { try Schema.migrator.appliedIdentifiers($0) }
             self.storesMemberOrigin = applied.contains("v6")
             self.keepsJoinedCounts = applied.contains("v7")
+            self.storesOwnerSettings = applied.contains("v8")
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -105,7 +110,12 @@ public final class SQLiteBackend: StoreBackend {
 
     /// The identifiers of the migrations applied to the file, in order (`["v1", …]`).
     public func appliedMigrations() async throws -> [String] {
-        try await pool.read { db in try Schema.migrator.appliedIdentifiers(db).sorted() }
+        // In the order they were registered ("v10" sorts before "v2" as text).
+        try await pool.read { db in
+            let migrator = Schema.migrator
+            let applied = try migrator.appliedIdentifiers(db)
+            return migrator.migrations.filter(applied.contains)
+        }
     }
 
     /// The `synchronous` setting the writer connection actually runs with (`nil` if neither FULL
@@ -150,7 +160,8 @@ public final class SQLiteBackend: StoreBackend {
         } catch {
             return BatchOutcome(failures: [:], ending: .failed(error))
         }
-        let transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin, keepsJoinedCounts: keepsJoinedCounts)
+        var transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin, keepsJoinedCounts: keepsJoinedCounts)
+        transaction.storesOwnerSettings = storesOwnerSettings
         for (index, item) in work.enumerated() {
             let changes = db.totalChangesCount
             do {

@@ -10,6 +10,8 @@ struct SQLiteTransaction: StoreTransaction {
     let storesMemberOrigin: Bool
     /// Whether the file keeps `joined_counts` (``SQLiteBackend/keepsJoinedCounts``).
     let keepsJoinedCounts: Bool
+    /// Whether group rows have the owner settings columns (``SQLiteBackend/storesOwnerSettings``).
+    var storesOwnerSettings = true
 
     // MARK: Load
 
@@ -25,7 +27,7 @@ struct SQLiteTransaction: StoreTransaction {
         }
         let users = request.users
         if let groupID {
-            let read = try Rows.liveGroup(db, app: request.app, groupID: groupID)
+            let read = try Rows.liveGroup(db, app: request.app, groupID: groupID, ownerSettings: storesOwnerSettings)
             let group = try Operations.withCustom([read], db: db)[0]
             let key = read.key
             snapshot.group = group
@@ -89,6 +91,20 @@ struct SQLiteTransaction: StoreTransaction {
                 snapshot.successor = successor
                 snapshot.members[successor.userID] = successor
             }
+            if group.settings.ownerQuit == .longestStandingAdminElseMember, let op = request.operatorID,
+               group.ownerID == op {
+                let admins = try Rows.MemberRow.fetchAll(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT \(Rows.memberColumns) FROM members m
+                            WHERE m.group_key = ? AND m.role = 'admin' AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
+                            """),
+                    arguments: [groupKey, op])
+                if let admin = try Operations.withCustom(admins, groupKey: groupKey, db: db).first {
+                    snapshot.successorAdmin = admin
+                    snapshot.members[admin.userID] = admin
+                }
+            }
         }
     }
 
@@ -135,7 +151,7 @@ struct SQLiteTransaction: StoreTransaction {
             if let change = writes.change {
                 result.events = try Operations.apply(
                     change, groupKey: key, before: group, members: snapshot.members, time: time,
-                    memberOrigin: storesMemberOrigin, db: db)
+                    memberOrigin: storesMemberOrigin, ownerSettings: storesOwnerSettings, db: db)
                 result.eventIDs = insertedIDs(count: result.events.count)
                 latest = result.events.last?.sequence ?? latest
             }
@@ -178,6 +194,14 @@ struct SQLiteTransaction: StoreTransaction {
     private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
         let group = plan.group
         do {
+            var values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)
+            var columns = "latest_seq, next_join_order, edit_settings_permission, owner_quit"
+            var placeholders = "0, ?, ?, ?"
+            if !storesOwnerSettings {  // a file before v8 (tests of older files)
+                values.removeLast(2)
+                columns = "latest_seq, next_join_order"
+                placeholders = "0, ?"
+            }
             try RawStatement(
                 db,
                 """
@@ -188,10 +212,10 @@ struct SQLiteTransaction: StoreTransaction {
                     invitation_needs_approval, remove_members_permission,
                     edit_profile_permission, edit_member_info_permission,
                     mute_mode, mute_roles, mute_until, created_at, updated_at,
-                    latest_seq, next_join_order)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+                    \(columns))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(placeholders))
                 """
-            ).execute(Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1))
+            ).execute(values)
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
             throw GroupError.groupIDTaken(group.id)
         }

@@ -12,6 +12,8 @@ extension Schema {
         migrator.registerMigration("v6", migrate: Schema.v6)
         migrator.registerMigration("v7", migrate: Schema.v7)
         migrator.registerMigration("v8", migrate: Schema.v8)
+        migrator.registerMigration("v9", migrate: Schema.v9)
+        migrator.registerMigration("v10", migrate: Schema.v10)
         return migrator
     }
 }
@@ -303,11 +305,6 @@ enum Schema {
             """)
     }
 
-    /// v8: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
-    static func v8(_ db: Database) throws {
-        try db.execute(sql: "ALTER TABLE groups ADD COLUMN mute_operator TEXT")
-    }
-
     /// v7 (issue 12): each user's joined-group count kept in `joined_counts`, so a limit check
     /// (`max_groups_per_user`, on every join, invitation and creation) reads one row instead of
     /// counting the user's memberships: a user in 1,000 groups made each check read 1,000 rows.
@@ -347,5 +344,45 @@ enum Schema {
                 WHERE app_id = new.app_id AND user_id IN (SELECT user_id FROM members WHERE group_key = new.group_key);
             END;
             """)
+    }
+
+    /// v8: two per-group settings, `edit_settings_permission` (who changes the other settings)
+    /// and `owner_quit` (what an owner's quit does). Groups stored before get their type's
+    /// default (``GroupTypePreset``): owner and admins change settings in Public and Meeting
+    /// groups, the owner elsewhere; a Work owner's quit passes ownership to the longest-standing
+    /// member, other owners cannot quit. `group_id` prefix search reads the
+    /// `UNIQUE (app_id, group_id)` index (BINARY collation: byte order), so it needs none here.
+    static func v8(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN edit_settings_permission TEXT NOT NULL DEFAULT 'owner';
+            ALTER TABLE groups ADD COLUMN owner_quit TEXT NOT NULL DEFAULT 'refused';
+            UPDATE groups SET edit_settings_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
+            UPDATE groups SET owner_quit = 'to_longest_standing_member' WHERE type = 'Work';
+            """)
+    }
+
+    /// v9: a user's stream catch-up reads each of the user's groups by `event_id`
+    /// (`group_events_by_group`) instead of the app's whole log; AVChatRoom presences
+    /// (`room_presence`: a lease per room and viewer, ending at `expires_at`, milliseconds on the
+    /// service's clock; `room_presence_by_user` serves the renewal of a viewer's leases,
+    /// `room_presence_by_expiry` the sweep of ended ones).
+    static func v9(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE INDEX group_events_by_group ON group_events(app_id, group_id, event_id);
+            CREATE TABLE room_presence (
+                app_id TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                expires_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, group_id, user_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX room_presence_by_user ON room_presence(app_id, user_id);
+            CREATE INDEX room_presence_by_expiry ON room_presence(expires_at);
+            """)
+    }
+
+    /// v10: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
+    static func v10(_ db: Database) throws {
+        try db.execute(sql: "ALTER TABLE groups ADD COLUMN mute_operator TEXT")
     }
 }

@@ -35,7 +35,7 @@ enum Examples {
         Example(name: "groupd.v1.RefuseApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RefuseApplicationResponse(0)),
         Example(name: "groupd.v1.WithdrawApplicationRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationRequest(0)),
         Example(name: "groupd.v1.WithdrawApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationResponse(0)),
-        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 9, message: ex_groupd_v1_GroupSettings(0)),
+        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 11, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
         Example(name: "groupd.v1.Group", variant: 0, fieldCount: 18, message: ex_groupd_v1_Group(0)),
@@ -420,6 +420,8 @@ enum Examples {
         m.profileEditScope = Groupd_V1_OperatorScope.allMembers
         m.memberEditScope = Groupd_V1_MemberEditScope.ownerAdminsAndSelf
         m.muteScope = Groupd_V1_OperatorScope.owner
+        m.settingsEditScope = Groupd_V1_OperatorScope.ownerAndAdmins
+        m.ownerQuit = Groupd_V1_OwnerQuitRule.toLongestStandingAdmin
         return m
     }
 

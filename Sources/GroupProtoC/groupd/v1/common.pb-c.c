@@ -970,7 +970,7 @@ void   groupd__v1__group_message__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[9] =
+static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[11] =
 {
   {
     "join_option",
@@ -1080,6 +1080,30 @@ static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "settings_edit_scope",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, settings_edit_scope),
+    &groupd__v1__operator_scope__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_quit",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, owner_quit),
+    &groupd__v1__owner_quit_rule__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   1,   /* field[1] = approver_scope */
@@ -1089,13 +1113,15 @@ static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   0,   /* field[0] = join_option */
   7,   /* field[7] = member_edit_scope */
   8,   /* field[8] = mute_scope */
+  10,   /* field[10] = owner_quit */
   6,   /* field[6] = profile_edit_scope */
   5,   /* field[5] = remove_scope */
+  9,   /* field[9] = settings_edit_scope */
 };
 static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
 {
@@ -1105,7 +1131,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
   "Groupd__V1__GroupSettings",
   "groupd.v1",
   sizeof(Groupd__V1__GroupSettings),
-  9,
+  11,
   groupd__v1__group_settings__field_descriptors,
   groupd__v1__group_settings__field_indices_by_name,
   1,  groupd__v1__group_settings__number_ranges,
@@ -3620,6 +3646,38 @@ const ProtobufCEnumDescriptor groupd__v1__join_source__descriptor =
   groupd__v1__join_source__enum_values_by_name,
   1,
   groupd__v1__join_source__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue groupd__v1__owner_quit_rule__enum_values_by_number[4] =
+{
+  { "OWNER_QUIT_RULE_UNSPECIFIED", "GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED", 0 },
+  { "OWNER_QUIT_RULE_REFUSED", "GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_REFUSED", 1 },
+  { "OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER", "GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER", 2 },
+  { "OWNER_QUIT_RULE_TO_LONGEST_STANDING_ADMIN", "GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_TO_LONGEST_STANDING_ADMIN", 3 },
+};
+static const ProtobufCIntRange groupd__v1__owner_quit_rule__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex groupd__v1__owner_quit_rule__enum_values_by_name[4] =
+{
+  { "OWNER_QUIT_RULE_REFUSED", 1 },
+  { "OWNER_QUIT_RULE_TO_LONGEST_STANDING_ADMIN", 3 },
+  { "OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER", 2 },
+  { "OWNER_QUIT_RULE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor groupd__v1__owner_quit_rule__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "groupd.v1.OwnerQuitRule",
+  "OwnerQuitRule",
+  "Groupd__V1__OwnerQuitRule",
+  "groupd.v1",
+  4,
+  groupd__v1__owner_quit_rule__enum_values_by_number,
+  4,
+  groupd__v1__owner_quit_rule__enum_values_by_name,
+  1,
+  groupd__v1__owner_quit_rule__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue groupd__v1__group_mute_mode__enum_values_by_number[4] =

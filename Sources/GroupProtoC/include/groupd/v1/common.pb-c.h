@@ -270,6 +270,32 @@ typedef enum _Groupd__V1__JoinSource {
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__JOIN_SOURCE)
 } Groupd__V1__JoinSource;
 /*
+ * What happens when a group's owner quits (QuitGroup).
+ */
+typedef enum _Groupd__V1__OwnerQuitRule {
+  /*
+   * Not set: in CreateGroup the type's default applies.
+   */
+  GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED = 0,
+  /*
+   * The owner cannot quit: OWNER_CANNOT_QUIT (transfer ownership or dismiss
+   * the group first). Tencent's Public, Meeting and AVChatRoom groups.
+   */
+  GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_REFUSED = 1,
+  /*
+   * Ownership passes to the longest-standing other member: the earliest
+   * joined (lowest join order), whatever their role. Tencent's Work groups;
+   * ZIM ("transferred to the first group member"), in every type.
+   */
+  GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER = 2,
+  /*
+   * Ownership passes to the earliest-joined other admin; with no admin, to
+   * the earliest-joined other member.
+   */
+  GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_TO_LONGEST_STANDING_ADMIN = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__OWNER_QUIT_RULE)
+} Groupd__V1__OwnerQuitRule;
+/*
  * Which members a group mute silences (ZIM's three modes).
  */
 typedef enum _Groupd__V1__GroupMuteMode {
@@ -636,9 +662,11 @@ typedef enum _Groupd__V1__MessagePriority {
 /* --- messages --- */
 
 /*
- * The settings record of a group. The type gives every default; the owner may
- * change what the type allows (UpdateGroupSettings). In responses every field
- * is set; in CreateGroup an UNSPECIFIED field keeps the type's default.
+ * The settings record of a group. The type gives every default; the roles in
+ * settings_edit_scope may change what the type allows (UpdateGroupSettings),
+ * except settings_edit_scope and owner_quit themselves, which only the owner
+ * (and the backend) changes. In responses every field is set; in CreateGroup
+ * an UNSPECIFIED field keeps the type's default.
  */
 struct  Groupd__V1__GroupSettings
 {
@@ -689,10 +717,23 @@ struct  Groupd__V1__GroupSettings
    * and Meeting: OWNER_AND_ADMINS.
    */
   Groupd__V1__OperatorScope mute_scope;
+  /*
+   * Who may change the other settings (UpdateGroupSettings). Public and
+   * Meeting: OWNER_AND_ADMINS (Tencent: "only the group owner or admin can
+   * modify the option for joining the group"); Work and AVChatRoom: OWNER.
+   * This setting and owner_quit are changed only by the owner (and the
+   * backend), whatever this grants.
+   */
+  Groupd__V1__OperatorScope settings_edit_scope;
+  /*
+   * What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and
+   * Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
+   */
+  Groupd__V1__OwnerQuitRule owner_quit;
 };
 #define GROUPD__V1__GROUP_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_settings__descriptor) \
-    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED }
+    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED }
 
 
 /*
@@ -796,7 +837,13 @@ struct  Groupd__V1__Group
    */
   char *owner_user_id;
   /*
-   * Current number of members (AVChatRoom: on this node, approximate).
+   * Current number of members. AVChatRoom: the stored members (the owner)
+   * plus the viewers online, the same through every node: a viewer who
+   * joined counts while they hold a Subscribe stream (on any node; several
+   * streams count once) and for 60 s after their last one ends (a reconnect
+   * within it neither drops nor counts them twice); one who joined without
+   * a stream counts for 60 s. A viewer who quits stops counting at once;
+   * one whose 60 s passed is gone (JoinGroup again to count).
    */
   uint32_t member_count;
   /*
@@ -835,7 +882,8 @@ struct  Groupd__V1__Group
   Groupd__V1__Member *self_info;
   /*
    * The caller's private remark (alias) for the group (RongCloud); only
-   * ever visible to the caller.
+   * ever visible to the caller. Filled by GetGroupsInfo and ListJoinedGroups
+   * for a member who set one.
    */
   char *remark;
   /*
@@ -900,7 +948,10 @@ struct  Groupd__V1__Member
   size_t n_custom;
   Groupd__V1__Member__CustomEntry **custom;
   /*
-   * The member's receive option. Only filled in the caller's own record.
+   * The member's receive option. Only filled in the caller's own record
+   * (UNSPECIFIED in anyone else's, for the owner and admins too: it is a
+   * personal preference), and in every record for the app's backend (an
+   * admin token without x-operator-id, which delivers the pushes).
    */
   Groupd__V1__ReceiveMessageOption receive_message_option;
   /*
@@ -1213,7 +1264,7 @@ struct  Groupd__V1__OwnerChange
   char *new_owner_user_id;
   /*
    * Whether the previous owner quit in the same operation (transfer and
-   * quit, or a Work owner quitting).
+   * quit, or an owner quitting as settings.owner_quit lets them).
    */
   protobuf_c_boolean previous_owner_quit;
 };
@@ -2012,6 +2063,7 @@ extern const ProtobufCEnumDescriptor    groupd__v1__member_edit_scope__descripto
 extern const ProtobufCEnumDescriptor    groupd__v1__requirement__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__receive_message_option__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__join_source__descriptor;
+extern const ProtobufCEnumDescriptor    groupd__v1__owner_quit_rule__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__group_mute_mode__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__member_result_code__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__application_kind__descriptor;

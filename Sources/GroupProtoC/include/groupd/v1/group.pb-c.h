@@ -85,7 +85,8 @@ typedef enum _Groupd__V1__SearchField {
    */
   GROUPD__V1__SEARCH_FIELD__SEARCH_FIELD_UNSPECIFIED = 0,
   /*
-   * The group id (exact or prefix).
+   * The group id: equal to the keyword or starting with it, byte for byte
+   * (`%` and `_` are ordinary characters).
    */
   GROUPD__V1__SEARCH_FIELD__SEARCH_FIELD_GROUP_ID = 1,
   /*
@@ -367,8 +368,9 @@ struct  Groupd__V1__UpdateGroupSettingsRequest
   /*
    * The settings to change: GroupSettings field names (`join_option`,
    * `approver_scope`, `invite_scope`, `invitee_consent`, `invite_approval`,
-   * `remove_scope`, `profile_edit_scope`, `member_edit_scope`, `mute_scope`)
-   * and `max_member_count` (admin token only). Required.
+   * `remove_scope`, `profile_edit_scope`, `member_edit_scope`, `mute_scope`,
+   * `settings_edit_scope`, `owner_quit`) and `max_member_count` (admin token
+   * only). Required.
    */
   Google__Protobuf__FieldMask *update_mask;
   /*

@@ -164,7 +164,8 @@ struct  Groupd__V1__QuitGroupResponse
 {
   ProtobufCMessage base;
   /*
-   * The new owner when a Work owner quit; empty otherwise.
+   * The new owner when the owner quit and ownership passed on; empty
+   * otherwise.
    */
   char *new_owner_user_id;
   /*
@@ -315,7 +316,8 @@ struct  Groupd__V1__ListMembersResponse
    */
   char *next_page_token;
   /*
-   * The group's member count when the page was read.
+   * The group's member count when the page was read (AVChatRoom: with the
+   * viewers online, as Group.member_count).
    */
   uint32_t member_count;
 };
