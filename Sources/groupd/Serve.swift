@@ -76,6 +76,17 @@ struct Serve: AsyncParsableCommand {
         serverConfiguration.tls = tls
         serverConfiguration.callObserver = telemetry
         let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
+        // Listen before anything else runs: an address that cannot be bound (a port in use) stops
+        // groupd with one line naming it, before any background work has begun.
+        do {
+            try await server.start()
+        } catch {
+            printError("groupd: cannot listen on \(listenAddress(configuration.listen.host, configuration.listen.port)): \(bindFailure(error))")
+            try? await store.close()
+            try? await policy.shutdown()
+            try? await group.shutdownGracefully()
+            throw ExitCode(1)
+        }
 
         // SIGHUP reloads the file; the reloader ends quietly at shutdown.
         let reloader = ReloadOnSignal(signals: hangups, service: service, path: config, tls: tls, logger: logger)
@@ -113,12 +124,23 @@ struct ServerService: Service {
     let server: GRPCServer
     let service: GroupdService
 
+    /// Serves until graceful shutdown (``Serve`` has started the server: it listens already).
     func run() async throws {
-        try await server.start()
         try? await gracefulShutdown()
         service.beginShutdown()
         await server.shutdownGracefully()
     }
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+func listenAddress(_ host: String, _ port: Int) -> String {
+    host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+}
+
+/// Why a bind failed, in words: the system's message for an errno (e.g. "Address already in use").
+func bindFailure(_ error: any Error) -> String {
+    if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+    return "\(error)"
 }
 
 extension GroupdConfiguration {
