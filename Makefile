@@ -56,8 +56,9 @@ install: $(if $(BIN),,release release-plugins)
 	install -m 0644 deploy/groupd.yaml.example "$(DESTDIR)$(PREFIX)/share/groupd/groupd.yaml.example"; \
 	echo "installed groupd under $(DESTDIR)$(PREFIX)"
 
-## run: build, write a demo config if none exists, start groupd on the embedded SQLite store
-run: release
+## run: build groupd and the shipped plugins (next to it, where a config's relative plugin path
+## is looked up), write a demo config if none exists, start groupd on the embedded SQLite store
+run: release release-plugins
 	@if [ ! -f $(CONFIG) ]; then $(RELEASE_BIN) demo-config > $(CONFIG) && echo "wrote $(CONFIG) with a demo app"; fi
 	@$(RELEASE_BIN) quickstart --config $(CONFIG)
 	exec $(RELEASE_BIN) serve --config $(CONFIG)

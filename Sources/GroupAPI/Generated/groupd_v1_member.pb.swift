@@ -1357,9 +1357,10 @@ public enum Groupd_V1_MemberService {
         /// Public set to any): joins at once, emits MEMBER_JOINED. APPROVAL:
         /// creates (or refreshes) a pending application, emits
         /// APPLICATION_RECEIVED to the approvers, answers PENDING_APPROVAL.
-        /// Errors: GROUP_NOT_FOUND, JOIN_FORBIDDEN (Work, or FORBIDDEN),
-        /// ALREADY_MEMBER, GROUP_FULL, TOO_MANY_GROUPS, INVALID_ARGUMENT (message
-        /// over 100 bytes), POLICY_REJECTED.
+        /// Errors: GROUP_NOT_FOUND (also a Work group: non-members cannot see
+        /// one), JOIN_FORBIDDEN (join option FORBIDDEN), ALREADY_MEMBER,
+        /// GROUP_FULL, TOO_MANY_GROUPS, INVALID_ARGUMENT (message over 100
+        /// bytes), POLICY_REJECTED.
         ///
         /// `/groupd.v1.MemberService/JoinGroup`, unary.
         public static let joinGroup = ProtoMethod<Groupd_V1_JoinGroupRequest, Groupd_V1_JoinGroupResponse>(
