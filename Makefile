@@ -120,7 +120,7 @@ bench-ecosystem: release
 bench-hostile: release
 	python3 scripts/bench_hostile.py $(RELEASE_BIN)
 
-## bench-writes: the write path (issue 12): SendGroupMessage into one group and over 1,000 groups,
+## bench-writes: the write path: SendGroupMessage into one group and over 1,000 groups,
 ## CreateGroup, JoinGroup, GetGroupsInfo and the Subscribe catch-up, with the C++ gRPC peer's
 ## Health/Check and server stream measured in the same run (groupd and the peer on core 0, the C++
 ## load generator on core 1, durability full)

@@ -235,7 +235,7 @@ extension GroupRules {
     /// Check a `DismissGroup` call and plan its events.
     ///
     /// Work groups are dismissed only by the app's backend; the others by their owner or the
-    /// backend (seed 001).
+    /// backend (Tencent's V2 group guide).
     /// - Parameters:
     ///   - group: The group as stored.
     ///   - actor: The caller's acting role in the group.

@@ -84,7 +84,7 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     }
 }
 
-/// The permission settings of one group (DESIGN.md §4). Defaults come from the group's type;
+/// The permission settings of one group. Defaults come from the group's type;
 /// the owner may change those the type does not fix.
 public struct GroupSettings: Sendable, Hashable {
     /// Whether and how non-members may join by themselves.
