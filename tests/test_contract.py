@@ -215,13 +215,16 @@ def _(api):
 @promise("common.proto", "a token from another request shape is INVALID_ARGUMENT")
 def _(api):
     gid, owner = api.group(members=[uid("m") for _ in range(3)])
-    other, _ = api.group(owner=owner, members=[uid("m") for _ in range(3)])
-    first = api.members.ListMembers(member_pb2.ListMembersRequest(group_id=gid, page_size=2), metadata=user_md(owner),
-                                    timeout=TIMEOUT)
-    assert first.next_page_token
-    expect_error(lambda: api.members.ListMembers(member_pb2.ListMembersRequest(
-        group_id=other, page_size=2, page_token=first.next_page_token), metadata=user_md(owner), timeout=TIMEOUT),
-        INVALID, "INVALID_ARGUMENT")
+    for _ in range(2):
+        api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=gid), metadata=user_md(uid("u")), timeout=TIMEOUT)
+    applications = api.applications.ListApplications(application_pb2.ListApplicationsRequest(group_id=gid, page_size=1),
+                                                     metadata=user_md(owner), timeout=TIMEOUT)
+    assert applications.next_page_token
+    for token in (applications.next_page_token, "not-a-token"):
+        info = expect_error(lambda: api.members.ListMembers(member_pb2.ListMembersRequest(
+            group_id=gid, page_size=2, page_token=token), metadata=user_md(owner), timeout=TIMEOUT),
+            INVALID, "INVALID_ARGUMENT")
+        assert info.metadata["field"] == "page_token"
 
 
 @promise("common.proto", "Limits (per app, these defaults): group name 30 bytes, introduction 120, notification (announcement) 150, face URL 100, name card 50, application message 100.")
@@ -279,8 +282,9 @@ def _(api):
 def _(api):
     request = group_pb2.CreateGroupRequest(type=PUBLIC, owner_user_id=uid("other"),
                                            profile=common_pb2.GroupProfile(name="n"))
-    expect_error(lambda: api.groups.CreateGroup(request, metadata=user_md(uid("u")), timeout=TIMEOUT),
-                 DENIED, "ADMIN_TOKEN_REQUIRED")
+    info = expect_error(lambda: api.groups.CreateGroup(request, metadata=user_md(uid("u")), timeout=TIMEOUT),
+                        DENIED, "ADMIN_TOKEN_REQUIRED")
+    assert info.metadata["field"] == "owner_user_id"
 
 
 @promise("group.proto", "empty = the server generates an `@TGS#...` id.")
@@ -409,14 +413,14 @@ def _(api):
     assert old.role == MEMBER
 
 
-@promise("group.proto", "TRANSFER_NOT_SUPPORTED, NOT_A_MEMBER (new owner not a member), INVALID_ARGUMENT (new owner is the caller).")
+@promise("group.proto", "TRANSFER_NOT_SUPPORTED, MEMBER_NOT_FOUND (new owner not a member), INVALID_ARGUMENT (new owner is the caller).")
 def _(api):
     room, room_owner = api.group(AVCHAT)
     transfer = lambda gid, owner, heir: api.groups.TransferOwnership(group_pb2.TransferOwnershipRequest(
         group_id=gid, new_owner_user_id=heir), metadata=user_md(owner), timeout=TIMEOUT)
     expect_error(lambda: transfer(room, room_owner, uid("x")), PRECONDITION, "TRANSFER_NOT_SUPPORTED")
     gid, owner = api.group()
-    expect_error(lambda: transfer(gid, owner, uid("stranger")), DENIED, "NOT_A_MEMBER")
+    expect_error(lambda: transfer(gid, owner, uid("stranger")), NOT_FOUND, "MEMBER_NOT_FOUND")
     expect_error(lambda: transfer(gid, owner, owner), INVALID, "INVALID_ARGUMENT")
 
 
@@ -564,7 +568,8 @@ def _(api):
     invite = lambda users: api.members.InviteMembers(member_pb2.InviteMembersRequest(group_id=gid, user_ids=users),
                                                      metadata=user_md(owner), timeout=TIMEOUT)
     expect_error(lambda: invite([]), INVALID, "INVALID_ARGUMENT")
-    expect_error(lambda: invite([uid("u") for _ in range(51)]), INVALID, "INVALID_ARGUMENT")
+    assert expect_error(lambda: invite([uid("u") for _ in range(101)]), INVALID,
+                        "INVALID_ARGUMENT").metadata["limit"] == "100"
 
 
 @promise("member.proto", "nobody removes the owner, admins are removed only by the owner.")
@@ -575,8 +580,31 @@ def _(api):
                                                      metadata=user_md(by), timeout=TIMEOUT).results
     results = kick(admin, [owner, other_admin, member])
     assert [r.result for r in results] == [FAILED, FAILED, SUCCESS], results
-    assert results[1].reason == "PERMISSION_DENIED"
     assert [r.result for r in kick(owner, [other_admin])] == [SUCCESS]
+
+
+@promise("member.proto", "FAILED (TARGET_IS_OWNER for the owner, PERMISSION_DENIED for an admin removed by an admin), INVALID.")
+def _(api):
+    admin, other_admin = uid("a"), uid("a2")
+    gid, owner = api.group(PUBLIC, admins=[admin, other_admin])
+    results = api.members.KickMembers(member_pb2.KickMembersRequest(group_id=gid, user_ids=[owner, other_admin, uid("no"), ""]),
+                                      metadata=user_md(admin), timeout=TIMEOUT).results
+    assert [(r.result, r.reason) for r in results] == [
+        (FAILED, "TARGET_IS_OWNER"), (FAILED, "PERMISSION_DENIED"), (common_pb2.MEMBER_RESULT_CODE_NOT_MEMBER, "NOT_A_MEMBER"),
+        (common_pb2.MEMBER_RESULT_CODE_INVALID, "INVALID_ARGUMENT")], results
+
+
+@promise("common.proto", "TARGET_IS_OWNER (FAILED_PRECONDITION): the operation cannot target the owner (kick, mute, demote).")
+def _(api):
+    admin = uid("a")
+    gid, owner = api.group(PUBLIC, admins=[admin])
+    expect_error(lambda: api.members.SetMemberRole(member_pb2.SetMemberRoleRequest(group_id=gid, user_id=owner, role=MEMBER),
+                                                   metadata=user_md(owner), timeout=TIMEOUT), PRECONDITION, "TARGET_IS_OWNER")
+    muted = api.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=gid, user_ids=[owner], duration_seconds=60),
+                                    metadata=admin_md(), timeout=TIMEOUT).results
+    kicked = api.members.KickMembers(member_pb2.KickMembersRequest(group_id=gid, user_ids=[owner]), metadata=user_md(admin),
+                                     timeout=TIMEOUT).results
+    assert [(r.result, r.reason) for r in list(muted) + list(kicked)] == [(FAILED, "TARGET_IS_OWNER")] * 2
 
 
 @promise("member.proto", "KICK_NOT_SUPPORTED (AVChatRoom)")
@@ -617,14 +645,16 @@ def _(api):
     assert seen == [owner] + joiners
 
 
-@promise("member.proto", "Members may call it (and non-members of Public/Meeting groups)")
+@promise("member.proto", "Members only (a non-member gets NOT_A_MEMBER; the public subset of a group is in GetGroupsInfo)")
 def _(api):
-    stranger = uid("stranger")
-    for group_type in (PUBLIC, MEETING):
+    stranger, member = uid("stranger"), uid("m")
+    for group_type in (PUBLIC, MEETING, AVCHAT):
         gid, owner = api.group(group_type)
-        listed = api.members.ListMembers(member_pb2.ListMembersRequest(group_id=gid), metadata=user_md(stranger),
-                                         timeout=TIMEOUT)
-        assert [m.user_id for m in listed.members] == [owner]
+        expect_error(lambda: api.members.ListMembers(member_pb2.ListMembersRequest(group_id=gid),
+                                                     metadata=user_md(stranger), timeout=TIMEOUT), DENIED, "NOT_A_MEMBER")
+    gid, owner = api.group(PUBLIC, members=[member])
+    listed = api.members.ListMembers(member_pb2.ListMembersRequest(group_id=gid), metadata=user_md(member), timeout=TIMEOUT)
+    assert [m.user_id for m in listed.members] == [owner, member]
 
 
 @promise("member.proto", "One result per requested user: SUCCESS with `member`, NOT_MEMBER or INVALID.")
@@ -665,7 +695,7 @@ def _(api):
     expect_error(lambda: set_role(work_owner, work, work_member, ADMIN), PRECONDITION, "ROLE_NOT_SUPPORTED")
 
 
-@promise("member.proto", "INVALID_ARGUMENT (role OWNER or UNSPECIFIED, target is the owner).")
+@promise("member.proto", "MEMBER_NOT_FOUND (target not a member), TARGET_IS_OWNER (target is the owner), INVALID_ARGUMENT (role OWNER or UNSPECIFIED).")
 def _(api):
     member = uid("m")
     gid, owner = api.group(PUBLIC, members=[member])
@@ -673,7 +703,8 @@ def _(api):
         group_id=gid, user_id=user, role=role), metadata=user_md(owner), timeout=TIMEOUT)
     expect_error(lambda: set_role(member, OWNER), INVALID, "INVALID_ARGUMENT")
     expect_error(lambda: set_role(member, common_pb2.MEMBER_ROLE_UNSPECIFIED), INVALID, "INVALID_ARGUMENT")
-    expect_error(lambda: set_role(owner, ADMIN), INVALID, "INVALID_ARGUMENT")
+    expect_error(lambda: set_role(owner, ADMIN), PRECONDITION, "TARGET_IS_OWNER")
+    expect_error(lambda: set_role(uid("stranger"), ADMIN), NOT_FOUND, "MEMBER_NOT_FOUND")
 
 
 @promise("member.proto", "never on the owner, admins only by the owner.")
@@ -699,13 +730,16 @@ def _(api):
     assert unmuted.result == SUCCESS and not unmuted.member.HasField("mute_until")
 
 
-@promise("member.proto", "The member to change; empty = the operator.")
+@promise("member.proto", "GROUP_NOT_FOUND, NOT_A_MEMBER, MEMBER_NOT_FOUND (target not a member), PERMISSION_DENIED, INVALID_ARGUMENT, POLICY_REJECTED.")
 def _(api):
     member = uid("m")
-    gid, _ = api.group(PUBLIC, members=[member])
+    gid, owner = api.group(PUBLIC, members=[member])
     changed = api.members.UpdateMemberInfo(member_pb2.UpdateMemberInfoRequest(
         group_id=gid, update_mask=mask("name_card"), name_card="me"), metadata=user_md(member), timeout=TIMEOUT).member
     assert changed.user_id == member and changed.name_card == "me"
+    expect_error(lambda: api.members.UpdateMemberInfo(member_pb2.UpdateMemberInfoRequest(
+        group_id=gid, user_id=uid("stranger"), update_mask=mask("name_card"), name_card="x"), metadata=user_md(owner),
+        timeout=TIMEOUT), NOT_FOUND, "MEMBER_NOT_FOUND")
 
 
 # ----------------------------------------------------------------------------------------------
