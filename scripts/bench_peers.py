@@ -63,7 +63,7 @@ def main():
         process, address = nghttpd(workdir)
         try:
             for level in levels:
-                result = h2load(address, process.pid, "/ten", b"", [], level[0], level[1], args.seconds, workdir)
+                result = h2load(address, process.pid, "/ten", None, [], level[0], level[1], args.seconds, workdir)
                 row("nghttpd (HTTP/2 ceiling)", "GET 10 B", level, result)
         finally:
             process.kill()

@@ -161,8 +161,12 @@ def test_make_run_builds_the_shipped_plugins_next_to_groupd():
     dry_run = subprocess.run(["make", "--no-print-directory", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
     assert dry_run.returncode == 0, dry_run.stderr
-    for plugin in PLUGINS:
-        assert f"build -c release --product {plugin}" in dry_run.stdout, dry_run.stdout
+    lines = dry_run.stdout.splitlines()
+    builds = [i for i, line in enumerate(lines) if "build -c release --product $plugin" in line]
+    assert len(builds) == 1, dry_run.stdout
+    assert set(lines[builds[0]].split(";")[0].split()[3:]) == set(PLUGINS), lines[builds[0]]
+    serve = next(i for i, line in enumerate(lines) if " serve --config " in line)
+    assert builds[0] < serve, "the plugins are built before groupd serves"
 
 
 def test_the_plugin_example_of_the_docs_passes_check_config(tmp_path):
