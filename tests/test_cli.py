@@ -82,3 +82,21 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(workdir):
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     failures = [line for line in lines if "error" in line.lower() or "fail" in line.lower() or "groupd:" in line]
     assert failures == [f"groupd: cannot listen on 127.0.0.1:{port}: Address already in use"], lines
+
+
+def test_serve_with_the_metrics_port_in_use_says_so_in_one_line(workdir):
+    with socket.socket() as taken, socket.socket() as spare:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        spare.bind(("127.0.0.1", 0))
+        port, listen_port = taken.getsockname()[1], spare.getsockname()[1]
+        spare.close()
+        config = workdir / "groupd.yaml"
+        config.write_text(f"listen: {{host: 127.0.0.1, port: {listen_port}}}\nmetrics: {{host: 127.0.0.1, port: {port}}}\n"
+                          f"data_dir: {workdir / 'data'}\n" + CONFIG)
+        result = run("serve", "--config", str(config))
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    failures = [line for line in lines if "error" in line.lower() or "fail" in line.lower()]
+    assert len(failures) == 1 and failures[0].endswith(
+        f"cannot listen for metrics on 127.0.0.1:{port}: Address already in use"), lines

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -38,8 +39,8 @@ struct LocalHTTPEndpoint {
     ///   - what: what the endpoint serves, for the error logged when it cannot listen
     ///     ("cannot listen for <what> on host:port: error").
     ///   - listening: called once bound, with the address it listens on (host:port).
-    /// - Throws: the bind's error, after logging it: it stops the server, since the endpoint was
-    ///   asked for and cannot be served.
+    /// - Throws: `ExitCode(1)` when it cannot bind, after logging why: it stops the server, since
+    ///   the endpoint was asked for and cannot be served.
     func run(what: String, listening: (_ address: String) -> Void) async throws {
         let answer = self.answer
         let bootstrap = ServerBootstrap(group: group)
@@ -55,8 +56,8 @@ struct LocalHTTPEndpoint {
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
         } catch {
-            logger.error("cannot listen for \(what) on \(host):\(port): \(error)")
-            throw error
+            logger.error("cannot listen for \(what) on \(listenAddress(host, port)): \(bindFailure(error))")
+            throw ExitCode(1)
         }
         listening("\(host):\(channel.localAddress?.port ?? port)")
         try? await gracefulShutdown()
