@@ -506,6 +506,63 @@ def _(api):
                         INVALID, "INVALID_ARGUMENT").metadata["field"] == "group_id"
 
 
+@promise("group.proto", "more initial members than the app's batch limit)")
+def _(api):
+    request = group_pb2.CreateGroupRequest(type=PUBLIC, owner_user_id=uid("o"), profile=common_pb2.GroupProfile(name="n"),
+                                           members=[group_pb2.InitialMember(user_id=uid("m")) for _ in range(101)])
+    assert expect_error(lambda: api.groups.CreateGroup(request, metadata=admin_md(), timeout=TIMEOUT),
+                        INVALID, "INVALID_ARGUMENT").metadata["field"] == "members"
+
+
+@promise("group.proto", "One result per initial member: SUCCESS with the member as stored")
+def _(api):
+    admin, member = uid("a"), uid("m")
+    created = api.groups.CreateGroup(group_pb2.CreateGroupRequest(
+        type=PUBLIC, owner_user_id=uid("o"), profile=common_pb2.GroupProfile(name="n"),
+        members=[group_pb2.InitialMember(user_id=admin, role=ADMIN, name_card="boss"), group_pb2.InitialMember(user_id=member)]),
+        metadata=admin_md(), timeout=TIMEOUT)
+    results = created.member_results
+    assert [(r.user_id, r.result, r.member.role) for r in results] == [(admin, SUCCESS, ADMIN), (member, SUCCESS, MEMBER)]
+    assert results[0].member.name_card == "boss"
+    assert results[1].member.join_source == common_pb2.JOIN_SOURCE_INITIAL_MEMBER
+    assert created.group.member_count == 3
+
+
+@promise("group.proto", "The id is malformed.")
+def _(api):
+    failure = api.info(["#malformed"]).failures[0]
+    assert (failure.group_id, failure.error, failure.reason) == (
+        "#malformed", group_pb2.GROUP_LOOKUP_ERROR_INVALID_ID, "INVALID_ARGUMENT")
+
+
+@promise("group.proto", "The owner (required except for AVChatRoom).")
+def _(api):
+    request = group_pb2.ImportGroupRequest(group_id=uid("imp"), type=PUBLIC, profile=common_pb2.GroupProfile(name="n"))
+    assert expect_error(lambda: api.groups.ImportGroup(request, metadata=admin_md(), timeout=TIMEOUT),
+                        INVALID, "INVALID_ARGUMENT").metadata["field"] == "owner_user_id"
+    room = api.groups.ImportGroup(group_pb2.ImportGroupRequest(
+        group_id=uid("imp"), type=AVCHAT, profile=common_pb2.GroupProfile(name="live")), metadata=admin_md(), timeout=TIMEOUT)
+    assert room.group.owner_user_id == ""
+
+
+@promise("group.proto", "The original creation time (absent = now).")
+def _(api):
+    from google.protobuf import timestamp_pb2
+    gid, owner, member = uid("imp"), uid("o"), uid("m")
+    created, joined = timestamp_pb2.Timestamp(seconds=1_500_000_000), timestamp_pb2.Timestamp(seconds=1_600_000_000)
+    group = api.groups.ImportGroup(group_pb2.ImportGroupRequest(
+        group_id=gid, type=PUBLIC, owner_user_id=owner, profile=common_pb2.GroupProfile(name="old"), create_time=created,
+        members=[group_pb2.ImportedMember(user_id=member, join_time=joined)]), metadata=admin_md(), timeout=TIMEOUT).group
+    assert group.create_time.seconds == created.seconds
+    got = api.members.GetMembersInfo(member_pb2.GetMembersInfoRequest(group_id=gid, user_ids=[member]),
+                                     metadata=admin_md(), timeout=TIMEOUT).results[0].member
+    assert got.join_time.seconds == joined.seconds
+    fresh = api.groups.ImportGroup(group_pb2.ImportGroupRequest(
+        group_id=uid("imp"), type=PUBLIC, owner_user_id=owner, profile=common_pb2.GroupProfile(name="new")),
+        metadata=admin_md(), timeout=TIMEOUT).group
+    assert fresh.create_time.seconds > created.seconds
+
+
 # ----------------------------------------------------------------------------------------------
 # member.proto
 # ----------------------------------------------------------------------------------------------
@@ -742,6 +799,29 @@ def _(api):
         timeout=TIMEOUT), NOT_FOUND, "MEMBER_NOT_FOUND")
 
 
+@promise("member.proto", "OWNER_CHANGED, GROUP_DISMISSED). Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, OWNER_CANNOT_QUIT.")
+def _(api):
+    gid, _ = api.group(PUBLIC)
+    quit = lambda group, user: api.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=group), metadata=user_md(user),
+                                                     timeout=TIMEOUT)
+    expect_error(lambda: quit(gid, uid("stranger")), DENIED, "NOT_A_MEMBER")
+    expect_error(lambda: quit(uid("absent"), uid("u")), NOT_FOUND, "GROUP_NOT_FOUND")
+
+
+@promise("member.proto", "Sets the operator's receive option for the group. Members only.")
+def _(api):
+    member = uid("m")
+    gid, _ = api.group(PUBLIC, members=[member])
+    set_option = lambda user, option: api.members.SetReceiveMessageOption(member_pb2.SetReceiveMessageOptionRequest(
+        group_id=gid, option=option), metadata=user_md(user), timeout=TIMEOUT)
+    expect_error(lambda: set_option(member, common_pb2.RECEIVE_MESSAGE_OPTION_UNSPECIFIED), INVALID, "INVALID_ARGUMENT")
+    expect_error(lambda: set_option(uid("stranger"), common_pb2.RECEIVE_MESSAGE_OPTION_RECEIVE), DENIED, "NOT_A_MEMBER")
+    set_option(member, common_pb2.RECEIVE_MESSAGE_OPTION_RECEIVE_WITHOUT_PUSH)
+    me = api.members.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(group_id=gid), metadata=user_md(member),
+                                       timeout=TIMEOUT).member
+    assert me.receive_message_option == common_pb2.RECEIVE_MESSAGE_OPTION_RECEIVE_WITHOUT_PUSH
+
+
 # ----------------------------------------------------------------------------------------------
 # application.proto
 # ----------------------------------------------------------------------------------------------
@@ -825,6 +905,47 @@ def _(api):
     listed = api.applications.ListApplications(application_pb2.ListApplicationsRequest(group_id=gid),
                                                metadata=user_md(owner), timeout=TIMEOUT)
     assert listed.unread_count == 0 and len(listed.applications) == 1
+
+
+@promise("common.proto", "APPLICATION_ALREADY_HANDLED (FAILED_PRECONDITION): the item is no longer pending; metadata `state`, `handled_by`.")
+def _(api):
+    gid, owner, applicant, application_id = pending_application(api)
+    refused = api.applications.RefuseApplication(application_pb2.RefuseApplicationRequest(
+        application_id=application_id, message="no"), metadata=user_md(owner), timeout=TIMEOUT).application
+    assert refused.state == common_pb2.APPLICATION_STATE_REFUSED and refused.handled_by_user_id == owner
+    info = expect_error(lambda: api.applications.AcceptApplication(application_pb2.AcceptApplicationRequest(
+        application_id=application_id), metadata=user_md(owner), timeout=TIMEOUT), PRECONDITION, "APPLICATION_ALREADY_HANDLED")
+    assert info.metadata["state"] and info.metadata["handled_by"] == owner, info
+    assert api.info([gid]).groups[0].member_count == 1
+
+
+@promise("application.proto", "The user joins once every needed decision is yes")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    invitee = uid("invitee")
+    pending = api.members.InviteMembers(member_pb2.InviteMembersRequest(group_id=gid, user_ids=[invitee]),
+                                        metadata=user_md(owner), timeout=TIMEOUT).results[0]
+    assert pending.result == common_pb2.MEMBER_RESULT_CODE_PENDING
+    expect_error(lambda: api.members.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(group_id=gid),
+                                                       metadata=user_md(invitee), timeout=TIMEOUT), DENIED, "NOT_A_MEMBER")
+    accepted = api.applications.AcceptApplication(application_pb2.AcceptApplicationRequest(
+        application_id=pending.application_id), metadata=user_md(invitee), timeout=TIMEOUT)
+    assert accepted.application.state == common_pb2.APPLICATION_STATE_ACCEPTED
+    assert accepted.member.user_id == invitee and accepted.member.join_source == common_pb2.JOIN_SOURCE_INVITATION
+
+
+@promise("application.proto", "Page size (default 20, max 100).")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    ids = [api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=gid), metadata=user_md(uid("u")),
+                                 timeout=TIMEOUT).application.application_id for _ in range(23)]
+    page = api.applications.ListApplications(application_pb2.ListApplicationsRequest(group_id=gid),
+                                             metadata=user_md(owner), timeout=TIMEOUT)
+    assert len(page.applications) == 20 and page.next_page_token
+    rest = api.applications.ListApplications(application_pb2.ListApplicationsRequest(
+        group_id=gid, page_token=page.next_page_token), metadata=user_md(owner), timeout=TIMEOUT)
+    assert [a.application_id for a in list(page.applications) + list(rest.applications)] == ids[::-1]
+    assert not rest.next_page_token
 
 
 # ----------------------------------------------------------------------------------------------
