@@ -77,14 +77,31 @@ struct Serve: AsyncParsableCommand {
         serverConfiguration.callObserver = telemetry
         let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
         // Listen before anything else runs: an address that cannot be bound (a port in use) stops
-        // groupd with one line naming it, before any background work has begun.
+        // groupd with one line naming it, before any background work has begun. The metrics and
+        // test-clock endpoints are bound first, so a client that reached the gRPC port finds them.
+        var endpoints: [BoundEndpoint] = []
+        func abandonStart() async {
+            for endpoint in endpoints { await endpoint.close() }
+            try? await store.close()
+            try? await policy.shutdown()
+            try? await group.shutdownGracefully()
+        }
+        do {
+            if let metrics = telemetry.metrics, let settings = configuration.metrics {
+                endpoints.append(try await MetricsEndpoint.bind(metrics: metrics, settings: settings, group: group, logger: logger))
+            }
+            if let manualClock, let port = configuration.testing.clockPort {
+                endpoints.append(try await TestClockEndpoint.bind(clock: manualClock, port: port, group: group, logger: logger))
+            }
+        } catch {
+            await abandonStart()
+            throw error
+        }
         do {
             try await server.start()
         } catch {
             printError("groupd: cannot listen on \(listenAddress(configuration.listen.host, configuration.listen.port)): \(bindFailure(error))")
-            try? await store.close()
-            try? await policy.shutdown()
-            try? await group.shutdownGracefully()
+            await abandonStart()
             throw ExitCode(1)
         }
 
@@ -98,13 +115,8 @@ struct Serve: AsyncParsableCommand {
         if let metrics = telemetry.metrics {
             metrics.addCollector { gauges in gauges.set("groupd_transport_queued_bytes", to: Double(server.queuedBytes)) }
         }
-        if let metrics = telemetry.metrics, let settings = configuration.metrics {
-            // The Prometheus endpoint, on the server's event loops.
-            services.append(.init(service: MetricsEndpoint(metrics: metrics, settings: settings, group: group, logger: logger)))
-        }
-        if let manualClock, let port = configuration.testing.clockPort {
-            services.append(.init(service: TestClockEndpoint(clock: manualClock, port: port, group: group, logger: logger)))
-        }
+        // The Prometheus and test-clock endpoints (bound above), on the server's event loops.
+        services += endpoints.map { .init(service: $0) }
         let serviceGroup = ServiceGroup(configuration: .init(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
