@@ -56,8 +56,9 @@ install: $(if $(BIN),,release release-plugins)
 	install -m 0644 deploy/groupd.yaml.example "$(DESTDIR)$(PREFIX)/share/groupd/groupd.yaml.example"; \
 	echo "installed groupd under $(DESTDIR)$(PREFIX)"
 
-## run: build, write a demo config if none exists, start groupd on the embedded SQLite store
-run: release
+## run: build groupd and the shipped plugins (next to it, where a config's relative plugin path
+## is looked up), write a demo config if none exists, start groupd on the embedded SQLite store
+run: release release-plugins
 	@if [ ! -f $(CONFIG) ]; then $(RELEASE_BIN) demo-config > $(CONFIG) && echo "wrote $(CONFIG) with a demo app"; fi
 	@$(RELEASE_BIN) quickstart --config $(CONFIG)
 	exec $(RELEASE_BIN) serve --config $(CONFIG)
@@ -119,7 +120,7 @@ bench-ecosystem: release
 bench-hostile: release
 	python3 scripts/bench_hostile.py $(RELEASE_BIN)
 
-## bench-writes: the write path (issue 12): SendGroupMessage into one group and over 1,000 groups,
+## bench-writes: the write path: SendGroupMessage into one group and over 1,000 groups,
 ## CreateGroup, JoinGroup, GetGroupsInfo and the Subscribe catch-up, with the C++ gRPC peer's
 ## Health/Check and server stream measured in the same run (groupd and the peer on core 0, the C++
 ## load generator on core 1, durability full)

@@ -1,4 +1,4 @@
-"""Scale benchmarks for groups and members (issue 3), run by `make bench-scale`.
+"""Scale benchmarks for groups and members, run by `make bench-scale`.
 
   python3 scripts/bench_scale.py .build/release/groupd [--groups 1000000] [--members 100000]
 

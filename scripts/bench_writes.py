@@ -1,4 +1,4 @@
-"""Write-path benchmarks (issue 12), run by `make bench-writes`.
+"""Write-path benchmarks, run by `make bench-writes`.
 
   python3 scripts/bench_writes.py .build/release/groupd [--seconds 10] [--json FILE]
 

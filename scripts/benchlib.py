@@ -87,18 +87,19 @@ class Server:
 
 
 def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir, scheme="http", options=()):
-    """h2load on core 1 against `address` (`scheme` https: TLS with ALPN h2; `options`: more h2load
-    flags, e.g. --rps); returns req/s, p50/p99 µs, failures and, when `pid` is given, that server's
-    CPU µs per request over the run."""
+    """h2load on core 1 against `address` (`body` None: a GET without gRPC headers; `scheme` https:
+    TLS with ALPN h2; `options`: more h2load flags, e.g. --rps); returns req/s, p50/p99 µs,
+    failures and, when `pid` is given, that server's CPU µs per request over the run."""
     cpu_before = cpu_seconds(pid) if pid else 0
     workdir = Path(workdir)
-    body_file = workdir / "body.bin"
-    body_file.write_bytes(body)
     log = workdir / "h2.log"
     log.unlink(missing_ok=True)
     command = ["taskset", "-c", "1", "timeout", str(seconds + 30), "h2load", "-c", str(clients), "-m", str(streams),
-               "-t", "1", "-D", str(seconds), "--warm-up-time", "1", f"--log-file={log}", "-d", str(body_file),
-               "-H", "content-type: application/grpc", "-H", "te: trailers"]
+               "-t", "1", "-D", str(seconds), "--warm-up-time", "1", f"--log-file={log}"]
+    if body is not None:  # None: a plain GET (a reference HTTP/2 server), no gRPC headers
+        body_file = workdir / "body.bin"
+        body_file.write_bytes(body)
+        command += ["-d", str(body_file), "-H", "content-type: application/grpc", "-H", "te: trailers"]
     for header in headers:
         command += ["-H", header]
     command += list(options)

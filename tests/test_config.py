@@ -100,3 +100,21 @@ def test_serve_refuses_an_invalid_file_and_serves_nothing(workdir, kind):
     assert not (workdir / "data").exists(), "nothing may start before the file is valid"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+
+
+EVERY_PROBLEM = ("listen: {port: 70000}\nmax_connections: 0\ntransport: {max_queued_bytes_per_connection: 1024}\n"
+                 + APP.replace(SECRET, "short") + APP.replace("apps:\n", ""))
+EVERY_PROBLEM_PATHS = ["listen.port", "max_connections", "transport.max_queued_bytes_per_connection",
+                       "apps[0].secrets[0].secret", "apps[1].id"]
+
+
+@pytest.mark.parametrize("command", ["check-config", "serve"])
+def test_every_problem_of_a_file_is_reported_with_its_key_path(workdir, command):
+    path = workdir / "groupd.yaml"
+    path.write_text(f"data_dir: {workdir / 'data'}\n" + EVERY_PROBLEM)
+    result = run(*([command, str(path)] if command == "check-config" else [command, "--config", str(path)]))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert [line.split(": ")[2] for line in lines] == EVERY_PROBLEM_PATHS, result.stderr
+    assert all(line.startswith(f"groupd: {path}: ") for line in lines)
+    assert "ok" not in result.stdout and not (workdir / "data").exists()

@@ -1,4 +1,4 @@
-"""Durability under SIGKILL (issue 12): groupd is killed while clients write concurrently
+"""Durability under SIGKILL: groupd is killed while clients write concurrently
 through grpcio (messages with client ids, joins, creations), once a random number of the round's
 writes are acknowledged, then restarted on the same data, and every acknowledged write is read
 back: nothing lost, nothing duplicated, sequences without gaps, member counts equal to member

@@ -236,7 +236,7 @@ def test_groups_stored_before_the_owner_settings_get_their_types_defaults(fresh_
             assert (seen.settings.settings_edit_scope, seen.settings.owner_quit) == DEFAULTS[group_type], group_type
 
 
-# The caller's remark in GetGroupsInfo (seed 004's getGroupsInfo)
+# The caller's remark in GetGroupsInfo (RongCloud's getGroupsInfo)
 
 
 def test_get_groups_info_returns_the_callers_own_remark(groups, members):

@@ -155,6 +155,34 @@ apps:
     assert probe.returncode != 0 and "PermissionError" in probe.stderr, probe.stderr
 
 
+def test_make_run_builds_the_shipped_plugins_next_to_groupd():
+    """docs/PLUGINS.md tells a newcomer after `make run` to name a plugin by its file name: `make
+    run` builds every shipped plugin (release-plugins) beside `.build/release/groupd`."""
+    dry_run = subprocess.run(["make", "--no-print-directory", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+    assert dry_run.returncode == 0, dry_run.stderr
+    lines = dry_run.stdout.splitlines()
+    builds = [i for i, line in enumerate(lines) if "build -c release --product $plugin" in line]
+    assert len(builds) == 1, dry_run.stdout
+    assert set(lines[builds[0]].split(";")[0].split()[3:]) == set(PLUGINS), lines[builds[0]]
+    serve = next(i for i, line in enumerate(lines) if " serve --config " in line)
+    assert builds[0] < serve, "the plugins are built before groupd serves"
+
+
+def test_the_plugin_example_of_the_docs_passes_check_config(tmp_path):
+    """The `policy` block docs/PLUGINS.md gives for `make run`'s demo config, added to the demo
+    config as told, passes `groupd check-config` with the plugin found next to the binary."""
+    docs = (ROOT / "docs/PLUGINS.md").read_text()
+    after = docs.split("`make run` builds the four shipped plugins", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", after, re.S).group(1)
+    demo = subprocess.run([str(GROUPD_BIN), "demo-config"], capture_output=True, text=True, check=True).stdout
+    config = tmp_path / "groupd.yaml"
+    config.write_text(demo + block)
+    result = subprocess.run([str(GROUPD_BIN), "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{config}: ok (1 app, 1 plugin loaded)"
+
+
 def dockerfile():
     return (ROOT / "deploy/Dockerfile").read_text()
 

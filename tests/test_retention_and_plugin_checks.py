@@ -1,4 +1,4 @@
-"""Gaps closed after issues 4, 5 and 7, through the real binary and stock grpcio:
+"""Gaps closed in applications, messages and plugin checks, through the real binary and stock grpcio:
 - application events carry the item (`detail.application`) on the wire;
 - the retention pass expires due applications without traffic (APPLICATION_EXPIRED on the
   stream) and purges messages past `message_retention_seconds` (here: the periodic pass, every 60 s

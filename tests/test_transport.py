@@ -108,12 +108,7 @@ def test_health_check_unknown_service_is_not_found(health):
 
 
 def test_health_list_reports_every_service(health):
-    try:
-        response = health.List(health_pb2.HealthListRequest(), timeout=5)
-    except grpc.RpcError as error:
-        if error.code() == grpc.StatusCode.UNIMPLEMENTED:
-            pytest.skip("Health/List is not implemented")
-        raise
+    response = health.List(health_pb2.HealthListRequest(), timeout=5)
     expected = {"", "grpc.health.v1.Health", "groupd.v1.GroupService", "groupd.v1.MemberService",
                 "groupd.v1.ApplicationService", "groupd.v1.EventService", "groupd.v1.MessageService"}
     assert expected <= set(response.statuses), sorted(response.statuses)
@@ -656,7 +651,7 @@ def test_status_details_bin_carries_a_google_rpc_status(groupd, channel, raw):
                                            profile=common_pb2.GroupProfile(name="x"), owner_user_id="u1")
     stub = _groups_stub(channel)
     with pytest.raises(grpc.RpcError) as error:
-        _skip_unless_implemented(lambda: stub.CreateGroup(request, metadata=support.admin_md(), timeout=5))
+        stub.CreateGroup(request, metadata=support.admin_md(), timeout=5)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     info = support.error_info(error.value)
     assert info is not None and info.reason and info.domain == "groupd", info
@@ -688,9 +683,9 @@ def test_large_response_over_a_small_window(groupd, channel):
     ids = [f"{prefix}-{i:02d}" for i in range(50)]
     profile = common_pb2.GroupProfile(name="n" * 30, introduction="i" * 120, notification="a" * 150, face_url="f" * 100)
     for gid in ids:
-        _skip_unless_implemented(lambda: stub.CreateGroup(
+        stub.CreateGroup(
             group_pb2.CreateGroupRequest(group_id=gid, type=common_pb2.GROUP_TYPE_PUBLIC, profile=profile,
-                                         owner_user_id="owner-1"), metadata=md, timeout=10))
+                                         owner_user_id="owner-1"), metadata=md, timeout=10)
     request = group_pb2.GetGroupsInfoRequest(group_ids=ids)
     via_grpcio = stub.GetGroupsInfo(request, metadata=md, timeout=10)
     assert [g.group_id for g in via_grpcio.groups] == ids
@@ -792,15 +787,6 @@ def _create_request(group_id, name):
                                         profile=common_pb2.GroupProfile(name=name), owner_user_id="owner-1")
 
 
-def _skip_unless_implemented(call):
-    try:
-        return call()
-    except grpc.RpcError as error:
-        if error.code() == grpc.StatusCode.UNIMPLEMENTED:
-            pytest.skip(f"not implemented yet: {error.details()}")
-        raise
-
-
 def test_500_concurrent_group_calls_over_8_channels(groupd):
     """250 CreateGroup then 250 GetGroupsInfo, spread over 8 channels, each answer matching its request."""
     from groupd.v1 import group_pb2
@@ -810,7 +796,7 @@ def test_500_concurrent_group_calls_over_8_channels(groupd):
     try:
         stubs = [_groups_stub(ch) for ch in channels]
         md = support.admin_md()
-        _skip_unless_implemented(lambda: stubs[0].CreateGroup(_create_request(f"{prefix}-probe", "probe"), metadata=md, timeout=10))
+        stubs[0].CreateGroup(_create_request(f"{prefix}-probe", "probe"), metadata=md, timeout=10)
         ids = [f"{prefix}-{i}" for i in range(250)]
         creates = [stubs[i % 8].CreateGroup.future(_create_request(gid, f"n{i}"), metadata=md, timeout=30)
                    for i, gid in enumerate(ids)]

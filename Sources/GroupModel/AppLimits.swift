@@ -1,5 +1,5 @@
-/// The limits of one app (tenant), from the config file's `apps[].limits`; defaults from seed 000
-/// and DESIGN.md §4. Byte limits count UTF-8 bytes.
+/// The limits of one app (tenant), from the config file's `apps[].limits`; defaults from Tencent's
+/// TIMGroupManager guide. Byte limits count UTF-8 bytes.
 public struct AppLimits: Sendable, Hashable {
     /// Maximum bytes of a group name (`name`). Default 30.
     public var groupNameBytes: Int

@@ -2,7 +2,7 @@
 /// sequence (1, 2, 3… per group, no gaps). Subscribers resume from a sequence.
 public struct GroupEvent: Sendable, Hashable {
     /// What happened. Tips go to the group; system notifications to a user or the approvers
-    /// (DESIGN.md §4 Events; seed 000's tips and group system messages).
+    /// (Tencent's group tips and group system messages).
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         // MARK: Tips (recipient: the group)
         /// The group was created; `targets` are the initial members, owner first (an imported

@@ -1,5 +1,5 @@
 /// How urgently a group message must be delivered. An AVChatRoom over its rate sheds `low`
-/// first, then `normal`; `high` is always kept (seed 000's message priorities).
+/// first, then `normal`; `high` is always kept (Tencent's message priorities).
 public enum MessagePriority: String, Sendable, Hashable, CaseIterable, Comparable {
     /// Kept even over the rate (gifts, likes the room must see).
     case high

@@ -110,8 +110,10 @@ extension GroupRules {
         let ownerID: String?
         if let creatorID {
             if let named = request.ownerID, !named.isEmpty, named != creatorID {
-                throw GroupError.invalidArgument(
-                    field: "owner_id", "only the app's backend may name an owner other than the creator")
+                throw GroupError(
+                    code: .permissionDenied, reason: .adminTokenRequired,
+                    message: "only the app's backend (an admin token without x-operator-id) may name an owner other than the creator",
+                    metadata: ["field": "owner_id"])
             }
             ownerID = creatorID
         } else if let named = request.ownerID, !named.isEmpty {
@@ -234,7 +236,7 @@ extension GroupRules {
     /// Check a `DismissGroup` call and plan its events.
     ///
     /// Work groups are dismissed only by the app's backend; the others by their owner or the
-    /// backend (seed 001).
+    /// backend (Tencent's V2 group guide).
     /// - Parameters:
     ///   - group: The group as stored.
     ///   - actor: The caller's acting role in the group.

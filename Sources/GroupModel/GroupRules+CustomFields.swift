@@ -1,7 +1,7 @@
 /// Who may read a custom field.
 public enum CustomFieldReaders: String, Sendable, Hashable, CaseIterable {
     /// Everyone who may see the group, non-members included where the public profile is visible
-    /// (group fields; seed 000 lists `customInfo` in the public subset).
+    /// (group fields; Tencent's TIMGroupManager guide lists `customInfo` in the public subset).
     case anyone
     /// Members of the group.
     case members
@@ -47,7 +47,7 @@ public struct CustomFieldDefinition: Sendable, Hashable {
     }
 }
 
-/// The custom field keys of one app, for groups and for members (DESIGN.md: from the config).
+/// The custom field keys of one app, for groups and for members (from the config).
 public struct CustomFieldSchema: Sendable, Hashable {
     /// Group custom fields by key.
     public var groupFields: [String: CustomFieldDefinition]

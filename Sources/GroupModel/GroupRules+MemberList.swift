@@ -6,7 +6,7 @@ public enum MemberListFilter: String, Sendable, Hashable, CaseIterable {
     case owner
     /// Admins only.
     case admins
-    /// Ordinary members only (Tencent `COMMON`; seed 001's table says "all group members" for it,
+    /// Ordinary members only (Tencent `COMMON`; Tencent's V2 group guide says "all group members" for it,
     /// which is a slip: the filter exists to leave out the owner and admins).
     case ordinary
 

@@ -93,7 +93,7 @@ extension GroupRules {
     }
 
     /// Whether a member's unread count of a group of `type` is shown (Work and Public; not
-    /// Meeting and AVChatRoom, seed 001).
+    /// Meeting and AVChatRoom, Tencent's V2 group guide).
     public static func showsUnreadCount(_ type: GroupType) -> Bool {
         type.preset.behaviour.unreadCounting
     }
@@ -122,7 +122,7 @@ extension GroupRules {
         ])
     }
 
-    /// Plan a custom system notification (seed 000's `TIM_GROUP_SYSTEM_CUSTOM_INFO`) from the
+    /// Plan a custom system notification (Tencent's `TIM_GROUP_SYSTEM_CUSTOM_INFO`) from the
     /// app's backend: one `CUSTOM_NOTIFICATION` to the group when `recipients` is empty, else one
     /// to each listed member, in the order given.
     /// - Parameters:

@@ -109,7 +109,7 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     }
 }
 
-/// The permission settings of one group (DESIGN.md §4). Defaults come from the group's type;
+/// The permission settings of one group. Defaults come from the group's type;
 /// the roles in ``editSettingsPermission`` may change those the type does not fix (the owner
 /// alone those in ``GroupSettingKey/ownerOnly``).
 public struct GroupSettings: Sendable, Hashable {

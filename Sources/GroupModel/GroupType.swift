@@ -1,4 +1,4 @@
-/// The four group types of Tencent Cloud IM V2 (seed 001). Each is a preset of ``GroupSettings``
+/// The four group types of Tencent Cloud IM V2. Each is a preset of ``GroupSettings``
 /// plus fixed behaviours; see ``GroupTypePreset`` for the table.
 public enum GroupType: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// A work group, like an ordinary WeChat group: join by invitation only. Legacy name `Private`.

@@ -2,7 +2,7 @@
 public enum MemberChangeEvents: String, Sendable, Hashable {
     /// Every join, quit, kick… emits an event.
     case all
-    /// No member-change events (Meeting, seed 001 FAQ).
+    /// No member-change events (Meeting, Tencent's V2 group guide FAQ).
     case none
     /// Emitted, but rate-limited on the stream (AVChatRoom).
     case rateLimited = "rate_limited"
@@ -10,7 +10,7 @@ public enum MemberChangeEvents: String, Sendable, Hashable {
 
 /// Who may dismiss a group of a type.
 public enum DismissalRule: String, Sendable, Hashable {
-    /// Only the app's backend (admin token without `x-operator-id`): Work groups (seed 001).
+    /// Only the app's backend (admin token without `x-operator-id`): Work groups (Tencent's V2 group guide).
     case adminTokenOnly = "admin_token_only"
     /// The owner, or the app's backend.
     case ownerOrAdminToken = "owner_or_admin_token"
@@ -43,7 +43,7 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
     /// Whether membership is stored durably (`false`: kept in memory on the node; the owner is
     /// still stored).
     public var membershipStored: Bool
-    /// Whether non-members may read the public subset of the profile (seed 000); if not, the
+    /// Whether non-members may read the public subset of the profile (Tencent's TIMGroupManager guide); if not, the
     /// group does not exist for them (`GROUP_NOT_FOUND`).
     public var publicProfileVisibleToNonMembers: Bool
     /// Whether the app's backend may create a group of this type without an owner.
@@ -80,7 +80,7 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
 
 /// A group type as data: its default settings, the settings it fixes, and its fixed behaviours.
 ///
-/// This is DESIGN.md §4's type table, in one place. Every permission decision
+/// This is the type table, in one place. Every permission decision
 /// (``GroupRules/authorize(_:type:settings:actor:)``) reads it; nothing else tests a type.
 public struct GroupTypePreset: Sendable, Hashable {
     /// The type this preset describes.
@@ -103,7 +103,7 @@ public struct GroupTypePreset: Sendable, Hashable {
         }
     }
 
-    // MARK: The table (DESIGN.md §4, seeds 000/001/003/004)
+    // MARK: The table (Tencent Cloud IM, ZIM, RongCloud)
 
     /// Work (legacy Private): invitation only, any member invites and edits the profile, the owner
     /// changes settings, the owner may quit (ownership passes to the longest-standing member),
@@ -134,7 +134,7 @@ public struct GroupTypePreset: Sendable, Hashable {
     )
 
     /// Public: join by approval (changeable), owner and admins invite, remove, edit the profile and
-    /// change settings (seed 000 `modifyGroupAddOpt`); invitees accept and ordinary members'
+    /// change settings (the `TIMGroupManager` guide's `modifyGroupAddOpt`); invitees accept and ordinary members'
     /// invitations are approved; the owner cannot quit.
     public static let `public` = GroupTypePreset(
         type: .public,

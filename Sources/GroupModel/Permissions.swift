@@ -78,7 +78,7 @@ public enum MemberInfoTarget: Sendable, Hashable {
     case other(MemberRole)
 }
 
-/// Every operation on a group that a permission decision covers (issues 2–5).
+/// Every operation on a group that a permission decision covers.
 ///
 /// Actions that act on another member carry that member's role, because the decision depends on
 /// rank (an admin may remove an ordinary member, not another admin).
@@ -169,7 +169,7 @@ public enum PermissionDecision: Sendable, Hashable {
 public enum GroupVisibility: Sendable, Hashable {
     /// Everything (members and the backend).
     case full
-    /// The public subset of seed 000 (non-members of Public, Meeting and AVChatRoom groups).
+    /// The public subset of Tencent's TIMGroupManager guide (non-members of Public, Meeting and AVChatRoom groups).
     case publicProfile
     /// Nothing: the group does not exist for the caller (non-members of Work groups).
     case hidden
@@ -219,7 +219,7 @@ public enum GroupInfoField: String, Sendable, Hashable, CaseIterable {
     /// ``Group/mute``.
     case mute
 
-    /// What non-members of Public, Meeting and AVChatRoom groups see (seed 000: group, groupName,
+    /// What non-members of Public, Meeting and AVChatRoom groups see (Tencent's TIMGroupManager guide: group, groupName,
     /// owner, groupType, createTime, maxMemberNum, memberNum, introduction, faceURL, addOpt,
     /// customInfo).
     public static let publicFields: Set<GroupInfoField> = [

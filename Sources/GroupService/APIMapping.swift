@@ -66,7 +66,7 @@ enum APIMapping {
         case .toLongestStandingAdmin: changes.ownerQuit = .longestStandingAdminElseMember
         case .UNRECOGNIZED(let v): throw unknown("owner_quit", v)
         }
-        // Who mutes is fixed by the type (DESIGN.md §4); naming anything else is refused.
+        // Who mutes is fixed by the type; naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
                 code: .failedPrecondition, reason: .settingFixedByType,

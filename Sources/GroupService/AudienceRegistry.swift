@@ -1,7 +1,7 @@
 import GroupModel
 import Synchronization
 
-/// The audience of AVChatRoom groups, held in memory on this node (DESIGN.md §4: "membership in
+/// The audience of AVChatRoom groups, held in memory on this node ("membership in
 /// memory, per node"). Only the room's owner is stored; everyone who joins is kept here, per app
 /// and group, with the most recent joiners for a partial member list. Who is online, and so the
 /// room's count, is the presence leases in the store (`GroupdService+Presence.swift`): a member

@@ -3,7 +3,7 @@ import GroupModel
 import GroupStore
 
 /// ApplicationService: ListApplications, ReportApplicationsRead, AcceptApplication,
-/// RefuseApplication, WithdrawApplication (issue 4). Items are created by JoinGroup and
+/// RefuseApplication, WithdrawApplication. Items are created by JoinGroup and
 /// InviteMembers (``GroupdService/joinGroup(_:_:)``, ``GroupdService/inviteMembers(_:_:)``).
 extension GroupdService {
     func registerApplicationMethods(in routes: inout Routes) {

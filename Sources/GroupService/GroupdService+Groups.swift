@@ -177,7 +177,7 @@ extension GroupdService {
         var remarks: [String: String] = [:]
         if let user = call.caller.operatorID, !groups.isEmpty {
             memberships = try await store.memberships(app: app, userID: user, groupIDs: Array(groups.keys))
-            // The caller's own remark (seed 004's getGroupsInfo), where they may be a member (an
+            // The caller's own remark (RongCloud's getGroupsInfo), where they may be a member (an
             // AVChatRoom audience is held in memory, so its rooms are asked too).
             let remarkable = groups.values.filter { memberships[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
             if !remarkable.isEmpty {

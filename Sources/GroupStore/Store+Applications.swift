@@ -1,6 +1,6 @@
 public import GroupModel
 
-/// Join applications and invitations (issue 4), on top of the group operations.
+/// Join applications and invitations, on top of the group operations.
 ///
 /// Every mutation runs in one write transaction: first the group's items whose expiry passed are
 /// marked expired with their `APPLICATION_EXPIRED` events (kept even when the plan then refuses),

@@ -1,6 +1,6 @@
 public import GroupModel
 
-/// Group messages, history and read state (issue 5).
+/// Group messages, history and read state.
 ///
 /// A stored message is one event of kind `GROUP_MESSAGE`, numbered by the group's sequence like
 /// every event (so the commit feed delivers it to subscribers), plus its body, keyed by the

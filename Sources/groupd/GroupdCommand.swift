@@ -37,10 +37,13 @@ struct GroupdCommand: AsyncParsableCommand {
 /// `groupd --version`: the release and the git commit of the build.
 let buildVersion = "groupd \(String(cString: groupd_build_version())) (commit \(String(cString: groupd_build_commit())))"
 
-/// Loads and validates a configuration file, or exits non-zero with the problem.
+/// Loads and validates a configuration file, or exits 2 with every problem found, one line each.
 func loadConfiguration(_ path: String) throws -> GroupdConfiguration {
     do {
         return try GroupdConfiguration.load(path: path)
+    } catch let error as ConfigurationError {
+        for problem in error.all { printError("groupd: \(problem)") }
+        throw ExitCode(2)
     } catch {
         printError("groupd: \(error)")
         throw ExitCode(2)
@@ -68,7 +71,8 @@ import Darwin
 
 /// `groupd check-config FILE`: validates a configuration without serving: the file, its TLS
 /// files, then every policy plugin it names (loaded and instantiated with its config, then torn down). A failure
-/// prints `groupd: FILE: KEY PATH: what went wrong` per problem and exits 2.
+/// prints `groupd: FILE: KEY PATH: what went wrong` per problem (every value out of range, not only
+/// the first) and exits 2.
 struct CheckConfig: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config", abstract: "Validate a configuration file and its policy plugins, and exit.")
@@ -100,10 +104,20 @@ struct Token: AsyncParsableCommand {
 
     @Option(help: "The YAML configuration file.") var config = "groupd.yaml"
     @Option(help: "The app id.") var app: String
-    @Option(help: "The user id (the token's sub).") var user = "admin"
-    @Flag(help: "An admin (backend) token.") var admin = false
-    @Option(help: "Lifetime in seconds.") var ttl = 3600
+    @Option(help: "The user id (the token's sub); required for a user token.") var user: String?
+    @Flag(help: "An admin (backend) token (sub \"admin\" unless --user names another).") var admin = false
+    @Option(help: "Lifetime in seconds, at least 1.") var ttl = 3600
     @Option(help: "The key id of the secret to sign with (default: the app's first).") var kid: String?
+
+    /// A user token names its user; a lifetime is positive (a token that is born expired is refused
+    /// by every call). Both are usage errors: exit 2.
+    func validate() throws {
+        if user == nil && !admin {
+            throw ValidationError("name the token's user with --user ID, or ask for a backend token with --admin")
+        }
+        if let user, user.isEmpty { throw ValidationError("--user must not be empty") }
+        if ttl < 1 { throw ValidationError("--ttl must be at least 1 second, found \(ttl)") }
+    }
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
@@ -115,7 +129,7 @@ struct Token: AsyncParsableCommand {
             printError("groupd: app \(app.id) has no secret with kid \(kid ?? "")")
             throw ExitCode(2)
         }
-        print(try await TokenMinter.mint(app: app.id, secret: secret.secret, kid: secret.kid, user: user, admin: admin, ttl: .seconds(ttl)))
+        print(try await TokenMinter.mint(app: app.id, secret: secret.secret, kid: secret.kid, user: user ?? "admin", admin: admin, ttl: .seconds(ttl)))
     }
 }
 

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -22,9 +23,11 @@ extension LocalHTTPAnswer {
     }
 }
 
-/// A small HTTP/1.1 server on the server's event loops (the metrics and test-clock endpoints):
-/// binds, says where it listens, and serves until graceful shutdown. Each request is answered by
-/// `answer`, which runs on a task of the cooperative pool, off the event loops.
+/// A small HTTP/1.1 server on the server's event loops (the metrics and test-clock endpoints).
+/// ``bind(what:)`` opens its socket (``Serve`` binds every endpoint before the gRPC listener, so
+/// a client that reached the gRPC port finds them up); the ``BoundEndpoint`` it returns serves
+/// until graceful shutdown. Each request is answered by `answer`, which runs on a task of the
+/// cooperative pool, off the event loops.
 struct LocalHTTPEndpoint {
     let host: String
     let port: Int
@@ -33,14 +36,13 @@ struct LocalHTTPEndpoint {
     let logger: Logger
     let answer: @Sendable (HTTPRequestHead) async -> LocalHTTPAnswer
 
-    /// Serves until graceful shutdown.
-    /// - Parameters:
-    ///   - what: what the endpoint serves, for the error logged when it cannot listen
-    ///     ("cannot listen for <what> on host:port: error").
-    ///   - listening: called once bound, with the address it listens on (host:port).
-    /// - Throws: the bind's error, after logging it: it stops the server, since the endpoint was
-    ///   asked for and cannot be served.
-    func run(what: String, listening: (_ address: String) -> Void) async throws {
+    /// Binds the endpoint's socket; it accepts connections from then on.
+    /// - Parameter what: what the endpoint serves, for the error logged when it cannot listen
+    ///   ("cannot listen for <what> on host:port: error").
+    /// - Returns: the endpoint as a lifecycle service, with the address it listens on.
+    /// - Throws: `ExitCode(1)` when it cannot bind, after logging why: groupd does not start,
+    ///   since the endpoint was asked for and cannot be served.
+    func bind(what: String) async throws -> BoundEndpoint {
         let answer = self.answer
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: backlog)
@@ -55,11 +57,27 @@ struct LocalHTTPEndpoint {
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
         } catch {
-            logger.error("cannot listen for \(what) on \(host):\(port): \(error)")
-            throw error
+            logger.error("cannot listen for \(what) on \(listenAddress(host, port)): \(bindFailure(error))")
+            throw ExitCode(1)
         }
-        listening("\(host):\(channel.localAddress?.port ?? port)")
+        return BoundEndpoint(channel: channel, address: "\(host):\(channel.localAddress?.port ?? port)")
+    }
+}
+
+/// A bound ``LocalHTTPEndpoint`` as a lifecycle service: serves until graceful shutdown, then
+/// closes its socket.
+struct BoundEndpoint: Service {
+    let channel: any Channel
+    /// Where it listens (host:port).
+    let address: String
+
+    func run() async throws {
         try? await gracefulShutdown()
+        try? await channel.close()
+    }
+
+    /// Closes the socket without serving (a later start-up step failed).
+    func close() async {
         try? await channel.close()
     }
 }

@@ -8,21 +8,18 @@ import ServiceLifecycle
 /// `GET /metrics` answers the text exposition format, anything else 404 (405 for another
 /// method on `/metrics`). The exposition is rendered off the event loops, on a task of the
 /// cooperative pool, so a scrape never stalls the connections of the loop it arrived on.
-struct MetricsEndpoint: Service {
-    let metrics: GroupdMetrics
-    let settings: MetricsSettings
-    let group: any EventLoopGroup
-    let logger: Logger
-
-    func run() async throws {
-        let metrics = self.metrics
+enum MetricsEndpoint {
+    /// Binds the endpoint (it serves once the returned service runs).
+    /// - Throws: `ExitCode(1)` when the port cannot be bound, after logging why.
+    static func bind(
+        metrics: GroupdMetrics, settings: MetricsSettings, group: any EventLoopGroup, logger: Logger
+    ) async throws -> BoundEndpoint {
         let endpoint = LocalHTTPEndpoint(
             host: settings.host, port: settings.port, backlog: 64, group: group, logger: logger,
             answer: { head in Self.answer(head, metrics: metrics) })
-        let logger = self.logger
-        try await endpoint.run(what: "metrics") { address in
-            logger.info("metrics endpoint listening", metadata: ["address": "\(address)", "path": "/metrics"])
-        }
+        let bound = try await endpoint.bind(what: "metrics")
+        logger.info("metrics endpoint listening", metadata: ["address": "\(bound.address)", "path": "/metrics"])
+        return bound
     }
 
     /// The answer to one request.

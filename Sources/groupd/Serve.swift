@@ -76,6 +76,34 @@ struct Serve: AsyncParsableCommand {
         serverConfiguration.tls = tls
         serverConfiguration.callObserver = telemetry
         let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
+        // Listen before anything else runs: an address that cannot be bound (a port in use) stops
+        // groupd with one line naming it, before any background work has begun. The metrics and
+        // test-clock endpoints are bound first, so a client that reached the gRPC port finds them.
+        var endpoints: [BoundEndpoint] = []
+        func abandonStart() async {
+            for endpoint in endpoints { await endpoint.close() }
+            try? await store.close()
+            try? await policy.shutdown()
+            try? await group.shutdownGracefully()
+        }
+        do {
+            if let metrics = telemetry.metrics, let settings = configuration.metrics {
+                endpoints.append(try await MetricsEndpoint.bind(metrics: metrics, settings: settings, group: group, logger: logger))
+            }
+            if let manualClock, let port = configuration.testing.clockPort {
+                endpoints.append(try await TestClockEndpoint.bind(clock: manualClock, port: port, group: group, logger: logger))
+            }
+        } catch {
+            await abandonStart()
+            throw error
+        }
+        do {
+            try await server.start()
+        } catch {
+            printError("groupd: cannot listen on \(listenAddress(configuration.listen.host, configuration.listen.port)): \(bindFailure(error))")
+            await abandonStart()
+            throw ExitCode(1)
+        }
 
         // SIGHUP reloads the file; the reloader ends quietly at shutdown.
         let reloader = ReloadOnSignal(signals: hangups, service: service, path: config, tls: tls, logger: logger)
@@ -87,13 +115,8 @@ struct Serve: AsyncParsableCommand {
         if let metrics = telemetry.metrics {
             metrics.addCollector { gauges in gauges.set("groupd_transport_queued_bytes", to: Double(server.queuedBytes)) }
         }
-        if let metrics = telemetry.metrics, let settings = configuration.metrics {
-            // The Prometheus endpoint, on the server's event loops.
-            services.append(.init(service: MetricsEndpoint(metrics: metrics, settings: settings, group: group, logger: logger)))
-        }
-        if let manualClock, let port = configuration.testing.clockPort {
-            services.append(.init(service: TestClockEndpoint(clock: manualClock, port: port, group: group, logger: logger)))
-        }
+        // The Prometheus and test-clock endpoints (bound above), on the server's event loops.
+        services += endpoints.map { .init(service: $0) }
         let serviceGroup = ServiceGroup(configuration: .init(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -113,12 +136,23 @@ struct ServerService: Service {
     let server: GRPCServer
     let service: GroupdService
 
+    /// Serves until graceful shutdown (``Serve`` has started the server: it listens already).
     func run() async throws {
-        try await server.start()
         try? await gracefulShutdown()
         service.beginShutdown()
         await server.shutdownGracefully()
     }
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+func listenAddress(_ host: String, _ port: Int) -> String {
+    host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+}
+
+/// Why a bind failed, in words: the system's message for an errno (e.g. "Address already in use").
+func bindFailure(_ error: any Error) -> String {
+    if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+    return "\(error)"
 }
 
 extension GroupdConfiguration {

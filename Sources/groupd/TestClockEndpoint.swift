@@ -13,26 +13,21 @@ import ServiceLifecycle
 ///   are doing, moves the clock forward by N ms, and answers the new time once every job the move
 ///   woke (the retention pass) has finished its run: when the answer arrives, what the advance
 ///   made due has been done.
-struct TestClockEndpoint: Service {
-    let clock: ManualWallClock
-    let port: Int
-    let group: any EventLoopGroup
-    let logger: Logger
-
+enum TestClockEndpoint {
     /// The largest advance accepted, in milliseconds (ten years).
     static let maximumAdvance: Int64 = 10 * 366 * 86_400_000
 
-    func run() async throws {
-        let clock = self.clock
+    /// Binds the endpoint on 127.0.0.1 (it serves once the returned service runs).
+    /// - Throws: `ExitCode(1)` when the port cannot be bound, after logging why.
+    static func bind(clock: ManualWallClock, port: Int, group: any EventLoopGroup, logger: Logger) async throws -> BoundEndpoint {
         let endpoint = LocalHTTPEndpoint(
             host: "127.0.0.1", port: port, backlog: 16, group: group, logger: logger,
             answer: { head in await Self.answer(head, clock: clock) })
-        let logger = self.logger
-        try await endpoint.run(what: "the test clock") { address in
-            logger.warning(
-                "testing.clock is manual: the server's time stands still until advanced; for tests only",
-                metadata: ["address": "\(address)", "path": "/clock/advance?ms=N"])
-        }
+        let bound = try await endpoint.bind(what: "the test clock")
+        logger.warning(
+            "testing.clock is manual: the server's time stands still until advanced; for tests only",
+            metadata: ["address": "\(bound.address)", "path": "/clock/advance?ms=N"])
+        return bound
     }
 
     /// The answer to one request.

@@ -1,7 +1,7 @@
 import GroupModel
 import Testing
 
-@Suite("Byte limits of DESIGN.md §4")
+@Suite("Byte limits (Tencent's defaults)")
 struct FieldLimitTests {
     /// A field of a creation request, how to set it, and its default limit.
     struct Case: Sendable, CustomStringConvertible {

@@ -130,7 +130,9 @@ struct GroupCreationTests {
 
     @Test("a user may not name another owner")
     func userNamesOwner() throws {
-        #expect(groupError { _ = try plan(request(.work, ownerID: "mallory")) }?.metadata["field"] == "owner_id")
+        let error = groupError { _ = try plan(request(.work, ownerID: "mallory")) }
+        #expect(error?.reason == .adminTokenRequired && error?.code == .permissionDenied)
+        #expect(error?.metadata["field"] == "owner_id")
         #expect(try plan(request(.work, ownerID: "alice")).group.ownerID == "alice")
     }
 

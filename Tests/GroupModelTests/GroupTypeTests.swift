@@ -22,7 +22,7 @@ struct GroupTypeTests {
         #expect(GroupType.allCases.map(\.name) == ["Work", "Public", "Meeting", "AVChatRoom"])
     }
 
-    /// DESIGN.md §4's table, written out independently of the presets.
+    /// The type table, written out independently of the presets.
     struct Row: Sendable, CustomStringConvertible {
         var type: GroupType
         var settings: GroupSettings

@@ -155,7 +155,7 @@ private let kns = Cell.no(.kickNotSupported)
 private let tns = Cell.no(.transferNotSupported)
 private let rns = Cell.no(.roleNotSupported)
 
-@Suite("Operation plans: DESIGN.md's type table, type × operation × actor")
+@Suite("Operation plans: the type table, type × operation × actor")
 struct OperationCellTests {
     //                                   owner, admin, member, non-member, backend
     static let table: [OperationRow] =

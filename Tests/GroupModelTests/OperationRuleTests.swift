@@ -7,7 +7,7 @@ private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 @Suite("Profile and settings updates")
 struct ProfileRuleTests {
-    @Test("byte limits of seed 000, each naming the field and its limit", arguments: [
+    @Test("byte limits of Tencent's TIMGroupManager guide, each naming the field and its limit", arguments: [
         (ProfileUpdate(name: String(repeating: "a", count: 31)), "name", 30),
         (ProfileUpdate(name: String(repeating: "名", count: 11)), "name", 30),
         (ProfileUpdate(name: ""), "name", 30),

@@ -84,7 +84,7 @@ struct CoreOperationPermissionTests {
         #expect(nonMember == (type == .work ? .hidden : .publicProfile))
     }
 
-    @Test("the public subset is seed 000's list")
+    @Test("the public subset is Tencent's TIMGroupManager list")
     func publicSubset() {
         let v = GroupVisibility.publicProfile
         for field in [GroupInfoField.id, .name, .ownerID, .type, .createdAt, .maxMembers, .memberCount,

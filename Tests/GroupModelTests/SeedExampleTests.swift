@@ -12,9 +12,9 @@ private func created(_ type: GroupType, id: String, by creator: String, members:
         appID: "app", creatorID: creator, limits: limits, now: now))
 }
 
-@Suite("The seeds' worked examples")
+@Suite("The worked examples of the Tencent, ZIM and RongCloud guides")
 struct SeedExampleTests {
-    @Test("seed 000: a private group with iOS_002; invite, delete with a reason, quit")
+    @Test("Tencent TIMGroupManager guide: a private group with iOS_002; invite, delete with a reason, quit")
     func privateGroupWithIOS002() throws {
         // createPrivateGroup:@[@"iOS_002"] groupName:@"GroupName" — the creator is added by default.
         var g = try created(.work, id: "TGID1JYSZEAEQ", by: "iOS_001", members: ["iOS_002"])
@@ -29,7 +29,7 @@ struct SeedExampleTests {
         #expect(again.results == [MemberResult(userID: "iOS_002", outcome: .alreadyMember)])
         #expect(again.change.isEmpty)
 
-        // In a private group any member invites, and the invitee joins at once (seed 001).
+        // In a private group any member invites, and the invitee joins at once (Tencent's V2 group guide).
         let invite = try GroupRules.planInvitation(
             of: ["iOS_003"], to: g.group, by: g.op("iOS_002"), memberships: g.members, joinedGroupCounts: [:],
             limits: limits, now: now)
@@ -42,7 +42,7 @@ struct SeedExampleTests {
         })
         #expect(join.reason == .groupNotFound)
 
-        // Any member of a private group modifies the name (seed 000 modifyGroupName).
+        // Any member of a private group modifies the name (Tencent modifyGroupName).
         let renamed = try GroupRules.planProfileUpdate(ProfileUpdate(name: "ModifyGroupName"), of: g.group,
                                                        by: g.op("iOS_003"), limits: limits, now: now)
         #expect(renamed.events.first?.changes == ["name": "ModifyGroupName"])
@@ -66,10 +66,10 @@ struct SeedExampleTests {
                                            successor: g.successor(excluding: "iOS_001"), now: now)
         #expect(quit.newOwnerID == "iOS_003")
         g.apply(quit.change)
-        checkInvariants(g, "seed 000 private group")
+        checkInvariants(g, "Tencent TIMGroupManager private group")
     }
 
-    @Test("seed 000: mute iOS_001 for 120 seconds, change the name card, set admin, transfer, mute all")
+    @Test("Tencent TIMGroupManager guide: mute iOS_001 for 120 seconds, change the name card, set admin, transfer, mute all")
     func publicGroupExamples() throws {
         var g = try created(.public, id: "TGID1JYSZEAEQ", by: "iOS_000", members: ["iOS_001"])
 
@@ -122,10 +122,10 @@ struct SeedExampleTests {
         // modifyReceiveMessageOpt:TIM_GROUP_RECEIVE_NOT_NOTIFY_MESSAGE.
         g.apply(try GroupRules.planReceiveOption(.receiveWithoutPush, in: g.group, by: g.op("iOS_000")))
         #expect(g.members["iOS_000"]?.receiveOption == .receiveWithoutPush)
-        checkInvariants(g, "seed 000 public group")
+        checkInvariants(g, "Tencent TIMGroupManager public group")
     }
 
-    @Test("seed 001: filter owner returns the owner; COMMON means ordinary members")
+    @Test("Tencent V2 group guide: filter owner returns the owner; COMMON means ordinary members")
     func filterOwner() throws {
         var g = try created(.public, id: "testGroup", by: "owner", members: ["a", "b", "c"])
         g.apply(try GroupRules.planRoleChange(of: "b", to: .admin, in: g.group, by: g.op("owner"),
@@ -137,7 +137,7 @@ struct SeedExampleTests {
         #expect(byOrder.filter { MemberListFilter.all.includes($0.role) }.count == 4)
     }
 
-    @Test("seed 001: invitations — Work joins at once; Public needs the invitee and an approver")
+    @Test("Tencent V2 group guide: invitations — Work joins at once; Public needs the invitee and an approver")
     func invitationsByType() throws {
         let work = try created(.work, id: "w", by: "owner", members: ["friend"])
         let direct = try GroupRules.planInvitation(of: ["x"], to: work.group, by: work.op("friend"),
@@ -153,7 +153,7 @@ struct SeedExampleTests {
         #expect(invitation.needsApproval && invitation.needsConsent)
     }
 
-    @Test("seed 001: AVChatRoom removes nobody (mute instead); Public owners cannot exit but can disband")
+    @Test("Tencent V2 group guide: AVChatRoom removes nobody (mute instead); Public owners cannot exit but can disband")
     func avAndPublicOwner() throws {
         let room = try created(.avChatRoom, id: "live", by: "host", members: [])
         var r = room
@@ -173,7 +173,7 @@ struct SeedExampleTests {
         #expect(try GroupRules.planDismissal(of: pub.group, by: pub.op("owner").role, operatorID: "owner").count == 1)
     }
 
-    @Test("seed 003 (ZIM): the owner leaving hands over to the first member; the last one out disbands")
+    @Test("ZIM: the owner leaving hands over to the first member; the last one out disbands")
     func zimLeaving() throws {
         var g = try created(.work, id: "zim", by: "A", members: ["userID1", "userID2"])
         let quit = try GroupRules.planQuit(g.group, by: g.op("A"), successor: g.successor(excluding: "A"), now: now)
@@ -187,7 +187,7 @@ struct SeedExampleTests {
         #expect(g.dismissed && g.members.isEmpty)
     }
 
-    @Test("seed 003 (ZIM): inviteMode and beInviteMode", arguments: [
+    @Test("ZIM: inviteMode and beInviteMode", arguments: [
         // (invite permission, invitee must accept, ordinary inviter's outcome, admin's outcome)
         (OperationPermission.everyone, false, "success", "success"),
         (.ownerAndAdmins, false, "PERMISSION_DENIED", "success"),
@@ -219,7 +219,7 @@ struct SeedExampleTests {
         #expect(result(by: "a") == admin)
     }
 
-    @Test("seed 003 (ZIM): mute chosen roles for 30 seconds")
+    @Test("ZIM: mute chosen roles for 30 seconds")
     func zimMuteRoles() throws {
         let g = try created(.public, id: "zim", by: "owner", members: ["m"])
         let change = try GroupRules.planGroupMute(.roles([.member]), for: 30, of: g.group, by: g.op("owner"), now: now)
@@ -228,7 +228,7 @@ struct SeedExampleTests {
         #expect(!change.group.mute.mutes(.member, at: now.adding(seconds: 30)))
     }
 
-    @Test("seed 004 (RongCloud): transfer and quit, quit config, group remark")
+    @Test("RongCloud: transfer and quit, quit config, group remark")
     func rongCloud() throws {
         var g = try created(.public, id: "groupId", by: "owner", members: ["newOwnerId", "user1"])
         g.apply(try GroupRules.planMemberMute(of: ["user1"], for: 3600, in: g.group, by: g.op("owner"),
@@ -251,6 +251,6 @@ struct SeedExampleTests {
         #expect(try GroupRules.planRemark("", in: g.group, by: g.op("newOwnerId"), current: "remark").remark == nil)
         // memberInfoEditPermission default: owner + admins + self.
         #expect(g.group.settings.editMemberInfoPermission == .ownerAdminsAndSelf)
-        checkInvariants(g, "seed 004")
+        checkInvariants(g, "RongCloud")
     }
 }

@@ -5,7 +5,7 @@ import GroupService
 import GroupTestSupport
 import Testing
 
-/// One row of seed 003's table "operation results of different methods called by different roles
+/// One row of ZIM's table "operation results of different methods called by different roles
 /// in a group in inviteMode and beInviteMode modes" (ZEGOCLOUD ZIM).
 struct InviteTableRow: Sendable, CustomTestStringConvertible {
     /// ZIM `beInviteMode`: 0 None (no consent) or 1 Auth (the invitee must accept).
@@ -58,10 +58,10 @@ struct InviteTableRow: Sendable, CustomTestStringConvertible {
     }()
 }
 
-/// Seed 003's inviteMode × beInviteMode × method × caller table, row by row, through InviteMembers.
-@Suite("Seed 003 invitation table, in process")
+/// ZIM's inviteMode × beInviteMode × method × caller table, row by row, through InviteMembers.
+@Suite("ZIM's invitation table, in process")
 struct ApplicationInviteTableRPCTests {
-    @Test("Each row of seed 003's invitation table gives the result it names", arguments: InviteTableRow.all)
+    @Test("Each row of ZIM's invitation table gives the result it names", arguments: InviteTableRow.all)
     func row(_ row: InviteTableRow) async throws {
         #expect(InviteTableRow.all.count == 24)
         let h = try await ServiceHarness()

@@ -95,7 +95,7 @@ struct GroupOperationRPCTests {
         expectFailure(try await h.call(Methods.updateGroupSettings, .with {
             $0.groupID = "pub-1"; $0.updateMask = ServiceHarness.mask("join_option"); $0.settings = .with { $0.joinOption = .forbidden }
         }, as: .user("mia")), .permissionDenied, reason: "PERMISSION_DENIED")
-        // An admin changes settings in a Public group (seed 000), but not who may.
+        // An admin changes settings in a Public group (as Tencent's TIMGroupManager guide lets them), but not who may.
         let byAdmin = try await h.ok(Methods.updateGroupSettings, .with {
             $0.groupID = "pub-1"; $0.updateMask = ServiceHarness.mask("join_option"); $0.settings = .with { $0.joinOption = .approval }
         }, as: .user("adam"))

@@ -416,7 +416,7 @@ struct CreateGroupRPCTests {
     func ownerWithUserToken() async throws {
         let h = try await ServiceHarness()
         let outcome = try await h.call(Methods.createGroup, createRequest(.public, id: "p", owner: "bob"), as: .user("alice"))
-        expectFailure(outcome, .invalidArgument, reason: "INVALID_ARGUMENT", field: "owner_user_id")
+        expectFailure(outcome, .permissionDenied, reason: "ADMIN_TOKEN_REQUIRED", field: "owner_user_id")
         try await expectNoGroup(h, "p")
         #expect(try await h.create(.public, id: "p", owner: "alice", as: .user("alice")).ownerUserID == "alice")
     }
@@ -474,7 +474,7 @@ struct CreateGroupRPCTests {
         // Acting as carol, it may not name someone else as owner.
         let outcome = try await h.call(
             Methods.createGroup, createRequest(.work, id: "acting-2", owner: "bob"), as: .adminActing(for: "carol"))
-        expectFailure(outcome, .invalidArgument, reason: "INVALID_ARGUMENT", field: "owner_user_id")
+        expectFailure(outcome, .permissionDenied, reason: "ADMIN_TOKEN_REQUIRED", field: "owner_user_id")
         try await expectNoGroup(h, "acting-2")
     }
 

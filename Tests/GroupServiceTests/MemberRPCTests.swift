@@ -200,7 +200,7 @@ struct MemberRPCTests {
                       .failedPrecondition, reason: "ROLE_NOT_SUPPORTED")
     }
 
-    @Test("MuteMembers: seed 000's 120 s mute, reported as mute_until; 0 unmutes; an ordinary member may not mute")
+    @Test("MuteMembers: Tencent's 120 s mute example, reported as mute_until; 0 unmutes; an ordinary member may not mute")
     func mute() async throws {
         let clock = ManualWallClock(Timestamp(millisecondsSince1970: 1_700_000_000_000))
         let h = try await ServiceHarness(clock: clock)

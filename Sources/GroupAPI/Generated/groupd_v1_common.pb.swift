@@ -5,7 +5,7 @@ import CProtobufC
 import GroupProtoC
 
 /// The kind of group. The type is a preset of GroupSettings: it gives the
-/// defaults and fixes what it must (see DESIGN.md section 4).
+/// defaults and fixes what it must (each value below says what).
 public enum Groupd_V1_GroupType: ProtoEnum {
     /// The raw value type: protobuf enums are 32-bit signed integers.
     public typealias RawValue = Int32
@@ -926,7 +926,7 @@ public enum Groupd_V1_HandleStatus: ProtoEnum {
 }
 
 /// The kind of a group event: the group tips (visible to members) and the
-/// group system notifications (addressed to some users) of seed 000, with
+/// group system notifications (addressed to some users) of Tencent IM, with
 /// RongCloud's multi-device sync events.
 public enum Groupd_V1_EventKind: ProtoEnum {
     /// The raw value type: protobuf enums are 32-bit signed integers.

@@ -1746,7 +1746,7 @@ public enum Groupd_V1_GroupService {
         /// transaction (RongCloud). Owner only; not for AVChatRoom. The old owner
         /// becomes MEMBER. Emits OWNER_CHANGED (and MEMBER_QUIT/QUIT when
         /// quitting). Errors: GROUP_NOT_FOUND, PERMISSION_DENIED,
-        /// TRANSFER_NOT_SUPPORTED, NOT_A_MEMBER (new owner not a member),
+        /// TRANSFER_NOT_SUPPORTED, MEMBER_NOT_FOUND (new owner not a member),
         /// INVALID_ARGUMENT (new owner is the caller).
         ///
         /// `/groupd.v1.GroupService/TransferOwnership`, unary.

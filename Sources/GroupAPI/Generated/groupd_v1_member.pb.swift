@@ -227,7 +227,8 @@ public struct Groupd_V1_KickMembersResponse: ProtoMessage {
     public static let protoMessageName = "groupd.v1.KickMembersResponse"
 
     /// One result per requested user: SUCCESS, NOT_MEMBER, FAILED
-    /// (PERMISSION_DENIED for the owner or an admin by an admin), INVALID.
+    /// (TARGET_IS_OWNER for the owner, PERMISSION_DENIED for an admin removed
+    /// by an admin), INVALID.
     public var results: [Groupd_V1_MemberResult] = []
 
     /// A message with every field at its proto3 default.
@@ -1359,9 +1360,10 @@ public enum Groupd_V1_MemberService {
         /// Public set to any): joins at once, emits MEMBER_JOINED. APPROVAL:
         /// creates (or refreshes) a pending application, emits
         /// APPLICATION_RECEIVED to the approvers, answers PENDING_APPROVAL.
-        /// Errors: GROUP_NOT_FOUND, JOIN_FORBIDDEN (Work, or FORBIDDEN),
-        /// ALREADY_MEMBER, GROUP_FULL, TOO_MANY_GROUPS, INVALID_ARGUMENT (message
-        /// over 100 bytes), POLICY_REJECTED.
+        /// Errors: GROUP_NOT_FOUND (also a Work group: non-members cannot see
+        /// one), JOIN_FORBIDDEN (join option FORBIDDEN), ALREADY_MEMBER,
+        /// GROUP_FULL, TOO_MANY_GROUPS, INVALID_ARGUMENT (message over 100
+        /// bytes), POLICY_REJECTED.
         ///
         /// `/groupd.v1.MemberService/JoinGroup`, unary.
         public static let joinGroup = ProtoMethod<Groupd_V1_JoinGroupRequest, Groupd_V1_JoinGroupResponse>(
@@ -1401,10 +1403,10 @@ public enum Groupd_V1_MemberService {
             service: "groupd.v1.MemberService", method: "KickMembers",
             isClientStreaming: false, isServerStreaming: false)
         /// Lists members, filtered by role, in pages of at most 50 with an opaque
-        /// cursor that is stable under concurrent joins and quits. Members may
-        /// call it (and non-members of Public/Meeting groups); AVChatRoom returns
-        /// the owner and the most recent members only. Errors: GROUP_NOT_FOUND,
-        /// NOT_A_MEMBER, INVALID_ARGUMENT.
+        /// cursor that is stable under concurrent joins and quits. Members only
+        /// (a non-member gets NOT_A_MEMBER; the public subset of a group is in
+        /// GetGroupsInfo); AVChatRoom returns the owner and the most recent
+        /// members only. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, INVALID_ARGUMENT.
         ///
         /// `/groupd.v1.MemberService/ListMembers`, unary.
         public static let listMembers = ProtoMethod<Groupd_V1_ListMembersRequest, Groupd_V1_ListMembersResponse>(
@@ -1427,8 +1429,9 @@ public enum Groupd_V1_MemberService {
         /// Makes a member an admin or an ordinary member. Owner only; types with
         /// admins only (Public, Meeting). Emits ADMIN_SET + ADMIN_GRANTED or
         /// ADMIN_CANCELLED + ADMIN_REVOKED. Errors: GROUP_NOT_FOUND,
-        /// PERMISSION_DENIED, ROLE_NOT_SUPPORTED, NOT_A_MEMBER (target),
-        /// INVALID_ARGUMENT (role OWNER or UNSPECIFIED, target is the owner).
+        /// PERMISSION_DENIED, ROLE_NOT_SUPPORTED, MEMBER_NOT_FOUND (target not a
+        /// member), TARGET_IS_OWNER (target is the owner), INVALID_ARGUMENT (role
+        /// OWNER or UNSPECIFIED).
         ///
         /// `/groupd.v1.MemberService/SetMemberRole`, unary.
         public static let setMemberRole = ProtoMethod<Groupd_V1_SetMemberRoleRequest, Groupd_V1_SetMemberRoleResponse>(
@@ -1446,8 +1449,8 @@ public enum Groupd_V1_MemberService {
         /// Changes a member's name card and member custom fields named by
         /// `update_mask`. Allowed per settings.member_edit_scope (custom keys also
         /// per the app's write roles). Emits MEMBER_INFO_CHANGED. Errors:
-        /// GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT,
-        /// POLICY_REJECTED.
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, MEMBER_NOT_FOUND (target not a member),
+        /// PERMISSION_DENIED, INVALID_ARGUMENT, POLICY_REJECTED.
         ///
         /// `/groupd.v1.MemberService/UpdateMemberInfo`, unary.
         public static let updateMemberInfo = ProtoMethod<Groupd_V1_UpdateMemberInfoRequest, Groupd_V1_UpdateMemberInfoResponse>(

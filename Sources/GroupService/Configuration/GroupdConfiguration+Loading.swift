@@ -41,10 +41,21 @@ extension GroupdConfiguration {
     /// - Parameters:
     ///   - file: The name to report in errors.
     ///   - environment: The environment `testing.clock: manual` is checked against (`nil`: the process's).
-    /// - Throws: ``ConfigurationError`` for the first mistake found.
+    /// - Throws: ``ConfigurationError`` for the first mistake found, every further one in its
+    ///   ``ConfigurationError/more`` (each section's checks stop at its own first mistake).
     public func validate(file: String = "<string>", environment: [String: String]? = nil) throws {
+        var problems: [ConfigurationError] = []
         func require(_ ok: Bool, _ path: String, _ message: @autoclosure () -> String) throws {
-            if !ok { throw ConfigurationError(file: file, keyPath: path, message: message()) }
+            if !ok { problems.append(ConfigurationError(file: file, keyPath: path, message: message())) }
+        }
+        func check(_ section: () throws -> Void) {
+            do {
+                try section()
+            } catch let error as ConfigurationError {
+                problems.append(contentsOf: error.all)
+            } catch {
+                problems.append(ConfigurationError(file: file, keyPath: "", message: "\(error)"))
+            }
         }
         func inRange<T: Comparable>(_ value: T, _ range: ClosedRange<T>, _ path: String) throws {
             try require(range.contains(value), path,
@@ -60,7 +71,9 @@ extension GroupdConfiguration {
             do {
                 _ = try self.store.postgres.endpoint()
             } catch let error as GroupError {
-                throw ConfigurationError(file: file, keyPath: "store.url", message: error.message)
+                problems.append(ConfigurationError(file: file, keyPath: "store.url", message: error.message))
+            } catch {
+                problems.append(ConfigurationError(file: file, keyPath: "store.url", message: "\(error)"))
             }
         }
         try inRange(self.store.poolSize, 1...1000, "store.pool_size")
@@ -76,10 +89,10 @@ extension GroupdConfiguration {
         try inRange(self.eventLoopThreads, 0...1024, "event_loop_threads")
         try inRange(self.auth.clockSkewSeconds, 0...3600, "auth.clock_skew_seconds")
         try inRange(self.auth.tokenCacheEntries, 0...1_000_000, "auth.token_cache_entries")
-        try validateTransport(file: file)
-        try validateTransportLimits(file: file)
-        try validateObservability(file: file)
-        try validateTesting(file: file, environment: environment)
+        check { try validateTransport(file: file) }
+        check { try validateTransportLimits(file: file) }
+        check { try validateObservability(file: file) }
+        check { try validateTesting(file: file, environment: environment) }
 
         try require(!self.apps.isEmpty, "apps", "expected at least one app")
         var firstIndexOfID: [String: Int] = [:]
@@ -88,11 +101,12 @@ extension GroupdConfiguration {
             try require(Self.isValidAppID(app.id), appPath + ".id",
                         "expected 1 to 64 characters of A-Z a-z 0-9 _ - ., found '\(app.id)'")
             if let first = firstIndexOfID[app.id] {
-                throw ConfigurationError(
+                problems.append(ConfigurationError(
                     file: file, keyPath: appPath + ".id",
-                    message: "duplicate app id '\(app.id)' (already used by apps[\(first)].id)")
+                    message: "duplicate app id '\(app.id)' (already used by apps[\(first)].id)"))
+            } else {
+                firstIndexOfID[app.id] = i
             }
-            firstIndexOfID[app.id] = i
 
             try require(!app.secrets.isEmpty, appPath + ".secrets", "expected at least one secret")
             var kids: Set<String> = []
@@ -121,6 +135,10 @@ extension GroupdConfiguration {
                     "expected calls per second above 0 and at most \(RateLimits.maximumRate), found \(rate.perSecond)")
                 try inRange(rate.burst, 1...RateLimits.maximumRate, ratePath + ".burst")
             }
+        }
+        if var first = problems.first {
+            first.more = Array(problems.dropFirst())
+            throw first
         }
     }
 

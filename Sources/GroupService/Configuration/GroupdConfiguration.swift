@@ -276,12 +276,22 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
     public var keyPath: String
     /// What is wrong and what was expected.
     public var message: String
+    /// The further problems validation found in the same file, in the order checked (this error
+    /// is the first; ``all`` lists them together).
+    public var more: [ConfigurationError] = []
 
     /// Create an error.
     public init(file: String, keyPath: String, message: String) {
         self.file = file
         self.keyPath = keyPath
         self.message = message
+    }
+
+    /// This problem, then every further one.
+    public var all: [ConfigurationError] {
+        var first = self
+        first.more = []
+        return [first] + more
     }
 
     /// `file: key.path: message`.

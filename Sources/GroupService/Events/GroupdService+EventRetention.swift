@@ -117,6 +117,9 @@ extension GroupdService {
             } catch is CancellationError {
                 return
             } catch {
+                // A pass cut short by shutdown (its task cancelled mid-statement, which the store
+                // reports as a storage failure) is no failure: nothing is logged.
+                if Task.isCancelled { return }
                 logger.error("retention pass failed", metadata: ["error": "\(error)"])
             }
         }

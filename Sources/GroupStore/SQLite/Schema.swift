@@ -186,7 +186,7 @@ enum Schema {
             """)
     }
 
-    /// v3 (issue 3): mutes kept across quit and rejoin, and the joined-groups listing.
+    /// v3: mutes kept across quit and rejoin, and the joined-groups listing.
     ///
     /// - `retained_mutes`: a user's mute end kept after leaving a group (RongCloud's quit option
     ///   `removeMuteStatus = NO`), handed back when the user rejoins, then deleted. Deleted with
@@ -205,7 +205,7 @@ enum Schema {
             """)
     }
 
-    /// v4 (issue 4): join applications and invitations, and each user's read time of them.
+    /// v4: join applications and invitations, and each user's read time of them.
     ///
     /// - `applications.app_key` is AUTOINCREMENT, so a listing can remember where it began;
     ///   listings go newest first by `(created_at, app_key)`, which never change (a refreshed
@@ -261,7 +261,7 @@ enum Schema {
             """)
     }
 
-    /// v5 (issue 5): group message bodies.
+    /// v5: group message bodies.
     ///
     /// - A message is a `group_events` row of kind `GROUP_MESSAGE` (its sequence, time, sender,
     ///   and the store's commit path to subscribers) plus this row, keyed by the event's
@@ -305,7 +305,7 @@ enum Schema {
             """)
     }
 
-    /// v7 (issue 12): each user's joined-group count kept in `joined_counts`, so a limit check
+    /// v7: each user's joined-group count kept in `joined_counts`, so a limit check
     /// (`max_groups_per_user`, on every join, invitation and creation) reads one row instead of
     /// counting the user's memberships: a user in 1,000 groups made each check read 1,000 rows.
     ///

@@ -46,7 +46,7 @@ typedef struct Groupd__V1__GroupMessage Groupd__V1__GroupMessage;
 
 /*
  * The kind of group. The type is a preset of GroupSettings: it gives the
- * defaults and fixes what it must (see DESIGN.md section 4).
+ * defaults and fixes what it must (each value below says what).
  */
 typedef enum _Groupd__V1__GroupType {
   /*
@@ -469,7 +469,7 @@ typedef enum _Groupd__V1__HandleStatus {
 } Groupd__V1__HandleStatus;
 /*
  * The kind of a group event: the group tips (visible to members) and the
- * group system notifications (addressed to some users) of seed 000, with
+ * group system notifications (addressed to some users) of Tencent IM, with
  * RongCloud's multi-device sync events.
  */
 typedef enum _Groupd__V1__EventKind {

@@ -257,7 +257,8 @@ struct  Groupd__V1__KickMembersResponse
   ProtobufCMessage base;
   /*
    * One result per requested user: SUCCESS, NOT_MEMBER, FAILED
-   * (PERMISSION_DENIED for the owner or an admin by an admin), INVALID.
+   * (TARGET_IS_OWNER for the owner, PERMISSION_DENIED for an admin removed
+   * by an admin), INVALID.
    */
   size_t n_results;
   Groupd__V1__MemberResult **results;
