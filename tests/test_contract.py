@@ -30,9 +30,10 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from support import PROTOS, OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, expect_error, mint_token, uid, user_md
-from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, group_pb2, group_pb2_grpc, member_pb2,
-                       member_pb2_grpc, message_pb2, message_pb2_grpc)
+from support import (PROTOS, OTHER_APP_ID, OTHER_APP_SECRET, StreamReader, admin_md, error_info, expect_error,
+                     mint_token, uid, user_md)
+from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
+                       group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
 
 TIMEOUT = 10
 NOT_FOUND, DENIED, INVALID = grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT
@@ -79,6 +80,7 @@ class API:
     """The stubs of the checks, on the interop suite's shared groupd, and a few builders."""
 
     def __init__(self, channel):
+        self.channel = channel
         self.groups = group_pb2_grpc.GroupServiceStub(channel)
         self.members = member_pb2_grpc.MemberServiceStub(channel)
         self.applications = application_pb2_grpc.ApplicationServiceStub(channel)
@@ -337,7 +339,7 @@ def _(api):
                         INVALID, "INVALID_ARGUMENT").metadata["field"] == "max_member_count"
 
 
-@promise("group.proto", "Members see everything; non-members see the public subset of Public, Meeting and AVChatRoom groups and nothing of a Work group (reported as NOT_FOUND).")
+@promise("group.proto", "Members see everything, with their own member record and remark; non-members see the public subset of Public, Meeting and AVChatRoom groups and nothing of a Work group (reported as NOT_FOUND).")
 def _(api):
     member, stranger = uid("m"), uid("stranger")
     gid, _ = api.group(PUBLIC, members=[member], profile=common_pb2.GroupProfile(name="n", notification="members only"))
@@ -1060,6 +1062,183 @@ def _(api):
     expect_error(lambda: notify(admin_md()), INVALID, "INVALID_ARGUMENT")
     sent = notify(admin_md(), text="hello")
     assert sent.event.kind == common_pb2.EVENT_KIND_CUSTOM_NOTIFICATION and sent.event.group_id == gid
+
+
+# ----------------------------------------------------------------------------------------------
+# Remarks, privacy, search, who edits settings, an owner's quit, mutes, event details, presence
+# ----------------------------------------------------------------------------------------------
+
+def subscribe(api, request, metadata):
+    """A Subscribe stream read in the background, once it has caught up."""
+    stream = StreamReader(event_pb2_grpc.EventServiceStub(api.channel).Subscribe(request, metadata=metadata, timeout=60))
+    stream.until_caught_up()
+    return stream
+
+
+def next_event(stream):
+    return stream.until(lambda item: item.WhichOneof("item") == "event")[-1].event
+
+
+def update_settings(api, gid, md, paths, **settings):
+    return api.groups.UpdateGroupSettings(group_pb2.UpdateGroupSettingsRequest(
+        group_id=gid, update_mask=mask(*paths), settings=common_pb2.GroupSettings(**settings)),
+        metadata=md, timeout=TIMEOUT)
+
+
+@promise("common.proto", "Filled by GetGroupsInfo and ListJoinedGroups for a member who set one.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(members=[member])
+    api.members.SetGroupRemark(member_pb2.SetGroupRemarkRequest(group_id=gid, remark="my team"),
+                               metadata=user_md(member), timeout=TIMEOUT)
+    assert api.info([gid], member).groups[0].remark == "my team"
+    assert api.info([gid], owner).groups[0].remark == ""
+    joined = api.groups.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(), metadata=user_md(member), timeout=TIMEOUT)
+    assert {g.group_id: g.remark for g in joined.groups}[gid] == "my team"
+
+
+@promise("common.proto", "The member's receive option. Only filled in the caller's own record (UNSPECIFIED in anyone else's, for the owner and admins too")
+def _(api):
+    member, admin = uid("m"), uid("a")
+    gid, owner = api.group(members=[member], admins=[admin])
+    api.members.SetReceiveMessageOption(member_pb2.SetReceiveMessageOptionRequest(
+        group_id=gid, option=common_pb2.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE), metadata=user_md(member), timeout=TIMEOUT)
+    for viewer, seen in [(owner, common_pb2.RECEIVE_MESSAGE_OPTION_UNSPECIFIED),
+                         (admin, common_pb2.RECEIVE_MESSAGE_OPTION_UNSPECIFIED),
+                         (member, common_pb2.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE)]:
+        listed = api.members.ListMembers(member_pb2.ListMembersRequest(group_id=gid), metadata=user_md(viewer),
+                                         timeout=TIMEOUT)
+        assert {m.user_id: m.receive_message_option for m in listed.members}[member] == seen, viewer
+
+
+@promise("group.proto", "The group id: equal to the keyword or starting with it, byte for byte (`%` and `_` are ordinary characters).")
+def _(api):
+    base = uid("pfx").replace("-", "")
+    owner = uid("owner")
+    made = [f"{base}_1", f"{base}_2", f"{base}x"]
+    for group_id in made:
+        api.groups.CreateGroup(group_pb2.CreateGroupRequest(group_id=group_id, type=PUBLIC, owner_user_id=owner,
+                                                            profile=common_pb2.GroupProfile(name="p")),
+                               metadata=admin_md(), timeout=TIMEOUT)
+    def found(keyword):
+        response = api.groups.SearchGroups(group_pb2.SearchGroupsRequest(
+            keyword=keyword, fields=[group_pb2.SEARCH_FIELD_GROUP_ID], page_size=100), metadata=user_md(owner),
+            timeout=TIMEOUT)
+        return sorted(r.group.group_id for r in response.results)
+    assert found(base) == sorted(made)
+    assert found(f"{base}_") == [f"{base}_1", f"{base}_2"]
+    assert found(f"{base}%") == []
+    assert found(f"{base}_1") == [f"{base}_1"]
+
+
+@promise("common.proto", "Public and Meeting: OWNER_AND_ADMINS (Tencent: \"only the group owner or admin can modify the option for joining the group\"); Work and AVChatRoom: OWNER.")
+def _(api):
+    for group_type, scope in [(WORK, common_pb2.OPERATOR_SCOPE_OWNER), (PUBLIC, common_pb2.OPERATOR_SCOPE_OWNER_AND_ADMINS),
+                              (MEETING, common_pb2.OPERATOR_SCOPE_OWNER_AND_ADMINS),
+                              (AVCHAT, common_pb2.OPERATOR_SCOPE_OWNER)]:
+        gid, _ = api.group(group_type)
+        assert api.info([gid]).groups[0].settings.settings_edit_scope == scope, group_type
+    admin = uid("a")
+    gid, _ = api.group(PUBLIC, admins=[admin])
+    update_settings(api, gid, user_md(admin), ["join_option"], join_option=common_pb2.JOIN_OPTION_ANY)
+    assert api.info([gid]).groups[0].settings.join_option == common_pb2.JOIN_OPTION_ANY
+
+
+@promise("common.proto", "names the GroupSettings field that decided, where one did.")
+def _(api):
+    member = uid("m")
+    gid, _ = api.group(WORK, members=[member])
+    info = expect_error(lambda: update_settings(api, gid, user_md(member), ["invite_scope"],
+                                                invite_scope=common_pb2.OPERATOR_SCOPE_OWNER), DENIED, "PERMISSION_DENIED")
+    assert info.metadata["setting"] == "settings_edit_scope", info
+    info = expect_error(lambda: api.groups.CreateGroup(group_pb2.CreateGroupRequest(
+        group_id=uid("g"), type=AVCHAT, owner_user_id=uid("o"), profile=common_pb2.GroupProfile(name="r"),
+        settings=common_pb2.GroupSettings(remove_scope=common_pb2.OPERATOR_SCOPE_OWNER)), metadata=admin_md(),
+        timeout=TIMEOUT), PRECONDITION, "SETTING_FIXED_BY_TYPE")
+    assert info.metadata["setting"] == "remove_scope", info
+
+
+@promise("common.proto", "This setting and owner_quit are changed only by the owner (and the backend), whatever this grants.")
+def _(api):
+    admin = uid("a")
+    gid, owner = api.group(PUBLIC, admins=[admin])
+    for path, value in [("settings_edit_scope", {"settings_edit_scope": common_pb2.OPERATOR_SCOPE_ALL_MEMBERS}),
+                        ("owner_quit", {"owner_quit": common_pb2.OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER})]:
+        info = expect_error(lambda: update_settings(api, gid, user_md(admin), [path], **value), DENIED, "PERMISSION_DENIED")
+        assert info.metadata["setting"] == path, info
+    update_settings(api, gid, user_md(owner), ["owner_quit"], owner_quit=common_pb2.OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER)
+    assert api.info([gid]).groups[0].settings.owner_quit == common_pb2.OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER
+
+
+@promise("common.proto", "What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and Meeting: REFUSED")
+def _(api):
+    first, second = uid("first"), uid("second")
+    gid, owner = api.group(WORK, members=[first, second])
+    api.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=gid), metadata=user_md(owner), timeout=TIMEOUT)
+    assert api.info([gid]).groups[0].owner_user_id == first
+    for group_type in (PUBLIC, MEETING):
+        gid, owner = api.group(group_type, members=[first])
+        info = expect_error(lambda: api.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=gid),
+                                                          metadata=user_md(owner), timeout=TIMEOUT),
+                            PRECONDITION, "OWNER_CANNOT_QUIT")
+        assert info.metadata["setting"] == "owner_quit", info
+
+
+@promise("common.proto", "Who set this state (in a GROUP_MUTED event: who muted or unmuted)")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    api.groups.SetGroupMute(group_pb2.SetGroupMuteRequest(group_id=gid, muted=True, mode=common_pb2.GROUP_MUTE_MODE_ALL),
+                            metadata=user_md(owner), timeout=TIMEOUT)
+    assert api.info([gid]).groups[0].mute.operator_user_id == owner
+
+
+@promise("common.proto", "Tip: settings or the maximum member count changed (UpdateGroupSettings; ZIM groupVerifyInfoUpdated). Detail: settings_change.")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    settings = subscribe(api, event_pb2.SubscribeRequest(group_ids=[gid], kinds=[common_pb2.EVENT_KIND_GROUP_SETTINGS_CHANGED]),
+                         admin_md())
+    update_settings(api, gid, user_md(owner), ["join_option"], join_option=common_pb2.JOIN_OPTION_ANY)
+    api.groups.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
+        group_id=gid, update_mask=mask("name"), profile=common_pb2.GroupProfile(name="renamed")),
+        metadata=user_md(owner), timeout=TIMEOUT)
+    update_settings(api, gid, user_md(owner), ["join_option"], join_option=common_pb2.JOIN_OPTION_APPROVAL)
+    first, second = next_event(settings), next_event(settings)
+    settings.cancel()
+    assert [e.kind for e in (first, second)] == [common_pb2.EVENT_KIND_GROUP_SETTINGS_CHANGED] * 2
+    assert list(first.settings_change.changed_fields) == ["join_option"]
+    assert first.settings_change.settings.join_option == common_pb2.JOIN_OPTION_ANY
+    assert second.settings_change.settings.join_option == common_pb2.JOIN_OPTION_APPROVAL
+
+
+@promise("common.proto", "Tip: members were muted or unmuted; operator = who did it. Detail: member_change: changed_fields `mute_until`, each member's user_id and mute_until (the mute's end; absent = unmuted).")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    stream = subscribe(api, event_pb2.SubscribeRequest(group_ids=[gid], kinds=[common_pb2.EVENT_KIND_MEMBER_MUTED]),
+                       admin_md())
+    for seconds in (60, 0):
+        api.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=gid, user_ids=[member], duration_seconds=seconds),
+                                metadata=user_md(owner), timeout=TIMEOUT)
+    muted, unmuted = next_event(stream), next_event(stream)
+    stream.cancel()
+    assert muted.operator_user_id == owner and list(muted.member_change.changed_fields) == ["mute_until"]
+    assert muted.member_change.members[0].user_id == member and muted.member_change.members[0].HasField("mute_until")
+    assert not unmuted.member_change.members[0].HasField("mute_until")
+
+
+@promise("event.proto", "A user's streams keep them online in the AVChatRooms they joined (Group.member_count), on whichever node they are held.")
+def _(api):
+    viewer = uid("viewer")
+    gid, _ = api.group(AVCHAT)
+    before = api.info([gid]).groups[0].member_count
+    stream = subscribe(api, event_pb2.SubscribeRequest(), user_md(viewer))
+    api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=gid), metadata=user_md(viewer), timeout=TIMEOUT)
+    assert api.info([gid]).groups[0].member_count == before + 1
+    # A second stream of the same viewer counts once.
+    again = subscribe(api, event_pb2.SubscribeRequest(), user_md(viewer))
+    assert api.info([gid]).groups[0].member_count == before + 1
+    again.cancel()
+    stream.cancel()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -77,20 +77,20 @@ def test_each_type_starts_with_its_defaults(groups, group_type):
     assert (seen.settings.settings_edit_scope, seen.settings.owner_quit) == DEFAULTS[group_type]
 
 
-def test_an_admin_changes_the_join_option_of_a_public_group_as_in_seed_000(groups):
+def test_an_admin_changes_the_join_option_of_a_public_group_as_tencent_allows(groups):
     owner, admin, member = uid("owner"), uid("admin"), uid("member")
     group = create(groups, PUBLIC, owner, [(admin, ADMIN), (member, MEMBER)])
     changed = update_settings(groups, group.group_id, admin, join_option=common_pb2.JOIN_OPTION_FORBIDDEN)
     assert changed.group.settings.join_option == common_pb2.JOIN_OPTION_FORBIDDEN
     info = expect_error(lambda: update_settings(groups, group.group_id, member, join_option=common_pb2.JOIN_OPTION_ANY),
                         grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
-    assert info.metadata["setting"] == "edit_settings_permission"
+    assert info.metadata["setting"] == "settings_edit_scope"
     assert read(groups, group.group_id, owner).settings.join_option == common_pb2.JOIN_OPTION_FORBIDDEN
 
 
 # Each owner-only setting with the value an admin or member tries, the owner's and the backend's.
 OWNER_ONLY = [
-    ("settings_edit_scope", "edit_settings_permission", SCOPE_OWNER, SCOPE_OWNER_AND_ADMINS),
+    ("settings_edit_scope", "settings_edit_scope", SCOPE_OWNER, SCOPE_OWNER_AND_ADMINS),
     ("owner_quit", "owner_quit", TO_MEMBER, TO_ADMIN),
 ]
 

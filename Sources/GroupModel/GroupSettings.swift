@@ -74,8 +74,9 @@ public enum OwnerQuitRule: String, Sendable, Hashable, CaseIterable {
     public var ownerMayQuit: Bool { self != .refused }
 }
 
-/// The names of the per-group settings, as used in the API, in errors (`metadata["setting"]`)
-/// and in ``GroupTypePreset/fixedSettings``.
+/// The names of the per-group settings in the model: in stored events' changes, in the domain
+/// errors' `metadata["setting"]` and in ``GroupTypePreset/fixedSettings``. The API names them by
+/// their `GroupSettings` fields (``apiName``).
 public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparable {
     /// ``GroupSettings/joinOption``.
     case joinOption = "join_option"
@@ -102,6 +103,23 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
     /// group, so a role granted settings cannot widen its own grant or keep the owner in.
     public static let ownerOnly: Set<GroupSettingKey> = [.editSettingsPermission, .ownerQuit]
+
+    /// The setting's field in the API's `GroupSettings`: what a gRPC error's `setting` metadata
+    /// and a `GROUP_SETTINGS_CHANGED` event's `changed_fields` say.
+    public var apiName: String {
+        switch self {
+        case .joinOption: "join_option"
+        case .joinApprovers: "approver_scope"
+        case .invitePermission: "invite_scope"
+        case .inviteeMustAccept: "invitee_consent"
+        case .invitationNeedsApproval: "invite_approval"
+        case .removeMembersPermission: "remove_scope"
+        case .editProfilePermission: "profile_edit_scope"
+        case .editMemberInfoPermission: "member_edit_scope"
+        case .editSettingsPermission: "settings_edit_scope"
+        case .ownerQuit: "owner_quit"
+        }
+    }
 
     /// Orders by declaration order.
     public static func < (lhs: Self, rhs: Self) -> Bool {

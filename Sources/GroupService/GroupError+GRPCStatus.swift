@@ -18,6 +18,10 @@ extension GroupError: GRPCStatusConvertible {
         // `reason.<key>` entries carry a policy plugin's reason per rejected key into the
         // BadRequest below; they are not ErrorInfo metadata (keys there have no dots).
         info.metadata = metadata.filter { !$0.key.hasPrefix("reason.") }
+        // A setting is named on the wire by its `GroupSettings` field.
+        if let setting = metadata["setting"], let key = GroupSettingKey(rawValue: setting) {
+            info.metadata["setting"] = key.apiName
+        }
         var status = Google_Rpc_Status()
         status.code = Int32(code.rawValue)
         status.message = message

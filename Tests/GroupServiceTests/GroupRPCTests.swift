@@ -364,8 +364,8 @@ struct CreateGroupRPCTests {
     @Test("a setting fixed by the type is FAILED_PRECONDITION / SETTING_FIXED_BY_TYPE and creates nothing",
           arguments: [
             (Groupd_V1_GroupType.work, Groupd_V1_GroupSettings.with { $0.joinOption = .any }, "join_option"),
-            (.meeting, .with { $0.inviteScope = .allMembers }, "invite_permission"),
-            (.avChatRoom, .with { $0.removeScope = .owner }, "remove_members_permission"),
+            (.meeting, .with { $0.inviteScope = .allMembers }, "invite_scope"),
+            (.avChatRoom, .with { $0.removeScope = .owner }, "remove_scope"),
             (.avChatRoom, .with { $0.joinOption = .approval }, "join_option"),
             (.public, .with { $0.muteScope = .allMembers }, "mute_scope"),
           ])

@@ -178,19 +178,7 @@ enum EventMapping {
     /// The API field name (`GroupSettings` field, or `max_member_count`) of a settings key in
     /// event changes.
     static func settingsFieldName(_ key: String) -> String {
-        switch GroupSettingKey(rawValue: key) {
-        case .joinOption: "join_option"
-        case .joinApprovers: "approver_scope"
-        case .invitePermission: "invite_scope"
-        case .inviteeMustAccept: "invitee_consent"
-        case .invitationNeedsApproval: "invite_approval"
-        case .removeMembersPermission: "remove_scope"
-        case .editProfilePermission: "profile_edit_scope"
-        case .editMemberInfoPermission: "member_edit_scope"
-        case .editSettingsPermission: "settings_edit_scope"
-        case .ownerQuit: "owner_quit"
-        case nil: key == "max_members" ? "max_member_count" : key
-        }
+        GroupSettingKey(rawValue: key)?.apiName ?? (key == "max_members" ? "max_member_count" : key)
     }
 
     /// A `GROUP_SETTINGS_CHANGED` detail: the changed settings by their API names, those
