@@ -435,3 +435,21 @@ class StreamReader:
     def cancel(self):
         self.call.cancel()
         self.done.wait(10)
+
+
+class EventStream(StreamReader):
+    """An EventService/Subscribe call read by a thread into a queue."""
+
+    def __init__(self, channel, request, metadata):
+        from groupd.v1 import event_pb2_grpc
+
+        super().__init__(event_pb2_grpc.EventServiceStub(channel).Subscribe(request, metadata=metadata, timeout=60))
+
+    def events(self, count, timeout=15):
+        """The next `count` event items (markers skipped)."""
+        got = []
+        while len(got) < count:
+            item = self.next(timeout)
+            if item.WhichOneof("item") == "event":
+                got.append(item)
+        return got

@@ -30,9 +30,9 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from support import (PROTOS, OTHER_APP_ID, OTHER_APP_SECRET, StreamReader, admin_md, error_info, expect_error,
+from support import (PROTOS, OTHER_APP_ID, OTHER_APP_SECRET, EventStream, admin_md, error_info, expect_error,
                      mint_token, uid, user_md)
-from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
+from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, group_pb2,
                        group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
 
 TIMEOUT = 10
@@ -1070,13 +1070,13 @@ def _(api):
 
 def subscribe(api, request, metadata):
     """A Subscribe stream read in the background, once it has caught up."""
-    stream = StreamReader(event_pb2_grpc.EventServiceStub(api.channel).Subscribe(request, metadata=metadata, timeout=60))
+    stream = EventStream(api.channel, request, metadata)
     stream.until_caught_up()
     return stream
 
 
 def next_event(stream):
-    return stream.until(lambda item: item.WhichOneof("item") == "event")[-1].event
+    return stream.events(1)[0].event
 
 
 def update_settings(api, gid, md, paths, **settings):

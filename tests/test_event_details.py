@@ -9,7 +9,7 @@ not shown by any read, and a group mute names who set it.
 import grpc
 import pytest
 
-from support import StreamReader, admin_md, uid, user_md
+from support import EventStream, admin_md, uid, user_md
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
                        group_pb2_grpc, member_pb2, member_pb2_grpc)
 from google.protobuf import field_mask_pb2, timestamp_pb2
@@ -17,17 +17,10 @@ from google.protobuf import field_mask_pb2, timestamp_pb2
 K = common_pb2
 
 
-class Stream(StreamReader):
-    def __init__(self, channel, request, metadata):
-        super().__init__(event_pb2_grpc.EventServiceStub(channel).Subscribe(request, metadata=metadata, timeout=60))
-
+class Stream(EventStream):
     def events(self, count, timeout=15):
-        got = []
-        while len(got) < count:
-            item = self.next(timeout)
-            if item.WhichOneof("item") == "event":
-                got.append(item.event)
-        return got
+        """The next `count` events."""
+        return [item.event for item in super().events(count, timeout)]
 
 
 class Api:

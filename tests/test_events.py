@@ -9,7 +9,7 @@ import threading
 import grpc
 import pytest
 
-from support import Groupd, StreamReader, admin_md, error_info, uid, user_md
+from support import EventStream, Groupd, admin_md, error_info, uid, user_md
 from h2raw import RawConnection, grpc_frame, grpc_messages
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, member_pb2,
                        member_pb2_grpc)
@@ -19,20 +19,7 @@ from google.rpc import status_pb2
 SUBSCRIBE = "/groupd.v1.EventService/Subscribe"
 
 
-class Stream(StreamReader):
-    """A Subscribe call read by a thread into a queue, so a test can wait for items."""
-
-    def __init__(self, channel, request, metadata):
-        super().__init__(event_pb2_grpc.EventServiceStub(channel).Subscribe(request, metadata=metadata, timeout=60))
-
-    def events(self, count, timeout=15):
-        """The next `count` events (markers skipped)."""
-        got = []
-        while len(got) < count:
-            item = self.next(timeout)
-            if item.WhichOneof("item") == "event":
-                got.append(item)
-        return got
+Stream = EventStream
 
 
 def events_of(items):
