@@ -1226,6 +1226,27 @@ def _(api):
     assert not unmuted.member_change.members[0].HasField("mute_until")
 
 
+@promise("common.proto", "The member count after the change (joins, quits, kicks). 0 in an AVChatRoom, whose count is of viewers online: read Group.member_count.")
+def _(api):
+    viewer, member = uid("viewer"), uid("m")
+    gid, _ = api.group(MEETING)  # anyone joins a Meeting group
+    stream = subscribe(api, event_pb2.SubscribeRequest(group_ids=[gid], kinds=[common_pb2.EVENT_KIND_MEMBER_JOINED]),
+                       admin_md())
+    api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=gid), metadata=user_md(member), timeout=TIMEOUT)
+    joined = next_event(stream)
+    stream.cancel()
+    assert joined.member_count == api.info([gid]).groups[0].member_count == 2
+    room, _ = api.group(AVCHAT)
+    stream = subscribe(api, event_pb2.SubscribeRequest(group_ids=[room], kinds=[common_pb2.EVENT_KIND_MEMBER_JOINED]),
+                       admin_md())
+    viewing = subscribe(api, event_pb2.SubscribeRequest(), user_md(viewer))
+    api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=room), metadata=user_md(viewer), timeout=TIMEOUT)
+    joined = next_event(stream)
+    stream.cancel()
+    viewing.cancel()
+    assert joined.member_count == 0 and joined.target_user_ids == [viewer]
+
+
 @promise("event.proto", "A user's streams keep them online in the AVChatRooms they joined (Group.member_count), on whichever node they are held.")
 def _(api):
     viewer = uid("viewer")

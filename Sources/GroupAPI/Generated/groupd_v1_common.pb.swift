@@ -1752,7 +1752,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
     /// member of the group.
     public var recipientUserIds: [String] = []
 
-    /// The member count after the change (joins, quits, kicks).
+    /// The member count after the change (joins, quits, kicks). 0 in an
+    /// AVChatRoom, whose count is of viewers online: read Group.member_count.
     public var memberCount: UInt32 = 0
 
     /// The group's type.

@@ -74,7 +74,11 @@ enum EventMapping {
             }
             $0.groupType = APIMapping.groupType(logged.groupType)
             $0.groupName = logged.groupName
-            if event.kind.isMemberChange { $0.memberCount = UInt32(clamping: max(0, logged.memberCount)) }
+            // An AVChatRoom counts viewers online (presence leases, read with the group), which
+            // no stored event knows: its events carry none rather than the stored owner alone.
+            if event.kind.isMemberChange, logged.groupType.preset.behaviour.membershipStored {
+                $0.memberCount = UInt32(clamping: max(0, logged.memberCount))
+            }
             if let application = logged.application {
                 $0.application = applicationDetail(application, groupName: logged.groupName, at: event.time)
             } else if let detail = detail(event, groupType: logged.groupType) {

@@ -1435,7 +1435,8 @@ struct  Groupd__V1__GroupEvent
   size_t n_recipient_user_ids;
   char **recipient_user_ids;
   /*
-   * The member count after the change (joins, quits, kicks).
+   * The member count after the change (joins, quits, kicks). 0 in an
+   * AVChatRoom, whose count is of viewers online: read Group.member_count.
    */
   uint32_t member_count;
   /*
