@@ -1247,6 +1247,60 @@ def _(api):
     assert joined.member_count == 0 and joined.target_user_ids == [viewer]
 
 
+@promise("event.proto", "a kicked user receives the KICKED event, then nothing more of that group.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    other, _ = api.group(PUBLIC, owner=owner, members=[member])
+    stream = subscribe(api, event_pb2.SubscribeRequest(), user_md(member))
+    api.members.KickMembers(member_pb2.KickMembersRequest(group_id=gid, user_ids=[member]), metadata=user_md(owner),
+                            timeout=TIMEOUT)
+    api.send(gid, owner, "after the kick")
+    api.send(other, owner, "elsewhere")
+    items = stream.until(lambda item: item.WhichOneof("item") == "message" and item.message.group_id == other)
+    stream.cancel()
+    from_group = [item for item in items if (item.event.group_id if item.HasField("event") else item.message.group_id) == gid]
+    assert from_group[-1].WhichOneof("item") == "event" and from_group[-1].event.kind == common_pb2.EVENT_KIND_KICKED, items
+
+
+@promise("event.proto", "Resume cursor: subscribing again with it continues right after this item.")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    request = lambda cursor="": event_pb2.SubscribeRequest(group_ids=[gid], cursor=cursor)
+    stream = subscribe(api, request(), user_md(owner))
+    for text in ("one", "two", "three"):
+        api.send(gid, owner, text)
+    first, second, third = stream.take(3)
+    stream.cancel()
+    assert [i.message.text for i in (first, second, third)] == ["one", "two", "three"]
+    resumed = EventStream(api.channel, request(first.cursor), user_md(owner))
+    backlog = resumed.until_caught_up()
+    resumed.cancel()
+    assert [i.message.text for i in backlog if i.HasField("message")] == ["two", "three"]
+
+
+@promise("event.proto", "Errors: INVALID_ARGUMENT (malformed cursor).")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    stream = EventStream(api.channel, event_pb2.SubscribeRequest(cursor="not a cursor"), user_md(owner))
+    stream.done.wait(TIMEOUT)
+    assert stream.error is not None and stream.error.code() == INVALID, stream.error
+    assert error_info(stream.error).reason == "INVALID_ARGUMENT"
+
+
+@promise("event.proto", "Do not deliver group messages, only events.")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    stream = subscribe(api, event_pb2.SubscribeRequest(group_ids=[gid], exclude_messages=True), user_md(owner))
+    api.send(gid, owner, "not delivered")
+    api.groups.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
+        group_id=gid, update_mask=mask("name"), profile=common_pb2.GroupProfile(name="renamed")),
+        metadata=user_md(owner), timeout=TIMEOUT)
+    item = stream.next()
+    stream.cancel()
+    assert item.WhichOneof("item") == "event" and item.event.kind == common_pb2.EVENT_KIND_GROUP_INFO_CHANGED, item
+
+
 @promise("event.proto", "A user's streams keep them online in the AVChatRooms they joined (Group.member_count), on whichever node they are held.")
 def _(api):
     viewer = uid("viewer")
