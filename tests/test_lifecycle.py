@@ -230,6 +230,26 @@ def test_drain_timeout_cuts_calls_that_never_finish(fresh_groupd):
         client.close()
 
 
+
+def test_sigterm_as_soon_as_the_port_accepts_is_a_graceful_stop(fresh_groupd):
+    """SIGTERM is trapped before the listener is bound: one sent the moment the port accepts a
+    connection (the services may not run yet) still stops groupd gracefully, exit 0, rather than
+    killing it. The port is polled without pause so the signal lands as early as it can."""
+    for _ in range(10):
+        server = fresh_groupd()
+        with open(server.log, "ab") as log:
+            server.process = subprocess.Popen([str(support.GROUPD_BIN), "serve", "--config", str(server.config)],
+                                              stdout=log, stderr=subprocess.STDOUT, env=server.environment)
+        while server.process.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+                break
+            except OSError:
+                continue
+        server.signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0, server.log.read_text()[-3000:]
+        assert "stopped" in server.log.read_text()
+
 # --- Configuration ---------------------------------------------------------------------------
 
 def valid_config(port=None, data_dir="/tmp/groupd-never-used") -> str:

@@ -24,6 +24,10 @@ struct Serve: AsyncParsableCommand {
         let tls = try loadServerTLS(configuration, configPath: config)
         // Trap SIGHUP first: from here on it reloads instead of ending the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
+        // SIGTERM and SIGINT too, before the listener is bound: one that arrives once clients can
+        // connect but before the services run waits here (buffered) and starts the graceful
+        // shutdown, instead of killing the process.
+        let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         // Every logger writes through one output whose level and format a reload changes.
         let logOutput = LogOutput(settings: configuration.log)
         LoggingSystem.bootstrap(logOutput.handler)
@@ -117,11 +121,17 @@ struct Serve: AsyncParsableCommand {
         }
         // The Prometheus and test-clock endpoints (bound above), on the server's event loops.
         services += endpoints.map { .init(service: $0) }
-        let serviceGroup = ServiceGroup(configuration: .init(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        ))
+        let serviceGroup = ServiceGroup(configuration: .init(services: services, logger: logger))
+        // The first SIGTERM or SIGINT (trapped above) shuts down gracefully, even one that came
+        // before `run` (the group starts its services, then stops them).
+        let stopping = Task {
+            for await signal in stops {
+                logger.info("shutting down gracefully", metadata: ["signal": "\(signal)"])
+                await serviceGroup.triggerGracefulShutdown()
+                break
+            }
+        }
+        defer { stopping.cancel() }
         try await serviceGroup.run()
         try await store.close()
         try await policy.shutdown()
