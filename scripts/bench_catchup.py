@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import Server  # noqa: E402
+from benchlib import Server, run_calls  # noqa: E402
 import grpc  # noqa: E402
 from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, message_pb2,  # noqa: E402
@@ -35,20 +35,6 @@ apps:
     secrets: [{{ kid: k1, secret: {secret} }}]
 """
 READER = "reader"
-
-
-async def run_calls(address, make_call, total, in_flight=256):
-    """Runs `total` calls with `in_flight` outstanding; returns the elapsed seconds."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        queue = iter(range(total))
-        start = time.perf_counter()
-
-        async def worker():
-            for index in queue:
-                await make_call(channel, index)
-
-        await asyncio.gather(*(worker() for _ in range(in_flight)))
-        return time.perf_counter() - start
 
 
 def reader_groups(args):
@@ -67,7 +53,7 @@ def seed_groups(server, args):
             group_id=f"g{n}", type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=f"owner{n}",
             profile=common_pb2.GroupProfile(name=f"group {n}"), members=members), metadata=md)
 
-    return asyncio.run(run_calls(server.address, create, args.groups))
+    return asyncio.run(run_calls(server.address, create, args.groups))[1]
 
 
 def seed_messages(server, args):
@@ -80,7 +66,7 @@ def seed_messages(server, args):
         await message_pb2_grpc.MessageServiceStub(channel).SendGroupMessage(message_pb2.SendGroupMessageRequest(
             group_id=f"g{n}", type="text", text=f"message {index}"), metadata=[("authorization", f"Bearer {token}")])
 
-    return asyncio.run(run_calls(server.address, send, args.groups * args.messages))
+    return asyncio.run(run_calls(server.address, send, args.groups * args.messages))[1]
 
 
 def subscribe(server, cursor):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
-from benchlib import Server, frame  # noqa: E402
+from benchlib import Server, frame, run_calls  # noqa: E402
 import grpc  # noqa: E402
 from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
@@ -48,25 +48,6 @@ def h2load(server, path, body: bytes, token, clients, streams, seconds, workdir)
                              clients, streams, seconds, workdir)
     return (f"{result['rate']:,.0f} req/s, p50 {result['p50_us']} µs, p99 {result['p99_us']} µs, "
             f"failed {result['failed']}, server CPU {result['cpu_us']:.1f} µs/call")
-
-
-async def run_calls(address, make_call, total, in_flight=256, seconds=None):
-    """Runs `total` calls (or until `seconds` pass) with `in_flight` outstanding; returns (done, elapsed)."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        done = 0
-        start = time.perf_counter()
-        queue = iter(range(total))
-
-        async def worker():
-            nonlocal done
-            for index in queue:
-                if seconds and time.perf_counter() - start > seconds:
-                    return
-                await make_call(channel, index)
-                done += 1
-
-        await asyncio.gather(*(worker() for _ in range(in_flight)))
-        return done, time.perf_counter() - start
 
 
 def seed_groups(server, first, count, token):

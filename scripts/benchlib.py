@@ -1,7 +1,9 @@
 """What the benchmark scripts share: a pinned groupd on a free port with its own config and data,
 its CPU time from /proc, h2load runs with latency percentiles, the C++ load generator and peer
-of Benchmarks/LoadGen (built on first use), and gRPC framing.
+of Benchmarks/LoadGen (built on first use), gRPC framing, and many grpcio calls kept in flight
+(`run_calls`).
 """
+import asyncio
 import json
 import os
 import re
@@ -185,3 +187,24 @@ class Peer:
     @property
     def address(self):
         return f"127.0.0.1:{self.port}"
+
+
+async def run_calls(address, make_call, total, in_flight=256, seconds=None):
+    """Runs `total` calls (or until `seconds` pass) with `in_flight` outstanding; returns (done, elapsed)."""
+    import grpc  # only the scripts that make grpcio calls need it
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        done = 0
+        start = time.perf_counter()
+        queue = iter(range(total))
+
+        async def worker():
+            nonlocal done
+            for index in queue:
+                if seconds and time.perf_counter() - start > seconds:
+                    return
+                await make_call(channel, index)
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return done, time.perf_counter() - start
