@@ -100,15 +100,7 @@ import Testing
         func written() -> [Frame] {
             var pending: [UInt8] = []
             while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { pending += buffer.readableBytesView }
-            var frames: [Frame] = []
-            while pending.count >= 9 {
-                let length = Int(pending[0]) << 16 | Int(pending[1]) << 8 | Int(pending[2])
-                guard pending.count >= 9 + length else { break }
-                let id = pending[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
-                frames.append(Frame(type: pending[3], flags: pending[4], streamID: id, payload: Array(pending[9..<9 + length])))
-                pending.removeFirst(9 + length)
-            }
-            return frames
+            return Frame.takeWhole(from: &pending)
         }
 
         /// Finishes the channel, runs what is left on the loop and lets the connection go; then

@@ -25,6 +25,19 @@ class EmbeddedHTTP2Client {
                 + payload
         }
 
+        /// The whole frames at the start of `bytes`, removed from it (a partial frame stays).
+        static func takeWhole(from bytes: inout [UInt8]) -> [Frame] {
+            var frames: [Frame] = []
+            while bytes.count >= 9 {
+                let length = Int(bytes[0]) << 16 | Int(bytes[1]) << 8 | Int(bytes[2])
+                guard bytes.count >= 9 + length else { break }
+                let id = bytes[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
+                frames.append(Frame(type: bytes[3], flags: bytes[4], streamID: id, payload: Array(bytes[9..<9 + length])))
+                bytes.removeFirst(9 + length)
+            }
+            return frames
+        }
+
         /// GOAWAY's last stream id, error code and debug data.
         var goAway: (lastStreamID: UInt32, errorCode: UInt32, debug: String)? {
             guard type == Self.goAway, payload.count >= 8 else { return nil }
@@ -65,15 +78,7 @@ class EmbeddedHTTP2Client {
     /// Every whole frame the server wrote since the last call.
     func take() -> [Frame] {
         while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { pending += buffer.readableBytesView }
-        var frames: [Frame] = []
-        while pending.count >= 9 {
-            let length = Int(pending[0]) << 16 | Int(pending[1]) << 8 | Int(pending[2])
-            guard pending.count >= 9 + length else { break }
-            let id = pending[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
-            frames.append(Frame(type: pending[3], flags: pending[4], streamID: id, payload: Array(pending[9..<9 + length])))
-            pending.removeFirst(9 + length)
-        }
-        return frames
+        return Frame.takeWhole(from: &pending)
     }
 
     func advance(by amount: TimeAmount) { channel.embeddedEventLoop.advanceTime(by: amount) }
