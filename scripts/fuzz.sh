@@ -31,9 +31,19 @@ build() {
   # Swift takes ASan and libFuzzer's coverage; UBSan (which swiftc does not offer on Linux)
   # instruments the C: protobuf-c's generated code, the plugin ABI, the fuzz plugin, the
   # dependencies' C.
+  # swiftc keeps only the last of several -sanitize= flags, and SwiftPM writes its --sanitize
+  # set in an order that changes from run to run: alone, the Swift code got either coverage
+  # (no ASan) or ASan (no coverage, so libFuzzer fuzzed blind). The one combined flag, which
+  # comes after SwiftPM's, gives every Swift file both.
   "$SWIFT" build --package-path Tests/Fuzz --scratch-path "$SCRATCH" \
-    --sanitize=fuzzer --sanitize=address \
+    --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=address,fuzzer \
     -Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined
+  # Both instrumentations in the Swift code every target runs (readelf and nm from binutils).
+  local object="$SCRATCH/debug/GRPCServer.build/GRPCMessageFramer.swift.o"
+  if ! readelf -SW "$object" | grep -q __sancov_cntrs || ! nm "$object" | grep -q __asan_report; then
+    echo "error: $object lacks libFuzzer coverage or ASan: the Swift code was built without both" >&2
+    exit 1
+  fi
   echo "fuzz build: $((SECONDS - started)) s"
 }
 
