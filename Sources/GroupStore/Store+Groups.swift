@@ -43,7 +43,7 @@ extension Store {
     // MARK: Changes
 
     /// The parts of a snapshot a group operation loads unless it asks for fewer.
-    public static let groupSnapshotParts: SnapshotRequest.Parts = [.owner, .successor, .joinedGroupCounts, .retainedMutes]
+    public static let groupSnapshotParts: SnapshotRequest.Parts = [.owner, .successor, .joinedGroupCounts, .retainedMutes, .bans]
 
     /// Applies one planned change to a group, atomically with its events.
     ///
@@ -83,7 +83,8 @@ extension Store {
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
-            let (change, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
+            let (planned, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
+            let change = planned.droppingLeaversFromMuteBypass()
             if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
             let written = try transaction.write(WriteSet(change: change), over: snapshot)
             let after = Self.group(after: change, before: before, events: written.events)
@@ -176,6 +177,15 @@ extension Store {
         return try await read { try await backend.memberships(app: app, userID: userID, groupIDs: groupIDs) }
     }
 
+    /// The group's running bans by user id, one page at a time (a user banned or unbanned during
+    /// the listing may or may not appear; nobody appears twice). Ended bans are left out.
+    /// - Throws: `GROUP_NOT_FOUND`.
+    public func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan> {
+        try await read {
+            try await backend.bans(app: app, groupID: groupID, after: cursor, limit: max(1, limit), now: now)
+        }
+    }
+
     /// A user's remark for a group ("" when none).
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
         try await read { try await backend.remark(app: app, groupID: groupID, userID: userID) }
@@ -256,5 +266,8 @@ extension GroupSnapshot {
             owner: group.ownerID.flatMap { snapshot.members[$0] }, successor: snapshot.successor,
             joinedGroupCounts: snapshot.joinedGroupCounts, retainedMutes: snapshot.retainedMutes,
             successorAdmin: snapshot.successorAdmin)
+        self.bans = snapshot.bans
+        self.banCount = snapshot.banCount
+        self.managers = snapshot.managers
     }
 }
