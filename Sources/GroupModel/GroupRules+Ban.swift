@@ -150,15 +150,15 @@ extension GroupRules {
                 results.append(BanResult(userID: userID, outcome: .notMember))
                 continue
             }
+            if userID == op.userID {
+                results.append(BanResult(userID: userID, outcome: .invalid(GroupError.invalidArgument(
+                    field: "user_ids[\(index)]", "you cannot ban yourself"))))
+                continue
+            }
             let decision = authorize(.ban(target: target?.role), type: group.type, settings: group.settings,
                                      actor: op.role)
             if let error = decision.error {
                 results.append(BanResult(userID: userID, outcome: .failed(error)))
-                continue
-            }
-            if userID == op.userID {
-                results.append(BanResult(userID: userID, outcome: .invalid(GroupError.invalidArgument(
-                    field: "user_ids[\(index)]", "you cannot ban yourself"))))
                 continue
             }
             let ban = GroupBan(userID: userID, until: until, reason: reason, operatorID: op.userID, bannedAt: now)
