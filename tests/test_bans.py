@@ -226,7 +226,8 @@ def test_ban_events_go_to_the_owner_the_admins_and_the_user(api):
         group_ids=[gid], kinds=[K.EVENT_KIND_MEMBER_BANNED, K.EVENT_KIND_MEMBER_UNBANNED, K.EVENT_KIND_MEMBER_KICKED]),
         admin_md())
     stream.until_caught_up()
-    api.ban(gid, [bob], user_md(admin), seconds=600, reason="flood")
+    (result,) = api.ban(gid, [bob], user_md(admin), seconds=600, reason="flood").results
+    assert result.ban.until.ToMilliseconds() == result.ban.ban_time.ToMilliseconds() + 600_000
     kicked, *banned = [item.event for item in stream.events(4)]
     assert kicked.kind == K.EVENT_KIND_MEMBER_KICKED and list(kicked.target_user_ids) == [bob]
     assert sorted(tuple(e.recipient_user_ids) for e in banned) == sorted([(owner,), (admin,), (bob,)])
@@ -234,7 +235,7 @@ def test_ban_events_go_to_the_owner_the_admins_and_the_user(api):
         assert event.kind == K.EVENT_KIND_MEMBER_BANNED and list(event.target_user_ids) == [bob]
         assert event.operator_user_id == admin and event.WhichOneof("detail") == "ban"
         assert event.ban.reason == "flood" and event.ban.duration_seconds == 600
-        assert event.ban.until.ToMilliseconds() == event.time.ToMilliseconds() + 600_000
+        assert event.ban.until == result.ban.until
     api.unban(gid, [bob], user_md(owner))
     unbanned = [item.event for item in stream.events(3)]
     assert sorted(tuple(e.recipient_user_ids) for e in unbanned) == sorted([(owner,), (admin,), (bob,)])
