@@ -105,3 +105,30 @@ struct StoreBanTests {
         }
     }
 }
+
+@Suite("Store migration: ban lists and mute bypass lists on an existing file")
+struct StoreBanMigrationTests {
+    @Test("migration v11 applies on a v10 file: groups read with an empty bypass list, bans are stored")
+    func migrationV11() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("db.sqlite")
+        let v10 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v10"),
+                        cacheCapacity: 0)
+        try await create(v10, "g1", members: ["bob", "carol"])
+        try await v10.close()
+
+        let store = Store(backend: try await SQLiteBackend.open(path: path), cacheCapacity: 0)
+        #expect(try await store.sqlite.appliedMigrations().last == "v11")
+        let group = try #require(try await store.groups(app: "app-a", ids: ["g1"])["g1"])
+        #expect(group.muteBypass.isEmpty && group.memberCount == 3)
+        try await write(store, "g1", targets: [], at: t0) { snapshot in
+            var change = GroupChange(group: snapshot.group)
+            change.group.muteBypass = ["carol"]
+            change.bans = [GroupBan(userID: "dave", until: nil, operatorID: nil, bannedAt: t0)]
+            return change
+        }
+        #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"]?.muteBypass == ["carol"])
+        #expect(try await store.bans(app: "app-a", groupID: "g1", after: nil, limit: 5, now: t0).items.map(\.userID) == ["dave"])
+        try await store.close()
+    }
+}
