@@ -247,6 +247,8 @@ def test_ban_events_go_to_the_owner_the_admins_and_the_user(api):
     got = [item.event for item in own.until_caught_up() if item.WhichOneof("item") == "event" and item.event.group_id == gid]
     own.cancel()
     assert [e.kind for e in got] == [K.EVENT_KIND_MEMBER_BANNED, K.EVENT_KIND_MEMBER_UNBANNED]
+    (live,) = [e for e in banned if list(e.recipient_user_ids) == [bob]]
+    assert got[0] == live  # the detail survives the store round trip
 
 
 def test_the_ban_list_limit(fresh_groupd):

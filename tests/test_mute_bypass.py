@@ -113,6 +113,13 @@ def test_mute_bypass_changed_event(api):
     assert list(event.mute_bypass.added_user_ids) == [carol]
     assert list(event.mute_bypass.removed_user_ids) == [bob]
     assert list(event.mute_bypass.user_ids) == [carol]
+    # Replayed from the store: the same event, detail included.
+    replay = EventStream(api.channel, event_pb2.SubscribeRequest(
+        group_ids=[gid], kinds=[K.EVENT_KIND_MUTE_BYPASS_CHANGED], from_oldest=True), admin_md())
+    stored = [item.event for item in replay.until_caught_up() if item.WhichOneof("item") == "event"]
+    replay.cancel()
+    assert [e for e in stored if e.sequence == event.sequence] == [event]
+    assert len(stored) == 2  # the first addition too
     # A change that changes nothing emits nothing and answers the list.
     assert list(api.update(gid, user_md(owner), add=[carol]).mute_bypass_user_ids) == [carol]
 
