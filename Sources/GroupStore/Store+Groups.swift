@@ -85,6 +85,7 @@ extension Store {
             let before = try Self.loadedGroup(snapshot)
             let (planned, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
             let change = planned.droppingLeaversFromMuteBypass()
+            try Self.refuseBanned(change, snapshot: snapshot)
             if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
             let written = try transaction.write(WriteSet(change: change), over: snapshot)
             let after = Self.group(after: change, before: before, events: written.events)
@@ -252,6 +253,17 @@ extension Store {
         if groupIDs.isEmpty || keyword.isEmpty || limit < 1 { return [:] }
         return try await read {
             try await backend.nameCardMatches(app: app, groupIDs: groupIDs, keyword: keyword, limit: limit)
+        }
+    }
+}
+
+extension Store {
+    /// `USER_BANNED` when `change` adds a member whose ban, loaded with the snapshot
+    /// (``SnapshotRequest/Parts/bans``, part of ``groupSnapshotParts``), runs at the snapshot's
+    /// time: a net under the plans, which refuse banned users themselves, for any way into a group.
+    static func refuseBanned(_ change: GroupChange, snapshot: StoreSnapshot) throws {
+        for member in change.insertedMembers {
+            if let ban = snapshot.bans[member.userID], ban.isActive(at: snapshot.time) { throw GroupError.userBanned(ban) }
         }
     }
 }

@@ -83,6 +83,34 @@ struct StoreBanTests {
         }
     }
 
+    @Test("a change that adds a user whose ban runs is refused with USER_BANNED and writes nothing; an ended ban is not",
+          arguments: StoreKind.allCases)
+    func bannedInsertRefused(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            try await create(store, "g1", members: ["bob"])
+            try await write(store, "g1", targets: [], at: t0) { snapshot in
+                var change = GroupChange(group: snapshot.group)
+                change.bans = [GroupBan(userID: "dave", until: at(60), operatorID: nil, bannedAt: t0)]
+                return change
+            }
+            @Sendable func join(_ time: Timestamp) async throws {
+                try await write(store, "g1", targets: ["dave"], at: time) { snapshot in
+                    var group = snapshot.group
+                    group.memberCount += 1
+                    let member = Member(userID: "dave", role: .member, joinedAt: time, joinSequence: group.latestSequence)
+                    return GroupChange(group: group, insertedMembers: [member],
+                                       events: [.init(kind: .memberJoined, operatorID: "dave", targets: ["dave"])])
+                }
+            }
+            let refused = await Fixture.groupError { try await join(at(59)) }
+            #expect(refused?.reason == .userBanned && refused?.metadata["user_id"] == "dave")
+            #expect(try await store.members(app: "app-a", groupID: "g1", userIDs: ["dave"]).isEmpty)
+            #expect(try await store.events(app: "app-a", groupID: "g1", after: 0, limit: 10).count == 1)
+            try await join(at(60))
+            #expect(try await store.members(app: "app-a", groupID: "g1", userIDs: ["dave"]).keys.sorted() == ["dave"])
+        }
+    }
+
     @Test("the mute bypass list persists with the group; a member removed drops off it", arguments: StoreKind.allCases)
     func muteBypass(kind: StoreKind) async throws {
         try await withTemporaryStore(kind) { store in
