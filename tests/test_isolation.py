@@ -66,7 +66,7 @@ class AppOne:
         return [self.marker.encode(), self.application_id.encode()] + ids
 
     def state(self, stubs):
-        """Everything app-one can read about its group, members, applications and messages."""
+        """Everything app-one can read about its group, members, bans, applications and messages."""
         parts = [
             stubs.group.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[self.group_id]),
                                       metadata=admin_md(), timeout=10),
@@ -80,6 +80,8 @@ class AppOne:
             stubs.message.GetGroupMessages(
                 message_pb2.GetGroupMessagesRequest(group_id=self.group_id), metadata=user_md(self.owner),
                 timeout=10),
+            stubs.member.ListBannedMembers(member_pb2.ListBannedMembersRequest(group_id=self.group_id),
+                                           metadata=admin_md(), timeout=10),
         ]
         return [part.SerializeToString(deterministic=True) for part in parts]
 
@@ -124,6 +126,8 @@ TABLE = {
         group_id=w.group_id, new_owner_user_id=w.member), **kw)),
     (G, "SetGroupMute"): ("", lambda s, w, kw: s.group.SetGroupMute(group_pb2.SetGroupMuteRequest(
         group_id=w.group_id, muted=True, mode=common_pb2.GROUP_MUTE_MODE_ALL), **kw)),
+    (G, "UpdateMuteBypassList"): ("", lambda s, w, kw: s.group.UpdateMuteBypassList(
+        group_pb2.UpdateMuteBypassListRequest(group_id=w.group_id, add_user_ids=[w.member]), **kw)),
     (G, "ListJoinedGroups"): ("ok", lambda s, w, kw: s.group.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(), **kw)),
     (G, "SearchGroups"): ("ok", lambda s, w, kw: [s.group.SearchGroups(group_pb2.SearchGroupsRequest(keyword=k), **kw)
                                                   for k in (w.group_id, w.marker[:30])]),
@@ -136,6 +140,12 @@ TABLE = {
         group_id=w.group_id, user_ids=["intruder"]), **kw)),
     (M, "KickMembers"): ("", lambda s, w, kw: s.member.KickMembers(member_pb2.KickMembersRequest(
         group_id=w.group_id, user_ids=[w.member]), **kw)),
+    (M, "BanMembers"): ("", lambda s, w, kw: s.member.BanMembers(member_pb2.BanMembersRequest(
+        group_id=w.group_id, user_ids=[w.member]), **kw)),
+    (M, "UnbanMembers"): ("", lambda s, w, kw: s.member.UnbanMembers(member_pb2.UnbanMembersRequest(
+        group_id=w.group_id, user_ids=[w.member]), **kw)),
+    (M, "ListBannedMembers"): ("", lambda s, w, kw: s.member.ListBannedMembers(member_pb2.ListBannedMembersRequest(
+        group_id=w.group_id), **kw)),
     (M, "ListMembers"): ("", lambda s, w, kw: s.member.ListMembers(member_pb2.ListMembersRequest(group_id=w.group_id), **kw)),
     (M, "GetMembersInfo"): ("", lambda s, w, kw: s.member.GetMembersInfo(member_pb2.GetMembersInfoRequest(
         group_id=w.group_id, user_ids=[w.member, w.owner]), **kw)),

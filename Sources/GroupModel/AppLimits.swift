@@ -36,6 +36,10 @@ public struct AppLimits: Sendable, Hashable {
     /// purged by the retention job. Default 0: kept forever (Tencent's history time is a paid
     /// setting; deleting an existing deployment's history must be an operator's choice).
     public var messageRetentionSeconds: Int
+    /// Maximum users on one group's ban list (bans still running). Default 1000.
+    public var maxBansPerGroup: Int = 1000
+    /// Maximum members on one group's mute bypass list. Default 100.
+    public var maxMuteBypassPerGroup: Int = 100
 
     /// The defaults listed on each property.
     public static var defaults: AppLimits {

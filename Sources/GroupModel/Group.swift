@@ -33,6 +33,9 @@ public struct Group: Sendable, Hashable, Identifiable {
     public var latestSequence: Int64
     /// The whole-group mute state.
     public var mute: GroupMuteState
+    /// Members a group mute does not apply to (their own member mute still does), in the order
+    /// they were added; only members are on it (a member who leaves drops off).
+    public var muteBypass: [String] = []
 
     /// Create a group value with every field given (defaults for the counters and mute).
     public init(

@@ -42,6 +42,9 @@ public struct GroupEvent: Sendable, Hashable {
         case memberMuted = "MEMBER_MUTED"
         /// The whole group was muted or unmuted; `changes` has `mode`, `roles`, `until`.
         case groupMuted = "GROUP_MUTED"
+        /// The group's mute bypass list changed (changes `added`, `removed`, `user_ids`:
+        /// newline-separated user ids; `user_ids` is the whole list after the change).
+        case muteBypassChanged = "MUTE_BYPASS_CHANGED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -67,6 +70,11 @@ public struct GroupEvent: Sendable, Hashable {
         case invitedToGroup = "INVITED_TO_GROUP"
         /// The user was removed from the group (to the removed user).
         case kickedFromGroup = "KICKED_FROM_GROUP"
+        /// Users were banned from the group (to the owner, each admin and each banned user;
+        /// changes `until` in ms, `0` = until lifted, `duration_seconds`, `reason`).
+        case memberBanned = "MEMBER_BANNED"
+        /// Users' bans were lifted (to the owner, each admin and each user whose ban was lifted).
+        case memberUnbanned = "MEMBER_UNBANNED"
         /// The user quit the group (to the user's other devices).
         case quitGroup = "QUIT_GROUP"
         /// The user was made admin (to the user).
@@ -93,7 +101,8 @@ public struct GroupEvent: Sendable, Hashable {
             switch self {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
-                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted:
+                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
+                .muteBypassChanged:
                 true
             default:
                 false

@@ -29,12 +29,15 @@ public struct ApplicationContext: Sendable, Hashable {
     public var subjectJoinedGroupCount: Int
     /// A mute kept from that user's earlier membership, if any.
     public var subjectRetainedMute: Timestamp?
+    /// That user's ban from the group, if any: while it runs the item is not accepted.
+    public var subjectBan: GroupBan?
 
     /// Create a context.
     public init(
         application: Application, group: Group, op: GroupOperator, subjectMembership: Member? = nil,
-        subjectJoinedGroupCount: Int = 0, subjectRetainedMute: Timestamp? = nil
+        subjectJoinedGroupCount: Int = 0, subjectRetainedMute: Timestamp? = nil, subjectBan: GroupBan? = nil
     ) {
+        self.subjectBan = subjectBan
         self.application = application
         self.group = group
         self.op = op
@@ -96,6 +99,8 @@ extension GroupRules {
     ///   `APPLICATION_ALREADY_HANDLED` naming who. Anyone else → `PERMISSION_DENIED`.
     /// - Once every needed decision is yes the user joins, checked then: `GROUP_FULL`,
     ///   `TOO_MANY_GROUPS`; a user who meanwhile became a member is accepted without a second row.
+    /// - While the user who would join is banned (``ApplicationContext/subjectBan``), no decision
+    ///   accepts: `PERMISSION_DENIED` / `USER_BANNED`.
     /// - Events: join application → `JOIN_APPLICATION_APPROVED` to the applicant and
     ///   `MEMBER_JOINED` (operator: the approver); invitation → `INVITATION_ACCEPTED` to the
     ///   inviter (`decision`: `approval` or `consent`) and on joining `MEMBER_JOINED` (operator:
@@ -105,6 +110,9 @@ extension GroupRules {
         _ context: ApplicationContext, message: String, limits: AppLimits, now: Timestamp
     ) throws -> ApplicationDecisionPlan {
         let decision = try decidingPart(context, message: message, limits: limits, now: now)
+        if let ban = context.subjectBan, ban.userID == context.application.subjectID, ban.isActive(at: now) {
+            throw GroupError.userBanned(ban)
+        }
         var application = context.application
         var group = context.group
         let op = context.op

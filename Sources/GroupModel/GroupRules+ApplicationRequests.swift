@@ -41,11 +41,11 @@ extension GroupRules {
     /// - Throws: What `planJoin` throws (`ALREADY_MEMBER`, `JOIN_FORBIDDEN`, `GROUP_FULL`, the message's limit…).
     public static func planJoinApplication(
         _ group: Group, by op: GroupOperator, joinedGroupCount: Int, message: String, limits: AppLimits,
-        now: Timestamp, retainedMute: Timestamp?, pending: Application?, newID: String
+        now: Timestamp, retainedMute: Timestamp?, pending: Application?, newID: String, ban: GroupBan? = nil
     ) throws -> JoinApplicationPlan {
         var join = try planJoin(
             group, by: op, joinedGroupCount: joinedGroupCount, message: message, limits: limits, now: now,
-            retainedMute: retainedMute)
+            retainedMute: retainedMute, ban: ban)
         guard case .pendingApproval = join.outcome, let userID = op.userID else {
             return JoinApplicationPlan(join: join, application: nil, refreshed: false)
         }
@@ -83,11 +83,12 @@ extension GroupRules {
     public static func planInvitationApplications(
         of userIDs: [String], to group: Group, by op: GroupOperator, memberships: [String: Member],
         joinedGroupCounts: [String: Int], message: String, limits: AppLimits, now: Timestamp,
-        retainedMutes: [String: Timestamp], pending: [String: Application], newID: () -> String
+        retainedMutes: [String: Timestamp], pending: [String: Application], newID: () -> String,
+        bans: [String: GroupBan] = [:]
     ) throws -> InvitationApplicationsPlan {
         var batch = try planInvitation(
             of: userIDs, to: group, by: op, memberships: memberships, joinedGroupCounts: joinedGroupCounts,
-            message: message, limits: limits, now: now, retainedMutes: retainedMutes)
+            message: message, limits: limits, now: now, retainedMutes: retainedMutes, bans: bans)
         let expiry = now.adding(seconds: Int64(limits.applicationExpirySeconds))
         var invitations: [String: Application] = [:]
         for result in batch.results {

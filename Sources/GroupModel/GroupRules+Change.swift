@@ -79,6 +79,10 @@ public struct GroupChange: Sendable, Hashable {
     public var dismissesGroup: Bool
     /// The events to append, in order.
     public var events: [GroupEvent.Draft]
+    /// Bans to store (a running ban of the same user is replaced).
+    public var bans: [GroupBan] = []
+    /// Users whose bans are lifted.
+    public var liftedBans: [String] = []
 
     /// Create a change; everything but the group defaults to "nothing".
     public init(
@@ -101,6 +105,17 @@ public struct GroupChange: Sendable, Hashable {
     public var isEmpty: Bool {
         self.events.isEmpty && self.insertedMembers.isEmpty && self.updatedMembers.isEmpty
             && self.removedMembers.isEmpty && self.retainedMutes.isEmpty && !self.dismissesGroup
+            && self.bans.isEmpty && self.liftedBans.isEmpty
+    }
+
+    /// The change with the members it removes taken off the group's mute bypass list (only
+    /// members are on it).
+    public func droppingLeaversFromMuteBypass() -> GroupChange {
+        guard !removedMembers.isEmpty, !group.muteBypass.isEmpty else { return self }
+        var change = self
+        let gone = Set(removedMembers)
+        change.group.muteBypass.removeAll { gone.contains($0) }
+        return change
     }
 }
 

@@ -23,10 +23,12 @@ extension GroupRules {
     ///   - memberships: The requested users' current memberships (absent: not a member).
     ///   - joinedGroupCounts: Per requested user, how many counted groups they are in now.
     ///   - retainedMutes: Mutes kept from earlier memberships (see ``QuitOptions``).
+    ///   - bans: The requested users' bans from the group: a user whose ban runs gets `failed`
+    ///     `USER_BANNED` (after `alreadyMember`).
     public static func planInvitation(
         of userIDs: [String], to group: Group, by op: GroupOperator, memberships: [String: Member],
         joinedGroupCounts: [String: Int], message: String = "", limits: AppLimits, now: Timestamp,
-        retainedMutes: [String: Timestamp] = [:]
+        retainedMutes: [String: Timestamp] = [:], bans: [String: GroupBan] = [:]
     ) throws -> MemberBatchPlan {
         try authorize(.invite, type: group.type, settings: group.settings, actor: op.role).get()
         try checkBatch(userIDs, field: "user_ids", limits: limits)
@@ -50,6 +52,10 @@ extension GroupRules {
             }
             if memberships[userID] != nil {
                 results.append(MemberResult(userID: userID, outcome: .alreadyMember))
+                continue
+            }
+            if let ban = bans[userID], ban.isActive(at: now) {
+                results.append(MemberResult(userID: userID, outcome: .failed(.userBanned(ban))))
                 continue
             }
             if let max = group.maxMembers, after.memberCount >= max {

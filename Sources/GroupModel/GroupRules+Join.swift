@@ -45,12 +45,15 @@ extension GroupRules {
     ///   - joinedGroupCount: How many groups that count toward the limit the user is in now.
     ///   - message: The application message (≤ ``AppLimits/applicationMessageBytes``).
     ///   - retainedMute: The end of a mute kept when the user last left, if any.
+    ///   - ban: The user's ban from the group, if any: while it runs the join (or application)
+    ///     is refused with `PERMISSION_DENIED` / `USER_BANNED`.
     public static func planJoin(
         _ group: Group, by op: GroupOperator, joinedGroupCount: Int, message: String = "", limits: AppLimits,
-        now: Timestamp, retainedMute: Timestamp? = nil
+        now: Timestamp, retainedMute: Timestamp? = nil, ban: GroupBan? = nil
     ) throws -> JoinPlan {
         try authorize(.join, type: group.type, settings: group.settings, actor: op.role).get()
         guard let userID = op.userID else { throw GroupError.operatorRequired("join") }
+        if let ban, ban.userID == userID, ban.isActive(at: now) { throw GroupError.userBanned(ban) }
         try FieldValidation.checkBytes(message, field: "message", limit: limits.applicationMessageBytes)
         if let max = group.maxMembers, group.memberCount >= max { throw GroupError.groupFull(max) }
         if countsTowardGroupLimit(group.type), joinedGroupCount >= limits.maxGroupsPerUser {

@@ -52,7 +52,8 @@ extension GroupRules {
     /// `GROUP_NOT_FOUND`, of any other type `NOT_A_MEMBER`; an AVChatRoom member is whoever has
     /// joined the room's audience); the member's own mute (`MEMBER_MUTED`, metadata `mute_until`
     /// in ms); the whole-group mute in its mode (`GROUP_MUTED`, metadata `mode` and `until`, `0` =
-    /// until lifted). A mute whose end is at or before `now` no longer applies.
+    /// until lifted), except for members on the group's mute bypass list (``Group/muteBypass``).
+    /// A mute whose end is at or before `now` no longer applies.
     /// - Returns: The sender's name card, recorded with the message.
     /// - Throws: `GroupError` as above (`PERMISSION_DENIED` for the three refusals).
     public static func checkSend(in group: Group, by op: GroupOperator, now: Timestamp) throws -> String {
@@ -64,7 +65,7 @@ extension GroupRules {
                 code: .permissionDenied, reason: .memberMuted, message: "you are muted in this group",
                 metadata: ["mute_until": millisText(until)])
         }
-        if group.mute.mutes(member.role, at: now) {
+        if group.mute.mutes(member.role, at: now), !group.muteBypass.contains(member.userID) {
             throw GroupError(
                 code: .permissionDenied, reason: .groupMuted,
                 message: "the group is muted for \(member.role) members",

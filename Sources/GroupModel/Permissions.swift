@@ -113,6 +113,13 @@ public enum GroupAction: Sendable, Hashable {
     case muteMember(target: MemberRole)
     /// Mute (or unmute) the whole group, or some roles.
     case muteGroup
+    /// Ban a user from the group: a member holding `target`, or a non-member (`nil`), who is
+    /// ranked as an ordinary member.
+    case ban(target: MemberRole?)
+    /// Lift bans and list the group's ban list.
+    case manageBans
+    /// Change the group's mute bypass list (who a group mute does not apply to).
+    case updateMuteBypass
     /// Edit a member's name card or member custom fields.
     case editMemberInfo(MemberInfoTarget)
     /// Change one's own receive option or private remark of the group.
@@ -370,8 +377,19 @@ public enum GroupRules {
             guard decision.isAllowed, let role = actor.role else { return decision }
             return role.rank > target.rank ? .allowed : outranked(target)
 
-        case .muteGroup:
+        case .muteGroup, .updateMuteBypass:
             return memberCheck(actor, grantedTo: behaviour.mutePermission, setting: nil)
+        case .ban(let target):
+            // Whoever may remove that member; where the type removes nobody (AVChatRoom) the ban
+            // is the way out of the room, granted as the type's mute.
+            if target == .owner { return .refused(targetIsOwner("banned")) }
+            let rank = target ?? .member
+            let decision = memberCheck(actor, grantedTo: banPermission(type, settings), setting: banSetting(type))
+            guard decision.isAllowed, let role = actor.role else { return decision }
+            let everyoneMayBan = banPermission(type, settings) == .everyone && rank == .member
+            return role.rank > rank.rank || everyoneMayBan ? .allowed : outranked(rank)
+        case .manageBans:
+            return memberCheck(actor, grantedTo: banPermission(type, settings), setting: banSetting(type))
 
         case .editMemberInfo(let target):
             switch actor {
@@ -433,6 +451,17 @@ public enum GroupRules {
     }
 
     // MARK: Helpers
+
+    /// Who bans: ``GroupSettings/removeMembersPermission``, or the type's mute permission where
+    /// the type removes nobody (AVChatRoom).
+    private static func banPermission(_ type: GroupType, _ settings: GroupSettings) -> OperationPermission {
+        type.preset.behaviour.kickSupported ? settings.removeMembersPermission : type.preset.behaviour.mutePermission
+    }
+
+    /// The setting that decides who bans, for the refusal's metadata.
+    private static func banSetting(_ type: GroupType) -> GroupSettingKey? {
+        type.preset.behaviour.kickSupported ? .removeMembersPermission : nil
+    }
 
     private static func memberCheck(
         _ actor: ActingRole, grantedTo permission: OperationPermission, setting: GroupSettingKey?

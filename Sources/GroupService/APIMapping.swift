@@ -225,6 +225,7 @@ enum APIMapping {
         if shows(.updatedAt) { out.lastInfoTime = timestamp(group.updatedAt) }
         if shows(.latestSequence) { out.latestSequence = UInt64(max(group.latestSequence, 0)) }
         if shows(.mute), let mute = muteState(group.mute, now: now) { out.mute = mute }
+        if shows(.mute) { out.muteBypassUserIds = group.muteBypass }
         if shows(.custom) { out.custom = group.custom }
         out.profile = .with {
             if shows(.name) { $0.name = group.name }

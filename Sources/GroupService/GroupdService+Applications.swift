@@ -134,7 +134,7 @@ extension GroupdService {
                 application: application, group: snapshot.group.group, op: op,
                 subjectMembership: snapshot.group.targets[subject],
                 subjectJoinedGroupCount: snapshot.group.joinedGroupCounts[subject] ?? 0,
-                subjectRetainedMute: snapshot.group.retainedMutes[subject])
+                subjectRetainedMute: snapshot.group.retainedMutes[subject], subjectBan: snapshot.group.bans[subject])
             let decided = try plan(context)
             let roles = GroupRules.relations(of: decided.application, in: decided.change.group, for: op)
             return (ApplicationChange(group: decided.change, applications: [decided.application]),

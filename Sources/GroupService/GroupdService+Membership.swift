@@ -37,7 +37,8 @@ extension GroupdService {
             let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
                 let plan = try GroupRules.planJoin(
                     snapshot.group, by: op, joinedGroupCount: user.flatMap { snapshot.joinedGroupCounts[$0] } ?? 0,
-                    message: message, limits: limits, now: now, retainedMute: user.flatMap { snapshot.retainedMutes[$0] })
+                    message: message, limits: limits, now: now, retainedMute: user.flatMap { snapshot.retainedMutes[$0] },
+                    ban: user.flatMap { snapshot.bans[$0] })
                 return (plan.change, plan.outcome)
             }
             let actor = call.caller.actingRole(membership: result.membership?.role)
@@ -52,14 +53,14 @@ extension GroupdService {
         let newID = ApplicationID.make()
         let committed = try await store.mutateApplications(
             app: caller.appID, groupID: request.groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
-            at: now, parts: [.joinedGroupCounts, .retainedMutes]
+            at: now, parts: [.joinedGroupCounts, .retainedMutes, .bans]
         ) { snapshot in
             let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
             let plan = try GroupRules.planJoinApplication(
                 snapshot.group.group, by: op,
                 joinedGroupCount: user.flatMap { snapshot.group.joinedGroupCounts[$0] } ?? 0, message: message,
                 limits: limits, now: now, retainedMute: user.flatMap { snapshot.group.retainedMutes[$0] },
-                pending: user.flatMap { snapshot.pending[$0] }, newID: newID)
+                pending: user.flatMap { snapshot.pending[$0] }, newID: newID, ban: user.flatMap { snapshot.group.bans[$0] })
             return (ApplicationChange(group: plan.join.change, applications: plan.application.map { [$0] } ?? []), plan)
         }
         let plan = committed.value.value
@@ -118,7 +119,8 @@ extension GroupdService {
             let plan = try GroupRules.planInvitationApplications(
                 of: users, to: snapshot.group.group, by: op, memberships: snapshot.group.targets,
                 joinedGroupCounts: snapshot.group.joinedGroupCounts, message: message, limits: limits, now: now,
-                retainedMutes: snapshot.group.retainedMutes, pending: snapshot.pending, newID: ApplicationID.make)
+                retainedMutes: snapshot.group.retainedMutes, pending: snapshot.pending, newID: ApplicationID.make,
+                bans: snapshot.group.bans)
             return (ApplicationChange(group: plan.batch.change, applications: Array(plan.invitations.values)),
                     (plan: plan, membership: op.membership))
         }
@@ -141,14 +143,42 @@ extension GroupdService {
         let options = Self.quitOptions(request.options)
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits)) { snapshot, op in
-            let plan = try GroupRules.planKick(
-                of: users, from: snapshot.group, by: op, memberships: snapshot.targets, reason: reason, options: options,
-                limits: limits, now: now)
-            return (plan.change, plan.results)
+        let ban = request.ban
+        let banSeconds = Int64(request.banDurationSeconds)
+        if !ban, request.banDurationSeconds != 0 {
+            throw GroupError.invalidArgument(field: "ban_duration_seconds", "ban_duration_seconds is only given with ban")
+        }
+        let result = try await mutate(
+            call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits),
+            parts: ban ? Self.banSnapshotParts : Store.groupSnapshotParts
+        ) { snapshot, op in
+            guard ban else {
+                let plan = try GroupRules.planKick(
+                    of: users, from: snapshot.group, by: op, memberships: snapshot.targets, reason: reason, options: options,
+                    limits: limits, now: now)
+                return (plan.change, plan.results)
+            }
+            // Kick and ban: who may kick (the type must remove members), each removed member banned.
+            try GroupRules.authorize(.kick(target: .member), type: snapshot.group.type, settings: snapshot.group.settings,
+                                     actor: op.role).get()
+            let plan = try GroupRules.planBan(
+                of: users, for: banSeconds, reason: reason, in: snapshot.group, by: op, memberships: snapshot.targets,
+                bans: snapshot.bans, banCount: snapshot.banCount, managers: snapshot.managers, options: options,
+                membersOnly: true, limits: limits, now: now)
+            return (plan.change, plan.results.map(Self.kickResult))
         }
         let actor = call.caller.actingRole(membership: result.membership?.role)
         return .with { $0.results = result.value.map { Self.memberResult($0, actor: actor, call: call) } }
+    }
+
+    /// A ban result as a KickMembers result (the removed member on success).
+    static func kickResult(_ result: BanResult) -> MemberResult {
+        switch result.outcome {
+        case .banned(_, let removed?): MemberResult(userID: result.userID, outcome: .success(removed))
+        case .banned, .notMember, .lifted, .notBanned: MemberResult(userID: result.userID, outcome: .notMember)
+        case .failed(let error): MemberResult(userID: result.userID, outcome: .failed(error))
+        case .invalid(let error): MemberResult(userID: result.userID, outcome: .invalid(error))
+        }
     }
 
     /// The distinct non-empty user ids of a batch, for the snapshot (the model checks the batch

@@ -43,7 +43,7 @@ extension GroupdService {
     /// (joins, leaves, member updates of users not stored) is taken out of what the store writes
     /// and applied to the in-memory registry after the commit. The events are stored either way.
     func mutate<Value: Sendable>(
-        _ call: CallContext, groupID: String, targets: [String] = [],
+        _ call: CallContext, groupID: String, targets: [String] = [], parts: SnapshotRequest.Parts = Store.groupSnapshotParts,
         _ plan: @escaping @Sendable (GroupSnapshot, GroupOperator) throws -> (GroupChange, Value)
     ) async throws -> Mutation<Value> {
         try Self.requireGroupID(groupID)
@@ -63,7 +63,7 @@ extension GroupdService {
         }
         let (counted, presentUsers) = (online, present)
         let committed = try await store.mutateGroup(
-            app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now()
+            app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now(), parts: parts
         ) { stored in
             var snapshot = stored
             let live = !stored.group.type.preset.behaviour.membershipStored
@@ -79,6 +79,7 @@ extension GroupdService {
             }
             let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
             var (change, value) = try plan(snapshot, op)
+            change = change.droppingLeaversFromMuteBypass()
             var outcome = MutationOutcome(value: value, live: live)
             let operatorID = caller.operatorID
             outcome.membership = operatorID.flatMap { user in

@@ -114,6 +114,7 @@ public final class GroupdService: Sendable {
         registerGroupOperationMethods(in: &routes)
         registerListingMethods(in: &routes)
         registerMembershipMethods(in: &routes)
+        registerBanMethods(in: &routes)
         registerApplicationMethods(in: &routes)
         registerMemberMethods(in: &routes)
         registerLifecycleMethods(in: &routes)

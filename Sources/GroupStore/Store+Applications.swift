@@ -101,6 +101,11 @@ extension Store {
         } catch let error as GroupError where !swept.isEmpty {
             return .refused(error)
         }
+        do {
+            try Store.refuseBanned(change.group, snapshot: snapshot)
+        } catch let error as GroupError where !swept.isEmpty {
+            return .refused(error)
+        }
         var writes = WriteSet(applications: change.applications)
         if !change.group.isEmpty { writes.change = change.group }
         let written = try transaction.write(writes, over: snapshot)

@@ -43,7 +43,7 @@ extension Store {
     // MARK: Changes
 
     /// The parts of a snapshot a group operation loads unless it asks for fewer.
-    public static let groupSnapshotParts: SnapshotRequest.Parts = [.owner, .successor, .joinedGroupCounts, .retainedMutes]
+    public static let groupSnapshotParts: SnapshotRequest.Parts = [.owner, .successor, .joinedGroupCounts, .retainedMutes, .bans]
 
     /// Applies one planned change to a group, atomically with its events.
     ///
@@ -83,7 +83,9 @@ extension Store {
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
-            let (change, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
+            let (planned, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
+            let change = planned.droppingLeaversFromMuteBypass()
+            try Self.refuseBanned(change, snapshot: snapshot)
             if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
             let written = try transaction.write(WriteSet(change: change), over: snapshot)
             let after = Self.group(after: change, before: before, events: written.events)
@@ -176,6 +178,15 @@ extension Store {
         return try await read { try await backend.memberships(app: app, userID: userID, groupIDs: groupIDs) }
     }
 
+    /// The group's running bans by user id, one page at a time (a user banned or unbanned during
+    /// the listing may or may not appear; nobody appears twice). Ended bans are left out.
+    /// - Throws: `GROUP_NOT_FOUND`.
+    public func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan> {
+        try await read {
+            try await backend.bans(app: app, groupID: groupID, after: cursor, limit: max(1, limit), now: now)
+        }
+    }
+
     /// A user's remark for a group ("" when none).
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
         try await read { try await backend.remark(app: app, groupID: groupID, userID: userID) }
@@ -246,6 +257,17 @@ extension Store {
     }
 }
 
+extension Store {
+    /// `USER_BANNED` when `change` adds a member whose ban, loaded with the snapshot
+    /// (``SnapshotRequest/Parts/bans``, part of ``groupSnapshotParts``), runs at the snapshot's
+    /// time: a net under the plans, which refuse banned users themselves, for any way into a group.
+    static func refuseBanned(_ change: GroupChange, snapshot: StoreSnapshot) throws {
+        for member in change.insertedMembers {
+            if let ban = snapshot.bans[member.userID], ban.isActive(at: snapshot.time) { throw GroupError.userBanned(ban) }
+        }
+    }
+}
+
 extension GroupSnapshot {
     /// The plan's view of a loaded snapshot.
     init(_ snapshot: StoreSnapshot, group: Group, operatorID: String?, targets: [String]) {
@@ -256,5 +278,8 @@ extension GroupSnapshot {
             owner: group.ownerID.flatMap { snapshot.members[$0] }, successor: snapshot.successor,
             joinedGroupCounts: snapshot.joinedGroupCounts, retainedMutes: snapshot.retainedMutes,
             successorAdmin: snapshot.successorAdmin)
+        self.bans = snapshot.bans
+        self.banCount = snapshot.banCount
+        self.managers = snapshot.managers
     }
 }

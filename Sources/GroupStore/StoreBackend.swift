@@ -115,6 +115,9 @@ public protocol StoreBackend: Sendable {
     /// - Throws: `GROUP_NOT_FOUND`.
     func remark(app: String, groupID: String, userID: String) async throws -> String
 
+    /// See ``Store/bans(app:groupID:after:limit:now:)``.
+    func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan>
+
     /// See ``Store/remarks(app:userID:groupIDs:)``.
     func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String]
 

@@ -27,6 +27,12 @@ public struct SnapshotRequest: Sendable {
         /// The group's approvers: the owner, and the admins when its join approvers include them,
         /// in join order.
         public static let approvers = Parts(rawValue: 1 << 7)
+        /// The bans of ``SnapshotRequest/users`` still running at ``SnapshotRequest/time``.
+        public static let bans = Parts(rawValue: 1 << 8)
+        /// How many bans of the group still run at ``SnapshotRequest/time``.
+        public static let banCount = Parts(rawValue: 1 << 9)
+        /// The group's owner and admins, in join order.
+        public static let managers = Parts(rawValue: 1 << 10)
     }
 
     /// The app.
@@ -73,7 +79,7 @@ public struct SnapshotRequest: Sendable {
         self.applicationReader = applicationReader
     }
 
-    /// The operator and the targets, each once (whose counts and retained mutes are loaded).
+    /// The operator and the targets, each once (whose counts, retained mutes and bans are loaded).
     public var users: [String] {
         var seen = Set<String>()
         var users: [String] = []
@@ -135,6 +141,12 @@ public struct StoreSnapshot: Sendable {
     public var unreadApplications: Int = 0
     /// The group's approvers (`.approvers`).
     public var approvers: [String] = []
+    /// Running bans of the request's users, by user (`.bans`).
+    public var bans: [String: GroupBan] = [:]
+    /// How many running bans the group has (`.banCount`).
+    public var banCount: Int = 0
+    /// The group's owner and admins, in join order (`.managers`).
+    public var managers: [String] = []
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {

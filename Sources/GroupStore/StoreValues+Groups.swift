@@ -23,6 +23,12 @@ public struct GroupSnapshot: Sendable {
     /// Mutes kept from earlier memberships of the targets and the operator (RongCloud's quit
     /// option), keyed by user id.
     public var retainedMutes: [String: Timestamp]
+    /// Running bans of the targets and the operator, keyed by user id (`.bans`).
+    public var bans: [String: GroupBan] = [:]
+    /// How many running bans the group has (`.banCount`).
+    public var banCount: Int = 0
+    /// The group's owner and admins, in join order (`.managers`).
+    public var managers: [String] = []
 
     /// Creates a snapshot.
     public init(

@@ -1059,6 +1059,19 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// Detail: application.
     case applicationExpired // = 32
 
+    /// System, to the owner, each admin (targets: every banned user) and each
+    /// banned user (targets: that user): users were banned (BanMembers,
+    /// KickMembers with `ban`). Detail: ban.
+    case memberBanned // = 33
+
+    /// System, to the owner, each admin and each user whose ban was lifted
+    /// (UnbanMembers). Detail: ban (empty).
+    case memberUnbanned // = 34
+
+    /// Tip: the group's mute bypass list changed (UpdateMuteBypassList).
+    /// Detail: mute_bypass.
+    case muteBypassChanged // = 35
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1103,6 +1116,9 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 30: self = .receiveOptionChanged
         case 31: self = .groupRead
         case 32: self = .applicationExpired
+        case 33: self = .memberBanned
+        case 34: self = .memberUnbanned
+        case 35: self = .muteBypassChanged
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1143,12 +1159,15 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .receiveOptionChanged: return 30
         case .groupRead: return 31
         case .applicationExpired: return 32
+        case .memberBanned: return 33
+        case .memberUnbanned: return 34
+        case .muteBypassChanged: return 35
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -1380,6 +1399,11 @@ public struct Groupd_V1_Group: ProtoMessage {
 
     /// True when the caller sees only the public subset (non-member).
     public var publicViewOnly: Bool = false
+
+    /// The members a group mute does not apply to (their own member mute
+    /// still does), in the order they were added (UpdateMuteBypassList).
+    /// Members and the backend see it; empty in the public subset.
+    public var muteBypassUserIds: [String] = []
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1709,6 +1733,42 @@ public struct Groupd_V1_ReceiveOptionChange: ProtoMessage {
     public init() {}
 }
 
+/// MEMBER_BANNED / MEMBER_UNBANNED detail.
+public struct Groupd_V1_BanDetail: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.BanDetail"
+
+    /// When the ban ends; absent = until lifted (and for MEMBER_UNBANNED).
+    public var until: Google_Protobuf_Timestamp? = nil
+
+    /// The ban's duration in seconds as requested; 0 = until lifted.
+    public var durationSeconds: UInt32 = 0
+
+    /// The reason the operator gave.
+    public var reason: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// MUTE_BYPASS_CHANGED detail.
+public struct Groupd_V1_MuteBypassChange: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MuteBypassChange"
+
+    /// The users added to the list.
+    public var addedUserIds: [String] = []
+
+    /// The users removed from it.
+    public var removedUserIds: [String] = []
+
+    /// The whole list after the change.
+    public var userIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// GROUP_READ detail.
 public struct Groupd_V1_ReadMark: ProtoMessage {
     /// The message's full protobuf name.
@@ -1910,6 +1970,28 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .group(newValue) }
     }
 
+    /// MEMBER_BANNED, MEMBER_UNBANNED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var ban: Groupd_V1_BanDetail {
+        get {
+            if case .ban(let value)? = detail { return value }
+            return Groupd_V1_BanDetail()
+        }
+        set { detail = .ban(newValue) }
+    }
+
+    /// MUTE_BYPASS_CHANGED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var muteBypass: Groupd_V1_MuteBypassChange {
+        get {
+            if case .muteBypass(let value)? = detail { return value }
+            return Groupd_V1_MuteBypassChange()
+        }
+        set { detail = .muteBypass(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -1940,6 +2022,10 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case read(Groupd_V1_ReadMark)
         /// GROUP_CREATED: the group as created.
         case group(Groupd_V1_Group)
+        /// MEMBER_BANNED, MEMBER_UNBANNED.
+        case ban(Groupd_V1_BanDetail)
+        /// MUTE_BYPASS_CHANGED.
+        case muteBypass(Groupd_V1_MuteBypassChange)
     }
 
     /// A message with every field at its proto3 default.
@@ -2168,6 +2254,7 @@ extension Groupd_V1_Group {
         unreadCount = c.unread_count
         readSequence = c.read_sequence
         publicViewOnly = (c.public_view_only != 0)
+        muteBypassUserIds = try _protoStrings(c.mute_bypass_user_ids, c.n_mute_bypass_user_ids, "groupd.v1.Group.mute_bypass_user_ids")
     }
 
     /// Builds a protobuf-c `Groupd__V1__Group` whose every pointer lives in `arena`.
@@ -2202,6 +2289,10 @@ extension Groupd_V1_Group {
         if unreadCount != 0 { p.pointee.unread_count = unreadCount }
         if readSequence != 0 { p.pointee.read_sequence = readSequence }
         if publicViewOnly { p.pointee.public_view_only = (publicViewOnly ? 1 : 0) }
+        if !muteBypassUserIds.isEmpty {
+            p.pointee.n_mute_bypass_user_ids = muteBypassUserIds.count
+            p.pointee.mute_bypass_user_ids = arena.cStrings(muteBypassUserIds)
+        }
         return p
     }
 }
@@ -2797,6 +2888,87 @@ extension Groupd_V1_ReceiveOptionChange {
     }
 }
 
+extension Groupd_V1_BanDetail {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__ban_detail(), as: Groupd__V1__BanDetail.self, Groupd_V1_BanDetail.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__BanDetail` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__BanDetail>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.until { until = try Google_Protobuf_Timestamp(_c: sub) }
+        durationSeconds = c.duration_seconds
+        reason = try _protoString(c.reason, "groupd.v1.BanDetail.reason")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__BanDetail` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__BanDetail> {
+        let p = arena.make(Groupd__V1__BanDetail.self, groupd__v1__ban_detail__init)
+        if let value = until { p.pointee.until = value._cBuild(arena) }
+        if durationSeconds != 0 { p.pointee.duration_seconds = durationSeconds }
+        if !reason.isEmpty { p.pointee.reason = arena.cString(reason) }
+        return p
+    }
+}
+
+extension Groupd_V1_MuteBypassChange {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__mute_bypass_change(), as: Groupd__V1__MuteBypassChange.self, Groupd_V1_MuteBypassChange.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MuteBypassChange` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MuteBypassChange>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        addedUserIds = try _protoStrings(c.added_user_ids, c.n_added_user_ids, "groupd.v1.MuteBypassChange.added_user_ids")
+        removedUserIds = try _protoStrings(c.removed_user_ids, c.n_removed_user_ids, "groupd.v1.MuteBypassChange.removed_user_ids")
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.MuteBypassChange.user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MuteBypassChange` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MuteBypassChange> {
+        let p = arena.make(Groupd__V1__MuteBypassChange.self, groupd__v1__mute_bypass_change__init)
+        if !addedUserIds.isEmpty {
+            p.pointee.n_added_user_ids = addedUserIds.count
+            p.pointee.added_user_ids = arena.cStrings(addedUserIds)
+        }
+        if !removedUserIds.isEmpty {
+            p.pointee.n_removed_user_ids = removedUserIds.count
+            p.pointee.removed_user_ids = arena.cStrings(removedUserIds)
+        }
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        return p
+    }
+}
+
 extension Groupd_V1_ReadMark {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -2901,6 +3073,12 @@ extension Groupd_V1_GroupEvent {
         case 32:
             if let sub = c.group { detail = .group(try Groupd_V1_Group(_c: sub)) }
             else { detail = .group(Groupd_V1_Group()) }
+        case 40:
+            if let sub = c.ban { detail = .ban(try Groupd_V1_BanDetail(_c: sub)) }
+            else { detail = .ban(Groupd_V1_BanDetail()) }
+        case 41:
+            if let sub = c.mute_bypass { detail = .muteBypass(try Groupd_V1_MuteBypassChange(_c: sub)) }
+            else { detail = .muteBypass(Groupd_V1_MuteBypassChange()) }
         default: break
         }
     }
@@ -2965,6 +3143,12 @@ extension Groupd_V1_GroupEvent {
         case .group(let value)?:
             p.pointee.detail_case = .init(rawValue: 32)
             p.pointee.group = value._cBuild(arena)
+        case .ban(let value)?:
+            p.pointee.detail_case = .init(rawValue: 40)
+            p.pointee.ban = value._cBuild(arena)
+        case .muteBypass(let value)?:
+            p.pointee.detail_case = .init(rawValue: 41)
+            p.pointee.mute_bypass = value._cBuild(arena)
         case nil: break
         }
         return p

@@ -596,6 +596,36 @@ public struct Groupd_V1_ImportGroupResponse: ProtoMessage {
     public init() {}
 }
 
+/// UpdateMuteBypassList request.
+public struct Groupd_V1_UpdateMuteBypassListRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UpdateMuteBypassListRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// Members to add (already on the list: unchanged).
+    public var addUserIds: [String] = []
+
+    /// Users to remove (not on the list: unchanged).
+    public var removeUserIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UpdateMuteBypassList response.
+public struct Groupd_V1_UpdateMuteBypassListResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UpdateMuteBypassListResponse"
+
+    /// The list after the change.
+    public var muteBypassUserIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 extension Groupd_V1_InitialMember {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -1670,6 +1700,83 @@ extension Groupd_V1_ImportGroupResponse {
     }
 }
 
+extension Groupd_V1_UpdateMuteBypassListRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__update_mute_bypass_list_request(), as: Groupd__V1__UpdateMuteBypassListRequest.self, Groupd_V1_UpdateMuteBypassListRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UpdateMuteBypassListRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UpdateMuteBypassListRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.UpdateMuteBypassListRequest.group_id")
+        addUserIds = try _protoStrings(c.add_user_ids, c.n_add_user_ids, "groupd.v1.UpdateMuteBypassListRequest.add_user_ids")
+        removeUserIds = try _protoStrings(c.remove_user_ids, c.n_remove_user_ids, "groupd.v1.UpdateMuteBypassListRequest.remove_user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UpdateMuteBypassListRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UpdateMuteBypassListRequest> {
+        let p = arena.make(Groupd__V1__UpdateMuteBypassListRequest.self, groupd__v1__update_mute_bypass_list_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !addUserIds.isEmpty {
+            p.pointee.n_add_user_ids = addUserIds.count
+            p.pointee.add_user_ids = arena.cStrings(addUserIds)
+        }
+        if !removeUserIds.isEmpty {
+            p.pointee.n_remove_user_ids = removeUserIds.count
+            p.pointee.remove_user_ids = arena.cStrings(removeUserIds)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_UpdateMuteBypassListResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__update_mute_bypass_list_response(), as: Groupd__V1__UpdateMuteBypassListResponse.self, Groupd_V1_UpdateMuteBypassListResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UpdateMuteBypassListResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UpdateMuteBypassListResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        muteBypassUserIds = try _protoStrings(c.mute_bypass_user_ids, c.n_mute_bypass_user_ids, "groupd.v1.UpdateMuteBypassListResponse.mute_bypass_user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UpdateMuteBypassListResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UpdateMuteBypassListResponse> {
+        let p = arena.make(Groupd__V1__UpdateMuteBypassListResponse.self, groupd__v1__update_mute_bypass_list_response__init)
+        if !muteBypassUserIds.isEmpty {
+            p.pointee.n_mute_bypass_user_ids = muteBypassUserIds.count
+            p.pointee.mute_bypass_user_ids = arena.cStrings(muteBypassUserIds)
+        }
+        return p
+    }
+}
+
 /// Groups: create, read, change, dismiss.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -1763,6 +1870,22 @@ public enum Groupd_V1_GroupService {
         public static let setGroupMute = ProtoMethod<Groupd_V1_SetGroupMuteRequest, Groupd_V1_SetGroupMuteResponse>(
             service: "groupd.v1.GroupService", method: "SetGroupMute",
             isClientStreaming: false, isServerStreaming: false)
+        /// Adds members to and removes users from the group's mute bypass list:
+        /// members a group mute (SetGroupMute, any mode) does not apply to; their
+        /// own member mute (MuteMembers) still does. Only members are on the list;
+        /// a member who leaves (quit, kick, ban) drops off it. Allowed to the roles
+        /// in settings.mute_scope. Emits MUTE_BYPASS_CHANGED (none when nothing
+        /// changed). Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED,
+        /// MEMBER_NOT_FOUND (an added user is not a member; field
+        /// `add_user_ids[i]`), MUTE_BYPASS_FULL (over the app's
+        /// max_mute_bypass_per_group), INVALID_ARGUMENT (no user, over the batch
+        /// limit, a malformed id or one listed twice, in either list). Any error
+        /// changes nothing.
+        ///
+        /// `/groupd.v1.GroupService/UpdateMuteBypassList`, unary.
+        public static let updateMuteBypassList = ProtoMethod<Groupd_V1_UpdateMuteBypassListRequest, Groupd_V1_UpdateMuteBypassListResponse>(
+            service: "groupd.v1.GroupService", method: "UpdateMuteBypassList",
+            isClientStreaming: false, isServerStreaming: false)
         /// Lists the groups the operator belongs to, newest join first, excluding
         /// AVChatRooms, each with the caller's self_info, remark, unread count and
         /// the group's mute state. Any user (for themselves).
@@ -1793,5 +1916,5 @@ public enum Groupd_V1_GroupService {
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased]
 }

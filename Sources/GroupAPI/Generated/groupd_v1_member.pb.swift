@@ -217,6 +217,13 @@ public struct Groupd_V1_KickMembersRequest: ProtoMessage {
     /// Options applied to each removed member.
     public var options: Groupd_V1_QuitOptions? = nil
 
+    /// Also ban the removed members (as BanMembers, in the same call), for
+    /// `ban_duration_seconds`.
+    public var ban: Bool = false
+
+    /// With `ban`: the ban's duration in seconds; 0 = until lifted.
+    public var banDurationSeconds: UInt32 = 0
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -230,6 +237,152 @@ public struct Groupd_V1_KickMembersResponse: ProtoMessage {
     /// (TARGET_IS_OWNER for the owner, PERMISSION_DENIED for an admin removed
     /// by an admin), INVALID.
     public var results: [Groupd_V1_MemberResult] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// A running ban of a user from a group.
+public struct Groupd_V1_BannedMember: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.BannedMember"
+
+    /// The banned user.
+    public var userID: String = ""
+
+    /// When the ban ends; absent = until lifted.
+    public var until: Google_Protobuf_Timestamp? = nil
+
+    /// The reason the operator gave.
+    public var reason: String = ""
+
+    /// Who banned (empty: the app's backend).
+    public var operatorUserID: String = ""
+
+    /// When the ban was set.
+    public var banTime: Google_Protobuf_Timestamp? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// The outcome of a ban or unban for one user.
+public struct Groupd_V1_BanResult: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.BanResult"
+
+    /// The user.
+    public var userID: String = ""
+
+    /// SUCCESS (banned, or ban lifted), FAILED (`reason`: TARGET_IS_OWNER,
+    /// PERMISSION_DENIED, NOT_BANNED for an unban of a user not banned),
+    /// INVALID (`reason` INVALID_ARGUMENT: malformed, listed twice, oneself).
+    public var result: Groupd_V1_MemberResultCode = .unspecified
+
+    /// The reason of a FAILED or INVALID result.
+    public var reason: String = ""
+
+    /// SUCCESS: the ban as set (BanMembers) or as it was (UnbanMembers).
+    public var ban: Groupd_V1_BannedMember? = nil
+
+    /// BanMembers: whether the user was a member and was removed.
+    public var removed: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// BanMembers request.
+public struct Groupd_V1_BanMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.BanMembersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The users to ban, members or not (1 to the app's batch limit).
+    public var userIds: [String] = []
+
+    /// Ban duration in seconds from now; 0 = until lifted.
+    public var durationSeconds: UInt32 = 0
+
+    /// Reason given to the banned users (100 bytes).
+    public var reason: String = ""
+
+    /// Options applied to each removed member.
+    public var options: Groupd_V1_QuitOptions? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// BanMembers response.
+public struct Groupd_V1_BanMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.BanMembersResponse"
+
+    /// One result per requested user, in request order.
+    public var results: [Groupd_V1_BanResult] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UnbanMembers request.
+public struct Groupd_V1_UnbanMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UnbanMembersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The users whose bans to lift (1 to the app's batch limit).
+    public var userIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UnbanMembers response.
+public struct Groupd_V1_UnbanMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UnbanMembersResponse"
+
+    /// One result per requested user, in request order.
+    public var results: [Groupd_V1_BanResult] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListBannedMembers request.
+public struct Groupd_V1_ListBannedMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListBannedMembersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// Page size (default and max: the app's max_page_size, 50).
+    public var pageSize: Int32 = 0
+
+    /// Token from a previous response.
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListBannedMembers response.
+public struct Groupd_V1_ListBannedMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListBannedMembersResponse"
+
+    /// The running bans of this page, by user id.
+    public var bans: [Groupd_V1_BannedMember] = []
+
+    /// Token for the next page; empty on the last page.
+    public var nextPageToken: String = ""
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -716,6 +869,8 @@ extension Groupd_V1_KickMembersRequest {
         userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.KickMembersRequest.user_ids")
         reason = try _protoString(c.reason, "groupd.v1.KickMembersRequest.reason")
         if let sub = c.options { options = try Groupd_V1_QuitOptions(_c: sub) }
+        ban = (c.ban != 0)
+        banDurationSeconds = c.ban_duration_seconds
     }
 
     /// Builds a protobuf-c `Groupd__V1__KickMembersRequest` whose every pointer lives in `arena`.
@@ -728,6 +883,8 @@ extension Groupd_V1_KickMembersRequest {
         }
         if !reason.isEmpty { p.pointee.reason = arena.cString(reason) }
         if let value = options { p.pointee.options = value._cBuild(arena) }
+        if ban { p.pointee.ban = (ban ? 1 : 0) }
+        if banDurationSeconds != 0 { p.pointee.ban_duration_seconds = banDurationSeconds }
         return p
     }
 }
@@ -763,6 +920,309 @@ extension Groupd_V1_KickMembersResponse {
             p.pointee.n_results = results.count
             p.pointee.results = arena.messages(results) { $0._cBuild($1) }
         }
+        return p
+    }
+}
+
+extension Groupd_V1_BannedMember {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__banned_member(), as: Groupd__V1__BannedMember.self, Groupd_V1_BannedMember.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__BannedMember` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__BannedMember>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        userID = try _protoString(c.user_id, "groupd.v1.BannedMember.user_id")
+        if let sub = c.until { until = try Google_Protobuf_Timestamp(_c: sub) }
+        reason = try _protoString(c.reason, "groupd.v1.BannedMember.reason")
+        operatorUserID = try _protoString(c.operator_user_id, "groupd.v1.BannedMember.operator_user_id")
+        if let sub = c.ban_time { banTime = try Google_Protobuf_Timestamp(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__BannedMember` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__BannedMember> {
+        let p = arena.make(Groupd__V1__BannedMember.self, groupd__v1__banned_member__init)
+        if !userID.isEmpty { p.pointee.user_id = arena.cString(userID) }
+        if let value = until { p.pointee.until = value._cBuild(arena) }
+        if !reason.isEmpty { p.pointee.reason = arena.cString(reason) }
+        if !operatorUserID.isEmpty { p.pointee.operator_user_id = arena.cString(operatorUserID) }
+        if let value = banTime { p.pointee.ban_time = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_BanResult {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__ban_result(), as: Groupd__V1__BanResult.self, Groupd_V1_BanResult.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__BanResult` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__BanResult>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        userID = try _protoString(c.user_id, "groupd.v1.BanResult.user_id")
+        result = _protoEnum(c.result)
+        reason = try _protoString(c.reason, "groupd.v1.BanResult.reason")
+        if let sub = c.ban { ban = try Groupd_V1_BannedMember(_c: sub) }
+        removed = (c.removed != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__BanResult` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__BanResult> {
+        let p = arena.make(Groupd__V1__BanResult.self, groupd__v1__ban_result__init)
+        if !userID.isEmpty { p.pointee.user_id = arena.cString(userID) }
+        if result.rawValue != 0 { p.pointee.result = _protoCEnum(result) }
+        if !reason.isEmpty { p.pointee.reason = arena.cString(reason) }
+        if let value = ban { p.pointee.ban = value._cBuild(arena) }
+        if removed { p.pointee.removed = (removed ? 1 : 0) }
+        return p
+    }
+}
+
+extension Groupd_V1_BanMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__ban_members_request(), as: Groupd__V1__BanMembersRequest.self, Groupd_V1_BanMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__BanMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__BanMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.BanMembersRequest.group_id")
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.BanMembersRequest.user_ids")
+        durationSeconds = c.duration_seconds
+        reason = try _protoString(c.reason, "groupd.v1.BanMembersRequest.reason")
+        if let sub = c.options { options = try Groupd_V1_QuitOptions(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__BanMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__BanMembersRequest> {
+        let p = arena.make(Groupd__V1__BanMembersRequest.self, groupd__v1__ban_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        if durationSeconds != 0 { p.pointee.duration_seconds = durationSeconds }
+        if !reason.isEmpty { p.pointee.reason = arena.cString(reason) }
+        if let value = options { p.pointee.options = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_BanMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__ban_members_response(), as: Groupd__V1__BanMembersResponse.self, Groupd_V1_BanMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__BanMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__BanMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        results = try _protoMessages(c.results, c.n_results, Groupd_V1_BanResult.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__BanMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__BanMembersResponse> {
+        let p = arena.make(Groupd__V1__BanMembersResponse.self, groupd__v1__ban_members_response__init)
+        if !results.isEmpty {
+            p.pointee.n_results = results.count
+            p.pointee.results = arena.messages(results) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_UnbanMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__unban_members_request(), as: Groupd__V1__UnbanMembersRequest.self, Groupd_V1_UnbanMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UnbanMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UnbanMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.UnbanMembersRequest.group_id")
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.UnbanMembersRequest.user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UnbanMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UnbanMembersRequest> {
+        let p = arena.make(Groupd__V1__UnbanMembersRequest.self, groupd__v1__unban_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_UnbanMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__unban_members_response(), as: Groupd__V1__UnbanMembersResponse.self, Groupd_V1_UnbanMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UnbanMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UnbanMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        results = try _protoMessages(c.results, c.n_results, Groupd_V1_BanResult.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UnbanMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UnbanMembersResponse> {
+        let p = arena.make(Groupd__V1__UnbanMembersResponse.self, groupd__v1__unban_members_response__init)
+        if !results.isEmpty {
+            p.pointee.n_results = results.count
+            p.pointee.results = arena.messages(results) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_ListBannedMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_banned_members_request(), as: Groupd__V1__ListBannedMembersRequest.self, Groupd_V1_ListBannedMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListBannedMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListBannedMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListBannedMembersRequest.group_id")
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.ListBannedMembersRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListBannedMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListBannedMembersRequest> {
+        let p = arena.make(Groupd__V1__ListBannedMembersRequest.self, groupd__v1__list_banned_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListBannedMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_banned_members_response(), as: Groupd__V1__ListBannedMembersResponse.self, Groupd_V1_ListBannedMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListBannedMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListBannedMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        bans = try _protoMessages(c.bans, c.n_bans, Groupd_V1_BannedMember.init(_c:))
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.ListBannedMembersResponse.next_page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListBannedMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListBannedMembersResponse> {
+        let p = arena.make(Groupd__V1__ListBannedMembersResponse.self, groupd__v1__list_banned_members_response__init)
+        if !bans.isEmpty {
+            p.pointee.n_bans = bans.count
+            p.pointee.bans = arena.messages(bans) { $0._cBuild($1) }
+        }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
         return p
     }
 }
@@ -1396,11 +1856,49 @@ public enum Groupd_V1_MemberService {
         /// settings.remove_scope; nobody removes the owner, admins are removed only
         /// by the owner. Emits MEMBER_KICKED and KICKED. Errors: GROUP_NOT_FOUND,
         /// NOT_A_MEMBER, PERMISSION_DENIED, KICK_NOT_SUPPORTED (AVChatRoom),
-        /// INVALID_ARGUMENT.
+        /// INVALID_ARGUMENT. With `ban` the removed members are banned too (see
+        /// BanMembers: MEMBER_BANNED, BAN_LIST_FULL).
         ///
         /// `/groupd.v1.MemberService/KickMembers`, unary.
         public static let kickMembers = ProtoMethod<Groupd_V1_KickMembersRequest, Groupd_V1_KickMembersResponse>(
             service: "groupd.v1.MemberService", method: "KickMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Bans users from the group, for `duration_seconds` (0 = until lifted):
+        /// while a ban runs the user cannot join (JoinGroup, AVChatRoom included),
+        /// apply, be invited (InviteMembers answers FAILED / USER_BANNED) or have a
+        /// pending application or invitation accepted (USER_BANNED). A banned
+        /// member is also removed, as by KickMembers (MEMBER_KICKED to the group,
+        /// KICKED to them). A user already banned gets the new duration and
+        /// reason. Allowed to whoever may remove that member: the roles in
+        /// settings.remove_scope, never on the owner, admins only by the owner
+        /// (a non-member ranks as an ordinary member); in an AVChatRoom, which
+        /// removes nobody, to the roles that mute it (the owner). Emits
+        /// MEMBER_BANNED to the owner, each admin and each banned user. Errors:
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED, BAN_LIST_FULL (the
+        /// group's running bans would exceed the app's max_bans_per_group; nothing
+        /// is banned), INVALID_ARGUMENT (batch size, duration, reason over 100
+        /// bytes).
+        ///
+        /// `/groupd.v1.MemberService/BanMembers`, unary.
+        public static let banMembers = ProtoMethod<Groupd_V1_BanMembersRequest, Groupd_V1_BanMembersResponse>(
+            service: "groupd.v1.MemberService", method: "BanMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Lifts bans. Allowed to the roles that ban (see BanMembers). Emits
+        /// MEMBER_UNBANNED to the owner, each admin and each user whose ban was
+        /// lifted. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED,
+        /// INVALID_ARGUMENT (batch size).
+        ///
+        /// `/groupd.v1.MemberService/UnbanMembers`, unary.
+        public static let unbanMembers = ProtoMethod<Groupd_V1_UnbanMembersRequest, Groupd_V1_UnbanMembersResponse>(
+            service: "groupd.v1.MemberService", method: "UnbanMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Lists the group's running bans by user id, in pages (ended bans are
+        /// left out). Allowed to the roles that ban. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT (negative page_size).
+        ///
+        /// `/groupd.v1.MemberService/ListBannedMembers`, unary.
+        public static let listBannedMembers = ProtoMethod<Groupd_V1_ListBannedMembersRequest, Groupd_V1_ListBannedMembersResponse>(
+            service: "groupd.v1.MemberService", method: "ListBannedMembers",
             isClientStreaming: false, isServerStreaming: false)
         /// Lists members, filtered by role, in pages of at most 50 with an opaque
         /// cursor that is stable under concurrent joins and quits. Members only
@@ -1476,5 +1974,5 @@ public enum Groupd_V1_MemberService {
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.joinGroup.erased, Method.quitGroup.erased, Method.inviteMembers.erased, Method.kickMembers.erased, Method.listMembers.erased, Method.getMembersInfo.erased, Method.getSelfMemberInfo.erased, Method.setMemberRole.erased, Method.muteMembers.erased, Method.updateMemberInfo.erased, Method.setReceiveMessageOption.erased, Method.setGroupRemark.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.joinGroup.erased, Method.quitGroup.erased, Method.inviteMembers.erased, Method.kickMembers.erased, Method.banMembers.erased, Method.unbanMembers.erased, Method.listBannedMembers.erased, Method.listMembers.erased, Method.getMembersInfo.erased, Method.getSelfMemberInfo.erased, Method.setMemberRole.erased, Method.muteMembers.erased, Method.updateMemberInfo.erased, Method.setReceiveMessageOption.erased, Method.setGroupRemark.erased]
 }

@@ -284,6 +284,8 @@ struct LimitsCoding: Codable {
         ("event_retention_seconds", \.eventRetentionSeconds),
         ("av_chat_room_messages_per_second", \.avChatRoomMessagesPerSecond),
         ("message_retention_seconds", \.messageRetentionSeconds),
+        ("max_bans_per_group", \.maxBansPerGroup),
+        ("max_mute_bypass_per_group", \.maxMuteBypassPerGroup),
         ]
     }
 

@@ -103,6 +103,8 @@ extension GroupdConfiguration {
                   event_retention_seconds: 604800
                   av_chat_room_messages_per_second: 40
                   message_retention_seconds: 0   # group message history; 0 = kept forever
+                  max_bans_per_group: 1000
+                  max_mute_bypass_per_group: 100
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -39,6 +39,9 @@ enum EventMapping {
         case .receiveOptionChanged: .receiveOptionChanged
         case .customNotification: .customNotification
         case .groupRead: .groupRead
+        case .memberBanned: .memberBanned
+        case .memberUnbanned: .memberUnbanned
+        case .muteBypassChanged: .muteBypassChanged
         case .groupMessage: nil
         }
     }
@@ -106,6 +109,23 @@ enum EventMapping {
         switch event.reportedKind {
         case .memberKicked, .kickedFromGroup:
             return .kick(.with { $0.reason = changes["reason"] ?? "" })
+        case .memberBanned, .memberUnbanned:
+            return .ban(.with {
+                if let until = Int64(changes["until"] ?? ""), until > 0 {
+                    $0.until = APIMapping.timestamp(Timestamp(millisecondsSince1970: until))
+                }
+                $0.durationSeconds = UInt32(changes["duration_seconds"] ?? "") ?? 0
+                $0.reason = changes["reason"] ?? ""
+            })
+        case .muteBypassChanged:
+            func users(_ key: String) -> [String] {
+                (changes[key] ?? "").split(separator: "\n").map(String.init)
+            }
+            return .muteBypass(.with {
+                $0.addedUserIds = users("added")
+                $0.removedUserIds = users("removed")
+                $0.userIds = users("user_ids")
+            })
         case .groupDismissed, .groupRevoked:
             return .dismissal(.with { $0.reason = changes["reason"] ?? "" })
         case .customNotification:

@@ -397,3 +397,29 @@ enum PostgresRows {
         return result
     }
 }
+
+extension PostgresBackend {
+    public func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan> {
+        try await read { session in
+            guard let key = try session.first(
+                "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+                [.text(app), .text(groupID)], { try $0.int64(0) })
+            else { throw GroupError.groupNotFound(groupID) }
+            var items: [GroupBan] = []
+            try session.rows(
+                """
+                SELECT \(BanRows.columns) FROM group_bans
+                WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?) AND user_id COLLATE "C" > ?
+                ORDER BY user_id COLLATE "C" LIMIT ?
+                """,
+                [.text(app), .integer(key), .integer(now.millisecondsSince1970), .text(cursor ?? ""), .int(limit + 1)]
+            ) { items.append(try BanRows.ban($0)) }
+            var next: String?
+            if items.count > limit {
+                items.removeLast(items.count - limit)
+                next = items.last?.userID
+            }
+            return Page(items: items, next: next)
+        }
+    }
+}

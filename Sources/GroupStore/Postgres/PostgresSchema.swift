@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -442,5 +442,23 @@ enum PostgresSchema {
     /// v5: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
     static let v5 = """
         ALTER TABLE groups ADD COLUMN mute_operator TEXT;
+        """
+
+    /// v6: ban lists (`group_bans`: `until_ms` NULL = until lifted; ended bans are ignored by
+    /// reads and deleted by the next write of the group's bans; listings page by `user_id`) and
+    /// mute bypass lists (`groups.mute_bypass`, a JSON array of user ids, `[]`: none).
+    static let v6 = """
+        CREATE TABLE group_bans (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            until_ms BIGINT,
+            reason TEXT NOT NULL DEFAULT '',
+            operator_id TEXT,
+            banned_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_key, user_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        ALTER TABLE groups ADD COLUMN mute_bypass TEXT NOT NULL DEFAULT '[]';
         """
 }

@@ -54,6 +54,30 @@ final class PostgresTransaction: StoreTransaction {
                     snapshot.retainedMutes[try row.text(0)] = Timestamp(millisecondsSince1970: try row.int64(1))
                 }
             }
+            if request.parts.contains(.bans), !users.isEmpty {
+                try session.rows(
+                    """
+                    SELECT \(BanRows.columns) FROM group_bans
+                    WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?) AND user_id = ANY(?)
+                    """, [.text(app), .integer(key), .integer(ms), .texts(users)]
+                ) { row in
+                    let ban = try BanRows.ban(row)
+                    snapshot.bans[ban.userID] = ban
+                }
+            }
+            if request.parts.contains(.banCount) {
+                snapshot.banCount = try session.first(
+                    "SELECT COUNT(*) FROM group_bans WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?)",
+                    [.text(app), .integer(key), .integer(ms)], { try $0.int64(0) }).map { Int($0) } ?? 0
+            }
+            if request.parts.contains(.managers) {
+                try session.rows(
+                    """
+                    SELECT user_id FROM members WHERE app_id = ? AND group_key = ? AND role IN ('owner', 'admin')
+                    ORDER BY join_order
+                    """, [.text(app), .integer(key)]
+                ) { row in snapshot.managers.append(try row.text(0)) }
+            }
             if let kind = request.pendingApplications, !request.targets.isEmpty {
                 for item in try PostgresApplicationRows.fetchAll(
                     session,
@@ -381,6 +405,35 @@ final class PostgresTransaction: StoreTransaction {
                 INSERT INTO retained_mutes (app_id, group_key, user_id, muted_until) VALUES (?, ?, ?, ?)
                 ON CONFLICT (app_id, group_key, user_id) DO UPDATE SET muted_until = excluded.muted_until
                 """, [.text(app), .integer(key), .text(user), .integer(until.millisecondsSince1970)])
+        }
+
+        if !change.bans.isEmpty || !change.liftedBans.isEmpty {
+            // Ended bans are ignored by reads and deleted here, lazily.
+            try session.execute(
+                "DELETE FROM group_bans WHERE app_id = ? AND group_key = ? AND until_ms IS NOT NULL AND until_ms <= ?",
+                [.text(app), .integer(key), .integer(ms)])
+            if !change.liftedBans.isEmpty {
+                try session.execute(
+                    "DELETE FROM group_bans WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
+                    [.text(app), .integer(key), .texts(change.liftedBans)])
+            }
+            for ban in change.bans {
+                try session.execute(
+                    """
+                    INSERT INTO group_bans (app_id, group_key, user_id, until_ms, reason, operator_id, banned_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (app_id, group_key, user_id) DO UPDATE SET until_ms = excluded.until_ms,
+                        reason = excluded.reason, operator_id = excluded.operator_id, banned_at = excluded.banned_at
+                    """, [
+                        .text(app), .integer(key), .text(ban.userID), .integer(ban.until?.millisecondsSince1970),
+                        .text(ban.reason), .text(ban.operatorID), .integer(ban.bannedAt.millisecondsSince1970),
+                    ])
+            }
+        }
+        if after.muteBypass != before.muteBypass {
+            try session.execute(
+                "UPDATE groups SET mute_bypass = ? WHERE app_id = ? AND group_key = ?",
+                [.text(EventJSON.encode(after.muteBypass)), .text(app), .integer(key)])
         }
 
         let settings = after.settings

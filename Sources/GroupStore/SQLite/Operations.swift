@@ -104,6 +104,30 @@ enum Operations {
             ).execute(arguments: [key, user, until.millisecondsSince1970])
         }
 
+        if !change.bans.isEmpty || !change.liftedBans.isEmpty {
+            // Ended bans are ignored by reads and deleted here, lazily.
+            try RawStatement(db, "DELETE FROM group_bans WHERE group_key = ? AND until_ms IS NOT NULL AND until_ms <= ?")
+                .execute([.integer(key), .integer(ms)])
+            for user in change.liftedBans {
+                try RawStatement(db, "DELETE FROM group_bans WHERE group_key = ? AND user_id = ?")
+                    .execute([.integer(key), .text(user)])
+            }
+            for ban in change.bans {
+                try RawStatement(
+                    db,
+                    """
+                    INSERT INTO group_bans (group_key, user_id, until_ms, reason, operator_id, banned_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (group_key, user_id) DO UPDATE SET until_ms = excluded.until_ms,
+                        reason = excluded.reason, operator_id = excluded.operator_id, banned_at = excluded.banned_at
+                    """
+                ).execute([
+                    .integer(key), .text(ban.userID), .integer(ban.until?.millisecondsSince1970), .text(ban.reason),
+                    .text(ban.operatorID), .integer(ban.bannedAt.millisecondsSince1970),
+                ])
+            }
+        }
+
         let settings = after.settings
         let (mode, roles) = Rows.encode(after.mute.mode)
         try RawStatement(
@@ -139,6 +163,11 @@ enum Operations {
         if after.mute.operatorID != before.mute.operatorID {
             try db.cachedStatement(sql: "UPDATE groups SET mute_operator = ? WHERE group_key = ?")
                 .execute(arguments: [after.mute.operatorID, key])
+        }
+        // Set apart (a file before v11 has no such column; tests of older files).
+        if after.muteBypass != before.muteBypass {
+            try db.cachedStatement(sql: "UPDATE groups SET mute_bypass = ? WHERE group_key = ?")
+                .execute(arguments: [EventJSON.encode(after.muteBypass), key])
         }
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.
         if after.name != before.name {

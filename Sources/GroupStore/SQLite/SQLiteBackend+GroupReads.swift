@@ -355,3 +355,18 @@ extension SQLiteBackend {
         }
     }
 }
+
+extension SQLiteBackend {
+    public func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan> {
+        try await pool.read { db in
+            let key = try Rows.groupKey(db, app: app, groupID: groupID)
+            var items = try BanRows.page(db, groupKey: key, after: cursor, limit: limit + 1, time: now)
+            var next: String?
+            if items.count > limit {
+                items.removeLast(items.count - limit)
+                next = items.last?.userID
+            }
+            return Page(items: items, next: next)
+        }
+    }
+}

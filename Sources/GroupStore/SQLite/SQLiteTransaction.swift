@@ -36,6 +36,19 @@ struct SQLiteTransaction: StoreTransaction {
             if request.parts.contains(.retainedMutes), !users.isEmpty {
                 snapshot.retainedMutes = try retainedMutes(groupKey: key, users: users, time: request.time)
             }
+            // Files before v8 (tests of older files) have no ban table (v11).
+            if request.parts.contains(.bans), !users.isEmpty, storesOwnerSettings {
+                snapshot.bans = try BanRows.bans(db, groupKey: key, users: users, time: request.time)
+            }
+            if request.parts.contains(.banCount), storesOwnerSettings {
+                snapshot.banCount = try BanRows.count(db, groupKey: key, time: request.time)
+            }
+            if request.parts.contains(.managers) {
+                snapshot.managers = try String.fetchAll(
+                    db.cachedStatement(
+                        sql: "SELECT user_id FROM members WHERE group_key = ? AND role IN ('owner', 'admin') ORDER BY join_order"),
+                    arguments: [key])
+            }
             if let kind = request.pendingApplications {
                 for subject in Set(request.targets) {
                     snapshot.pendingApplications[subject] = try ApplicationRows.fetchOne(

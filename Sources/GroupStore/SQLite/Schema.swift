@@ -14,6 +14,7 @@ extension Schema {
         migrator.registerMigration("v8", migrate: Schema.v8)
         migrator.registerMigration("v9", migrate: Schema.v9)
         migrator.registerMigration("v10", migrate: Schema.v10)
+        migrator.registerMigration("v11", migrate: Schema.v11)
         return migrator
     }
 }
@@ -384,5 +385,27 @@ enum Schema {
     /// v10: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
     static func v10(_ db: Database) throws {
         try db.execute(sql: "ALTER TABLE groups ADD COLUMN mute_operator TEXT")
+    }
+
+    /// v11: ban lists and mute bypass lists.
+    ///
+    /// - `group_bans`: one row per banned user of a group; `until_ms` is when the ban ends (NULL:
+    ///   until lifted). An ended ban is ignored by every read and deleted by the next write of
+    ///   the group's bans; rows go with the group (cascade). Listings page by `user_id`.
+    /// - `groups.mute_bypass`: the members a group mute does not apply to, a JSON array of user
+    ///   ids in the order they were added (`[]`: none).
+    static func v11(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE group_bans (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                until_ms INTEGER,
+                reason TEXT NOT NULL DEFAULT '',
+                operator_id TEXT,
+                banned_at INTEGER NOT NULL,
+                PRIMARY KEY (group_key, user_id)
+            ) WITHOUT ROWID;
+            ALTER TABLE groups ADD COLUMN mute_bypass TEXT NOT NULL DEFAULT '[]';
+            """)
     }
 }

@@ -38,7 +38,7 @@ enum Examples {
         Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 11, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
-        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 18, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 19, message: ex_groupd_v1_Group(0)),
         Example(name: "groupd.v1.Member", variant: 0, fieldCount: 10, message: ex_groupd_v1_Member(0)),
         Example(name: "groupd.v1.MemberResult", variant: 0, fieldCount: 5, message: ex_groupd_v1_MemberResult(0)),
         Example(name: "groupd.v1.QuitOptions", variant: 0, fieldCount: 1, message: ex_groupd_v1_QuitOptions(0)),
@@ -53,20 +53,24 @@ enum Examples {
         Example(name: "groupd.v1.CustomNotification", variant: 0, fieldCount: 2, message: ex_groupd_v1_CustomNotification(0)),
         Example(name: "groupd.v1.RemarkChange", variant: 0, fieldCount: 1, message: ex_groupd_v1_RemarkChange(0)),
         Example(name: "groupd.v1.ReceiveOptionChange", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReceiveOptionChange(0)),
+        Example(name: "groupd.v1.BanDetail", variant: 0, fieldCount: 3, message: ex_groupd_v1_BanDetail(0)),
+        Example(name: "groupd.v1.MuteBypassChange", variant: 0, fieldCount: 3, message: ex_groupd_v1_MuteBypassChange(0)),
         Example(name: "groupd.v1.ReadMark", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadMark(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 24, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 24, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 24, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 24, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 24, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 24, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 24, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 24, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 24, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 24, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 24, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 24, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 24, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 26, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 26, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 26, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 26, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 26, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 26, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 26, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 26, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 26, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 26, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 26, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 26, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 26, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 26, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 26, message: ex_groupd_v1_GroupEvent(14)),
         Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 11, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
@@ -100,14 +104,24 @@ enum Examples {
         Example(name: "groupd.v1.ImportedMember", variant: 0, fieldCount: 6, message: ex_groupd_v1_ImportedMember(0)),
         Example(name: "groupd.v1.ImportGroupRequest", variant: 0, fieldCount: 9, message: ex_groupd_v1_ImportGroupRequest(0)),
         Example(name: "groupd.v1.ImportGroupResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_ImportGroupResponse(0)),
+        Example(name: "groupd.v1.UpdateMuteBypassListRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_UpdateMuteBypassListRequest(0)),
+        Example(name: "groupd.v1.UpdateMuteBypassListResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UpdateMuteBypassListResponse(0)),
         Example(name: "groupd.v1.JoinGroupRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_JoinGroupRequest(0)),
         Example(name: "groupd.v1.JoinGroupResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_JoinGroupResponse(0)),
         Example(name: "groupd.v1.QuitGroupRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_QuitGroupRequest(0)),
         Example(name: "groupd.v1.QuitGroupResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_QuitGroupResponse(0)),
         Example(name: "groupd.v1.InviteMembersRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_InviteMembersRequest(0)),
         Example(name: "groupd.v1.InviteMembersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_InviteMembersResponse(0)),
-        Example(name: "groupd.v1.KickMembersRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_KickMembersRequest(0)),
+        Example(name: "groupd.v1.KickMembersRequest", variant: 0, fieldCount: 6, message: ex_groupd_v1_KickMembersRequest(0)),
         Example(name: "groupd.v1.KickMembersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_KickMembersResponse(0)),
+        Example(name: "groupd.v1.BannedMember", variant: 0, fieldCount: 5, message: ex_groupd_v1_BannedMember(0)),
+        Example(name: "groupd.v1.BanResult", variant: 0, fieldCount: 5, message: ex_groupd_v1_BanResult(0)),
+        Example(name: "groupd.v1.BanMembersRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_BanMembersRequest(0)),
+        Example(name: "groupd.v1.BanMembersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_BanMembersResponse(0)),
+        Example(name: "groupd.v1.UnbanMembersRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_UnbanMembersRequest(0)),
+        Example(name: "groupd.v1.UnbanMembersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UnbanMembersResponse(0)),
+        Example(name: "groupd.v1.ListBannedMembersRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_ListBannedMembersRequest(0)),
+        Example(name: "groupd.v1.ListBannedMembersResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_ListBannedMembersResponse(0)),
         Example(name: "groupd.v1.ListMembersRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_ListMembersRequest(0)),
         Example(name: "groupd.v1.ListMembersResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_ListMembersResponse(0)),
         Example(name: "groupd.v1.GetMembersInfoRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_GetMembersInfoRequest(0)),
@@ -466,6 +480,7 @@ enum Examples {
         m.unreadCount = 3999999984
         m.readSequence = 17999999999999999983
         m.publicViewOnly = true
+        m.muteBypassUserIds = ["mute_bypass_user_ids-0-é群✓", "mute_bypass_user_ids-1-é群✓"]
         return m
     }
 
@@ -611,6 +626,24 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.BanDetail` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_BanDetail(_ variant: Int) -> Groupd_V1_BanDetail {
+        var m = Groupd_V1_BanDetail()
+        m.until = ex_google_protobuf_Timestamp(0)
+        m.durationSeconds = 3999999998
+        m.reason = "reason-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.MuteBypassChange` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MuteBypassChange(_ variant: Int) -> Groupd_V1_MuteBypassChange {
+        var m = Groupd_V1_MuteBypassChange()
+        m.addedUserIds = ["added_user_ids-0-é群✓", "added_user_ids-1-é群✓"]
+        m.removedUserIds = ["removed_user_ids-0-é群✓", "removed_user_ids-1-é群✓"]
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        return m
+    }
+
     /// A `groupd.v1.ReadMark` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_ReadMark(_ variant: Int) -> Groupd_V1_ReadMark {
         var m = Groupd_V1_ReadMark()
@@ -632,7 +665,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.meeting
         m.groupName = "group_name-0-é群✓"
-        switch variant % 13 {
+        switch variant % 15 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -659,6 +692,10 @@ enum Examples {
             m.detail = .read(ex_groupd_v1_ReadMark(0))
         case 12:
             m.detail = .group(ex_groupd_v1_Group(0))
+        case 13:
+            m.detail = .ban(ex_groupd_v1_BanDetail(0))
+        case 14:
+            m.detail = .muteBypass(ex_groupd_v1_MuteBypassChange(0))
         default: break
         }
         return m
@@ -951,6 +988,22 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.UpdateMuteBypassListRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UpdateMuteBypassListRequest(_ variant: Int) -> Groupd_V1_UpdateMuteBypassListRequest {
+        var m = Groupd_V1_UpdateMuteBypassListRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.addUserIds = ["add_user_ids-0-é群✓", "add_user_ids-1-é群✓"]
+        m.removeUserIds = ["remove_user_ids-0-é群✓", "remove_user_ids-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.UpdateMuteBypassListResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UpdateMuteBypassListResponse(_ variant: Int) -> Groupd_V1_UpdateMuteBypassListResponse {
+        var m = Groupd_V1_UpdateMuteBypassListResponse()
+        m.muteBypassUserIds = ["mute_bypass_user_ids-0-é群✓", "mute_bypass_user_ids-1-é群✓"]
+        return m
+    }
+
     /// A `groupd.v1.JoinGroupRequest` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_JoinGroupRequest(_ variant: Int) -> Groupd_V1_JoinGroupRequest {
         var m = Groupd_V1_JoinGroupRequest()
@@ -1007,6 +1060,8 @@ enum Examples {
         m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
         m.reason = "reason-0-é群✓"
         m.options = ex_groupd_v1_QuitOptions(0)
+        m.ban = true
+        m.banDurationSeconds = 3999999994
         return m
     }
 
@@ -1014,6 +1069,78 @@ enum Examples {
     static func ex_groupd_v1_KickMembersResponse(_ variant: Int) -> Groupd_V1_KickMembersResponse {
         var m = Groupd_V1_KickMembersResponse()
         m.results = [ex_groupd_v1_MemberResult(0), ex_groupd_v1_MemberResult(1)]
+        return m
+    }
+
+    /// A `groupd.v1.BannedMember` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_BannedMember(_ variant: Int) -> Groupd_V1_BannedMember {
+        var m = Groupd_V1_BannedMember()
+        m.userID = "user_id-0-é群✓"
+        m.until = ex_google_protobuf_Timestamp(0)
+        m.reason = "reason-0-é群✓"
+        m.operatorUserID = "operator_user_id-0-é群✓"
+        m.banTime = ex_google_protobuf_Timestamp(0)
+        return m
+    }
+
+    /// A `groupd.v1.BanResult` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_BanResult(_ variant: Int) -> Groupd_V1_BanResult {
+        var m = Groupd_V1_BanResult()
+        m.userID = "user_id-0-é群✓"
+        m.result = Groupd_V1_MemberResultCode.notMember
+        m.reason = "reason-0-é群✓"
+        m.ban = ex_groupd_v1_BannedMember(0)
+        m.removed = true
+        return m
+    }
+
+    /// A `groupd.v1.BanMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_BanMembersRequest(_ variant: Int) -> Groupd_V1_BanMembersRequest {
+        var m = Groupd_V1_BanMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        m.durationSeconds = 3999999997
+        m.reason = "reason-0-é群✓"
+        m.options = ex_groupd_v1_QuitOptions(0)
+        return m
+    }
+
+    /// A `groupd.v1.BanMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_BanMembersResponse(_ variant: Int) -> Groupd_V1_BanMembersResponse {
+        var m = Groupd_V1_BanMembersResponse()
+        m.results = [ex_groupd_v1_BanResult(0), ex_groupd_v1_BanResult(1)]
+        return m
+    }
+
+    /// A `groupd.v1.UnbanMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UnbanMembersRequest(_ variant: Int) -> Groupd_V1_UnbanMembersRequest {
+        var m = Groupd_V1_UnbanMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.UnbanMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UnbanMembersResponse(_ variant: Int) -> Groupd_V1_UnbanMembersResponse {
+        var m = Groupd_V1_UnbanMembersResponse()
+        m.results = [ex_groupd_v1_BanResult(0), ex_groupd_v1_BanResult(1)]
+        return m
+    }
+
+    /// A `groupd.v1.ListBannedMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListBannedMembersRequest(_ variant: Int) -> Groupd_V1_ListBannedMembersRequest {
+        var m = Groupd_V1_ListBannedMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.pageSize = -2017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListBannedMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListBannedMembersResponse(_ variant: Int) -> Groupd_V1_ListBannedMembersResponse {
+        var m = Groupd_V1_ListBannedMembersResponse()
+        m.bans = [ex_groupd_v1_BannedMember(0), ex_groupd_v1_BannedMember(1)]
+        m.nextPageToken = "next_page_token-0-é群✓"
         return m
     }
 

@@ -835,6 +835,96 @@ void   groupd__v1__receive_option_change__free_unpacked
   assert(message->base.descriptor == &groupd__v1__receive_option_change__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__ban_detail__init
+                     (Groupd__V1__BanDetail         *message)
+{
+  static const Groupd__V1__BanDetail init_value = GROUPD__V1__BAN_DETAIL__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__ban_detail__get_packed_size
+                     (const Groupd__V1__BanDetail *message)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_detail__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__ban_detail__pack
+                     (const Groupd__V1__BanDetail *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_detail__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__ban_detail__pack_to_buffer
+                     (const Groupd__V1__BanDetail *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_detail__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__BanDetail *
+       groupd__v1__ban_detail__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__BanDetail *)
+     protobuf_c_message_unpack (&groupd__v1__ban_detail__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__ban_detail__free_unpacked
+                     (Groupd__V1__BanDetail *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__ban_detail__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__mute_bypass_change__init
+                     (Groupd__V1__MuteBypassChange         *message)
+{
+  static const Groupd__V1__MuteBypassChange init_value = GROUPD__V1__MUTE_BYPASS_CHANGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__mute_bypass_change__get_packed_size
+                     (const Groupd__V1__MuteBypassChange *message)
+{
+  assert(message->base.descriptor == &groupd__v1__mute_bypass_change__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__mute_bypass_change__pack
+                     (const Groupd__V1__MuteBypassChange *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__mute_bypass_change__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__mute_bypass_change__pack_to_buffer
+                     (const Groupd__V1__MuteBypassChange *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__mute_bypass_change__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MuteBypassChange *
+       groupd__v1__mute_bypass_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MuteBypassChange *)
+     protobuf_c_message_unpack (&groupd__v1__mute_bypass_change__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__mute_bypass_change__free_unpacked
+                     (Groupd__V1__MuteBypassChange *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__mute_bypass_change__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__read_mark__init
                      (Groupd__V1__ReadMark         *message)
 {
@@ -1343,7 +1433,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[18] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[19] =
 {
   {
     "group_id",
@@ -1561,6 +1651,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[18] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mute_bypass_user_ids",
+    19,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__Group, n_mute_bypass_user_ids),
+    offsetof(Groupd__V1__Group, mute_bypass_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group__field_indices_by_name[] = {
   7,   /* field[7] = create_time */
@@ -1572,6 +1674,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   6,   /* field[6] = max_member_count */
   5,   /* field[5] = member_count */
   11,   /* field[11] = mute */
+  18,   /* field[18] = mute_bypass_user_ids */
   4,   /* field[4] = owner_user_id */
   2,   /* field[2] = profile */
   17,   /* field[17] = public_view_only */
@@ -1585,7 +1688,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -1595,7 +1698,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  18,
+  19,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
   1,  groupd__v1__group__number_ranges,
@@ -2808,6 +2911,134 @@ const ProtobufCMessageDescriptor groupd__v1__receive_option_change__descriptor =
   (ProtobufCMessageInit) groupd__v1__receive_option_change__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__ban_detail__field_descriptors[3] =
+{
+  {
+    "until",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanDetail, until),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "duration_seconds",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanDetail, duration_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanDetail, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__ban_detail__field_indices_by_name[] = {
+  1,   /* field[1] = duration_seconds */
+  2,   /* field[2] = reason */
+  0,   /* field[0] = until */
+};
+static const ProtobufCIntRange groupd__v1__ban_detail__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__ban_detail__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.BanDetail",
+  "BanDetail",
+  "Groupd__V1__BanDetail",
+  "groupd.v1",
+  sizeof(Groupd__V1__BanDetail),
+  3,
+  groupd__v1__ban_detail__field_descriptors,
+  groupd__v1__ban_detail__field_indices_by_name,
+  1,  groupd__v1__ban_detail__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__ban_detail__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__mute_bypass_change__field_descriptors[3] =
+{
+  {
+    "added_user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__MuteBypassChange, n_added_user_ids),
+    offsetof(Groupd__V1__MuteBypassChange, added_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "removed_user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__MuteBypassChange, n_removed_user_ids),
+    offsetof(Groupd__V1__MuteBypassChange, removed_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_ids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__MuteBypassChange, n_user_ids),
+    offsetof(Groupd__V1__MuteBypassChange, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__mute_bypass_change__field_indices_by_name[] = {
+  0,   /* field[0] = added_user_ids */
+  1,   /* field[1] = removed_user_ids */
+  2,   /* field[2] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__mute_bypass_change__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__mute_bypass_change__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MuteBypassChange",
+  "MuteBypassChange",
+  "Groupd__V1__MuteBypassChange",
+  "groupd.v1",
+  sizeof(Groupd__V1__MuteBypassChange),
+  3,
+  groupd__v1__mute_bypass_change__field_descriptors,
+  groupd__v1__mute_bypass_change__field_indices_by_name,
+  1,  groupd__v1__mute_bypass_change__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__mute_bypass_change__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__read_mark__field_descriptors[1] =
 {
   {
@@ -2846,7 +3077,7 @@ const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor =
   (ProtobufCMessageInit) groupd__v1__read_mark__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[24] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[26] =
 {
   {
     "group_id",
@@ -3136,9 +3367,34 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "ban",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, ban),
+    &groupd__v1__ban_detail__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mute_bypass",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, mute_bypass),
+    &groupd__v1__mute_bypass_change__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
+  24,   /* field[24] = ban */
   19,   /* field[19] = custom */
   18,   /* field[18] = dismissal */
   2,   /* field[2] = event_id */
@@ -3151,6 +3407,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
   8,   /* field[8] = member_count */
+  25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
   14,   /* field[14] = owner_change */
   11,   /* field[11] = profile_change */
@@ -3163,11 +3420,12 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[2 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
-  { 0, 24 }
+  { 40, 24 },
+  { 0, 26 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -3177,10 +3435,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  24,
+  26,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  2,  groupd__v1__group_event__number_ranges,
+  3,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -3912,7 +4170,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[33] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[36] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -3947,11 +4205,14 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[33
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
   { "EVENT_KIND_GROUP_READ", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_READ", 31 },
   { "EVENT_KIND_APPLICATION_EXPIRED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED", 32 },
+  { "EVENT_KIND_MEMBER_BANNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_BANNED", 33 },
+  { "EVENT_KIND_MEMBER_UNBANNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_UNBANNED", 34 },
+  { "EVENT_KIND_MUTE_BYPASS_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{0, 33}
+{0, 0},{0, 36}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[33] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[36] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -3975,12 +4236,15 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_INVITATION_REFUSED", 19 },
   { "EVENT_KIND_INVITED", 20 },
   { "EVENT_KIND_KICKED", 21 },
+  { "EVENT_KIND_MEMBER_BANNED", 33 },
   { "EVENT_KIND_MEMBER_INFO_CHANGED", 9 },
   { "EVENT_KIND_MEMBER_INVITED", 2 },
   { "EVENT_KIND_MEMBER_JOINED", 1 },
   { "EVENT_KIND_MEMBER_KICKED", 4 },
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
+  { "EVENT_KIND_MEMBER_UNBANNED", 34 },
+  { "EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
   { "EVENT_KIND_OWNER_CHANGED", 10 },
   { "EVENT_KIND_QUIT", 25 },
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
@@ -3994,9 +4258,9 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  33,
+  36,
   groupd__v1__event_kind__enum_values_by_number,
-  33,
+  36,
   groupd__v1__event_kind__enum_values_by_name,
   1,
   groupd__v1__event_kind__value_ranges,

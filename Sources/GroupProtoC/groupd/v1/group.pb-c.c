@@ -1207,6 +1207,96 @@ void   groupd__v1__import_group_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__import_group_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__update_mute_bypass_list_request__init
+                     (Groupd__V1__UpdateMuteBypassListRequest         *message)
+{
+  static const Groupd__V1__UpdateMuteBypassListRequest init_value = GROUPD__V1__UPDATE_MUTE_BYPASS_LIST_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__update_mute_bypass_list_request__get_packed_size
+                     (const Groupd__V1__UpdateMuteBypassListRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__update_mute_bypass_list_request__pack
+                     (const Groupd__V1__UpdateMuteBypassListRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__update_mute_bypass_list_request__pack_to_buffer
+                     (const Groupd__V1__UpdateMuteBypassListRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UpdateMuteBypassListRequest *
+       groupd__v1__update_mute_bypass_list_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UpdateMuteBypassListRequest *)
+     protobuf_c_message_unpack (&groupd__v1__update_mute_bypass_list_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__update_mute_bypass_list_request__free_unpacked
+                     (Groupd__V1__UpdateMuteBypassListRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__update_mute_bypass_list_response__init
+                     (Groupd__V1__UpdateMuteBypassListResponse         *message)
+{
+  static const Groupd__V1__UpdateMuteBypassListResponse init_value = GROUPD__V1__UPDATE_MUTE_BYPASS_LIST_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__update_mute_bypass_list_response__get_packed_size
+                     (const Groupd__V1__UpdateMuteBypassListResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__update_mute_bypass_list_response__pack
+                     (const Groupd__V1__UpdateMuteBypassListResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__update_mute_bypass_list_response__pack_to_buffer
+                     (const Groupd__V1__UpdateMuteBypassListResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UpdateMuteBypassListResponse *
+       groupd__v1__update_mute_bypass_list_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UpdateMuteBypassListResponse *)
+     protobuf_c_message_unpack (&groupd__v1__update_mute_bypass_list_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__update_mute_bypass_list_response__free_unpacked
+                     (Groupd__V1__UpdateMuteBypassListResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__initial_member__custom_entry__field_descriptors[2] =
 {
   {
@@ -3099,6 +3189,108 @@ const ProtobufCMessageDescriptor groupd__v1__import_group_response__descriptor =
   (ProtobufCMessageInit) groupd__v1__import_group_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__update_mute_bypass_list_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateMuteBypassListRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__UpdateMuteBypassListRequest, n_add_user_ids),
+    offsetof(Groupd__V1__UpdateMuteBypassListRequest, add_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_user_ids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__UpdateMuteBypassListRequest, n_remove_user_ids),
+    offsetof(Groupd__V1__UpdateMuteBypassListRequest, remove_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_mute_bypass_list_request__field_indices_by_name[] = {
+  1,   /* field[1] = add_user_ids */
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = remove_user_ids */
+};
+static const ProtobufCIntRange groupd__v1__update_mute_bypass_list_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdateMuteBypassListRequest",
+  "UpdateMuteBypassListRequest",
+  "Groupd__V1__UpdateMuteBypassListRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdateMuteBypassListRequest),
+  3,
+  groupd__v1__update_mute_bypass_list_request__field_descriptors,
+  groupd__v1__update_mute_bypass_list_request__field_indices_by_name,
+  1,  groupd__v1__update_mute_bypass_list_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_mute_bypass_list_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__update_mute_bypass_list_response__field_descriptors[1] =
+{
+  {
+    "mute_bypass_user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__UpdateMuteBypassListResponse, n_mute_bypass_user_ids),
+    offsetof(Groupd__V1__UpdateMuteBypassListResponse, mute_bypass_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_mute_bypass_list_response__field_indices_by_name[] = {
+  0,   /* field[0] = mute_bypass_user_ids */
+};
+static const ProtobufCIntRange groupd__v1__update_mute_bypass_list_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdateMuteBypassListResponse",
+  "UpdateMuteBypassListResponse",
+  "Groupd__V1__UpdateMuteBypassListResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdateMuteBypassListResponse),
+  1,
+  groupd__v1__update_mute_bypass_list_response__field_descriptors,
+  groupd__v1__update_mute_bypass_list_response__field_indices_by_name,
+  1,  groupd__v1__update_mute_bypass_list_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_mute_bypass_list_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__group_lookup_error__enum_values_by_number[4] =
 {
   { "GROUP_LOOKUP_ERROR_UNSPECIFIED", "GROUPD__V1__GROUP_LOOKUP_ERROR__GROUP_LOOKUP_ERROR_UNSPECIFIED", 0 },
@@ -3163,7 +3355,7 @@ const ProtobufCEnumDescriptor groupd__v1__search_field__descriptor =
   groupd__v1__search_field__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[11] =
+static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[12] =
 {
   { "CreateGroup", &groupd__v1__create_group_request__descriptor, &groupd__v1__create_group_response__descriptor },
   { "GetGroupsInfo", &groupd__v1__get_groups_info_request__descriptor, &groupd__v1__get_groups_info_response__descriptor },
@@ -3173,6 +3365,7 @@ static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descrip
   { "RevokeGroup", &groupd__v1__revoke_group_request__descriptor, &groupd__v1__revoke_group_response__descriptor },
   { "TransferOwnership", &groupd__v1__transfer_ownership_request__descriptor, &groupd__v1__transfer_ownership_response__descriptor },
   { "SetGroupMute", &groupd__v1__set_group_mute_request__descriptor, &groupd__v1__set_group_mute_response__descriptor },
+  { "UpdateMuteBypassList", &groupd__v1__update_mute_bypass_list_request__descriptor, &groupd__v1__update_mute_bypass_list_response__descriptor },
   { "ListJoinedGroups", &groupd__v1__list_joined_groups_request__descriptor, &groupd__v1__list_joined_groups_response__descriptor },
   { "SearchGroups", &groupd__v1__search_groups_request__descriptor, &groupd__v1__search_groups_response__descriptor },
   { "ImportGroup", &groupd__v1__import_group_request__descriptor, &groupd__v1__import_group_response__descriptor },
@@ -3181,14 +3374,15 @@ const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   0,        /* CreateGroup */
   4,        /* DismissGroup */
   1,        /* GetGroupsInfo */
-  10,        /* ImportGroup */
-  8,        /* ListJoinedGroups */
+  11,        /* ImportGroup */
+  9,        /* ListJoinedGroups */
   5,        /* RevokeGroup */
-  9,        /* SearchGroups */
+  10,        /* SearchGroups */
   7,        /* SetGroupMute */
   6,        /* TransferOwnership */
   2,        /* UpdateGroupProfile */
-  3         /* UpdateGroupSettings */
+  3,        /* UpdateGroupSettings */
+  8         /* UpdateMuteBypassList */
 };
 const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
 {
@@ -3197,7 +3391,7 @@ const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
   "GroupService",
   "Groupd__V1__GroupService",
   "groupd.v1",
-  11,
+  12,
   groupd__v1__group_service__method_descriptors,
   groupd__v1__group_service__method_indices_by_name
 };
@@ -3265,13 +3459,21 @@ void groupd__v1__group_service__set_group_mute(ProtobufCService *service,
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
   service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void groupd__v1__group_service__update_mute_bypass_list(ProtobufCService *service,
+                                                        const Groupd__V1__UpdateMuteBypassListRequest *input,
+                                                        Groupd__V1__UpdateMuteBypassListResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void groupd__v1__group_service__list_joined_groups(ProtobufCService *service,
                                                    const Groupd__V1__ListJoinedGroupsRequest *input,
                                                    Groupd__V1__ListJoinedGroupsResponse_Closure closure,
                                                    void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__search_groups(ProtobufCService *service,
                                               const Groupd__V1__SearchGroupsRequest *input,
@@ -3279,7 +3481,7 @@ void groupd__v1__group_service__search_groups(ProtobufCService *service,
                                               void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__import_group(ProtobufCService *service,
                                              const Groupd__V1__ImportGroupRequest *input,
@@ -3287,7 +3489,7 @@ void groupd__v1__group_service__import_group(ProtobufCService *service,
                                              void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
                                       Groupd__V1__GroupService_ServiceDestroy destroy)

@@ -367,6 +367,366 @@ void   groupd__v1__kick_members_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__kick_members_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__banned_member__init
+                     (Groupd__V1__BannedMember         *message)
+{
+  static const Groupd__V1__BannedMember init_value = GROUPD__V1__BANNED_MEMBER__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__banned_member__get_packed_size
+                     (const Groupd__V1__BannedMember *message)
+{
+  assert(message->base.descriptor == &groupd__v1__banned_member__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__banned_member__pack
+                     (const Groupd__V1__BannedMember *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__banned_member__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__banned_member__pack_to_buffer
+                     (const Groupd__V1__BannedMember *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__banned_member__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__BannedMember *
+       groupd__v1__banned_member__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__BannedMember *)
+     protobuf_c_message_unpack (&groupd__v1__banned_member__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__banned_member__free_unpacked
+                     (Groupd__V1__BannedMember *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__banned_member__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__ban_result__init
+                     (Groupd__V1__BanResult         *message)
+{
+  static const Groupd__V1__BanResult init_value = GROUPD__V1__BAN_RESULT__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__ban_result__get_packed_size
+                     (const Groupd__V1__BanResult *message)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__ban_result__pack
+                     (const Groupd__V1__BanResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__ban_result__pack_to_buffer
+                     (const Groupd__V1__BanResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__BanResult *
+       groupd__v1__ban_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__BanResult *)
+     protobuf_c_message_unpack (&groupd__v1__ban_result__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__ban_result__free_unpacked
+                     (Groupd__V1__BanResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__ban_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__ban_members_request__init
+                     (Groupd__V1__BanMembersRequest         *message)
+{
+  static const Groupd__V1__BanMembersRequest init_value = GROUPD__V1__BAN_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__ban_members_request__get_packed_size
+                     (const Groupd__V1__BanMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__ban_members_request__pack
+                     (const Groupd__V1__BanMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__ban_members_request__pack_to_buffer
+                     (const Groupd__V1__BanMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__BanMembersRequest *
+       groupd__v1__ban_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__BanMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__ban_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__ban_members_request__free_unpacked
+                     (Groupd__V1__BanMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__ban_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__ban_members_response__init
+                     (Groupd__V1__BanMembersResponse         *message)
+{
+  static const Groupd__V1__BanMembersResponse init_value = GROUPD__V1__BAN_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__ban_members_response__get_packed_size
+                     (const Groupd__V1__BanMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__ban_members_response__pack
+                     (const Groupd__V1__BanMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__ban_members_response__pack_to_buffer
+                     (const Groupd__V1__BanMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__ban_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__BanMembersResponse *
+       groupd__v1__ban_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__BanMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__ban_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__ban_members_response__free_unpacked
+                     (Groupd__V1__BanMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__ban_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__unban_members_request__init
+                     (Groupd__V1__UnbanMembersRequest         *message)
+{
+  static const Groupd__V1__UnbanMembersRequest init_value = GROUPD__V1__UNBAN_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__unban_members_request__get_packed_size
+                     (const Groupd__V1__UnbanMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__unban_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__unban_members_request__pack
+                     (const Groupd__V1__UnbanMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__unban_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__unban_members_request__pack_to_buffer
+                     (const Groupd__V1__UnbanMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__unban_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UnbanMembersRequest *
+       groupd__v1__unban_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UnbanMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__unban_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__unban_members_request__free_unpacked
+                     (Groupd__V1__UnbanMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__unban_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__unban_members_response__init
+                     (Groupd__V1__UnbanMembersResponse         *message)
+{
+  static const Groupd__V1__UnbanMembersResponse init_value = GROUPD__V1__UNBAN_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__unban_members_response__get_packed_size
+                     (const Groupd__V1__UnbanMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__unban_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__unban_members_response__pack
+                     (const Groupd__V1__UnbanMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__unban_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__unban_members_response__pack_to_buffer
+                     (const Groupd__V1__UnbanMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__unban_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UnbanMembersResponse *
+       groupd__v1__unban_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UnbanMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__unban_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__unban_members_response__free_unpacked
+                     (Groupd__V1__UnbanMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__unban_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_banned_members_request__init
+                     (Groupd__V1__ListBannedMembersRequest         *message)
+{
+  static const Groupd__V1__ListBannedMembersRequest init_value = GROUPD__V1__LIST_BANNED_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_banned_members_request__get_packed_size
+                     (const Groupd__V1__ListBannedMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_banned_members_request__pack
+                     (const Groupd__V1__ListBannedMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_banned_members_request__pack_to_buffer
+                     (const Groupd__V1__ListBannedMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListBannedMembersRequest *
+       groupd__v1__list_banned_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListBannedMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_banned_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_banned_members_request__free_unpacked
+                     (Groupd__V1__ListBannedMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_banned_members_response__init
+                     (Groupd__V1__ListBannedMembersResponse         *message)
+{
+  static const Groupd__V1__ListBannedMembersResponse init_value = GROUPD__V1__LIST_BANNED_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_banned_members_response__get_packed_size
+                     (const Groupd__V1__ListBannedMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_banned_members_response__pack
+                     (const Groupd__V1__ListBannedMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_banned_members_response__pack_to_buffer
+                     (const Groupd__V1__ListBannedMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListBannedMembersResponse *
+       groupd__v1__list_banned_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListBannedMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_banned_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_banned_members_response__free_unpacked
+                     (Groupd__V1__ListBannedMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_banned_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__list_members_request__init
                      (Groupd__V1__ListMembersRequest         *message)
 {
@@ -1412,7 +1772,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_members_response__descriptor
   (ProtobufCMessageInit) groupd__v1__invite_members_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__kick_members_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor groupd__v1__kick_members_request__field_descriptors[6] =
 {
   {
     "group_id",
@@ -1462,8 +1822,34 @@ static const ProtobufCFieldDescriptor groupd__v1__kick_members_request__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "ban",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__KickMembersRequest, ban),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ban_duration_seconds",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__KickMembersRequest, ban_duration_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__kick_members_request__field_indices_by_name[] = {
+  4,   /* field[4] = ban */
+  5,   /* field[5] = ban_duration_seconds */
   0,   /* field[0] = group_id */
   3,   /* field[3] = options */
   2,   /* field[2] = reason */
@@ -1472,7 +1858,7 @@ static const unsigned groupd__v1__kick_members_request__field_indices_by_name[] 
 static const ProtobufCIntRange groupd__v1__kick_members_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor groupd__v1__kick_members_request__descriptor =
 {
@@ -1482,7 +1868,7 @@ const ProtobufCMessageDescriptor groupd__v1__kick_members_request__descriptor =
   "Groupd__V1__KickMembersRequest",
   "groupd.v1",
   sizeof(Groupd__V1__KickMembersRequest),
-  4,
+  6,
   groupd__v1__kick_members_request__field_descriptors,
   groupd__v1__kick_members_request__field_indices_by_name,
   1,  groupd__v1__kick_members_request__number_ranges,
@@ -1525,6 +1911,518 @@ const ProtobufCMessageDescriptor groupd__v1__kick_members_response__descriptor =
   groupd__v1__kick_members_response__field_indices_by_name,
   1,  groupd__v1__kick_members_response__number_ranges,
   (ProtobufCMessageInit) groupd__v1__kick_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__banned_member__field_descriptors[5] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BannedMember, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "until",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BannedMember, until),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BannedMember, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "operator_user_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BannedMember, operator_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ban_time",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BannedMember, ban_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__banned_member__field_indices_by_name[] = {
+  4,   /* field[4] = ban_time */
+  3,   /* field[3] = operator_user_id */
+  2,   /* field[2] = reason */
+  1,   /* field[1] = until */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange groupd__v1__banned_member__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__banned_member__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.BannedMember",
+  "BannedMember",
+  "Groupd__V1__BannedMember",
+  "groupd.v1",
+  sizeof(Groupd__V1__BannedMember),
+  5,
+  groupd__v1__banned_member__field_descriptors,
+  groupd__v1__banned_member__field_indices_by_name,
+  1,  groupd__v1__banned_member__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__banned_member__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__ban_result__field_descriptors[5] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanResult, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "result",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanResult, result),
+    &groupd__v1__member_result_code__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanResult, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ban",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanResult, ban),
+    &groupd__v1__banned_member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "removed",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanResult, removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__ban_result__field_indices_by_name[] = {
+  3,   /* field[3] = ban */
+  2,   /* field[2] = reason */
+  4,   /* field[4] = removed */
+  1,   /* field[1] = result */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange groupd__v1__ban_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__ban_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.BanResult",
+  "BanResult",
+  "Groupd__V1__BanResult",
+  "groupd.v1",
+  sizeof(Groupd__V1__BanResult),
+  5,
+  groupd__v1__ban_result__field_descriptors,
+  groupd__v1__ban_result__field_indices_by_name,
+  1,  groupd__v1__ban_result__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__ban_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__ban_members_request__field_descriptors[5] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__BanMembersRequest, n_user_ids),
+    offsetof(Groupd__V1__BanMembersRequest, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "duration_seconds",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanMembersRequest, duration_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanMembersRequest, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "options",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__BanMembersRequest, options),
+    &groupd__v1__quit_options__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__ban_members_request__field_indices_by_name[] = {
+  2,   /* field[2] = duration_seconds */
+  0,   /* field[0] = group_id */
+  4,   /* field[4] = options */
+  3,   /* field[3] = reason */
+  1,   /* field[1] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__ban_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__ban_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.BanMembersRequest",
+  "BanMembersRequest",
+  "Groupd__V1__BanMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__BanMembersRequest),
+  5,
+  groupd__v1__ban_members_request__field_descriptors,
+  groupd__v1__ban_members_request__field_indices_by_name,
+  1,  groupd__v1__ban_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__ban_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__ban_members_response__field_descriptors[1] =
+{
+  {
+    "results",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__BanMembersResponse, n_results),
+    offsetof(Groupd__V1__BanMembersResponse, results),
+    &groupd__v1__ban_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__ban_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = results */
+};
+static const ProtobufCIntRange groupd__v1__ban_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__ban_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.BanMembersResponse",
+  "BanMembersResponse",
+  "Groupd__V1__BanMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__BanMembersResponse),
+  1,
+  groupd__v1__ban_members_response__field_descriptors,
+  groupd__v1__ban_members_response__field_indices_by_name,
+  1,  groupd__v1__ban_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__ban_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__unban_members_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UnbanMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__UnbanMembersRequest, n_user_ids),
+    offsetof(Groupd__V1__UnbanMembersRequest, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__unban_members_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__unban_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__unban_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UnbanMembersRequest",
+  "UnbanMembersRequest",
+  "Groupd__V1__UnbanMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__UnbanMembersRequest),
+  2,
+  groupd__v1__unban_members_request__field_descriptors,
+  groupd__v1__unban_members_request__field_indices_by_name,
+  1,  groupd__v1__unban_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__unban_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__unban_members_response__field_descriptors[1] =
+{
+  {
+    "results",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__UnbanMembersResponse, n_results),
+    offsetof(Groupd__V1__UnbanMembersResponse, results),
+    &groupd__v1__ban_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__unban_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = results */
+};
+static const ProtobufCIntRange groupd__v1__unban_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__unban_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UnbanMembersResponse",
+  "UnbanMembersResponse",
+  "Groupd__V1__UnbanMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__UnbanMembersResponse),
+  1,
+  groupd__v1__unban_members_response__field_descriptors,
+  groupd__v1__unban_members_response__field_indices_by_name,
+  1,  groupd__v1__unban_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__unban_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_banned_members_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListBannedMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListBannedMembersRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListBannedMembersRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_banned_members_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = page_size */
+  2,   /* field[2] = page_token */
+};
+static const ProtobufCIntRange groupd__v1__list_banned_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_banned_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListBannedMembersRequest",
+  "ListBannedMembersRequest",
+  "Groupd__V1__ListBannedMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListBannedMembersRequest),
+  3,
+  groupd__v1__list_banned_members_request__field_descriptors,
+  groupd__v1__list_banned_members_request__field_indices_by_name,
+  1,  groupd__v1__list_banned_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_banned_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_banned_members_response__field_descriptors[2] =
+{
+  {
+    "bans",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ListBannedMembersResponse, n_bans),
+    offsetof(Groupd__V1__ListBannedMembersResponse, bans),
+    &groupd__v1__banned_member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListBannedMembersResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_banned_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = bans */
+  1,   /* field[1] = next_page_token */
+};
+static const ProtobufCIntRange groupd__v1__list_banned_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_banned_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListBannedMembersResponse",
+  "ListBannedMembersResponse",
+  "Groupd__V1__ListBannedMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListBannedMembersResponse),
+  2,
+  groupd__v1__list_banned_members_response__field_descriptors,
+  groupd__v1__list_banned_members_response__field_indices_by_name,
+  1,  groupd__v1__list_banned_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_banned_members_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor groupd__v1__list_members_request__field_descriptors[5] =
@@ -2444,12 +3342,15 @@ const ProtobufCEnumDescriptor groupd__v1__member_filter__descriptor =
   groupd__v1__member_filter__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descriptors[12] =
+static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descriptors[15] =
 {
   { "JoinGroup", &groupd__v1__join_group_request__descriptor, &groupd__v1__join_group_response__descriptor },
   { "QuitGroup", &groupd__v1__quit_group_request__descriptor, &groupd__v1__quit_group_response__descriptor },
   { "InviteMembers", &groupd__v1__invite_members_request__descriptor, &groupd__v1__invite_members_response__descriptor },
   { "KickMembers", &groupd__v1__kick_members_request__descriptor, &groupd__v1__kick_members_response__descriptor },
+  { "BanMembers", &groupd__v1__ban_members_request__descriptor, &groupd__v1__ban_members_response__descriptor },
+  { "UnbanMembers", &groupd__v1__unban_members_request__descriptor, &groupd__v1__unban_members_response__descriptor },
+  { "ListBannedMembers", &groupd__v1__list_banned_members_request__descriptor, &groupd__v1__list_banned_members_response__descriptor },
   { "ListMembers", &groupd__v1__list_members_request__descriptor, &groupd__v1__list_members_response__descriptor },
   { "GetMembersInfo", &groupd__v1__get_members_info_request__descriptor, &groupd__v1__get_members_info_response__descriptor },
   { "GetSelfMemberInfo", &groupd__v1__get_self_member_info_request__descriptor, &groupd__v1__get_self_member_info_response__descriptor },
@@ -2460,18 +3361,21 @@ static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descri
   { "SetGroupRemark", &groupd__v1__set_group_remark_request__descriptor, &groupd__v1__set_group_remark_response__descriptor },
 };
 const unsigned groupd__v1__member_service__method_indices_by_name[] = {
-  5,        /* GetMembersInfo */
-  6,        /* GetSelfMemberInfo */
+  4,        /* BanMembers */
+  8,        /* GetMembersInfo */
+  9,        /* GetSelfMemberInfo */
   2,        /* InviteMembers */
   0,        /* JoinGroup */
   3,        /* KickMembers */
-  4,        /* ListMembers */
-  8,        /* MuteMembers */
+  6,        /* ListBannedMembers */
+  7,        /* ListMembers */
+  11,        /* MuteMembers */
   1,        /* QuitGroup */
-  11,        /* SetGroupRemark */
-  7,        /* SetMemberRole */
-  10,        /* SetReceiveMessageOption */
-  9         /* UpdateMemberInfo */
+  14,        /* SetGroupRemark */
+  10,        /* SetMemberRole */
+  13,        /* SetReceiveMessageOption */
+  5,        /* UnbanMembers */
+  12         /* UpdateMemberInfo */
 };
 const ProtobufCServiceDescriptor groupd__v1__member_service__descriptor =
 {
@@ -2480,7 +3384,7 @@ const ProtobufCServiceDescriptor groupd__v1__member_service__descriptor =
   "MemberService",
   "Groupd__V1__MemberService",
   "groupd.v1",
-  12,
+  15,
   groupd__v1__member_service__method_descriptors,
   groupd__v1__member_service__method_indices_by_name
 };
@@ -2516,13 +3420,37 @@ void groupd__v1__member_service__kick_members(ProtobufCService *service,
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void groupd__v1__member_service__ban_members(ProtobufCService *service,
+                                             const Groupd__V1__BanMembersRequest *input,
+                                             Groupd__V1__BanMembersResponse_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__unban_members(ProtobufCService *service,
+                                               const Groupd__V1__UnbanMembersRequest *input,
+                                               Groupd__V1__UnbanMembersResponse_Closure closure,
+                                               void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__list_banned_members(ProtobufCService *service,
+                                                     const Groupd__V1__ListBannedMembersRequest *input,
+                                                     Groupd__V1__ListBannedMembersResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void groupd__v1__member_service__list_members(ProtobufCService *service,
                                               const Groupd__V1__ListMembersRequest *input,
                                               Groupd__V1__ListMembersResponse_Closure closure,
                                               void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__get_members_info(ProtobufCService *service,
                                                   const Groupd__V1__GetMembersInfoRequest *input,
@@ -2530,7 +3458,7 @@ void groupd__v1__member_service__get_members_info(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__get_self_member_info(ProtobufCService *service,
                                                       const Groupd__V1__GetSelfMemberInfoRequest *input,
@@ -2538,7 +3466,7 @@ void groupd__v1__member_service__get_self_member_info(ProtobufCService *service,
                                                       void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__set_member_role(ProtobufCService *service,
                                                  const Groupd__V1__SetMemberRoleRequest *input,
@@ -2546,7 +3474,7 @@ void groupd__v1__member_service__set_member_role(ProtobufCService *service,
                                                  void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__mute_members(ProtobufCService *service,
                                               const Groupd__V1__MuteMembersRequest *input,
@@ -2554,7 +3482,7 @@ void groupd__v1__member_service__mute_members(ProtobufCService *service,
                                               void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__update_member_info(ProtobufCService *service,
                                                     const Groupd__V1__UpdateMemberInfoRequest *input,
@@ -2562,7 +3490,7 @@ void groupd__v1__member_service__update_member_info(ProtobufCService *service,
                                                     void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__set_receive_message_option(ProtobufCService *service,
                                                             const Groupd__V1__SetReceiveMessageOptionRequest *input,
@@ -2570,7 +3498,7 @@ void groupd__v1__member_service__set_receive_message_option(ProtobufCService *se
                                                             void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__set_group_remark(ProtobufCService *service,
                                                   const Groupd__V1__SetGroupRemarkRequest *input,
@@ -2578,7 +3506,7 @@ void groupd__v1__member_service__set_group_remark(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *service,
                                        Groupd__V1__MemberService_ServiceDestroy destroy)

@@ -37,6 +37,8 @@ typedef struct Groupd__V1__Dismissal Groupd__V1__Dismissal;
 typedef struct Groupd__V1__CustomNotification Groupd__V1__CustomNotification;
 typedef struct Groupd__V1__RemarkChange Groupd__V1__RemarkChange;
 typedef struct Groupd__V1__ReceiveOptionChange Groupd__V1__ReceiveOptionChange;
+typedef struct Groupd__V1__BanDetail Groupd__V1__BanDetail;
+typedef struct Groupd__V1__MuteBypassChange Groupd__V1__MuteBypassChange;
 typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
 typedef struct Groupd__V1__GroupEvent Groupd__V1__GroupEvent;
 typedef struct Groupd__V1__GroupMessage Groupd__V1__GroupMessage;
@@ -632,7 +634,23 @@ typedef enum _Groupd__V1__EventKind {
    * periodic expiry sweep, or by the next write or listing that finds it due.
    * Detail: application.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED = 32
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED = 32,
+  /*
+   * System, to the owner, each admin (targets: every banned user) and each
+   * banned user (targets: that user): users were banned (BanMembers,
+   * KickMembers with `ban`). Detail: ban.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_BANNED = 33,
+  /*
+   * System, to the owner, each admin and each user whose ban was lifted
+   * (UnbanMembers). Detail: ban (empty).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_UNBANNED = 34,
+  /*
+   * Tip: the group's mute bypass list changed (UpdateMuteBypassList).
+   * Detail: mute_bypass.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED = 35
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -899,10 +917,17 @@ struct  Groupd__V1__Group
    * True when the caller sees only the public subset (non-member).
    */
   protobuf_c_boolean public_view_only;
+  /*
+   * The members a group mute does not apply to (their own member mute
+   * still does), in the order they were added (UpdateMuteBypassList).
+   * Members and the backend see it; empty in the public subset.
+   */
+  size_t n_mute_bypass_user_ids;
+  char **mute_bypass_user_ids;
 };
 #define GROUPD__V1__GROUP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL }
 
 
 struct  Groupd__V1__Member__CustomEntry
@@ -1359,6 +1384,57 @@ struct  Groupd__V1__ReceiveOptionChange
 
 
 /*
+ * MEMBER_BANNED / MEMBER_UNBANNED detail.
+ */
+struct  Groupd__V1__BanDetail
+{
+  ProtobufCMessage base;
+  /*
+   * When the ban ends; absent = until lifted (and for MEMBER_UNBANNED).
+   */
+  Google__Protobuf__Timestamp *until;
+  /*
+   * The ban's duration in seconds as requested; 0 = until lifted.
+   */
+  uint32_t duration_seconds;
+  /*
+   * The reason the operator gave.
+   */
+  char *reason;
+};
+#define GROUPD__V1__BAN_DETAIL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__ban_detail__descriptor) \
+    , NULL, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * MUTE_BYPASS_CHANGED detail.
+ */
+struct  Groupd__V1__MuteBypassChange
+{
+  ProtobufCMessage base;
+  /*
+   * The users added to the list.
+   */
+  size_t n_added_user_ids;
+  char **added_user_ids;
+  /*
+   * The users removed from it.
+   */
+  size_t n_removed_user_ids;
+  char **removed_user_ids;
+  /*
+   * The whole list after the change.
+   */
+  size_t n_user_ids;
+  char **user_ids;
+};
+#define GROUPD__V1__MUTE_BYPASS_CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__mute_bypass_change__descriptor) \
+    , 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
  * GROUP_READ detail.
  */
 struct  Groupd__V1__ReadMark
@@ -1388,7 +1464,9 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_REMARK = 29,
   GROUPD__V1__GROUP_EVENT__DETAIL_RECEIVE_OPTION = 30,
   GROUPD__V1__GROUP_EVENT__DETAIL_READ = 31,
-  GROUPD__V1__GROUP_EVENT__DETAIL_GROUP = 32
+  GROUPD__V1__GROUP_EVENT__DETAIL_GROUP = 32,
+  GROUPD__V1__GROUP_EVENT__DETAIL_BAN = 40,
+  GROUPD__V1__GROUP_EVENT__DETAIL_MUTE_BYPASS = 41
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -1503,6 +1581,14 @@ struct  Groupd__V1__GroupEvent
      * GROUP_CREATED: the group as created.
      */
     Groupd__V1__Group *group;
+    /*
+     * MEMBER_BANNED, MEMBER_UNBANNED.
+     */
+    Groupd__V1__BanDetail *ban;
+    /*
+     * MUTE_BYPASS_CHANGED.
+     */
+    Groupd__V1__MuteBypassChange *mute_bypass;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -1918,6 +2004,44 @@ Groupd__V1__ReceiveOptionChange *
 void   groupd__v1__receive_option_change__free_unpacked
                      (Groupd__V1__ReceiveOptionChange *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__BanDetail methods */
+void   groupd__v1__ban_detail__init
+                     (Groupd__V1__BanDetail         *message);
+size_t groupd__v1__ban_detail__get_packed_size
+                     (const Groupd__V1__BanDetail   *message);
+size_t groupd__v1__ban_detail__pack
+                     (const Groupd__V1__BanDetail   *message,
+                      uint8_t             *out);
+size_t groupd__v1__ban_detail__pack_to_buffer
+                     (const Groupd__V1__BanDetail   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__BanDetail *
+       groupd__v1__ban_detail__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__ban_detail__free_unpacked
+                     (Groupd__V1__BanDetail *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__MuteBypassChange methods */
+void   groupd__v1__mute_bypass_change__init
+                     (Groupd__V1__MuteBypassChange         *message);
+size_t groupd__v1__mute_bypass_change__get_packed_size
+                     (const Groupd__V1__MuteBypassChange   *message);
+size_t groupd__v1__mute_bypass_change__pack
+                     (const Groupd__V1__MuteBypassChange   *message,
+                      uint8_t             *out);
+size_t groupd__v1__mute_bypass_change__pack_to_buffer
+                     (const Groupd__V1__MuteBypassChange   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MuteBypassChange *
+       groupd__v1__mute_bypass_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__mute_bypass_change__free_unpacked
+                     (Groupd__V1__MuteBypassChange *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__ReadMark methods */
 void   groupd__v1__read_mark__init
                      (Groupd__V1__ReadMark         *message);
@@ -2040,6 +2164,12 @@ typedef void (*Groupd__V1__RemarkChange_Closure)
 typedef void (*Groupd__V1__ReceiveOptionChange_Closure)
                  (const Groupd__V1__ReceiveOptionChange *message,
                   void *closure_data);
+typedef void (*Groupd__V1__BanDetail_Closure)
+                 (const Groupd__V1__BanDetail *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__MuteBypassChange_Closure)
+                 (const Groupd__V1__MuteBypassChange *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__ReadMark_Closure)
                  (const Groupd__V1__ReadMark *message,
                   void *closure_data);
@@ -2095,6 +2225,8 @@ extern const ProtobufCMessageDescriptor groupd__v1__dismissal__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__custom_notification__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__remark_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__receive_option_change__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__ban_detail__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__mute_bypass_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor;

@@ -49,6 +49,8 @@ typedef struct Groupd__V1__ImportedMember__CustomEntry Groupd__V1__ImportedMembe
 typedef struct Groupd__V1__ImportGroupRequest Groupd__V1__ImportGroupRequest;
 typedef struct Groupd__V1__ImportGroupRequest__CustomEntry Groupd__V1__ImportGroupRequest__CustomEntry;
 typedef struct Groupd__V1__ImportGroupResponse Groupd__V1__ImportGroupResponse;
+typedef struct Groupd__V1__UpdateMuteBypassListRequest Groupd__V1__UpdateMuteBypassListRequest;
+typedef struct Groupd__V1__UpdateMuteBypassListResponse Groupd__V1__UpdateMuteBypassListResponse;
 
 
 /* --- enums --- */
@@ -819,6 +821,49 @@ struct  Groupd__V1__ImportGroupResponse
     , NULL, 0,NULL }
 
 
+/*
+ * UpdateMuteBypassList request.
+ */
+struct  Groupd__V1__UpdateMuteBypassListRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * Members to add (already on the list: unchanged).
+   */
+  size_t n_add_user_ids;
+  char **add_user_ids;
+  /*
+   * Users to remove (not on the list: unchanged).
+   */
+  size_t n_remove_user_ids;
+  char **remove_user_ids;
+};
+#define GROUPD__V1__UPDATE_MUTE_BYPASS_LIST_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_mute_bypass_list_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL }
+
+
+/*
+ * UpdateMuteBypassList response.
+ */
+struct  Groupd__V1__UpdateMuteBypassListResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The list after the change.
+   */
+  size_t n_mute_bypass_user_ids;
+  char **mute_bypass_user_ids;
+};
+#define GROUPD__V1__UPDATE_MUTE_BYPASS_LIST_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_mute_bypass_list_response__descriptor) \
+    , 0,NULL }
+
+
 /* Groupd__V1__InitialMember__CustomEntry methods */
 void   groupd__v1__initial_member__custom_entry__init
                      (Groupd__V1__InitialMember__CustomEntry         *message);
@@ -1328,6 +1373,44 @@ Groupd__V1__ImportGroupResponse *
 void   groupd__v1__import_group_response__free_unpacked
                      (Groupd__V1__ImportGroupResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__UpdateMuteBypassListRequest methods */
+void   groupd__v1__update_mute_bypass_list_request__init
+                     (Groupd__V1__UpdateMuteBypassListRequest         *message);
+size_t groupd__v1__update_mute_bypass_list_request__get_packed_size
+                     (const Groupd__V1__UpdateMuteBypassListRequest   *message);
+size_t groupd__v1__update_mute_bypass_list_request__pack
+                     (const Groupd__V1__UpdateMuteBypassListRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__update_mute_bypass_list_request__pack_to_buffer
+                     (const Groupd__V1__UpdateMuteBypassListRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UpdateMuteBypassListRequest *
+       groupd__v1__update_mute_bypass_list_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__update_mute_bypass_list_request__free_unpacked
+                     (Groupd__V1__UpdateMuteBypassListRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UpdateMuteBypassListResponse methods */
+void   groupd__v1__update_mute_bypass_list_response__init
+                     (Groupd__V1__UpdateMuteBypassListResponse         *message);
+size_t groupd__v1__update_mute_bypass_list_response__get_packed_size
+                     (const Groupd__V1__UpdateMuteBypassListResponse   *message);
+size_t groupd__v1__update_mute_bypass_list_response__pack
+                     (const Groupd__V1__UpdateMuteBypassListResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__update_mute_bypass_list_response__pack_to_buffer
+                     (const Groupd__V1__UpdateMuteBypassListResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UpdateMuteBypassListResponse *
+       groupd__v1__update_mute_bypass_list_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__update_mute_bypass_list_response__free_unpacked
+                     (Groupd__V1__UpdateMuteBypassListResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__InitialMember__CustomEntry_Closure)
@@ -1423,6 +1506,12 @@ typedef void (*Groupd__V1__ImportGroupRequest_Closure)
 typedef void (*Groupd__V1__ImportGroupResponse_Closure)
                  (const Groupd__V1__ImportGroupResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__UpdateMuteBypassListRequest_Closure)
+                 (const Groupd__V1__UpdateMuteBypassListRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UpdateMuteBypassListResponse_Closure)
+                 (const Groupd__V1__UpdateMuteBypassListResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1462,6 +1551,10 @@ struct Groupd__V1__GroupService_Service
                          const Groupd__V1__SetGroupMuteRequest *input,
                          Groupd__V1__SetGroupMuteResponse_Closure closure,
                          void *closure_data);
+  void (*update_mute_bypass_list)(Groupd__V1__GroupService_Service *service,
+                                  const Groupd__V1__UpdateMuteBypassListRequest *input,
+                                  Groupd__V1__UpdateMuteBypassListResponse_Closure closure,
+                                  void *closure_data);
   void (*list_joined_groups)(Groupd__V1__GroupService_Service *service,
                              const Groupd__V1__ListJoinedGroupsRequest *input,
                              Groupd__V1__ListJoinedGroupsResponse_Closure closure,
@@ -1490,6 +1583,7 @@ void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
       function_prefix__ ## revoke_group,\
       function_prefix__ ## transfer_ownership,\
       function_prefix__ ## set_group_mute,\
+      function_prefix__ ## update_mute_bypass_list,\
       function_prefix__ ## list_joined_groups,\
       function_prefix__ ## search_groups,\
       function_prefix__ ## import_group  }
@@ -1525,6 +1619,10 @@ void groupd__v1__group_service__set_group_mute(ProtobufCService *service,
                                                const Groupd__V1__SetGroupMuteRequest *input,
                                                Groupd__V1__SetGroupMuteResponse_Closure closure,
                                                void *closure_data);
+void groupd__v1__group_service__update_mute_bypass_list(ProtobufCService *service,
+                                                        const Groupd__V1__UpdateMuteBypassListRequest *input,
+                                                        Groupd__V1__UpdateMuteBypassListResponse_Closure closure,
+                                                        void *closure_data);
 void groupd__v1__group_service__list_joined_groups(ProtobufCService *service,
                                                    const Groupd__V1__ListJoinedGroupsRequest *input,
                                                    Groupd__V1__ListJoinedGroupsResponse_Closure closure,
@@ -1573,6 +1671,8 @@ extern const ProtobufCMessageDescriptor groupd__v1__imported_member__custom_entr
 extern const ProtobufCMessageDescriptor groupd__v1__import_group_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__import_group_request__custom_entry__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__import_group_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_response__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor;
 
 PROTOBUF_C__END_DECLS

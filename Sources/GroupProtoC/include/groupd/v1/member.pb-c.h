@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 #include "google/protobuf/field_mask.pb-c.h"
+#include "google/protobuf/timestamp.pb-c.h"
 #include "groupd/v1/common.pb-c.h"
 
 typedef struct Groupd__V1__JoinGroupRequest Groupd__V1__JoinGroupRequest;
@@ -25,6 +26,14 @@ typedef struct Groupd__V1__InviteMembersRequest Groupd__V1__InviteMembersRequest
 typedef struct Groupd__V1__InviteMembersResponse Groupd__V1__InviteMembersResponse;
 typedef struct Groupd__V1__KickMembersRequest Groupd__V1__KickMembersRequest;
 typedef struct Groupd__V1__KickMembersResponse Groupd__V1__KickMembersResponse;
+typedef struct Groupd__V1__BannedMember Groupd__V1__BannedMember;
+typedef struct Groupd__V1__BanResult Groupd__V1__BanResult;
+typedef struct Groupd__V1__BanMembersRequest Groupd__V1__BanMembersRequest;
+typedef struct Groupd__V1__BanMembersResponse Groupd__V1__BanMembersResponse;
+typedef struct Groupd__V1__UnbanMembersRequest Groupd__V1__UnbanMembersRequest;
+typedef struct Groupd__V1__UnbanMembersResponse Groupd__V1__UnbanMembersResponse;
+typedef struct Groupd__V1__ListBannedMembersRequest Groupd__V1__ListBannedMembersRequest;
+typedef struct Groupd__V1__ListBannedMembersResponse Groupd__V1__ListBannedMembersResponse;
 typedef struct Groupd__V1__ListMembersRequest Groupd__V1__ListMembersRequest;
 typedef struct Groupd__V1__ListMembersResponse Groupd__V1__ListMembersResponse;
 typedef struct Groupd__V1__GetMembersInfoRequest Groupd__V1__GetMembersInfoRequest;
@@ -243,10 +252,19 @@ struct  Groupd__V1__KickMembersRequest
    * Options applied to each removed member.
    */
   Groupd__V1__QuitOptions *options;
+  /*
+   * Also ban the removed members (as BanMembers, in the same call), for
+   * `ban_duration_seconds`.
+   */
+  protobuf_c_boolean ban;
+  /*
+   * With `ban`: the ban's duration in seconds; 0 = until lifted.
+   */
+  uint32_t ban_duration_seconds;
 };
 #define GROUPD__V1__KICK_MEMBERS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__kick_members_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, NULL, 0, 0 }
 
 
 /*
@@ -266,6 +284,205 @@ struct  Groupd__V1__KickMembersResponse
 #define GROUPD__V1__KICK_MEMBERS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__kick_members_response__descriptor) \
     , 0,NULL }
+
+
+/*
+ * A running ban of a user from a group.
+ */
+struct  Groupd__V1__BannedMember
+{
+  ProtobufCMessage base;
+  /*
+   * The banned user.
+   */
+  char *user_id;
+  /*
+   * When the ban ends; absent = until lifted.
+   */
+  Google__Protobuf__Timestamp *until;
+  /*
+   * The reason the operator gave.
+   */
+  char *reason;
+  /*
+   * Who banned (empty: the app's backend).
+   */
+  char *operator_user_id;
+  /*
+   * When the ban was set.
+   */
+  Google__Protobuf__Timestamp *ban_time;
+};
+#define GROUPD__V1__BANNED_MEMBER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__banned_member__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * The outcome of a ban or unban for one user.
+ */
+struct  Groupd__V1__BanResult
+{
+  ProtobufCMessage base;
+  /*
+   * The user.
+   */
+  char *user_id;
+  /*
+   * SUCCESS (banned, or ban lifted), FAILED (`reason`: TARGET_IS_OWNER,
+   * PERMISSION_DENIED, NOT_BANNED for an unban of a user not banned),
+   * INVALID (`reason` INVALID_ARGUMENT: malformed, listed twice, oneself).
+   */
+  Groupd__V1__MemberResultCode result;
+  /*
+   * The reason of a FAILED or INVALID result.
+   */
+  char *reason;
+  /*
+   * SUCCESS: the ban as set (BanMembers) or as it was (UnbanMembers).
+   */
+  Groupd__V1__BannedMember *ban;
+  /*
+   * BanMembers: whether the user was a member and was removed.
+   */
+  protobuf_c_boolean removed;
+};
+#define GROUPD__V1__BAN_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__ban_result__descriptor) \
+    , (char *)protobuf_c_empty_string, GROUPD__V1__MEMBER_RESULT_CODE__MEMBER_RESULT_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, NULL, 0 }
+
+
+/*
+ * BanMembers request.
+ */
+struct  Groupd__V1__BanMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The users to ban, members or not (1 to the app's batch limit).
+   */
+  size_t n_user_ids;
+  char **user_ids;
+  /*
+   * Ban duration in seconds from now; 0 = until lifted.
+   */
+  uint32_t duration_seconds;
+  /*
+   * Reason given to the banned users (100 bytes).
+   */
+  char *reason;
+  /*
+   * Options applied to each removed member.
+   */
+  Groupd__V1__QuitOptions *options;
+};
+#define GROUPD__V1__BAN_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__ban_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * BanMembers response.
+ */
+struct  Groupd__V1__BanMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One result per requested user, in request order.
+   */
+  size_t n_results;
+  Groupd__V1__BanResult **results;
+};
+#define GROUPD__V1__BAN_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__ban_members_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * UnbanMembers request.
+ */
+struct  Groupd__V1__UnbanMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The users whose bans to lift (1 to the app's batch limit).
+   */
+  size_t n_user_ids;
+  char **user_ids;
+};
+#define GROUPD__V1__UNBAN_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__unban_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * UnbanMembers response.
+ */
+struct  Groupd__V1__UnbanMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One result per requested user, in request order.
+   */
+  size_t n_results;
+  Groupd__V1__BanResult **results;
+};
+#define GROUPD__V1__UNBAN_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__unban_members_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * ListBannedMembers request.
+ */
+struct  Groupd__V1__ListBannedMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * Page size (default and max: the app's max_page_size, 50).
+   */
+  int32_t page_size;
+  /*
+   * Token from a previous response.
+   */
+  char *page_token;
+};
+#define GROUPD__V1__LIST_BANNED_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_banned_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * ListBannedMembers response.
+ */
+struct  Groupd__V1__ListBannedMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The running bans of this page, by user id.
+   */
+  size_t n_bans;
+  Groupd__V1__BannedMember **bans;
+  /*
+   * Token for the next page; empty on the last page.
+   */
+  char *next_page_token;
+};
+#define GROUPD__V1__LIST_BANNED_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_banned_members_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -762,6 +979,158 @@ Groupd__V1__KickMembersResponse *
 void   groupd__v1__kick_members_response__free_unpacked
                      (Groupd__V1__KickMembersResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__BannedMember methods */
+void   groupd__v1__banned_member__init
+                     (Groupd__V1__BannedMember         *message);
+size_t groupd__v1__banned_member__get_packed_size
+                     (const Groupd__V1__BannedMember   *message);
+size_t groupd__v1__banned_member__pack
+                     (const Groupd__V1__BannedMember   *message,
+                      uint8_t             *out);
+size_t groupd__v1__banned_member__pack_to_buffer
+                     (const Groupd__V1__BannedMember   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__BannedMember *
+       groupd__v1__banned_member__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__banned_member__free_unpacked
+                     (Groupd__V1__BannedMember *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__BanResult methods */
+void   groupd__v1__ban_result__init
+                     (Groupd__V1__BanResult         *message);
+size_t groupd__v1__ban_result__get_packed_size
+                     (const Groupd__V1__BanResult   *message);
+size_t groupd__v1__ban_result__pack
+                     (const Groupd__V1__BanResult   *message,
+                      uint8_t             *out);
+size_t groupd__v1__ban_result__pack_to_buffer
+                     (const Groupd__V1__BanResult   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__BanResult *
+       groupd__v1__ban_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__ban_result__free_unpacked
+                     (Groupd__V1__BanResult *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__BanMembersRequest methods */
+void   groupd__v1__ban_members_request__init
+                     (Groupd__V1__BanMembersRequest         *message);
+size_t groupd__v1__ban_members_request__get_packed_size
+                     (const Groupd__V1__BanMembersRequest   *message);
+size_t groupd__v1__ban_members_request__pack
+                     (const Groupd__V1__BanMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__ban_members_request__pack_to_buffer
+                     (const Groupd__V1__BanMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__BanMembersRequest *
+       groupd__v1__ban_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__ban_members_request__free_unpacked
+                     (Groupd__V1__BanMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__BanMembersResponse methods */
+void   groupd__v1__ban_members_response__init
+                     (Groupd__V1__BanMembersResponse         *message);
+size_t groupd__v1__ban_members_response__get_packed_size
+                     (const Groupd__V1__BanMembersResponse   *message);
+size_t groupd__v1__ban_members_response__pack
+                     (const Groupd__V1__BanMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__ban_members_response__pack_to_buffer
+                     (const Groupd__V1__BanMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__BanMembersResponse *
+       groupd__v1__ban_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__ban_members_response__free_unpacked
+                     (Groupd__V1__BanMembersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UnbanMembersRequest methods */
+void   groupd__v1__unban_members_request__init
+                     (Groupd__V1__UnbanMembersRequest         *message);
+size_t groupd__v1__unban_members_request__get_packed_size
+                     (const Groupd__V1__UnbanMembersRequest   *message);
+size_t groupd__v1__unban_members_request__pack
+                     (const Groupd__V1__UnbanMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__unban_members_request__pack_to_buffer
+                     (const Groupd__V1__UnbanMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UnbanMembersRequest *
+       groupd__v1__unban_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__unban_members_request__free_unpacked
+                     (Groupd__V1__UnbanMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UnbanMembersResponse methods */
+void   groupd__v1__unban_members_response__init
+                     (Groupd__V1__UnbanMembersResponse         *message);
+size_t groupd__v1__unban_members_response__get_packed_size
+                     (const Groupd__V1__UnbanMembersResponse   *message);
+size_t groupd__v1__unban_members_response__pack
+                     (const Groupd__V1__UnbanMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__unban_members_response__pack_to_buffer
+                     (const Groupd__V1__UnbanMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UnbanMembersResponse *
+       groupd__v1__unban_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__unban_members_response__free_unpacked
+                     (Groupd__V1__UnbanMembersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListBannedMembersRequest methods */
+void   groupd__v1__list_banned_members_request__init
+                     (Groupd__V1__ListBannedMembersRequest         *message);
+size_t groupd__v1__list_banned_members_request__get_packed_size
+                     (const Groupd__V1__ListBannedMembersRequest   *message);
+size_t groupd__v1__list_banned_members_request__pack
+                     (const Groupd__V1__ListBannedMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_banned_members_request__pack_to_buffer
+                     (const Groupd__V1__ListBannedMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListBannedMembersRequest *
+       groupd__v1__list_banned_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_banned_members_request__free_unpacked
+                     (Groupd__V1__ListBannedMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListBannedMembersResponse methods */
+void   groupd__v1__list_banned_members_response__init
+                     (Groupd__V1__ListBannedMembersResponse         *message);
+size_t groupd__v1__list_banned_members_response__get_packed_size
+                     (const Groupd__V1__ListBannedMembersResponse   *message);
+size_t groupd__v1__list_banned_members_response__pack
+                     (const Groupd__V1__ListBannedMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_banned_members_response__pack_to_buffer
+                     (const Groupd__V1__ListBannedMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListBannedMembersResponse *
+       groupd__v1__list_banned_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_banned_members_response__free_unpacked
+                     (Groupd__V1__ListBannedMembersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__ListMembersRequest methods */
 void   groupd__v1__list_members_request__init
                      (Groupd__V1__ListMembersRequest         *message);
@@ -1095,6 +1464,30 @@ typedef void (*Groupd__V1__KickMembersRequest_Closure)
 typedef void (*Groupd__V1__KickMembersResponse_Closure)
                  (const Groupd__V1__KickMembersResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__BannedMember_Closure)
+                 (const Groupd__V1__BannedMember *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__BanResult_Closure)
+                 (const Groupd__V1__BanResult *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__BanMembersRequest_Closure)
+                 (const Groupd__V1__BanMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__BanMembersResponse_Closure)
+                 (const Groupd__V1__BanMembersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UnbanMembersRequest_Closure)
+                 (const Groupd__V1__UnbanMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UnbanMembersResponse_Closure)
+                 (const Groupd__V1__UnbanMembersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListBannedMembersRequest_Closure)
+                 (const Groupd__V1__ListBannedMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListBannedMembersResponse_Closure)
+                 (const Groupd__V1__ListBannedMembersResponse *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__ListMembersRequest_Closure)
                  (const Groupd__V1__ListMembersRequest *message,
                   void *closure_data);
@@ -1169,6 +1562,18 @@ struct Groupd__V1__MemberService_Service
                        const Groupd__V1__KickMembersRequest *input,
                        Groupd__V1__KickMembersResponse_Closure closure,
                        void *closure_data);
+  void (*ban_members)(Groupd__V1__MemberService_Service *service,
+                      const Groupd__V1__BanMembersRequest *input,
+                      Groupd__V1__BanMembersResponse_Closure closure,
+                      void *closure_data);
+  void (*unban_members)(Groupd__V1__MemberService_Service *service,
+                        const Groupd__V1__UnbanMembersRequest *input,
+                        Groupd__V1__UnbanMembersResponse_Closure closure,
+                        void *closure_data);
+  void (*list_banned_members)(Groupd__V1__MemberService_Service *service,
+                              const Groupd__V1__ListBannedMembersRequest *input,
+                              Groupd__V1__ListBannedMembersResponse_Closure closure,
+                              void *closure_data);
   void (*list_members)(Groupd__V1__MemberService_Service *service,
                        const Groupd__V1__ListMembersRequest *input,
                        Groupd__V1__ListMembersResponse_Closure closure,
@@ -1213,6 +1618,9 @@ void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *servic
       function_prefix__ ## quit_group,\
       function_prefix__ ## invite_members,\
       function_prefix__ ## kick_members,\
+      function_prefix__ ## ban_members,\
+      function_prefix__ ## unban_members,\
+      function_prefix__ ## list_banned_members,\
       function_prefix__ ## list_members,\
       function_prefix__ ## get_members_info,\
       function_prefix__ ## get_self_member_info,\
@@ -1237,6 +1645,18 @@ void groupd__v1__member_service__kick_members(ProtobufCService *service,
                                               const Groupd__V1__KickMembersRequest *input,
                                               Groupd__V1__KickMembersResponse_Closure closure,
                                               void *closure_data);
+void groupd__v1__member_service__ban_members(ProtobufCService *service,
+                                             const Groupd__V1__BanMembersRequest *input,
+                                             Groupd__V1__BanMembersResponse_Closure closure,
+                                             void *closure_data);
+void groupd__v1__member_service__unban_members(ProtobufCService *service,
+                                               const Groupd__V1__UnbanMembersRequest *input,
+                                               Groupd__V1__UnbanMembersResponse_Closure closure,
+                                               void *closure_data);
+void groupd__v1__member_service__list_banned_members(ProtobufCService *service,
+                                                     const Groupd__V1__ListBannedMembersRequest *input,
+                                                     Groupd__V1__ListBannedMembersResponse_Closure closure,
+                                                     void *closure_data);
 void groupd__v1__member_service__list_members(ProtobufCService *service,
                                               const Groupd__V1__ListMembersRequest *input,
                                               Groupd__V1__ListMembersResponse_Closure closure,
@@ -1282,6 +1702,14 @@ extern const ProtobufCMessageDescriptor groupd__v1__invite_members_request__desc
 extern const ProtobufCMessageDescriptor groupd__v1__invite_members_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__kick_members_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__kick_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__banned_member__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__ban_result__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__ban_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__ban_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__unban_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__unban_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_banned_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_banned_members_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_members_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_members_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__get_members_info_request__descriptor;

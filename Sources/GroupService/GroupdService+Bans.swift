@@ -1,0 +1,130 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// The ban list (MemberService BanMembers, UnbanMembers, ListBannedMembers) and the mute bypass
+/// list (GroupService UpdateMuteBypassList).
+extension GroupdService {
+    func registerBanMethods(in routes: inout Routes) {
+        routes.unary(Groupd_V1_MemberService.Method.banMembers) { [self] request, call in
+            try await banMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.unbanMembers) { [self] request, call in
+            try await unbanMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.listBannedMembers) { [self] request, call in
+            try await listBannedMembers(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.updateMuteBypassList) { [self] request, call in
+            try await updateMuteBypassList(request, call)
+        }
+    }
+
+    /// The snapshot parts a ban or unban reads: the usual ones, the group's ban count and its
+    /// owner and admins (the recipients of the notices).
+    static let banSnapshotParts: SnapshotRequest.Parts = Store.groupSnapshotParts.union([.banCount, .managers])
+
+    func banMembers(_ request: Groupd_V1_BanMembersRequest, _ call: CallContext) async throws -> Groupd_V1_BanMembersResponse {
+        let users = request.userIds
+        let seconds = Int64(request.durationSeconds)
+        let reason = request.reason
+        let options = Self.quitOptions(request.options)
+        let limits = call.limits
+        let now = clock.now()
+        let result = try await mutate(
+            call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits), parts: Self.banSnapshotParts
+        ) { snapshot, op in
+            let plan = try GroupRules.planBan(
+                of: users, for: seconds, reason: reason, in: snapshot.group, by: op, memberships: snapshot.targets,
+                bans: snapshot.bans, banCount: snapshot.banCount, managers: snapshot.managers, options: options,
+                limits: limits, now: now)
+            return (plan.change, plan.results)
+        }
+        return .with { $0.results = result.value.map { Self.banResult($0, now: now) } }
+    }
+
+    func unbanMembers(_ request: Groupd_V1_UnbanMembersRequest, _ call: CallContext) async throws -> Groupd_V1_UnbanMembersResponse {
+        let users = request.userIds
+        let limits = call.limits
+        let now = clock.now()
+        let result = try await mutate(
+            call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits), parts: Self.banSnapshotParts
+        ) { snapshot, op in
+            let plan = try GroupRules.planUnban(
+                of: users, in: snapshot.group, by: op, bans: snapshot.bans, managers: snapshot.managers, limits: limits,
+                now: now)
+            return (plan.change, plan.results)
+        }
+        return .with { $0.results = result.value.map { Self.banResult($0, now: now) } }
+    }
+
+    func listBannedMembers(
+        _ request: Groupd_V1_ListBannedMembersRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_ListBannedMembersResponse {
+        let size = try Self.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
+        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
+        let op = Self.groupOperator(call.caller, membership: membership)
+        try GroupRules.authorize(.manageBans, type: group.type, settings: group.settings, actor: op.role).get()
+        let page = try await store.bans(
+            app: call.caller.appID, groupID: group.id, after: request.pageToken.isEmpty ? nil : request.pageToken,
+            limit: size, now: clock.now())
+        return .with {
+            $0.bans = page.items.map(Self.bannedMember)
+            $0.nextPageToken = page.next ?? ""
+        }
+    }
+
+    func updateMuteBypassList(
+        _ request: Groupd_V1_UpdateMuteBypassListRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_UpdateMuteBypassListResponse {
+        let add = request.addUserIds
+        let remove = request.removeUserIds
+        let limits = call.limits
+        let result = try await mutate(
+            call, groupID: request.groupID, targets: Self.distinctTargets(add, limits: limits)
+        ) { snapshot, op in
+            (try GroupRules.planMuteBypassUpdate(
+                add: add, remove: remove, in: snapshot.group, by: op, memberships: snapshot.targets, limits: limits), ())
+        }
+        return .with { $0.muteBypassUserIds = result.group.muteBypass }
+    }
+
+    // MARK: Views
+
+    static func bannedMember(_ ban: GroupBan) -> Groupd_V1_BannedMember {
+        .with {
+            $0.userID = ban.userID
+            if let until = ban.until { $0.until = APIMapping.timestamp(until) }
+            $0.reason = ban.reason
+            $0.operatorUserID = ban.operatorID ?? ""
+            $0.banTime = APIMapping.timestamp(ban.bannedAt)
+        }
+    }
+
+    static func banResult(_ result: BanResult, now: Timestamp) -> Groupd_V1_BanResult {
+        .with {
+            $0.userID = result.userID
+            switch result.outcome {
+            case .banned(let ban, let removed):
+                $0.result = .success
+                $0.ban = bannedMember(ban)
+                $0.removed = removed != nil
+            case .lifted(let ban):
+                $0.result = .success
+                $0.ban = bannedMember(ban)
+            case .notBanned:
+                $0.result = .failed
+                $0.reason = GroupError.Reason.notBanned.rawValue
+            case .notMember:
+                $0.result = .notMember
+                $0.reason = GroupError.Reason.notAMember.rawValue
+            case .failed(let error):
+                $0.result = .failed
+                $0.reason = error.reason.rawValue
+            case .invalid(let error):
+                $0.result = .invalid
+                $0.reason = error.reason.rawValue
+            }
+        }
+    }
+}
