@@ -36,6 +36,14 @@ public struct AppLimits: Sendable, Hashable {
     /// purged by the retention job. Default 0: kept forever (Tencent's history time is a paid
     /// setting; deleting an existing deployment's history must be an operator's choice).
     public var messageRetentionSeconds: Int
+    /// Maximum user ids one message mentions (`mentioned_user_ids`). Default 30.
+    public var maxMentionsPerMessage: Int = 30
+    /// Seconds after sending during which a sender may recall their own message (the owner,
+    /// admins and the backend recall at any time). Default 120 (Tencent's 2 minutes).
+    public var recallWindowSeconds: Int = 120
+    /// Maximum slow mode interval a group may set (`slow_mode_interval_seconds`). Default 21600
+    /// (6 hours).
+    public var maxSlowModeIntervalSeconds: Int = 21_600
 
     /// The defaults listed on each property.
     public static var defaults: AppLimits {

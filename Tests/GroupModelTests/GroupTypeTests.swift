@@ -143,6 +143,9 @@ struct GroupTypeTests {
         case .editSettingsPermission:
             c.editSettingsPermission = s.editSettingsPermission == .owner ? .ownerAndAdmins : .owner
         case .ownerQuit: c.ownerQuit = s.ownerQuit == .refused ? .longestStandingMember : .refused
+        case .mentionAllPermission:
+            c.mentionAllPermission = s.mentionAllPermission == .owner ? .everyone : .owner
+        case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds == 0 ? 30 : 0
         }
         return c
     }
@@ -161,6 +164,8 @@ struct GroupTypeTests {
         case .editMemberInfoPermission: c.editMemberInfoPermission = s.editMemberInfoPermission
         case .editSettingsPermission: c.editSettingsPermission = s.editSettingsPermission
         case .ownerQuit: c.ownerQuit = s.ownerQuit
+        case .mentionAllPermission: c.mentionAllPermission = s.mentionAllPermission
+        case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds
         }
         return c
     }

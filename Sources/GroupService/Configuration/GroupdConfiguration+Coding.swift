@@ -264,7 +264,7 @@ struct LimitsCoding: Codable {
 
     /// The integer keys where 0 is a value (`message_retention_seconds`: keep forever); the
     /// others must be at least 1.
-    static let zeroAllowedKeys: Set<String> = ["message_retention_seconds"]
+    static let zeroAllowedKeys: Set<String> = ["message_retention_seconds", "max_slow_mode_interval_seconds"]
 
     /// Every integer key and the property it sets (computed: key paths are not `Sendable`).
     static var integerKeys: [(key: String, path: WritableKeyPath<AppLimits, Int>)] {
@@ -284,6 +284,9 @@ struct LimitsCoding: Codable {
         ("event_retention_seconds", \.eventRetentionSeconds),
         ("av_chat_room_messages_per_second", \.avChatRoomMessagesPerSecond),
         ("message_retention_seconds", \.messageRetentionSeconds),
+        ("max_mentions_per_message", \.maxMentionsPerMessage),
+        ("recall_window_seconds", \.recallWindowSeconds),
+        ("max_slow_mode_interval_seconds", \.maxSlowModeIntervalSeconds),
         ]
     }
 

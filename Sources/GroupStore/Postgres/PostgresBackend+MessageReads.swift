@@ -86,7 +86,13 @@ extension PostgresBackend {
                      WHERE u.app_id = m.app_id AND u.group_key = m.group_key
                        AND u.seq > GREATEST(m.last_read_seq, m.join_seq) AND u.sender_id <> m.user_id),
                     (SELECT l.time FROM group_messages l
-                     WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1)
+                     WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
+                    (EXISTS (SELECT 1 FROM message_mentions mm
+                     WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
+                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int8,
+                    (EXISTS (SELECT 1 FROM group_messages a
+                     WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
+                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int8
                 FROM groups g
                 JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
                 WHERE g.app_id = ? AND g.group_id = ANY(?)
@@ -95,7 +101,8 @@ extension PostgresBackend {
             ) { row in
                 states[try row.text(0)] = ReadState(
                     readSequence: try row.int64(1), unreadCount: try row.int(2),
-                    lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)))
+                    lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
+                    unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
             }
             return states
         }

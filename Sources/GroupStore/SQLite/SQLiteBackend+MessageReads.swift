@@ -95,7 +95,9 @@ extension SQLiteBackend {
                     groupKey: entry.key, userID: userID, after: max(entry.read, entry.join), db: db)
                 states[entry.id] = ReadState(
                     readSequence: entry.read, unreadCount: unread,
-                    lastMessageAt: try MessageRows.lastMessageTime(groupKey: entry.key, db: db))
+                    lastMessageAt: try MessageRows.lastMessageTime(groupKey: entry.key, db: db),
+                    unreadMention: try MessageRows.unreadMention(
+                        groupKey: entry.key, userID: userID, after: max(entry.read, entry.join), db: db))
             }
             return states
         }
