@@ -124,6 +124,8 @@ struct StoreOperationTests {
                 group.settings.editMemberInfoPermission = .selfOnly
                 group.settings.editSettingsPermission = .everyone
                 group.settings.ownerQuit = .longestStandingAdminElseMember
+                group.settings.mentionAllPermission = .nobody
+                group.settings.slowModeIntervalSeconds = 45
                 group.ownerID = "bob"
                 group.maxMembers = 77
                 group.mute = GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice")
@@ -166,7 +168,7 @@ struct StoreOperationTests {
                 joinOption: .forbidden, joinApprovers: .owner, invitePermission: .everyone, inviteeMustAccept: true,
                 invitationNeedsApproval: true, removeMembersPermission: .owner, editProfilePermission: .everyone,
                 editMemberInfoPermission: .selfOnly, editSettingsPermission: .everyone,
-                ownerQuit: .longestStandingAdminElseMember))
+                ownerQuit: .longestStandingAdminElseMember, mentionAllPermission: .nobody, slowModeIntervalSeconds: 45))
             #expect(stored.ownerID == "bob")
             #expect(stored.maxMembers == 77)
             #expect(stored.mute == GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice"))
