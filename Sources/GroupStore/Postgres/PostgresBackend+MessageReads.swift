@@ -89,10 +89,10 @@ extension PostgresBackend {
                      WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
                     (EXISTS (SELECT 1 FROM message_mentions mm
                      WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
-                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int8,
+                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
                     (EXISTS (SELECT 1 FROM group_messages a
                      WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
-                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int8
+                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
                 FROM groups g
                 JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
                 WHERE g.app_id = ? AND g.group_id = ANY(?)

@@ -187,9 +187,9 @@ final class PostgresTransaction: StoreTransaction {
         snapshot.lastMessageAt = try PostgresMessageRows.lastMessageTime(app: app, groupKey: groupKey, session: session)
         try session.rows(
             """
-            SELECT (EXISTS (SELECT 1 FROM message_mentions WHERE app_id = ? AND group_key = ? AND user_id = ? AND seq > ?))::int8,
+            SELECT (EXISTS (SELECT 1 FROM message_mentions WHERE app_id = ? AND group_key = ? AND user_id = ? AND seq > ?))::int::int8,
                 (EXISTS (SELECT 1 FROM group_messages
-                    WHERE app_id = ? AND group_key = ? AND mention_all = 1 AND seq > ? AND sender_id <> ?))::int8
+                    WHERE app_id = ? AND group_key = ? AND mention_all = 1 AND seq > ? AND sender_id <> ?))::int::int8
             """,
             [
                 .text(app), .integer(groupKey), .text(reader.user), .integer(max(snapshot.readSequence, joinSequence)),
