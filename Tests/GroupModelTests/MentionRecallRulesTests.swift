@@ -164,8 +164,12 @@ struct MentionRecallRuleTests {
         _ = try GroupRules.checkSend(content, in: g, by: op(.member), now: now, lastSent: nil)
         _ = try GroupRules.checkSend(content, in: g, by: op(.owner), now: now, lastSent: now)
         _ = try GroupRules.checkSend(content, in: g, by: op(.admin), now: now, lastSent: now)
-        // A mute is reported before slow mode.
+        // Off: no refusal. A mute is reported before slow mode.
         #expect(GroupRules.slowModeRefusal(in: group(.public), role: .member, lastSent: now, now: now) == nil)
+        let muted = GroupOperator.user(
+            "actor", membership: Member(userID: "actor", role: .member, joinedAt: now, mutedUntil: now.adding(seconds: 60)))
+        let mutedError = groupError { _ = try GroupRules.checkSend(content, in: g, by: muted, now: now, lastSent: last) }
+        #expect(mutedError?.reason == .memberMuted)
     }
 
     @Test("slow mode intervals: 0 to the app's maximum")

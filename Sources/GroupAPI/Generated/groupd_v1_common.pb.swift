@@ -1325,7 +1325,8 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     public var mentionAllScope: Groupd_V1_OperatorScope = .unspecified
 
     /// Slow mode: the seconds an ordinary member waits between two messages
-    /// (0 = off, the default for every type). The owner and admins are exempt.
+    /// (0 = off, the default for every type). The owner and admins are exempt;
+    /// an admin token acting for a member (x-operator-id) waits as they would.
     /// At most the app's `max_slow_mode_interval_seconds` (default 21600).
     /// Changed by UpdateGroupSettings (path `slow_mode_interval_seconds`; 0 in
     /// the mask turns it off); in CreateGroup 0 keeps it off.

@@ -768,7 +768,8 @@ struct  Groupd__V1__GroupSettings
   Groupd__V1__OperatorScope mention_all_scope;
   /*
    * Slow mode: the seconds an ordinary member waits between two messages
-   * (0 = off, the default for every type). The owner and admins are exempt.
+   * (0 = off, the default for every type). The owner and admins are exempt;
+   * an admin token acting for a member (x-operator-id) waits as they would.
    * At most the app's `max_slow_mode_interval_seconds` (default 21600).
    * Changed by UpdateGroupSettings (path `slow_mode_interval_seconds`; 0 in
    * the mask turns it off); in CreateGroup 0 keeps it off.
