@@ -862,6 +862,36 @@ struct StoreOperationTests {
         try await store.close()
     }
 
+    @Test("migration v12 gives groups stored before their type's mention_all_scope and slow mode off; new values persist")
+    func migrationV12() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("db.sqlite")
+        let old = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v7"), cacheCapacity: 0)
+        for (id, type) in [("w", GroupType.work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)] {
+            try await create(old, id, type: type, members: type == .avChatRoom ? [] : ["bob"])
+        }
+        try await old.close()
+
+        let store = Store(backend: try await SQLiteBackend.open(path: path), cacheCapacity: 0)
+        #expect(try await store.sqlite.appliedMigrations().contains("v12"))
+        let groups = try await store.groups(app: "app-a", ids: ["w", "p", "m", "r"])
+        for (id, type) in [("w", GroupType.work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)] {
+            #expect(groups[id]?.settings.mentionAllPermission == type.preset.defaultSettings.mentionAllPermission, "\(id)")
+            #expect(groups[id]?.settings.slowModeIntervalSeconds == 0, "\(id)")
+        }
+        #expect(groups["w"]?.settings.mentionAllPermission == .everyone)
+        #expect(groups["r"]?.settings.mentionAllPermission == .owner)
+        _ = try await store.mutateGroup(app: "app-a", groupID: "p", operatorID: "alice", targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.settings.mentionAllPermission = .everyone
+            group.settings.slowModeIntervalSeconds = 60
+            return (GroupChange(group: group, events: [.init(kind: .groupSettingsChanged, operatorID: "alice")]), ())
+        }
+        let after = try await store.groups(app: "app-a", ids: ["p"])["p"]?.settings
+        #expect(after?.mentionAllPermission == .everyone && after?.slowModeIntervalSeconds == 60)
+        try await store.close()
+    }
+
     @Test("migration v8 gives groups stored before their type's owner settings; new values then persist")
     func migrationV8() async throws {
         let directory = try TemporaryDirectory()
