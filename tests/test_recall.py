@@ -7,7 +7,8 @@ import grpc
 import pytest
 
 from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, message_pb2, message_pb2_grpc)
+from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
+                       message_pb2_grpc)
 
 K = common_pb2
 MEMBER, ADMIN = K.MEMBER_ROLE_MEMBER, K.MEMBER_ROLE_ADMIN
@@ -56,6 +57,9 @@ def test_sender_recalls_within_the_window_and_every_member_sees_it(clocked):
     server, api = clocked
     owner, mia, max_ = uid("owner"), uid("mia"), uid("max")
     group = api.create(K.GROUP_TYPE_PUBLIC, owner, [(mia, MEMBER), (max_, MEMBER)])
+    # A member who receives no messages still gets the recall (they may hold it from history).
+    member_pb2_grpc.MemberServiceStub(api.channel).SetReceiveMessageOption(member_pb2.SetReceiveMessageOptionRequest(
+        group_id=group, option=K.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE), metadata=user_md(max_), timeout=10)
     streams = {user: EventStream(api.channel, event_pb2.SubscribeRequest(group_ids=[group]), user_md(user))
                for user in (owner, max_)}
     for stream in streams.values():
