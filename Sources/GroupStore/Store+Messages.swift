@@ -148,6 +148,14 @@ extension Store {
     /// A user's read state in each of `groupIDs` where they are a stored member (absent
     /// otherwise). Unread counts are computed for every type; callers show them where the type
     /// counts unread messages.
+    /// A user's unread mention in each of `groupIDs` where they are a stored member (absent
+    /// otherwise): ``ReadState/unreadMention`` alone, without counting unread messages.
+    public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
+        let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
+        if groupIDs.isEmpty { return [:] }
+        return try await read { try await backend.unreadMentions(app: app, userID: userID, groupIDs: groupIDs) }
+    }
+
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }

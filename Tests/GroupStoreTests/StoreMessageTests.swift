@@ -253,8 +253,12 @@ struct StoreMessageTests {
         try await create(store, "g1", members: ["bob", "carol", "dave"])
         let first = try await sendContent(store, "g1", from: "bob", content: MessageContent(text: "a", mentionedUserIDs: ["carol", "bob"]))
         #expect(first.message.content.mentionedUserIDs == ["carol", "bob"])
+        /// The unread mention as read states report it, checked against the mention-only read.
         func mention(_ user: String) async throws -> UnreadMention? {
-            try await store.readStates(app: "app", userID: user, groupIDs: ["g1"])["g1"]?.unreadMention
+            let state = try await store.readStates(app: "app", userID: user, groupIDs: ["g1"])["g1"]?.unreadMention
+            let alone = try await store.unreadMentions(app: "app", userID: user, groupIDs: ["g1", "missing"])
+            #expect(alone == (state.map { ["g1": $0] } ?? [:]), "\(user)")
+            return state
         }
         #expect(try await mention("carol") == .me)
         #expect(try await mention("bob") == UnreadMention.none)  // the sender's own mention is not kept

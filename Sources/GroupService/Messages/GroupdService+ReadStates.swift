@@ -33,10 +33,10 @@ extension GroupdService {
             $0.selfInfo != nil && (try? APIMapping.groupType($0.type)).map(GroupRules.showsUnreadCount) == true
         }.map(\.groupID)
         if counted.isEmpty { return }
-        let reads = try await store.readStates(app: call.caller.appID, userID: user, groupIDs: counted)
+        let mentions = try await store.unreadMentions(app: call.caller.appID, userID: user, groupIDs: counted)
         for index in views.indices {
-            guard let read = reads[views[index].groupID] else { continue }
-            views[index].unreadMention = MessageMapping.unreadMention(read.unreadMention)
+            guard let mention = mentions[views[index].groupID] else { continue }
+            views[index].unreadMention = MessageMapping.unreadMention(mention)
         }
     }
 }

@@ -70,6 +70,29 @@ extension PostgresBackend {
         }
     }
 
+    public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
+        if groupIDs.isEmpty { return [:] }
+        return try await read { session in
+            var mentions: [String: UnreadMention] = [:]
+            try session.rows(
+                """
+                SELECT g.group_id,
+                    (EXISTS (SELECT 1 FROM message_mentions mm
+                     WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
+                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
+                    (EXISTS (SELECT 1 FROM group_messages a
+                     WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
+                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
+                FROM groups g
+                JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                WHERE g.app_id = ? AND g.group_id = ANY(?)
+                """,
+                [.text(userID), .text(app), .texts(groupIDs)]
+            ) { row in mentions[try row.text(0)] = UnreadMention(me: try row.bool(1), all: try row.bool(2)) }
+            return mentions
+        }
+    }
+
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
