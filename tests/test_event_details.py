@@ -11,7 +11,7 @@ import pytest
 
 from support import EventStream, admin_md, uid, user_md
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
-                       group_pb2_grpc, member_pb2, member_pb2_grpc)
+                       group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
 K = common_pb2
@@ -106,6 +106,44 @@ def settings_change(api):
         # Settings that did not change are left unset.
         assert event.settings_change.settings.invite_scope == K.OPERATOR_SCOPE_UNSPECIFIED
         assert event.settings_change.max_member_count == 50
+    return group, action, check
+
+
+def mention_and_slow_mode_settings(api):
+    owner = uid("alice")
+    group = api.create(K.GROUP_TYPE_PUBLIC, owner)
+
+    def action():
+        api.groups.UpdateGroupSettings(group_pb2.UpdateGroupSettingsRequest(
+            group_id=group, update_mask=field_mask_pb2.FieldMask(paths=["mention_all_scope", "slow_mode_interval_seconds"]),
+            settings=K.GroupSettings(mention_all_scope=K.OPERATOR_SCOPE_NOBODY, slow_mode_interval_seconds=15)),
+            metadata=admin_md(), timeout=10)
+
+    def check(event):
+        assert list(event.settings_change.changed_fields) == ["mention_all_scope", "slow_mode_interval_seconds"]
+        assert event.settings_change.settings.mention_all_scope == K.OPERATOR_SCOPE_NOBODY
+        assert event.settings_change.settings.slow_mode_interval_seconds == 15
+        assert event.settings_change.settings.join_option == K.JOIN_OPTION_UNSPECIFIED
+    return group, action, check
+
+
+def message_recall(api):
+    owner, bob = uid("alice"), uid("bob")
+    group = api.create(K.GROUP_TYPE_PUBLIC, owner, [bob])
+    sent = message_pb2_grpc.MessageServiceStub(api.channel).SendGroupMessage(
+        message_pb2.SendGroupMessageRequest(group_id=group, text="oops"), metadata=user_md(bob), timeout=10).message
+
+    def action():
+        message_pb2_grpc.MessageServiceStub(api.channel).RecallGroupMessage(
+            message_pb2.RecallGroupMessageRequest(group_id=group, sequence=sent.sequence),
+            metadata=user_md(owner), timeout=10)
+
+    def check(event):
+        assert event.WhichOneof("detail") == "message_recall"
+        detail = event.message_recall
+        assert (detail.sequence, detail.message_id, detail.sender_user_id, detail.recalled_by_user_id) == (
+            sent.sequence, sent.message_id, bob, owner)
+        assert event.operator_user_id == owner and list(event.target_user_ids) == [bob]
     return group, action, check
 
 
@@ -302,6 +340,9 @@ def kick(api):
 CASES = [
     ("UpdateGroupProfile", K.EVENT_KIND_GROUP_INFO_CHANGED, profile_change),
     ("UpdateGroupSettings", K.EVENT_KIND_GROUP_SETTINGS_CHANGED, settings_change),
+    ("UpdateGroupSettings (mention_all_scope, slow mode)", K.EVENT_KIND_GROUP_SETTINGS_CHANGED,
+     mention_and_slow_mode_settings),
+    ("RecallGroupMessage", K.EVENT_KIND_MESSAGE_RECALLED, message_recall),
     ("MuteMembers", K.EVENT_KIND_MEMBER_MUTED, member_mute),
     ("MuteMembers 0 (unmute)", K.EVENT_KIND_MEMBER_MUTED, member_unmute),
     ("SetGroupMute", K.EVENT_KIND_GROUP_MUTED, group_mute),

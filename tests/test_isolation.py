@@ -56,9 +56,9 @@ class AppOne:
             application_pb2.ListApplicationsRequest(group_id=self.group_id), metadata=user_md(self.owner), timeout=10)
         assert len(listed.applications) == 1, listed
         self.application_id = listed.applications[0].application_id
-        stubs.message.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+        self.message_sequence = stubs.message.SendGroupMessage(message_pb2.SendGroupMessageRequest(
             group_id=self.group_id, client_message_id=uid("m"), type="text", text=self.marker),
-            metadata=user_md(self.owner), timeout=10)
+            metadata=user_md(self.owner), timeout=10).message.sequence
 
     def secrets(self, method):
         """Byte strings no answer to app-two may contain (GetGroupsInfo echoes the id it misses)."""
@@ -170,6 +170,8 @@ TABLE = {
         group_id=w.group_id, read_sequence=1), **kw)),
     (S, "SendSystemNotification"): ("", lambda s, w, kw: s.message.SendSystemNotification(
         message_pb2.SendSystemNotificationRequest(group_id=w.group_id, text="hijacked"), **kw)),
+    (S, "RecallGroupMessage"): ("", lambda s, w, kw: s.message.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(
+        group_id=w.group_id, sequence=w.message_sequence), **kw)),
     (A, "ListApplications"): ("ok", lambda s, w, kw: [
         s.application.ListApplications(application_pb2.ListApplicationsRequest(), **kw),
         s.application.ListApplications(application_pb2.ListApplicationsRequest(group_id=w.group_id), **kw)]),

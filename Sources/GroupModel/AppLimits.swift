@@ -40,6 +40,14 @@ public struct AppLimits: Sendable, Hashable {
     public var maxBansPerGroup: Int = 1000
     /// Maximum members on one group's mute bypass list. Default 100.
     public var maxMuteBypassPerGroup: Int = 100
+    /// Maximum user ids one message mentions (`mentioned_user_ids`). Default 30.
+    public var maxMentionsPerMessage: Int = 30
+    /// Seconds after sending during which a sender may recall their own message (the owner,
+    /// admins and the backend recall at any time). Default 120 (Tencent's 2 minutes).
+    public var recallWindowSeconds: Int = 120
+    /// Maximum slow mode interval a group may set (`slow_mode_interval_seconds`). Default 21600
+    /// (6 hours).
+    public var maxSlowModeIntervalSeconds: Int = 21_600
 
     /// The defaults listed on each property.
     public static var defaults: AppLimits {

@@ -138,6 +138,15 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let badRole: Self = "BAD_ROLE"
         /// `x-operator-id` was sent with a user token (only admin tokens may act for someone).
         public static let operatorOverrideForbidden: Self = "OPERATOR_OVERRIDE_FORBIDDEN"
+        /// No stored message with that sequence is visible to the caller.
+        public static let messageNotFound: Self = "MESSAGE_NOT_FOUND"
+        /// The message was recalled already.
+        public static let messageAlreadyRecalled: Self = "MESSAGE_ALREADY_RECALLED"
+        /// A sender's own recall came after the app's recall window.
+        public static let recallWindowPassed: Self = "RECALL_WINDOW_PASSED"
+        /// The group's slow mode interval has not passed since the sender's previous message;
+        /// `metadata["retry_delay_ms"]` says how long to wait.
+        public static let slowMode: Self = "SLOW_MODE"
         /// A storage or invariant failure inside groupd.
         public static let `internal`: Self = "INTERNAL"
     }

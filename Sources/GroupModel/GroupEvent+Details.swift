@@ -73,6 +73,12 @@ extension GroupSettings {
         case .ownerQuit:
             guard let v = OwnerQuitRule(rawValue: text) else { return false }
             self.ownerQuit = v
+        case .mentionAllPermission:
+            guard let v = OperationPermission(rawValue: text) else { return false }
+            self.mentionAllPermission = v
+        case .slowModeInterval:
+            guard let v = Int(text), v >= 0 else { return false }
+            self.slowModeIntervalSeconds = v
         }
         return true
     }

@@ -95,6 +95,9 @@ public struct GroupEvent: Sendable, Hashable {
         /// A group message from `operator`; its body is stored beside the event, keyed by the
         /// event's row (`group_messages`), and shares the group's sequence.
         case groupMessage = "GROUP_MESSAGE"
+        /// A stored message was recalled by `operator` (`nil`: the backend); `targets` is its
+        /// sender; `changes["sequence"]` and `changes["message_id"]` name it.
+        case messageRecalled = "MESSAGE_RECALLED"
 
         /// Whether this kind is a tip to the whole group (else a system notification).
         public var isTip: Bool {

@@ -37,17 +37,23 @@ public struct MessageContent: Sendable, Hashable {
     /// The client's idempotency key (`nil`: none): a retry with the same key by the same sender in
     /// the same group answers the first result and sends nothing more.
     public var clientMessageID: String?
+    /// The users mentioned (@user), in the order given.
+    public var mentionedUserIDs: [String]
+    /// Whether everyone is mentioned (@all).
+    public var mentionAll: Bool
 
     /// Create message content.
     public init(
         type: String = "", text: String = "", payload: [UInt8] = [], priority: MessagePriority = .normal,
-        clientMessageID: String? = nil
+        clientMessageID: String? = nil, mentionedUserIDs: [String] = [], mentionAll: Bool = false
     ) {
         self.type = type
         self.text = text
         self.payload = payload
         self.priority = priority
         self.clientMessageID = clientMessageID
+        self.mentionedUserIDs = mentionedUserIDs
+        self.mentionAll = mentionAll
     }
 }
 
@@ -70,12 +76,15 @@ public struct GroupMessage: Sendable, Hashable {
     public var content: MessageContent
     /// When the server accepted it.
     public var time: Timestamp
+    /// Its recall, if it was recalled (then `content` keeps only the priority and the client id).
+    public var recall: MessageRecall?
 
     /// Create a message.
     public init(
         appID: String, groupID: String, sequence: Int64, messageID: String, senderID: String,
-        senderNameCard: String = "", content: MessageContent, time: Timestamp
+        senderNameCard: String = "", content: MessageContent, time: Timestamp, recall: MessageRecall? = nil
     ) {
+        self.recall = recall
         self.appID = appID
         self.groupID = groupID
         self.sequence = sequence
@@ -84,6 +93,42 @@ public struct GroupMessage: Sendable, Hashable {
         self.senderNameCard = senderNameCard
         self.content = content
         self.time = time
+    }
+}
+
+/// Who recalled a message, and when.
+public struct MessageRecall: Sendable, Hashable {
+    /// Who recalled it (`nil`: the app's backend).
+    public var by: String?
+    /// When.
+    public var time: Timestamp
+
+    /// Create a recall.
+    public init(by: String?, time: Timestamp) {
+        self.by = by
+        self.time = time
+    }
+}
+
+/// The caller's unread mention in a group (Tencent's group @ info).
+public enum UnreadMention: String, Sendable, Hashable, CaseIterable {
+    /// No unread mention.
+    case none
+    /// An unread message mentions the user.
+    case me
+    /// An unread message mentions everyone.
+    case all
+    /// Both.
+    case allAndMe = "all_and_me"
+
+    /// The kind from what the unread messages hold.
+    public init(me: Bool, all: Bool) {
+        switch (me, all) {
+        case (false, false): self = .none
+        case (true, false): self = .me
+        case (false, true): self = .all
+        case (true, true): self = .allAndMe
+        }
     }
 }
 

@@ -151,6 +151,8 @@ extension GroupRules {
         }
 
         // Settings.
+        try validateSlowModeInterval(
+            request.settings.slowModeIntervalSeconds, field: "settings.slow_mode_interval_seconds", limits: limits)
         let settings = try preset.apply(request.settings, to: preset.defaultSettings).settings
 
         // Max members.

@@ -23,6 +23,118 @@ extension GroupRules {
         }
     }
 
+    /// Validate a message's mentions, before anything is read or written: at most
+    /// ``AppLimits/maxMentionsPerMessage`` ids (`INVALID_ARGUMENT` naming `mentioned_user_ids`,
+    /// with `limit`), each a valid user id listed once (naming `mentioned_user_ids[i]`).
+    public static func validateMentions(_ content: MessageContent, limits: AppLimits) throws {
+        let field = "mentioned_user_ids"
+        let ids = content.mentionedUserIDs
+        if ids.count > limits.maxMentionsPerMessage {
+            throw GroupError.invalidArgument(
+                field: field, "\(ids.count) mentions exceed the limit of \(limits.maxMentionsPerMessage) per message",
+                limit: limits.maxMentionsPerMessage)
+        }
+        var seen: Set<String> = []
+        for (index, user) in ids.enumerated() {
+            if let error = batchEntryError(user, index: index, field: field, seen: &seen, limits: limits) { throw error }
+        }
+    }
+
+    /// The slow mode refusal of a message sent at `now` by a member of `role` whose previous
+    /// message in `group` was sent at `lastSent`, if any: ordinary members wait
+    /// ``GroupSettings/slowModeIntervalSeconds`` between two messages; the owner and admins are
+    /// exempt. `SLOW_MODE` (`RESOURCE_EXHAUSTED`), metadata `interval_seconds` and
+    /// `retry_delay_ms` (when the next message passes).
+    public static func slowModeRefusal(
+        in group: Group, role: MemberRole, lastSent: Timestamp?, now: Timestamp
+    ) -> GroupError? {
+        let interval = group.settings.slowModeIntervalSeconds
+        guard interval > 0, role == .member, let lastSent else { return nil }
+        let next = lastSent.adding(seconds: Int64(interval))
+        guard next > now else { return nil }
+        let delay = next.millisecondsSince1970 - now.millisecondsSince1970
+        return GroupError(
+            code: .resourceExhausted, reason: .slowMode,
+            message: "slow mode: one message every \(interval) s; retry in \(delay) ms",
+            metadata: ["interval_seconds": String(interval), "retry_delay_ms": String(delay)])
+    }
+
+    /// Check that the operator may send `content` to the group now: ``checkSend(in:by:now:)``,
+    /// then @all against ``GroupSettings/mentionAllPermission`` (`PERMISSION_DENIED`, `setting`),
+    /// then slow mode (``slowModeRefusal(in:role:lastSent:now:)``, `lastSent` being the sender's
+    /// previous message in the group).
+    /// - Returns: The sender's name card, recorded with the message.
+    public static func checkSend(
+        _ content: MessageContent, in group: Group, by op: GroupOperator, now: Timestamp, lastSent: Timestamp?
+    ) throws -> String {
+        let card = try checkSend(in: group, by: op, now: now)
+        if content.mentionAll {
+            try authorize(.mentionAll, type: group.type, settings: group.settings, actor: op.role).get()
+        }
+        if let role = op.membership?.role, let refusal = slowModeRefusal(in: group, role: role, lastSent: lastSent, now: now) {
+            throw refusal
+        }
+        return card
+    }
+
+    /// Validate a slow mode interval a request sets (`nil`: not set): 0 (off) up to
+    /// ``AppLimits/maxSlowModeIntervalSeconds`` (`INVALID_ARGUMENT` naming `field`, with `limit`).
+    public static func validateSlowModeInterval(_ seconds: Int?, field: String, limits: AppLimits) throws {
+        guard let seconds else { return }
+        if seconds < 0 || seconds > limits.maxSlowModeIntervalSeconds {
+            throw GroupError.invalidArgument(
+                field: field, "a slow mode interval is 0 (off) to \(limits.maxSlowModeIntervalSeconds) seconds",
+                limit: limits.maxSlowModeIntervalSeconds)
+        }
+    }
+
+    /// Plan the recall of the stored message `sequence` of a group.
+    ///
+    /// The order of checks: history kept (`HISTORY_NOT_KEPT`) and membership
+    /// (``authorize(_:type:settings:actor:)``); the message exists and the operator's history
+    /// shows it (above `floor`; `MESSAGE_NOT_FOUND`, field `sequence`); not recalled already
+    /// (`MESSAGE_ALREADY_RECALLED`, metadata `recalled_by`); then who: the owner, admins and the
+    /// backend recall any message at any time, a member only their own
+    /// (`PERMISSION_DENIED`) and within ``AppLimits/recallWindowSeconds`` of sending it
+    /// (`RECALL_WINDOW_PASSED`, metadata `window_seconds`; the end of the window is the last
+    /// moment allowed).
+    /// - Parameters:
+    ///   - message: The stored message with that sequence (`nil`: none).
+    ///   - floor: The operator's history floor (``historyFloor(in:by:)``).
+    /// - Returns: The recall to store and its `MESSAGE_RECALLED` event (to the group).
+    public static func planRecall(
+        _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator, now: Timestamp,
+        limits: AppLimits
+    ) throws -> (recall: MessageRecall, event: GroupEvent.Draft) {
+        try checkHistoryKept(group.type)
+        let floor = try historyFloor(in: group, by: op)
+        guard let message, message.sequence > floor else {
+            throw GroupError(
+                code: .notFound, reason: .messageNotFound, message: "no message \(sequence) in the group",
+                metadata: ["field": "sequence"])
+        }
+        if let recall = message.recall {
+            throw GroupError(
+                code: .failedPrecondition, reason: .messageAlreadyRecalled,
+                message: "message \(sequence) was recalled already", metadata: ["recalled_by": recall.by ?? ""])
+        }
+        let own = op.userID == message.senderID
+        try authorize(.recallMessage(own: own), type: group.type, settings: group.settings, actor: op.role).get()
+        if own, op.role == .member {
+            let window = limits.recallWindowSeconds
+            if now > message.time.adding(seconds: Int64(window)) {
+                throw GroupError(
+                    code: .failedPrecondition, reason: .recallWindowPassed,
+                    message: "a message is recalled by its sender within \(window) s of sending it",
+                    metadata: ["window_seconds": String(window)])
+            }
+        }
+        let event = GroupEvent.Draft(
+            kind: .messageRecalled, operatorID: op.userID, targets: [message.senderID],
+            changes: ["sequence": String(sequence), "message_id": message.messageID])
+        return (MessageRecall(by: op.userID, time: now), event)
+    }
+
     /// Validate a body (message or custom notification): not empty, not over ``messageBodyBytes``.
     static func validateBody(text: String, payload: [UInt8], what: String) throws {
         if text.isEmpty && payload.isEmpty {

@@ -107,6 +107,7 @@ extension GroupRules {
         limits: AppLimits, now: Timestamp
     ) throws -> GroupChange {
         let preset = group.type.preset
+        try validateSlowModeInterval(changes.slowModeIntervalSeconds, field: "settings.slow_mode_interval_seconds", limits: limits)
         let requested = group.settings.applying(changes).differences(from: group.settings)
         if !changes.isEmpty || maxMembers == nil {
             try authorize(.updateSettings(requested), type: group.type, settings: group.settings, actor: op.role).get()

@@ -98,6 +98,10 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     case editSettingsPermission = "edit_settings_permission"
     /// ``GroupSettings/ownerQuit``.
     case ownerQuit = "owner_quit"
+    /// ``GroupSettings/mentionAllPermission``.
+    case mentionAllPermission = "mention_all_permission"
+    /// ``GroupSettings/slowModeIntervalSeconds``.
+    case slowModeInterval = "slow_mode_interval_seconds"
 
     /// The settings only the owner (and the app's backend) may change, whatever
     /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
@@ -118,6 +122,8 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
         case .editMemberInfoPermission: "member_edit_scope"
         case .editSettingsPermission: "settings_edit_scope"
         case .ownerQuit: "owner_quit"
+        case .mentionAllPermission: "mention_all_scope"
+        case .slowModeInterval: "slow_mode_interval_seconds"
         }
     }
 
@@ -151,6 +157,11 @@ public struct GroupSettings: Sendable, Hashable {
     public var editSettingsPermission: OperationPermission
     /// What happens when the owner quits.
     public var ownerQuit: OwnerQuitRule
+    /// Who may mention everyone (@all) in a message.
+    public var mentionAllPermission: OperationPermission
+    /// Slow mode: seconds an ordinary member waits between two messages (0: off). The owner,
+    /// admins and the backend are exempt.
+    public var slowModeIntervalSeconds: Int
 
     /// Create a settings record with every value given.
     public init(
@@ -163,7 +174,9 @@ public struct GroupSettings: Sendable, Hashable {
         editProfilePermission: OperationPermission,
         editMemberInfoPermission: MemberInfoEditPermission,
         editSettingsPermission: OperationPermission,
-        ownerQuit: OwnerQuitRule
+        ownerQuit: OwnerQuitRule,
+        mentionAllPermission: OperationPermission = .everyone,
+        slowModeIntervalSeconds: Int = 0
     ) {
         self.joinOption = joinOption
         self.joinApprovers = joinApprovers
@@ -175,6 +188,8 @@ public struct GroupSettings: Sendable, Hashable {
         self.editMemberInfoPermission = editMemberInfoPermission
         self.editSettingsPermission = editSettingsPermission
         self.ownerQuit = ownerQuit
+        self.mentionAllPermission = mentionAllPermission
+        self.slowModeIntervalSeconds = slowModeIntervalSeconds
     }
 
     /// The value of one setting as its API text (`approval`, `owner_and_admins`, `true`).
@@ -190,6 +205,8 @@ public struct GroupSettings: Sendable, Hashable {
         case .editMemberInfoPermission: self.editMemberInfoPermission.rawValue
         case .editSettingsPermission: self.editSettingsPermission.rawValue
         case .ownerQuit: self.ownerQuit.rawValue
+        case .mentionAllPermission: self.mentionAllPermission.rawValue
+        case .slowModeInterval: String(self.slowModeIntervalSeconds)
         }
     }
 
@@ -222,6 +239,10 @@ extension GroupSettings {
         public var editSettingsPermission: OperationPermission?
         /// New ``GroupSettings/ownerQuit``, if any.
         public var ownerQuit: OwnerQuitRule?
+        /// New ``GroupSettings/mentionAllPermission``, if any.
+        public var mentionAllPermission: OperationPermission?
+        /// New ``GroupSettings/slowModeIntervalSeconds``, if any.
+        public var slowModeIntervalSeconds: Int?
 
         /// Create a change set; every value defaults to "keep".
         public init(
@@ -234,7 +255,9 @@ extension GroupSettings {
             editProfilePermission: OperationPermission? = nil,
             editMemberInfoPermission: MemberInfoEditPermission? = nil,
             editSettingsPermission: OperationPermission? = nil,
-            ownerQuit: OwnerQuitRule? = nil
+            ownerQuit: OwnerQuitRule? = nil,
+            mentionAllPermission: OperationPermission? = nil,
+            slowModeIntervalSeconds: Int? = nil
         ) {
             self.joinOption = joinOption
             self.joinApprovers = joinApprovers
@@ -246,6 +269,8 @@ extension GroupSettings {
             self.editMemberInfoPermission = editMemberInfoPermission
             self.editSettingsPermission = editSettingsPermission
             self.ownerQuit = ownerQuit
+            self.mentionAllPermission = mentionAllPermission
+            self.slowModeIntervalSeconds = slowModeIntervalSeconds
         }
 
         /// Whether no value is set.
@@ -266,6 +291,8 @@ extension GroupSettings {
         if let v = changes.editMemberInfoPermission { result.editMemberInfoPermission = v }
         if let v = changes.editSettingsPermission { result.editSettingsPermission = v }
         if let v = changes.ownerQuit { result.ownerQuit = v }
+        if let v = changes.mentionAllPermission { result.mentionAllPermission = v }
+        if let v = changes.slowModeIntervalSeconds { result.slowModeIntervalSeconds = v }
         return result
     }
 }

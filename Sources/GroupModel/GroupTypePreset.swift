@@ -120,7 +120,9 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .everyone,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .owner,
-            ownerQuit: .longestStandingMember
+            ownerQuit: .longestStandingMember,
+            mentionAllPermission: .everyone,
+            slowModeIntervalSeconds: 0
         ),
         fixedSettings: [.joinOption],
         behaviour: GroupTypeBehaviour(
@@ -148,7 +150,9 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .ownerAndAdmins,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .ownerAndAdmins,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            mentionAllPermission: .ownerAndAdmins,
+            slowModeIntervalSeconds: 0
         ),
         fixedSettings: [],
         behaviour: GroupTypeBehaviour(
@@ -176,7 +180,9 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .ownerAndAdmins,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .ownerAndAdmins,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            mentionAllPermission: .ownerAndAdmins,
+            slowModeIntervalSeconds: 0
         ),
         fixedSettings: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
         behaviour: GroupTypeBehaviour(
@@ -204,11 +210,13 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .owner,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .owner,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            mentionAllPermission: .owner,
+            slowModeIntervalSeconds: 0
         ),
         fixedSettings: [
             .joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
-            .invitationNeedsApproval, .removeMembersPermission, .ownerQuit,
+            .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .slowModeInterval,
         ],
         behaviour: GroupTypeBehaviour(
             allowedRoles: [.owner, .member], dismissal: .ownerOrAdminToken,

@@ -136,6 +136,11 @@ public enum GroupAction: Sendable, Hashable {
     case withdrawApplication
     /// Send a group message (mute is checked separately, with the time).
     case sendMessage
+    /// Mention everyone (@all) in a message.
+    case mentionAll
+    /// Recall a stored message: the operator's own (`own`; the recall window is checked
+    /// separately, with the time), or another user's.
+    case recallMessage(own: Bool)
     /// Read message history.
     case readHistory
     /// Mark messages read.
@@ -419,6 +424,18 @@ public enum GroupRules {
 
         case .listMembers, .viewMemberInfo, .sendMessage:
             return memberCheck(actor, grantedTo: .everyone, setting: nil)
+
+        case .mentionAll:
+            return memberCheck(actor, grantedTo: settings.mentionAllPermission, setting: .mentionAllPermission)
+
+        case .recallMessage(let own):
+            if !behaviour.historyKept {
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .historyNotKept,
+                    message: "\(type) groups keep no message history"))
+            }
+            // The owner and admins recall anyone's message, members only their own.
+            return memberCheck(actor, grantedTo: own ? .everyone : .ownerAndAdmins, setting: nil)
 
         case .readHistory:
             if !behaviour.historyKept {

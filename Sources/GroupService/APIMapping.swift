@@ -66,6 +66,8 @@ enum APIMapping {
         case .toLongestStandingAdmin: changes.ownerQuit = .longestStandingAdminElseMember
         case .UNRECOGNIZED(let v): throw unknown("owner_quit", v)
         }
+        changes.mentionAllPermission = try permission(settings.mentionAllScope, field: "\(field).mention_all_scope")
+        if settings.slowModeIntervalSeconds != 0 { changes.slowModeIntervalSeconds = Int(settings.slowModeIntervalSeconds) }
         // Who mutes is fixed by the type; naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
@@ -158,6 +160,8 @@ enum APIMapping {
             case .longestStandingMember: .toLongestStandingMember
             case .longestStandingAdminElseMember: .toLongestStandingAdmin
             }
+            $0.mentionAllScope = scope(settings.mentionAllPermission)
+            $0.slowModeIntervalSeconds = UInt32(clamping: settings.slowModeIntervalSeconds)
         }
     }
 

@@ -46,6 +46,15 @@ extension GroupError: GRPCStatusConvertible {
             badRequest.fieldViolations = [violation]
             status.details.append(Google_Protobuf_Any(packing: badRequest))
         }
+        if reason == .slowMode, let text = metadata["retry_delay_ms"], let delayMs = Int64(text) {
+            // As RATE_LIMITED: when the next message would pass.
+            var delay = Google_Protobuf_Duration()
+            delay.seconds = delayMs / 1000
+            delay.nanos = Int32(delayMs % 1000) * 1_000_000
+            var retry = Google_Rpc_RetryInfo()
+            retry.retryDelay = delay
+            status.details.append(Google_Protobuf_Any(packing: retry))
+        }
         return GRPCStatus(code, message, details: status.serializedBytes())
     }
 

@@ -94,6 +94,9 @@ extension GroupdService {
             case "settings_edit_scope":
                 masked.settingsEditScope = given.settingsEditScope; unspecified = given.settingsEditScope == .unspecified
             case "owner_quit": masked.ownerQuit = given.ownerQuit; unspecified = given.ownerQuit == .unspecified
+            case "mention_all_scope":
+                masked.mentionAllScope = given.mentionAllScope; unspecified = given.mentionAllScope == .unspecified
+            case "slow_mode_interval_seconds": masked.slowModeIntervalSeconds = given.slowModeIntervalSeconds
             case "max_member_count": maxMembers = true
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown settings path '\(path)'")
@@ -107,13 +110,17 @@ extension GroupdService {
 
     func updateGroupSettings(_ request: Groupd_V1_UpdateGroupSettingsRequest, _ call: CallContext) async throws -> Groupd_V1_UpdateGroupSettingsResponse {
         let (masked, maskedMax) = try Self.maskedSettings(request)
+        // 0 is a value here (slow mode off), not "unset": a masked interval is always applied.
+        let slowMode = request.updateMask?.paths.contains { $0 == "slow_mode_interval_seconds" || $0 == "settings.slow_mode_interval_seconds" } == true
+            ? Int(masked.slowModeIntervalSeconds) : nil
         let maxMembers: Int? = maskedMax ? Int(request.maxMemberCount) : nil
         let limits = call.limits
         let now = clock.now()
         let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
             let group = snapshot.group
             // Type- and role-level refusals come before the values are read.
-            let changes = try APIMapping.settingsChanges(masked, type: group.type, field: "settings")
+            var changes = try APIMapping.settingsChanges(masked, type: group.type, field: "settings")
+            if let slowMode { changes.slowModeIntervalSeconds = slowMode }
             return (try GroupRules.planSettingsUpdate(changes, maxMembers: maxMembers, of: group, by: op, limits: limits, now: now), ())
         }
         return .with { $0.group = Self.groupView(result.group, membership: result.membership, call: call) }

@@ -225,6 +225,7 @@ extension GroupdService {
             await filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
             response.groups.append(view)
         }
+        try await fillUnreadMentions(&response.groups, call: call)
         return response
     }
 

@@ -16,22 +16,25 @@ extension Store {
     ///   - message: The message to store; its `sequence` is assigned here, `senderNameCard` is
     ///     replaced by what `check` returns.
     ///   - time: The send time (event time).
-    ///   - check: Pure: throws to refuse; returns the sender's name card to record.
+    ///   - check: Pure: throws to refuse; returns the sender's name card to record. Handed the
+    ///     group, the sender's membership and, when the group's slow mode is on, when the sender
+    ///     last sent a message to it.
     /// - Throws: `GROUP_NOT_FOUND`; what `check` throws; `INTERNAL`.
     public func appendMessage(
         _ message: GroupMessage, at time: Timestamp,
-        check: @escaping @Sendable (Group, Member?) throws -> String
+        check: @escaping @Sendable (Group, Member?, Timestamp?) throws -> String
     ) async throws -> AppendedMessage {
         try await mutate("appendMessage", app: message.appID) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: message.appID, group: message.groupID, targets: [message.senderID], time: time,
-                earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) }))
+                earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) },
+                lastSentBy: message.senderID))
             if let earlier = snapshot.earlierMessage {
                 return AppendedMessage(stored: earlier, deduplicated: true, events: [])
             }
             var group = try Self.loadedGroup(snapshot)
             var stored = message
-            stored.senderNameCard = try check(group, snapshot.members[message.senderID])
+            stored.senderNameCard = try check(group, snapshot.members[message.senderID], snapshot.lastSentAt)
             stored.time = time
             let written = try transaction.write(
                 WriteSet(events: [GroupEvent.Draft(kind: .groupMessage, operatorID: message.senderID)], message: stored),
@@ -73,8 +76,42 @@ extension Store {
                 try effects.wrote(written, to: group, transaction: transaction)
             }
             let after = try transaction.load(request)
-            let state = ReadState(readSequence: after.readSequence, unreadCount: after.unreadCount, lastMessageAt: after.lastMessageAt)
+            let state = ReadState(
+                readSequence: after.readSequence, unreadCount: after.unreadCount, lastMessageAt: after.lastMessageAt,
+                unreadMention: after.unreadMention)
             return Committed(value: (state: state, group: group), events: written.events)
+        }
+    }
+
+    /// Recalls the stored message `sequence` of a group, atomically with the event `plan` returns.
+    ///
+    /// In one write transaction: find the group (`GROUP_NOT_FOUND`), load the operator's
+    /// membership and the message, run `plan` (the pure recall rule, which throws to refuse),
+    /// turn the message into a tombstone (body and mentions cleared, its mention rows deleted)
+    /// and append the event.
+    /// - Parameters:
+    ///   - operatorID: The acting user (`nil`: the backend).
+    ///   - plan: Pure: handed the group, the operator's membership and the message (`nil`: none);
+    ///     returns the recall and its event.
+    /// - Returns: The tombstone, the group after the change, and the committed events.
+    /// - Throws: `GROUP_NOT_FOUND`; what `plan` throws; `INTERNAL`.
+    public func recallMessage(
+        app: String, groupID: String, sequence: Int64, operatorID: String?, at time: Timestamp,
+        plan: @escaping @Sendable (Group, Member?, GroupMessage?) throws -> (recall: MessageRecall, event: GroupEvent.Draft)
+    ) async throws -> Committed<GroupMessage> {
+        try await mutate("recallMessage", app: app) { transaction, effects in
+            let snapshot = try transaction.load(SnapshotRequest(
+                app: app, group: groupID, operatorID: operatorID, time: time, messageSequence: sequence))
+            var group = try Self.loadedGroup(snapshot)
+            let (recall, draft) = try plan(group, operatorID.flatMap { snapshot.members[$0] }, snapshot.message?.message)
+            guard var message = snapshot.message?.message else { throw GroupError.internal("a recall without its message") }
+            let written = try transaction.write(
+                WriteSet(events: [draft], recall: (sequence: sequence, recall: recall)), over: snapshot)
+            if let last = written.events.last { group.latestSequence = last.sequence }
+            try effects.wrote(written, to: group, transaction: transaction)
+            message.content = MessageContent(priority: message.content.priority, clientMessageID: message.content.clientMessageID)
+            message.recall = recall
+            return Committed(value: message, events: written.events)
         }
     }
 
@@ -111,6 +148,14 @@ extension Store {
     /// A user's read state in each of `groupIDs` where they are a stored member (absent
     /// otherwise). Unread counts are computed for every type; callers show them where the type
     /// counts unread messages.
+    /// A user's unread mention in each of `groupIDs` where they are a stored member (absent
+    /// otherwise): ``ReadState/unreadMention`` alone, without counting unread messages.
+    public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
+        let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
+        if groupIDs.isEmpty { return [:] }
+        return try await read { try await backend.unreadMentions(app: app, userID: userID, groupIDs: groupIDs) }
+    }
+
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }

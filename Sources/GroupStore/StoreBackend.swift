@@ -146,6 +146,9 @@ public protocol StoreBackend: Sendable {
     /// See ``Store/readStates(app:userID:groupIDs:)``.
     func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState]
 
+    /// See ``Store/unreadMentions(app:userID:groupIDs:)``.
+    func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention]
+
     // MARK: Event reads
 
     /// A group's events after `sequence`, in order, dismissed groups included.

@@ -58,14 +58,21 @@ public struct SnapshotRequest: Sendable {
     public var earlierMessage: (sender: String, clientMessageID: String)?
     /// With `.applicationReads`: whose read time and unread count.
     public var applicationReader: String?
+    /// A stored message to load by sequence (``StoreSnapshot/message``).
+    public var messageSequence: Int64?
+    /// A sender whose previous message time to load (``StoreSnapshot/lastSentAt``), read only
+    /// when the group's slow mode is on.
+    public var lastSentBy: String?
 
     /// Creates a request.
     public init(
         app: String, group: String? = nil, application: String? = nil, operatorID: String? = nil, targets: [String] = [],
         time: Timestamp, parts: Parts = [], pendingApplications: ApplicationKind? = nil,
         readState: (user: String, upTo: Int64?)? = nil, earlierMessage: (sender: String, clientMessageID: String)? = nil,
-        applicationReader: String? = nil
+        applicationReader: String? = nil, messageSequence: Int64? = nil, lastSentBy: String? = nil
     ) {
+        self.messageSequence = messageSequence
+        self.lastSentBy = lastSentBy
         self.app = app
         self.group = group
         self.application = application
@@ -133,6 +140,8 @@ public struct StoreSnapshot: Sendable {
     public var unreadCount: Int = 0
     /// When the group's newest message was sent (`.readState`).
     public var lastMessageAt: Timestamp?
+    /// The reader's unread mention (`.readState`).
+    public var unreadMention: UnreadMention = .none
     /// The earlier message with the same client message id (``SnapshotRequest/earlierMessage``).
     public var earlierMessage: StoredMessage?
     /// The reader's application read time (`.applicationReads`).
@@ -147,6 +156,11 @@ public struct StoreSnapshot: Sendable {
     public var banCount: Int = 0
     /// The group's owner and admins, in join order (`.managers`).
     public var managers: [String] = []
+    /// The message of ``SnapshotRequest/messageSequence``, if stored.
+    public var message: StoredMessage?
+    /// When ``SnapshotRequest/lastSentBy`` last sent a message to the group (`nil`: never, or
+    /// slow mode is off).
+    public var lastSentAt: Timestamp?
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
@@ -177,13 +191,17 @@ public struct WriteSet: Sendable {
     public var readSequence: (user: String, sequence: Int64)?
     /// A user's application read time, moved forward only (never back).
     public var applicationReadTime: (user: String, time: Timestamp)?
+    /// A stored message of the snapshot's group to turn into a tombstone.
+    public var recall: (sequence: Int64, recall: MessageRecall)?
 
     /// Creates a write set.
     public init(
         newGroup: GroupCreationPlan? = nil, change: GroupChange? = nil, events: [GroupEvent.Draft] = [],
         message: GroupMessage? = nil, applications: [Application] = [], remark: (user: String, remark: String?)? = nil,
-        readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil
+        readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil,
+        recall: (sequence: Int64, recall: MessageRecall)? = nil
     ) {
+        self.recall = recall
         self.newGroup = newGroup
         self.change = change
         self.events = events

@@ -84,12 +84,15 @@ public struct ReadState: Sendable, Hashable {
     public var unreadCount: Int
     /// When the group's newest stored message was sent; `nil` when it has none.
     public var lastMessageAt: Timestamp?
+    /// Whether an unread, unrecalled message from someone else mentions the member or everyone.
+    public var unreadMention: UnreadMention
 
     /// Create a read state.
-    public init(readSequence: Int64, unreadCount: Int, lastMessageAt: Timestamp? = nil) {
+    public init(readSequence: Int64, unreadCount: Int, lastMessageAt: Timestamp? = nil, unreadMention: UnreadMention = .none) {
         self.readSequence = readSequence
         self.unreadCount = unreadCount
         self.lastMessageAt = lastMessageAt
+        self.unreadMention = unreadMention
     }
 }
 

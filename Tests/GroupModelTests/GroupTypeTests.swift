@@ -48,7 +48,8 @@ struct GroupTypeTests {
                 joinOption: .forbidden, joinApprovers: .owner, invitePermission: .everyone,
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .owner,
                 editProfilePermission: .everyone, editMemberInfoPermission: .ownerAdminsAndSelf,
-                editSettingsPermission: .owner, ownerQuit: .longestStandingMember),
+                editSettingsPermission: .owner, ownerQuit: .longestStandingMember,
+                mentionAllPermission: .everyone, slowModeIntervalSeconds: 0),
             fixed: [.joinOption], roles: [.owner, .member], dismissal: .adminTokenOnly,
             transfer: true, mute: .owner, kick: true, history: true, historyBeforeJoin: false, unread: true,
             memberEvents: .all, listed: true, stored: true, maxMembers: 200),
@@ -57,7 +58,8 @@ struct GroupTypeTests {
                 joinOption: .approval, joinApprovers: .ownerAndAdmins, invitePermission: .ownerAndAdmins,
                 inviteeMustAccept: true, invitationNeedsApproval: true, removeMembersPermission: .ownerAndAdmins,
                 editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
-                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused),
+                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused,
+                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0),
             fixed: [], roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: false,
             unread: true, memberEvents: .all, listed: true, stored: true, maxMembers: 2000),
@@ -66,7 +68,8 @@ struct GroupTypeTests {
                 joinOption: .any, joinApprovers: .ownerAndAdmins, invitePermission: .nobody,
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .ownerAndAdmins,
                 editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
-                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused),
+                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused,
+                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0),
             fixed: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
             roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: true,
@@ -76,9 +79,10 @@ struct GroupTypeTests {
                 joinOption: .any, joinApprovers: .owner, invitePermission: .nobody,
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .nobody,
                 editProfilePermission: .owner, editMemberInfoPermission: .ownerAdminsAndSelf,
-                editSettingsPermission: .owner, ownerQuit: .refused),
+                editSettingsPermission: .owner, ownerQuit: .refused,
+                mentionAllPermission: .owner, slowModeIntervalSeconds: 0),
             fixed: [.joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
-                    .invitationNeedsApproval, .removeMembersPermission, .ownerQuit],
+                    .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .slowModeInterval],
             roles: [.owner, .member], dismissal: .ownerOrAdminToken,
             transfer: false, mute: .owner, kick: false, history: false, historyBeforeJoin: false,
             unread: false, memberEvents: .rateLimited, listed: false, stored: false, maxMembers: nil),
@@ -143,6 +147,9 @@ struct GroupTypeTests {
         case .editSettingsPermission:
             c.editSettingsPermission = s.editSettingsPermission == .owner ? .ownerAndAdmins : .owner
         case .ownerQuit: c.ownerQuit = s.ownerQuit == .refused ? .longestStandingMember : .refused
+        case .mentionAllPermission:
+            c.mentionAllPermission = s.mentionAllPermission == .owner ? .everyone : .owner
+        case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds == 0 ? 30 : 0
         }
         return c
     }
@@ -161,6 +168,8 @@ struct GroupTypeTests {
         case .editMemberInfoPermission: c.editMemberInfoPermission = s.editMemberInfoPermission
         case .editSettingsPermission: c.editSettingsPermission = s.editSettingsPermission
         case .ownerQuit: c.ownerQuit = s.ownerQuit
+        case .mentionAllPermission: c.mentionAllPermission = s.mentionAllPermission
+        case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds
         }
         return c
     }

@@ -3,6 +3,7 @@ import GRDB
 import GroupModel
 @testable import GroupStore
 import GroupTestSupport
+import Synchronization
 import Testing
 
 private let t0 = Timestamp(millisecondsSince1970: 1_700_000_000_000)
@@ -43,7 +44,7 @@ private func message(
 private func send(
     _ store: Store, _ group: String, from sender: String, text: String = "hi", clientID: String? = nil
 ) async throws -> AppendedMessage {
-    try await store.appendMessage(message(group, from: sender, text: text, clientID: clientID), at: t0) { _, member in
+    try await store.appendMessage(message(group, from: sender, text: text, clientID: clientID), at: t0) { _, member, _ in
         guard let member else { throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member") }
         return member.nameCard
     }
@@ -222,5 +223,128 @@ struct StoreMessageTests {
         let latest = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: nil, at: t0, plan: plan)
         #expect(latest.value.state.unreadCount == 0)
         #expect(try await store.readStates(app: "app", userID: "alice", groupIDs: ["g1"])["g1"] == latest.value.state)
+    }
+
+    // MARK: Mentions, recall, slow mode
+
+    /// Stores `content` from `sender` (members only), handing the check's `lastSent` to `seen`.
+    @discardableResult
+    private func sendContent(
+        _ store: Store, _ group: String, from sender: String, content: MessageContent, at time: Timestamp = t0,
+        seen: (@Sendable (Timestamp?) -> Void)? = nil
+    ) async throws -> StoredMessage {
+        var draft = message(group, from: sender)
+        draft.content = content
+        return try await store.appendMessage(draft, at: time) { _, member, lastSent in
+            seen?(lastSent)
+            guard let member else { throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member") }
+            return member.nameCard
+        }.stored
+    }
+
+    private let readPlan: @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft]) = { snapshot in
+        (max(snapshot.readSequence, snapshot.latestMessageSequence), [])
+    }
+
+    @Test("mentions are kept with the message and give unread @me / @all until read past them", arguments: StoreKind.allCases)
+    func mentions(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        try await create(store, "g1", members: ["bob", "carol", "dave"])
+        let first = try await sendContent(store, "g1", from: "bob", content: MessageContent(text: "a", mentionedUserIDs: ["carol", "bob"]))
+        #expect(first.message.content.mentionedUserIDs == ["carol", "bob"])
+        /// The unread mention as read states report it, checked against the mention-only read.
+        func mention(_ user: String) async throws -> UnreadMention? {
+            let state = try await store.readStates(app: "app", userID: user, groupIDs: ["g1"])["g1"]?.unreadMention
+            let alone = try await store.unreadMentions(app: "app", userID: user, groupIDs: ["g1", "missing"])
+            #expect(alone == (state.map { ["g1": $0] } ?? [:]), "\(user)")
+            return state
+        }
+        #expect(try await mention("carol") == .me)
+        #expect(try await mention("bob") == UnreadMention.none)  // the sender's own mention is not kept
+        #expect(try await mention("dave") == UnreadMention.none)
+        let second = try await sendContent(store, "g1", from: "alice", content: MessageContent(text: "b", mentionedUserIDs: ["dave"], mentionAll: true))
+        #expect(try await mention("carol") == .allAndMe)
+        #expect(try await mention("dave") == .allAndMe)
+        #expect(try await mention("bob") == .all)
+        #expect(try await mention("alice") == UnreadMention.none)
+        let page = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(page.messages.map(\.content.mentionAll) == [false, true])
+        #expect(page.messages.map(\.content.mentionedUserIDs) == [["carol", "bob"], ["dave"]])
+
+        let partial = try await store.markRead(
+            app: "app", groupID: "g1", userID: "carol", upTo: first.message.sequence, at: t0, plan: readPlan)
+        #expect(partial.value.state.unreadMention == .all)
+        let all = try await store.markRead(app: "app", groupID: "g1", userID: "carol", upTo: nil, at: t0, plan: readPlan)
+        #expect(all.value.state.unreadMention == UnreadMention.none)
+        #expect(try await mention("carol") == UnreadMention.none)
+        #expect(second.message.content.mentionAll)
+    }
+
+    @Test("a recall makes a tombstone with its event; the mentions it gave are gone; the unread count stays", arguments: StoreKind.allCases)
+    func recall(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        try await create(store, "g1")
+        let sent = try await sendContent(
+            store, "g1", from: "bob", content: MessageContent(type: "text", text: "oops", payload: [9], mentionedUserIDs: ["carol"], mentionAll: true))
+        let t1 = t0.adding(seconds: 5)
+        let recall = MessageRecall(by: "alice", time: t1)
+        let committed = try await store.recallMessage(
+            app: "app", groupID: "g1", sequence: sent.message.sequence, operatorID: "alice", at: t1
+        ) { group, member, message in
+            #expect(member?.role == .owner)
+            #expect(message == sent.message)
+            return (recall, GroupEvent.Draft(kind: .messageRecalled, operatorID: "alice", targets: ["bob"], changes: ["sequence": "x"]))
+        }
+        #expect(committed.value.recall == recall)
+        #expect(committed.value.content == MessageContent())
+        #expect(committed.events.map(\.kind) == [.messageRecalled])
+        let page = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(page.messages == [committed.value])
+        #expect(page.latestSequence == committed.events[0].sequence)
+        let carol = try await store.readStates(app: "app", userID: "carol", groupIDs: ["g1"])["g1"]
+        #expect(carol?.unreadMention == UnreadMention.none)
+        #expect(carol?.unreadCount == 1)
+
+        // The plan sees the tombstone next time, and a missing sequence as nil; a refusal writes nothing.
+        await #expect(throws: GroupError.self) {
+            _ = try await store.recallMessage(app: "app", groupID: "g1", sequence: sent.message.sequence, operatorID: nil, at: t1) { _, _, message in
+                #expect(message?.recall == recall)
+                throw GroupError(code: .failedPrecondition, reason: .messageAlreadyRecalled, message: "again")
+            }
+        }
+        await #expect(throws: GroupError.self) {
+            _ = try await store.recallMessage(app: "app", groupID: "g1", sequence: 999, operatorID: nil, at: t1) { _, _, message in
+                #expect(message == nil)
+                throw GroupError(code: .notFound, reason: .messageNotFound, message: "none")
+            }
+        }
+        let after = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(after.latestSequence == page.latestSequence)
+    }
+
+    @Test("the send check gets the sender's previous message time when slow mode is on", arguments: StoreKind.allCases)
+    func lastSent(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        try await create(store, "g1")
+        let seen = Mutex<[Timestamp?]>([])
+        let record: @Sendable (Timestamp?) -> Void = { time in seen.withLock { $0.append(time) } }
+        try await sendContent(store, "g1", from: "bob", content: MessageContent(text: "a"), seen: record)
+        try await sendContent(store, "g1", from: "bob", content: MessageContent(text: "b"), seen: record)
+        // Slow mode off: not read.
+        #expect(seen.withLock { $0 } == [nil, nil])
+        _ = try await store.mutateGroup(app: "app", groupID: "g1", operatorID: nil, targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.settings.slowModeIntervalSeconds = 30
+            return (GroupChange(group: group, events: [GroupEvent.Draft(kind: .groupSettingsChanged, operatorID: nil)]), ())
+        }
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.settings.slowModeIntervalSeconds == 30)
+        let t1 = t0.adding(seconds: 40)
+        try await sendContent(store, "g1", from: "bob", content: MessageContent(text: "c"), at: t1, seen: record)
+        try await sendContent(store, "g1", from: "bob", content: MessageContent(text: "d"), at: t1.adding(seconds: 1), seen: record)
+        try await sendContent(store, "g1", from: "carol", content: MessageContent(text: "e"), at: t1, seen: record)
+        #expect(seen.withLock { $0 } == [nil, nil, t0, t1, nil])
     }
 }

@@ -124,6 +124,8 @@ struct StoreOperationTests {
                 group.settings.editMemberInfoPermission = .selfOnly
                 group.settings.editSettingsPermission = .everyone
                 group.settings.ownerQuit = .longestStandingAdminElseMember
+                group.settings.mentionAllPermission = .nobody
+                group.settings.slowModeIntervalSeconds = 45
                 group.ownerID = "bob"
                 group.maxMembers = 77
                 group.mute = GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice")
@@ -166,7 +168,7 @@ struct StoreOperationTests {
                 joinOption: .forbidden, joinApprovers: .owner, invitePermission: .everyone, inviteeMustAccept: true,
                 invitationNeedsApproval: true, removeMembersPermission: .owner, editProfilePermission: .everyone,
                 editMemberInfoPermission: .selfOnly, editSettingsPermission: .everyone,
-                ownerQuit: .longestStandingAdminElseMember))
+                ownerQuit: .longestStandingAdminElseMember, mentionAllPermission: .nobody, slowModeIntervalSeconds: 45))
             #expect(stored.ownerID == "bob")
             #expect(stored.maxMembers == 77)
             #expect(stored.mute == GroupMuteState(mode: .roles([.member, .admin]), until: muteEnd, operatorID: "alice"))
@@ -799,7 +801,7 @@ struct StoreOperationTests {
         try await v5.close()
 
         let store = Store(backend: try await SQLiteBackend.open(path: path))
-        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11"])
+        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12"])
         let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
         #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
         #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
@@ -860,6 +862,36 @@ struct StoreOperationTests {
         try await store.close()
     }
 
+    @Test("migration v12 gives groups stored before their type's mention_all_scope and slow mode off; new values persist")
+    func migrationV12() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("db.sqlite")
+        let old = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v7"), cacheCapacity: 0)
+        for (id, type) in [("w", GroupType.work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)] {
+            try await create(old, id, type: type, members: type == .avChatRoom ? [] : ["bob"])
+        }
+        try await old.close()
+
+        let store = Store(backend: try await SQLiteBackend.open(path: path), cacheCapacity: 0)
+        #expect(try await store.sqlite.appliedMigrations().contains("v12"))
+        let groups = try await store.groups(app: "app-a", ids: ["w", "p", "m", "r"])
+        for (id, type) in [("w", GroupType.work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)] {
+            #expect(groups[id]?.settings.mentionAllPermission == type.preset.defaultSettings.mentionAllPermission, "\(id)")
+            #expect(groups[id]?.settings.slowModeIntervalSeconds == 0, "\(id)")
+        }
+        #expect(groups["w"]?.settings.mentionAllPermission == .everyone)
+        #expect(groups["r"]?.settings.mentionAllPermission == .owner)
+        _ = try await store.mutateGroup(app: "app-a", groupID: "p", operatorID: "alice", targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.settings.mentionAllPermission = .everyone
+            group.settings.slowModeIntervalSeconds = 60
+            return (GroupChange(group: group, events: [.init(kind: .groupSettingsChanged, operatorID: "alice")]), ())
+        }
+        let after = try await store.groups(app: "app-a", ids: ["p"])["p"]?.settings
+        #expect(after?.mentionAllPermission == .everyone && after?.slowModeIntervalSeconds == 60)
+        try await store.close()
+    }
+
     @Test("migration v8 gives groups stored before their type's owner settings; new values then persist")
     func migrationV8() async throws {
         let directory = try TemporaryDirectory()
@@ -908,7 +940,7 @@ struct StoreOperationTests {
 
         for _ in 0..<2 {
             let store = Store(backend: try await SQLiteBackend.open(path: path))
-            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11"])
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()

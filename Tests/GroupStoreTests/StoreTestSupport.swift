@@ -63,7 +63,7 @@ enum Fixture {
         let message = GroupMessage(
             appID: app, groupID: id, sequence: 0, messageID: UUID().uuidString, senderID: sender,
             content: MessageContent(type: "text", text: "hi", payload: [], clientMessageID: clientID), time: t0)
-        return try await store.appendMessage(message, at: t0) { _, member in
+        return try await store.appendMessage(message, at: t0) { _, member, _ in
             guard let member else { throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member") }
             return member.nameCard
         }

@@ -597,6 +597,57 @@ public enum Groupd_V1_GroupMuteMode: ProtoEnum {
     public static let allCases: [Groupd_V1_GroupMuteMode] = [.unspecified, .all, .ordinaryMembers, .roles]
 }
 
+/// The caller's unread mention in a group (Group.unread_mention).
+public enum Groupd_V1_UnreadMention: ProtoEnum {
+    /// The raw value type: protobuf enums are 32-bit signed integers.
+    public typealias RawValue = Int32
+
+    /// No unread mention.
+    case unspecified // = 0
+
+    /// An unread message mentions the caller by user id (@me).
+    case me // = 1
+
+    /// An unread message mentions everyone (@all).
+    case all // = 2
+
+    /// Both: unread @all and unread @me (in one message or in several).
+    case allAndMe // = 3
+
+    /// A value this version of the API does not know, kept as received.
+    case UNRECOGNIZED(Int32)
+
+    /// The proto3 default: `UNREAD_MENTION_UNSPECIFIED`.
+    public init() {
+        self = .unspecified
+    }
+
+    /// Maps a wire value to its case; unknown values become `UNRECOGNIZED`. Never nil.
+    public init?(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .me
+        case 2: self = .all
+        case 3: self = .allAndMe
+        default: self = .UNRECOGNIZED(rawValue)
+        }
+    }
+
+    /// The wire value.
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: return 0
+        case .me: return 1
+        case .all: return 2
+        case .allAndMe: return 3
+        case .UNRECOGNIZED(let value): return value
+        }
+    }
+
+    /// Every known case, in declaration order.
+    public static let allCases: [Groupd_V1_UnreadMention] = [.unspecified, .me, .all, .allAndMe]
+}
+
 /// The outcome for one user of a batch call (Tencent TIMGroupMemberResult).
 public enum Groupd_V1_MemberResultCode: ProtoEnum {
     /// The raw value type: protobuf enums are 32-bit signed integers.
@@ -1072,6 +1123,11 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// Detail: mute_bypass.
     case muteBypassChanged // = 35
 
+    /// Tip: a stored message was recalled (RecallGroupMessage); operator = who
+    /// recalled it (empty: the backend). Detail: message_recall. Delivered to
+    /// every member, those whose receive option is NOT_RECEIVE too.
+    case messageRecalled // = 37
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1119,6 +1175,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 33: self = .memberBanned
         case 34: self = .memberUnbanned
         case 35: self = .muteBypassChanged
+        case 37: self = .messageRecalled
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1162,12 +1219,13 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .memberBanned: return 33
         case .memberUnbanned: return 34
         case .muteBypassChanged: return 35
+        case .messageRecalled: return 37
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -1278,6 +1336,20 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     /// What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and
     /// Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
     public var ownerQuit: Groupd_V1_OwnerQuitRule = .unspecified
+
+    /// Who may mention everyone (@all, SendGroupMessageRequest.mention_all).
+    /// Work: ALL_MEMBERS; Public and Meeting: OWNER_AND_ADMINS; AVChatRoom:
+    /// OWNER. The backend acting for a user has that user's role; the backend
+    /// itself sends no messages.
+    public var mentionAllScope: Groupd_V1_OperatorScope = .unspecified
+
+    /// Slow mode: the seconds an ordinary member waits between two messages
+    /// (0 = off, the default for every type). The owner and admins are exempt;
+    /// an admin token acting for a member (x-operator-id) waits as they would.
+    /// At most the app's `max_slow_mode_interval_seconds` (default 21600).
+    /// Changed by UpdateGroupSettings (path `slow_mode_interval_seconds`; 0 in
+    /// the mask turns it off); in CreateGroup 0 keeps it off.
+    public var slowModeIntervalSeconds: UInt32 = 0
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1404,6 +1476,15 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// still does), in the order they were added (UpdateMuteBypassList).
     /// Members and the backend see it; empty in the public subset.
     public var muteBypassUserIds: [String] = []
+
+    /// Whether the caller has an unread mention in the group, and which kind
+    /// (Tencent's group @ info): a message after the caller's read position
+    /// (and join), not recalled, not sent by the caller, that mentions the
+    /// caller, everyone, or both. MarkGroupRead past the mentioning message
+    /// clears it. Filled by ListJoinedGroups and GetGroupsInfo for members
+    /// (Work and Public groups, which count unread messages; UNSPECIFIED
+    /// elsewhere and for others).
+    public var unreadMention: Groupd_V1_UnreadMention = .unspecified
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1781,6 +1862,27 @@ public struct Groupd_V1_ReadMark: ProtoMessage {
     public init() {}
 }
 
+/// MESSAGE_RECALLED detail.
+public struct Groupd_V1_MessageRecall: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MessageRecall"
+
+    /// The recalled message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// The recalled message's id.
+    public var messageID: String = ""
+
+    /// Who sent the message.
+    public var senderUserID: String = ""
+
+    /// Who recalled it; empty when the backend did.
+    public var recalledByUserID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// One event of a group, stored with the change that caused it.
 public struct Groupd_V1_GroupEvent: ProtoMessage {
     /// The message's full protobuf name.
@@ -1992,6 +2094,17 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .muteBypass(newValue) }
     }
 
+    /// MESSAGE_RECALLED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var messageRecall: Groupd_V1_MessageRecall {
+        get {
+            if case .messageRecall(let value)? = detail { return value }
+            return Groupd_V1_MessageRecall()
+        }
+        set { detail = .messageRecall(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -2026,6 +2139,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case ban(Groupd_V1_BanDetail)
         /// MUTE_BYPASS_CHANGED.
         case muteBypass(Groupd_V1_MuteBypassChange)
+        /// MESSAGE_RECALLED.
+        case messageRecall(Groupd_V1_MessageRecall)
     }
 
     /// A message with every field at its proto3 default.
@@ -2071,6 +2186,23 @@ public struct Groupd_V1_GroupMessage: ProtoMessage {
     /// The sender's name card at send time, for display.
     public var senderNameCard: String = ""
 
+    /// The users the sender mentioned (@user), in the order given; cleared
+    /// when the message is recalled.
+    public var mentionedUserIds: [String] = []
+
+    /// Whether the sender mentioned everyone (@all); false once recalled.
+    public var mentionAll: Bool = false
+
+    /// True when the message was recalled: a tombstone whose type, text,
+    /// payload and mentions are cleared (RecallGroupMessage).
+    public var recalled: Bool = false
+
+    /// Who recalled it (empty when the backend did, or not recalled).
+    public var recalledByUserID: String = ""
+
+    /// When it was recalled; absent when not recalled.
+    public var recallTime: Google_Protobuf_Timestamp? = nil
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -2107,6 +2239,8 @@ extension Groupd_V1_GroupSettings {
         muteScope = _protoEnum(c.mute_scope)
         settingsEditScope = _protoEnum(c.settings_edit_scope)
         ownerQuit = _protoEnum(c.owner_quit)
+        mentionAllScope = _protoEnum(c.mention_all_scope)
+        slowModeIntervalSeconds = c.slow_mode_interval_seconds
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupSettings` whose every pointer lives in `arena`.
@@ -2123,6 +2257,8 @@ extension Groupd_V1_GroupSettings {
         if muteScope.rawValue != 0 { p.pointee.mute_scope = _protoCEnum(muteScope) }
         if settingsEditScope.rawValue != 0 { p.pointee.settings_edit_scope = _protoCEnum(settingsEditScope) }
         if ownerQuit.rawValue != 0 { p.pointee.owner_quit = _protoCEnum(ownerQuit) }
+        if mentionAllScope.rawValue != 0 { p.pointee.mention_all_scope = _protoCEnum(mentionAllScope) }
+        if slowModeIntervalSeconds != 0 { p.pointee.slow_mode_interval_seconds = slowModeIntervalSeconds }
         return p
     }
 }
@@ -2255,6 +2391,7 @@ extension Groupd_V1_Group {
         readSequence = c.read_sequence
         publicViewOnly = (c.public_view_only != 0)
         muteBypassUserIds = try _protoStrings(c.mute_bypass_user_ids, c.n_mute_bypass_user_ids, "groupd.v1.Group.mute_bypass_user_ids")
+        unreadMention = _protoEnum(c.unread_mention)
     }
 
     /// Builds a protobuf-c `Groupd__V1__Group` whose every pointer lives in `arena`.
@@ -2293,6 +2430,7 @@ extension Groupd_V1_Group {
             p.pointee.n_mute_bypass_user_ids = muteBypassUserIds.count
             p.pointee.mute_bypass_user_ids = arena.cStrings(muteBypassUserIds)
         }
+        if unreadMention.rawValue != 0 { p.pointee.unread_mention = _protoCEnum(unreadMention) }
         return p
     }
 }
@@ -3001,6 +3139,44 @@ extension Groupd_V1_ReadMark {
     }
 }
 
+extension Groupd_V1_MessageRecall {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__message_recall(), as: Groupd__V1__MessageRecall.self, Groupd_V1_MessageRecall.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MessageRecall` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MessageRecall>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        messageID = try _protoString(c.message_id, "groupd.v1.MessageRecall.message_id")
+        senderUserID = try _protoString(c.sender_user_id, "groupd.v1.MessageRecall.sender_user_id")
+        recalledByUserID = try _protoString(c.recalled_by_user_id, "groupd.v1.MessageRecall.recalled_by_user_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MessageRecall` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MessageRecall> {
+        let p = arena.make(Groupd__V1__MessageRecall.self, groupd__v1__message_recall__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !messageID.isEmpty { p.pointee.message_id = arena.cString(messageID) }
+        if !senderUserID.isEmpty { p.pointee.sender_user_id = arena.cString(senderUserID) }
+        if !recalledByUserID.isEmpty { p.pointee.recalled_by_user_id = arena.cString(recalledByUserID) }
+        return p
+    }
+}
+
 extension Groupd_V1_GroupEvent {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -3079,6 +3255,9 @@ extension Groupd_V1_GroupEvent {
         case 41:
             if let sub = c.mute_bypass { detail = .muteBypass(try Groupd_V1_MuteBypassChange(_c: sub)) }
             else { detail = .muteBypass(Groupd_V1_MuteBypassChange()) }
+        case 45:
+            if let sub = c.message_recall { detail = .messageRecall(try Groupd_V1_MessageRecall(_c: sub)) }
+            else { detail = .messageRecall(Groupd_V1_MessageRecall()) }
         default: break
         }
     }
@@ -3149,6 +3328,9 @@ extension Groupd_V1_GroupEvent {
         case .muteBypass(let value)?:
             p.pointee.detail_case = .init(rawValue: 41)
             p.pointee.mute_bypass = value._cBuild(arena)
+        case .messageRecall(let value)?:
+            p.pointee.detail_case = .init(rawValue: 45)
+            p.pointee.message_recall = value._cBuild(arena)
         case nil: break
         }
         return p
@@ -3187,6 +3369,11 @@ extension Groupd_V1_GroupMessage {
         priority = _protoEnum(c.priority)
         if let sub = c.send_time { sendTime = try Google_Protobuf_Timestamp(_c: sub) }
         senderNameCard = try _protoString(c.sender_name_card, "groupd.v1.GroupMessage.sender_name_card")
+        mentionedUserIds = try _protoStrings(c.mentioned_user_ids, c.n_mentioned_user_ids, "groupd.v1.GroupMessage.mentioned_user_ids")
+        mentionAll = (c.mention_all != 0)
+        recalled = (c.recalled != 0)
+        recalledByUserID = try _protoString(c.recalled_by_user_id, "groupd.v1.GroupMessage.recalled_by_user_id")
+        if let sub = c.recall_time { recallTime = try Google_Protobuf_Timestamp(_c: sub) }
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupMessage` whose every pointer lives in `arena`.
@@ -3203,6 +3390,14 @@ extension Groupd_V1_GroupMessage {
         if priority.rawValue != 0 { p.pointee.priority = _protoCEnum(priority) }
         if let value = sendTime { p.pointee.send_time = value._cBuild(arena) }
         if !senderNameCard.isEmpty { p.pointee.sender_name_card = arena.cString(senderNameCard) }
+        if !mentionedUserIds.isEmpty {
+            p.pointee.n_mentioned_user_ids = mentionedUserIds.count
+            p.pointee.mentioned_user_ids = arena.cStrings(mentionedUserIds)
+        }
+        if mentionAll { p.pointee.mention_all = (mentionAll ? 1 : 0) }
+        if recalled { p.pointee.recalled = (recalled ? 1 : 0) }
+        if !recalledByUserID.isEmpty { p.pointee.recalled_by_user_id = arena.cString(recalledByUserID) }
+        if let value = recallTime { p.pointee.recall_time = value._cBuild(arena) }
         return p
     }
 }

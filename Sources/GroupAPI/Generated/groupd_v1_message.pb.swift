@@ -120,6 +120,13 @@ public struct Groupd_V1_SendGroupMessageRequest: ProtoMessage {
     /// Priority (UNSPECIFIED = NORMAL).
     public var priority: Groupd_V1_MessagePriority = .unspecified
 
+    /// Users to mention (@user): each a valid user id, listed once, at most
+    /// the app's `max_mentions_per_message` (default 30).
+    public var mentionedUserIds: [String] = []
+
+    /// Mention everyone (@all); needs settings.mention_all_scope.
+    public var mentionAll: Bool = false
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -250,6 +257,33 @@ public struct Groupd_V1_SendSystemNotificationResponse: ProtoMessage {
     public init() {}
 }
 
+/// RecallGroupMessage request.
+public struct Groupd_V1_RecallGroupMessageRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RecallGroupMessageRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message's sequence (GroupMessage.sequence); 0 is INVALID_ARGUMENT.
+    public var sequence: UInt64 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RecallGroupMessage response.
+public struct Groupd_V1_RecallGroupMessageResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RecallGroupMessageResponse"
+
+    /// The message as history now shows it: the tombstone.
+    public var message: Groupd_V1_GroupMessage? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 extension Groupd_V1_SendGroupMessageRequest {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -277,6 +311,8 @@ extension Groupd_V1_SendGroupMessageRequest {
         text = try _protoString(c.text, "groupd.v1.SendGroupMessageRequest.text")
         payload = _protoBytes(c.payload)
         priority = _protoEnum(c.priority)
+        mentionedUserIds = try _protoStrings(c.mentioned_user_ids, c.n_mentioned_user_ids, "groupd.v1.SendGroupMessageRequest.mentioned_user_ids")
+        mentionAll = (c.mention_all != 0)
     }
 
     /// Builds a protobuf-c `Groupd__V1__SendGroupMessageRequest` whose every pointer lives in `arena`.
@@ -288,6 +324,11 @@ extension Groupd_V1_SendGroupMessageRequest {
         if !text.isEmpty { p.pointee.text = arena.cString(text) }
         if !payload.isEmpty { p.pointee.payload = arena.binary(payload) }
         if priority.rawValue != 0 { p.pointee.priority = _protoCEnum(priority) }
+        if !mentionedUserIds.isEmpty {
+            p.pointee.n_mentioned_user_ids = mentionedUserIds.count
+            p.pointee.mentioned_user_ids = arena.cStrings(mentionedUserIds)
+        }
+        if mentionAll { p.pointee.mention_all = (mentionAll ? 1 : 0) }
         return p
     }
 }
@@ -548,6 +589,72 @@ extension Groupd_V1_SendSystemNotificationResponse {
     }
 }
 
+extension Groupd_V1_RecallGroupMessageRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__recall_group_message_request(), as: Groupd__V1__RecallGroupMessageRequest.self, Groupd_V1_RecallGroupMessageRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RecallGroupMessageRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RecallGroupMessageRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.RecallGroupMessageRequest.group_id")
+        sequence = c.sequence
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RecallGroupMessageRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RecallGroupMessageRequest> {
+        let p = arena.make(Groupd__V1__RecallGroupMessageRequest.self, groupd__v1__recall_group_message_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        return p
+    }
+}
+
+extension Groupd_V1_RecallGroupMessageResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__recall_group_message_response(), as: Groupd__V1__RecallGroupMessageResponse.self, Groupd_V1_RecallGroupMessageResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RecallGroupMessageResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RecallGroupMessageResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.message { message = try Groupd_V1_GroupMessage(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RecallGroupMessageResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RecallGroupMessageResponse> {
+        let p = arena.make(Groupd__V1__RecallGroupMessageResponse.self, groupd__v1__recall_group_message_response__init)
+        if let value = message { p.pointee.message = value._cBuild(arena) }
+        return p
+    }
+}
+
 /// Group messages.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -561,11 +668,20 @@ public enum Groupd_V1_MessageService {
         /// AVChatRoom member must have joined), member mute, the group mute in its
         /// mode and the moderation policies. Stored under the group's sequence
         /// (not for AVChatRoom) and delivered on Subscribe streams except to
-        /// members whose receive option is NOT_RECEIVE. A retry with the same
+        /// members whose receive option is NOT_RECEIVE. Mentions: up to the app's
+        /// `max_mentions_per_message` user ids (members or not: a mention of a
+        /// non-member marks nothing), and @all where settings.mention_all_scope
+        /// grants it. Slow mode (settings.slow_mode_interval_seconds): an ordinary
+        /// member's message sooner than the interval after their previous one is
+        /// refused with SLOW_MODE and a RetryInfo; the owner and admins are
+        /// exempt. A retry with the same
         /// `client_message_id` returns the first result. In an AVChatRoom over its
         /// rate, LOW then NORMAL messages are shed (result SHED). Errors:
         /// GROUP_NOT_FOUND, NOT_A_MEMBER, MEMBER_MUTED, GROUP_MUTED,
-        /// INVALID_ARGUMENT (empty message, over the size limit), POLICY_REJECTED.
+        /// INVALID_ARGUMENT (empty message, over the size limit, a malformed,
+        /// repeated or over-limit mentioned_user_ids entry), PERMISSION_DENIED
+        /// (mention_all outside mention_all_scope; metadata `setting`), SLOW_MODE,
+        /// POLICY_REJECTED.
         /// A message a policy plugin discards is answered as sent and is neither
         /// stored nor delivered (Tencent's silent discard).
         ///
@@ -600,8 +716,26 @@ public enum Groupd_V1_MessageService {
         public static let sendSystemNotification = ProtoMethod<Groupd_V1_SendSystemNotificationRequest, Groupd_V1_SendSystemNotificationResponse>(
             service: "groupd.v1.MessageService", method: "SendSystemNotification",
             isClientStreaming: false, isServerStreaming: false)
+        /// Recalls (withdraws) a stored message: its sender within the app's
+        /// recall window (`recall_window_seconds`, default 120), the owner and
+        /// admins at any time, the backend (admin token) at any time. History then
+        /// returns a tombstone (recalled, recalled_by_user_id, recall_time; type,
+        /// text, payload and mentions cleared), a MESSAGE_RECALLED event reaches
+        /// every member's stream, and the message no longer gives anyone an unread
+        /// mention. A recalled message keeps its sequence and still counts as
+        /// unread until read: the tombstone is an item of the conversation.
+        /// Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, HISTORY_NOT_KEPT (AVChatRoom),
+        /// INVALID_ARGUMENT (sequence 0), MESSAGE_NOT_FOUND (no such message, or
+        /// one the caller's history does not show), PERMISSION_DENIED (an ordinary
+        /// member recalling another's message), RECALL_WINDOW_PASSED,
+        /// MESSAGE_ALREADY_RECALLED (a second recall changes nothing).
+        ///
+        /// `/groupd.v1.MessageService/RecallGroupMessage`, unary.
+        public static let recallGroupMessage = ProtoMethod<Groupd_V1_RecallGroupMessageRequest, Groupd_V1_RecallGroupMessageResponse>(
+            service: "groupd.v1.MessageService", method: "RecallGroupMessage",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased]
 }

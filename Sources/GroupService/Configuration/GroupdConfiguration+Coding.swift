@@ -264,7 +264,7 @@ struct LimitsCoding: Codable {
 
     /// The integer keys where 0 is a value (`message_retention_seconds`: keep forever); the
     /// others must be at least 1.
-    static let zeroAllowedKeys: Set<String> = ["message_retention_seconds"]
+    static let zeroAllowedKeys: Set<String> = ["message_retention_seconds", "max_slow_mode_interval_seconds"]
 
     /// Every integer key and the property it sets (computed: key paths are not `Sendable`).
     static var integerKeys: [(key: String, path: WritableKeyPath<AppLimits, Int>)] {
@@ -286,6 +286,9 @@ struct LimitsCoding: Codable {
         ("message_retention_seconds", \.messageRetentionSeconds),
         ("max_bans_per_group", \.maxBansPerGroup),
         ("max_mute_bypass_per_group", \.maxMuteBypassPerGroup),
+        ("max_mentions_per_message", \.maxMentionsPerMessage),
+        ("recall_window_seconds", \.recallWindowSeconds),
+        ("max_slow_mode_interval_seconds", \.maxSlowModeIntervalSeconds),
         ]
     }
 

@@ -105,6 +105,9 @@ extension GroupdConfiguration {
                   message_retention_seconds: 0   # group message history; 0 = kept forever
                   max_bans_per_group: 1000
                   max_mute_bypass_per_group: 100
+                  max_mentions_per_message: 30   # user ids one message mentions
+                  recall_window_seconds: 120   # a sender recalls their own message this long
+                  max_slow_mode_interval_seconds: 21600   # the largest slow mode a group may set
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -122,7 +122,8 @@ extension GroupdConfiguration {
 
             let limitsPath = appPath + ".limits"
             for (key, path) in LimitsCoding.integerKeys {
-                // message_retention_seconds: 0 keeps history forever; every other limit is at least 1.
+                // message_retention_seconds: 0 keeps history forever; max_slow_mode_interval_seconds:
+                // 0 keeps slow mode off; every other limit is at least 1.
                 let lowest = LimitsCoding.zeroAllowedKeys.contains(key) ? 0 : 1
                 try inRange(app.limits[keyPath: path], lowest...Int(Int32.max), limitsPath + "." + key)
             }

@@ -151,6 +151,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `application_expiry_seconds` (604800), `event_retention_seconds` (604800),
         /// `av_chat_room_messages_per_second` (40), `message_retention_seconds` (0 = forever),
         /// `max_bans_per_group` (1000), `max_mute_bypass_per_group` (100).
+        /// `max_mentions_per_message` (30), `recall_window_seconds` (120),
+        /// `max_slow_mode_interval_seconds` (21600; 0 = groups cannot turn slow mode on).
         public var limits: AppLimits
         /// `apps[].custom_fields`: the app's custom-field keys for groups and members (key,
         /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key

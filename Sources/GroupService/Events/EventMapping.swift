@@ -42,6 +42,7 @@ enum EventMapping {
         case .memberBanned: .memberBanned
         case .memberUnbanned: .memberUnbanned
         case .muteBypassChanged: .muteBypassChanged
+        case .messageRecalled: .messageRecalled
         case .groupMessage: nil
         }
     }
@@ -145,6 +146,13 @@ enum EventMapping {
                 case nil: .unspecified
                 }
             return .receiveOption(.with { $0.option = option })
+        case .messageRecalled:
+            return .messageRecall(.with {
+                $0.sequence = UInt64(max(Int64(changes["sequence"] ?? "") ?? 0, 0))
+                $0.messageID = changes["message_id"] ?? ""
+                $0.senderUserID = event.targets.first ?? ""
+                $0.recalledByUserID = event.operatorID ?? ""
+            })
         case .groupRead:
             return .read(.with { $0.readSequence = UInt64(max(Int64(changes["read_sequence"] ?? "") ?? 0, 0)) })
         case .ownerChanged:
@@ -229,6 +237,8 @@ enum EventMapping {
                     case .editMemberInfoPermission: $0.memberEditScope = full.memberEditScope
                     case .editSettingsPermission: $0.settingsEditScope = full.settingsEditScope
                     case .ownerQuit: $0.ownerQuit = full.ownerQuit
+                    case .mentionAllPermission: $0.mentionAllScope = full.mentionAllScope
+                    case .slowModeInterval: $0.slowModeIntervalSeconds = full.slowModeIntervalSeconds
                     }
                 }
             }

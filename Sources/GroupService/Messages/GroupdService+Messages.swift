@@ -3,7 +3,8 @@ import GroupModel
 import GroupStore
 import PolicyHost
 
-/// MessageService: SendGroupMessage, GetGroupMessages, MarkGroupRead, SendSystemNotification.
+/// MessageService: SendGroupMessage, GetGroupMessages, MarkGroupRead, SendSystemNotification,
+/// RecallGroupMessage.
 extension GroupdService {
     func registerMessageMethods(in routes: inout Routes) {
         routes.unary(Groupd_V1_MessageService.Method.sendGroupMessage) { [self] request, call in
@@ -18,17 +19,22 @@ extension GroupdService {
         routes.unary(Groupd_V1_MessageService.Method.sendSystemNotification) { [self] request, call in
             try await sendSystemNotification(request, call)
         }
+        routes.unary(Groupd_V1_MessageService.Method.recallGroupMessage) { [self] request, call in
+            try await recallGroupMessage(request, call)
+        }
     }
 
     /// SendGroupMessage.
     ///
-    /// 1. Validate the request (`INVALID_ARGUMENT`); the backend must act for a user.
+    /// 1. Validate the request (`INVALID_ARGUMENT`: body, mentions); the backend must act for a
+    ///    user.
     /// 2. Load the group and the sender's membership (an AVChatRoom's audience from memory).
     /// 3. A retry (same sender, same `client_message_id`) answers the first result, `deduplicated`,
     ///    before any other check: the first send succeeded. AVChatRoom messages are remembered by
     ///    this node for a while (``RoomMessageLimiter``), stored ones by the store.
-    /// 4. Check membership and mutes (``GroupRules/checkSend(in:by:now:)``), so a refusal costs
-    ///    no moderation.
+    /// 4. Check membership, mutes and @all (``GroupRules/checkSend(_:in:by:now:lastSent:)``), so
+    ///    a refusal costs no moderation. Slow mode is checked in the store's transaction, against
+    ///    the sender's previous stored message (AVChatRoom has none: its type fixes slow mode off).
     /// 5. Moderation (the policy plugins' before-send-message hook).
     /// 6. AVChatRoom: the room's rate admits or sheds it (not stored), then it is published to the
     ///    room's subscribers. Other types: stored with its event in one transaction, the check
@@ -44,8 +50,10 @@ extension GroupdService {
         let content = MessageContent(
             type: request.type, text: request.text, payload: request.payload,
             priority: try MessageMapping.priority(request.priority),
-            clientMessageID: request.clientMessageID.isEmpty ? nil : request.clientMessageID)
+            clientMessageID: request.clientMessageID.isEmpty ? nil : request.clientMessageID,
+            mentionedUserIDs: request.mentionedUserIds, mentionAll: request.mentionAll)
         try GroupRules.validateMessage(content)
+        try GroupRules.validateMentions(content, limits: call.limits)
         guard let sender = call.caller.operatorID else { throw GroupRules.senderRequired }
         let app = call.caller.appID
         let groupID = request.groupID
@@ -69,7 +77,8 @@ extension GroupdService {
                 : roomMessages.sent(app: app, groupID: groupID, senderID: sender, clientMessageID: clientID, now: now)
             if let earlier { return Self.sendResponse(.sent(earlier, deduplicated: true)) }
         }
-        _ = try GroupRules.checkSend(in: group, by: Self.groupOperator(call.caller, membership: membership), now: now)
+        _ = try GroupRules.checkSend(
+            content, in: group, by: Self.groupOperator(call.caller, membership: membership), now: now, lastSent: nil)
 
         // Moderation: the policy plugins' before-send-message hook runs here, before anything is
         // stored or delivered. It may refuse (throw), rewrite the text, or discard the message
@@ -95,11 +104,12 @@ extension GroupdService {
     }
 
     /// Stores a message of a type that keeps history: in one transaction, a retry's first result,
-    /// or the send rule (membership, mutes) run again on the state of that moment, then the
-    /// message with its event. The commit delivers it.
+    /// or the send rule (membership, mutes, @all, slow mode) run again on the state of that
+    /// moment, then the message with its event. The commit delivers it.
     private func storeMessage(_ message: GroupMessage, sender: String, now: Timestamp) async throws -> SendOutcome {
-        let appended = try await store.appendMessage(message, at: now) { group, member in
-            try GroupRules.checkSend(in: group, by: .user(sender, membership: member), now: now)
+        let content = message.content
+        let appended = try await store.appendMessage(message, at: now) { group, member, lastSent in
+            try GroupRules.checkSend(content, in: group, by: .user(sender, membership: member), now: now, lastSent: lastSent)
         }
         return .sent(appended.stored.message, deduplicated: appended.deduplicated)
     }
@@ -194,6 +204,30 @@ extension GroupdService {
         return .with {
             $0.event = Self.notificationView(first, eventID: eventID, group: result.group, recipients: recipients)
         }
+    }
+
+    /// RecallGroupMessage: turns a stored message into a tombstone, with a `MESSAGE_RECALLED` to
+    /// the group, in one transaction. The model decides who may
+    /// (``GroupRules/planRecall(_:sequence:in:by:now:limits:)``).
+    func recallGroupMessage(
+        _ request: Groupd_V1_RecallGroupMessageRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_RecallGroupMessageResponse {
+        try Self.requireGroupID(request.groupID)
+        if request.sequence == 0 {
+            throw GroupError.invalidArgument(field: "sequence", "sequence must name a message (above 0)")
+        }
+        let sequence = Int64(clamping: request.sequence)
+        let caller = call.caller
+        let limits = call.limits
+        let now = clock.now()
+        let committed = try await store.recallMessage(
+            app: caller.appID, groupID: request.groupID, sequence: sequence, operatorID: caller.operatorID, at: now
+        ) { group, member, message in
+            try GroupRules.planRecall(
+                message, sequence: sequence, in: group, by: Self.groupOperator(caller, membership: member), now: now,
+                limits: limits)
+        }
+        return .with { $0.message = MessageMapping.message(committed.value) }
     }
 
     // MARK: Helpers

@@ -5,7 +5,8 @@ import GroupStore
 /// The caller's read position and unread count on group views.
 extension GroupdService {
     /// Fills `read_sequence` and `last_message_time` on the views of groups the caller belongs to
-    /// (those with `self_info`), and `unread_count` where the type counts unread messages (Work and Public).
+    /// (those with `self_info`), and `unread_count` and `unread_mention` where the type counts
+    /// unread messages (Work and Public).
     /// One read for all the views; the backend acting for no user gets nothing filled.
     func fillReadStates(_ views: inout [Groupd_V1_Group], call: CallContext) async throws {
         guard let user = call.caller.operatorID else { return }
@@ -19,7 +20,23 @@ extension GroupdService {
             let type = try? APIMapping.groupType(views[index].type)
             if let type, GroupRules.showsUnreadCount(type) {
                 views[index].unreadCount = UInt32(clamping: read.unreadCount)
+                views[index].unreadMention = MessageMapping.unreadMention(read.unreadMention)
             }
+        }
+    }
+
+    /// Fills `unread_mention` alone (GetGroupsInfo) on the views of Work and Public groups the
+    /// caller belongs to: one indexed read for all of them, none when there is no such view.
+    func fillUnreadMentions(_ views: inout [Groupd_V1_Group], call: CallContext) async throws {
+        guard let user = call.caller.operatorID else { return }
+        let counted = views.filter {
+            $0.selfInfo != nil && (try? APIMapping.groupType($0.type)).map(GroupRules.showsUnreadCount) == true
+        }.map(\.groupID)
+        if counted.isEmpty { return }
+        let mentions = try await store.unreadMentions(app: call.caller.appID, userID: user, groupIDs: counted)
+        for index in views.indices {
+            guard let mention = mentions[views[index].groupID] else { continue }
+            views[index].unreadMention = MessageMapping.unreadMention(mention)
         }
     }
 }

@@ -43,6 +43,23 @@ enum MessageMapping {
             $0.priority = priority(message.content.priority)
             $0.sendTime = APIMapping.timestamp(message.time)
             $0.senderNameCard = message.senderNameCard
+            $0.mentionedUserIds = message.content.mentionedUserIDs
+            $0.mentionAll = message.content.mentionAll
+            if let recall = message.recall {
+                $0.recalled = true
+                $0.recalledByUserID = recall.by ?? ""
+                $0.recallTime = APIMapping.timestamp(recall.time)
+            }
+        }
+    }
+
+    /// The API's unread mention kind.
+    static func unreadMention(_ mention: UnreadMention) -> Groupd_V1_UnreadMention {
+        switch mention {
+        case .none: .unspecified
+        case .me: .me
+        case .all: .all
+        case .allAndMe: .allAndMe
         }
     }
 

@@ -70,6 +70,29 @@ extension PostgresBackend {
         }
     }
 
+    public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
+        if groupIDs.isEmpty { return [:] }
+        return try await read { session in
+            var mentions: [String: UnreadMention] = [:]
+            try session.rows(
+                """
+                SELECT g.group_id,
+                    (EXISTS (SELECT 1 FROM message_mentions mm
+                     WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
+                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
+                    (EXISTS (SELECT 1 FROM group_messages a
+                     WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
+                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
+                FROM groups g
+                JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                WHERE g.app_id = ? AND g.group_id = ANY(?)
+                """,
+                [.text(userID), .text(app), .texts(groupIDs)]
+            ) { row in mentions[try row.text(0)] = UnreadMention(me: try row.bool(1), all: try row.bool(2)) }
+            return mentions
+        }
+    }
+
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
@@ -86,7 +109,13 @@ extension PostgresBackend {
                      WHERE u.app_id = m.app_id AND u.group_key = m.group_key
                        AND u.seq > GREATEST(m.last_read_seq, m.join_seq) AND u.sender_id <> m.user_id),
                     (SELECT l.time FROM group_messages l
-                     WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1)
+                     WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
+                    (EXISTS (SELECT 1 FROM message_mentions mm
+                     WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
+                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
+                    (EXISTS (SELECT 1 FROM group_messages a
+                     WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
+                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
                 FROM groups g
                 JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
                 WHERE g.app_id = ? AND g.group_id = ANY(?)
@@ -95,7 +124,8 @@ extension PostgresBackend {
             ) { row in
                 states[try row.text(0)] = ReadState(
                     readSequence: try row.int64(1), unreadCount: try row.int(2),
-                    lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)))
+                    lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
+                    unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
             }
             return states
         }

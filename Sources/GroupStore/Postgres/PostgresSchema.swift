@@ -26,7 +26,9 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6)]
+    static let migrations: [(id: String, sql: String)] = [
+        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7),
+    ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -460,5 +462,32 @@ enum PostgresSchema {
             FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
         );
         ALTER TABLE groups ADD COLUMN mute_bypass TEXT NOT NULL DEFAULT '[]';
+        """
+
+    /// v7: mentions, recall and slow mode (SQLite's v12, keyed by app): the settings
+    /// `mention_all_permission` (each type's default for groups stored before) and
+    /// `slow_mode_interval`; on `group_messages` `mention_all`, `mentioned_ids` (JSON array),
+    /// `recalled_by`, `recall_time`; `message_mentions` (one row per mentioned user of an
+    /// unrecalled message, the sender's own mention not kept) and the partial index of @all
+    /// messages, so an unread mention is an index probe; `group_messages_by_sender` for slow mode.
+    static let v7 = """
+        ALTER TABLE groups ADD COLUMN mention_all_permission TEXT NOT NULL DEFAULT 'everyone';
+        ALTER TABLE groups ADD COLUMN slow_mode_interval BIGINT NOT NULL DEFAULT 0;
+        UPDATE groups SET mention_all_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
+        UPDATE groups SET mention_all_permission = 'owner' WHERE type = 'AVChatRoom';
+        ALTER TABLE group_messages ADD COLUMN mention_all BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE group_messages ADD COLUMN mentioned_ids TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE group_messages ADD COLUMN recalled_by TEXT;
+        ALTER TABLE group_messages ADD COLUMN recall_time BIGINT;
+        CREATE INDEX group_messages_mention_all ON group_messages (app_id, group_key, seq) WHERE mention_all = 1;
+        CREATE INDEX group_messages_by_sender ON group_messages (app_id, group_key, sender_id, seq);
+        CREATE TABLE message_mentions (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_key, user_id, seq),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
         """
 }

@@ -98,6 +98,20 @@ final class PostgresTransaction: StoreTransaction {
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, app: app, groupKey: key, into: &snapshot)
             }
+            if let sequence = request.messageSequence {
+                snapshot.message = try session.first(
+                    "SELECT \(MessageRows.messageColumns) FROM group_messages gm WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq = ?",
+                    [.text(app), .integer(key), .integer(sequence)],
+                    { try MessageRows.message($0, appID: app, groupID: groupID) })
+            }
+            if let sender = request.lastSentBy, let group = snapshot.group, group.settings.slowModeIntervalSeconds > 0 {
+                snapshot.lastSentAt = try session.first(
+                    """
+                    SELECT time FROM group_messages WHERE app_id = ? AND group_key = ? AND sender_id = ?
+                    ORDER BY seq DESC LIMIT 1
+                    """,
+                    [.text(app), .integer(key), .text(sender)], { Timestamp(millisecondsSince1970: try $0.int64(0)) })
+            }
             if let earlier = request.earlierMessage {
                 snapshot.earlierMessage = try PostgresMessageRows.messageByClientID(
                     app: app, groupKey: key, groupID: groupID, senderID: earlier.sender,
@@ -195,6 +209,17 @@ final class PostgresTransaction: StoreTransaction {
         snapshot.unreadCount = try PostgresMessageRows.unreadCount(
             app: app, groupKey: groupKey, userID: reader.user, after: max(snapshot.readSequence, joinSequence), session: session)
         snapshot.lastMessageAt = try PostgresMessageRows.lastMessageTime(app: app, groupKey: groupKey, session: session)
+        try session.rows(
+            """
+            SELECT (EXISTS (SELECT 1 FROM message_mentions WHERE app_id = ? AND group_key = ? AND user_id = ? AND seq > ?))::int::int8,
+                (EXISTS (SELECT 1 FROM group_messages
+                    WHERE app_id = ? AND group_key = ? AND mention_all = 1 AND seq > ? AND sender_id <> ?))::int::int8
+            """,
+            [
+                .text(app), .integer(groupKey), .text(reader.user), .integer(max(snapshot.readSequence, joinSequence)),
+                .text(app), .integer(groupKey), .integer(max(snapshot.readSequence, joinSequence)), .text(reader.user),
+            ]
+        ) { row in snapshot.unreadMention = UnreadMention(me: try row.bool(0), all: try row.bool(1)) }
     }
 
     // MARK: Write
@@ -214,7 +239,16 @@ final class PostgresTransaction: StoreTransaction {
                 let (appended, ids) = try appendEvents(
                     writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time,
                     message: writes.message)
-                if writes.message != nil { result.messageEventID = ids[0] }
+                if let message = writes.message {
+                    result.messageEventID = ids[0]
+                    for user in MessageRows.mentionRows(message) {
+                        try session.execute(
+                            """
+                            INSERT INTO message_mentions (app_id, group_key, user_id, seq) VALUES (?, ?, ?, ?)
+                            ON CONFLICT DO NOTHING
+                            """, [.text(app), .integer(key), .text(user), .integer(appended[0].sequence)])
+                    }
+                }
                 result.events += appended
                 result.eventIDs += ids
             }
@@ -240,8 +274,23 @@ final class PostgresTransaction: StoreTransaction {
                     "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id = ?",
                     [.integer(read.sequence), .text(app), .integer(key), .text(read.user)])
             }
+            if let recall = writes.recall {
+                try session.execute(
+                    """
+                    UPDATE group_messages SET type = '', text = '', payload = '\\x', mention_all = 0, mentioned_ids = '[]',
+                        recalled_by = ?, recall_time = ?
+                    WHERE app_id = ? AND group_key = ? AND seq = ?
+                    """,
+                    [
+                        .text(recall.recall.by), .integer(recall.recall.time.millisecondsSince1970), .text(app), .integer(key),
+                        .integer(recall.sequence),
+                    ])
+                try session.execute(
+                    "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
+                    [.text(app), .integer(key), .integer(recall.sequence)])
+            }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil
+            || writes.readSequence != nil || writes.recall != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
@@ -276,8 +325,9 @@ final class PostgresTransaction: StoreTransaction {
                 invitation_needs_approval, remove_members_permission,
                 edit_profile_permission, edit_member_info_permission,
                 mute_mode, mute_roles, mute_until, created_at, updated_at,
-                latest_seq, next_join_order, edit_settings_permission, owner_quit)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+                latest_seq, next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
+                slow_mode_interval)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)
             RETURNING group_key
             """, values, { try $0.int64(0) })
         else { throw GroupError.internal("the group insert returned no key") }
@@ -445,7 +495,7 @@ final class PostgresTransaction: StoreTransaction {
                 member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
                 invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
                 edit_profile_permission = ?, edit_member_info_permission = ?,
-                edit_settings_permission = ?, owner_quit = ?,
+                edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
                 mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
@@ -459,6 +509,7 @@ final class PostgresTransaction: StoreTransaction {
                 .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
                 .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
                 .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
+                .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
                 .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
                 .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
                 .integer(ms), .text(app), .integer(key),
@@ -519,14 +570,15 @@ final class PostgresTransaction: StoreTransaction {
                 , body AS (
                     INSERT INTO group_messages (
                         app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                        payload, priority, sender_name_card, time)
-                    SELECT ?, min(event_id), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM ins)
+                        payload, priority, sender_name_card, time, mention_all, mentioned_ids)
+                    SELECT ?, min(event_id), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM ins)
                 """
             values += [
                 .text(appID), .integer(groupKey), .integer(events[0].sequence), .text(message.messageID),
                 .text(message.senderID), .text(content.clientMessageID), .text(content.type), .text(content.text),
                 .bytes(content.payload), .text(content.priority.rawValue), .text(message.senderNameCard),
-                .integer(message.time.millisecondsSince1970),
+                .integer(message.time.millisecondsSince1970), .bool(content.mentionAll),
+                .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
             ]
         }
         var ids: [Int64] = []
@@ -585,6 +637,12 @@ final class PostgresTransaction: StoreTransaction {
                 """, [.text(request.app), .integer(cutoff), .int(request.limit)]
             ) { ids.append(try $0.int64(0)) }
             if ids.isEmpty { return 0 }
+            try session.execute(
+                """
+                DELETE FROM message_mentions mm USING group_messages gm
+                WHERE gm.app_id = ? AND gm.event_id = ANY(?)
+                  AND mm.app_id = gm.app_id AND mm.group_key = gm.group_key AND mm.seq = gm.seq
+                """, [.text(request.app), .integers(ids)])
             try session.execute(
                 "DELETE FROM group_messages WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
             try session.execute(

@@ -7,20 +7,95 @@ enum MessageRows {
     /// The columns ``message(_:appID:groupID:)`` decodes, in `SELECT` order.
     static let messageColumns =
         "gm.event_id, gm.seq, gm.message_id, gm.sender_id, gm.client_message_id, gm.type, gm.text, gm.payload, "
-        + "gm.priority, gm.sender_name_card, gm.time"
-    static let messageColumnCount = 11
+        + "gm.priority, gm.sender_name_card, gm.time, gm.mention_all, gm.mentioned_ids, gm.recalled_by, gm.recall_time"
+    static let messageColumnCount = 15
 
     /// Decode a row selected with ``messageColumns``, by index.
     static func message(_ row: some ColumnReader, appID: String, groupID: String) throws -> StoredMessage {
         let content = MessageContent(
             type: try row.text(5), text: try row.text(6), payload: try row.blob(7),
             priority: try Rows.parse(row.text(8), MessagePriority.init(rawValue:)),
-            clientMessageID: try row.optionalText(4))
+            clientMessageID: try row.optionalText(4), mentionedUserIDs: decodeIDs(try row.text(12)),
+            mentionAll: try row.int64(11) != 0)
+        let recall = try row.optionalInt64(14).map {
+            MessageRecall(by: try row.optionalText(13), time: Timestamp(millisecondsSince1970: $0))
+        }
         let message = GroupMessage(
             appID: appID, groupID: groupID, sequence: try row.int64(1), messageID: try row.text(2),
             senderID: try row.text(3), senderNameCard: try row.text(9), content: content,
-            time: Timestamp(millisecondsSince1970: try row.int64(10)))
+            time: Timestamp(millisecondsSince1970: try row.int64(10)), recall: recall)
         return StoredMessage(eventID: try row.int64(0), message: message)
+    }
+
+    /// The `mentioned_ids` JSON array of user ids (`[]` when empty).
+    static func encodeIDs(_ ids: [String]) -> String {
+        ids.isEmpty ? "[]" : ((try? Rows.jsonArray(ids)) ?? "[]")
+    }
+
+    /// The user ids of a `mentioned_ids` column (empty when malformed).
+    static func decodeIDs(_ text: String) -> [String] {
+        if text == "[]" || text.isEmpty { return [] }
+        return (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
+    }
+
+    /// The user ids of `message` whose mention is kept in `message_mentions`: each mentioned
+    /// user but the sender, once.
+    static func mentionRows(_ message: GroupMessage) -> [String] {
+        var seen: Set<String> = []
+        return message.content.mentionedUserIDs.filter { $0 != message.senderID && seen.insert($0).inserted }
+    }
+
+    /// Inserts the `message_mentions` rows of a message stored as `sequence`.
+    static func insertMentions(_ message: GroupMessage, sequence: Int64, groupKey: Int64, db: Database) throws {
+        for user in mentionRows(message) {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO message_mentions (group_key, user_id, seq) VALUES (?, ?, ?)")
+                .execute(arguments: [groupKey, user, sequence])
+        }
+    }
+
+    /// The stored message `sequence` of a group, if any.
+    static func message(groupKey: Int64, appID: String, groupID: String, sequence: Int64, db: Database) throws -> StoredMessage? {
+        try RawStatement(db, "SELECT \(messageColumns) FROM group_messages gm WHERE gm.group_key = ? AND gm.seq = ?")
+            .first([.integer(groupKey), .integer(sequence)]) { try message($0, appID: appID, groupID: groupID) }
+    }
+
+    /// When `senderID` last sent a message to the group (`group_messages_by_sender`).
+    static func lastSent(groupKey: Int64, senderID: String, db: Database) throws -> Timestamp? {
+        try Int64.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT time FROM group_messages WHERE group_key = ? AND sender_id = ? ORDER BY seq DESC LIMIT 1"),
+            arguments: [groupKey, senderID]).map(Timestamp.init(millisecondsSince1970:))
+    }
+
+    /// Turns the message `sequence` into a tombstone: the body and mentions cleared, the recall
+    /// recorded, its `message_mentions` rows deleted.
+    static func recall(sequence: Int64, _ recall: MessageRecall, groupKey: Int64, db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                UPDATE group_messages SET type = '', text = '', payload = x'', mention_all = 0, mentioned_ids = '[]',
+                    recalled_by = ?, recall_time = ?
+                WHERE group_key = ? AND seq = ?
+                """
+        ).execute(arguments: [recall.by, recall.time.millisecondsSince1970, groupKey, sequence])
+        try db.cachedStatement(sql: "DELETE FROM message_mentions WHERE group_key = ? AND seq = ?")
+            .execute(arguments: [groupKey, sequence])
+    }
+
+    /// Whether `userID` has an unread mention after `sequence`: a kept `message_mentions` row
+    /// (@me), an unrecalled @all message from someone else (@all).
+    static func unreadMention(groupKey: Int64, userID: String, after sequence: Int64, db: Database) throws -> UnreadMention {
+        let me = try Bool.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT EXISTS (SELECT 1 FROM message_mentions WHERE group_key = ? AND user_id = ? AND seq > ?)"),
+            arguments: [groupKey, userID, sequence]) ?? false
+        let all = try Bool.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM group_messages
+                        WHERE group_key = ? AND mention_all = 1 AND seq > ? AND sender_id <> ?)
+                    """),
+            arguments: [groupKey, sequence, userID]) ?? false
+        return UnreadMention(me: me, all: all)
     }
 
     static func messageByClientID(

@@ -159,6 +159,12 @@ enum Operations {
             try db.cachedStatement(sql: "UPDATE groups SET edit_settings_permission = ?, owner_quit = ? WHERE group_key = ?")
                 .execute(arguments: [settings.editSettingsPermission.rawValue, settings.ownerQuit.rawValue, key])
         }
+        // Set apart (a file before v12 has no such columns; tests of older files).
+        if settings.mentionAllPermission != before.settings.mentionAllPermission
+            || settings.slowModeIntervalSeconds != before.settings.slowModeIntervalSeconds {
+            try db.cachedStatement(sql: "UPDATE groups SET mention_all_permission = ?, slow_mode_interval = ? WHERE group_key = ?")
+                .execute(arguments: [settings.mentionAllPermission.rawValue, settings.slowModeIntervalSeconds, key])
+        }
         // Set apart (a file before v10 has no such column; tests of older files).
         if after.mute.operatorID != before.mute.operatorID {
             try db.cachedStatement(sql: "UPDATE groups SET mute_operator = ? WHERE group_key = ?")

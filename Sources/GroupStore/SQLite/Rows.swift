@@ -48,6 +48,7 @@ enum Rows {
             .text(mode), .text(roles), .integer(group.mute.until?.millisecondsSince1970),
             .integer(group.createdAt.millisecondsSince1970), .integer(group.updatedAt.millisecondsSince1970),
             .int(nextJoinOrder), .text(s.editSettingsPermission.rawValue), .text(s.ownerQuit.rawValue),
+            .text(s.mentionAllPermission.rawValue), .int(s.slowModeIntervalSeconds),
         ]
     }
 
@@ -59,6 +60,7 @@ enum Rows {
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
         case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass
+        case mentionAllPermission, slowModeInterval
 
         var name: String {
             switch self {
@@ -92,6 +94,8 @@ enum Rows {
             case .ownerQuit: "owner_quit"
             case .muteOperator: "mute_operator"
             case .muteBypass: "mute_bypass"
+            case .mentionAllPermission: "mention_all_permission"
+            case .slowModeInterval: "slow_mode_interval"
             }
         }
 
@@ -114,6 +118,10 @@ enum Rows {
                     return "NULL"
                 case .muteBypass:
                     return "'[]'"
+                case .mentionAllPermission:
+                    return "CASE \(type) WHEN 'Work' THEN 'everyone' WHEN 'AVChatRoom' THEN 'owner' ELSE 'owner_and_admins' END"
+                case .slowModeInterval:
+                    return "0"
                 default:
                     return qualified
                 }
@@ -180,7 +188,9 @@ enum Rows {
             editProfilePermission: try parse(text(.editProfilePermission), OperationPermission.init(rawValue:)),
             editMemberInfoPermission: try parse(text(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)),
             editSettingsPermission: try parse(text(.editSettingsPermission), OperationPermission.init(rawValue:)),
-            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)))
+            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)),
+            mentionAllPermission: try parse(text(.mentionAllPermission), OperationPermission.init(rawValue:)),
+            slowModeIntervalSeconds: Int(try int(.slowModeInterval)))
         let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
             appID: try text(.appID), id: try text(.groupID),

@@ -67,6 +67,13 @@ struct SQLiteTransaction: StoreTransaction {
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, groupKey: key, into: &snapshot)
             }
+            if let sequence = request.messageSequence {
+                snapshot.message = try MessageRows.message(
+                    groupKey: key, appID: request.app, groupID: groupID, sequence: sequence, db: db)
+            }
+            if let sender = request.lastSentBy, group.settings.slowModeIntervalSeconds > 0 {
+                snapshot.lastSentAt = try MessageRows.lastSent(groupKey: key, senderID: sender, db: db)
+            }
             if let earlier = request.earlierMessage {
                 snapshot.earlierMessage = try MessageRows.messageByClientID(
                     groupKey: key, appID: request.app, groupID: groupID, senderID: earlier.sender,
@@ -151,6 +158,8 @@ struct SQLiteTransaction: StoreTransaction {
         snapshot.unreadCount = try MessageRows.unreadCount(
             groupKey: groupKey, userID: reader.user, after: max(snapshot.readSequence, joinSequence), db: db)
         snapshot.lastMessageAt = try MessageRows.lastMessageTime(groupKey: groupKey, db: db)
+        snapshot.unreadMention = try MessageRows.unreadMention(
+            groupKey: groupKey, userID: reader.user, after: max(snapshot.readSequence, joinSequence), db: db)
     }
 
     // MARK: Write
@@ -175,6 +184,7 @@ struct SQLiteTransaction: StoreTransaction {
                 if let message = writes.message {
                     try insert(message, sequence: appended[0].sequence, eventID: ids[0], groupKey: key)
                     result.messageEventID = ids[0]
+                    try MessageRows.insertMentions(message, sequence: appended[0].sequence, groupKey: key, db: db)
                 }
                 result.events += appended
                 result.eventIDs += ids
@@ -187,8 +197,11 @@ struct SQLiteTransaction: StoreTransaction {
                 try db.cachedStatement(sql: "UPDATE members SET last_read_seq = ? WHERE group_key = ? AND user_id = ?")
                     .execute(arguments: [read.sequence, key, read.user])
             }
+            if let recall = writes.recall {
+                try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
+            }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil
+            || writes.readSequence != nil || writes.recall != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
@@ -208,10 +221,11 @@ struct SQLiteTransaction: StoreTransaction {
         let group = plan.group
         do {
             var values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)
-            var columns = "latest_seq, next_join_order, edit_settings_permission, owner_quit"
-            var placeholders = "0, ?, ?, ?"
+            var columns =
+                "latest_seq, next_join_order, edit_settings_permission, owner_quit, mention_all_permission, slow_mode_interval"
+            var placeholders = "0, ?, ?, ?, ?, ?"
             if !storesOwnerSettings {  // a file before v8 (tests of older files)
-                values.removeLast(2)
+                values.removeLast(4)
                 columns = "latest_seq, next_join_order"
                 placeholders = "0, ?"
             }
@@ -261,13 +275,14 @@ struct SQLiteTransaction: StoreTransaction {
             """
             INSERT INTO group_messages (
                 event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                payload, priority, sender_name_card, time)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                payload, priority, sender_name_card, time, mention_all, mentioned_ids)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         ).execute([
             .integer(eventID), .integer(groupKey), .integer(sequence), .text(message.messageID), .text(message.senderID),
             .text(content.clientMessageID), .text(content.type), .text(content.text), .blob(content.payload),
             .text(content.priority.rawValue), .text(message.senderNameCard), .integer(message.time.millisecondsSince1970),
+            .bool(content.mentionAll), .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
         ])
     }
 
@@ -312,6 +327,12 @@ struct SQLiteTransaction: StoreTransaction {
                 arguments: [cutoff, request.app, request.limit])
             if ids.isEmpty { return 0 }
             let list = try Rows.jsonArray(ids)
+            try db.cachedStatement(
+                sql: """
+                    DELETE FROM message_mentions WHERE (group_key, seq) IN (
+                        SELECT group_key, seq FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?)))
+                    """
+            ).execute(arguments: [list])
             try db.cachedStatement(sql: "DELETE FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?))")
                 .execute(arguments: [list])
             try db.cachedStatement(sql: "DELETE FROM group_events WHERE event_id IN (SELECT value FROM json_each(?))")

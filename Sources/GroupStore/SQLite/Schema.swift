@@ -15,6 +15,7 @@ extension Schema {
         migrator.registerMigration("v9", migrate: Schema.v9)
         migrator.registerMigration("v10", migrate: Schema.v10)
         migrator.registerMigration("v11", migrate: Schema.v11)
+        migrator.registerMigration("v12", migrate: Schema.v12)
         return migrator
     }
 }
@@ -406,6 +407,39 @@ enum Schema {
                 PRIMARY KEY (group_key, user_id)
             ) WITHOUT ROWID;
             ALTER TABLE groups ADD COLUMN mute_bypass TEXT NOT NULL DEFAULT '[]';
+            """)
+    }
+
+    /// v12: mentions, recall and slow mode.
+    ///
+    /// - Two settings on `groups`: `mention_all_permission` (who may @all; each type's default
+    ///   for groups stored before) and `slow_mode_interval` (seconds, 0 = off).
+    /// - On `group_messages`: `mention_all` (1 while an unrecalled message mentions everyone),
+    ///   `mentioned_ids` (the JSON array of mentioned user ids, for display), `recalled_by` and
+    ///   `recall_time` (NULL: not recalled; `recalled_by` NULL with a time: the backend).
+    /// - `message_mentions`: one row per mentioned user of an unrecalled message (the sender's
+    ///   own mention is not kept), so "has the user an unread @me" reads one index range
+    ///   instead of history; a recall or a purge deletes the message's rows.
+    /// - `group_messages_mention_all` (partial) answers "an unread @all" the same way;
+    ///   `group_messages_by_sender` finds a sender's previous message for slow mode.
+    static func v12(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN mention_all_permission TEXT NOT NULL DEFAULT 'everyone';
+            ALTER TABLE groups ADD COLUMN slow_mode_interval INTEGER NOT NULL DEFAULT 0;
+            UPDATE groups SET mention_all_permission = 'owner_and_admins' WHERE type IN ('Public', 'Meeting');
+            UPDATE groups SET mention_all_permission = 'owner' WHERE type = 'AVChatRoom';
+            ALTER TABLE group_messages ADD COLUMN mention_all INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE group_messages ADD COLUMN mentioned_ids TEXT NOT NULL DEFAULT '[]';
+            ALTER TABLE group_messages ADD COLUMN recalled_by TEXT;
+            ALTER TABLE group_messages ADD COLUMN recall_time INTEGER;
+            CREATE INDEX group_messages_mention_all ON group_messages(group_key, seq) WHERE mention_all = 1;
+            CREATE INDEX group_messages_by_sender ON group_messages(group_key, sender_id, seq);
+            CREATE TABLE message_mentions (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                PRIMARY KEY (group_key, user_id, seq)
+            ) WITHOUT ROWID;
             """)
     }
 }

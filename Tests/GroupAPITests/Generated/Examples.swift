@@ -35,10 +35,10 @@ enum Examples {
         Example(name: "groupd.v1.RefuseApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RefuseApplicationResponse(0)),
         Example(name: "groupd.v1.WithdrawApplicationRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationRequest(0)),
         Example(name: "groupd.v1.WithdrawApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationResponse(0)),
-        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 11, message: ex_groupd_v1_GroupSettings(0)),
+        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 13, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
-        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 19, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 20, message: ex_groupd_v1_Group(0)),
         Example(name: "groupd.v1.Member", variant: 0, fieldCount: 10, message: ex_groupd_v1_Member(0)),
         Example(name: "groupd.v1.MemberResult", variant: 0, fieldCount: 5, message: ex_groupd_v1_MemberResult(0)),
         Example(name: "groupd.v1.QuitOptions", variant: 0, fieldCount: 1, message: ex_groupd_v1_QuitOptions(0)),
@@ -56,22 +56,24 @@ enum Examples {
         Example(name: "groupd.v1.BanDetail", variant: 0, fieldCount: 3, message: ex_groupd_v1_BanDetail(0)),
         Example(name: "groupd.v1.MuteBypassChange", variant: 0, fieldCount: 3, message: ex_groupd_v1_MuteBypassChange(0)),
         Example(name: "groupd.v1.ReadMark", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadMark(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 26, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 26, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 26, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 26, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 26, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 26, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 26, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 26, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 26, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 26, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 26, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 26, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 26, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 26, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 26, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 11, message: ex_groupd_v1_GroupMessage(0)),
+        Example(name: "groupd.v1.MessageRecall", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageRecall(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 27, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 27, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 27, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 27, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 27, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 27, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 27, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 27, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 27, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 27, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 27, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 27, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 27, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 27, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 27, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 27, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 16, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 0, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(0)),
@@ -138,7 +140,7 @@ enum Examples {
         Example(name: "groupd.v1.SetReceiveMessageOptionResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_SetReceiveMessageOptionResponse(0)),
         Example(name: "groupd.v1.SetGroupRemarkRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_SetGroupRemarkRequest(0)),
         Example(name: "groupd.v1.SetGroupRemarkResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_SetGroupRemarkResponse(0)),
-        Example(name: "groupd.v1.SendGroupMessageRequest", variant: 0, fieldCount: 6, message: ex_groupd_v1_SendGroupMessageRequest(0)),
+        Example(name: "groupd.v1.SendGroupMessageRequest", variant: 0, fieldCount: 8, message: ex_groupd_v1_SendGroupMessageRequest(0)),
         Example(name: "groupd.v1.SendGroupMessageResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_SendGroupMessageResponse(0)),
         Example(name: "groupd.v1.GetGroupMessagesRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_GetGroupMessagesRequest(0)),
         Example(name: "groupd.v1.GetGroupMessagesResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_GetGroupMessagesResponse(0)),
@@ -146,6 +148,8 @@ enum Examples {
         Example(name: "groupd.v1.MarkGroupReadResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_MarkGroupReadResponse(0)),
         Example(name: "groupd.v1.SendSystemNotificationRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_SendSystemNotificationRequest(0)),
         Example(name: "groupd.v1.SendSystemNotificationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_SendSystemNotificationResponse(0)),
+        Example(name: "groupd.v1.RecallGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_RecallGroupMessageRequest(0)),
+        Example(name: "groupd.v1.RecallGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RecallGroupMessageResponse(0)),
         Example(name: "grpc.health.v1.HealthCheckRequest", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckRequest(0)),
         Example(name: "grpc.health.v1.HealthCheckResponse", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckResponse(0)),
         Example(name: "grpc.health.v1.HealthListRequest", variant: 0, fieldCount: 0, message: ex_grpc_health_v1_HealthListRequest(0)),
@@ -436,6 +440,8 @@ enum Examples {
         m.muteScope = Groupd_V1_OperatorScope.owner
         m.settingsEditScope = Groupd_V1_OperatorScope.ownerAndAdmins
         m.ownerQuit = Groupd_V1_OwnerQuitRule.toLongestStandingAdmin
+        m.mentionAllScope = Groupd_V1_OperatorScope.nobody
+        m.slowModeIntervalSeconds = 3999999987
         return m
     }
 
@@ -481,6 +487,7 @@ enum Examples {
         m.readSequence = 17999999999999999983
         m.publicViewOnly = true
         m.muteBypassUserIds = ["mute_bypass_user_ids-0-é群✓", "mute_bypass_user_ids-1-é群✓"]
+        m.unreadMention = Groupd_V1_UnreadMention.me
         return m
     }
 
@@ -651,6 +658,16 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.MessageRecall` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MessageRecall(_ variant: Int) -> Groupd_V1_MessageRecall {
+        var m = Groupd_V1_MessageRecall()
+        m.sequence = 17999999999999999999
+        m.messageID = "message_id-0-é群✓"
+        m.senderUserID = "sender_user_id-0-é群✓"
+        m.recalledByUserID = "recalled_by_user_id-0-é群✓"
+        return m
+    }
+
     /// A `groupd.v1.GroupEvent` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_GroupEvent(_ variant: Int) -> Groupd_V1_GroupEvent {
         var m = Groupd_V1_GroupEvent()
@@ -665,7 +682,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.meeting
         m.groupName = "group_name-0-é群✓"
-        switch variant % 15 {
+        switch variant % 16 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -696,6 +713,8 @@ enum Examples {
             m.detail = .ban(ex_groupd_v1_BanDetail(0))
         case 14:
             m.detail = .muteBypass(ex_groupd_v1_MuteBypassChange(0))
+        case 15:
+            m.detail = .messageRecall(ex_groupd_v1_MessageRecall(0))
         default: break
         }
         return m
@@ -715,6 +734,11 @@ enum Examples {
         m.priority = Groupd_V1_MessagePriority.high
         m.sendTime = ex_google_protobuf_Timestamp(0)
         m.senderNameCard = "sender_name_card-0-é群✓"
+        m.mentionedUserIds = ["mentioned_user_ids-0-é群✓", "mentioned_user_ids-1-é群✓"]
+        m.mentionAll = true
+        m.recalled = true
+        m.recalledByUserID = "recalled_by_user_id-0-é群✓"
+        m.recallTime = ex_google_protobuf_Timestamp(0)
         return m
     }
 
@@ -1279,6 +1303,8 @@ enum Examples {
         m.text = "text-0-é群✓"
         m.payload = [0x00, 0xFF, 0x05, 0x00, 0x80]
         m.priority = Groupd_V1_MessagePriority.high
+        m.mentionedUserIds = ["mentioned_user_ids-0-é群✓", "mentioned_user_ids-1-é群✓"]
+        m.mentionAll = true
         return m
     }
 
@@ -1341,6 +1367,21 @@ enum Examples {
     static func ex_groupd_v1_SendSystemNotificationResponse(_ variant: Int) -> Groupd_V1_SendSystemNotificationResponse {
         var m = Groupd_V1_SendSystemNotificationResponse()
         m.event = ex_groupd_v1_GroupEvent(0)
+        return m
+    }
+
+    /// A `groupd.v1.RecallGroupMessageRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RecallGroupMessageRequest(_ variant: Int) -> Groupd_V1_RecallGroupMessageRequest {
+        var m = Groupd_V1_RecallGroupMessageRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        return m
+    }
+
+    /// A `groupd.v1.RecallGroupMessageResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RecallGroupMessageResponse(_ variant: Int) -> Groupd_V1_RecallGroupMessageResponse {
+        var m = Groupd_V1_RecallGroupMessageResponse()
+        m.message = ex_groupd_v1_GroupMessage(0)
         return m
     }
 

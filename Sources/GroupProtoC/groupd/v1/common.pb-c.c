@@ -970,6 +970,51 @@ void   groupd__v1__read_mark__free_unpacked
   assert(message->base.descriptor == &groupd__v1__read_mark__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__message_recall__init
+                     (Groupd__V1__MessageRecall         *message)
+{
+  static const Groupd__V1__MessageRecall init_value = GROUPD__V1__MESSAGE_RECALL__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_recall__get_packed_size
+                     (const Groupd__V1__MessageRecall *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_recall__pack
+                     (const Groupd__V1__MessageRecall *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_recall__pack_to_buffer
+                     (const Groupd__V1__MessageRecall *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageRecall *
+       groupd__v1__message_recall__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageRecall *)
+     protobuf_c_message_unpack (&groupd__v1__message_recall__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_recall__free_unpacked
+                     (Groupd__V1__MessageRecall *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__group_event__init
                      (Groupd__V1__GroupEvent         *message)
 {
@@ -1060,7 +1105,7 @@ void   groupd__v1__group_message__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[11] =
+static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[13] =
 {
   {
     "join_option",
@@ -1194,6 +1239,30 @@ static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mention_all_scope",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, mention_all_scope),
+    &groupd__v1__operator_scope__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "slow_mode_interval_seconds",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, slow_mode_interval_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   1,   /* field[1] = approver_scope */
@@ -1202,16 +1271,18 @@ static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   3,   /* field[3] = invitee_consent */
   0,   /* field[0] = join_option */
   7,   /* field[7] = member_edit_scope */
+  11,   /* field[11] = mention_all_scope */
   8,   /* field[8] = mute_scope */
   10,   /* field[10] = owner_quit */
   6,   /* field[6] = profile_edit_scope */
   5,   /* field[5] = remove_scope */
   9,   /* field[9] = settings_edit_scope */
+  12,   /* field[12] = slow_mode_interval_seconds */
 };
 static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
 {
@@ -1221,7 +1292,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
   "Groupd__V1__GroupSettings",
   "groupd.v1",
   sizeof(Groupd__V1__GroupSettings),
-  11,
+  13,
   groupd__v1__group_settings__field_descriptors,
   groupd__v1__group_settings__field_indices_by_name,
   1,  groupd__v1__group_settings__number_ranges,
@@ -1433,7 +1504,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[19] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[20] =
 {
   {
     "group_id",
@@ -1663,6 +1734,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[19] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "unread_mention",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Group, unread_mention),
+    &groupd__v1__unread_mention__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group__field_indices_by_name[] = {
   7,   /* field[7] = create_time */
@@ -1684,11 +1767,13 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   3,   /* field[3] = settings */
   1,   /* field[1] = type */
   15,   /* field[15] = unread_count */
+  19,   /* field[19] = unread_mention */
 };
-static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 19 }
+  { 21, 19 },
+  { 0, 20 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -1698,10 +1783,10 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  19,
+  20,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
-  1,  groupd__v1__group__number_ranges,
+  2,  groupd__v1__group__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -3077,7 +3162,84 @@ const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor =
   (ProtobufCMessageInit) groupd__v1__read_mark__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[26] =
+static const ProtobufCFieldDescriptor groupd__v1__message_recall__field_descriptors[4] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageRecall, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageRecall, message_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sender_user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageRecall, sender_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recalled_by_user_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageRecall, recalled_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_recall__field_indices_by_name[] = {
+  1,   /* field[1] = message_id */
+  3,   /* field[3] = recalled_by_user_id */
+  2,   /* field[2] = sender_user_id */
+  0,   /* field[0] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__message_recall__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageRecall",
+  "MessageRecall",
+  "Groupd__V1__MessageRecall",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageRecall),
+  4,
+  groupd__v1__message_recall__field_descriptors,
+  groupd__v1__message_recall__field_indices_by_name,
+  1,  groupd__v1__message_recall__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_recall__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[27] =
 {
   {
     "group_id",
@@ -3391,6 +3553,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "message_recall",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, message_recall),
+    &groupd__v1__message_recall__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
@@ -3407,6 +3581,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
   8,   /* field[8] = member_count */
+  26,   /* field[26] = message_recall */
   25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
   14,   /* field[14] = owner_change */
@@ -3420,12 +3595,13 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[3 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[4 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
   { 40, 24 },
-  { 0, 26 }
+  { 45, 26 },
+  { 0, 27 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -3435,14 +3611,14 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  26,
+  27,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  3,  groupd__v1__group_event__number_ranges,
+  4,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[11] =
+static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[16] =
 {
   {
     "group_id",
@@ -3576,13 +3752,78 @@ static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mentioned_user_ids",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__GroupMessage, n_mentioned_user_ids),
+    offsetof(Groupd__V1__GroupMessage, mentioned_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mention_all",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, mention_all),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recalled",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, recalled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recalled_by_user_id",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, recalled_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recall_time",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, recall_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   4,   /* field[4] = client_message_id */
   0,   /* field[0] = group_id */
+  12,   /* field[12] = mention_all */
+  11,   /* field[11] = mentioned_user_ids */
   2,   /* field[2] = message_id */
   7,   /* field[7] = payload */
   8,   /* field[8] = priority */
+  15,   /* field[15] = recall_time */
+  13,   /* field[13] = recalled */
+  14,   /* field[14] = recalled_by_user_id */
   9,   /* field[9] = send_time */
   10,   /* field[10] = sender_name_card */
   3,   /* field[3] = sender_user_id */
@@ -3593,7 +3834,7 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__group_message__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
 {
@@ -3603,7 +3844,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
   "Groupd__V1__GroupMessage",
   "groupd.v1",
   sizeof(Groupd__V1__GroupMessage),
-  11,
+  16,
   groupd__v1__group_message__field_descriptors,
   groupd__v1__group_message__field_indices_by_name,
   1,  groupd__v1__group_message__number_ranges,
@@ -3970,6 +4211,38 @@ const ProtobufCEnumDescriptor groupd__v1__group_mute_mode__descriptor =
   groupd__v1__group_mute_mode__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
+static const ProtobufCEnumValue groupd__v1__unread_mention__enum_values_by_number[4] =
+{
+  { "UNREAD_MENTION_UNSPECIFIED", "GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED", 0 },
+  { "UNREAD_MENTION_ME", "GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_ME", 1 },
+  { "UNREAD_MENTION_ALL", "GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_ALL", 2 },
+  { "UNREAD_MENTION_ALL_AND_ME", "GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_ALL_AND_ME", 3 },
+};
+static const ProtobufCIntRange groupd__v1__unread_mention__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex groupd__v1__unread_mention__enum_values_by_name[4] =
+{
+  { "UNREAD_MENTION_ALL", 2 },
+  { "UNREAD_MENTION_ALL_AND_ME", 3 },
+  { "UNREAD_MENTION_ME", 1 },
+  { "UNREAD_MENTION_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor groupd__v1__unread_mention__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "groupd.v1.UnreadMention",
+  "UnreadMention",
+  "Groupd__V1__UnreadMention",
+  "groupd.v1",
+  4,
+  groupd__v1__unread_mention__enum_values_by_number,
+  4,
+  groupd__v1__unread_mention__enum_values_by_name,
+  1,
+  groupd__v1__unread_mention__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
 static const ProtobufCEnumValue groupd__v1__member_result_code__enum_values_by_number[7] =
 {
   { "MEMBER_RESULT_CODE_UNSPECIFIED", "GROUPD__V1__MEMBER_RESULT_CODE__MEMBER_RESULT_CODE_UNSPECIFIED", 0 },
@@ -4170,7 +4443,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[36] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[37] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -4208,11 +4481,12 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[36
   { "EVENT_KIND_MEMBER_BANNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_BANNED", 33 },
   { "EVENT_KIND_MEMBER_UNBANNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_UNBANNED", 34 },
   { "EVENT_KIND_MUTE_BYPASS_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
+  { "EVENT_KIND_MESSAGE_RECALLED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED", 37 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{0, 36}
+{0, 0},{37, 36},{0, 37}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[36] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[37] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -4244,6 +4518,7 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
   { "EVENT_KIND_MEMBER_UNBANNED", 34 },
+  { "EVENT_KIND_MESSAGE_RECALLED", 36 },
   { "EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
   { "EVENT_KIND_OWNER_CHANGED", 10 },
   { "EVENT_KIND_QUIT", 25 },
@@ -4258,11 +4533,11 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  36,
+  37,
   groupd__v1__event_kind__enum_values_by_number,
-  36,
+  37,
   groupd__v1__event_kind__enum_values_by_name,
-  1,
+  2,
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

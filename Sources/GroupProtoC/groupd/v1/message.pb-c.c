@@ -367,7 +367,97 @@ void   groupd__v1__send_system_notification_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__send_system_notification_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__field_descriptors[6] =
+void   groupd__v1__recall_group_message_request__init
+                     (Groupd__V1__RecallGroupMessageRequest         *message)
+{
+  static const Groupd__V1__RecallGroupMessageRequest init_value = GROUPD__V1__RECALL_GROUP_MESSAGE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__recall_group_message_request__get_packed_size
+                     (const Groupd__V1__RecallGroupMessageRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__recall_group_message_request__pack
+                     (const Groupd__V1__RecallGroupMessageRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__recall_group_message_request__pack_to_buffer
+                     (const Groupd__V1__RecallGroupMessageRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RecallGroupMessageRequest *
+       groupd__v1__recall_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RecallGroupMessageRequest *)
+     protobuf_c_message_unpack (&groupd__v1__recall_group_message_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__recall_group_message_request__free_unpacked
+                     (Groupd__V1__RecallGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__recall_group_message_response__init
+                     (Groupd__V1__RecallGroupMessageResponse         *message)
+{
+  static const Groupd__V1__RecallGroupMessageResponse init_value = GROUPD__V1__RECALL_GROUP_MESSAGE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__recall_group_message_response__get_packed_size
+                     (const Groupd__V1__RecallGroupMessageResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__recall_group_message_response__pack
+                     (const Groupd__V1__RecallGroupMessageResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__recall_group_message_response__pack_to_buffer
+                     (const Groupd__V1__RecallGroupMessageResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RecallGroupMessageResponse *
+       groupd__v1__recall_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RecallGroupMessageResponse *)
+     protobuf_c_message_unpack (&groupd__v1__recall_group_message_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__recall_group_message_response__free_unpacked
+                     (Groupd__V1__RecallGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__recall_group_message_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__field_descriptors[8] =
 {
   {
     "group_id",
@@ -441,10 +531,36 @@ static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mentioned_user_ids",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__SendGroupMessageRequest, n_mentioned_user_ids),
+    offsetof(Groupd__V1__SendGroupMessageRequest, mentioned_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mention_all",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SendGroupMessageRequest, mention_all),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__send_group_message_request__field_indices_by_name[] = {
   1,   /* field[1] = client_message_id */
   0,   /* field[0] = group_id */
+  7,   /* field[7] = mention_all */
+  6,   /* field[6] = mentioned_user_ids */
   4,   /* field[4] = payload */
   5,   /* field[5] = priority */
   3,   /* field[3] = text */
@@ -453,7 +569,7 @@ static const unsigned groupd__v1__send_group_message_request__field_indices_by_n
 static const ProtobufCIntRange groupd__v1__send_group_message_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor groupd__v1__send_group_message_request__descriptor =
 {
@@ -463,7 +579,7 @@ const ProtobufCMessageDescriptor groupd__v1__send_group_message_request__descrip
   "Groupd__V1__SendGroupMessageRequest",
   "groupd.v1",
   sizeof(Groupd__V1__SendGroupMessageRequest),
-  6,
+  8,
   groupd__v1__send_group_message_request__field_descriptors,
   groupd__v1__send_group_message_request__field_indices_by_name,
   1,  groupd__v1__send_group_message_request__number_ranges,
@@ -905,6 +1021,95 @@ const ProtobufCMessageDescriptor groupd__v1__send_system_notification_response__
   (ProtobufCMessageInit) groupd__v1__send_system_notification_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__recall_group_message_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RecallGroupMessageRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RecallGroupMessageRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__recall_group_message_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__recall_group_message_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__recall_group_message_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RecallGroupMessageRequest",
+  "RecallGroupMessageRequest",
+  "Groupd__V1__RecallGroupMessageRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__RecallGroupMessageRequest),
+  2,
+  groupd__v1__recall_group_message_request__field_descriptors,
+  groupd__v1__recall_group_message_request__field_indices_by_name,
+  1,  groupd__v1__recall_group_message_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__recall_group_message_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__recall_group_message_response__field_descriptors[1] =
+{
+  {
+    "message",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RecallGroupMessageResponse, message),
+    &groupd__v1__group_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__recall_group_message_response__field_indices_by_name[] = {
+  0,   /* field[0] = message */
+};
+static const ProtobufCIntRange groupd__v1__recall_group_message_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__recall_group_message_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RecallGroupMessageResponse",
+  "RecallGroupMessageResponse",
+  "Groupd__V1__RecallGroupMessageResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__RecallGroupMessageResponse),
+  1,
+  groupd__v1__recall_group_message_response__field_descriptors,
+  groupd__v1__recall_group_message_response__field_indices_by_name,
+  1,  groupd__v1__recall_group_message_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__recall_group_message_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__send_result__enum_values_by_number[3] =
 {
   { "SEND_RESULT_UNSPECIFIED", "GROUPD__V1__SEND_RESULT__SEND_RESULT_UNSPECIFIED", 0 },
@@ -965,16 +1170,18 @@ const ProtobufCEnumDescriptor groupd__v1__history_direction__descriptor =
   groupd__v1__history_direction__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[4] =
+static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[5] =
 {
   { "SendGroupMessage", &groupd__v1__send_group_message_request__descriptor, &groupd__v1__send_group_message_response__descriptor },
   { "GetGroupMessages", &groupd__v1__get_group_messages_request__descriptor, &groupd__v1__get_group_messages_response__descriptor },
   { "MarkGroupRead", &groupd__v1__mark_group_read_request__descriptor, &groupd__v1__mark_group_read_response__descriptor },
   { "SendSystemNotification", &groupd__v1__send_system_notification_request__descriptor, &groupd__v1__send_system_notification_response__descriptor },
+  { "RecallGroupMessage", &groupd__v1__recall_group_message_request__descriptor, &groupd__v1__recall_group_message_response__descriptor },
 };
 const unsigned groupd__v1__message_service__method_indices_by_name[] = {
   1,        /* GetGroupMessages */
   2,        /* MarkGroupRead */
+  4,        /* RecallGroupMessage */
   0,        /* SendGroupMessage */
   3         /* SendSystemNotification */
 };
@@ -985,7 +1192,7 @@ const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
   "MessageService",
   "Groupd__V1__MessageService",
   "groupd.v1",
-  4,
+  5,
   groupd__v1__message_service__method_descriptors,
   groupd__v1__message_service__method_indices_by_name
 };
@@ -1020,6 +1227,14 @@ void groupd__v1__message_service__send_system_notification(ProtobufCService *ser
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__recall_group_message(ProtobufCService *service,
+                                                       const Groupd__V1__RecallGroupMessageRequest *input,
+                                                       Groupd__V1__RecallGroupMessageResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
                                         Groupd__V1__MessageService_ServiceDestroy destroy)

@@ -40,6 +40,7 @@ typedef struct Groupd__V1__ReceiveOptionChange Groupd__V1__ReceiveOptionChange;
 typedef struct Groupd__V1__BanDetail Groupd__V1__BanDetail;
 typedef struct Groupd__V1__MuteBypassChange Groupd__V1__MuteBypassChange;
 typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
+typedef struct Groupd__V1__MessageRecall Groupd__V1__MessageRecall;
 typedef struct Groupd__V1__GroupEvent Groupd__V1__GroupEvent;
 typedef struct Groupd__V1__GroupMessage Groupd__V1__GroupMessage;
 
@@ -319,6 +320,28 @@ typedef enum _Groupd__V1__GroupMuteMode {
   GROUPD__V1__GROUP_MUTE_MODE__GROUP_MUTE_MODE_ROLES = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_MUTE_MODE)
 } Groupd__V1__GroupMuteMode;
+/*
+ * The caller's unread mention in a group (Group.unread_mention).
+ */
+typedef enum _Groupd__V1__UnreadMention {
+  /*
+   * No unread mention.
+   */
+  GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED = 0,
+  /*
+   * An unread message mentions the caller by user id (@me).
+   */
+  GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_ME = 1,
+  /*
+   * An unread message mentions everyone (@all).
+   */
+  GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_ALL = 2,
+  /*
+   * Both: unread @all and unread @me (in one message or in several).
+   */
+  GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_ALL_AND_ME = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__UNREAD_MENTION)
+} Groupd__V1__UnreadMention;
 /*
  * The outcome for one user of a batch call (Tencent TIMGroupMemberResult).
  */
@@ -650,7 +673,13 @@ typedef enum _Groupd__V1__EventKind {
    * Tip: the group's mute bypass list changed (UpdateMuteBypassList).
    * Detail: mute_bypass.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED = 35
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED = 35,
+  /*
+   * Tip: a stored message was recalled (RecallGroupMessage); operator = who
+   * recalled it (empty: the backend). Detail: message_recall. Delivered to
+   * every member, those whose receive option is NOT_RECEIVE too.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED = 37
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -748,10 +777,26 @@ struct  Groupd__V1__GroupSettings
    * Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
    */
   Groupd__V1__OwnerQuitRule owner_quit;
+  /*
+   * Who may mention everyone (@all, SendGroupMessageRequest.mention_all).
+   * Work: ALL_MEMBERS; Public and Meeting: OWNER_AND_ADMINS; AVChatRoom:
+   * OWNER. The backend acting for a user has that user's role; the backend
+   * itself sends no messages.
+   */
+  Groupd__V1__OperatorScope mention_all_scope;
+  /*
+   * Slow mode: the seconds an ordinary member waits between two messages
+   * (0 = off, the default for every type). The owner and admins are exempt;
+   * an admin token acting for a member (x-operator-id) waits as they would.
+   * At most the app's `max_slow_mode_interval_seconds` (default 21600).
+   * Changed by UpdateGroupSettings (path `slow_mode_interval_seconds`; 0 in
+   * the mask turns it off); in CreateGroup 0 keeps it off.
+   */
+  uint32_t slow_mode_interval_seconds;
 };
 #define GROUPD__V1__GROUP_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_settings__descriptor) \
-    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED }
+    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, 0 }
 
 
 /*
@@ -924,10 +969,20 @@ struct  Groupd__V1__Group
    */
   size_t n_mute_bypass_user_ids;
   char **mute_bypass_user_ids;
+  /*
+   * Whether the caller has an unread mention in the group, and which kind
+   * (Tencent's group @ info): a message after the caller's read position
+   * (and join), not recalled, not sent by the caller, that mentions the
+   * caller, everyone, or both. MarkGroupRead past the mentioning message
+   * clears it. Filled by ListJoinedGroups and GetGroupsInfo for members
+   * (Work and Public groups, which count unread messages; UNSPECIFIED
+   * elsewhere and for others).
+   */
+  Groupd__V1__UnreadMention unread_mention;
 };
 #define GROUPD__V1__GROUP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED }
 
 
 struct  Groupd__V1__Member__CustomEntry
@@ -1450,6 +1505,34 @@ struct  Groupd__V1__ReadMark
     , 0 }
 
 
+/*
+ * MESSAGE_RECALLED detail.
+ */
+struct  Groupd__V1__MessageRecall
+{
+  ProtobufCMessage base;
+  /*
+   * The recalled message's sequence.
+   */
+  uint64_t sequence;
+  /*
+   * The recalled message's id.
+   */
+  char *message_id;
+  /*
+   * Who sent the message.
+   */
+  char *sender_user_id;
+  /*
+   * Who recalled it; empty when the backend did.
+   */
+  char *recalled_by_user_id;
+};
+#define GROUPD__V1__MESSAGE_RECALL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__message_recall__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
 typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL__NOT_SET = 0,
   GROUPD__V1__GROUP_EVENT__DETAIL_PROFILE_CHANGE = 20,
@@ -1466,7 +1549,8 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_READ = 31,
   GROUPD__V1__GROUP_EVENT__DETAIL_GROUP = 32,
   GROUPD__V1__GROUP_EVENT__DETAIL_BAN = 40,
-  GROUPD__V1__GROUP_EVENT__DETAIL_MUTE_BYPASS = 41
+  GROUPD__V1__GROUP_EVENT__DETAIL_MUTE_BYPASS = 41,
+  GROUPD__V1__GROUP_EVENT__DETAIL_MESSAGE_RECALL = 45
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -1589,6 +1673,10 @@ struct  Groupd__V1__GroupEvent
      * MUTE_BYPASS_CHANGED.
      */
     Groupd__V1__MuteBypassChange *mute_bypass;
+    /*
+     * MESSAGE_RECALLED.
+     */
+    Groupd__V1__MessageRecall *message_recall;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -1647,10 +1735,33 @@ struct  Groupd__V1__GroupMessage
    * The sender's name card at send time, for display.
    */
   char *sender_name_card;
+  /*
+   * The users the sender mentioned (@user), in the order given; cleared
+   * when the message is recalled.
+   */
+  size_t n_mentioned_user_ids;
+  char **mentioned_user_ids;
+  /*
+   * Whether the sender mentioned everyone (@all); false once recalled.
+   */
+  protobuf_c_boolean mention_all;
+  /*
+   * True when the message was recalled: a tombstone whose type, text,
+   * payload and mentions are cleared (RecallGroupMessage).
+   */
+  protobuf_c_boolean recalled;
+  /*
+   * Who recalled it (empty when the backend did, or not recalled).
+   */
+  char *recalled_by_user_id;
+  /*
+   * When it was recalled; absent when not recalled.
+   */
+  Google__Protobuf__Timestamp *recall_time;
 };
 #define GROUPD__V1__GROUP_MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_message__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL }
 
 
 /* Groupd__V1__GroupSettings methods */
@@ -2061,6 +2172,25 @@ Groupd__V1__ReadMark *
 void   groupd__v1__read_mark__free_unpacked
                      (Groupd__V1__ReadMark *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__MessageRecall methods */
+void   groupd__v1__message_recall__init
+                     (Groupd__V1__MessageRecall         *message);
+size_t groupd__v1__message_recall__get_packed_size
+                     (const Groupd__V1__MessageRecall   *message);
+size_t groupd__v1__message_recall__pack
+                     (const Groupd__V1__MessageRecall   *message,
+                      uint8_t             *out);
+size_t groupd__v1__message_recall__pack_to_buffer
+                     (const Groupd__V1__MessageRecall   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MessageRecall *
+       groupd__v1__message_recall__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__message_recall__free_unpacked
+                     (Groupd__V1__MessageRecall *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__GroupEvent methods */
 void   groupd__v1__group_event__init
                      (Groupd__V1__GroupEvent         *message);
@@ -2173,6 +2303,9 @@ typedef void (*Groupd__V1__MuteBypassChange_Closure)
 typedef void (*Groupd__V1__ReadMark_Closure)
                  (const Groupd__V1__ReadMark *message,
                   void *closure_data);
+typedef void (*Groupd__V1__MessageRecall_Closure)
+                 (const Groupd__V1__MessageRecall *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__GroupEvent_Closure)
                  (const Groupd__V1__GroupEvent *message,
                   void *closure_data);
@@ -2196,6 +2329,7 @@ extern const ProtobufCEnumDescriptor    groupd__v1__receive_message_option__desc
 extern const ProtobufCEnumDescriptor    groupd__v1__join_source__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__owner_quit_rule__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__group_mute_mode__descriptor;
+extern const ProtobufCEnumDescriptor    groupd__v1__unread_mention__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__member_result_code__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__application_kind__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__application_state__descriptor;
@@ -2228,6 +2362,7 @@ extern const ProtobufCMessageDescriptor groupd__v1__receive_option_change__descr
 extern const ProtobufCMessageDescriptor groupd__v1__ban_detail__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__mute_bypass_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor;
 

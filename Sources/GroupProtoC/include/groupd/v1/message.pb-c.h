@@ -24,6 +24,8 @@ typedef struct Groupd__V1__MarkGroupReadRequest Groupd__V1__MarkGroupReadRequest
 typedef struct Groupd__V1__MarkGroupReadResponse Groupd__V1__MarkGroupReadResponse;
 typedef struct Groupd__V1__SendSystemNotificationRequest Groupd__V1__SendSystemNotificationRequest;
 typedef struct Groupd__V1__SendSystemNotificationResponse Groupd__V1__SendSystemNotificationResponse;
+typedef struct Groupd__V1__RecallGroupMessageRequest Groupd__V1__RecallGroupMessageRequest;
+typedef struct Groupd__V1__RecallGroupMessageResponse Groupd__V1__RecallGroupMessageResponse;
 
 
 /* --- enums --- */
@@ -98,10 +100,20 @@ struct  Groupd__V1__SendGroupMessageRequest
    * Priority (UNSPECIFIED = NORMAL).
    */
   Groupd__V1__MessagePriority priority;
+  /*
+   * Users to mention (@user): each a valid user id, listed once, at most
+   * the app's `max_mentions_per_message` (default 30).
+   */
+  size_t n_mentioned_user_ids;
+  char **mentioned_user_ids;
+  /*
+   * Mention everyone (@all); needs settings.mention_all_scope.
+   */
+  protobuf_c_boolean mention_all;
 };
 #define GROUPD__V1__SEND_GROUP_MESSAGE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__send_group_message_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, 0,NULL, 0 }
 
 
 /*
@@ -273,6 +285,42 @@ struct  Groupd__V1__SendSystemNotificationResponse
     , NULL }
 
 
+/*
+ * RecallGroupMessage request.
+ */
+struct  Groupd__V1__RecallGroupMessageRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message's sequence (GroupMessage.sequence); 0 is INVALID_ARGUMENT.
+   */
+  uint64_t sequence;
+};
+#define GROUPD__V1__RECALL_GROUP_MESSAGE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__recall_group_message_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * RecallGroupMessage response.
+ */
+struct  Groupd__V1__RecallGroupMessageResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The message as history now shows it: the tombstone.
+   */
+  Groupd__V1__GroupMessage *message;
+};
+#define GROUPD__V1__RECALL_GROUP_MESSAGE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__recall_group_message_response__descriptor) \
+    , NULL }
+
+
 /* Groupd__V1__SendGroupMessageRequest methods */
 void   groupd__v1__send_group_message_request__init
                      (Groupd__V1__SendGroupMessageRequest         *message);
@@ -425,6 +473,44 @@ Groupd__V1__SendSystemNotificationResponse *
 void   groupd__v1__send_system_notification_response__free_unpacked
                      (Groupd__V1__SendSystemNotificationResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__RecallGroupMessageRequest methods */
+void   groupd__v1__recall_group_message_request__init
+                     (Groupd__V1__RecallGroupMessageRequest         *message);
+size_t groupd__v1__recall_group_message_request__get_packed_size
+                     (const Groupd__V1__RecallGroupMessageRequest   *message);
+size_t groupd__v1__recall_group_message_request__pack
+                     (const Groupd__V1__RecallGroupMessageRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__recall_group_message_request__pack_to_buffer
+                     (const Groupd__V1__RecallGroupMessageRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RecallGroupMessageRequest *
+       groupd__v1__recall_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__recall_group_message_request__free_unpacked
+                     (Groupd__V1__RecallGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RecallGroupMessageResponse methods */
+void   groupd__v1__recall_group_message_response__init
+                     (Groupd__V1__RecallGroupMessageResponse         *message);
+size_t groupd__v1__recall_group_message_response__get_packed_size
+                     (const Groupd__V1__RecallGroupMessageResponse   *message);
+size_t groupd__v1__recall_group_message_response__pack
+                     (const Groupd__V1__RecallGroupMessageResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__recall_group_message_response__pack_to_buffer
+                     (const Groupd__V1__RecallGroupMessageResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RecallGroupMessageResponse *
+       groupd__v1__recall_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__recall_group_message_response__free_unpacked
+                     (Groupd__V1__RecallGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__SendGroupMessageRequest_Closure)
@@ -451,6 +537,12 @@ typedef void (*Groupd__V1__SendSystemNotificationRequest_Closure)
 typedef void (*Groupd__V1__SendSystemNotificationResponse_Closure)
                  (const Groupd__V1__SendSystemNotificationResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__RecallGroupMessageRequest_Closure)
+                 (const Groupd__V1__RecallGroupMessageRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RecallGroupMessageResponse_Closure)
+                 (const Groupd__V1__RecallGroupMessageResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -474,6 +566,10 @@ struct Groupd__V1__MessageService_Service
                                    const Groupd__V1__SendSystemNotificationRequest *input,
                                    Groupd__V1__SendSystemNotificationResponse_Closure closure,
                                    void *closure_data);
+  void (*recall_group_message)(Groupd__V1__MessageService_Service *service,
+                               const Groupd__V1__RecallGroupMessageRequest *input,
+                               Groupd__V1__RecallGroupMessageResponse_Closure closure,
+                               void *closure_data);
 };
 typedef void (*Groupd__V1__MessageService_ServiceDestroy)(Groupd__V1__MessageService_Service *);
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
@@ -485,7 +581,8 @@ void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *serv
       function_prefix__ ## send_group_message,\
       function_prefix__ ## get_group_messages,\
       function_prefix__ ## mark_group_read,\
-      function_prefix__ ## send_system_notification  }
+      function_prefix__ ## send_system_notification,\
+      function_prefix__ ## recall_group_message  }
 void groupd__v1__message_service__send_group_message(ProtobufCService *service,
                                                      const Groupd__V1__SendGroupMessageRequest *input,
                                                      Groupd__V1__SendGroupMessageResponse_Closure closure,
@@ -502,6 +599,10 @@ void groupd__v1__message_service__send_system_notification(ProtobufCService *ser
                                                            const Groupd__V1__SendSystemNotificationRequest *input,
                                                            Groupd__V1__SendSystemNotificationResponse_Closure closure,
                                                            void *closure_data);
+void groupd__v1__message_service__recall_group_message(ProtobufCService *service,
+                                                       const Groupd__V1__RecallGroupMessageRequest *input,
+                                                       Groupd__V1__RecallGroupMessageResponse_Closure closure,
+                                                       void *closure_data);
 
 /* --- descriptors --- */
 
@@ -515,6 +616,8 @@ extern const ProtobufCMessageDescriptor groupd__v1__mark_group_read_request__des
 extern const ProtobufCMessageDescriptor groupd__v1__mark_group_read_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__send_system_notification_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__send_system_notification_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__recall_group_message_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__recall_group_message_response__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor;
 
 PROTOBUF_C__END_DECLS
