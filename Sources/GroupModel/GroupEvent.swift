@@ -42,6 +42,9 @@ public struct GroupEvent: Sendable, Hashable {
         case memberMuted = "MEMBER_MUTED"
         /// The whole group was muted or unmuted; `changes` has `mode`, `roles`, `until`.
         case groupMuted = "GROUP_MUTED"
+        /// Group attributes were set or deleted; `changes` map `set:<key>` to the key's new
+        /// version and `deleted:<key>` to "" (``GroupRules/planSetAttributes(_:by:current:writes:limits:now:)``).
+        case groupAttributesChanged = "GROUP_ATTRIBUTES_CHANGED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -82,6 +85,11 @@ public struct GroupEvent: Sendable, Hashable {
         case customNotification = "CUSTOM_NOTIFICATION"
         /// The user marked the group read (to the user's devices); `changes["read_sequence"]`.
         case groupRead = "GROUP_READ"
+        /// An invite link was created (to the approvers); `changes`: `link_id`, `max_uses`,
+        /// `use_count`, `requires_approval`, `expires_at` (ms) when it expires.
+        case inviteLinkCreated = "INVITE_LINK_CREATED"
+        /// An invite link was revoked (to the approvers); `changes` as `INVITE_LINK_CREATED`.
+        case inviteLinkRevoked = "INVITE_LINK_REVOKED"
 
         // MARK: Messages (recipient: the group)
         /// A group message from `operator`; its body is stored beside the event, keyed by the
@@ -93,7 +101,8 @@ public struct GroupEvent: Sendable, Hashable {
             switch self {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
-                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted:
+                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
+                .groupAttributesChanged:
                 true
             default:
                 false

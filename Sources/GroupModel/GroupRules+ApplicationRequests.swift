@@ -41,11 +41,11 @@ extension GroupRules {
     /// - Throws: What `planJoin` throws (`ALREADY_MEMBER`, `JOIN_FORBIDDEN`, `GROUP_FULL`, the message's limit…).
     public static func planJoinApplication(
         _ group: Group, by op: GroupOperator, joinedGroupCount: Int, message: String, limits: AppLimits,
-        now: Timestamp, retainedMute: Timestamp?, pending: Application?, newID: String
+        now: Timestamp, retainedMute: Timestamp?, pending: Application?, newID: String, link: InviteLink? = nil
     ) throws -> JoinApplicationPlan {
         var join = try planJoin(
             group, by: op, joinedGroupCount: joinedGroupCount, message: message, limits: limits, now: now,
-            retainedMute: retainedMute)
+            retainedMute: retainedMute, link: link)
         guard case .pendingApproval = join.outcome, let userID = op.userID else {
             return JoinApplicationPlan(join: join, application: nil, refreshed: false)
         }

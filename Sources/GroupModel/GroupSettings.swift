@@ -98,6 +98,8 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     case editSettingsPermission = "edit_settings_permission"
     /// ``GroupSettings/ownerQuit``.
     case ownerQuit = "owner_quit"
+    /// ``GroupSettings/inviteLinkPermission``.
+    case inviteLinkPermission = "invite_link_permission"
 
     /// The settings only the owner (and the app's backend) may change, whatever
     /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
@@ -118,6 +120,7 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
         case .editMemberInfoPermission: "member_edit_scope"
         case .editSettingsPermission: "settings_edit_scope"
         case .ownerQuit: "owner_quit"
+        case .inviteLinkPermission: "invite_link_scope"
         }
     }
 
@@ -151,6 +154,8 @@ public struct GroupSettings: Sendable, Hashable {
     public var editSettingsPermission: OperationPermission
     /// What happens when the owner quits.
     public var ownerQuit: OwnerQuitRule
+    /// Who may create, list and revoke invite links.
+    public var inviteLinkPermission: OperationPermission
 
     /// Create a settings record with every value given.
     public init(
@@ -163,8 +168,10 @@ public struct GroupSettings: Sendable, Hashable {
         editProfilePermission: OperationPermission,
         editMemberInfoPermission: MemberInfoEditPermission,
         editSettingsPermission: OperationPermission,
-        ownerQuit: OwnerQuitRule
+        ownerQuit: OwnerQuitRule,
+        inviteLinkPermission: OperationPermission = .ownerAndAdmins
     ) {
+        self.inviteLinkPermission = inviteLinkPermission
         self.joinOption = joinOption
         self.joinApprovers = joinApprovers
         self.invitePermission = invitePermission
@@ -190,6 +197,7 @@ public struct GroupSettings: Sendable, Hashable {
         case .editMemberInfoPermission: self.editMemberInfoPermission.rawValue
         case .editSettingsPermission: self.editSettingsPermission.rawValue
         case .ownerQuit: self.ownerQuit.rawValue
+        case .inviteLinkPermission: self.inviteLinkPermission.rawValue
         }
     }
 
@@ -222,6 +230,8 @@ extension GroupSettings {
         public var editSettingsPermission: OperationPermission?
         /// New ``GroupSettings/ownerQuit``, if any.
         public var ownerQuit: OwnerQuitRule?
+        /// New ``GroupSettings/inviteLinkPermission``, if any.
+        public var inviteLinkPermission: OperationPermission?
 
         /// Create a change set; every value defaults to "keep".
         public init(
@@ -234,8 +244,10 @@ extension GroupSettings {
             editProfilePermission: OperationPermission? = nil,
             editMemberInfoPermission: MemberInfoEditPermission? = nil,
             editSettingsPermission: OperationPermission? = nil,
-            ownerQuit: OwnerQuitRule? = nil
+            ownerQuit: OwnerQuitRule? = nil,
+            inviteLinkPermission: OperationPermission? = nil
         ) {
+            self.inviteLinkPermission = inviteLinkPermission
             self.joinOption = joinOption
             self.joinApprovers = joinApprovers
             self.invitePermission = invitePermission
@@ -266,6 +278,7 @@ extension GroupSettings {
         if let v = changes.editMemberInfoPermission { result.editMemberInfoPermission = v }
         if let v = changes.editSettingsPermission { result.editSettingsPermission = v }
         if let v = changes.ownerQuit { result.ownerQuit = v }
+        if let v = changes.inviteLinkPermission { result.inviteLinkPermission = v }
         return result
     }
 }

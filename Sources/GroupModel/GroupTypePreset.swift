@@ -120,7 +120,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .everyone,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .owner,
-            ownerQuit: .longestStandingMember
+            ownerQuit: .longestStandingMember,
+            inviteLinkPermission: .everyone
         ),
         fixedSettings: [.joinOption],
         behaviour: GroupTypeBehaviour(
@@ -148,7 +149,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .ownerAndAdmins,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .ownerAndAdmins,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            inviteLinkPermission: .ownerAndAdmins
         ),
         fixedSettings: [],
         behaviour: GroupTypeBehaviour(
@@ -176,7 +178,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .ownerAndAdmins,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .ownerAndAdmins,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            inviteLinkPermission: .ownerAndAdmins
         ),
         fixedSettings: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
         behaviour: GroupTypeBehaviour(
@@ -204,11 +207,12 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .owner,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .owner,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            inviteLinkPermission: .nobody
         ),
         fixedSettings: [
             .joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
-            .invitationNeedsApproval, .removeMembersPermission, .ownerQuit,
+            .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .inviteLinkPermission,
         ],
         behaviour: GroupTypeBehaviour(
             allowedRoles: [.owner, .member], dismissal: .ownerOrAdminToken,

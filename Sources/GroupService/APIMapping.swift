@@ -66,6 +66,7 @@ enum APIMapping {
         case .toLongestStandingAdmin: changes.ownerQuit = .longestStandingAdminElseMember
         case .UNRECOGNIZED(let v): throw unknown("owner_quit", v)
         }
+        changes.inviteLinkPermission = try permission(settings.inviteLinkScope, field: "\(field).invite_link_scope")
         // Who mutes is fixed by the type; naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
@@ -158,6 +159,7 @@ enum APIMapping {
             case .longestStandingMember: .toLongestStandingMember
             case .longestStandingAdminElseMember: .toLongestStandingAdmin
             }
+            $0.inviteLinkScope = scope(settings.inviteLinkPermission)
         }
     }
 
@@ -184,8 +186,10 @@ enum APIMapping {
             case .application: .application
             case .invitation: .invitation
             case .imported: .imported
+            case .inviteLink: .inviteLink
             }
             $0.inviterUserID = member.inviterID ?? ""
+            $0.inviteLinkID = member.inviteLinkID ?? ""
         }
     }
 

@@ -94,6 +94,8 @@ extension GroupdService {
             case "settings_edit_scope":
                 masked.settingsEditScope = given.settingsEditScope; unspecified = given.settingsEditScope == .unspecified
             case "owner_quit": masked.ownerQuit = given.ownerQuit; unspecified = given.ownerQuit == .unspecified
+            case "invite_link_scope":
+                masked.inviteLinkScope = given.inviteLinkScope; unspecified = given.inviteLinkScope == .unspecified
             case "max_member_count": maxMembers = true
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown settings path '\(path)'")

@@ -27,6 +27,10 @@ public struct SnapshotRequest: Sendable {
         /// The group's approvers: the owner, and the admins when its join approvers include them,
         /// in join order.
         public static let approvers = Parts(rawValue: 1 << 7)
+        /// The group's attributes and counters (``StoreSnapshot/attributes``).
+        public static let attributes = Parts(rawValue: 1 << 8)
+        /// The group's invite links live at ``SnapshotRequest/time`` (``StoreSnapshot/inviteLinks``).
+        public static let inviteLinks = Parts(rawValue: 1 << 9)
     }
 
     /// The app.
@@ -52,6 +56,9 @@ public struct SnapshotRequest: Sendable {
     public var earlierMessage: (sender: String, clientMessageID: String)?
     /// With `.applicationReads`: whose read time and unread count.
     public var applicationReader: String?
+    /// An invite link to load (``StoreSnapshot/inviteLink``), by its token's hash or by its id,
+    /// whatever its state.
+    public var inviteLink: InviteLinkKey?
 
     /// Creates a request.
     public init(
@@ -71,6 +78,14 @@ public struct SnapshotRequest: Sendable {
         self.readState = readState
         self.earlierMessage = earlierMessage
         self.applicationReader = applicationReader
+    }
+
+    /// How an invite link is looked up.
+    public enum InviteLinkKey: Sendable, Hashable {
+        /// By the SHA-256 of its token (``InviteLink/tokenHash``).
+        case tokenHash(String)
+        /// By its id.
+        case id(String)
     }
 
     /// The operator and the targets, each once (whose counts and retained mutes are loaded).
@@ -135,6 +150,12 @@ public struct StoreSnapshot: Sendable {
     public var unreadApplications: Int = 0
     /// The group's approvers (`.approvers`).
     public var approvers: [String] = []
+    /// The group's attributes and counters (`.attributes`).
+    public var attributes = GroupAttributeSet()
+    /// The link of ``SnapshotRequest/inviteLink`` (`nil`: none in the app).
+    public var inviteLink: InviteLink?
+    /// The group's live invite links, oldest first (`.inviteLinks`).
+    public var inviteLinks: [InviteLink] = []
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
@@ -165,13 +186,19 @@ public struct WriteSet: Sendable {
     public var readSequence: (user: String, sequence: Int64)?
     /// A user's application read time, moved forward only (never back).
     public var applicationReadTime: (user: String, time: Timestamp)?
+    /// Attributes to write and delete and counters to set, in the snapshot's group.
+    public var attributes: AttributeChange?
+    /// Invite links of the snapshot's group to insert (new id) or update (use count, revocation).
+    public var inviteLinks: [InviteLink] = []
 
     /// Creates a write set.
     public init(
         newGroup: GroupCreationPlan? = nil, change: GroupChange? = nil, events: [GroupEvent.Draft] = [],
         message: GroupMessage? = nil, applications: [Application] = [], remark: (user: String, remark: String?)? = nil,
-        readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil
+        readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil,
+        attributes: AttributeChange? = nil
     ) {
+        self.attributes = attributes
         self.newGroup = newGroup
         self.change = change
         self.events = events

@@ -143,6 +143,8 @@ struct GroupTypeTests {
         case .editSettingsPermission:
             c.editSettingsPermission = s.editSettingsPermission == .owner ? .ownerAndAdmins : .owner
         case .ownerQuit: c.ownerQuit = s.ownerQuit == .refused ? .longestStandingMember : .refused
+        case .inviteLinkPermission:
+            c.inviteLinkPermission = s.inviteLinkPermission == .owner ? .ownerAndAdmins : .owner
         }
         return c
     }
@@ -161,6 +163,7 @@ struct GroupTypeTests {
         case .editMemberInfoPermission: c.editMemberInfoPermission = s.editMemberInfoPermission
         case .editSettingsPermission: c.editSettingsPermission = s.editSettingsPermission
         case .ownerQuit: c.ownerQuit = s.ownerQuit
+        case .inviteLinkPermission: c.inviteLinkPermission = s.inviteLinkPermission
         }
         return c
     }

@@ -284,6 +284,11 @@ struct LimitsCoding: Codable {
         ("event_retention_seconds", \.eventRetentionSeconds),
         ("av_chat_room_messages_per_second", \.avChatRoomMessagesPerSecond),
         ("message_retention_seconds", \.messageRetentionSeconds),
+        ("max_group_attribute_keys", \.maxGroupAttributeKeys),
+        ("group_attribute_key_bytes", \.groupAttributeKeyBytes),
+        ("group_attribute_bytes", \.groupAttributeBytes),
+        ("max_group_counters", \.maxGroupCounters),
+        ("max_invite_links_per_group", \.maxInviteLinksPerGroup),
         ]
     }
 

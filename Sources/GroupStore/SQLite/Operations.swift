@@ -30,7 +30,7 @@ enum Operations {
     ///   - members: The member rows the snapshot read (their custom fields before the change).
     static func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp,
-        memberOrigin: Bool, ownerSettings: Bool = true, db: Database
+        memberOrigin: Bool, ownerSettings: Bool = true, inviteLinks: Bool = true, db: Database
     ) throws -> [GroupEvent] {
         let after = change.group
         let ms = time.millisecondsSince1970
@@ -88,7 +88,7 @@ enum Operations {
                 member.joinOrder = next
                 next += 1
                 if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
-                try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, db: db)
+                try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, inviteLinks: inviteLinks, db: db)
                 try RawStatement(db, "DELETE FROM retained_mutes WHERE group_key = ? AND user_id = ?")
                     .execute([.integer(key), .text(member.userID)])
             }
@@ -139,6 +139,11 @@ enum Operations {
         if after.mute.operatorID != before.mute.operatorID {
             try db.cachedStatement(sql: "UPDATE groups SET mute_operator = ? WHERE group_key = ?")
                 .execute(arguments: [after.mute.operatorID, key])
+        }
+        // Set apart (a file before v14 has no such column; tests of older files).
+        if inviteLinks, settings.inviteLinkPermission != before.settings.inviteLinkPermission {
+            try db.cachedStatement(sql: "UPDATE groups SET invite_link_permission = ? WHERE group_key = ?")
+                .execute(arguments: [settings.inviteLinkPermission.rawValue, key])
         }
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.
         if after.name != before.name {

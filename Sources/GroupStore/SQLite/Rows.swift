@@ -58,7 +58,7 @@ enum Rows {
         case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
-        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator
+        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, inviteLinkPermission
 
         var name: String {
             switch self {
@@ -91,6 +91,7 @@ enum Rows {
             case .editSettingsPermission: "edit_settings_permission"
             case .ownerQuit: "owner_quit"
             case .muteOperator: "mute_operator"
+            case .inviteLinkPermission: "invite_link_permission"
             }
         }
 
@@ -110,6 +111,8 @@ enum Rows {
                     return "CASE WHEN \(type) = 'Work' THEN 'to_longest_standing_member' ELSE 'refused' END"
                 case .muteOperator:
                     return "NULL"
+                case .inviteLinkPermission:
+                    return "CASE \(type) WHEN 'Work' THEN 'everyone' WHEN 'AVChatRoom' THEN 'nobody' ELSE 'owner_and_admins' END"
                 default:
                     return qualified
                 }
@@ -176,7 +179,8 @@ enum Rows {
             editProfilePermission: try parse(text(.editProfilePermission), OperationPermission.init(rawValue:)),
             editMemberInfoPermission: try parse(text(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)),
             editSettingsPermission: try parse(text(.editSettingsPermission), OperationPermission.init(rawValue:)),
-            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)))
+            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)),
+            inviteLinkPermission: try parse(text(.inviteLinkPermission), OperationPermission.init(rawValue:)))
         let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
             appID: try text(.appID), id: try text(.groupID),
@@ -220,8 +224,15 @@ enum Rows {
 
     // MARK: Members
 
-    /// The member insert, with the origin columns of v6.
+    /// The member insert, with the origin columns of v6 and the invite link of v14.
     private static let insertMemberSQL = """
+        INSERT INTO members (
+            group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
+            muted_until, receive_option, join_source, inviter_id, invite_link_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+    /// The member insert of a file from v6 to before v14 (no invite link column).
+    private static let insertMemberBeforeV14SQL = """
         INSERT INTO members (
             group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
             muted_until, receive_option, join_source, inviter_id)
@@ -237,14 +248,19 @@ enum Rows {
 
     /// Inserts a member row and its custom fields.
     /// - Parameter origin: Whether the schema has the origin columns (``SQLiteBackend/storesMemberOrigin``).
-    static func insert(_ member: Member, groupKey: Int64, appID: String, origin: Bool, db: Database) throws {
+    /// - Parameter inviteLinks: Whether the schema has `invite_link_id` (v14).
+    static func insert(
+        _ member: Member, groupKey: Int64, appID: String, origin: Bool, inviteLinks: Bool = true, db: Database
+    ) throws {
         var arguments: [SQLArgument] = [
             .integer(groupKey), .text(member.userID), .text(appID), .text(member.role.rawValue), .integer(member.joinOrder),
             .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970), .text(member.nameCard),
             .integer(member.mutedUntil?.millisecondsSince1970), .text(member.receiveOption.rawValue),
         ]
         if origin { arguments += [.int(member.joinSource.rawValue), .text(member.inviterID)] }
-        try RawStatement(db, origin ? insertMemberSQL : insertMemberBeforeV6SQL).execute(arguments)
+        if origin, inviteLinks { arguments.append(.text(member.inviteLinkID)) }
+        let sql = !origin ? insertMemberBeforeV6SQL : inviteLinks ? insertMemberSQL : insertMemberBeforeV14SQL
+        try RawStatement(db, sql).execute(arguments)
         for (key, value) in member.custom {
             try RawStatement(db, "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)")
                 .execute([.integer(groupKey), .text(member.userID), .text(key), .blob(value)])
@@ -260,9 +276,9 @@ enum Rows {
     /// The columns ``member(_:at:)`` decodes, in `SELECT` order, from `m.`.
     static let memberColumns =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
-        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id"
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, m.invite_link_id"
     /// How many columns ``memberColumns`` lists.
-    static let memberColumnCount = 12
+    static let memberColumnCount = 13
 
     /// A member row as read: its group's surrogate key, the member (without custom fields) and
     /// whether it has custom fields.
@@ -285,7 +301,8 @@ enum Rows {
             mutedUntil: mutedUntil.map(Timestamp.init(millisecondsSince1970:)), custom: [:],
             receiveOption: try parse(row.text(first + 8), ReceiveOption.init(rawValue:)),
             joinSource: try joinSource(Int(row.int64(first + 10))),
-            inviterID: try row.optionalText(first + 11))
+            inviterID: try row.optionalText(first + 11),
+            inviteLinkID: try row.optionalText(first + 12))
         return MemberRow(groupKey: try row.int64(first), member: member, hasCustom: try row.bool(first + 9))
     }
 

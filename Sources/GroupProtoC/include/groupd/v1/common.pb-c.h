@@ -38,6 +38,9 @@ typedef struct Groupd__V1__CustomNotification Groupd__V1__CustomNotification;
 typedef struct Groupd__V1__RemarkChange Groupd__V1__RemarkChange;
 typedef struct Groupd__V1__ReceiveOptionChange Groupd__V1__ReceiveOptionChange;
 typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
+typedef struct Groupd__V1__AttributeVersion Groupd__V1__AttributeVersion;
+typedef struct Groupd__V1__AttributesChange Groupd__V1__AttributesChange;
+typedef struct Groupd__V1__InviteLink Groupd__V1__InviteLink;
 typedef struct Groupd__V1__GroupEvent Groupd__V1__GroupEvent;
 typedef struct Groupd__V1__GroupMessage Groupd__V1__GroupMessage;
 
@@ -266,7 +269,12 @@ typedef enum _Groupd__V1__JoinSource {
   /*
    * Added by ImportGroup.
    */
-  GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_IMPORTED = 6
+  GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_IMPORTED = 6,
+  /*
+   * Joined through an invite link (JoinByInviteLink on a link that needs
+   * no approval); Member.invite_link_id names the link.
+   */
+  GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_INVITE_LINK = 7
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__JOIN_SOURCE)
 } Groupd__V1__JoinSource;
 /*
@@ -632,7 +640,25 @@ typedef enum _Groupd__V1__EventKind {
    * periodic expiry sweep, or by the next write or listing that finds it due.
    * Detail: application.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED = 32
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED = 32,
+  /*
+   * Tip: group attributes were set or deleted (SetGroupAttributes,
+   * DeleteGroupAttributes); operator = who changed them. Detail:
+   * attributes_change (keys and new versions; GetGroupAttributes gives the
+   * values).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_ATTRIBUTES_CHANGED = 45,
+  /*
+   * System, to the approvers (the owner, and the admins when approver_scope
+   * includes them): an invite link was created; operator = its creator.
+   * Detail: invite_link (without the token).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_CREATED = 46,
+  /*
+   * System, to the approvers: an invite link was revoked; operator = who
+   * revoked it. Detail: invite_link.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED = 47
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -730,10 +756,16 @@ struct  Groupd__V1__GroupSettings
    * Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
    */
   Groupd__V1__OwnerQuitRule owner_quit;
+  /*
+   * Who may create, list and revoke invite links. Work: ALL_MEMBERS; Public
+   * and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed: no invite
+   * links).
+   */
+  Groupd__V1__OperatorScope invite_link_scope;
 };
 #define GROUPD__V1__GROUP_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_settings__descriptor) \
-    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED }
+    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED }
 
 
 /*
@@ -970,10 +1002,15 @@ struct  Groupd__V1__Member
    * after it for Work and Public groups.
    */
   uint64_t join_sequence;
+  /*
+   * The invite link the member joined through (its id, never its token),
+   * when join_source is INVITE_LINK; empty otherwise.
+   */
+  char *invite_link_id;
 };
 #define GROUPD__V1__MEMBER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__member__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, GROUPD__V1__RECEIVE_MESSAGE_OPTION__RECEIVE_MESSAGE_OPTION_UNSPECIFIED, GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, GROUPD__V1__RECEIVE_MESSAGE_OPTION__RECEIVE_MESSAGE_OPTION_UNSPECIFIED, GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1374,6 +1411,102 @@ struct  Groupd__V1__ReadMark
     , 0 }
 
 
+/*
+ * A group attribute key and the version a write gave it.
+ */
+struct  Groupd__V1__AttributeVersion
+{
+  ProtobufCMessage base;
+  /*
+   * The key.
+   */
+  char *key;
+  /*
+   * Its new version.
+   */
+  uint64_t version;
+};
+#define GROUPD__V1__ATTRIBUTE_VERSION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__attribute_version__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * GROUP_ATTRIBUTES_CHANGED detail.
+ */
+struct  Groupd__V1__AttributesChange
+{
+  ProtobufCMessage base;
+  /*
+   * The keys set, with their new versions, in key order.
+   */
+  size_t n_set;
+  Groupd__V1__AttributeVersion **set;
+  /*
+   * The keys deleted, in key order.
+   */
+  size_t n_deleted_keys;
+  char **deleted_keys;
+};
+#define GROUPD__V1__ATTRIBUTES_CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__attributes_change__descriptor) \
+    , 0,NULL, 0,NULL }
+
+
+/*
+ * An invite link of a group (CreateInviteLink, ListInviteLinks and the
+ * INVITE_LINK_* events).
+ */
+struct  Groupd__V1__InviteLink
+{
+  ProtobufCMessage base;
+  /*
+   * The link's id: not secret; Member.invite_link_id of those who joined
+   * through it.
+   */
+  char *link_id;
+  /*
+   * The secret token to hand out (JoinByInviteLink): 128 random bits from
+   * the operating system's CSPRNG, base64url without padding (22
+   * characters). Only in the CreateInviteLink response: groupd keeps only
+   * its SHA-256.
+   */
+  char *token;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * Who created it (empty: the backend).
+   */
+  char *creator_user_id;
+  /*
+   * When it was created.
+   */
+  Google__Protobuf__Timestamp *create_time;
+  /*
+   * When it stops working; absent: never.
+   */
+  Google__Protobuf__Timestamp *expire_time;
+  /*
+   * How many uses it allows (0: unlimited). A join and a join application
+   * each use it once.
+   */
+  uint32_t max_uses;
+  /*
+   * How many times it was used.
+   */
+  uint32_t use_count;
+  /*
+   * Whether joining through it files an application for the approvers.
+   */
+  protobuf_c_boolean require_approval;
+};
+#define GROUPD__V1__INVITE_LINK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__invite_link__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, NULL, 0, 0, 0 }
+
+
 typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL__NOT_SET = 0,
   GROUPD__V1__GROUP_EVENT__DETAIL_PROFILE_CHANGE = 20,
@@ -1388,7 +1521,9 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_REMARK = 29,
   GROUPD__V1__GROUP_EVENT__DETAIL_RECEIVE_OPTION = 30,
   GROUPD__V1__GROUP_EVENT__DETAIL_READ = 31,
-  GROUPD__V1__GROUP_EVENT__DETAIL_GROUP = 32
+  GROUPD__V1__GROUP_EVENT__DETAIL_GROUP = 32,
+  GROUPD__V1__GROUP_EVENT__DETAIL_ATTRIBUTES_CHANGE = 55,
+  GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -1503,6 +1638,14 @@ struct  Groupd__V1__GroupEvent
      * GROUP_CREATED: the group as created.
      */
     Groupd__V1__Group *group;
+    /*
+     * GROUP_ATTRIBUTES_CHANGED.
+     */
+    Groupd__V1__AttributesChange *attributes_change;
+    /*
+     * INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
+     */
+    Groupd__V1__InviteLink *invite_link;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -1937,6 +2080,63 @@ Groupd__V1__ReadMark *
 void   groupd__v1__read_mark__free_unpacked
                      (Groupd__V1__ReadMark *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__AttributeVersion methods */
+void   groupd__v1__attribute_version__init
+                     (Groupd__V1__AttributeVersion         *message);
+size_t groupd__v1__attribute_version__get_packed_size
+                     (const Groupd__V1__AttributeVersion   *message);
+size_t groupd__v1__attribute_version__pack
+                     (const Groupd__V1__AttributeVersion   *message,
+                      uint8_t             *out);
+size_t groupd__v1__attribute_version__pack_to_buffer
+                     (const Groupd__V1__AttributeVersion   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AttributeVersion *
+       groupd__v1__attribute_version__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__attribute_version__free_unpacked
+                     (Groupd__V1__AttributeVersion *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AttributesChange methods */
+void   groupd__v1__attributes_change__init
+                     (Groupd__V1__AttributesChange         *message);
+size_t groupd__v1__attributes_change__get_packed_size
+                     (const Groupd__V1__AttributesChange   *message);
+size_t groupd__v1__attributes_change__pack
+                     (const Groupd__V1__AttributesChange   *message,
+                      uint8_t             *out);
+size_t groupd__v1__attributes_change__pack_to_buffer
+                     (const Groupd__V1__AttributesChange   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AttributesChange *
+       groupd__v1__attributes_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__attributes_change__free_unpacked
+                     (Groupd__V1__AttributesChange *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__InviteLink methods */
+void   groupd__v1__invite_link__init
+                     (Groupd__V1__InviteLink         *message);
+size_t groupd__v1__invite_link__get_packed_size
+                     (const Groupd__V1__InviteLink   *message);
+size_t groupd__v1__invite_link__pack
+                     (const Groupd__V1__InviteLink   *message,
+                      uint8_t             *out);
+size_t groupd__v1__invite_link__pack_to_buffer
+                     (const Groupd__V1__InviteLink   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__InviteLink *
+       groupd__v1__invite_link__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__invite_link__free_unpacked
+                     (Groupd__V1__InviteLink *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__GroupEvent methods */
 void   groupd__v1__group_event__init
                      (Groupd__V1__GroupEvent         *message);
@@ -2043,6 +2243,15 @@ typedef void (*Groupd__V1__ReceiveOptionChange_Closure)
 typedef void (*Groupd__V1__ReadMark_Closure)
                  (const Groupd__V1__ReadMark *message,
                   void *closure_data);
+typedef void (*Groupd__V1__AttributeVersion_Closure)
+                 (const Groupd__V1__AttributeVersion *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AttributesChange_Closure)
+                 (const Groupd__V1__AttributesChange *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__InviteLink_Closure)
+                 (const Groupd__V1__InviteLink *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__GroupEvent_Closure)
                  (const Groupd__V1__GroupEvent *message,
                   void *closure_data);
@@ -2096,6 +2305,9 @@ extern const ProtobufCMessageDescriptor groupd__v1__custom_notification__descrip
 extern const ProtobufCMessageDescriptor groupd__v1__remark_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__receive_option_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__attribute_version__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__attributes_change__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor;
 
