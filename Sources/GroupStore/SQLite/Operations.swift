@@ -173,7 +173,8 @@ enum Operations {
     // MARK: Reading rows
 
     /// Members of one group by user id, with custom fields.
-    static func members(groupKey: Int64, userIDs: [String], db: Database) throws -> [String: Member] {
+    /// - Parameter inviteLinks: Whether the file has `members.invite_link_id` (v14).
+    static func members(groupKey: Int64, userIDs: [String], inviteLinks: Bool = true, db: Database) throws -> [String: Member] {
         let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
         if userIDs.isEmpty { return [:] }
         let padded = Rows.padded(userIDs)
@@ -181,7 +182,7 @@ enum Operations {
         try RawStatement(
             db,
             """
-            SELECT \(Rows.memberColumns) FROM members m
+            SELECT \(Rows.memberColumns(inviteLinks: inviteLinks)) FROM members m
             WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
             """
         ).rows([.integer(groupKey)] + padded.map { .text($0) }) { rows.append(try Rows.member($0)) }

@@ -277,6 +277,14 @@ enum Rows {
     static let memberColumns =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
         + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, m.invite_link_id"
+    /// ``memberColumns`` for a file before v14 (tests of older files): no invite link.
+    static let memberColumnsBeforeV14 =
+        "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, NULL"
+
+    /// ``memberColumns``, or ``memberColumnsBeforeV14`` when the file has no invite links.
+    static func memberColumns(inviteLinks: Bool) -> String { inviteLinks ? memberColumns : memberColumnsBeforeV14 }
+
     /// How many columns ``memberColumns`` lists.
     static let memberColumnCount = 13
 

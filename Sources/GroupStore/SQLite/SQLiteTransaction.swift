@@ -88,13 +88,14 @@ struct SQLiteTransaction: StoreTransaction {
         var wanted = Set(request.users)
         if request.parts.contains(.owner), let owner = group.ownerID { wanted.insert(owner) }
         if !wanted.isEmpty {
-            snapshot.members = try Operations.members(groupKey: groupKey, userIDs: Array(wanted), db: db)
+            snapshot.members = try Operations.members(
+                groupKey: groupKey, userIDs: Array(wanted), inviteLinks: storesInviteLinks, db: db)
         }
         if request.parts.contains(.successor) {
             let rows = try Rows.MemberRow.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT \(Rows.memberColumns) FROM members m
+                        SELECT \(Rows.memberColumns(inviteLinks: storesInviteLinks)) FROM members m
                         WHERE m.group_key = ? AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
                         """),
                 arguments: [groupKey, request.operatorID ?? ""])
@@ -107,7 +108,7 @@ struct SQLiteTransaction: StoreTransaction {
                 let admins = try Rows.MemberRow.fetchAll(
                     db.cachedStatement(
                         sql: """
-                            SELECT \(Rows.memberColumns) FROM members m
+                            SELECT \(Rows.memberColumns(inviteLinks: storesInviteLinks)) FROM members m
                             WHERE m.group_key = ? AND m.role = 'admin' AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
                             """),
                     arguments: [groupKey, op])
