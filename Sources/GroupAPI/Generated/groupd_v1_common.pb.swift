@@ -945,7 +945,8 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// (accepted application) or by an invitee's consent or an approver
     /// (invitation); operator = the user, the approver or the inviter. Detail:
     /// member_change: the member as they came in (user_id, role, join_time,
-    /// join_source, inviter_user_id = who let them in).
+    /// join_source, inviter_user_id = who let them in, invite_link_id for a join
+    /// through an invite link).
     case memberJoined // = 1
 
     /// Tip: users were added by invitation at once; operator = the inviter.
@@ -1654,8 +1655,8 @@ public struct Groupd_V1_MemberChange: ProtoMessage {
 
     /// The affected members, each with user_id and the changed fields' new
     /// values (name_card; mute_until, absent = unmuted; custom values are not
-    /// given, as in ProfileChange). Joins: role, join_time, join_source and
-    /// inviter_user_id.
+    /// given, as in ProfileChange). Joins: role, join_time, join_source,
+    /// inviter_user_id and invite_link_id.
     public var members: [Groupd_V1_Member] = []
 
     /// A message with every field at its proto3 default.

@@ -103,6 +103,11 @@ extension GroupdConfiguration {
                   event_retention_seconds: 604800
                   av_chat_room_messages_per_second: 40
                   message_retention_seconds: 0   # group message history; 0 = kept forever
+                  max_group_attribute_keys: 32
+                  group_attribute_key_bytes: 64
+                  group_attribute_bytes: 16384   # keys and values of a group's attributes together
+                  max_group_counters: 32
+                  max_invite_links_per_group: 10
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

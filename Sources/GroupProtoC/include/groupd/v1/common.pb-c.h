@@ -490,7 +490,8 @@ typedef enum _Groupd__V1__EventKind {
    * (accepted application) or by an invitee's consent or an approver
    * (invitation); operator = the user, the approver or the inviter. Detail:
    * member_change: the member as they came in (user_id, role, join_time,
-   * join_source, inviter_user_id = who let them in).
+   * join_source, inviter_user_id = who let them in, invite_link_id for a join
+   * through an invite link).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED = 1,
   /*
@@ -1274,8 +1275,8 @@ struct  Groupd__V1__MemberChange
   /*
    * The affected members, each with user_id and the changed fields' new
    * values (name_card; mute_until, absent = unmuted; custom values are not
-   * given, as in ProfileChange). Joins: role, join_time, join_source and
-   * inviter_user_id.
+   * given, as in ProfileChange). Joins: role, join_time, join_source,
+   * inviter_user_id and invite_link_id.
    */
   size_t n_members;
   Groupd__V1__Member **members;
