@@ -280,3 +280,28 @@ def test_per_app_limits(fresh_groupd):
                             "INVALID_ARGUMENT")
         assert info.metadata["field"] == "deltas"
         assert counters(groups, gid) == {"x": 1, "y": 1}
+
+
+@pytest.mark.postgres_only
+def test_two_nodes_add_to_one_counter_exactly_and_see_each_others_attributes(fresh_groupd):
+    first = fresh_groupd()
+    second = fresh_groupd(database=first.database)
+    first.start()
+    second.start()
+    with grpc.insecure_channel(first.address) as a, grpc.insecure_channel(second.address) as b:
+        stubs = [group_pb2_grpc.GroupServiceStub(a), group_pb2_grpc.GroupServiceStub(b)]
+        owner = uid("owner")
+        gid = create(stubs[0], K.GROUP_TYPE_PUBLIC, owner)
+        version = put(stubs[0], gid, user_md(owner), ("k", b"from a", -1)).attributes[0].version
+        assert get(stubs[1], gid) == {"k": (b"from a", version)}
+        # A stale condition on the other node is refused there too.
+        expect_error(lambda: put(stubs[1], gid, user_md(owner), ("k", b"from b", -1)), grpc.StatusCode.ABORTED,
+                     "ATTRIBUTE_VERSION_MISMATCH")
+
+        def bump(i):
+            return increment(stubs[i % 2], gid, user_md(owner), n=1)["n"]
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            seen = list(pool.map(bump, range(40)))
+        assert sorted(seen) == list(range(1, 41))
+        assert counters(stubs[0], gid) == counters(stubs[1], gid) == {"n": 40}
