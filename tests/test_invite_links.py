@@ -122,6 +122,11 @@ def test_a_link_that_needs_approval_files_an_application(channel, groups, member
     apps.AcceptApplication(application_pb2.AcceptApplicationRequest(application_id=pending.application.application_id),
                            metadata=user_md(owner), timeout=10)
     assert user in member_ids(members, gid)
+    # The member came in by the link, let in by the approver.
+    joined = members.GetMembersInfo(M.GetMembersInfoRequest(group_id=gid, user_ids=[user]), metadata=admin_md(),
+                                    timeout=10).results[0].member
+    assert joined.join_source == K.JOIN_SOURCE_INVITE_LINK and joined.invite_link_id == link.link_id
+    assert joined.inviter_user_id == owner
     assert members.ListInviteLinks(M.ListInviteLinksRequest(group_id=gid), metadata=admin_md(),
                                    timeout=10).links[0].use_count == 1
 

@@ -142,7 +142,8 @@ public enum JoinSource: Int, Sendable, Hashable, CaseIterable {
     case invitation = 5
     /// Added by `ImportGroup`.
     case imported = 6
-    /// Joined through an invite link (``Member/inviteLinkID`` names it).
+    /// Joined through an invite link, at once or once an approver accepted the application filed
+    /// through it (``Member/inviteLinkID`` names it).
     case inviteLink = 7
 }
 

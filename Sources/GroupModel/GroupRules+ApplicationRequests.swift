@@ -65,6 +65,7 @@ extension GroupRules {
                 consent: .notNeeded)
             refreshed = false
         }
+        application.inviteLinkID = link?.id
         for index in join.change.events.indices where join.change.events[index].kind == .joinApplicationReceived {
             join.change.events[index].changes["application_id"] = application.id
             if refreshed { join.change.events[index].changes["refreshed"] = "true" }

@@ -117,6 +117,11 @@ struct InviteLinkRuleTests {
         let pending = try GroupRules.planJoin(group(.meeting), by: stranger, joinedGroupCount: 0, limits: .defaults, now: now,
                                               link: link(approval: true))
         #expect(pending.outcome == .pendingApproval)
+        let filed = try GroupRules.planJoinApplication(
+            group(.meeting), by: stranger, joinedGroupCount: 0, message: "hi", limits: .defaults, now: now,
+            retainedMute: nil, pending: nil, newID: "ap-1", link: link(approval: true))
+        #expect(filed.application?.inviteLinkID == "lnk_1")
+        #expect(filed.join.change.events.first?.changes["invite_link"] == "lnk_1")
         #expect(groupError {
             _ = try GroupRules.planJoin(group(members: 2, max: 2), by: stranger, joinedGroupCount: 0, limits: .defaults, now: now, link: link())
         }?.reason == .groupFull)

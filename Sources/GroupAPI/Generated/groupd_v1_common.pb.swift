@@ -451,8 +451,9 @@ public enum Groupd_V1_JoinSource: ProtoEnum {
     /// Added by ImportGroup.
     case imported // = 6
 
-    /// Joined through an invite link (JoinByInviteLink on a link that needs
-    /// no approval); Member.invite_link_id names the link.
+    /// Joined through an invite link (JoinByInviteLink; for a link that needs
+    /// approval, once the application was accepted); Member.invite_link_id
+    /// names the link.
     case inviteLink // = 7
 
     /// A value this version of the API does not know, kept as received.

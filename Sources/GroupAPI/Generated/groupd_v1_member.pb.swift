@@ -1845,8 +1845,9 @@ public enum Groupd_V1_MemberService {
         /// that the link stands in for the join option: a link that needs no
         /// approval joins at once (join_source INVITE_LINK, invite_link_id; emits
         /// MEMBER_JOINED), one that needs approval files a join application for
-        /// the approvers (JOIN_APPLICATION_RECEIVED; the member then joins with
-        /// join_source APPLICATION). Either uses the link once. A Work group is
+        /// the approvers (JOIN_APPLICATION_RECEIVED; once accepted, the member
+        /// joins with join_source INVITE_LINK, invite_link_id and the approver as
+        /// inviter_user_id). Either uses the link once. A Work group is
         /// found through its link. Errors: INVITE_LINK_NOT_FOUND (`field` =
         /// `token`), INVITE_LINK_REVOKED, INVITE_LINK_EXPIRED, INVITE_LINK_USED_UP,
         /// ALREADY_MEMBER, GROUP_FULL, TOO_MANY_GROUPS, OPERATOR_REQUIRED (the

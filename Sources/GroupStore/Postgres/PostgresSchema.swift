@@ -446,14 +446,15 @@ enum PostgresSchema {
 
     /// v9: group attributes (`group_attributes`: key, opaque value, the version that wrote it,
     /// when and by whom) and counters (`group_counters`: key and value), each keyed by group;
-    /// invite links (`invite_links`, the token's SHA-256 unique per app), `members.invite_link_id`
-    /// and `groups.invite_link_permission` (each type's default for groups stored before), as
+    /// invite links (`invite_links`, the token's SHA-256 unique per app), `members.invite_link_id`,
+    /// `applications.invite_link_id` and `groups.invite_link_permission` (each type's default for groups stored before), as
     /// SQLite's v14.
     static let v9 = """
         ALTER TABLE groups ADD COLUMN invite_link_permission TEXT NOT NULL DEFAULT 'owner_and_admins';
         UPDATE groups SET invite_link_permission = 'everyone' WHERE type = 'Work';
         UPDATE groups SET invite_link_permission = 'nobody' WHERE type = 'AVChatRoom';
         ALTER TABLE members ADD COLUMN invite_link_id TEXT;
+        ALTER TABLE applications ADD COLUMN invite_link_id TEXT;
         CREATE TABLE invite_links (
             app_id TEXT NOT NULL,
             link_id TEXT NOT NULL,

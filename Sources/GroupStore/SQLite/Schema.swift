@@ -390,7 +390,8 @@ enum Schema {
     /// v14: group attributes (`group_attributes`: key, opaque value, the version that wrote it,
     /// when and by whom) and counters (`group_counters`: key and value), each keyed by group;
     /// invite links (`invite_links`: the token's SHA-256, never the token, unique per app; use
-    /// count, expiry, revocation), the member's link (`members.invite_link_id`) and the group
+    /// count, expiry, revocation), the link of a member and of a join application
+    /// (`members.invite_link_id`, `applications.invite_link_id`) and the group
     /// setting `invite_link_permission` (groups stored before get their type's default: everyone
     /// in Work, nobody in AVChatRoom, owner and admins elsewhere).
     static func v14(_ db: Database) throws {
@@ -399,6 +400,7 @@ enum Schema {
             UPDATE groups SET invite_link_permission = 'everyone' WHERE type = 'Work';
             UPDATE groups SET invite_link_permission = 'nobody' WHERE type = 'AVChatRoom';
             ALTER TABLE members ADD COLUMN invite_link_id TEXT;
+            ALTER TABLE applications ADD COLUMN invite_link_id TEXT;
             CREATE TABLE invite_links (
                 app_id TEXT NOT NULL,
                 link_id TEXT NOT NULL,

@@ -271,8 +271,9 @@ typedef enum _Groupd__V1__JoinSource {
    */
   GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_IMPORTED = 6,
   /*
-   * Joined through an invite link (JoinByInviteLink on a link that needs
-   * no approval); Member.invite_link_id names the link.
+   * Joined through an invite link (JoinByInviteLink; for a link that needs
+   * approval, once the application was accepted); Member.invite_link_id
+   * names the link.
    */
   GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_INVITE_LINK = 7
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__JOIN_SOURCE)
