@@ -1316,6 +1316,49 @@ def _(api):
     stream.cancel()
 
 
+
+# ----------------------------------------------------------------------------------------------
+# Group attributes, counters and invite links
+# ----------------------------------------------------------------------------------------------
+
+@promise("group.proto", "one that does not hold fails the call with ABORTED / ATTRIBUTE_VERSION_MISMATCH naming the key.")
+def _(api):
+    gid, owner = api.group()
+    write = lambda version: api.groups.SetGroupAttributes(group_pb2.SetGroupAttributesRequest(
+        group_id=gid, attributes=[group_pb2.AttributeWrite(key="k", value=b"v", expected_version=version)]),
+        metadata=user_md(owner), timeout=TIMEOUT)
+    version = write(-1).attributes[0].version
+    info = expect_error(lambda: write(-1), grpc.StatusCode.ABORTED, "ATTRIBUTE_VERSION_MISMATCH")
+    assert info.metadata["key"] == "k" and info.metadata["current_version"] == str(version)
+
+
+@promise("group.proto", "The increments run in the store's write transaction: concurrent calls never lose one another.")
+def _(api):
+    gid, owner = api.group()
+    def bump(_):
+        api.groups.IncrementGroupCounters(group_pb2.IncrementGroupCountersRequest(group_id=gid, deltas={"n": 1}),
+                                          metadata=user_md(owner), timeout=TIMEOUT)
+    threads = [threading.Thread(target=bump, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    values = api.groups.GetGroupCounters(group_pb2.GetGroupCountersRequest(group_id=gid), metadata=admin_md(),
+                                         timeout=TIMEOUT).values
+    assert dict(values) == {"n": 16}
+
+
+@promise("common.proto", "Only in the CreateInviteLink response: groupd keeps only its SHA-256.")
+def _(api):
+    gid, owner = api.group()
+    link = api.members.CreateInviteLink(member_pb2.CreateInviteLinkRequest(group_id=gid), metadata=user_md(owner),
+                                        timeout=TIMEOUT).link
+    assert len(link.token) == 22
+    listed = api.members.ListInviteLinks(member_pb2.ListInviteLinksRequest(group_id=gid), metadata=user_md(owner),
+                                         timeout=TIMEOUT).links
+    assert [(l.link_id, l.token) for l in listed] == [(link.link_id, "")]
+
+
 # ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

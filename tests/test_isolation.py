@@ -22,7 +22,8 @@ SERVICES = {"GroupService": group_pb2, "MemberService": member_pb2, "MessageServ
 # Refusals that do not depend on the group (so they reveal nothing about it): a user token on an
 # admin-only RPC, the backend without x-operator-id on an RPC that needs a user.
 NEUTRAL = {("PERMISSION_DENIED", "ADMIN_TOKEN_REQUIRED"), ("INVALID_ARGUMENT", "OPERATOR_REQUIRED")}
-NOT_FOUND = {("NOT_FOUND", "GROUP_NOT_FOUND"), ("NOT_FOUND", "APPLICATION_NOT_FOUND")}
+NOT_FOUND = {("NOT_FOUND", "GROUP_NOT_FOUND"), ("NOT_FOUND", "APPLICATION_NOT_FOUND"),
+             ("NOT_FOUND", "INVITE_LINK_NOT_FOUND")}
 
 
 class Stubs:
@@ -59,11 +60,20 @@ class AppOne:
         self.message_sequence = stubs.message.SendGroupMessage(message_pb2.SendGroupMessageRequest(
             group_id=self.group_id, client_message_id=uid("m"), type="text", text=self.marker),
             metadata=user_md(self.owner), timeout=10).message.sequence
+        # An invite link, a group attribute and a counter.
+        self.link = stubs.member.CreateInviteLink(member_pb2.CreateInviteLinkRequest(group_id=self.group_id),
+                                                  metadata=user_md(self.owner), timeout=10).link
+        stubs.group.SetGroupAttributes(group_pb2.SetGroupAttributesRequest(
+            group_id=self.group_id, attributes=[group_pb2.AttributeWrite(key="k", value=self.marker.encode())]),
+            metadata=user_md(self.owner), timeout=10)
+        stubs.group.IncrementGroupCounters(group_pb2.IncrementGroupCountersRequest(
+            group_id=self.group_id, deltas={"n": 1}), metadata=user_md(self.owner), timeout=10)
 
     def secrets(self, method):
         """Byte strings no answer to app-two may contain (GetGroupsInfo echoes the id it misses)."""
         ids = [] if method == "GetGroupsInfo" else [self.group_id.encode()]
-        return [self.marker.encode(), self.application_id.encode()] + ids
+        return [self.marker.encode(), self.application_id.encode(), self.link.token.encode(),
+                self.link.link_id.encode()] + ids
 
     def state(self, stubs):
         """Everything app-one can read about its group, members, bans, applications and messages."""
@@ -82,6 +92,12 @@ class AppOne:
                 timeout=10),
             stubs.member.ListBannedMembers(member_pb2.ListBannedMembersRequest(group_id=self.group_id),
                                            metadata=admin_md(), timeout=10),
+            stubs.group.GetGroupAttributes(group_pb2.GetGroupAttributesRequest(group_id=self.group_id),
+                                           metadata=admin_md(), timeout=10),
+            stubs.group.GetGroupCounters(group_pb2.GetGroupCountersRequest(group_id=self.group_id),
+                                         metadata=admin_md(), timeout=10),
+            stubs.member.ListInviteLinks(member_pb2.ListInviteLinksRequest(group_id=self.group_id),
+                                         metadata=admin_md(), timeout=10),
         ]
         return [part.SerializeToString(deterministic=True) for part in parts]
 
@@ -134,6 +150,24 @@ TABLE = {
     (G, "ImportGroup"): ("ok", lambda s, w, kw: s.group.ImportGroup(group_pb2.ImportGroupRequest(
         group_id=uid("own"), type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=w.creator_owner or uid("owner"),
         profile=common_pb2.GroupProfile(name="theirs")), **kw)),
+    (G, "SetGroupAttributes"): ("", lambda s, w, kw: s.group.SetGroupAttributes(group_pb2.SetGroupAttributesRequest(
+        group_id=w.group_id, attributes=[group_pb2.AttributeWrite(key="k", value=b"hijacked")]), **kw)),
+    (G, "DeleteGroupAttributes"): ("", lambda s, w, kw: s.group.DeleteGroupAttributes(
+        group_pb2.DeleteGroupAttributesRequest(group_id=w.group_id, keys=[group_pb2.AttributeKey(key="k")]), **kw)),
+    (G, "GetGroupAttributes"): ("", lambda s, w, kw: s.group.GetGroupAttributes(group_pb2.GetGroupAttributesRequest(
+        group_id=w.group_id), **kw)),
+    (G, "IncrementGroupCounters"): ("", lambda s, w, kw: s.group.IncrementGroupCounters(
+        group_pb2.IncrementGroupCountersRequest(group_id=w.group_id, deltas={"n": 5}), **kw)),
+    (G, "GetGroupCounters"): ("", lambda s, w, kw: s.group.GetGroupCounters(group_pb2.GetGroupCountersRequest(
+        group_id=w.group_id), **kw)),
+    (M, "CreateInviteLink"): ("", lambda s, w, kw: s.member.CreateInviteLink(member_pb2.CreateInviteLinkRequest(
+        group_id=w.group_id), **kw)),
+    (M, "RevokeInviteLink"): ("", lambda s, w, kw: s.member.RevokeInviteLink(member_pb2.RevokeInviteLinkRequest(
+        group_id=w.group_id, link_id=w.link.link_id), **kw)),
+    (M, "ListInviteLinks"): ("", lambda s, w, kw: s.member.ListInviteLinks(member_pb2.ListInviteLinksRequest(
+        group_id=w.group_id), **kw)),
+    (M, "JoinByInviteLink"): ("", lambda s, w, kw: s.member.JoinByInviteLink(member_pb2.JoinByInviteLinkRequest(
+        token=w.link.token), **kw)),
     (M, "JoinGroup"): ("", lambda s, w, kw: s.member.JoinGroup(member_pb2.JoinGroupRequest(group_id=w.group_id), **kw)),
     (M, "QuitGroup"): ("", lambda s, w, kw: s.member.QuitGroup(member_pb2.QuitGroupRequest(group_id=w.group_id), **kw)),
     (M, "InviteMembers"): ("", lambda s, w, kw: s.member.InviteMembers(member_pb2.InviteMembersRequest(

@@ -48,6 +48,16 @@ public struct AppLimits: Sendable, Hashable {
     /// Maximum slow mode interval a group may set (`slow_mode_interval_seconds`). Default 21600
     /// (6 hours).
     public var maxSlowModeIntervalSeconds: Int = 21_600
+    /// Maximum attribute keys a group holds (and keys in one attribute call). Default 32.
+    public var maxGroupAttributeKeys: Int = 32
+    /// Maximum bytes of an attribute or counter key. Default 64.
+    public var groupAttributeKeyBytes: Int = 64
+    /// Maximum bytes of a group's attributes together, keys and values. Default 16384.
+    public var groupAttributeBytes: Int = 16384
+    /// Maximum counters a group holds (and counters in one increment). Default 32.
+    public var maxGroupCounters: Int = 32
+    /// Maximum live (not revoked, expired or used up) invite links per group. Default 10.
+    public var maxInviteLinksPerGroup: Int = 10
 
     /// The defaults listed on each property.
     public static var defaults: AppLimits {

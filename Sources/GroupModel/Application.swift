@@ -118,6 +118,9 @@ public struct Application: Sendable, Hashable, Identifiable {
     public var handleMessage: String
     /// When it left the pending state.
     public var handledAt: Timestamp?
+    /// The invite link a join application was filed through (`JoinByInviteLink`), if any: the
+    /// applicant, once accepted, joins with ``JoinSource/inviteLink`` and this link.
+    public var inviteLinkID: String?
 
     /// Create an item.
     public init(

@@ -145,6 +145,9 @@ public enum JoinSource: Int, Sendable, Hashable, CaseIterable {
     case invitation = 5
     /// Added by `ImportGroup`.
     case imported = 6
+    /// Joined through an invite link, at once or once an approver accepted the application filed
+    /// through it (``Member/inviteLinkID`` names it).
+    case inviteLink = 7
 }
 
 /// A member of a group.
@@ -175,6 +178,9 @@ public struct Member: Sendable, Hashable, Identifiable {
     /// created) or the approver (applications); `nil` for the creator, free joins, imports and
     /// the backend acting for itself.
     public var inviterID: String?
+    /// The invite link the member joined through (its id, not its token), for
+    /// ``JoinSource/inviteLink``.
+    public var inviteLinkID: String?
 
     /// The user id, as `Identifiable` identity.
     public var id: String { self.userID }
@@ -184,8 +190,9 @@ public struct Member: Sendable, Hashable, Identifiable {
         userID: String, role: MemberRole, joinedAt: Timestamp, joinOrder: Int64 = 0,
         joinSequence: Int64 = 0, nameCard: String = "", mutedUntil: Timestamp? = nil,
         custom: [String: [UInt8]] = [:], receiveOption: ReceiveOption = .receive,
-        joinSource: JoinSource = .unknown, inviterID: String? = nil
+        joinSource: JoinSource = .unknown, inviterID: String? = nil, inviteLinkID: String? = nil
     ) {
+        self.inviteLinkID = inviteLinkID
         self.userID = userID
         self.role = role
         self.joinedAt = joinedAt

@@ -27,6 +27,7 @@ extension JoinSource {
         case .application: "application"
         case .invitation: "invitation"
         case .imported: "imported"
+        case .inviteLink: "invite_link"
         }
     }
 
@@ -79,6 +80,9 @@ extension GroupSettings {
         case .slowModeInterval:
             guard let v = Int(text), v >= 0 else { return false }
             self.slowModeIntervalSeconds = v
+        case .inviteLinkPermission:
+            guard let v = OperationPermission(rawValue: text) else { return false }
+            self.inviteLinkPermission = v
         }
         return true
     }
@@ -87,9 +91,10 @@ extension GroupSettings {
 extension GroupRules {
     /// How `member` came in, as join event changes: `join_source` (``JoinSource/name``) and,
     /// when someone let them in, `inviter`.
-    static func joinChanges(source: JoinSource, inviterID: String?) -> [String: String] {
+    static func joinChanges(source: JoinSource, inviterID: String?, inviteLinkID: String? = nil) -> [String: String] {
         var changes = ["join_source": source.name]
         if let inviterID { changes["inviter"] = inviterID }
+        if let inviteLinkID { changes["invite_link"] = inviteLinkID }
         return changes
     }
 

@@ -45,6 +45,9 @@ public struct GroupEvent: Sendable, Hashable {
         /// The group's mute bypass list changed (changes `added`, `removed`, `user_ids`:
         /// newline-separated user ids; `user_ids` is the whole list after the change).
         case muteBypassChanged = "MUTE_BYPASS_CHANGED"
+        /// Group attributes were set or deleted; `changes` map `set:<key>` to the key's new
+        /// version and `deleted:<key>` to "" (``GroupRules/planSetAttributes(_:by:current:writes:limits:now:)``).
+        case groupAttributesChanged = "GROUP_ATTRIBUTES_CHANGED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -90,6 +93,11 @@ public struct GroupEvent: Sendable, Hashable {
         case customNotification = "CUSTOM_NOTIFICATION"
         /// The user marked the group read (to the user's devices); `changes["read_sequence"]`.
         case groupRead = "GROUP_READ"
+        /// An invite link was created (to the approvers); `changes`: `link_id`, `max_uses`,
+        /// `use_count`, `requires_approval`, `expires_at` (ms) when it expires.
+        case inviteLinkCreated = "INVITE_LINK_CREATED"
+        /// An invite link was revoked (to the approvers); `changes` as `INVITE_LINK_CREATED`.
+        case inviteLinkRevoked = "INVITE_LINK_REVOKED"
 
         // MARK: Messages (recipient: the group)
         /// A group message from `operator`; its body is stored beside the event, keyed by the
@@ -105,7 +113,8 @@ public struct GroupEvent: Sendable, Hashable {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
                 .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
-                .muteBypassChanged:
+                .muteBypassChanged,
+                .groupAttributesChanged:
                 true
             default:
                 false

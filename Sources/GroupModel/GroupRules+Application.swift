@@ -155,11 +155,16 @@ extension GroupRules {
             throw GroupError.tooManyGroups(application.subjectID, limit: limits.maxGroupsPerUser)
         }
         let letIn = application.kind == .join ? op.userID : application.senderID
-        let member = newMember(
+        // A join application filed through an invite link: the member came in by the link, let in
+        // by the approver.
+        let source: JoinSource = application.kind == .invitation ? .invitation
+            : application.inviteLinkID == nil ? .application : .inviteLink
+        var member = newMember(
             application.subjectID, in: group, now: now, retainedMute: context.subjectRetainedMute,
-            source: application.kind == .join ? .application : .invitation, inviterID: letIn)
+            source: source, inviterID: letIn)
+        member.inviteLinkID = application.kind == .join ? application.inviteLinkID : nil
         group.memberCount += 1
-        var joined = joinChanges(source: member.joinSource, inviterID: letIn)
+        var joined = joinChanges(source: member.joinSource, inviterID: letIn, inviteLinkID: member.inviteLinkID)
         joined["application_id"] = application.id
         joined["via"] = application.kind == .join ? "application" : "invitation"
         events.insert(GroupEvent.Draft(

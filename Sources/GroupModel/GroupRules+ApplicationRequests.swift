@@ -41,11 +41,12 @@ extension GroupRules {
     /// - Throws: What `planJoin` throws (`ALREADY_MEMBER`, `JOIN_FORBIDDEN`, `GROUP_FULL`, the message's limit…).
     public static func planJoinApplication(
         _ group: Group, by op: GroupOperator, joinedGroupCount: Int, message: String, limits: AppLimits,
-        now: Timestamp, retainedMute: Timestamp?, pending: Application?, newID: String, ban: GroupBan? = nil
+        now: Timestamp, retainedMute: Timestamp?, pending: Application?, newID: String, ban: GroupBan? = nil,
+        link: InviteLink? = nil
     ) throws -> JoinApplicationPlan {
         var join = try planJoin(
             group, by: op, joinedGroupCount: joinedGroupCount, message: message, limits: limits, now: now,
-            retainedMute: retainedMute, ban: ban)
+            retainedMute: retainedMute, ban: ban, link: link)
         guard case .pendingApproval = join.outcome, let userID = op.userID else {
             return JoinApplicationPlan(join: join, application: nil, refreshed: false)
         }
@@ -65,6 +66,7 @@ extension GroupRules {
                 consent: .notNeeded)
             refreshed = false
         }
+        application.inviteLinkID = link?.id
         for index in join.change.events.indices where join.change.events[index].kind == .joinApplicationReceived {
             join.change.events[index].changes["application_id"] = application.id
             if refreshed { join.change.events[index].changes["refreshed"] = "true" }

@@ -47,11 +47,16 @@ extension GroupRules {
     ///   - retainedMute: The end of a mute kept when the user last left, if any.
     ///   - ban: The user's ban from the group, if any: while it runs the join (or application)
     ///     is refused with `PERMISSION_DENIED` / `USER_BANNED`.
+    ///   - link: The invite link the user joins through (`JoinByInviteLink`, checked live by
+    ///     ``checkInviteLink(_:now:)``): it stands in for the join option (the link's approval
+    ///     requirement decides, and a Work group is found through it); the member's source is
+    ///     ``JoinSource/inviteLink`` with the link's id.
     public static func planJoin(
         _ group: Group, by op: GroupOperator, joinedGroupCount: Int, message: String = "", limits: AppLimits,
-        now: Timestamp, retainedMute: Timestamp? = nil, ban: GroupBan? = nil
+        now: Timestamp, retainedMute: Timestamp? = nil, ban: GroupBan? = nil, link: InviteLink? = nil
     ) throws -> JoinPlan {
-        try authorize(.join, type: group.type, settings: group.settings, actor: op.role).get()
+        try authorize(link == nil ? .join : .joinByInviteLink, type: group.type, settings: group.settings,
+                      actor: op.role).get()
         guard let userID = op.userID else { throw GroupError.operatorRequired("join") }
         if let ban, ban.userID == userID, ban.isActive(at: now) { throw GroupError.userBanned(ban) }
         try FieldValidation.checkBytes(message, field: "message", limit: limits.applicationMessageBytes)
@@ -60,25 +65,29 @@ extension GroupRules {
             throw GroupError.tooManyGroups(userID, limit: limits.maxGroupsPerUser)
         }
 
-        switch group.settings.joinOption {
+        let option: JoinOption = link.map { $0.requiresApproval ? .approval : .any } ?? group.settings.joinOption
+        switch option {
         case .forbidden:
             // authorize refused already; kept for exhaustiveness.
             throw GroupError(code: .permissionDenied, reason: .joinForbidden, message: "the group does not accept join requests")
         case .approval:
             var changes: [String: String] = [:]
             if !message.isEmpty { changes["message"] = message }
+            if let link { changes["invite_link"] = link.id }
             let received = GroupEvent.Draft(
                 kind: .joinApplicationReceived, operatorID: userID, targets: [userID], changes: changes,
                 recipient: .approvers)
             return JoinPlan(outcome: .pendingApproval, change: GroupChange(group: group, events: [received]),
                             message: message)
         case .any:
-            let member = newMember(userID, in: group, now: now, retainedMute: retainedMute, source: .freeJoin)
+            var member = newMember(
+                userID, in: group, now: now, retainedMute: retainedMute, source: link == nil ? .freeJoin : .inviteLink)
+            member.inviteLinkID = link?.id
             var after = group
             after.memberCount += 1
             let joined = GroupEvent.Draft(
                 kind: .memberJoined, operatorID: userID, targets: [userID],
-                changes: joinChanges(source: .freeJoin, inviterID: nil))
+                changes: joinChanges(source: member.joinSource, inviterID: nil, inviteLinkID: link?.id))
             return JoinPlan(outcome: .joined(member),
                             change: GroupChange(group: after, insertedMembers: [member], events: [joined]),
                             message: message)

@@ -102,6 +102,8 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     case mentionAllPermission = "mention_all_permission"
     /// ``GroupSettings/slowModeIntervalSeconds``.
     case slowModeInterval = "slow_mode_interval_seconds"
+    /// ``GroupSettings/inviteLinkPermission``.
+    case inviteLinkPermission = "invite_link_permission"
 
     /// The settings only the owner (and the app's backend) may change, whatever
     /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
@@ -124,6 +126,7 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
         case .ownerQuit: "owner_quit"
         case .mentionAllPermission: "mention_all_scope"
         case .slowModeInterval: "slow_mode_interval_seconds"
+        case .inviteLinkPermission: "invite_link_scope"
         }
     }
 
@@ -162,6 +165,8 @@ public struct GroupSettings: Sendable, Hashable {
     /// Slow mode: seconds an ordinary member waits between two messages (0: off). The owner,
     /// admins and the backend are exempt.
     public var slowModeIntervalSeconds: Int
+    /// Who may create, list and revoke invite links.
+    public var inviteLinkPermission: OperationPermission
 
     /// Create a settings record with every value given.
     public init(
@@ -176,8 +181,10 @@ public struct GroupSettings: Sendable, Hashable {
         editSettingsPermission: OperationPermission,
         ownerQuit: OwnerQuitRule,
         mentionAllPermission: OperationPermission = .everyone,
-        slowModeIntervalSeconds: Int = 0
+        slowModeIntervalSeconds: Int = 0,
+        inviteLinkPermission: OperationPermission = .ownerAndAdmins
     ) {
+        self.inviteLinkPermission = inviteLinkPermission
         self.joinOption = joinOption
         self.joinApprovers = joinApprovers
         self.invitePermission = invitePermission
@@ -207,6 +214,7 @@ public struct GroupSettings: Sendable, Hashable {
         case .ownerQuit: self.ownerQuit.rawValue
         case .mentionAllPermission: self.mentionAllPermission.rawValue
         case .slowModeInterval: String(self.slowModeIntervalSeconds)
+        case .inviteLinkPermission: self.inviteLinkPermission.rawValue
         }
     }
 
@@ -243,6 +251,8 @@ extension GroupSettings {
         public var mentionAllPermission: OperationPermission?
         /// New ``GroupSettings/slowModeIntervalSeconds``, if any.
         public var slowModeIntervalSeconds: Int?
+        /// New ``GroupSettings/inviteLinkPermission``, if any.
+        public var inviteLinkPermission: OperationPermission?
 
         /// Create a change set; every value defaults to "keep".
         public init(
@@ -257,8 +267,10 @@ extension GroupSettings {
             editSettingsPermission: OperationPermission? = nil,
             ownerQuit: OwnerQuitRule? = nil,
             mentionAllPermission: OperationPermission? = nil,
-            slowModeIntervalSeconds: Int? = nil
+            slowModeIntervalSeconds: Int? = nil,
+            inviteLinkPermission: OperationPermission? = nil
         ) {
+            self.inviteLinkPermission = inviteLinkPermission
             self.joinOption = joinOption
             self.joinApprovers = joinApprovers
             self.invitePermission = invitePermission
@@ -293,6 +305,7 @@ extension GroupSettings {
         if let v = changes.ownerQuit { result.ownerQuit = v }
         if let v = changes.mentionAllPermission { result.mentionAllPermission = v }
         if let v = changes.slowModeIntervalSeconds { result.slowModeIntervalSeconds = v }
+        if let v = changes.inviteLinkPermission { result.inviteLinkPermission = v }
         return result
     }
 }

@@ -122,7 +122,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editSettingsPermission: .owner,
             ownerQuit: .longestStandingMember,
             mentionAllPermission: .everyone,
-            slowModeIntervalSeconds: 0
+            slowModeIntervalSeconds: 0,
+            inviteLinkPermission: .everyone
         ),
         fixedSettings: [.joinOption],
         behaviour: GroupTypeBehaviour(
@@ -152,7 +153,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editSettingsPermission: .ownerAndAdmins,
             ownerQuit: .refused,
             mentionAllPermission: .ownerAndAdmins,
-            slowModeIntervalSeconds: 0
+            slowModeIntervalSeconds: 0,
+            inviteLinkPermission: .ownerAndAdmins
         ),
         fixedSettings: [],
         behaviour: GroupTypeBehaviour(
@@ -182,7 +184,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editSettingsPermission: .ownerAndAdmins,
             ownerQuit: .refused,
             mentionAllPermission: .ownerAndAdmins,
-            slowModeIntervalSeconds: 0
+            slowModeIntervalSeconds: 0,
+            inviteLinkPermission: .ownerAndAdmins
         ),
         fixedSettings: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
         behaviour: GroupTypeBehaviour(
@@ -212,11 +215,13 @@ public struct GroupTypePreset: Sendable, Hashable {
             editSettingsPermission: .owner,
             ownerQuit: .refused,
             mentionAllPermission: .owner,
-            slowModeIntervalSeconds: 0
+            slowModeIntervalSeconds: 0,
+            inviteLinkPermission: .nobody
         ),
         fixedSettings: [
             .joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
             .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .slowModeInterval,
+            .inviteLinkPermission,
         ],
         behaviour: GroupTypeBehaviour(
             allowedRoles: [.owner, .member], dismissal: .ownerOrAdminToken,

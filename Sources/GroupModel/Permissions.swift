@@ -149,6 +149,15 @@ public enum GroupAction: Sendable, Hashable {
     case sendCustomNotification
     /// Import members or messages (backend only).
     case importData
+    /// Read group attributes and counters (members and the backend).
+    case readAttributes
+    /// Create, list or revoke invite links (``GroupSettings/inviteLinkPermission``).
+    case manageInviteLinks
+    /// Join through an invite link (the link stands in for the join option).
+    case joinByInviteLink
+    /// Set or delete group attributes, or increment counters
+    /// (``GroupRules/attributeWriters(for:)``: every member; the owner and admins of an AVChatRoom).
+    case writeAttributes
 }
 
 /// The outcome of a permission decision.
@@ -262,7 +271,7 @@ public enum GroupRules {
 
         if actor == .nonMember, !behaviour.publicProfileVisibleToNonMembers {
             switch action {
-            case .createGroup, .answerInvitation, .withdrawApplication: break
+            case .createGroup, .answerInvitation, .withdrawApplication, .joinByInviteLink: break
             default:
                 return .refused(GroupError(
                     code: .notFound, reason: .groupNotFound,
@@ -422,7 +431,7 @@ public enum GroupRules {
             case .owner, .admin, .member: return .allowed
             }
 
-        case .listMembers, .viewMemberInfo, .sendMessage:
+        case .listMembers, .viewMemberInfo, .sendMessage, .readAttributes:
             return memberCheck(actor, grantedTo: .everyone, setting: nil)
 
         case .mentionAll:
@@ -436,6 +445,26 @@ public enum GroupRules {
             }
             // The owner and admins recall anyone's message, members only their own.
             return memberCheck(actor, grantedTo: own ? .everyone : .ownerAndAdmins, setting: nil)
+        case .writeAttributes:
+            return memberCheck(actor, grantedTo: attributeWriters(for: type), setting: nil)
+
+        case .manageInviteLinks:
+            if !behaviour.invitationsSupported {
+                return .refused(notSupported(.inviteLinkNotSupported, "invite links", type))
+            }
+            return memberCheck(actor, grantedTo: settings.inviteLinkPermission, setting: .inviteLinkPermission)
+
+        case .joinByInviteLink:
+            if !behaviour.invitationsSupported {
+                return .refused(notSupported(.inviteLinkNotSupported, "invite links", type))
+            }
+            switch actor {
+            case .backend: return .refused(operatorRequired("join"))
+            case .owner, .admin, .member:
+                return .refused(GroupError(
+                    code: .alreadyExists, reason: .alreadyMember, message: "already a member of the group"))
+            case .nonMember: return .allowed
+            }
 
         case .readHistory:
             if !behaviour.historyKept {

@@ -68,6 +68,7 @@ enum APIMapping {
         }
         changes.mentionAllPermission = try permission(settings.mentionAllScope, field: "\(field).mention_all_scope")
         if settings.slowModeIntervalSeconds != 0 { changes.slowModeIntervalSeconds = Int(settings.slowModeIntervalSeconds) }
+        changes.inviteLinkPermission = try permission(settings.inviteLinkScope, field: "\(field).invite_link_scope")
         // Who mutes is fixed by the type; naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
@@ -162,6 +163,7 @@ enum APIMapping {
             }
             $0.mentionAllScope = scope(settings.mentionAllPermission)
             $0.slowModeIntervalSeconds = UInt32(clamping: settings.slowModeIntervalSeconds)
+            $0.inviteLinkScope = scope(settings.inviteLinkPermission)
         }
     }
 
@@ -188,8 +190,10 @@ enum APIMapping {
             case .application: .application
             case .invitation: .invitation
             case .imported: .imported
+            case .inviteLink: .inviteLink
             }
             $0.inviterUserID = member.inviterID ?? ""
+            $0.inviteLinkID = member.inviteLinkID ?? ""
         }
     }
 

@@ -97,6 +97,8 @@ extension GroupdService {
             case "mention_all_scope":
                 masked.mentionAllScope = given.mentionAllScope; unspecified = given.mentionAllScope == .unspecified
             case "slow_mode_interval_seconds": masked.slowModeIntervalSeconds = given.slowModeIntervalSeconds
+            case "invite_link_scope":
+                masked.inviteLinkScope = given.inviteLinkScope; unspecified = given.inviteLinkScope == .unspecified
             case "max_member_count": maxMembers = true
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown settings path '\(path)'")

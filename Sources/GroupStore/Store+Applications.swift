@@ -19,12 +19,14 @@ extension Store {
     /// - Throws: `GROUP_NOT_FOUND`; the plan's error; `INTERNAL`.
     public func mutateApplications<Value: Sendable>(
         app: String, groupID: String, operatorID: String?, targets: [String], kind: ApplicationKind, at time: Timestamp,
-        parts: SnapshotRequest.Parts = Store.groupSnapshotParts,
+        parts: SnapshotRequest.Parts = Store.groupSnapshotParts, inviteLinkTokenHash: String? = nil,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let request = SnapshotRequest(
+        var lookup = SnapshotRequest(
             app: app, group: groupID, operatorID: operatorID, targets: targets, time: time,
             parts: parts.union(.dueApplications), pendingApplications: kind)
+        lookup.inviteLink = inviteLinkTokenHash.map { .tokenHash($0) }
+        let request = lookup
         let outcome: Outcome<Value> = try await mutate("mutateApplications", app: app) { transaction, effects in
             let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
             return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: targets,
@@ -97,7 +99,7 @@ extension Store {
         do {
             (change, value) = try plan(ApplicationSnapshot(
                 group: GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets),
-                pending: snapshot.pendingApplications, application: snapshot.application))
+                pending: snapshot.pendingApplications, application: snapshot.application, inviteLink: snapshot.inviteLink))
         } catch let error as GroupError where !swept.isEmpty {
             return .refused(error)
         }
@@ -107,6 +109,7 @@ extension Store {
             return .refused(error)
         }
         var writes = WriteSet(applications: change.applications)
+        writes.inviteLinks = change.inviteLinks
         if !change.group.isEmpty { writes.change = change.group }
         let written = try transaction.write(writes, over: snapshot)
         var group = before

@@ -121,6 +121,16 @@ public protocol StoreBackend: Sendable {
     /// See ``Store/remarks(app:userID:groupIDs:)``.
     func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String]
 
+    /// A live group's attributes and counters, read at one instant.
+    /// - Throws: `GROUP_NOT_FOUND`.
+    func attributes(app: String, groupID: String) async throws -> GroupAttributeSet
+
+    /// See ``Store/inviteLink(app:tokenHash:)``.
+    func inviteLink(app: String, tokenHash: String) async throws -> InviteLink?
+
+    /// See ``Store/inviteLinks(app:groupID:now:)``.
+    func inviteLinks(app: String, groupID: String, now: Timestamp) async throws -> [InviteLink]
+
     // MARK: Application reads
 
     /// One item by id (`nil`: none in the app).

@@ -33,6 +33,10 @@ public struct SnapshotRequest: Sendable {
         public static let banCount = Parts(rawValue: 1 << 9)
         /// The group's owner and admins, in join order.
         public static let managers = Parts(rawValue: 1 << 10)
+        /// The group's attributes and counters (``StoreSnapshot/attributes``).
+        public static let attributes = Parts(rawValue: 1 << 11)
+        /// The group's invite links live at ``SnapshotRequest/time`` (``StoreSnapshot/inviteLinks``).
+        public static let inviteLinks = Parts(rawValue: 1 << 12)
     }
 
     /// The app.
@@ -63,6 +67,9 @@ public struct SnapshotRequest: Sendable {
     /// A sender whose previous message time to load (``StoreSnapshot/lastSentAt``), read only
     /// when the group's slow mode is on.
     public var lastSentBy: String?
+    /// An invite link to load (``StoreSnapshot/inviteLink``), by its token's hash or by its id,
+    /// whatever its state.
+    public var inviteLink: InviteLinkKey?
 
     /// Creates a request.
     public init(
@@ -84,6 +91,14 @@ public struct SnapshotRequest: Sendable {
         self.readState = readState
         self.earlierMessage = earlierMessage
         self.applicationReader = applicationReader
+    }
+
+    /// How an invite link is looked up.
+    public enum InviteLinkKey: Sendable, Hashable {
+        /// By the SHA-256 of its token (``InviteLink/tokenHash``).
+        case tokenHash(String)
+        /// By its id.
+        case id(String)
     }
 
     /// The operator and the targets, each once (whose counts, retained mutes and bans are loaded).
@@ -161,6 +176,12 @@ public struct StoreSnapshot: Sendable {
     /// When ``SnapshotRequest/lastSentBy`` last sent a message to the group (`nil`: never, or
     /// slow mode is off).
     public var lastSentAt: Timestamp?
+    /// The group's attributes and counters (`.attributes`).
+    public var attributes = GroupAttributeSet()
+    /// The link of ``SnapshotRequest/inviteLink`` (`nil`: none in the app).
+    public var inviteLink: InviteLink?
+    /// The group's live invite links, oldest first (`.inviteLinks`).
+    public var inviteLinks: [InviteLink] = []
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
@@ -193,15 +214,20 @@ public struct WriteSet: Sendable {
     public var applicationReadTime: (user: String, time: Timestamp)?
     /// A stored message of the snapshot's group to turn into a tombstone.
     public var recall: (sequence: Int64, recall: MessageRecall)?
+    /// Attributes to write and delete and counters to set, in the snapshot's group.
+    public var attributes: AttributeChange?
+    /// Invite links of the snapshot's group to insert (new id) or update (use count, revocation).
+    public var inviteLinks: [InviteLink] = []
 
     /// Creates a write set.
     public init(
         newGroup: GroupCreationPlan? = nil, change: GroupChange? = nil, events: [GroupEvent.Draft] = [],
         message: GroupMessage? = nil, applications: [Application] = [], remark: (user: String, remark: String?)? = nil,
         readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil,
-        recall: (sequence: Int64, recall: MessageRecall)? = nil
+        recall: (sequence: Int64, recall: MessageRecall)? = nil, attributes: AttributeChange? = nil
     ) {
         self.recall = recall
+        self.attributes = attributes
         self.newGroup = newGroup
         self.change = change
         self.events = events

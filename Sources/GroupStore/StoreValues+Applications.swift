@@ -11,9 +11,12 @@ public struct ApplicationSnapshot: Sendable {
     public var pending: [String: Application]
     /// The item being decided on (``Store/decideApplication(app:id:operatorID:at:plan:)``).
     public var application: Application?
+    /// The invite link the mutation names by its token, whatever its state (`nil`: none).
+    public var inviteLink: InviteLink?
 
     /// Creates a snapshot.
-    public init(group: GroupSnapshot, pending: [String: Application], application: Application?) {
+    public init(group: GroupSnapshot, pending: [String: Application], application: Application?, inviteLink: InviteLink? = nil) {
+        self.inviteLink = inviteLink
         self.group = group
         self.pending = pending
         self.application = application
@@ -27,11 +30,14 @@ public struct ApplicationChange: Sendable {
     public var group: GroupChange
     /// Items to insert or update.
     public var applications: [Application]
+    /// Invite links to update (a join through one counts a use).
+    public var inviteLinks: [InviteLink]
 
     /// Creates a change.
-    public init(group: GroupChange, applications: [Application] = []) {
+    public init(group: GroupChange, applications: [Application] = [], inviteLinks: [InviteLink] = []) {
         self.group = group
         self.applications = applications
+        self.inviteLinks = inviteLinks
     }
 }
 

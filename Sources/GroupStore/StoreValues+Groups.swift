@@ -76,3 +76,17 @@ public struct JoinedGroup: Sendable, Hashable {
         self.remark = remark
     }
 }
+
+/// A group's attributes and counters, as stored.
+public struct GroupAttributeSet: Sendable, Hashable {
+    /// The attributes by key.
+    public var attributes: [String: GroupAttribute]
+    /// The counters by key (a counter never incremented is absent: 0).
+    public var counters: [String: Int64]
+
+    /// Creates a set.
+    public init(attributes: [String: GroupAttribute] = [:], counters: [String: Int64] = [:]) {
+        self.attributes = attributes
+        self.counters = counters
+    }
+}

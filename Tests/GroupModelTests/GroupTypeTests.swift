@@ -49,7 +49,7 @@ struct GroupTypeTests {
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .owner,
                 editProfilePermission: .everyone, editMemberInfoPermission: .ownerAdminsAndSelf,
                 editSettingsPermission: .owner, ownerQuit: .longestStandingMember,
-                mentionAllPermission: .everyone, slowModeIntervalSeconds: 0),
+                mentionAllPermission: .everyone, slowModeIntervalSeconds: 0, inviteLinkPermission: .everyone),
             fixed: [.joinOption], roles: [.owner, .member], dismissal: .adminTokenOnly,
             transfer: true, mute: .owner, kick: true, history: true, historyBeforeJoin: false, unread: true,
             memberEvents: .all, listed: true, stored: true, maxMembers: 200),
@@ -80,9 +80,10 @@ struct GroupTypeTests {
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .nobody,
                 editProfilePermission: .owner, editMemberInfoPermission: .ownerAdminsAndSelf,
                 editSettingsPermission: .owner, ownerQuit: .refused,
-                mentionAllPermission: .owner, slowModeIntervalSeconds: 0),
+                mentionAllPermission: .owner, slowModeIntervalSeconds: 0, inviteLinkPermission: .nobody),
             fixed: [.joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
-                    .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .slowModeInterval],
+                    .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .slowModeInterval,
+                    .inviteLinkPermission],
             roles: [.owner, .member], dismissal: .ownerOrAdminToken,
             transfer: false, mute: .owner, kick: false, history: false, historyBeforeJoin: false,
             unread: false, memberEvents: .rateLimited, listed: false, stored: false, maxMembers: nil),
@@ -150,6 +151,8 @@ struct GroupTypeTests {
         case .mentionAllPermission:
             c.mentionAllPermission = s.mentionAllPermission == .owner ? .everyone : .owner
         case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds == 0 ? 30 : 0
+        case .inviteLinkPermission:
+            c.inviteLinkPermission = s.inviteLinkPermission == .owner ? .ownerAndAdmins : .owner
         }
         return c
     }
@@ -170,6 +173,7 @@ struct GroupTypeTests {
         case .ownerQuit: c.ownerQuit = s.ownerQuit
         case .mentionAllPermission: c.mentionAllPermission = s.mentionAllPermission
         case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds
+        case .inviteLinkPermission: c.inviteLinkPermission = s.inviteLinkPermission
         }
         return c
     }

@@ -451,6 +451,11 @@ public enum Groupd_V1_JoinSource: ProtoEnum {
     /// Added by ImportGroup.
     case imported // = 6
 
+    /// Joined through an invite link (JoinByInviteLink; for a link that needs
+    /// approval, once the application was accepted); Member.invite_link_id
+    /// names the link.
+    case inviteLink // = 7
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -469,6 +474,7 @@ public enum Groupd_V1_JoinSource: ProtoEnum {
         case 4: self = .application
         case 5: self = .invitation
         case 6: self = .imported
+        case 7: self = .inviteLink
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -483,12 +489,13 @@ public enum Groupd_V1_JoinSource: ProtoEnum {
         case .application: return 4
         case .invitation: return 5
         case .imported: return 6
+        case .inviteLink: return 7
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_JoinSource] = [.unspecified, .creator, .initialMember, .freeJoin, .application, .invitation, .imported]
+    public static let allCases: [Groupd_V1_JoinSource] = [.unspecified, .creator, .initialMember, .freeJoin, .application, .invitation, .imported, .inviteLink]
 }
 
 /// What happens when a group's owner quits (QuitGroup).
@@ -990,7 +997,8 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// (accepted application) or by an invitee's consent or an approver
     /// (invitation); operator = the user, the approver or the inviter. Detail:
     /// member_change: the member as they came in (user_id, role, join_time,
-    /// join_source, inviter_user_id = who let them in).
+    /// join_source, inviter_user_id = who let them in, invite_link_id for a join
+    /// through an invite link).
     case memberJoined // = 1
 
     /// Tip: users were added by invitation at once; operator = the inviter.
@@ -1128,6 +1136,21 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// every member, those whose receive option is NOT_RECEIVE too.
     case messageRecalled // = 37
 
+    /// Tip: group attributes were set or deleted (SetGroupAttributes,
+    /// DeleteGroupAttributes); operator = who changed them. Detail:
+    /// attributes_change (keys and new versions; GetGroupAttributes gives the
+    /// values).
+    case groupAttributesChanged // = 45
+
+    /// System, to the approvers (the owner, and the admins when approver_scope
+    /// includes them): an invite link was created; operator = its creator.
+    /// Detail: invite_link (without the token).
+    case inviteLinkCreated // = 46
+
+    /// System, to the approvers: an invite link was revoked; operator = who
+    /// revoked it. Detail: invite_link.
+    case inviteLinkRevoked // = 47
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1176,6 +1199,9 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 34: self = .memberUnbanned
         case 35: self = .muteBypassChanged
         case 37: self = .messageRecalled
+        case 45: self = .groupAttributesChanged
+        case 46: self = .inviteLinkCreated
+        case 47: self = .inviteLinkRevoked
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1220,12 +1246,15 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .memberUnbanned: return 34
         case .muteBypassChanged: return 35
         case .messageRecalled: return 37
+        case .groupAttributesChanged: return 45
+        case .inviteLinkCreated: return 46
+        case .inviteLinkRevoked: return 47
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -1350,6 +1379,11 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     /// Changed by UpdateGroupSettings (path `slow_mode_interval_seconds`; 0 in
     /// the mask turns it off); in CreateGroup 0 keeps it off.
     public var slowModeIntervalSeconds: UInt32 = 0
+
+    /// Who may create, list and revoke invite links. Work: ALL_MEMBERS; Public
+    /// and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed: no invite
+    /// links).
+    public var inviteLinkScope: Groupd_V1_OperatorScope = .unspecified
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1531,6 +1565,10 @@ public struct Groupd_V1_Member: ProtoMessage {
     /// The group sequence at the member's join; history visibility starts
     /// after it for Work and Public groups.
     public var joinSequence: UInt64 = 0
+
+    /// The invite link the member joined through (its id, never its token),
+    /// when join_source is INVITE_LINK; empty otherwise.
+    public var inviteLinkID: String = ""
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1723,8 +1761,8 @@ public struct Groupd_V1_MemberChange: ProtoMessage {
 
     /// The affected members, each with user_id and the changed fields' new
     /// values (name_card; mute_until, absent = unmuted; custom values are not
-    /// given, as in ProfileChange). Joins: role, join_time, join_source and
-    /// inviter_user_id.
+    /// given, as in ProfileChange). Joins: role, join_time, join_source,
+    /// inviter_user_id and invite_link_id.
     public var members: [Groupd_V1_Member] = []
 
     /// A message with every field at its proto3 default.
@@ -1878,6 +1916,78 @@ public struct Groupd_V1_MessageRecall: ProtoMessage {
 
     /// Who recalled it; empty when the backend did.
     public var recalledByUserID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// A group attribute key and the version a write gave it.
+public struct Groupd_V1_AttributeVersion: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AttributeVersion"
+
+    /// The key.
+    public var key: String = ""
+
+    /// Its new version.
+    public var version: UInt64 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GROUP_ATTRIBUTES_CHANGED detail.
+public struct Groupd_V1_AttributesChange: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AttributesChange"
+
+    /// The keys set, with their new versions, in key order.
+    public var set: [Groupd_V1_AttributeVersion] = []
+
+    /// The keys deleted, in key order.
+    public var deletedKeys: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// An invite link of a group (CreateInviteLink, ListInviteLinks and the
+/// INVITE_LINK_* events).
+public struct Groupd_V1_InviteLink: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.InviteLink"
+
+    /// The link's id: not secret; Member.invite_link_id of those who joined
+    /// through it.
+    public var linkID: String = ""
+
+    /// The secret token to hand out (JoinByInviteLink): 128 random bits from
+    /// the operating system's CSPRNG, base64url without padding (22
+    /// characters). Only in the CreateInviteLink response: groupd keeps only
+    /// its SHA-256.
+    public var token: String = ""
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// Who created it (empty: the backend).
+    public var creatorUserID: String = ""
+
+    /// When it was created.
+    public var createTime: Google_Protobuf_Timestamp? = nil
+
+    /// When it stops working; absent: never.
+    public var expireTime: Google_Protobuf_Timestamp? = nil
+
+    /// How many uses it allows (0: unlimited). A join and a join application
+    /// each use it once.
+    public var maxUses: UInt32 = 0
+
+    /// How many times it was used.
+    public var useCount: UInt32 = 0
+
+    /// Whether joining through it files an application for the approvers.
+    public var requireApproval: Bool = false
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -2105,6 +2215,28 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .messageRecall(newValue) }
     }
 
+    /// GROUP_ATTRIBUTES_CHANGED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var attributesChange: Groupd_V1_AttributesChange {
+        get {
+            if case .attributesChange(let value)? = detail { return value }
+            return Groupd_V1_AttributesChange()
+        }
+        set { detail = .attributesChange(newValue) }
+    }
+
+    /// INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var inviteLink: Groupd_V1_InviteLink {
+        get {
+            if case .inviteLink(let value)? = detail { return value }
+            return Groupd_V1_InviteLink()
+        }
+        set { detail = .inviteLink(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -2141,6 +2273,10 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case muteBypass(Groupd_V1_MuteBypassChange)
         /// MESSAGE_RECALLED.
         case messageRecall(Groupd_V1_MessageRecall)
+        /// GROUP_ATTRIBUTES_CHANGED.
+        case attributesChange(Groupd_V1_AttributesChange)
+        /// INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
+        case inviteLink(Groupd_V1_InviteLink)
     }
 
     /// A message with every field at its proto3 default.
@@ -2241,6 +2377,7 @@ extension Groupd_V1_GroupSettings {
         ownerQuit = _protoEnum(c.owner_quit)
         mentionAllScope = _protoEnum(c.mention_all_scope)
         slowModeIntervalSeconds = c.slow_mode_interval_seconds
+        inviteLinkScope = _protoEnum(c.invite_link_scope)
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupSettings` whose every pointer lives in `arena`.
@@ -2259,6 +2396,7 @@ extension Groupd_V1_GroupSettings {
         if ownerQuit.rawValue != 0 { p.pointee.owner_quit = _protoCEnum(ownerQuit) }
         if mentionAllScope.rawValue != 0 { p.pointee.mention_all_scope = _protoCEnum(mentionAllScope) }
         if slowModeIntervalSeconds != 0 { p.pointee.slow_mode_interval_seconds = slowModeIntervalSeconds }
+        if inviteLinkScope.rawValue != 0 { p.pointee.invite_link_scope = _protoCEnum(inviteLinkScope) }
         return p
     }
 }
@@ -2475,6 +2613,7 @@ extension Groupd_V1_Member {
         joinSource = _protoEnum(c.join_source)
         inviterUserID = try _protoString(c.inviter_user_id, "groupd.v1.Member.inviter_user_id")
         joinSequence = c.join_sequence
+        inviteLinkID = try _protoString(c.invite_link_id, "groupd.v1.Member.invite_link_id")
     }
 
     /// Builds a protobuf-c `Groupd__V1__Member` whose every pointer lives in `arena`.
@@ -2501,6 +2640,7 @@ extension Groupd_V1_Member {
         if joinSource.rawValue != 0 { p.pointee.join_source = _protoCEnum(joinSource) }
         if !inviterUserID.isEmpty { p.pointee.inviter_user_id = arena.cString(inviterUserID) }
         if joinSequence != 0 { p.pointee.join_sequence = joinSequence }
+        if !inviteLinkID.isEmpty { p.pointee.invite_link_id = arena.cString(inviteLinkID) }
         return p
     }
 }
@@ -3177,6 +3317,128 @@ extension Groupd_V1_MessageRecall {
     }
 }
 
+extension Groupd_V1_AttributeVersion {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__attribute_version(), as: Groupd__V1__AttributeVersion.self, Groupd_V1_AttributeVersion.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AttributeVersion` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AttributeVersion>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        key = try _protoString(c.key, "groupd.v1.AttributeVersion.key")
+        version = c.version
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AttributeVersion` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AttributeVersion> {
+        let p = arena.make(Groupd__V1__AttributeVersion.self, groupd__v1__attribute_version__init)
+        if !key.isEmpty { p.pointee.key = arena.cString(key) }
+        if version != 0 { p.pointee.version = version }
+        return p
+    }
+}
+
+extension Groupd_V1_AttributesChange {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__attributes_change(), as: Groupd__V1__AttributesChange.self, Groupd_V1_AttributesChange.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AttributesChange` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AttributesChange>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        set = try _protoMessages(c.set, c.n_set, Groupd_V1_AttributeVersion.init(_c:))
+        deletedKeys = try _protoStrings(c.deleted_keys, c.n_deleted_keys, "groupd.v1.AttributesChange.deleted_keys")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AttributesChange` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AttributesChange> {
+        let p = arena.make(Groupd__V1__AttributesChange.self, groupd__v1__attributes_change__init)
+        if !set.isEmpty {
+            p.pointee.n_set = set.count
+            p.pointee.set = arena.messages(set) { $0._cBuild($1) }
+        }
+        if !deletedKeys.isEmpty {
+            p.pointee.n_deleted_keys = deletedKeys.count
+            p.pointee.deleted_keys = arena.cStrings(deletedKeys)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_InviteLink {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__invite_link(), as: Groupd__V1__InviteLink.self, Groupd_V1_InviteLink.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__InviteLink` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__InviteLink>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        linkID = try _protoString(c.link_id, "groupd.v1.InviteLink.link_id")
+        token = try _protoString(c.token, "groupd.v1.InviteLink.token")
+        groupID = try _protoString(c.group_id, "groupd.v1.InviteLink.group_id")
+        creatorUserID = try _protoString(c.creator_user_id, "groupd.v1.InviteLink.creator_user_id")
+        if let sub = c.create_time { createTime = try Google_Protobuf_Timestamp(_c: sub) }
+        if let sub = c.expire_time { expireTime = try Google_Protobuf_Timestamp(_c: sub) }
+        maxUses = c.max_uses
+        useCount = c.use_count
+        requireApproval = (c.require_approval != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__InviteLink` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__InviteLink> {
+        let p = arena.make(Groupd__V1__InviteLink.self, groupd__v1__invite_link__init)
+        if !linkID.isEmpty { p.pointee.link_id = arena.cString(linkID) }
+        if !token.isEmpty { p.pointee.token = arena.cString(token) }
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !creatorUserID.isEmpty { p.pointee.creator_user_id = arena.cString(creatorUserID) }
+        if let value = createTime { p.pointee.create_time = value._cBuild(arena) }
+        if let value = expireTime { p.pointee.expire_time = value._cBuild(arena) }
+        if maxUses != 0 { p.pointee.max_uses = maxUses }
+        if useCount != 0 { p.pointee.use_count = useCount }
+        if requireApproval { p.pointee.require_approval = (requireApproval ? 1 : 0) }
+        return p
+    }
+}
+
 extension Groupd_V1_GroupEvent {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -3258,6 +3520,12 @@ extension Groupd_V1_GroupEvent {
         case 45:
             if let sub = c.message_recall { detail = .messageRecall(try Groupd_V1_MessageRecall(_c: sub)) }
             else { detail = .messageRecall(Groupd_V1_MessageRecall()) }
+        case 55:
+            if let sub = c.attributes_change { detail = .attributesChange(try Groupd_V1_AttributesChange(_c: sub)) }
+            else { detail = .attributesChange(Groupd_V1_AttributesChange()) }
+        case 56:
+            if let sub = c.invite_link { detail = .inviteLink(try Groupd_V1_InviteLink(_c: sub)) }
+            else { detail = .inviteLink(Groupd_V1_InviteLink()) }
         default: break
         }
     }
@@ -3331,6 +3599,12 @@ extension Groupd_V1_GroupEvent {
         case .messageRecall(let value)?:
             p.pointee.detail_case = .init(rawValue: 45)
             p.pointee.message_recall = value._cBuild(arena)
+        case .attributesChange(let value)?:
+            p.pointee.detail_case = .init(rawValue: 55)
+            p.pointee.attributes_change = value._cBuild(arena)
+        case .inviteLink(let value)?:
+            p.pointee.detail_case = .init(rawValue: 56)
+            p.pointee.invite_link = value._cBuild(arena)
         case nil: break
         }
         return p

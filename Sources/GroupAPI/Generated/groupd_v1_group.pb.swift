@@ -626,6 +626,204 @@ public struct Groupd_V1_UpdateMuteBypassListResponse: ProtoMessage {
     public init() {}
 }
 
+/// One group attribute.
+public struct Groupd_V1_GroupAttribute: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GroupAttribute"
+
+    /// The key (1-`group_attribute_key_bytes` bytes, no control characters).
+    public var key: String = ""
+
+    /// The value: opaque bytes.
+    public var value: [UInt8] = []
+
+    /// The version: the group sequence of the GROUP_ATTRIBUTES_CHANGED event
+    /// that wrote this value. It grows with every write of the key and is never
+    /// given twice in a group, even after the key was deleted and set again.
+    public var version: UInt64 = 0
+
+    /// When the value was written.
+    public var updateTime: Google_Protobuf_Timestamp? = nil
+
+    /// Who wrote it (empty: the backend).
+    public var updatedByUserID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// One key to set.
+public struct Groupd_V1_AttributeWrite: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AttributeWrite"
+
+    /// The key.
+    public var key: String = ""
+
+    /// The new value.
+    public var value: [UInt8] = []
+
+    /// The condition: 0 = none; -1 = the key must not exist; a version = the
+    /// key must exist at that version. Below -1: INVALID_ARGUMENT.
+    public var expectedVersion: Int64 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SetGroupAttributes request.
+public struct Groupd_V1_SetGroupAttributesRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SetGroupAttributesRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The keys to set, each once (`attributes[i].key` in errors).
+    public var attributes: [Groupd_V1_AttributeWrite] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SetGroupAttributes response.
+public struct Groupd_V1_SetGroupAttributesResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SetGroupAttributesResponse"
+
+    /// The attributes as written, in request order, with their new version.
+    public var attributes: [Groupd_V1_GroupAttribute] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// One key to delete.
+public struct Groupd_V1_AttributeKey: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AttributeKey"
+
+    /// The key.
+    public var key: String = ""
+
+    /// The condition, as AttributeWrite.expected_version.
+    public var expectedVersion: Int64 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// DeleteGroupAttributes request.
+public struct Groupd_V1_DeleteGroupAttributesRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.DeleteGroupAttributesRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The keys to delete, each once (`keys[i]` in errors).
+    public var keys: [Groupd_V1_AttributeKey] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// DeleteGroupAttributes response.
+public struct Groupd_V1_DeleteGroupAttributesResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.DeleteGroupAttributesResponse"
+
+    /// The keys that existed and were deleted, in request order.
+    public var deletedKeys: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetGroupAttributes request.
+public struct Groupd_V1_GetGroupAttributesRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetGroupAttributesRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The keys to read; empty = every attribute. Keys that do not exist are
+    /// left out of the response.
+    public var keys: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetGroupAttributes response.
+public struct Groupd_V1_GetGroupAttributesResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetGroupAttributesResponse"
+
+    /// The attributes, in key order.
+    public var attributes: [Groupd_V1_GroupAttribute] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// IncrementGroupCounters request.
+public struct Groupd_V1_IncrementGroupCountersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.IncrementGroupCountersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// Per counter key, the amount to add (negative subtracts; 0 reads the
+    /// value inside the transaction).
+    public var deltas: [String: Int64] = [:]
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// IncrementGroupCounters response.
+public struct Groupd_V1_IncrementGroupCountersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.IncrementGroupCountersResponse"
+
+    /// The new value of each counter named by `deltas`.
+    public var values: [String: Int64] = [:]
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetGroupCounters request.
+public struct Groupd_V1_GetGroupCountersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetGroupCountersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The counters to read; empty = every stored counter. A counter never
+    /// incremented reads 0 when named, and is left out of "every".
+    public var keys: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetGroupCounters response.
+public struct Groupd_V1_GetGroupCountersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetGroupCountersResponse"
+
+    /// The counters' values.
+    public var values: [String: Int64] = [:]
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 extension Groupd_V1_InitialMember {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -1777,6 +1975,527 @@ extension Groupd_V1_UpdateMuteBypassListResponse {
     }
 }
 
+extension Groupd_V1_GroupAttribute {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__group_attribute(), as: Groupd__V1__GroupAttribute.self, Groupd_V1_GroupAttribute.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GroupAttribute` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GroupAttribute>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        key = try _protoString(c.key, "groupd.v1.GroupAttribute.key")
+        value = _protoBytes(c.value)
+        version = c.version
+        if let sub = c.update_time { updateTime = try Google_Protobuf_Timestamp(_c: sub) }
+        updatedByUserID = try _protoString(c.updated_by_user_id, "groupd.v1.GroupAttribute.updated_by_user_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GroupAttribute` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GroupAttribute> {
+        let p = arena.make(Groupd__V1__GroupAttribute.self, groupd__v1__group_attribute__init)
+        if !key.isEmpty { p.pointee.key = arena.cString(key) }
+        if !value.isEmpty { p.pointee.value = arena.binary(value) }
+        if version != 0 { p.pointee.version = version }
+        if let value = updateTime { p.pointee.update_time = value._cBuild(arena) }
+        if !updatedByUserID.isEmpty { p.pointee.updated_by_user_id = arena.cString(updatedByUserID) }
+        return p
+    }
+}
+
+extension Groupd_V1_AttributeWrite {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__attribute_write(), as: Groupd__V1__AttributeWrite.self, Groupd_V1_AttributeWrite.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AttributeWrite` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AttributeWrite>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        key = try _protoString(c.key, "groupd.v1.AttributeWrite.key")
+        value = _protoBytes(c.value)
+        expectedVersion = c.expected_version
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AttributeWrite` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AttributeWrite> {
+        let p = arena.make(Groupd__V1__AttributeWrite.self, groupd__v1__attribute_write__init)
+        if !key.isEmpty { p.pointee.key = arena.cString(key) }
+        if !value.isEmpty { p.pointee.value = arena.binary(value) }
+        if expectedVersion != 0 { p.pointee.expected_version = expectedVersion }
+        return p
+    }
+}
+
+extension Groupd_V1_SetGroupAttributesRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__set_group_attributes_request(), as: Groupd__V1__SetGroupAttributesRequest.self, Groupd_V1_SetGroupAttributesRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SetGroupAttributesRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SetGroupAttributesRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.SetGroupAttributesRequest.group_id")
+        attributes = try _protoMessages(c.attributes, c.n_attributes, Groupd_V1_AttributeWrite.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SetGroupAttributesRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SetGroupAttributesRequest> {
+        let p = arena.make(Groupd__V1__SetGroupAttributesRequest.self, groupd__v1__set_group_attributes_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !attributes.isEmpty {
+            p.pointee.n_attributes = attributes.count
+            p.pointee.attributes = arena.messages(attributes) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_SetGroupAttributesResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__set_group_attributes_response(), as: Groupd__V1__SetGroupAttributesResponse.self, Groupd_V1_SetGroupAttributesResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SetGroupAttributesResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SetGroupAttributesResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        attributes = try _protoMessages(c.attributes, c.n_attributes, Groupd_V1_GroupAttribute.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SetGroupAttributesResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SetGroupAttributesResponse> {
+        let p = arena.make(Groupd__V1__SetGroupAttributesResponse.self, groupd__v1__set_group_attributes_response__init)
+        if !attributes.isEmpty {
+            p.pointee.n_attributes = attributes.count
+            p.pointee.attributes = arena.messages(attributes) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_AttributeKey {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__attribute_key(), as: Groupd__V1__AttributeKey.self, Groupd_V1_AttributeKey.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AttributeKey` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AttributeKey>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        key = try _protoString(c.key, "groupd.v1.AttributeKey.key")
+        expectedVersion = c.expected_version
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AttributeKey` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AttributeKey> {
+        let p = arena.make(Groupd__V1__AttributeKey.self, groupd__v1__attribute_key__init)
+        if !key.isEmpty { p.pointee.key = arena.cString(key) }
+        if expectedVersion != 0 { p.pointee.expected_version = expectedVersion }
+        return p
+    }
+}
+
+extension Groupd_V1_DeleteGroupAttributesRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__delete_group_attributes_request(), as: Groupd__V1__DeleteGroupAttributesRequest.self, Groupd_V1_DeleteGroupAttributesRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__DeleteGroupAttributesRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__DeleteGroupAttributesRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.DeleteGroupAttributesRequest.group_id")
+        keys = try _protoMessages(c.keys, c.n_keys, Groupd_V1_AttributeKey.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__DeleteGroupAttributesRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__DeleteGroupAttributesRequest> {
+        let p = arena.make(Groupd__V1__DeleteGroupAttributesRequest.self, groupd__v1__delete_group_attributes_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !keys.isEmpty {
+            p.pointee.n_keys = keys.count
+            p.pointee.keys = arena.messages(keys) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_DeleteGroupAttributesResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__delete_group_attributes_response(), as: Groupd__V1__DeleteGroupAttributesResponse.self, Groupd_V1_DeleteGroupAttributesResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__DeleteGroupAttributesResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__DeleteGroupAttributesResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        deletedKeys = try _protoStrings(c.deleted_keys, c.n_deleted_keys, "groupd.v1.DeleteGroupAttributesResponse.deleted_keys")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__DeleteGroupAttributesResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__DeleteGroupAttributesResponse> {
+        let p = arena.make(Groupd__V1__DeleteGroupAttributesResponse.self, groupd__v1__delete_group_attributes_response__init)
+        if !deletedKeys.isEmpty {
+            p.pointee.n_deleted_keys = deletedKeys.count
+            p.pointee.deleted_keys = arena.cStrings(deletedKeys)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_GetGroupAttributesRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_group_attributes_request(), as: Groupd__V1__GetGroupAttributesRequest.self, Groupd_V1_GetGroupAttributesRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetGroupAttributesRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetGroupAttributesRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.GetGroupAttributesRequest.group_id")
+        keys = try _protoStrings(c.keys, c.n_keys, "groupd.v1.GetGroupAttributesRequest.keys")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetGroupAttributesRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetGroupAttributesRequest> {
+        let p = arena.make(Groupd__V1__GetGroupAttributesRequest.self, groupd__v1__get_group_attributes_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !keys.isEmpty {
+            p.pointee.n_keys = keys.count
+            p.pointee.keys = arena.cStrings(keys)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_GetGroupAttributesResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_group_attributes_response(), as: Groupd__V1__GetGroupAttributesResponse.self, Groupd_V1_GetGroupAttributesResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetGroupAttributesResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetGroupAttributesResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        attributes = try _protoMessages(c.attributes, c.n_attributes, Groupd_V1_GroupAttribute.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetGroupAttributesResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetGroupAttributesResponse> {
+        let p = arena.make(Groupd__V1__GetGroupAttributesResponse.self, groupd__v1__get_group_attributes_response__init)
+        if !attributes.isEmpty {
+            p.pointee.n_attributes = attributes.count
+            p.pointee.attributes = arena.messages(attributes) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_IncrementGroupCountersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__increment_group_counters_request(), as: Groupd__V1__IncrementGroupCountersRequest.self, Groupd_V1_IncrementGroupCountersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__IncrementGroupCountersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__IncrementGroupCountersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.IncrementGroupCountersRequest.group_id")
+        if let entries = c.deltas, c.n_deltas > 0 {
+            var map: [String: Int64] = [:]
+            map.reserveCapacity(c.n_deltas)
+            for i in 0..<c.n_deltas {
+                guard let entry = entries[i] else { continue }
+                let key = try _protoString(entry.pointee.key, "groupd.v1.IncrementGroupCountersRequest.deltas.key")
+                map[key] = entry.pointee.value
+            }
+            deltas = map
+        }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__IncrementGroupCountersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__IncrementGroupCountersRequest> {
+        let p = arena.make(Groupd__V1__IncrementGroupCountersRequest.self, groupd__v1__increment_group_counters_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !deltas.isEmpty {
+            let keys = deltas.keys.sorted()
+            let entries = arena.allocate(UnsafeMutablePointer<Groupd__V1__IncrementGroupCountersRequest__DeltasEntry>?.self, count: keys.count)
+            for (i, key) in keys.enumerated() {
+                let entry = arena.make(Groupd__V1__IncrementGroupCountersRequest__DeltasEntry.self, groupd__v1__increment_group_counters_request__deltas_entry__init)
+                entry.pointee.key = arena.cString(key)
+                entry.pointee.value = deltas[key]!
+                entries[i] = entry
+            }
+            p.pointee.n_deltas = keys.count
+            p.pointee.deltas = entries
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_IncrementGroupCountersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__increment_group_counters_response(), as: Groupd__V1__IncrementGroupCountersResponse.self, Groupd_V1_IncrementGroupCountersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__IncrementGroupCountersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__IncrementGroupCountersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let entries = c.values, c.n_values > 0 {
+            var map: [String: Int64] = [:]
+            map.reserveCapacity(c.n_values)
+            for i in 0..<c.n_values {
+                guard let entry = entries[i] else { continue }
+                let key = try _protoString(entry.pointee.key, "groupd.v1.IncrementGroupCountersResponse.values.key")
+                map[key] = entry.pointee.value
+            }
+            values = map
+        }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__IncrementGroupCountersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__IncrementGroupCountersResponse> {
+        let p = arena.make(Groupd__V1__IncrementGroupCountersResponse.self, groupd__v1__increment_group_counters_response__init)
+        if !values.isEmpty {
+            let keys = values.keys.sorted()
+            let entries = arena.allocate(UnsafeMutablePointer<Groupd__V1__IncrementGroupCountersResponse__ValuesEntry>?.self, count: keys.count)
+            for (i, key) in keys.enumerated() {
+                let entry = arena.make(Groupd__V1__IncrementGroupCountersResponse__ValuesEntry.self, groupd__v1__increment_group_counters_response__values_entry__init)
+                entry.pointee.key = arena.cString(key)
+                entry.pointee.value = values[key]!
+                entries[i] = entry
+            }
+            p.pointee.n_values = keys.count
+            p.pointee.values = entries
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_GetGroupCountersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_group_counters_request(), as: Groupd__V1__GetGroupCountersRequest.self, Groupd_V1_GetGroupCountersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetGroupCountersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetGroupCountersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.GetGroupCountersRequest.group_id")
+        keys = try _protoStrings(c.keys, c.n_keys, "groupd.v1.GetGroupCountersRequest.keys")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetGroupCountersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetGroupCountersRequest> {
+        let p = arena.make(Groupd__V1__GetGroupCountersRequest.self, groupd__v1__get_group_counters_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !keys.isEmpty {
+            p.pointee.n_keys = keys.count
+            p.pointee.keys = arena.cStrings(keys)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_GetGroupCountersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_group_counters_response(), as: Groupd__V1__GetGroupCountersResponse.self, Groupd_V1_GetGroupCountersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetGroupCountersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetGroupCountersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let entries = c.values, c.n_values > 0 {
+            var map: [String: Int64] = [:]
+            map.reserveCapacity(c.n_values)
+            for i in 0..<c.n_values {
+                guard let entry = entries[i] else { continue }
+                let key = try _protoString(entry.pointee.key, "groupd.v1.GetGroupCountersResponse.values.key")
+                map[key] = entry.pointee.value
+            }
+            values = map
+        }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetGroupCountersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetGroupCountersResponse> {
+        let p = arena.make(Groupd__V1__GetGroupCountersResponse.self, groupd__v1__get_group_counters_response__init)
+        if !values.isEmpty {
+            let keys = values.keys.sorted()
+            let entries = arena.allocate(UnsafeMutablePointer<Groupd__V1__GetGroupCountersResponse__ValuesEntry>?.self, count: keys.count)
+            for (i, key) in keys.enumerated() {
+                let entry = arena.make(Groupd__V1__GetGroupCountersResponse__ValuesEntry.self, groupd__v1__get_group_counters_response__values_entry__init)
+                entry.pointee.key = arena.cString(key)
+                entry.pointee.value = values[key]!
+                entries[i] = entry
+            }
+            p.pointee.n_values = keys.count
+            p.pointee.values = entries
+        }
+        return p
+    }
+}
+
 /// Groups: create, read, change, dismiss.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -1913,8 +2632,63 @@ public enum Groupd_V1_GroupService {
         public static let importGroup = ProtoMethod<Groupd_V1_ImportGroupRequest, Groupd_V1_ImportGroupResponse>(
             service: "groupd.v1.GroupService", method: "ImportGroup",
             isClientStreaming: false, isServerStreaming: false)
+        /// Sets group attributes (ZIM's group attributes): key-value pairs with
+        /// opaque values, each with a version. All keys are written or none. Each
+        /// key may carry a condition (`expected_version`); one that does not hold
+        /// fails the call with ABORTED / ATTRIBUTE_VERSION_MISMATCH naming the key.
+        /// Every member may write (in an AVChatRoom, whose audience is not stored:
+        /// the owner and admins), and the backend. Emits one
+        /// GROUP_ATTRIBUTES_CHANGED to the group. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT (no keys, more than
+        /// `max_group_attribute_keys`, a key empty, over `group_attribute_key_bytes`
+        /// or given twice, `expected_version` below -1), ATTRIBUTE_VERSION_MISMATCH,
+        /// GROUP_ATTRIBUTES_FULL (the group would hold more keys than
+        /// `max_group_attribute_keys` or more bytes, keys and values, than
+        /// `group_attribute_bytes`).
+        ///
+        /// `/groupd.v1.GroupService/SetGroupAttributes`, unary.
+        public static let setGroupAttributes = ProtoMethod<Groupd_V1_SetGroupAttributesRequest, Groupd_V1_SetGroupAttributesResponse>(
+            service: "groupd.v1.GroupService", method: "SetGroupAttributes",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Deletes group attributes: all keys or none, conditions as in
+        /// SetGroupAttributes. Keys that do not exist are skipped; when none
+        /// existed nothing is written and no event emitted. Writers and errors as
+        /// SetGroupAttributes (the list field is `keys`). Emits one
+        /// GROUP_ATTRIBUTES_CHANGED listing the deleted keys.
+        ///
+        /// `/groupd.v1.GroupService/DeleteGroupAttributes`, unary.
+        public static let deleteGroupAttributes = ProtoMethod<Groupd_V1_DeleteGroupAttributesRequest, Groupd_V1_DeleteGroupAttributesResponse>(
+            service: "groupd.v1.GroupService", method: "DeleteGroupAttributes",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Reads group attributes: every member, and the backend. Errors:
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, INVALID_ARGUMENT (a key empty or over
+        /// `group_attribute_key_bytes`, more than `max_group_attribute_keys`).
+        ///
+        /// `/groupd.v1.GroupService/GetGroupAttributes`, unary.
+        public static let getGroupAttributes = ProtoMethod<Groupd_V1_GetGroupAttributesRequest, Groupd_V1_GetGroupAttributesResponse>(
+            service: "groupd.v1.GroupService", method: "GetGroupAttributes",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Adds to group counters (int64, 0 when never incremented) and returns
+        /// their new values. The increments run in the store's write transaction:
+        /// concurrent calls never lose one another. All counters are changed or
+        /// none. No event is emitted. Writers as SetGroupAttributes. Errors:
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT
+        /// (no deltas, more than `max_group_counters`, a key empty or over
+        /// `group_attribute_key_bytes`), COUNTER_OVERFLOW, GROUP_COUNTERS_FULL.
+        ///
+        /// `/groupd.v1.GroupService/IncrementGroupCounters`, unary.
+        public static let incrementGroupCounters = ProtoMethod<Groupd_V1_IncrementGroupCountersRequest, Groupd_V1_IncrementGroupCountersResponse>(
+            service: "groupd.v1.GroupService", method: "IncrementGroupCounters",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Reads group counters: every member, and the backend. Errors as
+        /// GetGroupAttributes.
+        ///
+        /// `/groupd.v1.GroupService/GetGroupCounters`, unary.
+        public static let getGroupCounters = ProtoMethod<Groupd_V1_GetGroupCountersRequest, Groupd_V1_GetGroupCountersResponse>(
+            service: "groupd.v1.GroupService", method: "GetGroupCounters",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased]
 }

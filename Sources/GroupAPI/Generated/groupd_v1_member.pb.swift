@@ -632,6 +632,106 @@ public struct Groupd_V1_SetGroupRemarkResponse: ProtoMessage {
     public init() {}
 }
 
+/// CreateInviteLink request.
+public struct Groupd_V1_CreateInviteLinkRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.CreateInviteLinkRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// Seconds until the link expires; 0 = never.
+    public var expireSeconds: UInt32 = 0
+
+    /// Uses allowed; 0 = unlimited.
+    public var maxUses: UInt32 = 0
+
+    /// Whether joining through the link files an application for the
+    /// approvers instead of joining at once.
+    public var requireApproval: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// CreateInviteLink response.
+public struct Groupd_V1_CreateInviteLinkResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.CreateInviteLinkResponse"
+
+    /// The link, with its token (the only time the token is given).
+    public var link: Groupd_V1_InviteLink? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RevokeInviteLink request.
+public struct Groupd_V1_RevokeInviteLinkRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RevokeInviteLinkRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The link's id.
+    public var linkID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RevokeInviteLink response.
+public struct Groupd_V1_RevokeInviteLinkResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RevokeInviteLinkResponse"
+
+    /// The link as revoked.
+    public var link: Groupd_V1_InviteLink? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListInviteLinks request.
+public struct Groupd_V1_ListInviteLinksRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListInviteLinksRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListInviteLinks response.
+public struct Groupd_V1_ListInviteLinksResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListInviteLinksResponse"
+
+    /// The live links, oldest first, without tokens.
+    public var links: [Groupd_V1_InviteLink] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// JoinByInviteLink request.
+public struct Groupd_V1_JoinByInviteLinkRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.JoinByInviteLinkRequest"
+
+    /// The link's token.
+    public var token: String = ""
+
+    /// The application message when the link needs approval (100 bytes).
+    public var message: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 extension Groupd_V1_JoinGroupRequest {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -1807,6 +1907,243 @@ extension Groupd_V1_SetGroupRemarkResponse {
     }
 }
 
+extension Groupd_V1_CreateInviteLinkRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__create_invite_link_request(), as: Groupd__V1__CreateInviteLinkRequest.self, Groupd_V1_CreateInviteLinkRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__CreateInviteLinkRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__CreateInviteLinkRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.CreateInviteLinkRequest.group_id")
+        expireSeconds = c.expire_seconds
+        maxUses = c.max_uses
+        requireApproval = (c.require_approval != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__CreateInviteLinkRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__CreateInviteLinkRequest> {
+        let p = arena.make(Groupd__V1__CreateInviteLinkRequest.self, groupd__v1__create_invite_link_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if expireSeconds != 0 { p.pointee.expire_seconds = expireSeconds }
+        if maxUses != 0 { p.pointee.max_uses = maxUses }
+        if requireApproval { p.pointee.require_approval = (requireApproval ? 1 : 0) }
+        return p
+    }
+}
+
+extension Groupd_V1_CreateInviteLinkResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__create_invite_link_response(), as: Groupd__V1__CreateInviteLinkResponse.self, Groupd_V1_CreateInviteLinkResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__CreateInviteLinkResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__CreateInviteLinkResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.link { link = try Groupd_V1_InviteLink(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__CreateInviteLinkResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__CreateInviteLinkResponse> {
+        let p = arena.make(Groupd__V1__CreateInviteLinkResponse.self, groupd__v1__create_invite_link_response__init)
+        if let value = link { p.pointee.link = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_RevokeInviteLinkRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__revoke_invite_link_request(), as: Groupd__V1__RevokeInviteLinkRequest.self, Groupd_V1_RevokeInviteLinkRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RevokeInviteLinkRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RevokeInviteLinkRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.RevokeInviteLinkRequest.group_id")
+        linkID = try _protoString(c.link_id, "groupd.v1.RevokeInviteLinkRequest.link_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RevokeInviteLinkRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RevokeInviteLinkRequest> {
+        let p = arena.make(Groupd__V1__RevokeInviteLinkRequest.self, groupd__v1__revoke_invite_link_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !linkID.isEmpty { p.pointee.link_id = arena.cString(linkID) }
+        return p
+    }
+}
+
+extension Groupd_V1_RevokeInviteLinkResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__revoke_invite_link_response(), as: Groupd__V1__RevokeInviteLinkResponse.self, Groupd_V1_RevokeInviteLinkResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RevokeInviteLinkResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RevokeInviteLinkResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.link { link = try Groupd_V1_InviteLink(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RevokeInviteLinkResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RevokeInviteLinkResponse> {
+        let p = arena.make(Groupd__V1__RevokeInviteLinkResponse.self, groupd__v1__revoke_invite_link_response__init)
+        if let value = link { p.pointee.link = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListInviteLinksRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_invite_links_request(), as: Groupd__V1__ListInviteLinksRequest.self, Groupd_V1_ListInviteLinksRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListInviteLinksRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListInviteLinksRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListInviteLinksRequest.group_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListInviteLinksRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListInviteLinksRequest> {
+        let p = arena.make(Groupd__V1__ListInviteLinksRequest.self, groupd__v1__list_invite_links_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListInviteLinksResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_invite_links_response(), as: Groupd__V1__ListInviteLinksResponse.self, Groupd_V1_ListInviteLinksResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListInviteLinksResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListInviteLinksResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        links = try _protoMessages(c.links, c.n_links, Groupd_V1_InviteLink.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListInviteLinksResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListInviteLinksResponse> {
+        let p = arena.make(Groupd__V1__ListInviteLinksResponse.self, groupd__v1__list_invite_links_response__init)
+        if !links.isEmpty {
+            p.pointee.n_links = links.count
+            p.pointee.links = arena.messages(links) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_JoinByInviteLinkRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__join_by_invite_link_request(), as: Groupd__V1__JoinByInviteLinkRequest.self, Groupd_V1_JoinByInviteLinkRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__JoinByInviteLinkRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__JoinByInviteLinkRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        token = try _protoString(c.token, "groupd.v1.JoinByInviteLinkRequest.token")
+        message = try _protoString(c.message, "groupd.v1.JoinByInviteLinkRequest.message")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__JoinByInviteLinkRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__JoinByInviteLinkRequest> {
+        let p = arena.make(Groupd__V1__JoinByInviteLinkRequest.self, groupd__v1__join_by_invite_link_request__init)
+        if !token.isEmpty { p.pointee.token = arena.cString(token) }
+        if !message.isEmpty { p.pointee.message = arena.cString(message) }
+        return p
+    }
+}
+
 /// Members of groups.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -1971,8 +2308,56 @@ public enum Groupd_V1_MemberService {
         public static let setGroupRemark = ProtoMethod<Groupd_V1_SetGroupRemarkRequest, Groupd_V1_SetGroupRemarkResponse>(
             service: "groupd.v1.MemberService", method: "SetGroupRemark",
             isClientStreaming: false, isServerStreaming: false)
+        /// Creates an invite link: a secret token (returned once) that lets whoever
+        /// holds it join the group, with an optional expiry, maximum number of uses
+        /// and approval requirement. Allowed to the roles in
+        /// settings.invite_link_scope, and the backend; not in an AVChatRoom.
+        /// Emits INVITE_LINK_CREATED to the approvers. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, PERMISSION_DENIED (metadata `setting` =
+        /// `invite_link_scope`), INVITE_LINK_NOT_SUPPORTED, INVITE_LINKS_FULL (the
+        /// group has `max_invite_links_per_group` live links).
+        ///
+        /// `/groupd.v1.MemberService/CreateInviteLink`, unary.
+        public static let createInviteLink = ProtoMethod<Groupd_V1_CreateInviteLinkRequest, Groupd_V1_CreateInviteLinkResponse>(
+            service: "groupd.v1.MemberService", method: "CreateInviteLink",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Revokes an invite link by id: it stops working at once. Allowed as
+        /// CreateInviteLink (an expired or used-up link may be revoked too). Emits
+        /// INVITE_LINK_REVOKED to the approvers. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, PERMISSION_DENIED, INVITE_LINK_NOT_FOUND (no such link in
+        /// the group), INVITE_LINK_REVOKED (revoked already).
+        ///
+        /// `/groupd.v1.MemberService/RevokeInviteLink`, unary.
+        public static let revokeInviteLink = ProtoMethod<Groupd_V1_RevokeInviteLinkRequest, Groupd_V1_RevokeInviteLinkResponse>(
+            service: "groupd.v1.MemberService", method: "RevokeInviteLink",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Lists the group's live invite links (not revoked, expired or used up),
+        /// oldest first, without their tokens. Allowed as CreateInviteLink.
+        ///
+        /// `/groupd.v1.MemberService/ListInviteLinks`, unary.
+        public static let listInviteLinks = ProtoMethod<Groupd_V1_ListInviteLinksRequest, Groupd_V1_ListInviteLinksResponse>(
+            service: "groupd.v1.MemberService", method: "ListInviteLinks",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Joins the group of an invite link through the same checks as JoinGroup
+        /// (already a member, group full, the user's joined-group limit), except
+        /// that the link stands in for the join option: a link that needs no
+        /// approval joins at once (join_source INVITE_LINK, invite_link_id; emits
+        /// MEMBER_JOINED), one that needs approval files a join application for
+        /// the approvers (JOIN_APPLICATION_RECEIVED; once accepted, the member
+        /// joins with join_source INVITE_LINK, invite_link_id and the approver as
+        /// inviter_user_id). Either uses the link once. A Work group is
+        /// found through its link. Errors: INVITE_LINK_NOT_FOUND (`field` =
+        /// `token`), INVITE_LINK_REVOKED, INVITE_LINK_EXPIRED, INVITE_LINK_USED_UP,
+        /// ALREADY_MEMBER, GROUP_FULL, TOO_MANY_GROUPS, OPERATOR_REQUIRED (the
+        /// backend without x-operator-id), INVALID_ARGUMENT (empty token, message
+        /// over its limit).
+        ///
+        /// `/groupd.v1.MemberService/JoinByInviteLink`, unary.
+        public static let joinByInviteLink = ProtoMethod<Groupd_V1_JoinByInviteLinkRequest, Groupd_V1_JoinGroupResponse>(
+            service: "groupd.v1.MemberService", method: "JoinByInviteLink",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.joinGroup.erased, Method.quitGroup.erased, Method.inviteMembers.erased, Method.kickMembers.erased, Method.banMembers.erased, Method.unbanMembers.erased, Method.listBannedMembers.erased, Method.listMembers.erased, Method.getMembersInfo.erased, Method.getSelfMemberInfo.erased, Method.setMemberRole.erased, Method.muteMembers.erased, Method.updateMemberInfo.erased, Method.setReceiveMessageOption.erased, Method.setGroupRemark.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.joinGroup.erased, Method.quitGroup.erased, Method.inviteMembers.erased, Method.kickMembers.erased, Method.banMembers.erased, Method.unbanMembers.erased, Method.listBannedMembers.erased, Method.listMembers.erased, Method.getMembersInfo.erased, Method.getSelfMemberInfo.erased, Method.setMemberRole.erased, Method.muteMembers.erased, Method.updateMemberInfo.erased, Method.setReceiveMessageOption.erased, Method.setGroupRemark.erased, Method.createInviteLink.erased, Method.revokeInviteLink.erased, Method.listInviteLinks.erased, Method.joinByInviteLink.erased]
 }

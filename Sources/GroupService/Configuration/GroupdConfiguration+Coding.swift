@@ -289,6 +289,11 @@ struct LimitsCoding: Codable {
         ("max_mentions_per_message", \.maxMentionsPerMessage),
         ("recall_window_seconds", \.recallWindowSeconds),
         ("max_slow_mode_interval_seconds", \.maxSlowModeIntervalSeconds),
+        ("max_group_attribute_keys", \.maxGroupAttributeKeys),
+        ("group_attribute_key_bytes", \.groupAttributeKeyBytes),
+        ("group_attribute_bytes", \.groupAttributeBytes),
+        ("max_group_counters", \.maxGroupCounters),
+        ("max_invite_links_per_group", \.maxInviteLinksPerGroup),
         ]
     }
 

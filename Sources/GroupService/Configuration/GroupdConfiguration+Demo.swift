@@ -108,6 +108,11 @@ extension GroupdConfiguration {
                   max_mentions_per_message: 30   # user ids one message mentions
                   recall_window_seconds: 120   # a sender recalls their own message this long
                   max_slow_mode_interval_seconds: 21600   # the largest slow mode a group may set
+                  max_group_attribute_keys: 32
+                  group_attribute_key_bytes: 64
+                  group_attribute_bytes: 16384   # keys and values of a group's attributes together
+                  max_group_counters: 32
+                  max_invite_links_per_group: 10
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -153,6 +153,9 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `max_bans_per_group` (1000), `max_mute_bypass_per_group` (100).
         /// `max_mentions_per_message` (30), `recall_window_seconds` (120),
         /// `max_slow_mode_interval_seconds` (21600; 0 = groups cannot turn slow mode on).
+        /// `max_group_attribute_keys` (32), `group_attribute_key_bytes` (64),
+        /// `group_attribute_bytes` (16384), `max_group_counters` (32),
+        /// `max_invite_links_per_group` (10).
         public var limits: AppLimits
         /// `apps[].custom_fields`: the app's custom-field keys for groups and members (key,
         /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key

@@ -43,6 +43,9 @@ enum EventMapping {
         case .memberUnbanned: .memberUnbanned
         case .muteBypassChanged: .muteBypassChanged
         case .messageRecalled: .messageRecalled
+        case .groupAttributesChanged: .groupAttributesChanged
+        case .inviteLinkCreated: .inviteLinkCreated
+        case .inviteLinkRevoked: .inviteLinkRevoked
         case .groupMessage: nil
         }
     }
@@ -202,8 +205,39 @@ enum EventMapping {
             return .settingsChange(settingsDetail(changes, groupType: groupType))
         case .groupCreated:
             return .group(createdGroup(event, groupType: groupType))
+        case .groupAttributesChanged:
+            return .attributesChange(attributesDetail(changes))
+        case .inviteLinkCreated, .inviteLinkRevoked:
+            return .inviteLink(.with {
+                $0.linkID = changes["link_id"] ?? ""
+                $0.groupID = event.groupID
+                $0.maxUses = UInt32(clamping: Int64(changes["max_uses"] ?? "") ?? 0)
+                $0.useCount = UInt32(clamping: Int64(changes["use_count"] ?? "") ?? 0)
+                $0.requireApproval = changes["requires_approval"] == "true"
+                if let ms = changes["expires_at"].flatMap({ Int64($0) }) {
+                    $0.expireTime = APIMapping.timestamp(Timestamp(millisecondsSince1970: ms))
+                }
+            })
         default:
             return nil
+        }
+    }
+
+    /// A `GROUP_ATTRIBUTES_CHANGED` detail: the keys set with their versions and the keys
+    /// deleted, each in key order.
+    static func attributesDetail(_ changes: [String: String]) -> Groupd_V1_AttributesChange {
+        .with { detail in
+            for (name, value) in changes.sorted(by: { $0.key < $1.key }) {
+                if name.hasPrefix(GroupEvent.Kind.attributeSetPrefix) {
+                    let key = String(name.dropFirst(GroupEvent.Kind.attributeSetPrefix.count))
+                    detail.set.append(.with {
+                        $0.key = key
+                        $0.version = UInt64(max(Int64(value) ?? 0, 0))
+                    })
+                } else if name.hasPrefix(GroupEvent.Kind.attributeDeletedPrefix) {
+                    detail.deletedKeys.append(String(name.dropFirst(GroupEvent.Kind.attributeDeletedPrefix.count)))
+                }
+            }
         }
     }
 
@@ -239,6 +273,7 @@ enum EventMapping {
                     case .ownerQuit: $0.ownerQuit = full.ownerQuit
                     case .mentionAllPermission: $0.mentionAllScope = full.mentionAllScope
                     case .slowModeInterval: $0.slowModeIntervalSeconds = full.slowModeIntervalSeconds
+                    case .inviteLinkPermission: $0.inviteLinkScope = full.inviteLinkScope
                     }
                 }
             }
@@ -278,6 +313,7 @@ enum EventMapping {
                 view.joinTime = template.joinTime
                 view.joinSource = template.joinSource
                 view.inviterUserID = template.inviterUserID
+                view.inviteLinkID = changes["invite_link"] ?? ""
                 return view
             }
         }

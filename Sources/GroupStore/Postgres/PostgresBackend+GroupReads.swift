@@ -67,6 +67,30 @@ extension PostgresBackend {
         }
     }
 
+    public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
+        try await read { session in
+            guard let key = try session.first(
+                "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+                [.text(app), .text(groupID)], { try $0.int64(0) })
+            else { throw GroupError.groupNotFound(groupID) }
+            return try PostgresAttributeRows.load(session, app: app, groupKey: key)
+        }
+    }
+
+    public func inviteLink(app: String, tokenHash: String) async throws -> InviteLink? {
+        try await read { session in try PostgresInviteLinkRows.one(session, app: app, key: .tokenHash(tokenHash)) }
+    }
+
+    public func inviteLinks(app: String, groupID: String, now: Timestamp) async throws -> [InviteLink] {
+        try await read { session in
+            guard let key = try session.first(
+                "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+                [.text(app), .text(groupID)], { try $0.int64(0) })
+            else { throw GroupError.groupNotFound(groupID) }
+            return try PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: now)
+        }
+    }
+
     public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
         try await read { session in
             var result: [String: String] = [:]

@@ -27,7 +27,7 @@ enum PostgresSchema {
 
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
-        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7),
+        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v9", v9),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -487,6 +487,56 @@ enum PostgresSchema {
             user_id TEXT NOT NULL,
             seq BIGINT NOT NULL,
             PRIMARY KEY (app_id, group_key, user_id, seq),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        """
+
+    /// v9: group attributes (`group_attributes`: key, opaque value, the version that wrote it,
+    /// when and by whom) and counters (`group_counters`: key and value), each keyed by group;
+    /// invite links (`invite_links`, the token's SHA-256 unique per app), `members.invite_link_id`,
+    /// `applications.invite_link_id` and `groups.invite_link_permission` (each type's default for groups stored before), as
+    /// SQLite's v14.
+    static let v9 = """
+        ALTER TABLE groups ADD COLUMN invite_link_permission TEXT NOT NULL DEFAULT 'owner_and_admins';
+        UPDATE groups SET invite_link_permission = 'everyone' WHERE type = 'Work';
+        UPDATE groups SET invite_link_permission = 'nobody' WHERE type = 'AVChatRoom';
+        ALTER TABLE members ADD COLUMN invite_link_id TEXT;
+        ALTER TABLE applications ADD COLUMN invite_link_id TEXT;
+        CREATE TABLE invite_links (
+            app_id TEXT NOT NULL,
+            link_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            token_hash TEXT NOT NULL,
+            created_by TEXT,
+            created_at BIGINT NOT NULL,
+            expires_at BIGINT,
+            max_uses BIGINT NOT NULL,
+            use_count BIGINT NOT NULL,
+            requires_approval BIGINT NOT NULL,
+            revoked_at BIGINT,
+            revoked_by TEXT,
+            PRIMARY KEY (app_id, link_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE UNIQUE INDEX invite_links_by_token ON invite_links (app_id, token_hash);
+        CREATE INDEX invite_links_by_group ON invite_links (app_id, group_key);
+        CREATE TABLE group_attributes (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            key TEXT NOT NULL,
+            value BYTEA NOT NULL,
+            version BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            updated_by TEXT,
+            PRIMARY KEY (app_id, group_key, key),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE TABLE group_counters (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            key TEXT NOT NULL,
+            value BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_key, key),
             FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
         );
         """

@@ -95,6 +95,12 @@ final class PostgresTransaction: StoreTransaction {
             if request.parts.contains(.approvers) {
                 snapshot.approvers = try PostgresEventRows.approvers(session, app: app, groupKey: key)
             }
+            if request.parts.contains(.attributes) {
+                snapshot.attributes = try PostgresAttributeRows.load(session, app: app, groupKey: key)
+            }
+            if request.parts.contains(.inviteLinks) {
+                snapshot.inviteLinks = try PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: request.time)
+            }
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, app: app, groupKey: key, into: &snapshot)
             }
@@ -117,6 +123,9 @@ final class PostgresTransaction: StoreTransaction {
                     app: app, groupKey: key, groupID: groupID, senderID: earlier.sender,
                     clientMessageID: earlier.clientMessageID, session: session)
             }
+        }
+        if let key = request.inviteLink {
+            snapshot.inviteLink = try PostgresInviteLinkRows.one(session, app: app, key: key)
         }
         if request.parts.contains(.joinedGroupCounts), !users.isEmpty {
             for user in users { snapshot.joinedGroupCounts[user] = 0 }
@@ -269,6 +278,12 @@ final class PostgresTransaction: StoreTransaction {
                         [.text(app), .text(remark.user), .integer(key)])
                 }
             }
+            if let attributes = writes.attributes {
+                try PostgresAttributeRows.write(attributes, app: app, groupKey: key, session: session)
+            }
+            for link in writes.inviteLinks {
+                try PostgresInviteLinkRows.upsert(link, groupKey: key, session: session)
+            }
             if let read = writes.readSequence {
                 try session.execute(
                     "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id = ?",
@@ -290,7 +305,8 @@ final class PostgresTransaction: StoreTransaction {
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil || writes.recall != nil
+            || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
+            || !writes.inviteLinks.isEmpty
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
@@ -331,6 +347,9 @@ final class PostgresTransaction: StoreTransaction {
             RETURNING group_key
             """, values, { try $0.int64(0) })
         else { throw GroupError.internal("the group insert returned no key") }
+        try session.execute(
+            "UPDATE groups SET invite_link_permission = ? WHERE app_id = ? AND group_key = ?",
+            [.text(group.settings.inviteLinkPermission.rawValue), .text(app), .integer(groupKey)])
         try insertCustom(group.custom, app: app, groupKey: groupKey)
         for member in plan.members {
             try insert(member, app: app, groupKey: groupKey)
@@ -353,14 +372,15 @@ final class PostgresTransaction: StoreTransaction {
             """
             INSERT INTO members (
                 app_id, group_key, user_id, role, join_order, join_seq, joined_at, name_card,
-                muted_until, receive_option, join_source, inviter_id)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                muted_until, receive_option, join_source, inviter_id, invite_link_id)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(app), .integer(groupKey), .text(member.userID), .text(member.role.rawValue),
                 .integer(member.joinOrder), .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970),
                 .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
                 .text(member.receiveOption.rawValue), .int(member.joinSource.rawValue), .text(member.inviterID),
+                .text(member.inviteLinkID),
             ])
         for (key, value) in member.custom.sorted(by: { $0.key < $1.key }) {
             try session.execute(
@@ -496,6 +516,7 @@ final class PostgresTransaction: StoreTransaction {
                 invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
                 edit_profile_permission = ?, edit_member_info_permission = ?,
                 edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
+                invite_link_permission = ?,
                 mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
@@ -510,6 +531,7 @@ final class PostgresTransaction: StoreTransaction {
                 .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
                 .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
                 .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
+                .text(settings.inviteLinkPermission.rawValue),
                 .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
                 .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
                 .integer(ms), .text(app), .integer(key),

@@ -9,10 +9,10 @@ enum ApplicationRows {
         a.app_key, a.application_id, a.app_id, g.group_id, a.kind, a.state, a.sender_id, a.subject_id, a.message,
         a.created_at, a.updated_at, a.expires_at, a.approval_state, a.approval_by, a.approval_message, a.approval_at,
         a.consent_state, a.consent_by, a.consent_message, a.consent_at, a.handled_by, a.handle_message, a.handled_at,
-        g.name
+        a.invite_link_id, g.name
         """
     /// How many columns ``columns`` selects.
-    static let columnCount = 24
+    static let columnCount = 25
 
     /// The row's key, item and group name.
     static func decode(_ row: some ColumnReader) throws -> (key: Int64, application: Application, groupName: String) {
@@ -29,7 +29,7 @@ enum ApplicationRows {
                 state: try enumValue(DecisionState.self, index), decidedBy: try row.optionalText(index + 1),
                 message: try row.text(index + 2), decidedAt: try time(index + 3))
         }
-        let application = Application(
+        var application = Application(
             id: try row.text(1), appID: try row.text(2), groupID: try row.text(3), kind: try enumValue(ApplicationKind.self, 4),
             storedState: try enumValue(ApplicationState.self, 5), senderID: try row.text(6),
             subjectID: try row.text(7), message: try row.text(8),
@@ -38,7 +38,8 @@ enum ApplicationRows {
             expiresAt: Timestamp(millisecondsSince1970: try row.int64(11)),
             approval: try decision(12), consent: try decision(16), handledBy: try row.optionalText(20),
             handleMessage: try row.text(21), handledAt: try time(22))
-        return (try row.int64(0), application, try row.text(23))
+        application.inviteLinkID = try row.optionalText(23)
+        return (try row.int64(0), application, try row.text(24))
     }
 
     static func fetchAll(_ db: Database, where condition: String, arguments: [SQLArgument]) throws -> [Application] {
@@ -66,8 +67,8 @@ enum ApplicationRows {
             created_at, updated_at, expires_at,
             approval_state, approval_by, approval_message, approval_at,
             consent_state, consent_by, consent_message, consent_at,
-            handled_by, handle_message, handled_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            handled_by, handle_message, handled_at, invite_link_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (app_id, application_id) DO UPDATE SET
             state = excluded.state, sender_id = excluded.sender_id, message = excluded.message,
             updated_at = excluded.updated_at, expires_at = excluded.expires_at,
@@ -76,7 +77,7 @@ enum ApplicationRows {
             consent_state = excluded.consent_state, consent_by = excluded.consent_by,
             consent_message = excluded.consent_message, consent_at = excluded.consent_at,
             handled_by = excluded.handled_by, handle_message = excluded.handle_message,
-            handled_at = excluded.handled_at
+            handled_at = excluded.handled_at, invite_link_id = excluded.invite_link_id
         """
 
     /// The arguments of ``upsertSQL`` for `a` in the group row `groupKey`.
@@ -90,6 +91,7 @@ enum ApplicationRows {
             .text(a.consent.state.rawValue), .text(a.consent.decidedBy), .text(a.consent.message),
             .integer(a.consent.decidedAt?.millisecondsSince1970),
             .text(a.handledBy), .text(a.handleMessage), .integer(a.handledAt?.millisecondsSince1970),
+            .text(a.inviteLinkID),
         ]
     }
 

@@ -30,7 +30,7 @@ enum Operations {
     ///   - members: The member rows the snapshot read (their custom fields before the change).
     static func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp,
-        memberOrigin: Bool, ownerSettings: Bool = true, db: Database
+        memberOrigin: Bool, ownerSettings: Bool = true, inviteLinks: Bool = true, db: Database
     ) throws -> [GroupEvent] {
         let after = change.group
         let ms = time.millisecondsSince1970
@@ -88,7 +88,7 @@ enum Operations {
                 member.joinOrder = next
                 next += 1
                 if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
-                try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, db: db)
+                try Rows.insert(member, groupKey: key, appID: before.appID, origin: memberOrigin, inviteLinks: inviteLinks, db: db)
                 try RawStatement(db, "DELETE FROM retained_mutes WHERE group_key = ? AND user_id = ?")
                     .execute([.integer(key), .text(member.userID)])
             }
@@ -175,6 +175,11 @@ enum Operations {
             try db.cachedStatement(sql: "UPDATE groups SET mute_bypass = ? WHERE group_key = ?")
                 .execute(arguments: [EventJSON.encode(after.muteBypass), key])
         }
+        // Set apart (a file before v14 has no such column; tests of older files).
+        if inviteLinks, settings.inviteLinkPermission != before.settings.inviteLinkPermission {
+            try db.cachedStatement(sql: "UPDATE groups SET invite_link_permission = ? WHERE group_key = ?")
+                .execute(arguments: [settings.inviteLinkPermission.rawValue, key])
+        }
         // Set apart: the name search trigger re-indexes on any UPDATE OF name.
         if after.name != before.name {
             try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?")
@@ -203,7 +208,8 @@ enum Operations {
     // MARK: Reading rows
 
     /// Members of one group by user id, with custom fields.
-    static func members(groupKey: Int64, userIDs: [String], db: Database) throws -> [String: Member] {
+    /// - Parameter inviteLinks: Whether the file has `members.invite_link_id` (v14).
+    static func members(groupKey: Int64, userIDs: [String], inviteLinks: Bool = true, db: Database) throws -> [String: Member] {
         let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
         if userIDs.isEmpty { return [:] }
         let padded = Rows.padded(userIDs)
@@ -211,7 +217,7 @@ enum Operations {
         try RawStatement(
             db,
             """
-            SELECT \(Rows.memberColumns) FROM members m
+            SELECT \(Rows.memberColumns(inviteLinks: inviteLinks)) FROM members m
             WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
             """
         ).rows([.integer(groupKey)] + padded.map { .text($0) }) { rows.append(try Rows.member($0)) }

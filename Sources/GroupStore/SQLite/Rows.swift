@@ -60,7 +60,7 @@ enum Rows {
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
         case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass
-        case mentionAllPermission, slowModeInterval
+        case mentionAllPermission, slowModeInterval, inviteLinkPermission
 
         var name: String {
             switch self {
@@ -96,6 +96,7 @@ enum Rows {
             case .muteBypass: "mute_bypass"
             case .mentionAllPermission: "mention_all_permission"
             case .slowModeInterval: "slow_mode_interval"
+            case .inviteLinkPermission: "invite_link_permission"
             }
         }
 
@@ -122,6 +123,8 @@ enum Rows {
                     return "CASE \(type) WHEN 'Work' THEN 'everyone' WHEN 'AVChatRoom' THEN 'owner' ELSE 'owner_and_admins' END"
                 case .slowModeInterval:
                     return "0"
+                case .inviteLinkPermission:
+                    return "CASE \(type) WHEN 'Work' THEN 'everyone' WHEN 'AVChatRoom' THEN 'nobody' ELSE 'owner_and_admins' END"
                 default:
                     return qualified
                 }
@@ -190,7 +193,8 @@ enum Rows {
             editSettingsPermission: try parse(text(.editSettingsPermission), OperationPermission.init(rawValue:)),
             ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)),
             mentionAllPermission: try parse(text(.mentionAllPermission), OperationPermission.init(rawValue:)),
-            slowModeIntervalSeconds: Int(try int(.slowModeInterval)))
+            slowModeIntervalSeconds: Int(try int(.slowModeInterval)),
+            inviteLinkPermission: try parse(text(.inviteLinkPermission), OperationPermission.init(rawValue:)))
         let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
             appID: try text(.appID), id: try text(.groupID),
@@ -236,8 +240,15 @@ enum Rows {
 
     // MARK: Members
 
-    /// The member insert, with the origin columns of v6.
+    /// The member insert, with the origin columns of v6 and the invite link of v14.
     private static let insertMemberSQL = """
+        INSERT INTO members (
+            group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
+            muted_until, receive_option, join_source, inviter_id, invite_link_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+    /// The member insert of a file from v6 to before v14 (no invite link column).
+    private static let insertMemberBeforeV14SQL = """
         INSERT INTO members (
             group_key, user_id, app_id, role, join_order, join_seq, joined_at, name_card,
             muted_until, receive_option, join_source, inviter_id)
@@ -253,14 +264,19 @@ enum Rows {
 
     /// Inserts a member row and its custom fields.
     /// - Parameter origin: Whether the schema has the origin columns (``SQLiteBackend/storesMemberOrigin``).
-    static func insert(_ member: Member, groupKey: Int64, appID: String, origin: Bool, db: Database) throws {
+    /// - Parameter inviteLinks: Whether the schema has `invite_link_id` (v14).
+    static func insert(
+        _ member: Member, groupKey: Int64, appID: String, origin: Bool, inviteLinks: Bool = true, db: Database
+    ) throws {
         var arguments: [SQLArgument] = [
             .integer(groupKey), .text(member.userID), .text(appID), .text(member.role.rawValue), .integer(member.joinOrder),
             .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970), .text(member.nameCard),
             .integer(member.mutedUntil?.millisecondsSince1970), .text(member.receiveOption.rawValue),
         ]
         if origin { arguments += [.int(member.joinSource.rawValue), .text(member.inviterID)] }
-        try RawStatement(db, origin ? insertMemberSQL : insertMemberBeforeV6SQL).execute(arguments)
+        if origin, inviteLinks { arguments.append(.text(member.inviteLinkID)) }
+        let sql = !origin ? insertMemberBeforeV6SQL : inviteLinks ? insertMemberSQL : insertMemberBeforeV14SQL
+        try RawStatement(db, sql).execute(arguments)
         for (key, value) in member.custom {
             try RawStatement(db, "INSERT INTO member_custom (group_key, user_id, key, value) VALUES (?, ?, ?, ?)")
                 .execute([.integer(groupKey), .text(member.userID), .text(key), .blob(value)])
@@ -276,9 +292,17 @@ enum Rows {
     /// The columns ``member(_:at:)`` decodes, in `SELECT` order, from `m.`.
     static let memberColumns =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
-        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id"
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, m.invite_link_id"
+    /// ``memberColumns`` for a file before v14 (tests of older files): no invite link.
+    static let memberColumnsBeforeV14 =
+        "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, NULL"
+
+    /// ``memberColumns``, or ``memberColumnsBeforeV14`` when the file has no invite links.
+    static func memberColumns(inviteLinks: Bool) -> String { inviteLinks ? memberColumns : memberColumnsBeforeV14 }
+
     /// How many columns ``memberColumns`` lists.
-    static let memberColumnCount = 12
+    static let memberColumnCount = 13
 
     /// A member row as read: its group's surrogate key, the member (without custom fields) and
     /// whether it has custom fields.
@@ -301,7 +325,8 @@ enum Rows {
             mutedUntil: mutedUntil.map(Timestamp.init(millisecondsSince1970:)), custom: [:],
             receiveOption: try parse(row.text(first + 8), ReceiveOption.init(rawValue:)),
             joinSource: try joinSource(Int(row.int64(first + 10))),
-            inviterID: try row.optionalText(first + 11))
+            inviterID: try row.optionalText(first + 11),
+            inviteLinkID: try row.optionalText(first + 12))
         return MemberRow(groupKey: try row.int64(first), member: member, hasCustom: try row.bool(first + 9))
     }
 

@@ -112,6 +112,28 @@ extension SQLiteBackend {
         }
     }
 
+    public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
+        try await pool.read { db in
+            guard let key = try Int64.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
+                arguments: [app, groupID])
+            else { throw GroupError.groupNotFound(groupID) }
+            return try AttributeRows.load(db, groupKey: key)
+        }
+    }
+
+    public func inviteLink(app: String, tokenHash: String) async throws -> InviteLink? {
+        try await pool.read { db in try InviteLinkRows.one(db, app: app, key: .tokenHash(tokenHash)) }
+    }
+
+    public func inviteLinks(app: String, groupID: String, now: Timestamp) async throws -> [InviteLink] {
+        try await pool.read { db in
+            let key = try Rows.groupKey(db, app: app, groupID: groupID)
+            return try InviteLinkRows.live(db, groupKey: key, now: now)
+        }
+    }
+
     public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
         try await pool.read { db in
             let padded = Rows.padded(groupIDs)

@@ -12,6 +12,8 @@ struct SQLiteTransaction: StoreTransaction {
     let keepsJoinedCounts: Bool
     /// Whether group rows have the owner settings columns (``SQLiteBackend/storesOwnerSettings``).
     var storesOwnerSettings = true
+    /// Whether the file has invite links (``SQLiteBackend/storesInviteLinks``).
+    var storesInviteLinks = true
 
     // MARK: Load
 
@@ -64,6 +66,12 @@ struct SQLiteTransaction: StoreTransaction {
             if request.parts.contains(.approvers) {
                 snapshot.approvers = try EventRows.approvers(db, groupKey: key)
             }
+            if request.parts.contains(.attributes) {
+                snapshot.attributes = try AttributeRows.load(db, groupKey: key)
+            }
+            if request.parts.contains(.inviteLinks) {
+                snapshot.inviteLinks = try InviteLinkRows.live(db, groupKey: key, now: request.time)
+            }
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, groupKey: key, into: &snapshot)
             }
@@ -79,6 +87,9 @@ struct SQLiteTransaction: StoreTransaction {
                     groupKey: key, appID: request.app, groupID: groupID, senderID: earlier.sender,
                     clientMessageID: earlier.clientMessageID, db: db)
             }
+        }
+        if let key = request.inviteLink {
+            snapshot.inviteLink = try InviteLinkRows.one(db, app: request.app, key: key)
         }
         if request.parts.contains(.joinedGroupCounts) {
             snapshot.joinedGroupCounts = try Operations.joinedGroupCounts(
@@ -97,13 +108,14 @@ struct SQLiteTransaction: StoreTransaction {
         var wanted = Set(request.users)
         if request.parts.contains(.owner), let owner = group.ownerID { wanted.insert(owner) }
         if !wanted.isEmpty {
-            snapshot.members = try Operations.members(groupKey: groupKey, userIDs: Array(wanted), db: db)
+            snapshot.members = try Operations.members(
+                groupKey: groupKey, userIDs: Array(wanted), inviteLinks: storesInviteLinks, db: db)
         }
         if request.parts.contains(.successor) {
             let rows = try Rows.MemberRow.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT \(Rows.memberColumns) FROM members m
+                        SELECT \(Rows.memberColumns(inviteLinks: storesInviteLinks)) FROM members m
                         WHERE m.group_key = ? AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
                         """),
                 arguments: [groupKey, request.operatorID ?? ""])
@@ -116,7 +128,7 @@ struct SQLiteTransaction: StoreTransaction {
                 let admins = try Rows.MemberRow.fetchAll(
                     db.cachedStatement(
                         sql: """
-                            SELECT \(Rows.memberColumns) FROM members m
+                            SELECT \(Rows.memberColumns(inviteLinks: storesInviteLinks)) FROM members m
                             WHERE m.group_key = ? AND m.role = 'admin' AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
                             """),
                     arguments: [groupKey, op])
@@ -173,7 +185,8 @@ struct SQLiteTransaction: StoreTransaction {
             if let change = writes.change {
                 result.events = try Operations.apply(
                     change, groupKey: key, before: group, members: snapshot.members, time: time,
-                    memberOrigin: storesMemberOrigin, ownerSettings: storesOwnerSettings, db: db)
+                    memberOrigin: storesMemberOrigin, ownerSettings: storesOwnerSettings,
+                    inviteLinks: storesInviteLinks, db: db)
                 result.eventIDs = insertedIDs(count: result.events.count)
                 latest = result.events.last?.sequence ?? latest
             }
@@ -193,6 +206,8 @@ struct SQLiteTransaction: StoreTransaction {
                 try ApplicationRows.upsert(application, groupKey: key, db: db)
             }
             if let remark = writes.remark { try write(remark, app: group.appID, groupKey: key, time: time) }
+            if let attributes = writes.attributes { try AttributeRows.write(attributes, groupKey: key, db: db) }
+            for link in writes.inviteLinks { try InviteLinkRows.upsert(link, groupKey: key, db: db) }
             if let read = writes.readSequence {
                 try db.cachedStatement(sql: "UPDATE members SET last_read_seq = ? WHERE group_key = ? AND user_id = ?")
                     .execute(arguments: [read.sequence, key, read.user])
@@ -201,7 +216,8 @@ struct SQLiteTransaction: StoreTransaction {
                 try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil || writes.recall != nil
+            || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
+            || !writes.inviteLinks.isEmpty
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
@@ -247,12 +263,18 @@ struct SQLiteTransaction: StoreTransaction {
             throw GroupError.groupIDTaken(group.id)
         }
         let groupKey = db.lastInsertedRowID
+        if storesInviteLinks {
+            try db.cachedStatement(sql: "UPDATE groups SET invite_link_permission = ? WHERE group_key = ?")
+                .execute(arguments: [group.settings.inviteLinkPermission.rawValue, groupKey])
+        }
         for (key, value) in group.custom {
             try RawStatement(db, "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
                 .execute([.integer(groupKey), .text(key), .blob(value)])
         }
         for member in plan.members {
-            try Rows.insert(member, groupKey: groupKey, appID: group.appID, origin: storesMemberOrigin, db: db)
+            try Rows.insert(
+                member, groupKey: groupKey, appID: group.appID, origin: storesMemberOrigin, inviteLinks: storesInviteLinks,
+                db: db)
         }
         let events = try Rows.appendEvents(
             plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id, after: 0, time: group.updatedAt, db: db)

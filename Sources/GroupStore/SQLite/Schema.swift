@@ -16,6 +16,7 @@ extension Schema {
         migrator.registerMigration("v10", migrate: Schema.v10)
         migrator.registerMigration("v11", migrate: Schema.v11)
         migrator.registerMigration("v12", migrate: Schema.v12)
+        migrator.registerMigration("v14", migrate: Schema.v14)
         return migrator
     }
 }
@@ -439,6 +440,55 @@ enum Schema {
                 user_id TEXT NOT NULL,
                 seq INTEGER NOT NULL,
                 PRIMARY KEY (group_key, user_id, seq)
+            ) WITHOUT ROWID;
+            """)
+    }
+
+    /// v14: group attributes (`group_attributes`: key, opaque value, the version that wrote it,
+    /// when and by whom) and counters (`group_counters`: key and value), each keyed by group;
+    /// invite links (`invite_links`: the token's SHA-256, never the token, unique per app; use
+    /// count, expiry, revocation), the link of a member and of a join application
+    /// (`members.invite_link_id`, `applications.invite_link_id`) and the group
+    /// setting `invite_link_permission` (groups stored before get their type's default: everyone
+    /// in Work, nobody in AVChatRoom, owner and admins elsewhere).
+    static func v14(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN invite_link_permission TEXT NOT NULL DEFAULT 'owner_and_admins';
+            UPDATE groups SET invite_link_permission = 'everyone' WHERE type = 'Work';
+            UPDATE groups SET invite_link_permission = 'nobody' WHERE type = 'AVChatRoom';
+            ALTER TABLE members ADD COLUMN invite_link_id TEXT;
+            ALTER TABLE applications ADD COLUMN invite_link_id TEXT;
+            CREATE TABLE invite_links (
+                app_id TEXT NOT NULL,
+                link_id TEXT NOT NULL,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                token_hash TEXT NOT NULL,
+                created_by TEXT,
+                created_at INTEGER NOT NULL,
+                expires_at INTEGER,
+                max_uses INTEGER NOT NULL,
+                use_count INTEGER NOT NULL,
+                requires_approval INTEGER NOT NULL,
+                revoked_at INTEGER,
+                revoked_by TEXT,
+                PRIMARY KEY (app_id, link_id)
+            ) WITHOUT ROWID;
+            CREATE UNIQUE INDEX invite_links_by_token ON invite_links(app_id, token_hash);
+            CREATE INDEX invite_links_by_group ON invite_links(group_key);
+            CREATE TABLE group_attributes (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                key TEXT NOT NULL,
+                value BLOB NOT NULL,
+                version INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL,
+                updated_by TEXT,
+                PRIMARY KEY (group_key, key)
+            ) WITHOUT ROWID;
+            CREATE TABLE group_counters (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                key TEXT NOT NULL,
+                value INTEGER NOT NULL,
+                PRIMARY KEY (group_key, key)
             ) WITHOUT ROWID;
             """)
     }

@@ -35,11 +35,11 @@ enum Examples {
         Example(name: "groupd.v1.RefuseApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RefuseApplicationResponse(0)),
         Example(name: "groupd.v1.WithdrawApplicationRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationRequest(0)),
         Example(name: "groupd.v1.WithdrawApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationResponse(0)),
-        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 13, message: ex_groupd_v1_GroupSettings(0)),
+        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 14, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
         Example(name: "groupd.v1.Group", variant: 0, fieldCount: 20, message: ex_groupd_v1_Group(0)),
-        Example(name: "groupd.v1.Member", variant: 0, fieldCount: 10, message: ex_groupd_v1_Member(0)),
+        Example(name: "groupd.v1.Member", variant: 0, fieldCount: 11, message: ex_groupd_v1_Member(0)),
         Example(name: "groupd.v1.MemberResult", variant: 0, fieldCount: 5, message: ex_groupd_v1_MemberResult(0)),
         Example(name: "groupd.v1.QuitOptions", variant: 0, fieldCount: 1, message: ex_groupd_v1_QuitOptions(0)),
         Example(name: "groupd.v1.Decision", variant: 0, fieldCount: 4, message: ex_groupd_v1_Decision(0)),
@@ -57,22 +57,27 @@ enum Examples {
         Example(name: "groupd.v1.MuteBypassChange", variant: 0, fieldCount: 3, message: ex_groupd_v1_MuteBypassChange(0)),
         Example(name: "groupd.v1.ReadMark", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadMark(0)),
         Example(name: "groupd.v1.MessageRecall", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageRecall(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 27, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 27, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 27, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 27, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 27, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 27, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 27, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 27, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 27, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 27, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 27, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 27, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 27, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 27, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 27, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 27, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.AttributeVersion", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeVersion(0)),
+        Example(name: "groupd.v1.AttributesChange", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributesChange(0)),
+        Example(name: "groupd.v1.InviteLink", variant: 0, fieldCount: 9, message: ex_groupd_v1_InviteLink(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 29, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 29, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 29, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 29, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 29, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 29, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 29, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 29, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 29, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 29, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 29, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 29, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 29, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 29, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 29, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 29, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 29, message: ex_groupd_v1_GroupEvent(16)),
+        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 29, message: ex_groupd_v1_GroupEvent(17)),
         Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 16, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
@@ -108,6 +113,19 @@ enum Examples {
         Example(name: "groupd.v1.ImportGroupResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_ImportGroupResponse(0)),
         Example(name: "groupd.v1.UpdateMuteBypassListRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_UpdateMuteBypassListRequest(0)),
         Example(name: "groupd.v1.UpdateMuteBypassListResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UpdateMuteBypassListResponse(0)),
+        Example(name: "groupd.v1.GroupAttribute", variant: 0, fieldCount: 5, message: ex_groupd_v1_GroupAttribute(0)),
+        Example(name: "groupd.v1.AttributeWrite", variant: 0, fieldCount: 3, message: ex_groupd_v1_AttributeWrite(0)),
+        Example(name: "groupd.v1.SetGroupAttributesRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_SetGroupAttributesRequest(0)),
+        Example(name: "groupd.v1.SetGroupAttributesResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_SetGroupAttributesResponse(0)),
+        Example(name: "groupd.v1.AttributeKey", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeKey(0)),
+        Example(name: "groupd.v1.DeleteGroupAttributesRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_DeleteGroupAttributesRequest(0)),
+        Example(name: "groupd.v1.DeleteGroupAttributesResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_DeleteGroupAttributesResponse(0)),
+        Example(name: "groupd.v1.GetGroupAttributesRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_GetGroupAttributesRequest(0)),
+        Example(name: "groupd.v1.GetGroupAttributesResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_GetGroupAttributesResponse(0)),
+        Example(name: "groupd.v1.IncrementGroupCountersRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_IncrementGroupCountersRequest(0)),
+        Example(name: "groupd.v1.IncrementGroupCountersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_IncrementGroupCountersResponse(0)),
+        Example(name: "groupd.v1.GetGroupCountersRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_GetGroupCountersRequest(0)),
+        Example(name: "groupd.v1.GetGroupCountersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_GetGroupCountersResponse(0)),
         Example(name: "groupd.v1.JoinGroupRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_JoinGroupRequest(0)),
         Example(name: "groupd.v1.JoinGroupResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_JoinGroupResponse(0)),
         Example(name: "groupd.v1.QuitGroupRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_QuitGroupRequest(0)),
@@ -140,6 +158,13 @@ enum Examples {
         Example(name: "groupd.v1.SetReceiveMessageOptionResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_SetReceiveMessageOptionResponse(0)),
         Example(name: "groupd.v1.SetGroupRemarkRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_SetGroupRemarkRequest(0)),
         Example(name: "groupd.v1.SetGroupRemarkResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_SetGroupRemarkResponse(0)),
+        Example(name: "groupd.v1.CreateInviteLinkRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_CreateInviteLinkRequest(0)),
+        Example(name: "groupd.v1.CreateInviteLinkResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_CreateInviteLinkResponse(0)),
+        Example(name: "groupd.v1.RevokeInviteLinkRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_RevokeInviteLinkRequest(0)),
+        Example(name: "groupd.v1.RevokeInviteLinkResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RevokeInviteLinkResponse(0)),
+        Example(name: "groupd.v1.ListInviteLinksRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListInviteLinksRequest(0)),
+        Example(name: "groupd.v1.ListInviteLinksResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListInviteLinksResponse(0)),
+        Example(name: "groupd.v1.JoinByInviteLinkRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_JoinByInviteLinkRequest(0)),
         Example(name: "groupd.v1.SendGroupMessageRequest", variant: 0, fieldCount: 8, message: ex_groupd_v1_SendGroupMessageRequest(0)),
         Example(name: "groupd.v1.SendGroupMessageResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_SendGroupMessageResponse(0)),
         Example(name: "groupd.v1.GetGroupMessagesRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_GetGroupMessagesRequest(0)),
@@ -442,6 +467,7 @@ enum Examples {
         m.ownerQuit = Groupd_V1_OwnerQuitRule.toLongestStandingAdmin
         m.mentionAllScope = Groupd_V1_OperatorScope.nobody
         m.slowModeIntervalSeconds = 3999999987
+        m.inviteLinkScope = Groupd_V1_OperatorScope.allMembers
         return m
     }
 
@@ -501,9 +527,10 @@ enum Examples {
         m.muteUntil = ex_google_protobuf_Timestamp(0)
         m.custom = ["a-custom": [0x00, 0xFF, 0x08, 0x00, 0x80], "b-custom": [0x00, 0xFF, 0x08, 0x01, 0x80]]
         m.receiveMessageOption = Groupd_V1_ReceiveMessageOption.notReceive
-        m.joinSource = Groupd_V1_JoinSource.freeJoin
+        m.joinSource = Groupd_V1_JoinSource.initialMember
         m.inviterUserID = "inviter_user_id-0-é群✓"
         m.joinSequence = 17999999999999999990
+        m.inviteLinkID = "invite_link_id-0-é群✓"
         return m
     }
 
@@ -668,6 +695,37 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.AttributeVersion` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AttributeVersion(_ variant: Int) -> Groupd_V1_AttributeVersion {
+        var m = Groupd_V1_AttributeVersion()
+        m.key = "key-0-é群✓"
+        m.version = 17999999999999999998
+        return m
+    }
+
+    /// A `groupd.v1.AttributesChange` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AttributesChange(_ variant: Int) -> Groupd_V1_AttributesChange {
+        var m = Groupd_V1_AttributesChange()
+        m.set = [ex_groupd_v1_AttributeVersion(0), ex_groupd_v1_AttributeVersion(1)]
+        m.deletedKeys = ["deleted_keys-0-é群✓", "deleted_keys-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.InviteLink` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_InviteLink(_ variant: Int) -> Groupd_V1_InviteLink {
+        var m = Groupd_V1_InviteLink()
+        m.linkID = "link_id-0-é群✓"
+        m.token = "token-0-é群✓"
+        m.groupID = "group_id-0-é群✓"
+        m.creatorUserID = "creator_user_id-0-é群✓"
+        m.createTime = ex_google_protobuf_Timestamp(0)
+        m.expireTime = ex_google_protobuf_Timestamp(0)
+        m.maxUses = 3999999993
+        m.useCount = 3999999992
+        m.requireApproval = true
+        return m
+    }
+
     /// A `groupd.v1.GroupEvent` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_GroupEvent(_ variant: Int) -> Groupd_V1_GroupEvent {
         var m = Groupd_V1_GroupEvent()
@@ -682,7 +740,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.meeting
         m.groupName = "group_name-0-é群✓"
-        switch variant % 16 {
+        switch variant % 18 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -715,6 +773,10 @@ enum Examples {
             m.detail = .muteBypass(ex_groupd_v1_MuteBypassChange(0))
         case 15:
             m.detail = .messageRecall(ex_groupd_v1_MessageRecall(0))
+        case 16:
+            m.detail = .attributesChange(ex_groupd_v1_AttributesChange(0))
+        case 17:
+            m.detail = .inviteLink(ex_groupd_v1_InviteLink(0))
         default: break
         }
         return m
@@ -1028,6 +1090,109 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.GroupAttribute` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GroupAttribute(_ variant: Int) -> Groupd_V1_GroupAttribute {
+        var m = Groupd_V1_GroupAttribute()
+        m.key = "key-0-é群✓"
+        m.value = [0x00, 0xFF, 0x02, 0x00, 0x80]
+        m.version = 17999999999999999997
+        m.updateTime = ex_google_protobuf_Timestamp(0)
+        m.updatedByUserID = "updated_by_user_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.AttributeWrite` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AttributeWrite(_ variant: Int) -> Groupd_V1_AttributeWrite {
+        var m = Groupd_V1_AttributeWrite()
+        m.key = "key-0-é群✓"
+        m.value = [0x00, 0xFF, 0x02, 0x00, 0x80]
+        m.expectedVersion = -3000000000123
+        return m
+    }
+
+    /// A `groupd.v1.SetGroupAttributesRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SetGroupAttributesRequest(_ variant: Int) -> Groupd_V1_SetGroupAttributesRequest {
+        var m = Groupd_V1_SetGroupAttributesRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.attributes = [ex_groupd_v1_AttributeWrite(0), ex_groupd_v1_AttributeWrite(1)]
+        return m
+    }
+
+    /// A `groupd.v1.SetGroupAttributesResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SetGroupAttributesResponse(_ variant: Int) -> Groupd_V1_SetGroupAttributesResponse {
+        var m = Groupd_V1_SetGroupAttributesResponse()
+        m.attributes = [ex_groupd_v1_GroupAttribute(0), ex_groupd_v1_GroupAttribute(1)]
+        return m
+    }
+
+    /// A `groupd.v1.AttributeKey` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AttributeKey(_ variant: Int) -> Groupd_V1_AttributeKey {
+        var m = Groupd_V1_AttributeKey()
+        m.key = "key-0-é群✓"
+        m.expectedVersion = -2000000000123
+        return m
+    }
+
+    /// A `groupd.v1.DeleteGroupAttributesRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_DeleteGroupAttributesRequest(_ variant: Int) -> Groupd_V1_DeleteGroupAttributesRequest {
+        var m = Groupd_V1_DeleteGroupAttributesRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.keys = [ex_groupd_v1_AttributeKey(0), ex_groupd_v1_AttributeKey(1)]
+        return m
+    }
+
+    /// A `groupd.v1.DeleteGroupAttributesResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_DeleteGroupAttributesResponse(_ variant: Int) -> Groupd_V1_DeleteGroupAttributesResponse {
+        var m = Groupd_V1_DeleteGroupAttributesResponse()
+        m.deletedKeys = ["deleted_keys-0-é群✓", "deleted_keys-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.GetGroupAttributesRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetGroupAttributesRequest(_ variant: Int) -> Groupd_V1_GetGroupAttributesRequest {
+        var m = Groupd_V1_GetGroupAttributesRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.keys = ["keys-0-é群✓", "keys-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.GetGroupAttributesResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetGroupAttributesResponse(_ variant: Int) -> Groupd_V1_GetGroupAttributesResponse {
+        var m = Groupd_V1_GetGroupAttributesResponse()
+        m.attributes = [ex_groupd_v1_GroupAttribute(0), ex_groupd_v1_GroupAttribute(1)]
+        return m
+    }
+
+    /// A `groupd.v1.IncrementGroupCountersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_IncrementGroupCountersRequest(_ variant: Int) -> Groupd_V1_IncrementGroupCountersRequest {
+        var m = Groupd_V1_IncrementGroupCountersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.deltas = ["a-deltas": -4000000000123, "b-deltas": -4000000000124]
+        return m
+    }
+
+    /// A `groupd.v1.IncrementGroupCountersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_IncrementGroupCountersResponse(_ variant: Int) -> Groupd_V1_IncrementGroupCountersResponse {
+        var m = Groupd_V1_IncrementGroupCountersResponse()
+        m.values = ["a-values": -3000000000123, "b-values": -3000000000124]
+        return m
+    }
+
+    /// A `groupd.v1.GetGroupCountersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetGroupCountersRequest(_ variant: Int) -> Groupd_V1_GetGroupCountersRequest {
+        var m = Groupd_V1_GetGroupCountersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.keys = ["keys-0-é群✓", "keys-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.GetGroupCountersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetGroupCountersResponse(_ variant: Int) -> Groupd_V1_GetGroupCountersResponse {
+        var m = Groupd_V1_GetGroupCountersResponse()
+        m.values = ["a-values": -3000000000123, "b-values": -3000000000124]
+        return m
+    }
+
     /// A `groupd.v1.JoinGroupRequest` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_JoinGroupRequest(_ variant: Int) -> Groupd_V1_JoinGroupRequest {
         var m = Groupd_V1_JoinGroupRequest()
@@ -1292,6 +1457,60 @@ enum Examples {
     /// A `groupd.v1.SetGroupRemarkResponse` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_SetGroupRemarkResponse(_ variant: Int) -> Groupd_V1_SetGroupRemarkResponse {
         Groupd_V1_SetGroupRemarkResponse()
+    }
+
+    /// A `groupd.v1.CreateInviteLinkRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_CreateInviteLinkRequest(_ variant: Int) -> Groupd_V1_CreateInviteLinkRequest {
+        var m = Groupd_V1_CreateInviteLinkRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.expireSeconds = 3999999998
+        m.maxUses = 3999999997
+        m.requireApproval = true
+        return m
+    }
+
+    /// A `groupd.v1.CreateInviteLinkResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_CreateInviteLinkResponse(_ variant: Int) -> Groupd_V1_CreateInviteLinkResponse {
+        var m = Groupd_V1_CreateInviteLinkResponse()
+        m.link = ex_groupd_v1_InviteLink(0)
+        return m
+    }
+
+    /// A `groupd.v1.RevokeInviteLinkRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RevokeInviteLinkRequest(_ variant: Int) -> Groupd_V1_RevokeInviteLinkRequest {
+        var m = Groupd_V1_RevokeInviteLinkRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.linkID = "link_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.RevokeInviteLinkResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RevokeInviteLinkResponse(_ variant: Int) -> Groupd_V1_RevokeInviteLinkResponse {
+        var m = Groupd_V1_RevokeInviteLinkResponse()
+        m.link = ex_groupd_v1_InviteLink(0)
+        return m
+    }
+
+    /// A `groupd.v1.ListInviteLinksRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListInviteLinksRequest(_ variant: Int) -> Groupd_V1_ListInviteLinksRequest {
+        var m = Groupd_V1_ListInviteLinksRequest()
+        m.groupID = "group_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListInviteLinksResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListInviteLinksResponse(_ variant: Int) -> Groupd_V1_ListInviteLinksResponse {
+        var m = Groupd_V1_ListInviteLinksResponse()
+        m.links = [ex_groupd_v1_InviteLink(0), ex_groupd_v1_InviteLink(1)]
+        return m
+    }
+
+    /// A `groupd.v1.JoinByInviteLinkRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_JoinByInviteLinkRequest(_ variant: Int) -> Groupd_V1_JoinByInviteLinkRequest {
+        var m = Groupd_V1_JoinByInviteLinkRequest()
+        m.token = "token-0-é群✓"
+        m.message = "message-0-é群✓"
+        return m
     }
 
     /// A `groupd.v1.SendGroupMessageRequest` with every field set; `variant` picks the oneof members.

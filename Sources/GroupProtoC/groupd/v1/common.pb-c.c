@@ -1015,6 +1015,141 @@ void   groupd__v1__message_recall__free_unpacked
   assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__attribute_version__init
+                     (Groupd__V1__AttributeVersion         *message)
+{
+  static const Groupd__V1__AttributeVersion init_value = GROUPD__V1__ATTRIBUTE_VERSION__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__attribute_version__get_packed_size
+                     (const Groupd__V1__AttributeVersion *message)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_version__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__attribute_version__pack
+                     (const Groupd__V1__AttributeVersion *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_version__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__attribute_version__pack_to_buffer
+                     (const Groupd__V1__AttributeVersion *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_version__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AttributeVersion *
+       groupd__v1__attribute_version__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AttributeVersion *)
+     protobuf_c_message_unpack (&groupd__v1__attribute_version__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__attribute_version__free_unpacked
+                     (Groupd__V1__AttributeVersion *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__attribute_version__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__attributes_change__init
+                     (Groupd__V1__AttributesChange         *message)
+{
+  static const Groupd__V1__AttributesChange init_value = GROUPD__V1__ATTRIBUTES_CHANGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__attributes_change__get_packed_size
+                     (const Groupd__V1__AttributesChange *message)
+{
+  assert(message->base.descriptor == &groupd__v1__attributes_change__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__attributes_change__pack
+                     (const Groupd__V1__AttributesChange *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__attributes_change__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__attributes_change__pack_to_buffer
+                     (const Groupd__V1__AttributesChange *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__attributes_change__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AttributesChange *
+       groupd__v1__attributes_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AttributesChange *)
+     protobuf_c_message_unpack (&groupd__v1__attributes_change__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__attributes_change__free_unpacked
+                     (Groupd__V1__AttributesChange *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__attributes_change__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__invite_link__init
+                     (Groupd__V1__InviteLink         *message)
+{
+  static const Groupd__V1__InviteLink init_value = GROUPD__V1__INVITE_LINK__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__invite_link__get_packed_size
+                     (const Groupd__V1__InviteLink *message)
+{
+  assert(message->base.descriptor == &groupd__v1__invite_link__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__invite_link__pack
+                     (const Groupd__V1__InviteLink *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__invite_link__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__invite_link__pack_to_buffer
+                     (const Groupd__V1__InviteLink *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__invite_link__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__InviteLink *
+       groupd__v1__invite_link__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__InviteLink *)
+     protobuf_c_message_unpack (&groupd__v1__invite_link__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__invite_link__free_unpacked
+                     (Groupd__V1__InviteLink *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__invite_link__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__group_event__init
                      (Groupd__V1__GroupEvent         *message)
 {
@@ -1105,7 +1240,7 @@ void   groupd__v1__group_message__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[13] =
+static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[14] =
 {
   {
     "join_option",
@@ -1263,10 +1398,23 @@ static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "invite_link_scope",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, invite_link_scope),
+    &groupd__v1__operator_scope__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   1,   /* field[1] = approver_scope */
   4,   /* field[4] = invite_approval */
+  13,   /* field[13] = invite_link_scope */
   2,   /* field[2] = invite_scope */
   3,   /* field[3] = invitee_consent */
   0,   /* field[0] = join_option */
@@ -1279,10 +1427,11 @@ static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   9,   /* field[9] = settings_edit_scope */
   12,   /* field[12] = slow_mode_interval_seconds */
 };
-static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 15, 13 },
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
 {
@@ -1292,10 +1441,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
   "Groupd__V1__GroupSettings",
   "groupd.v1",
   sizeof(Groupd__V1__GroupSettings),
-  13,
+  14,
   groupd__v1__group_settings__field_descriptors,
   groupd__v1__group_settings__field_indices_by_name,
-  1,  groupd__v1__group_settings__number_ranges,
+  2,  groupd__v1__group_settings__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_settings__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1841,7 +1990,7 @@ const ProtobufCMessageDescriptor groupd__v1__member__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__member__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__member__field_descriptors[10] =
+static const ProtobufCFieldDescriptor groupd__v1__member__field_descriptors[11] =
 {
   {
     "user_id",
@@ -1963,9 +2112,22 @@ static const ProtobufCFieldDescriptor groupd__v1__member__field_descriptors[10] 
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "invite_link_id",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Member, invite_link_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__member__field_indices_by_name[] = {
   5,   /* field[5] = custom */
+  10,   /* field[10] = invite_link_id */
   8,   /* field[8] = inviter_user_id */
   9,   /* field[9] = join_sequence */
   7,   /* field[7] = join_source */
@@ -1979,7 +2141,7 @@ static const unsigned groupd__v1__member__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__member__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor groupd__v1__member__descriptor =
 {
@@ -1989,7 +2151,7 @@ const ProtobufCMessageDescriptor groupd__v1__member__descriptor =
   "Groupd__V1__Member",
   "groupd.v1",
   sizeof(Groupd__V1__Member),
-  10,
+  11,
   groupd__v1__member__field_descriptors,
   groupd__v1__member__field_indices_by_name,
   1,  groupd__v1__member__number_ranges,
@@ -3239,7 +3401,251 @@ const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor =
   (ProtobufCMessageInit) groupd__v1__message_recall__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[27] =
+static const ProtobufCFieldDescriptor groupd__v1__attribute_version__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeVersion, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeVersion, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__attribute_version__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = version */
+};
+static const ProtobufCIntRange groupd__v1__attribute_version__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__attribute_version__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AttributeVersion",
+  "AttributeVersion",
+  "Groupd__V1__AttributeVersion",
+  "groupd.v1",
+  sizeof(Groupd__V1__AttributeVersion),
+  2,
+  groupd__v1__attribute_version__field_descriptors,
+  groupd__v1__attribute_version__field_indices_by_name,
+  1,  groupd__v1__attribute_version__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__attribute_version__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__attributes_change__field_descriptors[2] =
+{
+  {
+    "set",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__AttributesChange, n_set),
+    offsetof(Groupd__V1__AttributesChange, set),
+    &groupd__v1__attribute_version__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "deleted_keys",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__AttributesChange, n_deleted_keys),
+    offsetof(Groupd__V1__AttributesChange, deleted_keys),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__attributes_change__field_indices_by_name[] = {
+  1,   /* field[1] = deleted_keys */
+  0,   /* field[0] = set */
+};
+static const ProtobufCIntRange groupd__v1__attributes_change__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__attributes_change__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AttributesChange",
+  "AttributesChange",
+  "Groupd__V1__AttributesChange",
+  "groupd.v1",
+  sizeof(Groupd__V1__AttributesChange),
+  2,
+  groupd__v1__attributes_change__field_descriptors,
+  groupd__v1__attributes_change__field_indices_by_name,
+  1,  groupd__v1__attributes_change__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__attributes_change__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__invite_link__field_descriptors[9] =
+{
+  {
+    "link_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, link_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "group_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "creator_user_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, creator_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_time",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, create_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expire_time",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, expire_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_uses",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, max_uses),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "use_count",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, use_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "require_approval",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__InviteLink, require_approval),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__invite_link__field_indices_by_name[] = {
+  4,   /* field[4] = create_time */
+  3,   /* field[3] = creator_user_id */
+  5,   /* field[5] = expire_time */
+  2,   /* field[2] = group_id */
+  0,   /* field[0] = link_id */
+  6,   /* field[6] = max_uses */
+  8,   /* field[8] = require_approval */
+  1,   /* field[1] = token */
+  7,   /* field[7] = use_count */
+};
+static const ProtobufCIntRange groupd__v1__invite_link__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 9 }
+};
+const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.InviteLink",
+  "InviteLink",
+  "Groupd__V1__InviteLink",
+  "groupd.v1",
+  sizeof(Groupd__V1__InviteLink),
+  9,
+  groupd__v1__invite_link__field_descriptors,
+  groupd__v1__invite_link__field_indices_by_name,
+  1,  groupd__v1__invite_link__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__invite_link__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[29] =
 {
   {
     "group_id",
@@ -3565,9 +3971,34 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "attributes_change",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, attributes_change),
+    &groupd__v1__attributes_change__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "invite_link",
+    56,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, invite_link),
+    &groupd__v1__invite_link__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
+  27,   /* field[27] = attributes_change */
   24,   /* field[24] = ban */
   19,   /* field[19] = custom */
   18,   /* field[18] = dismissal */
@@ -3577,6 +4008,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   15,   /* field[15] = group_mute */
   10,   /* field[10] = group_name */
   9,   /* field[9] = group_type */
+  28,   /* field[28] = invite_link */
   17,   /* field[17] = kick */
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
@@ -3595,13 +4027,14 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[4 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[5 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
   { 40, 24 },
   { 45, 26 },
-  { 0, 27 }
+  { 55, 27 },
+  { 0, 29 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -3611,10 +4044,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  27,
+  29,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  4,  groupd__v1__group_event__number_ranges,
+  5,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -4109,7 +4542,7 @@ const ProtobufCEnumDescriptor groupd__v1__receive_message_option__descriptor =
   groupd__v1__receive_message_option__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__join_source__enum_values_by_number[7] =
+static const ProtobufCEnumValue groupd__v1__join_source__enum_values_by_number[8] =
 {
   { "JOIN_SOURCE_UNSPECIFIED", "GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_UNSPECIFIED", 0 },
   { "JOIN_SOURCE_CREATOR", "GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_CREATOR", 1 },
@@ -4118,11 +4551,12 @@ static const ProtobufCEnumValue groupd__v1__join_source__enum_values_by_number[7
   { "JOIN_SOURCE_APPLICATION", "GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_APPLICATION", 4 },
   { "JOIN_SOURCE_INVITATION", "GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_INVITATION", 5 },
   { "JOIN_SOURCE_IMPORTED", "GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_IMPORTED", 6 },
+  { "JOIN_SOURCE_INVITE_LINK", "GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_INVITE_LINK", 7 },
 };
 static const ProtobufCIntRange groupd__v1__join_source__value_ranges[] = {
-{0, 0},{0, 7}
+{0, 0},{0, 8}
 };
-static const ProtobufCEnumValueIndex groupd__v1__join_source__enum_values_by_name[7] =
+static const ProtobufCEnumValueIndex groupd__v1__join_source__enum_values_by_name[8] =
 {
   { "JOIN_SOURCE_APPLICATION", 4 },
   { "JOIN_SOURCE_CREATOR", 1 },
@@ -4130,6 +4564,7 @@ static const ProtobufCEnumValueIndex groupd__v1__join_source__enum_values_by_nam
   { "JOIN_SOURCE_IMPORTED", 6 },
   { "JOIN_SOURCE_INITIAL_MEMBER", 2 },
   { "JOIN_SOURCE_INVITATION", 5 },
+  { "JOIN_SOURCE_INVITE_LINK", 7 },
   { "JOIN_SOURCE_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor groupd__v1__join_source__descriptor =
@@ -4139,9 +4574,9 @@ const ProtobufCEnumDescriptor groupd__v1__join_source__descriptor =
   "JoinSource",
   "Groupd__V1__JoinSource",
   "groupd.v1",
-  7,
+  8,
   groupd__v1__join_source__enum_values_by_number,
-  7,
+  8,
   groupd__v1__join_source__enum_values_by_name,
   1,
   groupd__v1__join_source__value_ranges,
@@ -4443,7 +4878,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[37] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[40] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -4482,11 +4917,14 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[37
   { "EVENT_KIND_MEMBER_UNBANNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_UNBANNED", 34 },
   { "EVENT_KIND_MUTE_BYPASS_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
   { "EVENT_KIND_MESSAGE_RECALLED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED", 37 },
+  { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 45 },
+  { "EVENT_KIND_INVITE_LINK_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_CREATED", 46 },
+  { "EVENT_KIND_INVITE_LINK_REVOKED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED", 47 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{0, 37}
+{0, 0},{37, 36},{45, 37},{0, 40}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[37] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[40] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -4498,6 +4936,7 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_APPLICATION_REFUSED", 15 },
   { "EVENT_KIND_APPLICATION_WITHDRAWN", 16 },
   { "EVENT_KIND_CUSTOM_NOTIFICATION", 28 },
+  { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 37 },
   { "EVENT_KIND_GROUP_CREATED", 24 },
   { "EVENT_KIND_GROUP_DISMISSED", 22 },
   { "EVENT_KIND_GROUP_INFO_CHANGED", 7 },
@@ -4509,6 +4948,8 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_INVITATION_RECEIVED", 17 },
   { "EVENT_KIND_INVITATION_REFUSED", 19 },
   { "EVENT_KIND_INVITED", 20 },
+  { "EVENT_KIND_INVITE_LINK_CREATED", 38 },
+  { "EVENT_KIND_INVITE_LINK_REVOKED", 39 },
   { "EVENT_KIND_KICKED", 21 },
   { "EVENT_KIND_MEMBER_BANNED", 33 },
   { "EVENT_KIND_MEMBER_INFO_CHANGED", 9 },
@@ -4533,11 +4974,11 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  37,
+  40,
   groupd__v1__event_kind__enum_values_by_number,
-  37,
+  40,
   groupd__v1__event_kind__enum_values_by_name,
-  2,
+  3,
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

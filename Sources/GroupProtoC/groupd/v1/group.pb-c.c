@@ -1297,6 +1297,609 @@ void   groupd__v1__update_mute_bypass_list_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__update_mute_bypass_list_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__group_attribute__init
+                     (Groupd__V1__GroupAttribute         *message)
+{
+  static const Groupd__V1__GroupAttribute init_value = GROUPD__V1__GROUP_ATTRIBUTE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__group_attribute__get_packed_size
+                     (const Groupd__V1__GroupAttribute *message)
+{
+  assert(message->base.descriptor == &groupd__v1__group_attribute__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__group_attribute__pack
+                     (const Groupd__V1__GroupAttribute *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__group_attribute__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__group_attribute__pack_to_buffer
+                     (const Groupd__V1__GroupAttribute *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__group_attribute__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GroupAttribute *
+       groupd__v1__group_attribute__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GroupAttribute *)
+     protobuf_c_message_unpack (&groupd__v1__group_attribute__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__group_attribute__free_unpacked
+                     (Groupd__V1__GroupAttribute *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__group_attribute__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__attribute_write__init
+                     (Groupd__V1__AttributeWrite         *message)
+{
+  static const Groupd__V1__AttributeWrite init_value = GROUPD__V1__ATTRIBUTE_WRITE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__attribute_write__get_packed_size
+                     (const Groupd__V1__AttributeWrite *message)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_write__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__attribute_write__pack
+                     (const Groupd__V1__AttributeWrite *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_write__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__attribute_write__pack_to_buffer
+                     (const Groupd__V1__AttributeWrite *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_write__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AttributeWrite *
+       groupd__v1__attribute_write__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AttributeWrite *)
+     protobuf_c_message_unpack (&groupd__v1__attribute_write__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__attribute_write__free_unpacked
+                     (Groupd__V1__AttributeWrite *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__attribute_write__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__set_group_attributes_request__init
+                     (Groupd__V1__SetGroupAttributesRequest         *message)
+{
+  static const Groupd__V1__SetGroupAttributesRequest init_value = GROUPD__V1__SET_GROUP_ATTRIBUTES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__set_group_attributes_request__get_packed_size
+                     (const Groupd__V1__SetGroupAttributesRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__set_group_attributes_request__pack
+                     (const Groupd__V1__SetGroupAttributesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__set_group_attributes_request__pack_to_buffer
+                     (const Groupd__V1__SetGroupAttributesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SetGroupAttributesRequest *
+       groupd__v1__set_group_attributes_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SetGroupAttributesRequest *)
+     protobuf_c_message_unpack (&groupd__v1__set_group_attributes_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__set_group_attributes_request__free_unpacked
+                     (Groupd__V1__SetGroupAttributesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__set_group_attributes_response__init
+                     (Groupd__V1__SetGroupAttributesResponse         *message)
+{
+  static const Groupd__V1__SetGroupAttributesResponse init_value = GROUPD__V1__SET_GROUP_ATTRIBUTES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__set_group_attributes_response__get_packed_size
+                     (const Groupd__V1__SetGroupAttributesResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__set_group_attributes_response__pack
+                     (const Groupd__V1__SetGroupAttributesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__set_group_attributes_response__pack_to_buffer
+                     (const Groupd__V1__SetGroupAttributesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SetGroupAttributesResponse *
+       groupd__v1__set_group_attributes_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SetGroupAttributesResponse *)
+     protobuf_c_message_unpack (&groupd__v1__set_group_attributes_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__set_group_attributes_response__free_unpacked
+                     (Groupd__V1__SetGroupAttributesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__set_group_attributes_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__attribute_key__init
+                     (Groupd__V1__AttributeKey         *message)
+{
+  static const Groupd__V1__AttributeKey init_value = GROUPD__V1__ATTRIBUTE_KEY__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__attribute_key__get_packed_size
+                     (const Groupd__V1__AttributeKey *message)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_key__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__attribute_key__pack
+                     (const Groupd__V1__AttributeKey *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_key__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__attribute_key__pack_to_buffer
+                     (const Groupd__V1__AttributeKey *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__attribute_key__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AttributeKey *
+       groupd__v1__attribute_key__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AttributeKey *)
+     protobuf_c_message_unpack (&groupd__v1__attribute_key__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__attribute_key__free_unpacked
+                     (Groupd__V1__AttributeKey *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__attribute_key__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__delete_group_attributes_request__init
+                     (Groupd__V1__DeleteGroupAttributesRequest         *message)
+{
+  static const Groupd__V1__DeleteGroupAttributesRequest init_value = GROUPD__V1__DELETE_GROUP_ATTRIBUTES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__delete_group_attributes_request__get_packed_size
+                     (const Groupd__V1__DeleteGroupAttributesRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__delete_group_attributes_request__pack
+                     (const Groupd__V1__DeleteGroupAttributesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__delete_group_attributes_request__pack_to_buffer
+                     (const Groupd__V1__DeleteGroupAttributesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__DeleteGroupAttributesRequest *
+       groupd__v1__delete_group_attributes_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__DeleteGroupAttributesRequest *)
+     protobuf_c_message_unpack (&groupd__v1__delete_group_attributes_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__delete_group_attributes_request__free_unpacked
+                     (Groupd__V1__DeleteGroupAttributesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__delete_group_attributes_response__init
+                     (Groupd__V1__DeleteGroupAttributesResponse         *message)
+{
+  static const Groupd__V1__DeleteGroupAttributesResponse init_value = GROUPD__V1__DELETE_GROUP_ATTRIBUTES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__delete_group_attributes_response__get_packed_size
+                     (const Groupd__V1__DeleteGroupAttributesResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__delete_group_attributes_response__pack
+                     (const Groupd__V1__DeleteGroupAttributesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__delete_group_attributes_response__pack_to_buffer
+                     (const Groupd__V1__DeleteGroupAttributesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__DeleteGroupAttributesResponse *
+       groupd__v1__delete_group_attributes_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__DeleteGroupAttributesResponse *)
+     protobuf_c_message_unpack (&groupd__v1__delete_group_attributes_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__delete_group_attributes_response__free_unpacked
+                     (Groupd__V1__DeleteGroupAttributesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__delete_group_attributes_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_group_attributes_request__init
+                     (Groupd__V1__GetGroupAttributesRequest         *message)
+{
+  static const Groupd__V1__GetGroupAttributesRequest init_value = GROUPD__V1__GET_GROUP_ATTRIBUTES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_group_attributes_request__get_packed_size
+                     (const Groupd__V1__GetGroupAttributesRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_group_attributes_request__pack
+                     (const Groupd__V1__GetGroupAttributesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_group_attributes_request__pack_to_buffer
+                     (const Groupd__V1__GetGroupAttributesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetGroupAttributesRequest *
+       groupd__v1__get_group_attributes_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetGroupAttributesRequest *)
+     protobuf_c_message_unpack (&groupd__v1__get_group_attributes_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_group_attributes_request__free_unpacked
+                     (Groupd__V1__GetGroupAttributesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_group_attributes_response__init
+                     (Groupd__V1__GetGroupAttributesResponse         *message)
+{
+  static const Groupd__V1__GetGroupAttributesResponse init_value = GROUPD__V1__GET_GROUP_ATTRIBUTES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_group_attributes_response__get_packed_size
+                     (const Groupd__V1__GetGroupAttributesResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_group_attributes_response__pack
+                     (const Groupd__V1__GetGroupAttributesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_group_attributes_response__pack_to_buffer
+                     (const Groupd__V1__GetGroupAttributesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetGroupAttributesResponse *
+       groupd__v1__get_group_attributes_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetGroupAttributesResponse *)
+     protobuf_c_message_unpack (&groupd__v1__get_group_attributes_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_group_attributes_response__free_unpacked
+                     (Groupd__V1__GetGroupAttributesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_group_attributes_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__increment_group_counters_request__deltas_entry__init
+                     (Groupd__V1__IncrementGroupCountersRequest__DeltasEntry         *message)
+{
+  static const Groupd__V1__IncrementGroupCountersRequest__DeltasEntry init_value = GROUPD__V1__INCREMENT_GROUP_COUNTERS_REQUEST__DELTAS_ENTRY__INIT;
+  *message = init_value;
+}
+void   groupd__v1__increment_group_counters_request__init
+                     (Groupd__V1__IncrementGroupCountersRequest         *message)
+{
+  static const Groupd__V1__IncrementGroupCountersRequest init_value = GROUPD__V1__INCREMENT_GROUP_COUNTERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__increment_group_counters_request__get_packed_size
+                     (const Groupd__V1__IncrementGroupCountersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__increment_group_counters_request__pack
+                     (const Groupd__V1__IncrementGroupCountersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__increment_group_counters_request__pack_to_buffer
+                     (const Groupd__V1__IncrementGroupCountersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__IncrementGroupCountersRequest *
+       groupd__v1__increment_group_counters_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__IncrementGroupCountersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__increment_group_counters_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__increment_group_counters_request__free_unpacked
+                     (Groupd__V1__IncrementGroupCountersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__increment_group_counters_response__values_entry__init
+                     (Groupd__V1__IncrementGroupCountersResponse__ValuesEntry         *message)
+{
+  static const Groupd__V1__IncrementGroupCountersResponse__ValuesEntry init_value = GROUPD__V1__INCREMENT_GROUP_COUNTERS_RESPONSE__VALUES_ENTRY__INIT;
+  *message = init_value;
+}
+void   groupd__v1__increment_group_counters_response__init
+                     (Groupd__V1__IncrementGroupCountersResponse         *message)
+{
+  static const Groupd__V1__IncrementGroupCountersResponse init_value = GROUPD__V1__INCREMENT_GROUP_COUNTERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__increment_group_counters_response__get_packed_size
+                     (const Groupd__V1__IncrementGroupCountersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__increment_group_counters_response__pack
+                     (const Groupd__V1__IncrementGroupCountersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__increment_group_counters_response__pack_to_buffer
+                     (const Groupd__V1__IncrementGroupCountersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__IncrementGroupCountersResponse *
+       groupd__v1__increment_group_counters_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__IncrementGroupCountersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__increment_group_counters_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__increment_group_counters_response__free_unpacked
+                     (Groupd__V1__IncrementGroupCountersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__increment_group_counters_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_group_counters_request__init
+                     (Groupd__V1__GetGroupCountersRequest         *message)
+{
+  static const Groupd__V1__GetGroupCountersRequest init_value = GROUPD__V1__GET_GROUP_COUNTERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_group_counters_request__get_packed_size
+                     (const Groupd__V1__GetGroupCountersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_group_counters_request__pack
+                     (const Groupd__V1__GetGroupCountersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_group_counters_request__pack_to_buffer
+                     (const Groupd__V1__GetGroupCountersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetGroupCountersRequest *
+       groupd__v1__get_group_counters_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetGroupCountersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__get_group_counters_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_group_counters_request__free_unpacked
+                     (Groupd__V1__GetGroupCountersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_group_counters_response__values_entry__init
+                     (Groupd__V1__GetGroupCountersResponse__ValuesEntry         *message)
+{
+  static const Groupd__V1__GetGroupCountersResponse__ValuesEntry init_value = GROUPD__V1__GET_GROUP_COUNTERS_RESPONSE__VALUES_ENTRY__INIT;
+  *message = init_value;
+}
+void   groupd__v1__get_group_counters_response__init
+                     (Groupd__V1__GetGroupCountersResponse         *message)
+{
+  static const Groupd__V1__GetGroupCountersResponse init_value = GROUPD__V1__GET_GROUP_COUNTERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_group_counters_response__get_packed_size
+                     (const Groupd__V1__GetGroupCountersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_group_counters_response__pack
+                     (const Groupd__V1__GetGroupCountersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_group_counters_response__pack_to_buffer
+                     (const Groupd__V1__GetGroupCountersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetGroupCountersResponse *
+       groupd__v1__get_group_counters_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetGroupCountersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__get_group_counters_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_group_counters_response__free_unpacked
+                     (Groupd__V1__GetGroupCountersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_group_counters_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__initial_member__custom_entry__field_descriptors[2] =
 {
   {
@@ -3291,6 +3894,809 @@ const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_response__d
   (ProtobufCMessageInit) groupd__v1__update_mute_bypass_list_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__group_attribute__field_descriptors[5] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupAttribute, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupAttribute, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupAttribute, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_time",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupAttribute, update_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "updated_by_user_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupAttribute, updated_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__group_attribute__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  3,   /* field[3] = update_time */
+  4,   /* field[4] = updated_by_user_id */
+  1,   /* field[1] = value */
+  2,   /* field[2] = version */
+};
+static const ProtobufCIntRange groupd__v1__group_attribute__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__group_attribute__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GroupAttribute",
+  "GroupAttribute",
+  "Groupd__V1__GroupAttribute",
+  "groupd.v1",
+  sizeof(Groupd__V1__GroupAttribute),
+  5,
+  groupd__v1__group_attribute__field_descriptors,
+  groupd__v1__group_attribute__field_indices_by_name,
+  1,  groupd__v1__group_attribute__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__group_attribute__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__attribute_write__field_descriptors[3] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeWrite, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeWrite, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_version",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeWrite, expected_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__attribute_write__field_indices_by_name[] = {
+  2,   /* field[2] = expected_version */
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__attribute_write__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__attribute_write__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AttributeWrite",
+  "AttributeWrite",
+  "Groupd__V1__AttributeWrite",
+  "groupd.v1",
+  sizeof(Groupd__V1__AttributeWrite),
+  3,
+  groupd__v1__attribute_write__field_descriptors,
+  groupd__v1__attribute_write__field_indices_by_name,
+  1,  groupd__v1__attribute_write__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__attribute_write__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__set_group_attributes_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SetGroupAttributesRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "attributes",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__SetGroupAttributesRequest, n_attributes),
+    offsetof(Groupd__V1__SetGroupAttributesRequest, attributes),
+    &groupd__v1__attribute_write__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__set_group_attributes_request__field_indices_by_name[] = {
+  1,   /* field[1] = attributes */
+  0,   /* field[0] = group_id */
+};
+static const ProtobufCIntRange groupd__v1__set_group_attributes_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__set_group_attributes_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SetGroupAttributesRequest",
+  "SetGroupAttributesRequest",
+  "Groupd__V1__SetGroupAttributesRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__SetGroupAttributesRequest),
+  2,
+  groupd__v1__set_group_attributes_request__field_descriptors,
+  groupd__v1__set_group_attributes_request__field_indices_by_name,
+  1,  groupd__v1__set_group_attributes_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__set_group_attributes_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__set_group_attributes_response__field_descriptors[1] =
+{
+  {
+    "attributes",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__SetGroupAttributesResponse, n_attributes),
+    offsetof(Groupd__V1__SetGroupAttributesResponse, attributes),
+    &groupd__v1__group_attribute__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__set_group_attributes_response__field_indices_by_name[] = {
+  0,   /* field[0] = attributes */
+};
+static const ProtobufCIntRange groupd__v1__set_group_attributes_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__set_group_attributes_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SetGroupAttributesResponse",
+  "SetGroupAttributesResponse",
+  "Groupd__V1__SetGroupAttributesResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__SetGroupAttributesResponse),
+  1,
+  groupd__v1__set_group_attributes_response__field_descriptors,
+  groupd__v1__set_group_attributes_response__field_indices_by_name,
+  1,  groupd__v1__set_group_attributes_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__set_group_attributes_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__attribute_key__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeKey, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AttributeKey, expected_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__attribute_key__field_indices_by_name[] = {
+  1,   /* field[1] = expected_version */
+  0,   /* field[0] = key */
+};
+static const ProtobufCIntRange groupd__v1__attribute_key__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__attribute_key__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AttributeKey",
+  "AttributeKey",
+  "Groupd__V1__AttributeKey",
+  "groupd.v1",
+  sizeof(Groupd__V1__AttributeKey),
+  2,
+  groupd__v1__attribute_key__field_descriptors,
+  groupd__v1__attribute_key__field_indices_by_name,
+  1,  groupd__v1__attribute_key__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__attribute_key__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__delete_group_attributes_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__DeleteGroupAttributesRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__DeleteGroupAttributesRequest, n_keys),
+    offsetof(Groupd__V1__DeleteGroupAttributesRequest, keys),
+    &groupd__v1__attribute_key__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__delete_group_attributes_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = keys */
+};
+static const ProtobufCIntRange groupd__v1__delete_group_attributes_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__delete_group_attributes_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.DeleteGroupAttributesRequest",
+  "DeleteGroupAttributesRequest",
+  "Groupd__V1__DeleteGroupAttributesRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__DeleteGroupAttributesRequest),
+  2,
+  groupd__v1__delete_group_attributes_request__field_descriptors,
+  groupd__v1__delete_group_attributes_request__field_indices_by_name,
+  1,  groupd__v1__delete_group_attributes_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__delete_group_attributes_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__delete_group_attributes_response__field_descriptors[1] =
+{
+  {
+    "deleted_keys",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__DeleteGroupAttributesResponse, n_deleted_keys),
+    offsetof(Groupd__V1__DeleteGroupAttributesResponse, deleted_keys),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__delete_group_attributes_response__field_indices_by_name[] = {
+  0,   /* field[0] = deleted_keys */
+};
+static const ProtobufCIntRange groupd__v1__delete_group_attributes_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__delete_group_attributes_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.DeleteGroupAttributesResponse",
+  "DeleteGroupAttributesResponse",
+  "Groupd__V1__DeleteGroupAttributesResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__DeleteGroupAttributesResponse),
+  1,
+  groupd__v1__delete_group_attributes_response__field_descriptors,
+  groupd__v1__delete_group_attributes_response__field_indices_by_name,
+  1,  groupd__v1__delete_group_attributes_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__delete_group_attributes_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_group_attributes_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetGroupAttributesRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__GetGroupAttributesRequest, n_keys),
+    offsetof(Groupd__V1__GetGroupAttributesRequest, keys),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_group_attributes_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = keys */
+};
+static const ProtobufCIntRange groupd__v1__get_group_attributes_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_group_attributes_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetGroupAttributesRequest",
+  "GetGroupAttributesRequest",
+  "Groupd__V1__GetGroupAttributesRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetGroupAttributesRequest),
+  2,
+  groupd__v1__get_group_attributes_request__field_descriptors,
+  groupd__v1__get_group_attributes_request__field_indices_by_name,
+  1,  groupd__v1__get_group_attributes_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_group_attributes_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_group_attributes_response__field_descriptors[1] =
+{
+  {
+    "attributes",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GetGroupAttributesResponse, n_attributes),
+    offsetof(Groupd__V1__GetGroupAttributesResponse, attributes),
+    &groupd__v1__group_attribute__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_group_attributes_response__field_indices_by_name[] = {
+  0,   /* field[0] = attributes */
+};
+static const ProtobufCIntRange groupd__v1__get_group_attributes_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_group_attributes_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetGroupAttributesResponse",
+  "GetGroupAttributesResponse",
+  "Groupd__V1__GetGroupAttributesResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetGroupAttributesResponse),
+  1,
+  groupd__v1__get_group_attributes_response__field_descriptors,
+  groupd__v1__get_group_attributes_response__field_indices_by_name,
+  1,  groupd__v1__get_group_attributes_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_group_attributes_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__increment_group_counters_request__deltas_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__IncrementGroupCountersRequest__DeltasEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__IncrementGroupCountersRequest__DeltasEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__increment_group_counters_request__deltas_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__increment_group_counters_request__deltas_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_request__deltas_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.IncrementGroupCountersRequest.DeltasEntry",
+  "DeltasEntry",
+  "Groupd__V1__IncrementGroupCountersRequest__DeltasEntry",
+  "groupd.v1",
+  sizeof(Groupd__V1__IncrementGroupCountersRequest__DeltasEntry),
+  2,
+  groupd__v1__increment_group_counters_request__deltas_entry__field_descriptors,
+  groupd__v1__increment_group_counters_request__deltas_entry__field_indices_by_name,
+  1,  groupd__v1__increment_group_counters_request__deltas_entry__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__increment_group_counters_request__deltas_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__increment_group_counters_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__IncrementGroupCountersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "deltas",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__IncrementGroupCountersRequest, n_deltas),
+    offsetof(Groupd__V1__IncrementGroupCountersRequest, deltas),
+    &groupd__v1__increment_group_counters_request__deltas_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__increment_group_counters_request__field_indices_by_name[] = {
+  1,   /* field[1] = deltas */
+  0,   /* field[0] = group_id */
+};
+static const ProtobufCIntRange groupd__v1__increment_group_counters_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.IncrementGroupCountersRequest",
+  "IncrementGroupCountersRequest",
+  "Groupd__V1__IncrementGroupCountersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__IncrementGroupCountersRequest),
+  2,
+  groupd__v1__increment_group_counters_request__field_descriptors,
+  groupd__v1__increment_group_counters_request__field_indices_by_name,
+  1,  groupd__v1__increment_group_counters_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__increment_group_counters_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__increment_group_counters_response__values_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__IncrementGroupCountersResponse__ValuesEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__IncrementGroupCountersResponse__ValuesEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__increment_group_counters_response__values_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__increment_group_counters_response__values_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_response__values_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.IncrementGroupCountersResponse.ValuesEntry",
+  "ValuesEntry",
+  "Groupd__V1__IncrementGroupCountersResponse__ValuesEntry",
+  "groupd.v1",
+  sizeof(Groupd__V1__IncrementGroupCountersResponse__ValuesEntry),
+  2,
+  groupd__v1__increment_group_counters_response__values_entry__field_descriptors,
+  groupd__v1__increment_group_counters_response__values_entry__field_indices_by_name,
+  1,  groupd__v1__increment_group_counters_response__values_entry__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__increment_group_counters_response__values_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__increment_group_counters_response__field_descriptors[1] =
+{
+  {
+    "values",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__IncrementGroupCountersResponse, n_values),
+    offsetof(Groupd__V1__IncrementGroupCountersResponse, values),
+    &groupd__v1__increment_group_counters_response__values_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__increment_group_counters_response__field_indices_by_name[] = {
+  0,   /* field[0] = values */
+};
+static const ProtobufCIntRange groupd__v1__increment_group_counters_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.IncrementGroupCountersResponse",
+  "IncrementGroupCountersResponse",
+  "Groupd__V1__IncrementGroupCountersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__IncrementGroupCountersResponse),
+  1,
+  groupd__v1__increment_group_counters_response__field_descriptors,
+  groupd__v1__increment_group_counters_response__field_indices_by_name,
+  1,  groupd__v1__increment_group_counters_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__increment_group_counters_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_group_counters_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetGroupCountersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__GetGroupCountersRequest, n_keys),
+    offsetof(Groupd__V1__GetGroupCountersRequest, keys),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_group_counters_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = keys */
+};
+static const ProtobufCIntRange groupd__v1__get_group_counters_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_group_counters_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetGroupCountersRequest",
+  "GetGroupCountersRequest",
+  "Groupd__V1__GetGroupCountersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetGroupCountersRequest),
+  2,
+  groupd__v1__get_group_counters_request__field_descriptors,
+  groupd__v1__get_group_counters_request__field_indices_by_name,
+  1,  groupd__v1__get_group_counters_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_group_counters_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_group_counters_response__values_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetGroupCountersResponse__ValuesEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetGroupCountersResponse__ValuesEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_group_counters_response__values_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__get_group_counters_response__values_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_group_counters_response__values_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetGroupCountersResponse.ValuesEntry",
+  "ValuesEntry",
+  "Groupd__V1__GetGroupCountersResponse__ValuesEntry",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetGroupCountersResponse__ValuesEntry),
+  2,
+  groupd__v1__get_group_counters_response__values_entry__field_descriptors,
+  groupd__v1__get_group_counters_response__values_entry__field_indices_by_name,
+  1,  groupd__v1__get_group_counters_response__values_entry__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_group_counters_response__values_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_group_counters_response__field_descriptors[1] =
+{
+  {
+    "values",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GetGroupCountersResponse, n_values),
+    offsetof(Groupd__V1__GetGroupCountersResponse, values),
+    &groupd__v1__get_group_counters_response__values_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_group_counters_response__field_indices_by_name[] = {
+  0,   /* field[0] = values */
+};
+static const ProtobufCIntRange groupd__v1__get_group_counters_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_group_counters_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetGroupCountersResponse",
+  "GetGroupCountersResponse",
+  "Groupd__V1__GetGroupCountersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetGroupCountersResponse),
+  1,
+  groupd__v1__get_group_counters_response__field_descriptors,
+  groupd__v1__get_group_counters_response__field_indices_by_name,
+  1,  groupd__v1__get_group_counters_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_group_counters_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__group_lookup_error__enum_values_by_number[4] =
 {
   { "GROUP_LOOKUP_ERROR_UNSPECIFIED", "GROUPD__V1__GROUP_LOOKUP_ERROR__GROUP_LOOKUP_ERROR_UNSPECIFIED", 0 },
@@ -3355,7 +4761,7 @@ const ProtobufCEnumDescriptor groupd__v1__search_field__descriptor =
   groupd__v1__search_field__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[12] =
+static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[17] =
 {
   { "CreateGroup", &groupd__v1__create_group_request__descriptor, &groupd__v1__create_group_response__descriptor },
   { "GetGroupsInfo", &groupd__v1__get_groups_info_request__descriptor, &groupd__v1__get_groups_info_response__descriptor },
@@ -3369,15 +4775,25 @@ static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descrip
   { "ListJoinedGroups", &groupd__v1__list_joined_groups_request__descriptor, &groupd__v1__list_joined_groups_response__descriptor },
   { "SearchGroups", &groupd__v1__search_groups_request__descriptor, &groupd__v1__search_groups_response__descriptor },
   { "ImportGroup", &groupd__v1__import_group_request__descriptor, &groupd__v1__import_group_response__descriptor },
+  { "SetGroupAttributes", &groupd__v1__set_group_attributes_request__descriptor, &groupd__v1__set_group_attributes_response__descriptor },
+  { "DeleteGroupAttributes", &groupd__v1__delete_group_attributes_request__descriptor, &groupd__v1__delete_group_attributes_response__descriptor },
+  { "GetGroupAttributes", &groupd__v1__get_group_attributes_request__descriptor, &groupd__v1__get_group_attributes_response__descriptor },
+  { "IncrementGroupCounters", &groupd__v1__increment_group_counters_request__descriptor, &groupd__v1__increment_group_counters_response__descriptor },
+  { "GetGroupCounters", &groupd__v1__get_group_counters_request__descriptor, &groupd__v1__get_group_counters_response__descriptor },
 };
 const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   0,        /* CreateGroup */
+  13,        /* DeleteGroupAttributes */
   4,        /* DismissGroup */
+  14,        /* GetGroupAttributes */
+  16,        /* GetGroupCounters */
   1,        /* GetGroupsInfo */
   11,        /* ImportGroup */
+  15,        /* IncrementGroupCounters */
   9,        /* ListJoinedGroups */
   5,        /* RevokeGroup */
   10,        /* SearchGroups */
+  12,        /* SetGroupAttributes */
   7,        /* SetGroupMute */
   6,        /* TransferOwnership */
   2,        /* UpdateGroupProfile */
@@ -3391,7 +4807,7 @@ const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
   "GroupService",
   "Groupd__V1__GroupService",
   "groupd.v1",
-  12,
+  17,
   groupd__v1__group_service__method_descriptors,
   groupd__v1__group_service__method_indices_by_name
 };
@@ -3490,6 +4906,46 @@ void groupd__v1__group_service__import_group(ProtobufCService *service,
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
   service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__set_group_attributes(ProtobufCService *service,
+                                                     const Groupd__V1__SetGroupAttributesRequest *input,
+                                                     Groupd__V1__SetGroupAttributesResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__delete_group_attributes(ProtobufCService *service,
+                                                        const Groupd__V1__DeleteGroupAttributesRequest *input,
+                                                        Groupd__V1__DeleteGroupAttributesResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__get_group_attributes(ProtobufCService *service,
+                                                     const Groupd__V1__GetGroupAttributesRequest *input,
+                                                     Groupd__V1__GetGroupAttributesResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__increment_group_counters(ProtobufCService *service,
+                                                         const Groupd__V1__IncrementGroupCountersRequest *input,
+                                                         Groupd__V1__IncrementGroupCountersResponse_Closure closure,
+                                                         void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__get_group_counters(ProtobufCService *service,
+                                                   const Groupd__V1__GetGroupCountersRequest *input,
+                                                   Groupd__V1__GetGroupCountersResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
                                       Groupd__V1__GroupService_ServiceDestroy destroy)

@@ -1453,6 +1453,321 @@ void   groupd__v1__set_group_remark_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__set_group_remark_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__create_invite_link_request__init
+                     (Groupd__V1__CreateInviteLinkRequest         *message)
+{
+  static const Groupd__V1__CreateInviteLinkRequest init_value = GROUPD__V1__CREATE_INVITE_LINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__create_invite_link_request__get_packed_size
+                     (const Groupd__V1__CreateInviteLinkRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__create_invite_link_request__pack
+                     (const Groupd__V1__CreateInviteLinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__create_invite_link_request__pack_to_buffer
+                     (const Groupd__V1__CreateInviteLinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__CreateInviteLinkRequest *
+       groupd__v1__create_invite_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__CreateInviteLinkRequest *)
+     protobuf_c_message_unpack (&groupd__v1__create_invite_link_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__create_invite_link_request__free_unpacked
+                     (Groupd__V1__CreateInviteLinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__create_invite_link_response__init
+                     (Groupd__V1__CreateInviteLinkResponse         *message)
+{
+  static const Groupd__V1__CreateInviteLinkResponse init_value = GROUPD__V1__CREATE_INVITE_LINK_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__create_invite_link_response__get_packed_size
+                     (const Groupd__V1__CreateInviteLinkResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__create_invite_link_response__pack
+                     (const Groupd__V1__CreateInviteLinkResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__create_invite_link_response__pack_to_buffer
+                     (const Groupd__V1__CreateInviteLinkResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__CreateInviteLinkResponse *
+       groupd__v1__create_invite_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__CreateInviteLinkResponse *)
+     protobuf_c_message_unpack (&groupd__v1__create_invite_link_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__create_invite_link_response__free_unpacked
+                     (Groupd__V1__CreateInviteLinkResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__create_invite_link_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__revoke_invite_link_request__init
+                     (Groupd__V1__RevokeInviteLinkRequest         *message)
+{
+  static const Groupd__V1__RevokeInviteLinkRequest init_value = GROUPD__V1__REVOKE_INVITE_LINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__revoke_invite_link_request__get_packed_size
+                     (const Groupd__V1__RevokeInviteLinkRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__revoke_invite_link_request__pack
+                     (const Groupd__V1__RevokeInviteLinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__revoke_invite_link_request__pack_to_buffer
+                     (const Groupd__V1__RevokeInviteLinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RevokeInviteLinkRequest *
+       groupd__v1__revoke_invite_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RevokeInviteLinkRequest *)
+     protobuf_c_message_unpack (&groupd__v1__revoke_invite_link_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__revoke_invite_link_request__free_unpacked
+                     (Groupd__V1__RevokeInviteLinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__revoke_invite_link_response__init
+                     (Groupd__V1__RevokeInviteLinkResponse         *message)
+{
+  static const Groupd__V1__RevokeInviteLinkResponse init_value = GROUPD__V1__REVOKE_INVITE_LINK_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__revoke_invite_link_response__get_packed_size
+                     (const Groupd__V1__RevokeInviteLinkResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__revoke_invite_link_response__pack
+                     (const Groupd__V1__RevokeInviteLinkResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__revoke_invite_link_response__pack_to_buffer
+                     (const Groupd__V1__RevokeInviteLinkResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RevokeInviteLinkResponse *
+       groupd__v1__revoke_invite_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RevokeInviteLinkResponse *)
+     protobuf_c_message_unpack (&groupd__v1__revoke_invite_link_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__revoke_invite_link_response__free_unpacked
+                     (Groupd__V1__RevokeInviteLinkResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__revoke_invite_link_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_invite_links_request__init
+                     (Groupd__V1__ListInviteLinksRequest         *message)
+{
+  static const Groupd__V1__ListInviteLinksRequest init_value = GROUPD__V1__LIST_INVITE_LINKS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_invite_links_request__get_packed_size
+                     (const Groupd__V1__ListInviteLinksRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_invite_links_request__pack
+                     (const Groupd__V1__ListInviteLinksRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_invite_links_request__pack_to_buffer
+                     (const Groupd__V1__ListInviteLinksRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListInviteLinksRequest *
+       groupd__v1__list_invite_links_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListInviteLinksRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_invite_links_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_invite_links_request__free_unpacked
+                     (Groupd__V1__ListInviteLinksRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_invite_links_response__init
+                     (Groupd__V1__ListInviteLinksResponse         *message)
+{
+  static const Groupd__V1__ListInviteLinksResponse init_value = GROUPD__V1__LIST_INVITE_LINKS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_invite_links_response__get_packed_size
+                     (const Groupd__V1__ListInviteLinksResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_invite_links_response__pack
+                     (const Groupd__V1__ListInviteLinksResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_invite_links_response__pack_to_buffer
+                     (const Groupd__V1__ListInviteLinksResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListInviteLinksResponse *
+       groupd__v1__list_invite_links_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListInviteLinksResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_invite_links_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_invite_links_response__free_unpacked
+                     (Groupd__V1__ListInviteLinksResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_invite_links_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__join_by_invite_link_request__init
+                     (Groupd__V1__JoinByInviteLinkRequest         *message)
+{
+  static const Groupd__V1__JoinByInviteLinkRequest init_value = GROUPD__V1__JOIN_BY_INVITE_LINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__join_by_invite_link_request__get_packed_size
+                     (const Groupd__V1__JoinByInviteLinkRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__join_by_invite_link_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__join_by_invite_link_request__pack
+                     (const Groupd__V1__JoinByInviteLinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__join_by_invite_link_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__join_by_invite_link_request__pack_to_buffer
+                     (const Groupd__V1__JoinByInviteLinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__join_by_invite_link_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__JoinByInviteLinkRequest *
+       groupd__v1__join_by_invite_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__JoinByInviteLinkRequest *)
+     protobuf_c_message_unpack (&groupd__v1__join_by_invite_link_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__join_by_invite_link_request__free_unpacked
+                     (Groupd__V1__JoinByInviteLinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__join_by_invite_link_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__join_group_request__field_descriptors[2] =
 {
   {
@@ -3278,6 +3593,337 @@ const ProtobufCMessageDescriptor groupd__v1__set_group_remark_response__descript
   (ProtobufCMessageInit) groupd__v1__set_group_remark_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__create_invite_link_request__field_descriptors[4] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateInviteLinkRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expire_seconds",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateInviteLinkRequest, expire_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_uses",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateInviteLinkRequest, max_uses),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "require_approval",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateInviteLinkRequest, require_approval),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_invite_link_request__field_indices_by_name[] = {
+  1,   /* field[1] = expire_seconds */
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = max_uses */
+  3,   /* field[3] = require_approval */
+};
+static const ProtobufCIntRange groupd__v1__create_invite_link_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_invite_link_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreateInviteLinkRequest",
+  "CreateInviteLinkRequest",
+  "Groupd__V1__CreateInviteLinkRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreateInviteLinkRequest),
+  4,
+  groupd__v1__create_invite_link_request__field_descriptors,
+  groupd__v1__create_invite_link_request__field_indices_by_name,
+  1,  groupd__v1__create_invite_link_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_invite_link_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__create_invite_link_response__field_descriptors[1] =
+{
+  {
+    "link",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateInviteLinkResponse, link),
+    &groupd__v1__invite_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_invite_link_response__field_indices_by_name[] = {
+  0,   /* field[0] = link */
+};
+static const ProtobufCIntRange groupd__v1__create_invite_link_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_invite_link_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreateInviteLinkResponse",
+  "CreateInviteLinkResponse",
+  "Groupd__V1__CreateInviteLinkResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreateInviteLinkResponse),
+  1,
+  groupd__v1__create_invite_link_response__field_descriptors,
+  groupd__v1__create_invite_link_response__field_indices_by_name,
+  1,  groupd__v1__create_invite_link_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_invite_link_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__revoke_invite_link_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RevokeInviteLinkRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "link_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RevokeInviteLinkRequest, link_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__revoke_invite_link_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = link_id */
+};
+static const ProtobufCIntRange groupd__v1__revoke_invite_link_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__revoke_invite_link_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RevokeInviteLinkRequest",
+  "RevokeInviteLinkRequest",
+  "Groupd__V1__RevokeInviteLinkRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__RevokeInviteLinkRequest),
+  2,
+  groupd__v1__revoke_invite_link_request__field_descriptors,
+  groupd__v1__revoke_invite_link_request__field_indices_by_name,
+  1,  groupd__v1__revoke_invite_link_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__revoke_invite_link_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__revoke_invite_link_response__field_descriptors[1] =
+{
+  {
+    "link",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RevokeInviteLinkResponse, link),
+    &groupd__v1__invite_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__revoke_invite_link_response__field_indices_by_name[] = {
+  0,   /* field[0] = link */
+};
+static const ProtobufCIntRange groupd__v1__revoke_invite_link_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__revoke_invite_link_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RevokeInviteLinkResponse",
+  "RevokeInviteLinkResponse",
+  "Groupd__V1__RevokeInviteLinkResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__RevokeInviteLinkResponse),
+  1,
+  groupd__v1__revoke_invite_link_response__field_descriptors,
+  groupd__v1__revoke_invite_link_response__field_indices_by_name,
+  1,  groupd__v1__revoke_invite_link_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__revoke_invite_link_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_invite_links_request__field_descriptors[1] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListInviteLinksRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_invite_links_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+};
+static const ProtobufCIntRange groupd__v1__list_invite_links_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_invite_links_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListInviteLinksRequest",
+  "ListInviteLinksRequest",
+  "Groupd__V1__ListInviteLinksRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListInviteLinksRequest),
+  1,
+  groupd__v1__list_invite_links_request__field_descriptors,
+  groupd__v1__list_invite_links_request__field_indices_by_name,
+  1,  groupd__v1__list_invite_links_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_invite_links_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_invite_links_response__field_descriptors[1] =
+{
+  {
+    "links",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ListInviteLinksResponse, n_links),
+    offsetof(Groupd__V1__ListInviteLinksResponse, links),
+    &groupd__v1__invite_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_invite_links_response__field_indices_by_name[] = {
+  0,   /* field[0] = links */
+};
+static const ProtobufCIntRange groupd__v1__list_invite_links_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_invite_links_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListInviteLinksResponse",
+  "ListInviteLinksResponse",
+  "Groupd__V1__ListInviteLinksResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListInviteLinksResponse),
+  1,
+  groupd__v1__list_invite_links_response__field_descriptors,
+  groupd__v1__list_invite_links_response__field_indices_by_name,
+  1,  groupd__v1__list_invite_links_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_invite_links_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__join_by_invite_link_request__field_descriptors[2] =
+{
+  {
+    "token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__JoinByInviteLinkRequest, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__JoinByInviteLinkRequest, message),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__join_by_invite_link_request__field_indices_by_name[] = {
+  1,   /* field[1] = message */
+  0,   /* field[0] = token */
+};
+static const ProtobufCIntRange groupd__v1__join_by_invite_link_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__join_by_invite_link_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.JoinByInviteLinkRequest",
+  "JoinByInviteLinkRequest",
+  "Groupd__V1__JoinByInviteLinkRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__JoinByInviteLinkRequest),
+  2,
+  groupd__v1__join_by_invite_link_request__field_descriptors,
+  groupd__v1__join_by_invite_link_request__field_indices_by_name,
+  1,  groupd__v1__join_by_invite_link_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__join_by_invite_link_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__join_outcome__enum_values_by_number[3] =
 {
   { "JOIN_OUTCOME_UNSPECIFIED", "GROUPD__V1__JOIN_OUTCOME__JOIN_OUTCOME_UNSPECIFIED", 0 },
@@ -3342,7 +3988,7 @@ const ProtobufCEnumDescriptor groupd__v1__member_filter__descriptor =
   groupd__v1__member_filter__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descriptors[15] =
+static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descriptors[19] =
 {
   { "JoinGroup", &groupd__v1__join_group_request__descriptor, &groupd__v1__join_group_response__descriptor },
   { "QuitGroup", &groupd__v1__quit_group_request__descriptor, &groupd__v1__quit_group_response__descriptor },
@@ -3359,18 +4005,26 @@ static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descri
   { "UpdateMemberInfo", &groupd__v1__update_member_info_request__descriptor, &groupd__v1__update_member_info_response__descriptor },
   { "SetReceiveMessageOption", &groupd__v1__set_receive_message_option_request__descriptor, &groupd__v1__set_receive_message_option_response__descriptor },
   { "SetGroupRemark", &groupd__v1__set_group_remark_request__descriptor, &groupd__v1__set_group_remark_response__descriptor },
+  { "CreateInviteLink", &groupd__v1__create_invite_link_request__descriptor, &groupd__v1__create_invite_link_response__descriptor },
+  { "RevokeInviteLink", &groupd__v1__revoke_invite_link_request__descriptor, &groupd__v1__revoke_invite_link_response__descriptor },
+  { "ListInviteLinks", &groupd__v1__list_invite_links_request__descriptor, &groupd__v1__list_invite_links_response__descriptor },
+  { "JoinByInviteLink", &groupd__v1__join_by_invite_link_request__descriptor, &groupd__v1__join_group_response__descriptor },
 };
 const unsigned groupd__v1__member_service__method_indices_by_name[] = {
   4,        /* BanMembers */
+  15,        /* CreateInviteLink */
   8,        /* GetMembersInfo */
   9,        /* GetSelfMemberInfo */
   2,        /* InviteMembers */
+  18,        /* JoinByInviteLink */
   0,        /* JoinGroup */
   3,        /* KickMembers */
   6,        /* ListBannedMembers */
+  17,        /* ListInviteLinks */
   7,        /* ListMembers */
   11,        /* MuteMembers */
   1,        /* QuitGroup */
+  16,        /* RevokeInviteLink */
   14,        /* SetGroupRemark */
   10,        /* SetMemberRole */
   13,        /* SetReceiveMessageOption */
@@ -3384,7 +4038,7 @@ const ProtobufCServiceDescriptor groupd__v1__member_service__descriptor =
   "MemberService",
   "Groupd__V1__MemberService",
   "groupd.v1",
-  15,
+  19,
   groupd__v1__member_service__method_descriptors,
   groupd__v1__member_service__method_indices_by_name
 };
@@ -3507,6 +4161,38 @@ void groupd__v1__member_service__set_group_remark(ProtobufCService *service,
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
   service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__create_invite_link(ProtobufCService *service,
+                                                    const Groupd__V1__CreateInviteLinkRequest *input,
+                                                    Groupd__V1__CreateInviteLinkResponse_Closure closure,
+                                                    void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__revoke_invite_link(ProtobufCService *service,
+                                                    const Groupd__V1__RevokeInviteLinkRequest *input,
+                                                    Groupd__V1__RevokeInviteLinkResponse_Closure closure,
+                                                    void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__list_invite_links(ProtobufCService *service,
+                                                   const Groupd__V1__ListInviteLinksRequest *input,
+                                                   Groupd__V1__ListInviteLinksResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__join_by_invite_link(ProtobufCService *service,
+                                                     const Groupd__V1__JoinByInviteLinkRequest *input,
+                                                     Groupd__V1__JoinGroupResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *service,
                                        Groupd__V1__MemberService_ServiceDestroy destroy)

@@ -41,6 +41,9 @@ typedef struct Groupd__V1__BanDetail Groupd__V1__BanDetail;
 typedef struct Groupd__V1__MuteBypassChange Groupd__V1__MuteBypassChange;
 typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
 typedef struct Groupd__V1__MessageRecall Groupd__V1__MessageRecall;
+typedef struct Groupd__V1__AttributeVersion Groupd__V1__AttributeVersion;
+typedef struct Groupd__V1__AttributesChange Groupd__V1__AttributesChange;
+typedef struct Groupd__V1__InviteLink Groupd__V1__InviteLink;
 typedef struct Groupd__V1__GroupEvent Groupd__V1__GroupEvent;
 typedef struct Groupd__V1__GroupMessage Groupd__V1__GroupMessage;
 
@@ -269,7 +272,13 @@ typedef enum _Groupd__V1__JoinSource {
   /*
    * Added by ImportGroup.
    */
-  GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_IMPORTED = 6
+  GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_IMPORTED = 6,
+  /*
+   * Joined through an invite link (JoinByInviteLink; for a link that needs
+   * approval, once the application was accepted); Member.invite_link_id
+   * names the link.
+   */
+  GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_INVITE_LINK = 7
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__JOIN_SOURCE)
 } Groupd__V1__JoinSource;
 /*
@@ -507,7 +516,8 @@ typedef enum _Groupd__V1__EventKind {
    * (accepted application) or by an invitee's consent or an approver
    * (invitation); operator = the user, the approver or the inviter. Detail:
    * member_change: the member as they came in (user_id, role, join_time,
-   * join_source, inviter_user_id = who let them in).
+   * join_source, inviter_user_id = who let them in, invite_link_id for a join
+   * through an invite link).
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED = 1,
   /*
@@ -679,7 +689,25 @@ typedef enum _Groupd__V1__EventKind {
    * recalled it (empty: the backend). Detail: message_recall. Delivered to
    * every member, those whose receive option is NOT_RECEIVE too.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED = 37
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED = 37,
+  /*
+   * Tip: group attributes were set or deleted (SetGroupAttributes,
+   * DeleteGroupAttributes); operator = who changed them. Detail:
+   * attributes_change (keys and new versions; GetGroupAttributes gives the
+   * values).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_ATTRIBUTES_CHANGED = 45,
+  /*
+   * System, to the approvers (the owner, and the admins when approver_scope
+   * includes them): an invite link was created; operator = its creator.
+   * Detail: invite_link (without the token).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_CREATED = 46,
+  /*
+   * System, to the approvers: an invite link was revoked; operator = who
+   * revoked it. Detail: invite_link.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED = 47
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -793,10 +821,16 @@ struct  Groupd__V1__GroupSettings
    * the mask turns it off); in CreateGroup 0 keeps it off.
    */
   uint32_t slow_mode_interval_seconds;
+  /*
+   * Who may create, list and revoke invite links. Work: ALL_MEMBERS; Public
+   * and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed: no invite
+   * links).
+   */
+  Groupd__V1__OperatorScope invite_link_scope;
 };
 #define GROUPD__V1__GROUP_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_settings__descriptor) \
-    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, 0 }
+    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, 0, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED }
 
 
 /*
@@ -1050,10 +1084,15 @@ struct  Groupd__V1__Member
    * after it for Work and Public groups.
    */
   uint64_t join_sequence;
+  /*
+   * The invite link the member joined through (its id, never its token),
+   * when join_source is INVITE_LINK; empty otherwise.
+   */
+  char *invite_link_id;
 };
 #define GROUPD__V1__MEMBER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__member__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, GROUPD__V1__RECEIVE_MESSAGE_OPTION__RECEIVE_MESSAGE_OPTION_UNSPECIFIED, GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, GROUPD__V1__RECEIVE_MESSAGE_OPTION__RECEIVE_MESSAGE_OPTION_UNSPECIFIED, GROUPD__V1__JOIN_SOURCE__JOIN_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1317,8 +1356,8 @@ struct  Groupd__V1__MemberChange
   /*
    * The affected members, each with user_id and the changed fields' new
    * values (name_card; mute_until, absent = unmuted; custom values are not
-   * given, as in ProfileChange). Joins: role, join_time, join_source and
-   * inviter_user_id.
+   * given, as in ProfileChange). Joins: role, join_time, join_source,
+   * inviter_user_id and invite_link_id.
    */
   size_t n_members;
   Groupd__V1__Member **members;
@@ -1533,6 +1572,102 @@ struct  Groupd__V1__MessageRecall
     , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
+/*
+ * A group attribute key and the version a write gave it.
+ */
+struct  Groupd__V1__AttributeVersion
+{
+  ProtobufCMessage base;
+  /*
+   * The key.
+   */
+  char *key;
+  /*
+   * Its new version.
+   */
+  uint64_t version;
+};
+#define GROUPD__V1__ATTRIBUTE_VERSION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__attribute_version__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * GROUP_ATTRIBUTES_CHANGED detail.
+ */
+struct  Groupd__V1__AttributesChange
+{
+  ProtobufCMessage base;
+  /*
+   * The keys set, with their new versions, in key order.
+   */
+  size_t n_set;
+  Groupd__V1__AttributeVersion **set;
+  /*
+   * The keys deleted, in key order.
+   */
+  size_t n_deleted_keys;
+  char **deleted_keys;
+};
+#define GROUPD__V1__ATTRIBUTES_CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__attributes_change__descriptor) \
+    , 0,NULL, 0,NULL }
+
+
+/*
+ * An invite link of a group (CreateInviteLink, ListInviteLinks and the
+ * INVITE_LINK_* events).
+ */
+struct  Groupd__V1__InviteLink
+{
+  ProtobufCMessage base;
+  /*
+   * The link's id: not secret; Member.invite_link_id of those who joined
+   * through it.
+   */
+  char *link_id;
+  /*
+   * The secret token to hand out (JoinByInviteLink): 128 random bits from
+   * the operating system's CSPRNG, base64url without padding (22
+   * characters). Only in the CreateInviteLink response: groupd keeps only
+   * its SHA-256.
+   */
+  char *token;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * Who created it (empty: the backend).
+   */
+  char *creator_user_id;
+  /*
+   * When it was created.
+   */
+  Google__Protobuf__Timestamp *create_time;
+  /*
+   * When it stops working; absent: never.
+   */
+  Google__Protobuf__Timestamp *expire_time;
+  /*
+   * How many uses it allows (0: unlimited). A join and a join application
+   * each use it once.
+   */
+  uint32_t max_uses;
+  /*
+   * How many times it was used.
+   */
+  uint32_t use_count;
+  /*
+   * Whether joining through it files an application for the approvers.
+   */
+  protobuf_c_boolean require_approval;
+};
+#define GROUPD__V1__INVITE_LINK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__invite_link__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, NULL, 0, 0, 0 }
+
+
 typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL__NOT_SET = 0,
   GROUPD__V1__GROUP_EVENT__DETAIL_PROFILE_CHANGE = 20,
@@ -1550,7 +1685,9 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_GROUP = 32,
   GROUPD__V1__GROUP_EVENT__DETAIL_BAN = 40,
   GROUPD__V1__GROUP_EVENT__DETAIL_MUTE_BYPASS = 41,
-  GROUPD__V1__GROUP_EVENT__DETAIL_MESSAGE_RECALL = 45
+  GROUPD__V1__GROUP_EVENT__DETAIL_MESSAGE_RECALL = 45,
+  GROUPD__V1__GROUP_EVENT__DETAIL_ATTRIBUTES_CHANGE = 55,
+  GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -1677,6 +1814,14 @@ struct  Groupd__V1__GroupEvent
      * MESSAGE_RECALLED.
      */
     Groupd__V1__MessageRecall *message_recall;
+    /*
+     * GROUP_ATTRIBUTES_CHANGED.
+     */
+    Groupd__V1__AttributesChange *attributes_change;
+    /*
+     * INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
+     */
+    Groupd__V1__InviteLink *invite_link;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -2191,6 +2336,63 @@ Groupd__V1__MessageRecall *
 void   groupd__v1__message_recall__free_unpacked
                      (Groupd__V1__MessageRecall *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__AttributeVersion methods */
+void   groupd__v1__attribute_version__init
+                     (Groupd__V1__AttributeVersion         *message);
+size_t groupd__v1__attribute_version__get_packed_size
+                     (const Groupd__V1__AttributeVersion   *message);
+size_t groupd__v1__attribute_version__pack
+                     (const Groupd__V1__AttributeVersion   *message,
+                      uint8_t             *out);
+size_t groupd__v1__attribute_version__pack_to_buffer
+                     (const Groupd__V1__AttributeVersion   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AttributeVersion *
+       groupd__v1__attribute_version__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__attribute_version__free_unpacked
+                     (Groupd__V1__AttributeVersion *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AttributesChange methods */
+void   groupd__v1__attributes_change__init
+                     (Groupd__V1__AttributesChange         *message);
+size_t groupd__v1__attributes_change__get_packed_size
+                     (const Groupd__V1__AttributesChange   *message);
+size_t groupd__v1__attributes_change__pack
+                     (const Groupd__V1__AttributesChange   *message,
+                      uint8_t             *out);
+size_t groupd__v1__attributes_change__pack_to_buffer
+                     (const Groupd__V1__AttributesChange   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AttributesChange *
+       groupd__v1__attributes_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__attributes_change__free_unpacked
+                     (Groupd__V1__AttributesChange *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__InviteLink methods */
+void   groupd__v1__invite_link__init
+                     (Groupd__V1__InviteLink         *message);
+size_t groupd__v1__invite_link__get_packed_size
+                     (const Groupd__V1__InviteLink   *message);
+size_t groupd__v1__invite_link__pack
+                     (const Groupd__V1__InviteLink   *message,
+                      uint8_t             *out);
+size_t groupd__v1__invite_link__pack_to_buffer
+                     (const Groupd__V1__InviteLink   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__InviteLink *
+       groupd__v1__invite_link__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__invite_link__free_unpacked
+                     (Groupd__V1__InviteLink *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__GroupEvent methods */
 void   groupd__v1__group_event__init
                      (Groupd__V1__GroupEvent         *message);
@@ -2306,6 +2508,15 @@ typedef void (*Groupd__V1__ReadMark_Closure)
 typedef void (*Groupd__V1__MessageRecall_Closure)
                  (const Groupd__V1__MessageRecall *message,
                   void *closure_data);
+typedef void (*Groupd__V1__AttributeVersion_Closure)
+                 (const Groupd__V1__AttributeVersion *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AttributesChange_Closure)
+                 (const Groupd__V1__AttributesChange *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__InviteLink_Closure)
+                 (const Groupd__V1__InviteLink *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__GroupEvent_Closure)
                  (const Groupd__V1__GroupEvent *message,
                   void *closure_data);
@@ -2363,6 +2574,9 @@ extern const ProtobufCMessageDescriptor groupd__v1__ban_detail__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__mute_bypass_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__attribute_version__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__attributes_change__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor;
 

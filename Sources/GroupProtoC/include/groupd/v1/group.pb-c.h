@@ -51,6 +51,22 @@ typedef struct Groupd__V1__ImportGroupRequest__CustomEntry Groupd__V1__ImportGro
 typedef struct Groupd__V1__ImportGroupResponse Groupd__V1__ImportGroupResponse;
 typedef struct Groupd__V1__UpdateMuteBypassListRequest Groupd__V1__UpdateMuteBypassListRequest;
 typedef struct Groupd__V1__UpdateMuteBypassListResponse Groupd__V1__UpdateMuteBypassListResponse;
+typedef struct Groupd__V1__GroupAttribute Groupd__V1__GroupAttribute;
+typedef struct Groupd__V1__AttributeWrite Groupd__V1__AttributeWrite;
+typedef struct Groupd__V1__SetGroupAttributesRequest Groupd__V1__SetGroupAttributesRequest;
+typedef struct Groupd__V1__SetGroupAttributesResponse Groupd__V1__SetGroupAttributesResponse;
+typedef struct Groupd__V1__AttributeKey Groupd__V1__AttributeKey;
+typedef struct Groupd__V1__DeleteGroupAttributesRequest Groupd__V1__DeleteGroupAttributesRequest;
+typedef struct Groupd__V1__DeleteGroupAttributesResponse Groupd__V1__DeleteGroupAttributesResponse;
+typedef struct Groupd__V1__GetGroupAttributesRequest Groupd__V1__GetGroupAttributesRequest;
+typedef struct Groupd__V1__GetGroupAttributesResponse Groupd__V1__GetGroupAttributesResponse;
+typedef struct Groupd__V1__IncrementGroupCountersRequest Groupd__V1__IncrementGroupCountersRequest;
+typedef struct Groupd__V1__IncrementGroupCountersRequest__DeltasEntry Groupd__V1__IncrementGroupCountersRequest__DeltasEntry;
+typedef struct Groupd__V1__IncrementGroupCountersResponse Groupd__V1__IncrementGroupCountersResponse;
+typedef struct Groupd__V1__IncrementGroupCountersResponse__ValuesEntry Groupd__V1__IncrementGroupCountersResponse__ValuesEntry;
+typedef struct Groupd__V1__GetGroupCountersRequest Groupd__V1__GetGroupCountersRequest;
+typedef struct Groupd__V1__GetGroupCountersResponse Groupd__V1__GetGroupCountersResponse;
+typedef struct Groupd__V1__GetGroupCountersResponse__ValuesEntry Groupd__V1__GetGroupCountersResponse__ValuesEntry;
 
 
 /* --- enums --- */
@@ -864,6 +880,311 @@ struct  Groupd__V1__UpdateMuteBypassListResponse
     , 0,NULL }
 
 
+/*
+ * One group attribute.
+ */
+struct  Groupd__V1__GroupAttribute
+{
+  ProtobufCMessage base;
+  /*
+   * The key (1-`group_attribute_key_bytes` bytes, no control characters).
+   */
+  char *key;
+  /*
+   * The value: opaque bytes.
+   */
+  ProtobufCBinaryData value;
+  /*
+   * The version: the group sequence of the GROUP_ATTRIBUTES_CHANGED event
+   * that wrote this value. It grows with every write of the key and is never
+   * given twice in a group, even after the key was deleted and set again.
+   */
+  uint64_t version;
+  /*
+   * When the value was written.
+   */
+  Google__Protobuf__Timestamp *update_time;
+  /*
+   * Who wrote it (empty: the backend).
+   */
+  char *updated_by_user_id;
+};
+#define GROUPD__V1__GROUP_ATTRIBUTE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_attribute__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0, NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * One key to set.
+ */
+struct  Groupd__V1__AttributeWrite
+{
+  ProtobufCMessage base;
+  /*
+   * The key.
+   */
+  char *key;
+  /*
+   * The new value.
+   */
+  ProtobufCBinaryData value;
+  /*
+   * The condition: 0 = none; -1 = the key must not exist; a version = the
+   * key must exist at that version. Below -1: INVALID_ARGUMENT.
+   */
+  int64_t expected_version;
+};
+#define GROUPD__V1__ATTRIBUTE_WRITE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__attribute_write__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+/*
+ * SetGroupAttributes request.
+ */
+struct  Groupd__V1__SetGroupAttributesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The keys to set, each once (`attributes[i].key` in errors).
+   */
+  size_t n_attributes;
+  Groupd__V1__AttributeWrite **attributes;
+};
+#define GROUPD__V1__SET_GROUP_ATTRIBUTES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__set_group_attributes_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * SetGroupAttributes response.
+ */
+struct  Groupd__V1__SetGroupAttributesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The attributes as written, in request order, with their new version.
+   */
+  size_t n_attributes;
+  Groupd__V1__GroupAttribute **attributes;
+};
+#define GROUPD__V1__SET_GROUP_ATTRIBUTES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__set_group_attributes_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * One key to delete.
+ */
+struct  Groupd__V1__AttributeKey
+{
+  ProtobufCMessage base;
+  /*
+   * The key.
+   */
+  char *key;
+  /*
+   * The condition, as AttributeWrite.expected_version.
+   */
+  int64_t expected_version;
+};
+#define GROUPD__V1__ATTRIBUTE_KEY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__attribute_key__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * DeleteGroupAttributes request.
+ */
+struct  Groupd__V1__DeleteGroupAttributesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The keys to delete, each once (`keys[i]` in errors).
+   */
+  size_t n_keys;
+  Groupd__V1__AttributeKey **keys;
+};
+#define GROUPD__V1__DELETE_GROUP_ATTRIBUTES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__delete_group_attributes_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * DeleteGroupAttributes response.
+ */
+struct  Groupd__V1__DeleteGroupAttributesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The keys that existed and were deleted, in request order.
+   */
+  size_t n_deleted_keys;
+  char **deleted_keys;
+};
+#define GROUPD__V1__DELETE_GROUP_ATTRIBUTES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__delete_group_attributes_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * GetGroupAttributes request.
+ */
+struct  Groupd__V1__GetGroupAttributesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The keys to read; empty = every attribute. Keys that do not exist are
+   * left out of the response.
+   */
+  size_t n_keys;
+  char **keys;
+};
+#define GROUPD__V1__GET_GROUP_ATTRIBUTES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_group_attributes_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * GetGroupAttributes response.
+ */
+struct  Groupd__V1__GetGroupAttributesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The attributes, in key order.
+   */
+  size_t n_attributes;
+  Groupd__V1__GroupAttribute **attributes;
+};
+#define GROUPD__V1__GET_GROUP_ATTRIBUTES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_group_attributes_response__descriptor) \
+    , 0,NULL }
+
+
+struct  Groupd__V1__IncrementGroupCountersRequest__DeltasEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  int64_t value;
+};
+#define GROUPD__V1__INCREMENT_GROUP_COUNTERS_REQUEST__DELTAS_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__increment_group_counters_request__deltas_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * IncrementGroupCounters request.
+ */
+struct  Groupd__V1__IncrementGroupCountersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * Per counter key, the amount to add (negative subtracts; 0 reads the
+   * value inside the transaction).
+   */
+  size_t n_deltas;
+  Groupd__V1__IncrementGroupCountersRequest__DeltasEntry **deltas;
+};
+#define GROUPD__V1__INCREMENT_GROUP_COUNTERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__increment_group_counters_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+struct  Groupd__V1__IncrementGroupCountersResponse__ValuesEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  int64_t value;
+};
+#define GROUPD__V1__INCREMENT_GROUP_COUNTERS_RESPONSE__VALUES_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__increment_group_counters_response__values_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * IncrementGroupCounters response.
+ */
+struct  Groupd__V1__IncrementGroupCountersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The new value of each counter named by `deltas`.
+   */
+  size_t n_values;
+  Groupd__V1__IncrementGroupCountersResponse__ValuesEntry **values;
+};
+#define GROUPD__V1__INCREMENT_GROUP_COUNTERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__increment_group_counters_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * GetGroupCounters request.
+ */
+struct  Groupd__V1__GetGroupCountersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The counters to read; empty = every stored counter. A counter never
+   * incremented reads 0 when named, and is left out of "every".
+   */
+  size_t n_keys;
+  char **keys;
+};
+#define GROUPD__V1__GET_GROUP_COUNTERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_group_counters_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+struct  Groupd__V1__GetGroupCountersResponse__ValuesEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  int64_t value;
+};
+#define GROUPD__V1__GET_GROUP_COUNTERS_RESPONSE__VALUES_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_group_counters_response__values_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * GetGroupCounters response.
+ */
+struct  Groupd__V1__GetGroupCountersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The counters' values.
+   */
+  size_t n_values;
+  Groupd__V1__GetGroupCountersResponse__ValuesEntry **values;
+};
+#define GROUPD__V1__GET_GROUP_COUNTERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_group_counters_response__descriptor) \
+    , 0,NULL }
+
+
 /* Groupd__V1__InitialMember__CustomEntry methods */
 void   groupd__v1__initial_member__custom_entry__init
                      (Groupd__V1__InitialMember__CustomEntry         *message);
@@ -1411,6 +1732,262 @@ Groupd__V1__UpdateMuteBypassListResponse *
 void   groupd__v1__update_mute_bypass_list_response__free_unpacked
                      (Groupd__V1__UpdateMuteBypassListResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__GroupAttribute methods */
+void   groupd__v1__group_attribute__init
+                     (Groupd__V1__GroupAttribute         *message);
+size_t groupd__v1__group_attribute__get_packed_size
+                     (const Groupd__V1__GroupAttribute   *message);
+size_t groupd__v1__group_attribute__pack
+                     (const Groupd__V1__GroupAttribute   *message,
+                      uint8_t             *out);
+size_t groupd__v1__group_attribute__pack_to_buffer
+                     (const Groupd__V1__GroupAttribute   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GroupAttribute *
+       groupd__v1__group_attribute__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__group_attribute__free_unpacked
+                     (Groupd__V1__GroupAttribute *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AttributeWrite methods */
+void   groupd__v1__attribute_write__init
+                     (Groupd__V1__AttributeWrite         *message);
+size_t groupd__v1__attribute_write__get_packed_size
+                     (const Groupd__V1__AttributeWrite   *message);
+size_t groupd__v1__attribute_write__pack
+                     (const Groupd__V1__AttributeWrite   *message,
+                      uint8_t             *out);
+size_t groupd__v1__attribute_write__pack_to_buffer
+                     (const Groupd__V1__AttributeWrite   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AttributeWrite *
+       groupd__v1__attribute_write__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__attribute_write__free_unpacked
+                     (Groupd__V1__AttributeWrite *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__SetGroupAttributesRequest methods */
+void   groupd__v1__set_group_attributes_request__init
+                     (Groupd__V1__SetGroupAttributesRequest         *message);
+size_t groupd__v1__set_group_attributes_request__get_packed_size
+                     (const Groupd__V1__SetGroupAttributesRequest   *message);
+size_t groupd__v1__set_group_attributes_request__pack
+                     (const Groupd__V1__SetGroupAttributesRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__set_group_attributes_request__pack_to_buffer
+                     (const Groupd__V1__SetGroupAttributesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SetGroupAttributesRequest *
+       groupd__v1__set_group_attributes_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__set_group_attributes_request__free_unpacked
+                     (Groupd__V1__SetGroupAttributesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__SetGroupAttributesResponse methods */
+void   groupd__v1__set_group_attributes_response__init
+                     (Groupd__V1__SetGroupAttributesResponse         *message);
+size_t groupd__v1__set_group_attributes_response__get_packed_size
+                     (const Groupd__V1__SetGroupAttributesResponse   *message);
+size_t groupd__v1__set_group_attributes_response__pack
+                     (const Groupd__V1__SetGroupAttributesResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__set_group_attributes_response__pack_to_buffer
+                     (const Groupd__V1__SetGroupAttributesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SetGroupAttributesResponse *
+       groupd__v1__set_group_attributes_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__set_group_attributes_response__free_unpacked
+                     (Groupd__V1__SetGroupAttributesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AttributeKey methods */
+void   groupd__v1__attribute_key__init
+                     (Groupd__V1__AttributeKey         *message);
+size_t groupd__v1__attribute_key__get_packed_size
+                     (const Groupd__V1__AttributeKey   *message);
+size_t groupd__v1__attribute_key__pack
+                     (const Groupd__V1__AttributeKey   *message,
+                      uint8_t             *out);
+size_t groupd__v1__attribute_key__pack_to_buffer
+                     (const Groupd__V1__AttributeKey   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AttributeKey *
+       groupd__v1__attribute_key__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__attribute_key__free_unpacked
+                     (Groupd__V1__AttributeKey *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__DeleteGroupAttributesRequest methods */
+void   groupd__v1__delete_group_attributes_request__init
+                     (Groupd__V1__DeleteGroupAttributesRequest         *message);
+size_t groupd__v1__delete_group_attributes_request__get_packed_size
+                     (const Groupd__V1__DeleteGroupAttributesRequest   *message);
+size_t groupd__v1__delete_group_attributes_request__pack
+                     (const Groupd__V1__DeleteGroupAttributesRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__delete_group_attributes_request__pack_to_buffer
+                     (const Groupd__V1__DeleteGroupAttributesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__DeleteGroupAttributesRequest *
+       groupd__v1__delete_group_attributes_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__delete_group_attributes_request__free_unpacked
+                     (Groupd__V1__DeleteGroupAttributesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__DeleteGroupAttributesResponse methods */
+void   groupd__v1__delete_group_attributes_response__init
+                     (Groupd__V1__DeleteGroupAttributesResponse         *message);
+size_t groupd__v1__delete_group_attributes_response__get_packed_size
+                     (const Groupd__V1__DeleteGroupAttributesResponse   *message);
+size_t groupd__v1__delete_group_attributes_response__pack
+                     (const Groupd__V1__DeleteGroupAttributesResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__delete_group_attributes_response__pack_to_buffer
+                     (const Groupd__V1__DeleteGroupAttributesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__DeleteGroupAttributesResponse *
+       groupd__v1__delete_group_attributes_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__delete_group_attributes_response__free_unpacked
+                     (Groupd__V1__DeleteGroupAttributesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetGroupAttributesRequest methods */
+void   groupd__v1__get_group_attributes_request__init
+                     (Groupd__V1__GetGroupAttributesRequest         *message);
+size_t groupd__v1__get_group_attributes_request__get_packed_size
+                     (const Groupd__V1__GetGroupAttributesRequest   *message);
+size_t groupd__v1__get_group_attributes_request__pack
+                     (const Groupd__V1__GetGroupAttributesRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_group_attributes_request__pack_to_buffer
+                     (const Groupd__V1__GetGroupAttributesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetGroupAttributesRequest *
+       groupd__v1__get_group_attributes_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_group_attributes_request__free_unpacked
+                     (Groupd__V1__GetGroupAttributesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetGroupAttributesResponse methods */
+void   groupd__v1__get_group_attributes_response__init
+                     (Groupd__V1__GetGroupAttributesResponse         *message);
+size_t groupd__v1__get_group_attributes_response__get_packed_size
+                     (const Groupd__V1__GetGroupAttributesResponse   *message);
+size_t groupd__v1__get_group_attributes_response__pack
+                     (const Groupd__V1__GetGroupAttributesResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_group_attributes_response__pack_to_buffer
+                     (const Groupd__V1__GetGroupAttributesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetGroupAttributesResponse *
+       groupd__v1__get_group_attributes_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_group_attributes_response__free_unpacked
+                     (Groupd__V1__GetGroupAttributesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__IncrementGroupCountersRequest__DeltasEntry methods */
+void   groupd__v1__increment_group_counters_request__deltas_entry__init
+                     (Groupd__V1__IncrementGroupCountersRequest__DeltasEntry         *message);
+/* Groupd__V1__IncrementGroupCountersRequest methods */
+void   groupd__v1__increment_group_counters_request__init
+                     (Groupd__V1__IncrementGroupCountersRequest         *message);
+size_t groupd__v1__increment_group_counters_request__get_packed_size
+                     (const Groupd__V1__IncrementGroupCountersRequest   *message);
+size_t groupd__v1__increment_group_counters_request__pack
+                     (const Groupd__V1__IncrementGroupCountersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__increment_group_counters_request__pack_to_buffer
+                     (const Groupd__V1__IncrementGroupCountersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__IncrementGroupCountersRequest *
+       groupd__v1__increment_group_counters_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__increment_group_counters_request__free_unpacked
+                     (Groupd__V1__IncrementGroupCountersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__IncrementGroupCountersResponse__ValuesEntry methods */
+void   groupd__v1__increment_group_counters_response__values_entry__init
+                     (Groupd__V1__IncrementGroupCountersResponse__ValuesEntry         *message);
+/* Groupd__V1__IncrementGroupCountersResponse methods */
+void   groupd__v1__increment_group_counters_response__init
+                     (Groupd__V1__IncrementGroupCountersResponse         *message);
+size_t groupd__v1__increment_group_counters_response__get_packed_size
+                     (const Groupd__V1__IncrementGroupCountersResponse   *message);
+size_t groupd__v1__increment_group_counters_response__pack
+                     (const Groupd__V1__IncrementGroupCountersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__increment_group_counters_response__pack_to_buffer
+                     (const Groupd__V1__IncrementGroupCountersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__IncrementGroupCountersResponse *
+       groupd__v1__increment_group_counters_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__increment_group_counters_response__free_unpacked
+                     (Groupd__V1__IncrementGroupCountersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetGroupCountersRequest methods */
+void   groupd__v1__get_group_counters_request__init
+                     (Groupd__V1__GetGroupCountersRequest         *message);
+size_t groupd__v1__get_group_counters_request__get_packed_size
+                     (const Groupd__V1__GetGroupCountersRequest   *message);
+size_t groupd__v1__get_group_counters_request__pack
+                     (const Groupd__V1__GetGroupCountersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_group_counters_request__pack_to_buffer
+                     (const Groupd__V1__GetGroupCountersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetGroupCountersRequest *
+       groupd__v1__get_group_counters_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_group_counters_request__free_unpacked
+                     (Groupd__V1__GetGroupCountersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetGroupCountersResponse__ValuesEntry methods */
+void   groupd__v1__get_group_counters_response__values_entry__init
+                     (Groupd__V1__GetGroupCountersResponse__ValuesEntry         *message);
+/* Groupd__V1__GetGroupCountersResponse methods */
+void   groupd__v1__get_group_counters_response__init
+                     (Groupd__V1__GetGroupCountersResponse         *message);
+size_t groupd__v1__get_group_counters_response__get_packed_size
+                     (const Groupd__V1__GetGroupCountersResponse   *message);
+size_t groupd__v1__get_group_counters_response__pack
+                     (const Groupd__V1__GetGroupCountersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_group_counters_response__pack_to_buffer
+                     (const Groupd__V1__GetGroupCountersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetGroupCountersResponse *
+       groupd__v1__get_group_counters_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_group_counters_response__free_unpacked
+                     (Groupd__V1__GetGroupCountersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__InitialMember__CustomEntry_Closure)
@@ -1512,6 +2089,54 @@ typedef void (*Groupd__V1__UpdateMuteBypassListRequest_Closure)
 typedef void (*Groupd__V1__UpdateMuteBypassListResponse_Closure)
                  (const Groupd__V1__UpdateMuteBypassListResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__GroupAttribute_Closure)
+                 (const Groupd__V1__GroupAttribute *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AttributeWrite_Closure)
+                 (const Groupd__V1__AttributeWrite *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__SetGroupAttributesRequest_Closure)
+                 (const Groupd__V1__SetGroupAttributesRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__SetGroupAttributesResponse_Closure)
+                 (const Groupd__V1__SetGroupAttributesResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AttributeKey_Closure)
+                 (const Groupd__V1__AttributeKey *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__DeleteGroupAttributesRequest_Closure)
+                 (const Groupd__V1__DeleteGroupAttributesRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__DeleteGroupAttributesResponse_Closure)
+                 (const Groupd__V1__DeleteGroupAttributesResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetGroupAttributesRequest_Closure)
+                 (const Groupd__V1__GetGroupAttributesRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetGroupAttributesResponse_Closure)
+                 (const Groupd__V1__GetGroupAttributesResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__IncrementGroupCountersRequest__DeltasEntry_Closure)
+                 (const Groupd__V1__IncrementGroupCountersRequest__DeltasEntry *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__IncrementGroupCountersRequest_Closure)
+                 (const Groupd__V1__IncrementGroupCountersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__IncrementGroupCountersResponse__ValuesEntry_Closure)
+                 (const Groupd__V1__IncrementGroupCountersResponse__ValuesEntry *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__IncrementGroupCountersResponse_Closure)
+                 (const Groupd__V1__IncrementGroupCountersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetGroupCountersRequest_Closure)
+                 (const Groupd__V1__GetGroupCountersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetGroupCountersResponse__ValuesEntry_Closure)
+                 (const Groupd__V1__GetGroupCountersResponse__ValuesEntry *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetGroupCountersResponse_Closure)
+                 (const Groupd__V1__GetGroupCountersResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1567,6 +2192,26 @@ struct Groupd__V1__GroupService_Service
                        const Groupd__V1__ImportGroupRequest *input,
                        Groupd__V1__ImportGroupResponse_Closure closure,
                        void *closure_data);
+  void (*set_group_attributes)(Groupd__V1__GroupService_Service *service,
+                               const Groupd__V1__SetGroupAttributesRequest *input,
+                               Groupd__V1__SetGroupAttributesResponse_Closure closure,
+                               void *closure_data);
+  void (*delete_group_attributes)(Groupd__V1__GroupService_Service *service,
+                                  const Groupd__V1__DeleteGroupAttributesRequest *input,
+                                  Groupd__V1__DeleteGroupAttributesResponse_Closure closure,
+                                  void *closure_data);
+  void (*get_group_attributes)(Groupd__V1__GroupService_Service *service,
+                               const Groupd__V1__GetGroupAttributesRequest *input,
+                               Groupd__V1__GetGroupAttributesResponse_Closure closure,
+                               void *closure_data);
+  void (*increment_group_counters)(Groupd__V1__GroupService_Service *service,
+                                   const Groupd__V1__IncrementGroupCountersRequest *input,
+                                   Groupd__V1__IncrementGroupCountersResponse_Closure closure,
+                                   void *closure_data);
+  void (*get_group_counters)(Groupd__V1__GroupService_Service *service,
+                             const Groupd__V1__GetGroupCountersRequest *input,
+                             Groupd__V1__GetGroupCountersResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Groupd__V1__GroupService_ServiceDestroy)(Groupd__V1__GroupService_Service *);
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
@@ -1586,7 +2231,12 @@ void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
       function_prefix__ ## update_mute_bypass_list,\
       function_prefix__ ## list_joined_groups,\
       function_prefix__ ## search_groups,\
-      function_prefix__ ## import_group  }
+      function_prefix__ ## import_group,\
+      function_prefix__ ## set_group_attributes,\
+      function_prefix__ ## delete_group_attributes,\
+      function_prefix__ ## get_group_attributes,\
+      function_prefix__ ## increment_group_counters,\
+      function_prefix__ ## get_group_counters  }
 void groupd__v1__group_service__create_group(ProtobufCService *service,
                                              const Groupd__V1__CreateGroupRequest *input,
                                              Groupd__V1__CreateGroupResponse_Closure closure,
@@ -1635,6 +2285,26 @@ void groupd__v1__group_service__import_group(ProtobufCService *service,
                                              const Groupd__V1__ImportGroupRequest *input,
                                              Groupd__V1__ImportGroupResponse_Closure closure,
                                              void *closure_data);
+void groupd__v1__group_service__set_group_attributes(ProtobufCService *service,
+                                                     const Groupd__V1__SetGroupAttributesRequest *input,
+                                                     Groupd__V1__SetGroupAttributesResponse_Closure closure,
+                                                     void *closure_data);
+void groupd__v1__group_service__delete_group_attributes(ProtobufCService *service,
+                                                        const Groupd__V1__DeleteGroupAttributesRequest *input,
+                                                        Groupd__V1__DeleteGroupAttributesResponse_Closure closure,
+                                                        void *closure_data);
+void groupd__v1__group_service__get_group_attributes(ProtobufCService *service,
+                                                     const Groupd__V1__GetGroupAttributesRequest *input,
+                                                     Groupd__V1__GetGroupAttributesResponse_Closure closure,
+                                                     void *closure_data);
+void groupd__v1__group_service__increment_group_counters(ProtobufCService *service,
+                                                         const Groupd__V1__IncrementGroupCountersRequest *input,
+                                                         Groupd__V1__IncrementGroupCountersResponse_Closure closure,
+                                                         void *closure_data);
+void groupd__v1__group_service__get_group_counters(ProtobufCService *service,
+                                                   const Groupd__V1__GetGroupCountersRequest *input,
+                                                   Groupd__V1__GetGroupCountersResponse_Closure closure,
+                                                   void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1673,6 +2343,22 @@ extern const ProtobufCMessageDescriptor groupd__v1__import_group_request__custom
 extern const ProtobufCMessageDescriptor groupd__v1__import_group_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__update_mute_bypass_list_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__group_attribute__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__attribute_write__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__set_group_attributes_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__set_group_attributes_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__attribute_key__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__delete_group_attributes_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__delete_group_attributes_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_group_attributes_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_group_attributes_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_request__deltas_entry__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__increment_group_counters_response__values_entry__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_group_counters_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_group_counters_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_group_counters_response__values_entry__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -51,6 +51,13 @@ typedef struct Groupd__V1__SetReceiveMessageOptionRequest Groupd__V1__SetReceive
 typedef struct Groupd__V1__SetReceiveMessageOptionResponse Groupd__V1__SetReceiveMessageOptionResponse;
 typedef struct Groupd__V1__SetGroupRemarkRequest Groupd__V1__SetGroupRemarkRequest;
 typedef struct Groupd__V1__SetGroupRemarkResponse Groupd__V1__SetGroupRemarkResponse;
+typedef struct Groupd__V1__CreateInviteLinkRequest Groupd__V1__CreateInviteLinkRequest;
+typedef struct Groupd__V1__CreateInviteLinkResponse Groupd__V1__CreateInviteLinkResponse;
+typedef struct Groupd__V1__RevokeInviteLinkRequest Groupd__V1__RevokeInviteLinkRequest;
+typedef struct Groupd__V1__RevokeInviteLinkResponse Groupd__V1__RevokeInviteLinkResponse;
+typedef struct Groupd__V1__ListInviteLinksRequest Groupd__V1__ListInviteLinksRequest;
+typedef struct Groupd__V1__ListInviteLinksResponse Groupd__V1__ListInviteLinksResponse;
+typedef struct Groupd__V1__JoinByInviteLinkRequest Groupd__V1__JoinByInviteLinkRequest;
 
 
 /* --- enums --- */
@@ -827,6 +834,140 @@ struct  Groupd__V1__SetGroupRemarkResponse
      }
 
 
+/*
+ * CreateInviteLink request.
+ */
+struct  Groupd__V1__CreateInviteLinkRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * Seconds until the link expires; 0 = never.
+   */
+  uint32_t expire_seconds;
+  /*
+   * Uses allowed; 0 = unlimited.
+   */
+  uint32_t max_uses;
+  /*
+   * Whether joining through the link files an application for the
+   * approvers instead of joining at once.
+   */
+  protobuf_c_boolean require_approval;
+};
+#define GROUPD__V1__CREATE_INVITE_LINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_invite_link_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
+
+
+/*
+ * CreateInviteLink response.
+ */
+struct  Groupd__V1__CreateInviteLinkResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The link, with its token (the only time the token is given).
+   */
+  Groupd__V1__InviteLink *link;
+};
+#define GROUPD__V1__CREATE_INVITE_LINK_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_invite_link_response__descriptor) \
+    , NULL }
+
+
+/*
+ * RevokeInviteLink request.
+ */
+struct  Groupd__V1__RevokeInviteLinkRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The link's id.
+   */
+  char *link_id;
+};
+#define GROUPD__V1__REVOKE_INVITE_LINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__revoke_invite_link_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * RevokeInviteLink response.
+ */
+struct  Groupd__V1__RevokeInviteLinkResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The link as revoked.
+   */
+  Groupd__V1__InviteLink *link;
+};
+#define GROUPD__V1__REVOKE_INVITE_LINK_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__revoke_invite_link_response__descriptor) \
+    , NULL }
+
+
+/*
+ * ListInviteLinks request.
+ */
+struct  Groupd__V1__ListInviteLinksRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+};
+#define GROUPD__V1__LIST_INVITE_LINKS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_invite_links_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * ListInviteLinks response.
+ */
+struct  Groupd__V1__ListInviteLinksResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The live links, oldest first, without tokens.
+   */
+  size_t n_links;
+  Groupd__V1__InviteLink **links;
+};
+#define GROUPD__V1__LIST_INVITE_LINKS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_invite_links_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * JoinByInviteLink request.
+ */
+struct  Groupd__V1__JoinByInviteLinkRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The link's token.
+   */
+  char *token;
+  /*
+   * The application message when the link needs approval (100 bytes).
+   */
+  char *message;
+};
+#define GROUPD__V1__JOIN_BY_INVITE_LINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__join_by_invite_link_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
 /* Groupd__V1__JoinGroupRequest methods */
 void   groupd__v1__join_group_request__init
                      (Groupd__V1__JoinGroupRequest         *message);
@@ -1438,6 +1579,139 @@ Groupd__V1__SetGroupRemarkResponse *
 void   groupd__v1__set_group_remark_response__free_unpacked
                      (Groupd__V1__SetGroupRemarkResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__CreateInviteLinkRequest methods */
+void   groupd__v1__create_invite_link_request__init
+                     (Groupd__V1__CreateInviteLinkRequest         *message);
+size_t groupd__v1__create_invite_link_request__get_packed_size
+                     (const Groupd__V1__CreateInviteLinkRequest   *message);
+size_t groupd__v1__create_invite_link_request__pack
+                     (const Groupd__V1__CreateInviteLinkRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__create_invite_link_request__pack_to_buffer
+                     (const Groupd__V1__CreateInviteLinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__CreateInviteLinkRequest *
+       groupd__v1__create_invite_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__create_invite_link_request__free_unpacked
+                     (Groupd__V1__CreateInviteLinkRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__CreateInviteLinkResponse methods */
+void   groupd__v1__create_invite_link_response__init
+                     (Groupd__V1__CreateInviteLinkResponse         *message);
+size_t groupd__v1__create_invite_link_response__get_packed_size
+                     (const Groupd__V1__CreateInviteLinkResponse   *message);
+size_t groupd__v1__create_invite_link_response__pack
+                     (const Groupd__V1__CreateInviteLinkResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__create_invite_link_response__pack_to_buffer
+                     (const Groupd__V1__CreateInviteLinkResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__CreateInviteLinkResponse *
+       groupd__v1__create_invite_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__create_invite_link_response__free_unpacked
+                     (Groupd__V1__CreateInviteLinkResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RevokeInviteLinkRequest methods */
+void   groupd__v1__revoke_invite_link_request__init
+                     (Groupd__V1__RevokeInviteLinkRequest         *message);
+size_t groupd__v1__revoke_invite_link_request__get_packed_size
+                     (const Groupd__V1__RevokeInviteLinkRequest   *message);
+size_t groupd__v1__revoke_invite_link_request__pack
+                     (const Groupd__V1__RevokeInviteLinkRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__revoke_invite_link_request__pack_to_buffer
+                     (const Groupd__V1__RevokeInviteLinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RevokeInviteLinkRequest *
+       groupd__v1__revoke_invite_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__revoke_invite_link_request__free_unpacked
+                     (Groupd__V1__RevokeInviteLinkRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RevokeInviteLinkResponse methods */
+void   groupd__v1__revoke_invite_link_response__init
+                     (Groupd__V1__RevokeInviteLinkResponse         *message);
+size_t groupd__v1__revoke_invite_link_response__get_packed_size
+                     (const Groupd__V1__RevokeInviteLinkResponse   *message);
+size_t groupd__v1__revoke_invite_link_response__pack
+                     (const Groupd__V1__RevokeInviteLinkResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__revoke_invite_link_response__pack_to_buffer
+                     (const Groupd__V1__RevokeInviteLinkResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RevokeInviteLinkResponse *
+       groupd__v1__revoke_invite_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__revoke_invite_link_response__free_unpacked
+                     (Groupd__V1__RevokeInviteLinkResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListInviteLinksRequest methods */
+void   groupd__v1__list_invite_links_request__init
+                     (Groupd__V1__ListInviteLinksRequest         *message);
+size_t groupd__v1__list_invite_links_request__get_packed_size
+                     (const Groupd__V1__ListInviteLinksRequest   *message);
+size_t groupd__v1__list_invite_links_request__pack
+                     (const Groupd__V1__ListInviteLinksRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_invite_links_request__pack_to_buffer
+                     (const Groupd__V1__ListInviteLinksRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListInviteLinksRequest *
+       groupd__v1__list_invite_links_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_invite_links_request__free_unpacked
+                     (Groupd__V1__ListInviteLinksRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListInviteLinksResponse methods */
+void   groupd__v1__list_invite_links_response__init
+                     (Groupd__V1__ListInviteLinksResponse         *message);
+size_t groupd__v1__list_invite_links_response__get_packed_size
+                     (const Groupd__V1__ListInviteLinksResponse   *message);
+size_t groupd__v1__list_invite_links_response__pack
+                     (const Groupd__V1__ListInviteLinksResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_invite_links_response__pack_to_buffer
+                     (const Groupd__V1__ListInviteLinksResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListInviteLinksResponse *
+       groupd__v1__list_invite_links_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_invite_links_response__free_unpacked
+                     (Groupd__V1__ListInviteLinksResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__JoinByInviteLinkRequest methods */
+void   groupd__v1__join_by_invite_link_request__init
+                     (Groupd__V1__JoinByInviteLinkRequest         *message);
+size_t groupd__v1__join_by_invite_link_request__get_packed_size
+                     (const Groupd__V1__JoinByInviteLinkRequest   *message);
+size_t groupd__v1__join_by_invite_link_request__pack
+                     (const Groupd__V1__JoinByInviteLinkRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__join_by_invite_link_request__pack_to_buffer
+                     (const Groupd__V1__JoinByInviteLinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__JoinByInviteLinkRequest *
+       groupd__v1__join_by_invite_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__join_by_invite_link_request__free_unpacked
+                     (Groupd__V1__JoinByInviteLinkRequest *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__JoinGroupRequest_Closure)
@@ -1539,6 +1813,27 @@ typedef void (*Groupd__V1__SetGroupRemarkRequest_Closure)
 typedef void (*Groupd__V1__SetGroupRemarkResponse_Closure)
                  (const Groupd__V1__SetGroupRemarkResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__CreateInviteLinkRequest_Closure)
+                 (const Groupd__V1__CreateInviteLinkRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__CreateInviteLinkResponse_Closure)
+                 (const Groupd__V1__CreateInviteLinkResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RevokeInviteLinkRequest_Closure)
+                 (const Groupd__V1__RevokeInviteLinkRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RevokeInviteLinkResponse_Closure)
+                 (const Groupd__V1__RevokeInviteLinkResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListInviteLinksRequest_Closure)
+                 (const Groupd__V1__ListInviteLinksRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListInviteLinksResponse_Closure)
+                 (const Groupd__V1__ListInviteLinksResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__JoinByInviteLinkRequest_Closure)
+                 (const Groupd__V1__JoinByInviteLinkRequest *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1606,6 +1901,22 @@ struct Groupd__V1__MemberService_Service
                            const Groupd__V1__SetGroupRemarkRequest *input,
                            Groupd__V1__SetGroupRemarkResponse_Closure closure,
                            void *closure_data);
+  void (*create_invite_link)(Groupd__V1__MemberService_Service *service,
+                             const Groupd__V1__CreateInviteLinkRequest *input,
+                             Groupd__V1__CreateInviteLinkResponse_Closure closure,
+                             void *closure_data);
+  void (*revoke_invite_link)(Groupd__V1__MemberService_Service *service,
+                             const Groupd__V1__RevokeInviteLinkRequest *input,
+                             Groupd__V1__RevokeInviteLinkResponse_Closure closure,
+                             void *closure_data);
+  void (*list_invite_links)(Groupd__V1__MemberService_Service *service,
+                            const Groupd__V1__ListInviteLinksRequest *input,
+                            Groupd__V1__ListInviteLinksResponse_Closure closure,
+                            void *closure_data);
+  void (*join_by_invite_link)(Groupd__V1__MemberService_Service *service,
+                              const Groupd__V1__JoinByInviteLinkRequest *input,
+                              Groupd__V1__JoinGroupResponse_Closure closure,
+                              void *closure_data);
 };
 typedef void (*Groupd__V1__MemberService_ServiceDestroy)(Groupd__V1__MemberService_Service *);
 void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *service,
@@ -1628,7 +1939,11 @@ void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *servic
       function_prefix__ ## mute_members,\
       function_prefix__ ## update_member_info,\
       function_prefix__ ## set_receive_message_option,\
-      function_prefix__ ## set_group_remark  }
+      function_prefix__ ## set_group_remark,\
+      function_prefix__ ## create_invite_link,\
+      function_prefix__ ## revoke_invite_link,\
+      function_prefix__ ## list_invite_links,\
+      function_prefix__ ## join_by_invite_link  }
 void groupd__v1__member_service__join_group(ProtobufCService *service,
                                             const Groupd__V1__JoinGroupRequest *input,
                                             Groupd__V1__JoinGroupResponse_Closure closure,
@@ -1689,6 +2004,22 @@ void groupd__v1__member_service__set_group_remark(ProtobufCService *service,
                                                   const Groupd__V1__SetGroupRemarkRequest *input,
                                                   Groupd__V1__SetGroupRemarkResponse_Closure closure,
                                                   void *closure_data);
+void groupd__v1__member_service__create_invite_link(ProtobufCService *service,
+                                                    const Groupd__V1__CreateInviteLinkRequest *input,
+                                                    Groupd__V1__CreateInviteLinkResponse_Closure closure,
+                                                    void *closure_data);
+void groupd__v1__member_service__revoke_invite_link(ProtobufCService *service,
+                                                    const Groupd__V1__RevokeInviteLinkRequest *input,
+                                                    Groupd__V1__RevokeInviteLinkResponse_Closure closure,
+                                                    void *closure_data);
+void groupd__v1__member_service__list_invite_links(ProtobufCService *service,
+                                                   const Groupd__V1__ListInviteLinksRequest *input,
+                                                   Groupd__V1__ListInviteLinksResponse_Closure closure,
+                                                   void *closure_data);
+void groupd__v1__member_service__join_by_invite_link(ProtobufCService *service,
+                                                     const Groupd__V1__JoinByInviteLinkRequest *input,
+                                                     Groupd__V1__JoinGroupResponse_Closure closure,
+                                                     void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1727,6 +2058,13 @@ extern const ProtobufCMessageDescriptor groupd__v1__set_receive_message_option_r
 extern const ProtobufCMessageDescriptor groupd__v1__set_receive_message_option_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__set_group_remark_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__set_group_remark_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_invite_link_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_invite_link_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__revoke_invite_link_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__revoke_invite_link_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_invite_links_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_invite_links_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__join_by_invite_link_request__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__member_service__descriptor;
 
 PROTOBUF_C__END_DECLS

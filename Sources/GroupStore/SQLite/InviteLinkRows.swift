@@ -1,0 +1,73 @@
+import GRDB
+import GroupModel
+
+/// The rows of `invite_links` (migration v14), shared by the write transaction and the reads.
+enum InviteLinkRows {
+    static let columns = """
+        l.link_id, l.app_id, g.group_id, l.token_hash, l.created_by, l.created_at, l.expires_at, l.max_uses,
+        l.use_count, l.requires_approval, l.revoked_at, l.revoked_by
+        """
+
+    static func decode(_ row: RawRow) -> InviteLink {
+        InviteLink(
+            id: row.text(0), appID: row.text(1), groupID: row.text(2), tokenHash: row.text(3),
+            createdBy: row.optionalText(4), createdAt: Timestamp(millisecondsSince1970: row.int64(5)),
+            expiresAt: row.isNull(6) ? nil : Timestamp(millisecondsSince1970: row.int64(6)), maxUses: Int(row.int64(7)),
+            useCount: Int(row.int64(8)), requiresApproval: row.int64(9) != 0,
+            revokedAt: row.isNull(10) ? nil : Timestamp(millisecondsSince1970: row.int64(10)), revokedBy: row.optionalText(11))
+    }
+
+    /// Links of live groups matching `condition` (on `l` and `g`).
+    static func fetch(_ db: Database, where condition: String, _ arguments: [SQLArgument]) throws -> [InviteLink] {
+        var links: [InviteLink] = []
+        try RawStatement(
+            db,
+            """
+            SELECT \(columns) FROM invite_links l JOIN groups g ON g.group_key = l.group_key
+            WHERE g.dismissed_at IS NULL AND \(condition) ORDER BY l.created_at, l.link_id
+            """
+        ).rows(arguments) { links.append(decode($0)) }
+        return links
+    }
+
+    /// One link by its token's hash or its id.
+    static func one(_ db: Database, app: String, key: SnapshotRequest.InviteLinkKey) throws -> InviteLink? {
+        switch key {
+        case .tokenHash(let hash):
+            try fetch(db, where: "l.app_id = ? AND l.token_hash = ?", [.text(app), .text(hash)]).first
+        case .id(let id):
+            try fetch(db, where: "l.app_id = ? AND l.link_id = ?", [.text(app), .text(id)]).first
+        }
+    }
+
+    /// A group's links live at `now`.
+    static func live(_ db: Database, groupKey: Int64, now: Timestamp) throws -> [InviteLink] {
+        try fetch(
+            db,
+            where: """
+                l.group_key = ? AND l.revoked_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > ?)
+                AND (l.max_uses = 0 OR l.use_count < l.max_uses)
+                """,
+            [.integer(groupKey), .integer(now.millisecondsSince1970)])
+    }
+
+    /// Inserts a link, or updates its use count and revocation.
+    static func upsert(_ link: InviteLink, groupKey: Int64, db: Database) throws {
+        try RawStatement(
+            db,
+            """
+            INSERT INTO invite_links (
+                app_id, link_id, group_key, token_hash, created_by, created_at, expires_at, max_uses, use_count,
+                requires_approval, revoked_at, revoked_by)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (app_id, link_id) DO UPDATE SET use_count = excluded.use_count,
+                revoked_at = excluded.revoked_at, revoked_by = excluded.revoked_by
+            """
+        ).execute([
+            .text(link.appID), .text(link.id), .integer(groupKey), .text(link.tokenHash), .text(link.createdBy),
+            .integer(link.createdAt.millisecondsSince1970), .integer(link.expiresAt?.millisecondsSince1970),
+            .integer(Int64(link.maxUses)), .integer(Int64(link.useCount)), .integer(link.requiresApproval ? 1 : 0),
+            .integer(link.revokedAt?.millisecondsSince1970), .text(link.revokedBy),
+        ])
+    }
+}
