@@ -193,6 +193,141 @@ void   groupd__v1__group__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__pinned_message__init
+                     (Groupd__V1__PinnedMessage         *message)
+{
+  static const Groupd__V1__PinnedMessage init_value = GROUPD__V1__PINNED_MESSAGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__pinned_message__get_packed_size
+                     (const Groupd__V1__PinnedMessage *message)
+{
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__pinned_message__pack
+                     (const Groupd__V1__PinnedMessage *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__pinned_message__pack_to_buffer
+                     (const Groupd__V1__PinnedMessage *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__PinnedMessage *
+       groupd__v1__pinned_message__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__PinnedMessage *)
+     protobuf_c_message_unpack (&groupd__v1__pinned_message__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__pinned_message__free_unpacked
+                     (Groupd__V1__PinnedMessage *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__message_read_count__init
+                     (Groupd__V1__MessageReadCount         *message)
+{
+  static const Groupd__V1__MessageReadCount init_value = GROUPD__V1__MESSAGE_READ_COUNT__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_read_count__get_packed_size
+                     (const Groupd__V1__MessageReadCount *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_read_count__pack
+                     (const Groupd__V1__MessageReadCount *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_read_count__pack_to_buffer
+                     (const Groupd__V1__MessageReadCount *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageReadCount *
+       groupd__v1__message_read_count__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageReadCount *)
+     protobuf_c_message_unpack (&groupd__v1__message_read_count__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_read_count__free_unpacked
+                     (Groupd__V1__MessageReadCount *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__read_receipt_batch__init
+                     (Groupd__V1__ReadReceiptBatch         *message)
+{
+  static const Groupd__V1__ReadReceiptBatch init_value = GROUPD__V1__READ_RECEIPT_BATCH__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__read_receipt_batch__get_packed_size
+                     (const Groupd__V1__ReadReceiptBatch *message)
+{
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__read_receipt_batch__pack
+                     (const Groupd__V1__ReadReceiptBatch *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__read_receipt_batch__pack_to_buffer
+                     (const Groupd__V1__ReadReceiptBatch *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ReadReceiptBatch *
+       groupd__v1__read_receipt_batch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ReadReceiptBatch *)
+     protobuf_c_message_unpack (&groupd__v1__read_receipt_batch__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__read_receipt_batch__free_unpacked
+                     (Groupd__V1__ReadReceiptBatch *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__member__custom_entry__init
                      (Groupd__V1__Member__CustomEntry         *message)
 {
@@ -970,7 +1105,7 @@ void   groupd__v1__group_message__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[11] =
+static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[12] =
 {
   {
     "join_option",
@@ -1104,6 +1239,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "pin_scope",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, pin_scope),
+    &groupd__v1__operator_scope__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   1,   /* field[1] = approver_scope */
@@ -1114,14 +1261,16 @@ static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   7,   /* field[7] = member_edit_scope */
   8,   /* field[8] = mute_scope */
   10,   /* field[10] = owner_quit */
+  11,   /* field[11] = pin_scope */
   6,   /* field[6] = profile_edit_scope */
   5,   /* field[5] = remove_scope */
   9,   /* field[9] = settings_edit_scope */
 };
-static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 14, 11 },
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
 {
@@ -1131,10 +1280,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
   "Groupd__V1__GroupSettings",
   "groupd.v1",
   sizeof(Groupd__V1__GroupSettings),
-  11,
+  12,
   groupd__v1__group_settings__field_descriptors,
   groupd__v1__group_settings__field_indices_by_name,
-  1,  groupd__v1__group_settings__number_ranges,
+  2,  groupd__v1__group_settings__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_settings__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1343,7 +1492,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[18] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[19] =
 {
   {
     "group_id",
@@ -1561,6 +1710,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[18] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "pinned_messages",
+    20,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__Group, n_pinned_messages),
+    offsetof(Groupd__V1__Group, pinned_messages),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group__field_indices_by_name[] = {
   7,   /* field[7] = create_time */
@@ -1573,6 +1734,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   5,   /* field[5] = member_count */
   11,   /* field[11] = mute */
   4,   /* field[4] = owner_user_id */
+  18,   /* field[18] = pinned_messages */
   2,   /* field[2] = profile */
   17,   /* field[17] = public_view_only */
   16,   /* field[16] = read_sequence */
@@ -1582,10 +1744,11 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   1,   /* field[1] = type */
   15,   /* field[15] = unread_count */
 };
-static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 20, 18 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -1595,11 +1758,177 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  18,
+  19,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
-  1,  groupd__v1__group__number_ranges,
+  2,  groupd__v1__group__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__pinned_message__field_descriptors[3] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinnedMessage, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pinned_by_user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinnedMessage, pinned_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pin_time",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinnedMessage, pin_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__pinned_message__field_indices_by_name[] = {
+  2,   /* field[2] = pin_time */
+  1,   /* field[1] = pinned_by_user_id */
+  0,   /* field[0] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__pinned_message__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__pinned_message__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.PinnedMessage",
+  "PinnedMessage",
+  "Groupd__V1__PinnedMessage",
+  "groupd.v1",
+  sizeof(Groupd__V1__PinnedMessage),
+  3,
+  groupd__v1__pinned_message__field_descriptors,
+  groupd__v1__pinned_message__field_indices_by_name,
+  1,  groupd__v1__pinned_message__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__pinned_message__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__message_read_count__field_descriptors[3] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReadCount, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReadCount, read_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_count",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReadCount, unread_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_read_count__field_indices_by_name[] = {
+  1,   /* field[1] = read_count */
+  0,   /* field[0] = sequence */
+  2,   /* field[2] = unread_count */
+};
+static const ProtobufCIntRange groupd__v1__message_read_count__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_read_count__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageReadCount",
+  "MessageReadCount",
+  "Groupd__V1__MessageReadCount",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageReadCount),
+  3,
+  groupd__v1__message_read_count__field_descriptors,
+  groupd__v1__message_read_count__field_indices_by_name,
+  1,  groupd__v1__message_read_count__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_read_count__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__read_receipt_batch__field_descriptors[1] =
+{
+  {
+    "messages",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ReadReceiptBatch, n_messages),
+    offsetof(Groupd__V1__ReadReceiptBatch, messages),
+    &groupd__v1__message_read_count__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__read_receipt_batch__field_indices_by_name[] = {
+  0,   /* field[0] = messages */
+};
+static const ProtobufCIntRange groupd__v1__read_receipt_batch__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__read_receipt_batch__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ReadReceiptBatch",
+  "ReadReceiptBatch",
+  "Groupd__V1__ReadReceiptBatch",
+  "groupd.v1",
+  sizeof(Groupd__V1__ReadReceiptBatch),
+  1,
+  groupd__v1__read_receipt_batch__field_descriptors,
+  groupd__v1__read_receipt_batch__field_indices_by_name,
+  1,  groupd__v1__read_receipt_batch__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__read_receipt_batch__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor groupd__v1__member__custom_entry__field_descriptors[2] =
@@ -2846,7 +3175,7 @@ const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor =
   (ProtobufCMessageInit) groupd__v1__read_mark__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[24] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[26] =
 {
   {
     "group_id",
@@ -3136,6 +3465,30 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "pin",
+    50,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, pin),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_receipts",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, read_receipts),
+    &groupd__v1__read_receipt_batch__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
@@ -3153,8 +3506,10 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   8,   /* field[8] = member_count */
   5,   /* field[5] = operator_user_id */
   14,   /* field[14] = owner_change */
+  24,   /* field[24] = pin */
   11,   /* field[11] = profile_change */
   22,   /* field[22] = read */
+  25,   /* field[25] = read_receipts */
   21,   /* field[21] = receive_option */
   7,   /* field[7] = recipient_user_ids */
   20,   /* field[20] = remark */
@@ -3163,11 +3518,12 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[2 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
-  { 0, 24 }
+  { 50, 24 },
+  { 0, 26 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -3177,14 +3533,14 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  24,
+  26,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  2,  groupd__v1__group_event__number_ranges,
+  3,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[11] =
+static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[14] =
 {
   {
     "group_id",
@@ -3318,6 +3674,42 @@ static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "read_count",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, read_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_count",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, unread_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_receipts_counted",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, read_receipts_counted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   4,   /* field[4] = client_message_id */
@@ -3325,17 +3717,21 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   2,   /* field[2] = message_id */
   7,   /* field[7] = payload */
   8,   /* field[8] = priority */
+  11,   /* field[11] = read_count */
+  13,   /* field[13] = read_receipts_counted */
   9,   /* field[9] = send_time */
   10,   /* field[10] = sender_name_card */
   3,   /* field[3] = sender_user_id */
   1,   /* field[1] = sequence */
   6,   /* field[6] = text */
   5,   /* field[5] = type */
+  12,   /* field[12] = unread_count */
 };
-static const ProtobufCIntRange groupd__v1__group_message__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group_message__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 17, 11 },
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
 {
@@ -3345,10 +3741,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
   "Groupd__V1__GroupMessage",
   "groupd.v1",
   sizeof(Groupd__V1__GroupMessage),
-  11,
+  14,
   groupd__v1__group_message__field_descriptors,
   groupd__v1__group_message__field_indices_by_name,
-  1,  groupd__v1__group_message__number_ranges,
+  2,  groupd__v1__group_message__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -3912,7 +4308,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[33] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[36] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -3947,11 +4343,14 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[33
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
   { "EVENT_KIND_GROUP_READ", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_READ", 31 },
   { "EVENT_KIND_APPLICATION_EXPIRED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_APPLICATION_EXPIRED", 32 },
+  { "EVENT_KIND_MESSAGE_PINNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_PINNED", 41 },
+  { "EVENT_KIND_MESSAGE_UNPINNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_UNPINNED", 42 },
+  { "EVENT_KIND_MESSAGE_READ_RECEIPT", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_READ_RECEIPT", 43 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{0, 33}
+{0, 0},{41, 33},{0, 36}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[33] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[36] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -3981,6 +4380,9 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_KICKED", 4 },
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
+  { "EVENT_KIND_MESSAGE_PINNED", 33 },
+  { "EVENT_KIND_MESSAGE_READ_RECEIPT", 35 },
+  { "EVENT_KIND_MESSAGE_UNPINNED", 34 },
   { "EVENT_KIND_OWNER_CHANGED", 10 },
   { "EVENT_KIND_QUIT", 25 },
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
@@ -3994,11 +4396,11 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  33,
+  36,
   groupd__v1__event_kind__enum_values_by_number,
-  33,
+  36,
   groupd__v1__event_kind__enum_values_by_name,
-  1,
+  2,
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
