@@ -73,6 +73,9 @@ extension GroupSettings {
         case .ownerQuit:
             guard let v = OwnerQuitRule(rawValue: text) else { return false }
             self.ownerQuit = v
+        case .pinPermission:
+            guard let v = OperationPermission(rawValue: text) else { return false }
+            self.pinPermission = v
         }
         return true
     }

@@ -42,6 +42,10 @@ public struct GroupEvent: Sendable, Hashable {
         case memberMuted = "MEMBER_MUTED"
         /// The whole group was muted or unmuted; `changes` has `mode`, `roles`, `until`.
         case groupMuted = "GROUP_MUTED"
+        /// A message was pinned; `changes` is the pin (``PinnedMessage/changes``).
+        case messagePinned = "MESSAGE_PINNED"
+        /// A message was unpinned; `changes` is the removed pin (``PinnedMessage/changes``).
+        case messageUnpinned = "MESSAGE_UNPINNED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -82,6 +86,9 @@ public struct GroupEvent: Sendable, Hashable {
         case customNotification = "CUSTOM_NOTIFICATION"
         /// The user marked the group read (to the user's devices); `changes["read_sequence"]`.
         case groupRead = "GROUP_READ"
+        /// Members read the recipient's messages (to the sender only, batched);
+        /// `changes["receipts"]` lists ``ReadReceiptCount`` entries (``ReadReceiptCount/encode(_:)``).
+        case messageReadReceipt = "MESSAGE_READ_RECEIPT"
 
         // MARK: Messages (recipient: the group)
         /// A group message from `operator`; its body is stored beside the event, keyed by the
@@ -93,7 +100,8 @@ public struct GroupEvent: Sendable, Hashable {
             switch self {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
-                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted:
+                .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
+                .messagePinned, .messageUnpinned:
                 true
             default:
                 false

@@ -98,6 +98,8 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     case editSettingsPermission = "edit_settings_permission"
     /// ``GroupSettings/ownerQuit``.
     case ownerQuit = "owner_quit"
+    /// ``GroupSettings/pinPermission``.
+    case pinPermission = "pin_permission"
 
     /// The settings only the owner (and the app's backend) may change, whatever
     /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
@@ -118,6 +120,7 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
         case .editMemberInfoPermission: "member_edit_scope"
         case .editSettingsPermission: "settings_edit_scope"
         case .ownerQuit: "owner_quit"
+        case .pinPermission: "pin_scope"
         }
     }
 
@@ -151,8 +154,11 @@ public struct GroupSettings: Sendable, Hashable {
     public var editSettingsPermission: OperationPermission
     /// What happens when the owner quits.
     public var ownerQuit: OwnerQuitRule
+    /// Who may pin and unpin messages.
+    public var pinPermission: OperationPermission
 
-    /// Create a settings record with every value given.
+    /// Create a settings record with every value given (``pinPermission`` defaults to
+    /// `owner_and_admins`).
     public init(
         joinOption: JoinOption,
         joinApprovers: ApproverSet,
@@ -163,7 +169,8 @@ public struct GroupSettings: Sendable, Hashable {
         editProfilePermission: OperationPermission,
         editMemberInfoPermission: MemberInfoEditPermission,
         editSettingsPermission: OperationPermission,
-        ownerQuit: OwnerQuitRule
+        ownerQuit: OwnerQuitRule,
+        pinPermission: OperationPermission = .ownerAndAdmins
     ) {
         self.joinOption = joinOption
         self.joinApprovers = joinApprovers
@@ -175,6 +182,7 @@ public struct GroupSettings: Sendable, Hashable {
         self.editMemberInfoPermission = editMemberInfoPermission
         self.editSettingsPermission = editSettingsPermission
         self.ownerQuit = ownerQuit
+        self.pinPermission = pinPermission
     }
 
     /// The value of one setting as its API text (`approval`, `owner_and_admins`, `true`).
@@ -190,6 +198,7 @@ public struct GroupSettings: Sendable, Hashable {
         case .editMemberInfoPermission: self.editMemberInfoPermission.rawValue
         case .editSettingsPermission: self.editSettingsPermission.rawValue
         case .ownerQuit: self.ownerQuit.rawValue
+        case .pinPermission: self.pinPermission.rawValue
         }
     }
 
@@ -222,6 +231,8 @@ extension GroupSettings {
         public var editSettingsPermission: OperationPermission?
         /// New ``GroupSettings/ownerQuit``, if any.
         public var ownerQuit: OwnerQuitRule?
+        /// New ``GroupSettings/pinPermission``, if any.
+        public var pinPermission: OperationPermission?
 
         /// Create a change set; every value defaults to "keep".
         public init(
@@ -234,7 +245,8 @@ extension GroupSettings {
             editProfilePermission: OperationPermission? = nil,
             editMemberInfoPermission: MemberInfoEditPermission? = nil,
             editSettingsPermission: OperationPermission? = nil,
-            ownerQuit: OwnerQuitRule? = nil
+            ownerQuit: OwnerQuitRule? = nil,
+            pinPermission: OperationPermission? = nil
         ) {
             self.joinOption = joinOption
             self.joinApprovers = joinApprovers
@@ -246,6 +258,7 @@ extension GroupSettings {
             self.editMemberInfoPermission = editMemberInfoPermission
             self.editSettingsPermission = editSettingsPermission
             self.ownerQuit = ownerQuit
+            self.pinPermission = pinPermission
         }
 
         /// Whether no value is set.
@@ -266,6 +279,7 @@ extension GroupSettings {
         if let v = changes.editMemberInfoPermission { result.editMemberInfoPermission = v }
         if let v = changes.editSettingsPermission { result.editSettingsPermission = v }
         if let v = changes.ownerQuit { result.ownerQuit = v }
+        if let v = changes.pinPermission { result.pinPermission = v }
         return result
     }
 }

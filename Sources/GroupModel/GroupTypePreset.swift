@@ -120,7 +120,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .everyone,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .owner,
-            ownerQuit: .longestStandingMember
+            ownerQuit: .longestStandingMember,
+            pinPermission: .owner
         ),
         fixedSettings: [.joinOption],
         behaviour: GroupTypeBehaviour(
@@ -148,7 +149,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .ownerAndAdmins,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .ownerAndAdmins,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            pinPermission: .ownerAndAdmins
         ),
         fixedSettings: [],
         behaviour: GroupTypeBehaviour(
@@ -176,7 +178,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .ownerAndAdmins,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .ownerAndAdmins,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            pinPermission: .ownerAndAdmins
         ),
         fixedSettings: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
         behaviour: GroupTypeBehaviour(
@@ -204,7 +207,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             editProfilePermission: .owner,
             editMemberInfoPermission: .ownerAdminsAndSelf,
             editSettingsPermission: .owner,
-            ownerQuit: .refused
+            ownerQuit: .refused,
+            pinPermission: .owner
         ),
         fixedSettings: [
             .joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,

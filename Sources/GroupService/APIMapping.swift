@@ -66,6 +66,7 @@ enum APIMapping {
         case .toLongestStandingAdmin: changes.ownerQuit = .longestStandingAdminElseMember
         case .UNRECOGNIZED(let v): throw unknown("owner_quit", v)
         }
+        changes.pinPermission = try permission(settings.pinScope, field: "\(field).pin_scope")
         // Who mutes is fixed by the type; naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
@@ -158,6 +159,16 @@ enum APIMapping {
             case .longestStandingMember: .toLongestStandingMember
             case .longestStandingAdminElseMember: .toLongestStandingAdmin
             }
+            $0.pinScope = scope(settings.pinPermission)
+        }
+    }
+
+    /// A pin as the API shows it.
+    static func pin(_ pin: PinnedMessage) -> Groupd_V1_PinnedMessage {
+        .with {
+            $0.sequence = UInt64(max(pin.sequence, 0))
+            $0.pinnedByUserID = pin.pinnedBy ?? ""
+            $0.pinTime = timestamp(pin.pinnedAt)
         }
     }
 
@@ -225,6 +236,7 @@ enum APIMapping {
         if shows(.updatedAt) { out.lastInfoTime = timestamp(group.updatedAt) }
         if shows(.latestSequence) { out.latestSequence = UInt64(max(group.latestSequence, 0)) }
         if shows(.mute), let mute = muteState(group.mute, now: now) { out.mute = mute }
+        if shows(.pins) { out.pinnedMessages = group.pins.map(pin) }
         if shows(.custom) { out.custom = group.custom }
         out.profile = .with {
             if shows(.name) { $0.name = group.name }

@@ -94,6 +94,7 @@ extension GroupdService {
             case "settings_edit_scope":
                 masked.settingsEditScope = given.settingsEditScope; unspecified = given.settingsEditScope == .unspecified
             case "owner_quit": masked.ownerQuit = given.ownerQuit; unspecified = given.ownerQuit == .unspecified
+            case "pin_scope": masked.pinScope = given.pinScope; unspecified = given.pinScope == .unspecified
             case "max_member_count": maxMembers = true
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown settings path '\(path)'")

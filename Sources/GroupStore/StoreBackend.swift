@@ -143,6 +143,9 @@ public protocol StoreBackend: Sendable {
     /// See ``Store/readStates(app:userID:groupIDs:)``.
     func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState]
 
+    /// See ``Store/readPositions(app:groupID:)``.
+    func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition]
+
     // MARK: Event reads
 
     /// A group's events after `sequence`, in order, dismissed groups included.

@@ -143,6 +143,7 @@ struct GroupTypeTests {
         case .editSettingsPermission:
             c.editSettingsPermission = s.editSettingsPermission == .owner ? .ownerAndAdmins : .owner
         case .ownerQuit: c.ownerQuit = s.ownerQuit == .refused ? .longestStandingMember : .refused
+        case .pinPermission: c.pinPermission = s.pinPermission == .owner ? .everyone : .owner
         }
         return c
     }
@@ -161,6 +162,7 @@ struct GroupTypeTests {
         case .editMemberInfoPermission: c.editMemberInfoPermission = s.editMemberInfoPermission
         case .editSettingsPermission: c.editSettingsPermission = s.editSettingsPermission
         case .ownerQuit: c.ownerQuit = s.ownerQuit
+        case .pinPermission: c.pinPermission = s.pinPermission
         }
         return c
     }

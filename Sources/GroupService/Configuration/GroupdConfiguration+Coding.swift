@@ -284,6 +284,9 @@ struct LimitsCoding: Codable {
         ("event_retention_seconds", \.eventRetentionSeconds),
         ("av_chat_room_messages_per_second", \.avChatRoomMessagesPerSecond),
         ("message_retention_seconds", \.messageRetentionSeconds),
+        ("max_pinned_messages", \.maxPinnedMessages),
+        ("read_receipt_max_members", \.readReceiptMaxMembers),
+        ("read_receipt_interval_ms", \.readReceiptIntervalMilliseconds),
         ]
     }
 

@@ -103,6 +103,9 @@ extension GroupdConfiguration {
                   event_retention_seconds: 604800
                   av_chat_room_messages_per_second: 40
                   message_retention_seconds: 0   # group message history; 0 = kept forever
+                  max_pinned_messages: 10        # pinned messages per group
+                  read_receipt_max_members: 200  # largest Work/Public group with read receipts
+                  read_receipt_interval_ms: 1000 # a sender's receipts are batched this long
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

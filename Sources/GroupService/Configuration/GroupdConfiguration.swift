@@ -149,7 +149,9 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `av_chat_room` 0; 0 = unlimited), `max_groups_per_user` (1000), `max_users_per_batch`
         /// (100), `max_groups_per_request` (50), `max_page_size` (50),
         /// `application_expiry_seconds` (604800), `event_retention_seconds` (604800),
-        /// `av_chat_room_messages_per_second` (40), `message_retention_seconds` (0 = forever).
+        /// `av_chat_room_messages_per_second` (40), `message_retention_seconds` (0 = forever),
+        /// `max_pinned_messages` (10), `read_receipt_max_members` (200),
+        /// `read_receipt_interval_ms` (1000).
         public var limits: AppLimits
         /// `apps[].custom_fields`: the app's custom-field keys for groups and members (key,
         /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key

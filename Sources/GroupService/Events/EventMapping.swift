@@ -39,6 +39,9 @@ enum EventMapping {
         case .receiveOptionChanged: .receiveOptionChanged
         case .customNotification: .customNotification
         case .groupRead: .groupRead
+        case .messagePinned: .messagePinned
+        case .messageUnpinned: .messageUnpinned
+        case .messageReadReceipt: .messageReadReceipt
         case .groupMessage: nil
         }
     }
@@ -174,6 +177,19 @@ enum EventMapping {
             return .settingsChange(settingsDetail(changes, groupType: groupType))
         case .groupCreated:
             return .group(createdGroup(event, groupType: groupType))
+        case .messagePinned, .messageUnpinned:
+            guard let pin = PinnedMessage(changes: changes) else { return nil }
+            return .pin(APIMapping.pin(pin))
+        case .messageReadReceipt:
+            return .readReceipts(.with {
+                $0.messages = ReadReceiptCount.decode(changes["receipts"] ?? "").map { count in
+                    .with {
+                        $0.sequence = UInt64(max(count.sequence, 0))
+                        $0.readCount = UInt32(clamping: count.readCount)
+                        $0.unreadCount = UInt32(clamping: count.unreadCount)
+                    }
+                }
+            })
         default:
             return nil
         }
@@ -209,6 +225,7 @@ enum EventMapping {
                     case .editMemberInfoPermission: $0.memberEditScope = full.memberEditScope
                     case .editSettingsPermission: $0.settingsEditScope = full.settingsEditScope
                     case .ownerQuit: $0.ownerQuit = full.ownerQuit
+                    case .pinPermission: $0.pinScope = full.pinScope
                     }
                 }
             }

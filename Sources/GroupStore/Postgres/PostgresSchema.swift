@@ -26,7 +26,7 @@ enum PostgresSchema {
     static let eventChannel = "groupd_events"
 
     /// The migrations in order. Append new ones; never edit a shipped one.
-    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5)]
+    static let migrations: [(id: String, sql: String)] = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v8", v8)]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
     static let roomChannel = "groupd_rooms"
@@ -442,5 +442,13 @@ enum PostgresSchema {
     /// v5: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
     static let v5 = """
         ALTER TABLE groups ADD COLUMN mute_operator TEXT;
+        """
+
+    /// v8: pinned messages. `pin_permission` is who may pin (NULL: the type's default, so groups
+    /// stored before need no rewrite); `pins` the group's pins (`PinnedMessageCoding`; NULL:
+    /// none), read with the group row and cached with it.
+    static let v8 = """
+        ALTER TABLE groups ADD COLUMN pin_permission TEXT;
+        ALTER TABLE groups ADD COLUMN pins TEXT;
         """
 }

@@ -59,6 +59,7 @@ enum Rows {
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
         case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator
+        case pinPermission, pins
 
         var name: String {
             switch self {
@@ -91,6 +92,8 @@ enum Rows {
             case .editSettingsPermission: "edit_settings_permission"
             case .ownerQuit: "owner_quit"
             case .muteOperator: "mute_operator"
+            case .pinPermission: "pin_permission"
+            case .pins: "pins"
             }
         }
 
@@ -108,7 +111,7 @@ enum Rows {
                     return "CASE WHEN \(type) IN ('Public', 'Meeting') THEN 'owner_and_admins' ELSE 'owner' END"
                 case .ownerQuit:
                     return "CASE WHEN \(type) = 'Work' THEN 'to_longest_standing_member' ELSE 'refused' END"
-                case .muteOperator:
+                case .muteOperator, .pinPermission, .pins:
                     return "NULL"
                 default:
                     return qualified
@@ -166,6 +169,10 @@ enum Rows {
     static func group(_ row: some ColumnReader) throws -> GroupRow {
         func text(_ column: GroupColumn) throws -> String { try row.text(column.rawValue) }
         func int(_ column: GroupColumn) throws -> Int64 { try row.int64(column.rawValue) }
+        let type = try parse(text(.type), GroupType.init(rawValue:))
+        let pinPermission = try row.optionalText(GroupColumn.pinPermission.rawValue)
+        let pinsText = try row.optionalText(GroupColumn.pins.rawValue)
+        guard let pins = PinnedMessageCoding.decode(pinsText ?? "") else { throw corrupt("pins", pinsText ?? "") }
         let settings = GroupSettings(
             joinOption: try parse(text(.joinOption), JoinOption.init(rawValue:)),
             joinApprovers: try parse(text(.joinApprovers), ApproverSet.init(rawValue:)),
@@ -176,11 +183,13 @@ enum Rows {
             editProfilePermission: try parse(text(.editProfilePermission), OperationPermission.init(rawValue:)),
             editMemberInfoPermission: try parse(text(.editMemberInfoPermission), MemberInfoEditPermission.init(rawValue:)),
             editSettingsPermission: try parse(text(.editSettingsPermission), OperationPermission.init(rawValue:)),
-            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)))
+            ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)),
+            pinPermission: try pinPermission.map { try parse($0, OperationPermission.init(rawValue:)) }
+                ?? type.preset.defaultSettings.pinPermission)
         let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
             appID: try text(.appID), id: try text(.groupID),
-            type: try parse(text(.type), GroupType.init(rawValue:)),
+            type: type,
             name: try text(.name), introduction: try text(.introduction),
             notification: try text(.notification), faceURL: try text(.faceURL), settings: settings,
             ownerID: try row.optionalText(GroupColumn.ownerID.rawValue),
@@ -192,7 +201,8 @@ enum Rows {
             mute: GroupMuteState(
                 mode: try decodeMuteMode(text(.muteMode), roles: text(.muteRoles)),
                 until: muteUntil.map(Timestamp.init(millisecondsSince1970:)),
-                operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)))
+                operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)),
+            pins: pins)
         return GroupRow(key: try int(.groupKey), group: group, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 

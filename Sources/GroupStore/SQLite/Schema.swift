@@ -14,6 +14,7 @@ extension Schema {
         migrator.registerMigration("v8", migrate: Schema.v8)
         migrator.registerMigration("v9", migrate: Schema.v9)
         migrator.registerMigration("v10", migrate: Schema.v10)
+        migrator.registerMigration("v13", migrate: Schema.v13)
         return migrator
     }
 }
@@ -384,5 +385,16 @@ enum Schema {
     /// v10: who set the group mute (`GroupMuteState.operatorID`). Mutes set before keep none.
     static func v10(_ db: Database) throws {
         try db.execute(sql: "ALTER TABLE groups ADD COLUMN mute_operator TEXT")
+    }
+
+    /// v13: pinned messages. `pin_permission` is who may pin (NULL: the type's default,
+    /// ``GroupTypePreset``, so groups stored before need no rewrite); `pins` the group's pins
+    /// (``PinnedMessageCoding``; NULL: none). A group holds a handful (the app's
+    /// `max_pinned_messages`), read with the group row and cached with it.
+    static func v13(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN pin_permission TEXT;
+            ALTER TABLE groups ADD COLUMN pins TEXT;
+            """)
     }
 }
