@@ -8,7 +8,8 @@ import pytest
 from google.protobuf import field_mask_pb2
 
 from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, message_pb2, message_pb2_grpc)
+from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
+                       message_pb2_grpc)
 
 K = common_pb2
 PUBLIC, WORK, MEETING, AV = K.GROUP_TYPE_PUBLIC, K.GROUP_TYPE_WORK, K.GROUP_TYPE_MEETING, K.GROUP_TYPE_AV_CHAT_ROOM
@@ -20,6 +21,7 @@ class Api:
         self.channel = channel
         self.groups = group_pb2_grpc.GroupServiceStub(channel)
         self.messages = message_pb2_grpc.MessageServiceStub(channel)
+        self.members = member_pb2_grpc.MemberServiceStub(channel)
 
     def create(self, group_type, owner, members=(), settings=None):
         return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
@@ -165,7 +167,7 @@ def test_a_message_from_before_joining_cannot_be_pinned_by_the_newcomer(api):
     group = api.create(PUBLIC, owner, settings=K.GroupSettings(pin_scope=K.OPERATOR_SCOPE_ALL_MEMBERS,
                                                                join_option=K.JOIN_OPTION_ANY))
     before = api.send(group, owner, "before")
-    api.groups.JoinGroup(group_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
+    api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
     expect_error(lambda: api.pin(group, before, user_md(late)), grpc.StatusCode.NOT_FOUND, "MESSAGE_NOT_FOUND")
     after = api.send(group, owner, "after")
     api.pin(group, after, user_md(late))

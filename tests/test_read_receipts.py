@@ -7,7 +7,8 @@ import grpc
 import pytest
 
 from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, message_pb2, message_pb2_grpc)
+from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
+                       message_pb2_grpc)
 
 K = common_pb2
 PUBLIC, WORK, MEETING, AV = K.GROUP_TYPE_PUBLIC, K.GROUP_TYPE_WORK, K.GROUP_TYPE_MEETING, K.GROUP_TYPE_AV_CHAT_ROOM
@@ -20,6 +21,7 @@ class Api:
         self.channel = channel
         self.groups = group_pb2_grpc.GroupServiceStub(channel)
         self.messages = message_pb2_grpc.MessageServiceStub(channel)
+        self.members = member_pb2_grpc.MemberServiceStub(channel)
 
     def create(self, group_type, owner, members=(), join_option=K.JOIN_OPTION_UNSPECIFIED):
         return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
@@ -68,7 +70,7 @@ def test_readers_follow_read_positions(api):
 
     # A member who joins later counts for later messages only; the sender never counts.
     late = uid("d-late")
-    api.groups.JoinGroup(group_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
+    api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
     third = api.send(group, ann, "three")
     api.mark(group, late)
     assert list(api.receipts(group, second, user_md(owner), filter=UNREAD).user_ids) == [ann, cat]
