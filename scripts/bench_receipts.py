@@ -1,6 +1,6 @@
 """Read receipts under load, run by `make bench-receipts`.
 
-  python3 scripts/bench_receipts.py .build/release/groupd [--members 200] [--messages 20] [--seconds 10]
+  python3 scripts/bench_receipts.py .build/release/groupd [--members 200] [--messages 100] [--seconds 10]
 
 A Work group of --members members (the owner sends --messages messages) in which every other
 member marks the group read, one message further each time, from 256 calls in flight, while the
@@ -48,7 +48,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
     parser.add_argument("--members", type=int, default=200)
-    parser.add_argument("--messages", type=int, default=20)
+    parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})

@@ -27,7 +27,7 @@ extension GroupdService {
         case .UNRECOGNIZED(let value): throw GroupError.invalidArgument(field: "filter", "unknown filter \(value)")
         }
         let limits = call.limits
-        let size = try Self.pageSize(request.pageSize, fallback: limits.maxPageSize, max: limits.maxPageSize)
+        let size = try Self.pageSize(request.pageSize, fallback: min(50, limits.maxPageSize), max: limits.maxPageSize)
         let after = request.pageToken.isEmpty ? nil : try ReceiptToken.decode(request.pageToken, unread: unread)
         let (group, membership) = try await loadGroup(call, groupID: request.groupID)
         let op = Self.groupOperator(call.caller, membership: membership)
