@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -101,7 +101,7 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-plugins bench-scale bench-scaleout
+bench: bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -147,6 +147,12 @@ bench-fanout: release
 ## about 2 minutes, most of it seeding)
 bench-catchup: release
 	python3 scripts/bench_catchup.py $(RELEASE_BIN)
+
+## bench-receipts: read receipts in a 200-member Work group: members marking read from 256 calls in
+## flight while the sender reads GetMessageReadReceipts (calls/s, p50/p99) and counts its batched
+## MESSAGE_READ_RECEIPT events (server on core 0, client on core 1; under a minute)
+bench-receipts: release
+	python3 scripts/bench_receipts.py $(RELEASE_BIN)
 
 ## bench-scaleout: SQLite vs PostgreSQL (one node), and one vs two groupd nodes on one PostgreSQL
 ## database: the write mix and GetGroupsInfo (calls/s, groupd's and PostgreSQL's CPU per call), then

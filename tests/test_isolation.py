@@ -206,6 +206,12 @@ TABLE = {
         message_pb2.SendSystemNotificationRequest(group_id=w.group_id, text="hijacked"), **kw)),
     (S, "RecallGroupMessage"): ("", lambda s, w, kw: s.message.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(
         group_id=w.group_id, sequence=w.message_sequence), **kw)),
+    (S, "PinGroupMessage"): ("", lambda s, w, kw: s.message.PinGroupMessage(message_pb2.PinGroupMessageRequest(
+        group_id=w.group_id, sequence=3), **kw)),
+    (S, "UnpinGroupMessage"): ("", lambda s, w, kw: s.message.UnpinGroupMessage(message_pb2.UnpinGroupMessageRequest(
+        group_id=w.group_id, sequence=3), **kw)),
+    (S, "GetMessageReadReceipts"): ("", lambda s, w, kw: s.message.GetMessageReadReceipts(
+        message_pb2.GetMessageReadReceiptsRequest(group_id=w.group_id, sequence=3), **kw)),
     (A, "ListApplications"): ("ok", lambda s, w, kw: [
         s.application.ListApplications(application_pb2.ListApplicationsRequest(), **kw),
         s.application.ListApplications(application_pb2.ListApplicationsRequest(group_id=w.group_id), **kw)]),

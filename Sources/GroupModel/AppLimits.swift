@@ -58,6 +58,13 @@ public struct AppLimits: Sendable, Hashable {
     public var maxGroupCounters: Int = 32
     /// Maximum live (not revoked, expired or used up) invite links per group. Default 10.
     public var maxInviteLinksPerGroup: Int = 10
+    /// Maximum pinned messages per group. Default 10.
+    public var maxPinnedMessages: Int
+    /// The largest group (members) with per-message read receipts. Default 200.
+    public var readReceiptMaxMembers: Int
+    /// Milliseconds over which a sender's read receipts of a group are gathered into one
+    /// `MESSAGE_READ_RECEIPT` event. Default 1000.
+    public var readReceiptIntervalMilliseconds: Int
 
     /// The defaults listed on each property.
     public static var defaults: AppLimits {
@@ -79,7 +86,10 @@ public struct AppLimits: Sendable, Hashable {
             applicationExpirySeconds: 7 * 24 * 3600,
             eventRetentionSeconds: 7 * 24 * 3600,
             avChatRoomMessagesPerSecond: 40,
-            messageRetentionSeconds: 0
+            messageRetentionSeconds: 0,
+            maxPinnedMessages: 10,
+            readReceiptMaxMembers: 200,
+            readReceiptIntervalMilliseconds: 1000
         )
     }
 
@@ -89,7 +99,8 @@ public struct AppLimits: Sendable, Hashable {
         nameCardBytes: Int, applicationMessageBytes: Int, userIDBytes: Int,
         maxMembers: [GroupType: Int?], maxGroupsPerUser: Int, maxUsersPerBatch: Int,
         maxGroupsPerRequest: Int, maxPageSize: Int, applicationExpirySeconds: Int,
-        eventRetentionSeconds: Int, avChatRoomMessagesPerSecond: Int, messageRetentionSeconds: Int = 0
+        eventRetentionSeconds: Int, avChatRoomMessagesPerSecond: Int, messageRetentionSeconds: Int = 0,
+        maxPinnedMessages: Int = 10, readReceiptMaxMembers: Int = 200, readReceiptIntervalMilliseconds: Int = 1000
     ) {
         self.groupNameBytes = groupNameBytes
         self.introductionBytes = introductionBytes
@@ -107,6 +118,9 @@ public struct AppLimits: Sendable, Hashable {
         self.eventRetentionSeconds = eventRetentionSeconds
         self.avChatRoomMessagesPerSecond = avChatRoomMessagesPerSecond
         self.messageRetentionSeconds = messageRetentionSeconds
+        self.maxPinnedMessages = maxPinnedMessages
+        self.readReceiptMaxMembers = readReceiptMaxMembers
+        self.readReceiptIntervalMilliseconds = readReceiptIntervalMilliseconds
     }
 
     /// The maximum member count for groups of `type` in this app (`nil`: unlimited).

@@ -36,13 +36,16 @@ public struct Group: Sendable, Hashable, Identifiable {
     /// Members a group mute does not apply to (their own member mute still does), in the order
     /// they were added; only members are on it (a member who leaves drops off).
     public var muteBypass: [String] = []
+    /// The pinned messages, the earliest pinned first (at most ``AppLimits/maxPinnedMessages``).
+    public var pins: [PinnedMessage]
 
-    /// Create a group value with every field given (defaults for the counters and mute).
+    /// Create a group value with every field given (defaults for the counters, mute and pins).
     public init(
         appID: String, id: String, type: GroupType, name: String, introduction: String = "",
         notification: String = "", faceURL: String = "", settings: GroupSettings, ownerID: String?,
         maxMembers: Int?, memberCount: Int = 0, createdAt: Timestamp, updatedAt: Timestamp,
-        custom: [String: [UInt8]] = [:], latestSequence: Int64 = 0, mute: GroupMuteState = .unmuted
+        custom: [String: [UInt8]] = [:], latestSequence: Int64 = 0, mute: GroupMuteState = .unmuted,
+        pins: [PinnedMessage] = []
     ) {
         self.appID = appID
         self.id = id
@@ -60,6 +63,40 @@ public struct Group: Sendable, Hashable, Identifiable {
         self.custom = custom
         self.latestSequence = latestSequence
         self.mute = mute
+        self.pins = pins
+    }
+}
+
+/// A message pinned on a group (`PinGroupMessage`).
+public struct PinnedMessage: Sendable, Hashable {
+    /// The message's sequence in the group.
+    public var sequence: Int64
+    /// Who pinned it (`nil`: the app's backend).
+    public var pinnedBy: String?
+    /// When it was pinned.
+    public var pinnedAt: Timestamp
+
+    /// Create a pin.
+    public init(sequence: Int64, pinnedBy: String?, pinnedAt: Timestamp) {
+        self.sequence = sequence
+        self.pinnedBy = pinnedBy
+        self.pinnedAt = pinnedAt
+    }
+
+    /// The pin as event changes: `sequence`, `pinned_at` (ms) and, when a user pinned it,
+    /// `pinned_by`.
+    public var changes: [String: String] {
+        var changes = ["sequence": String(sequence), "pinned_at": String(pinnedAt.millisecondsSince1970)]
+        if let pinnedBy { changes["pinned_by"] = pinnedBy }
+        return changes
+    }
+
+    /// The pin an event's changes describe (``changes``), or `nil`.
+    public init?(changes: [String: String]) {
+        guard let sequence = changes["sequence"].flatMap({ Int64($0) }),
+            let at = changes["pinned_at"].flatMap({ Int64($0) })
+        else { return nil }
+        self.init(sequence: sequence, pinnedBy: changes["pinned_by"], pinnedAt: Timestamp(millisecondsSince1970: at))
     }
 }
 

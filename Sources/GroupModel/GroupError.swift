@@ -114,6 +114,16 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let memberMuted: Self = "MEMBER_MUTED"
         /// The group's type keeps no message history (AVChatRoom).
         public static let historyNotKept: Self = "HISTORY_NOT_KEPT"
+        /// No stored message with this sequence that the caller may read.
+        public static let messageNotFound: Self = "MESSAGE_NOT_FOUND"
+        /// The message is pinned already.
+        public static let messageAlreadyPinned: Self = "MESSAGE_ALREADY_PINNED"
+        /// The message is not pinned.
+        public static let messageNotPinned: Self = "MESSAGE_NOT_PINNED"
+        /// The group holds the app's maximum of pinned messages.
+        public static let tooManyPinnedMessages: Self = "TOO_MANY_PINNED_MESSAGES"
+        /// The group has no per-message read receipts (its type, or its size).
+        public static let readReceiptsNotSupported: Self = "READ_RECEIPTS_NOT_SUPPORTED"
         /// A join application or invitation was handled already.
         public static let applicationAlreadyHandled: Self = "APPLICATION_ALREADY_HANDLED"
         /// The user has joined as many groups as the app allows.
@@ -138,8 +148,6 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let badRole: Self = "BAD_ROLE"
         /// `x-operator-id` was sent with a user token (only admin tokens may act for someone).
         public static let operatorOverrideForbidden: Self = "OPERATOR_OVERRIDE_FORBIDDEN"
-        /// No stored message with that sequence is visible to the caller.
-        public static let messageNotFound: Self = "MESSAGE_NOT_FOUND"
         /// The message was recalled already.
         public static let messageAlreadyRecalled: Self = "MESSAGE_ALREADY_RECALLED"
         /// A sender's own recall came after the app's recall window.

@@ -83,6 +83,9 @@ extension GroupSettings {
         case .inviteLinkPermission:
             guard let v = OperationPermission(rawValue: text) else { return false }
             self.inviteLinkPermission = v
+        case .pinPermission:
+            guard let v = OperationPermission(rawValue: text) else { return false }
+            self.pinPermission = v
         }
         return true
     }

@@ -48,6 +48,10 @@ public struct GroupEvent: Sendable, Hashable {
         /// Group attributes were set or deleted; `changes` map `set:<key>` to the key's new
         /// version and `deleted:<key>` to "" (``GroupRules/planSetAttributes(_:by:current:writes:limits:now:)``).
         case groupAttributesChanged = "GROUP_ATTRIBUTES_CHANGED"
+        /// A message was pinned; `changes` is the pin (``PinnedMessage/changes``).
+        case messagePinned = "MESSAGE_PINNED"
+        /// A message was unpinned; `changes` is the removed pin (``PinnedMessage/changes``).
+        case messageUnpinned = "MESSAGE_UNPINNED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -98,6 +102,9 @@ public struct GroupEvent: Sendable, Hashable {
         case inviteLinkCreated = "INVITE_LINK_CREATED"
         /// An invite link was revoked (to the approvers); `changes` as `INVITE_LINK_CREATED`.
         case inviteLinkRevoked = "INVITE_LINK_REVOKED"
+        /// Members read the recipient's messages (to the sender only, batched);
+        /// `changes["receipts"]` lists ``ReadReceiptCount`` entries (``ReadReceiptCount/encode(_:)``).
+        case messageReadReceipt = "MESSAGE_READ_RECEIPT"
 
         // MARK: Messages (recipient: the group)
         /// A group message from `operator`; its body is stored beside the event, keyed by the
@@ -113,8 +120,7 @@ public struct GroupEvent: Sendable, Hashable {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
                 .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
-                .muteBypassChanged,
-                .groupAttributesChanged:
+                .muteBypassChanged, .groupAttributesChanged, .messagePinned, .messageUnpinned:
                 true
             default:
                 false

@@ -104,6 +104,8 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
     case slowModeInterval = "slow_mode_interval_seconds"
     /// ``GroupSettings/inviteLinkPermission``.
     case inviteLinkPermission = "invite_link_permission"
+    /// ``GroupSettings/pinPermission``.
+    case pinPermission = "pin_permission"
 
     /// The settings only the owner (and the app's backend) may change, whatever
     /// ``GroupSettings/editSettingsPermission`` says: the two that decide who holds power in the
@@ -127,6 +129,7 @@ public enum GroupSettingKey: String, Sendable, Hashable, CaseIterable, Comparabl
         case .mentionAllPermission: "mention_all_scope"
         case .slowModeInterval: "slow_mode_interval_seconds"
         case .inviteLinkPermission: "invite_link_scope"
+        case .pinPermission: "pin_scope"
         }
     }
 
@@ -167,8 +170,11 @@ public struct GroupSettings: Sendable, Hashable {
     public var slowModeIntervalSeconds: Int
     /// Who may create, list and revoke invite links.
     public var inviteLinkPermission: OperationPermission
+    /// Who may pin and unpin messages.
+    public var pinPermission: OperationPermission
 
-    /// Create a settings record with every value given.
+    /// Create a settings record with every value given (``pinPermission`` defaults to
+    /// `owner_and_admins`).
     public init(
         joinOption: JoinOption,
         joinApprovers: ApproverSet,
@@ -182,7 +188,8 @@ public struct GroupSettings: Sendable, Hashable {
         ownerQuit: OwnerQuitRule,
         mentionAllPermission: OperationPermission = .everyone,
         slowModeIntervalSeconds: Int = 0,
-        inviteLinkPermission: OperationPermission = .ownerAndAdmins
+        inviteLinkPermission: OperationPermission = .ownerAndAdmins,
+        pinPermission: OperationPermission = .ownerAndAdmins
     ) {
         self.inviteLinkPermission = inviteLinkPermission
         self.joinOption = joinOption
@@ -197,6 +204,7 @@ public struct GroupSettings: Sendable, Hashable {
         self.ownerQuit = ownerQuit
         self.mentionAllPermission = mentionAllPermission
         self.slowModeIntervalSeconds = slowModeIntervalSeconds
+        self.pinPermission = pinPermission
     }
 
     /// The value of one setting as its API text (`approval`, `owner_and_admins`, `true`).
@@ -215,6 +223,7 @@ public struct GroupSettings: Sendable, Hashable {
         case .mentionAllPermission: self.mentionAllPermission.rawValue
         case .slowModeInterval: String(self.slowModeIntervalSeconds)
         case .inviteLinkPermission: self.inviteLinkPermission.rawValue
+        case .pinPermission: self.pinPermission.rawValue
         }
     }
 
@@ -253,6 +262,8 @@ extension GroupSettings {
         public var slowModeIntervalSeconds: Int?
         /// New ``GroupSettings/inviteLinkPermission``, if any.
         public var inviteLinkPermission: OperationPermission?
+        /// New ``GroupSettings/pinPermission``, if any.
+        public var pinPermission: OperationPermission?
 
         /// Create a change set; every value defaults to "keep".
         public init(
@@ -268,7 +279,8 @@ extension GroupSettings {
             ownerQuit: OwnerQuitRule? = nil,
             mentionAllPermission: OperationPermission? = nil,
             slowModeIntervalSeconds: Int? = nil,
-            inviteLinkPermission: OperationPermission? = nil
+            inviteLinkPermission: OperationPermission? = nil,
+            pinPermission: OperationPermission? = nil
         ) {
             self.inviteLinkPermission = inviteLinkPermission
             self.joinOption = joinOption
@@ -283,6 +295,7 @@ extension GroupSettings {
             self.ownerQuit = ownerQuit
             self.mentionAllPermission = mentionAllPermission
             self.slowModeIntervalSeconds = slowModeIntervalSeconds
+            self.pinPermission = pinPermission
         }
 
         /// Whether no value is set.
@@ -306,6 +319,7 @@ extension GroupSettings {
         if let v = changes.mentionAllPermission { result.mentionAllPermission = v }
         if let v = changes.slowModeIntervalSeconds { result.slowModeIntervalSeconds = v }
         if let v = changes.inviteLinkPermission { result.inviteLinkPermission = v }
+        if let v = changes.pinPermission { result.pinPermission = v }
         return result
     }
 }

@@ -123,7 +123,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             ownerQuit: .longestStandingMember,
             mentionAllPermission: .everyone,
             slowModeIntervalSeconds: 0,
-            inviteLinkPermission: .everyone
+            inviteLinkPermission: .everyone,
+            pinPermission: .owner
         ),
         fixedSettings: [.joinOption],
         behaviour: GroupTypeBehaviour(
@@ -154,7 +155,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             ownerQuit: .refused,
             mentionAllPermission: .ownerAndAdmins,
             slowModeIntervalSeconds: 0,
-            inviteLinkPermission: .ownerAndAdmins
+            inviteLinkPermission: .ownerAndAdmins,
+            pinPermission: .ownerAndAdmins
         ),
         fixedSettings: [],
         behaviour: GroupTypeBehaviour(
@@ -185,7 +187,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             ownerQuit: .refused,
             mentionAllPermission: .ownerAndAdmins,
             slowModeIntervalSeconds: 0,
-            inviteLinkPermission: .ownerAndAdmins
+            inviteLinkPermission: .ownerAndAdmins,
+            pinPermission: .ownerAndAdmins
         ),
         fixedSettings: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
         behaviour: GroupTypeBehaviour(
@@ -216,7 +219,8 @@ public struct GroupTypePreset: Sendable, Hashable {
             ownerQuit: .refused,
             mentionAllPermission: .owner,
             slowModeIntervalSeconds: 0,
-            inviteLinkPermission: .nobody
+            inviteLinkPermission: .nobody,
+            pinPermission: .owner
         ),
         fixedSettings: [
             .joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,

@@ -158,6 +158,10 @@ public enum GroupAction: Sendable, Hashable {
     /// Set or delete group attributes, or increment counters
     /// (``GroupRules/attributeWriters(for:)``: every member; the owner and admins of an AVChatRoom).
     case writeAttributes
+    /// Pin or unpin a message.
+    case pinMessage
+    /// Read a message's read receipts (who read it, who has not).
+    case readReceipts
 }
 
 /// The outcome of a permission decision.
@@ -239,6 +243,8 @@ public enum GroupInfoField: String, Sendable, Hashable, CaseIterable {
     case latestSequence = "latest_sequence"
     /// ``Group/mute``.
     case mute
+    /// ``Group/pins``.
+    case pins
 
     /// What non-members of Public, Meeting and AVChatRoom groups see (Tencent's TIMGroupManager guide: group, groupName,
     /// owner, groupType, createTime, maxMemberNum, memberNum, introduction, faceURL, addOpt,
@@ -471,6 +477,27 @@ public enum GroupRules {
                 return .refused(GroupError(
                     code: .failedPrecondition, reason: .historyNotKept,
                     message: "\(type) groups keep no message history"))
+            }
+            return memberCheck(actor, grantedTo: .everyone, setting: nil)
+
+        case .pinMessage:
+            if !behaviour.historyKept {
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .historyNotKept,
+                    message: "\(type) groups keep no message history"))
+            }
+            return memberCheck(actor, grantedTo: settings.pinPermission, setting: .pinPermission)
+
+        case .readReceipts:
+            if !behaviour.historyKept {
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .historyNotKept,
+                    message: "\(type) groups keep no message history"))
+            }
+            if !behaviour.unreadCounting {
+                return .refused(GroupError(
+                    code: .failedPrecondition, reason: .readReceiptsNotSupported,
+                    message: "\(type) groups have no read receipts", metadata: ["group_type": type.name]))
             }
             return memberCheck(actor, grantedTo: .everyone, setting: nil)
 

@@ -69,6 +69,7 @@ enum APIMapping {
         changes.mentionAllPermission = try permission(settings.mentionAllScope, field: "\(field).mention_all_scope")
         if settings.slowModeIntervalSeconds != 0 { changes.slowModeIntervalSeconds = Int(settings.slowModeIntervalSeconds) }
         changes.inviteLinkPermission = try permission(settings.inviteLinkScope, field: "\(field).invite_link_scope")
+        changes.pinPermission = try permission(settings.pinScope, field: "\(field).pin_scope")
         // Who mutes is fixed by the type; naming anything else is refused.
         if let mute = try permission(settings.muteScope, field: "\(field).mute_scope"), mute != type.preset.behaviour.mutePermission {
             throw GroupError(
@@ -164,6 +165,16 @@ enum APIMapping {
             $0.mentionAllScope = scope(settings.mentionAllPermission)
             $0.slowModeIntervalSeconds = UInt32(clamping: settings.slowModeIntervalSeconds)
             $0.inviteLinkScope = scope(settings.inviteLinkPermission)
+            $0.pinScope = scope(settings.pinPermission)
+        }
+    }
+
+    /// A pin as the API shows it.
+    static func pin(_ pin: PinnedMessage) -> Groupd_V1_PinnedMessage {
+        .with {
+            $0.sequence = UInt64(max(pin.sequence, 0))
+            $0.pinnedByUserID = pin.pinnedBy ?? ""
+            $0.pinTime = timestamp(pin.pinnedAt)
         }
     }
 
@@ -234,6 +245,7 @@ enum APIMapping {
         if shows(.latestSequence) { out.latestSequence = UInt64(max(group.latestSequence, 0)) }
         if shows(.mute), let mute = muteState(group.mute, now: now) { out.mute = mute }
         if shows(.mute) { out.muteBypassUserIds = group.muteBypass }
+        if shows(.pins) { out.pinnedMessages = group.pins.map(pin) }
         if shows(.custom) { out.custom = group.custom }
         out.profile = .with {
             if shows(.name) { $0.name = group.name }

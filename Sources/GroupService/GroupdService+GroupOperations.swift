@@ -99,6 +99,7 @@ extension GroupdService {
             case "slow_mode_interval_seconds": masked.slowModeIntervalSeconds = given.slowModeIntervalSeconds
             case "invite_link_scope":
                 masked.inviteLinkScope = given.inviteLinkScope; unspecified = given.inviteLinkScope == .unspecified
+            case "pin_scope": masked.pinScope = given.pinScope; unspecified = given.pinScope == .unspecified
             case "max_member_count": maxMembers = true
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown settings path '\(path)'")

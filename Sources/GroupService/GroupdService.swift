@@ -22,6 +22,8 @@ public final class GroupdService: Sendable {
     let audience = AudienceRegistry()
     /// The AVChatRoom message rates and recent client message ids this node holds in memory.
     let roomMessages = RoomMessageLimiter()
+    /// The read receipts waiting to be reported to senders (``flushReadReceipts()``).
+    let readReceipts = ReadReceiptBatcher()
     /// The policy plugins' per-app chains (``ServicePolicy/disabled``: none).
     public let policy: ServicePolicy
     /// The event stream's fan-out (Subscribe), fed by the store's commits.

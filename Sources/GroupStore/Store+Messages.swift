@@ -145,6 +145,13 @@ extension Store {
         try await read { try await backend.eventIDs(app: app, groupID: groupID, sequences: sequences) }
     }
 
+    /// Every stored member's join sequence and read position in a live group (read receipts),
+    /// ascending by user id.
+    /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
+    public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
+        try await read { try await backend.readPositions(app: app, groupID: groupID) }
+    }
+
     /// A user's read state in each of `groupIDs` where they are a stored member (absent
     /// otherwise). Unread counts are computed for every type; callers show them where the type
     /// counts unread messages.

@@ -158,6 +158,8 @@ public protocol StoreBackend: Sendable {
 
     /// See ``Store/unreadMentions(app:userID:groupIDs:)``.
     func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention]
+    /// See ``Store/readPositions(app:groupID:)``.
+    func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition]
 
     // MARK: Event reads
 

@@ -49,7 +49,7 @@ struct GroupTypeTests {
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .owner,
                 editProfilePermission: .everyone, editMemberInfoPermission: .ownerAdminsAndSelf,
                 editSettingsPermission: .owner, ownerQuit: .longestStandingMember,
-                mentionAllPermission: .everyone, slowModeIntervalSeconds: 0, inviteLinkPermission: .everyone),
+                mentionAllPermission: .everyone, slowModeIntervalSeconds: 0, inviteLinkPermission: .everyone, pinPermission: .owner),
             fixed: [.joinOption], roles: [.owner, .member], dismissal: .adminTokenOnly,
             transfer: true, mute: .owner, kick: true, history: true, historyBeforeJoin: false, unread: true,
             memberEvents: .all, listed: true, stored: true, maxMembers: 200),
@@ -59,7 +59,7 @@ struct GroupTypeTests {
                 inviteeMustAccept: true, invitationNeedsApproval: true, removeMembersPermission: .ownerAndAdmins,
                 editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
                 editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused,
-                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0),
+                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0, pinPermission: .ownerAndAdmins),
             fixed: [], roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: false,
             unread: true, memberEvents: .all, listed: true, stored: true, maxMembers: 2000),
@@ -69,7 +69,7 @@ struct GroupTypeTests {
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .ownerAndAdmins,
                 editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
                 editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused,
-                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0),
+                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0, pinPermission: .ownerAndAdmins),
             fixed: [.invitePermission, .inviteeMustAccept, .invitationNeedsApproval],
             roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
             transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: true,
@@ -80,7 +80,7 @@ struct GroupTypeTests {
                 inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .nobody,
                 editProfilePermission: .owner, editMemberInfoPermission: .ownerAdminsAndSelf,
                 editSettingsPermission: .owner, ownerQuit: .refused,
-                mentionAllPermission: .owner, slowModeIntervalSeconds: 0, inviteLinkPermission: .nobody),
+                mentionAllPermission: .owner, slowModeIntervalSeconds: 0, inviteLinkPermission: .nobody, pinPermission: .owner),
             fixed: [.joinOption, .joinApprovers, .invitePermission, .inviteeMustAccept,
                     .invitationNeedsApproval, .removeMembersPermission, .ownerQuit, .slowModeInterval,
                     .inviteLinkPermission],
@@ -153,6 +153,7 @@ struct GroupTypeTests {
         case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds == 0 ? 30 : 0
         case .inviteLinkPermission:
             c.inviteLinkPermission = s.inviteLinkPermission == .owner ? .ownerAndAdmins : .owner
+        case .pinPermission: c.pinPermission = s.pinPermission == .owner ? .everyone : .owner
         }
         return c
     }
@@ -174,6 +175,7 @@ struct GroupTypeTests {
         case .mentionAllPermission: c.mentionAllPermission = s.mentionAllPermission
         case .slowModeInterval: c.slowModeIntervalSeconds = s.slowModeIntervalSeconds
         case .inviteLinkPermission: c.inviteLinkPermission = s.inviteLinkPermission
+        case .pinPermission: c.pinPermission = s.pinPermission
         }
         return c
     }

@@ -291,3 +291,48 @@ struct OperationPermissionTests {
         #expect(ActingRole.backend.role == nil)
     }
 }
+
+@Suite("Permissions: pinning messages and reading receipts, every type × actor")
+struct PinAndReceiptPermissionTests {
+    static let pinRows = rows(.pinMessage, [
+        (.work, [ok, denied, denied, notFound, ok]),
+        (.public, [ok, ok, denied, notMember, ok]),
+        (.meeting, [ok, ok, denied, notMember, ok]),
+        (.avChatRoom, Array(repeating: .historyNotKept, count: 5)),
+    ])
+    + [
+        PermissionRow(action: .pinMessage, type: .public, outcomes: [ok, ok, ok, notMember, ok],
+                      settings: .init(pinPermission: .everyone)),
+        PermissionRow(action: .pinMessage, type: .public, outcomes: [ok, denied, denied, notMember, ok],
+                      settings: .init(pinPermission: .owner)),
+        PermissionRow(action: .pinMessage, type: .work, outcomes: [denied, denied, denied, notFound, ok],
+                      settings: .init(pinPermission: .nobody)),
+    ]
+
+    @Test("pin: pin_scope decides (owner and admins by default, the owner in Work); no history, nothing to pin",
+          arguments: pinRows)
+    func pin(_ row: PermissionRow) {
+        check(row)
+    }
+
+    @Test("a pin refusal names the pin_permission setting")
+    func pinSetting() throws {
+        let error = try #require(GroupRules.authorize(
+            .pinMessage, type: .public, settings: GroupTypePreset.public.defaultSettings, actor: .member).error)
+        #expect(error.code == .permissionDenied)
+        #expect(error.metadata["setting"] == GroupSettingKey.pinPermission.rawValue)
+        #expect(GroupSettingKey.pinPermission.apiName == "pin_scope")
+    }
+
+    static let receiptRows = rows(.readReceipts, [
+        (.work, [ok, ok, ok, notFound, ok]),
+        (.public, [ok, ok, ok, notMember, ok]),
+        (.meeting, Array(repeating: .readReceiptsNotSupported, count: 5)),
+        (.avChatRoom, Array(repeating: .historyNotKept, count: 5)),
+    ])
+
+    @Test("read receipts: members of Work and Public groups, and the backend", arguments: receiptRows)
+    func receipts(_ row: PermissionRow) {
+        check(row)
+    }
+}

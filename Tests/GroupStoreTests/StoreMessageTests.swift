@@ -347,4 +347,63 @@ struct StoreMessageTests {
         try await sendContent(store, "g1", from: "carol", content: MessageContent(text: "e"), at: t1, seen: record)
         #expect(seen.withLock { $0 } == [nil, nil, t0, t1, nil])
     }
+
+    @Test("read positions: every member's join sequence and read position, by user id", arguments: StoreKind.allCases)
+    func readPositions(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        let group = try await create(store, "g1")
+        let m1 = try await send(store, "g1", from: "alice").stored.message.sequence
+        try await join(store, "g1", "dave")
+        let plan: @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft]) = { snapshot in
+            (max(snapshot.readSequence, snapshot.latestMessageSequence), [])
+        }
+        _ = try await store.markRead(app: "app", groupID: "g1", userID: "carol", upTo: nil, at: t0, plan: plan)
+        let positions = try await store.readPositions(app: "app", groupID: "g1")
+        #expect(positions.map(\.userID) == ["alice", "bob", "carol", "dave"])
+        #expect(positions.map(\.readSequence) == [0, 0, m1, 0])
+        #expect(positions[0].joinSequence == 0 && positions[3].joinSequence > group.latestSequence)
+        let missing = await #expect(throws: GroupError.self) { try await store.readPositions(app: "app", groupID: "nope") }
+        #expect(missing?.reason == .groupNotFound)
+    }
+
+    @Test("pins and pin_permission live on the group row: written with their event, kept by other writes", arguments: StoreKind.allCases)
+    func pins(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        let created = try await create(store, "g1")
+        #expect(created.pins.isEmpty && created.settings.pinPermission == .ownerAndAdmins)
+        let m1 = try await send(store, "g1", from: "bob").stored.message.sequence
+        let owner = GroupOperator.user("alice", membership: Member(userID: "alice", role: .owner, joinedAt: t0))
+        let pinned = try await store.mutateGroup(app: "app", groupID: "g1", operatorID: "alice", targets: [], at: t0) { snapshot in
+            (try GroupRules.planPin(sequence: m1, in: snapshot.group, by: owner, limits: .defaults, now: t0), ())
+        }
+        #expect(pinned.events.map(\.kind) == [.messagePinned])
+        let pin = PinnedMessage(sequence: m1, pinnedBy: "alice", pinnedAt: t0)
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.pins == [pin])
+        try await join(store, "g1", "dave")
+        var read = try #require(try await store.groups(app: "app", ids: ["g1"])["g1"])
+        #expect(read.pins == [pin])
+        _ = try await store.mutateGroup(app: "app", groupID: "g1", operatorID: nil, targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.settings.pinPermission = .everyone
+            return (GroupChange(group: group, events: [
+                GroupEvent.Draft(kind: .groupSettingsChanged, operatorID: nil, changes: ["pin_permission": "everyone"]),
+            ]), ())
+        }
+        read = try #require(try await store.groups(app: "app", ids: ["g1"])["g1"])
+        #expect(read.settings.pinPermission == .everyone && read.pins == [pin])
+        let unpinned = try await store.mutateGroup(app: "app", groupID: "g1", operatorID: nil, targets: [], at: t0) { snapshot in
+            (try GroupRules.planUnpin(sequence: m1, in: snapshot.group, by: .backend), ())
+        }
+        #expect(unpinned.value.group.pins.isEmpty)
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.pins == [])
+
+        // A group created with a setting other than its type's default keeps it.
+        var request = GroupCreationRequest(type: .work, groupID: "g2", name: "team", members: [])
+        request.settings.pinPermission = .everyone
+        let plan = try GroupRules.planCreation(request, appID: "app", creatorID: "alice", limits: .defaults, now: t0)
+        _ = try await store.createGroup(plan)
+        #expect(try await store.groups(app: "app", ids: ["g2"])["g2"]?.settings.pinPermission == .everyone)
+    }
 }

@@ -1151,6 +1151,21 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// revoked it. Detail: invite_link.
     case inviteLinkRevoked // = 47
 
+    /// Tip: a message was pinned (PinGroupMessage); operator = who pinned it.
+    /// Detail: pin.
+    case messagePinned // = 41
+
+    /// Tip: a message was unpinned (UnpinGroupMessage); operator = who
+    /// unpinned it. Detail: pin (the pin that was removed).
+    case messageUnpinned // = 42
+
+    /// System, to a message's sender only: members read their messages. One
+    /// event per sender and group per batching interval (the app's
+    /// `read_receipt_interval_ms`), listing each of the sender's messages whose
+    /// read count changed in it; operator empty. Work and Public groups of at
+    /// most `read_receipt_max_members` members. Detail: read_receipts.
+    case messageReadReceipt // = 43
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1202,6 +1217,9 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 45: self = .groupAttributesChanged
         case 46: self = .inviteLinkCreated
         case 47: self = .inviteLinkRevoked
+        case 41: self = .messagePinned
+        case 42: self = .messageUnpinned
+        case 43: self = .messageReadReceipt
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1249,12 +1267,15 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .groupAttributesChanged: return 45
         case .inviteLinkCreated: return 46
         case .inviteLinkRevoked: return 47
+        case .messagePinned: return 41
+        case .messageUnpinned: return 42
+        case .messageReadReceipt: return 43
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -1384,6 +1405,11 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     /// and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed: no invite
     /// links).
     public var inviteLinkScope: Groupd_V1_OperatorScope = .unspecified
+
+    /// Who may pin and unpin messages (PinGroupMessage). Default
+    /// OWNER_AND_ADMINS where the type has admins (Public, Meeting), else OWNER
+    /// (Work); AVChatRoom: OWNER (it keeps no messages to pin).
+    public var pinScope: Groupd_V1_OperatorScope = .unspecified
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1519,6 +1545,60 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// (Work and Public groups, which count unread messages; UNSPECIFIED
     /// elsewhere and for others).
     public var unreadMention: Groupd_V1_UnreadMention = .unspecified
+
+    /// The group's pinned messages, the earliest pinned first (at most the
+    /// app's `max_pinned_messages`). Members only (empty in the public view).
+    public var pinnedMessages: [Groupd_V1_PinnedMessage] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// One pinned message of a group (PinGroupMessage).
+public struct Groupd_V1_PinnedMessage: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.PinnedMessage"
+
+    /// The message's sequence in the group.
+    public var sequence: UInt64 = 0
+
+    /// Who pinned it (empty when the app's backend did).
+    public var pinnedByUserID: String = ""
+
+    /// When it was pinned.
+    public var pinTime: Google_Protobuf_Timestamp? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// One message's read count, in a MESSAGE_READ_RECEIPT event.
+public struct Groupd_V1_MessageReadCount: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MessageReadCount"
+
+    /// The message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// Members who read it (their read position is at or past it), the sender
+    /// and members who joined after it not counted.
+    public var readCount: UInt32 = 0
+
+    /// Members who have not read it, counted the same way.
+    public var unreadCount: UInt32 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// MESSAGE_READ_RECEIPT detail: the read counts of the recipient's messages
+/// that changed during the batching interval.
+public struct Groupd_V1_ReadReceiptBatch: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ReadReceiptBatch"
+
+    /// One entry per message, ascending by sequence.
+    public var messages: [Groupd_V1_MessageReadCount] = []
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -2237,6 +2317,28 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .inviteLink(newValue) }
     }
 
+    /// MESSAGE_PINNED, MESSAGE_UNPINNED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var pin: Groupd_V1_PinnedMessage {
+        get {
+            if case .pin(let value)? = detail { return value }
+            return Groupd_V1_PinnedMessage()
+        }
+        set { detail = .pin(newValue) }
+    }
+
+    /// MESSAGE_READ_RECEIPT.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var readReceipts: Groupd_V1_ReadReceiptBatch {
+        get {
+            if case .readReceipts(let value)? = detail { return value }
+            return Groupd_V1_ReadReceiptBatch()
+        }
+        set { detail = .readReceipts(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -2277,6 +2379,10 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case attributesChange(Groupd_V1_AttributesChange)
         /// INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
         case inviteLink(Groupd_V1_InviteLink)
+        /// MESSAGE_PINNED, MESSAGE_UNPINNED.
+        case pin(Groupd_V1_PinnedMessage)
+        /// MESSAGE_READ_RECEIPT.
+        case readReceipts(Groupd_V1_ReadReceiptBatch)
     }
 
     /// A message with every field at its proto3 default.
@@ -2339,6 +2445,19 @@ public struct Groupd_V1_GroupMessage: ProtoMessage {
     /// When it was recalled; absent when not recalled.
     public var recallTime: Google_Protobuf_Timestamp? = nil
 
+    /// GetGroupMessages in a group with read receipts (Work and Public, at most
+    /// `read_receipt_max_members` members): how many members read the
+    /// message; the sender and members who joined after it are not counted.
+    /// 0 elsewhere (see read_receipts_counted).
+    public var readCount: UInt32 = 0
+
+    /// Likewise, how many members have not read it.
+    public var unreadCount: UInt32 = 0
+
+    /// True when read_count and unread_count are filled (GetGroupMessages in a
+    /// group with read receipts).
+    public var readReceiptsCounted: Bool = false
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -2378,6 +2497,7 @@ extension Groupd_V1_GroupSettings {
         mentionAllScope = _protoEnum(c.mention_all_scope)
         slowModeIntervalSeconds = c.slow_mode_interval_seconds
         inviteLinkScope = _protoEnum(c.invite_link_scope)
+        pinScope = _protoEnum(c.pin_scope)
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupSettings` whose every pointer lives in `arena`.
@@ -2397,6 +2517,7 @@ extension Groupd_V1_GroupSettings {
         if mentionAllScope.rawValue != 0 { p.pointee.mention_all_scope = _protoCEnum(mentionAllScope) }
         if slowModeIntervalSeconds != 0 { p.pointee.slow_mode_interval_seconds = slowModeIntervalSeconds }
         if inviteLinkScope.rawValue != 0 { p.pointee.invite_link_scope = _protoCEnum(inviteLinkScope) }
+        if pinScope.rawValue != 0 { p.pointee.pin_scope = _protoCEnum(pinScope) }
         return p
     }
 }
@@ -2530,6 +2651,7 @@ extension Groupd_V1_Group {
         publicViewOnly = (c.public_view_only != 0)
         muteBypassUserIds = try _protoStrings(c.mute_bypass_user_ids, c.n_mute_bypass_user_ids, "groupd.v1.Group.mute_bypass_user_ids")
         unreadMention = _protoEnum(c.unread_mention)
+        pinnedMessages = try _protoMessages(c.pinned_messages, c.n_pinned_messages, Groupd_V1_PinnedMessage.init(_c:))
     }
 
     /// Builds a protobuf-c `Groupd__V1__Group` whose every pointer lives in `arena`.
@@ -2569,6 +2691,117 @@ extension Groupd_V1_Group {
             p.pointee.mute_bypass_user_ids = arena.cStrings(muteBypassUserIds)
         }
         if unreadMention.rawValue != 0 { p.pointee.unread_mention = _protoCEnum(unreadMention) }
+        if !pinnedMessages.isEmpty {
+            p.pointee.n_pinned_messages = pinnedMessages.count
+            p.pointee.pinned_messages = arena.messages(pinnedMessages) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_PinnedMessage {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__pinned_message(), as: Groupd__V1__PinnedMessage.self, Groupd_V1_PinnedMessage.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__PinnedMessage` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__PinnedMessage>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        pinnedByUserID = try _protoString(c.pinned_by_user_id, "groupd.v1.PinnedMessage.pinned_by_user_id")
+        if let sub = c.pin_time { pinTime = try Google_Protobuf_Timestamp(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__PinnedMessage` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__PinnedMessage> {
+        let p = arena.make(Groupd__V1__PinnedMessage.self, groupd__v1__pinned_message__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !pinnedByUserID.isEmpty { p.pointee.pinned_by_user_id = arena.cString(pinnedByUserID) }
+        if let value = pinTime { p.pointee.pin_time = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_MessageReadCount {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__message_read_count(), as: Groupd__V1__MessageReadCount.self, Groupd_V1_MessageReadCount.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MessageReadCount` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MessageReadCount>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        readCount = c.read_count
+        unreadCount = c.unread_count
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MessageReadCount` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MessageReadCount> {
+        let p = arena.make(Groupd__V1__MessageReadCount.self, groupd__v1__message_read_count__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if readCount != 0 { p.pointee.read_count = readCount }
+        if unreadCount != 0 { p.pointee.unread_count = unreadCount }
+        return p
+    }
+}
+
+extension Groupd_V1_ReadReceiptBatch {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__read_receipt_batch(), as: Groupd__V1__ReadReceiptBatch.self, Groupd_V1_ReadReceiptBatch.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ReadReceiptBatch` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ReadReceiptBatch>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        messages = try _protoMessages(c.messages, c.n_messages, Groupd_V1_MessageReadCount.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ReadReceiptBatch` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ReadReceiptBatch> {
+        let p = arena.make(Groupd__V1__ReadReceiptBatch.self, groupd__v1__read_receipt_batch__init)
+        if !messages.isEmpty {
+            p.pointee.n_messages = messages.count
+            p.pointee.messages = arena.messages(messages) { $0._cBuild($1) }
+        }
         return p
     }
 }
@@ -3526,6 +3759,12 @@ extension Groupd_V1_GroupEvent {
         case 56:
             if let sub = c.invite_link { detail = .inviteLink(try Groupd_V1_InviteLink(_c: sub)) }
             else { detail = .inviteLink(Groupd_V1_InviteLink()) }
+        case 50:
+            if let sub = c.pin { detail = .pin(try Groupd_V1_PinnedMessage(_c: sub)) }
+            else { detail = .pin(Groupd_V1_PinnedMessage()) }
+        case 51:
+            if let sub = c.read_receipts { detail = .readReceipts(try Groupd_V1_ReadReceiptBatch(_c: sub)) }
+            else { detail = .readReceipts(Groupd_V1_ReadReceiptBatch()) }
         default: break
         }
     }
@@ -3605,6 +3844,12 @@ extension Groupd_V1_GroupEvent {
         case .inviteLink(let value)?:
             p.pointee.detail_case = .init(rawValue: 56)
             p.pointee.invite_link = value._cBuild(arena)
+        case .pin(let value)?:
+            p.pointee.detail_case = .init(rawValue: 50)
+            p.pointee.pin = value._cBuild(arena)
+        case .readReceipts(let value)?:
+            p.pointee.detail_case = .init(rawValue: 51)
+            p.pointee.read_receipts = value._cBuild(arena)
         case nil: break
         }
         return p
@@ -3648,6 +3893,9 @@ extension Groupd_V1_GroupMessage {
         recalled = (c.recalled != 0)
         recalledByUserID = try _protoString(c.recalled_by_user_id, "groupd.v1.GroupMessage.recalled_by_user_id")
         if let sub = c.recall_time { recallTime = try Google_Protobuf_Timestamp(_c: sub) }
+        readCount = c.read_count
+        unreadCount = c.unread_count
+        readReceiptsCounted = (c.read_receipts_counted != 0)
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupMessage` whose every pointer lives in `arena`.
@@ -3672,6 +3920,9 @@ extension Groupd_V1_GroupMessage {
         if recalled { p.pointee.recalled = (recalled ? 1 : 0) }
         if !recalledByUserID.isEmpty { p.pointee.recalled_by_user_id = arena.cString(recalledByUserID) }
         if let value = recallTime { p.pointee.recall_time = value._cBuild(arena) }
+        if readCount != 0 { p.pointee.read_count = readCount }
+        if unreadCount != 0 { p.pointee.unread_count = unreadCount }
+        if readReceiptsCounted { p.pointee.read_receipts_counted = (readReceiptsCounted ? 1 : 0) }
         return p
     }
 }

@@ -96,6 +96,52 @@ public enum Groupd_V1_HistoryDirection: ProtoEnum {
     public static let allCases: [Groupd_V1_HistoryDirection] = [.unspecified, .older, .newer]
 }
 
+/// Which members GetMessageReadReceipts lists.
+public enum Groupd_V1_ReadReceiptFilter: ProtoEnum {
+    /// The raw value type: protobuf enums are 32-bit signed integers.
+    public typealias RawValue = Int32
+
+    /// Not set: READ.
+    case unspecified // = 0
+
+    /// The members who read the message.
+    case read // = 1
+
+    /// The members who have not read it.
+    case unread // = 2
+
+    /// A value this version of the API does not know, kept as received.
+    case UNRECOGNIZED(Int32)
+
+    /// The proto3 default: `READ_RECEIPT_FILTER_UNSPECIFIED`.
+    public init() {
+        self = .unspecified
+    }
+
+    /// Maps a wire value to its case; unknown values become `UNRECOGNIZED`. Never nil.
+    public init?(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .read
+        case 2: self = .unread
+        default: self = .UNRECOGNIZED(rawValue)
+        }
+    }
+
+    /// The wire value.
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: return 0
+        case .read: return 1
+        case .unread: return 2
+        case .UNRECOGNIZED(let value): return value
+        }
+    }
+
+    /// Every known case, in declaration order.
+    public static let allCases: [Groupd_V1_ReadReceiptFilter] = [.unspecified, .read, .unread]
+}
+
 /// SendGroupMessage request. At least one of `text` and `payload` is needed.
 public struct Groupd_V1_SendGroupMessageRequest: ProtoMessage {
     /// The message's full protobuf name.
@@ -279,6 +325,105 @@ public struct Groupd_V1_RecallGroupMessageResponse: ProtoMessage {
 
     /// The message as history now shows it: the tombstone.
     public var message: Groupd_V1_GroupMessage? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// PinGroupMessage request.
+public struct Groupd_V1_PinGroupMessageRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.PinGroupMessageRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message to pin (a stored message's sequence).
+    public var sequence: UInt64 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// PinGroupMessage response.
+public struct Groupd_V1_PinGroupMessageResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.PinGroupMessageResponse"
+
+    /// The group's pinned messages after the call, the earliest pinned first.
+    public var pinnedMessages: [Groupd_V1_PinnedMessage] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UnpinGroupMessage request.
+public struct Groupd_V1_UnpinGroupMessageRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UnpinGroupMessageRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The pinned message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UnpinGroupMessage response.
+public struct Groupd_V1_UnpinGroupMessageResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UnpinGroupMessageResponse"
+
+    /// The group's pinned messages after the call, the earliest pinned first.
+    public var pinnedMessages: [Groupd_V1_PinnedMessage] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetMessageReadReceipts request.
+public struct Groupd_V1_GetMessageReadReceiptsRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetMessageReadReceiptsRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message (a stored message's sequence).
+    public var sequence: UInt64 = 0
+
+    /// Readers or non-readers.
+    public var filter: Groupd_V1_ReadReceiptFilter = .unspecified
+
+    /// Page size (default 50, max the app's max_page_size).
+    public var pageSize: Int32 = 0
+
+    /// Continues a previous listing with the same filter.
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetMessageReadReceipts response.
+public struct Groupd_V1_GetMessageReadReceiptsResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetMessageReadReceiptsResponse"
+
+    /// The listed members' user ids, ascending.
+    public var userIds: [String] = []
+
+    /// How many members read the message.
+    public var readCount: UInt32 = 0
+
+    /// How many members have not read it.
+    public var unreadCount: UInt32 = 0
+
+    /// Token for the next page; empty at the end.
+    public var nextPageToken: String = ""
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -655,6 +800,225 @@ extension Groupd_V1_RecallGroupMessageResponse {
     }
 }
 
+extension Groupd_V1_PinGroupMessageRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__pin_group_message_request(), as: Groupd__V1__PinGroupMessageRequest.self, Groupd_V1_PinGroupMessageRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__PinGroupMessageRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__PinGroupMessageRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.PinGroupMessageRequest.group_id")
+        sequence = c.sequence
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__PinGroupMessageRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__PinGroupMessageRequest> {
+        let p = arena.make(Groupd__V1__PinGroupMessageRequest.self, groupd__v1__pin_group_message_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        return p
+    }
+}
+
+extension Groupd_V1_PinGroupMessageResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__pin_group_message_response(), as: Groupd__V1__PinGroupMessageResponse.self, Groupd_V1_PinGroupMessageResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__PinGroupMessageResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__PinGroupMessageResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        pinnedMessages = try _protoMessages(c.pinned_messages, c.n_pinned_messages, Groupd_V1_PinnedMessage.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__PinGroupMessageResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__PinGroupMessageResponse> {
+        let p = arena.make(Groupd__V1__PinGroupMessageResponse.self, groupd__v1__pin_group_message_response__init)
+        if !pinnedMessages.isEmpty {
+            p.pointee.n_pinned_messages = pinnedMessages.count
+            p.pointee.pinned_messages = arena.messages(pinnedMessages) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_UnpinGroupMessageRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__unpin_group_message_request(), as: Groupd__V1__UnpinGroupMessageRequest.self, Groupd_V1_UnpinGroupMessageRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UnpinGroupMessageRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UnpinGroupMessageRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.UnpinGroupMessageRequest.group_id")
+        sequence = c.sequence
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UnpinGroupMessageRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UnpinGroupMessageRequest> {
+        let p = arena.make(Groupd__V1__UnpinGroupMessageRequest.self, groupd__v1__unpin_group_message_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        return p
+    }
+}
+
+extension Groupd_V1_UnpinGroupMessageResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__unpin_group_message_response(), as: Groupd__V1__UnpinGroupMessageResponse.self, Groupd_V1_UnpinGroupMessageResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UnpinGroupMessageResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UnpinGroupMessageResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        pinnedMessages = try _protoMessages(c.pinned_messages, c.n_pinned_messages, Groupd_V1_PinnedMessage.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UnpinGroupMessageResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UnpinGroupMessageResponse> {
+        let p = arena.make(Groupd__V1__UnpinGroupMessageResponse.self, groupd__v1__unpin_group_message_response__init)
+        if !pinnedMessages.isEmpty {
+            p.pointee.n_pinned_messages = pinnedMessages.count
+            p.pointee.pinned_messages = arena.messages(pinnedMessages) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_GetMessageReadReceiptsRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_message_read_receipts_request(), as: Groupd__V1__GetMessageReadReceiptsRequest.self, Groupd_V1_GetMessageReadReceiptsRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetMessageReadReceiptsRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetMessageReadReceiptsRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.GetMessageReadReceiptsRequest.group_id")
+        sequence = c.sequence
+        filter = _protoEnum(c.filter)
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.GetMessageReadReceiptsRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetMessageReadReceiptsRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetMessageReadReceiptsRequest> {
+        let p = arena.make(Groupd__V1__GetMessageReadReceiptsRequest.self, groupd__v1__get_message_read_receipts_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if filter.rawValue != 0 { p.pointee.filter = _protoCEnum(filter) }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_GetMessageReadReceiptsResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_message_read_receipts_response(), as: Groupd__V1__GetMessageReadReceiptsResponse.self, Groupd_V1_GetMessageReadReceiptsResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetMessageReadReceiptsResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetMessageReadReceiptsResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.GetMessageReadReceiptsResponse.user_ids")
+        readCount = c.read_count
+        unreadCount = c.unread_count
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.GetMessageReadReceiptsResponse.next_page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetMessageReadReceiptsResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetMessageReadReceiptsResponse> {
+        let p = arena.make(Groupd__V1__GetMessageReadReceiptsResponse.self, groupd__v1__get_message_read_receipts_response__init)
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        if readCount != 0 { p.pointee.read_count = readCount }
+        if unreadCount != 0 { p.pointee.unread_count = unreadCount }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        return p
+    }
+}
+
 /// Group messages.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -734,8 +1098,44 @@ public enum Groupd_V1_MessageService {
         public static let recallGroupMessage = ProtoMethod<Groupd_V1_RecallGroupMessageRequest, Groupd_V1_RecallGroupMessageResponse>(
             service: "groupd.v1.MessageService", method: "RecallGroupMessage",
             isClientStreaming: false, isServerStreaming: false)
+        /// Pins a stored message on the group (Group.pinned_messages), by the
+        /// roles in settings.pin_scope (the backend always). Emits MESSAGE_PINNED
+        /// to the group. A group holds at most the app's `max_pinned_messages`
+        /// (default 10). Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED
+        /// (metadata `setting` pin_scope), HISTORY_NOT_KEPT (AVChatRoom),
+        /// MESSAGE_NOT_FOUND (no such message the operator may read),
+        /// MESSAGE_ALREADY_PINNED, TOO_MANY_PINNED_MESSAGES (metadata `limit`),
+        /// INVALID_ARGUMENT (sequence 0).
+        ///
+        /// `/groupd.v1.MessageService/PinGroupMessage`, unary.
+        public static let pinGroupMessage = ProtoMethod<Groupd_V1_PinGroupMessageRequest, Groupd_V1_PinGroupMessageResponse>(
+            service: "groupd.v1.MessageService", method: "PinGroupMessage",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Unpins a pinned message, by the roles in settings.pin_scope (the backend
+        /// always). Emits MESSAGE_UNPINNED to the group. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, PERMISSION_DENIED, HISTORY_NOT_KEPT, MESSAGE_NOT_PINNED,
+        /// INVALID_ARGUMENT (sequence 0).
+        ///
+        /// `/groupd.v1.MessageService/UnpinGroupMessage`, unary.
+        public static let unpinGroupMessage = ProtoMethod<Groupd_V1_UnpinGroupMessageRequest, Groupd_V1_UnpinGroupMessageResponse>(
+            service: "groupd.v1.MessageService", method: "UnpinGroupMessage",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Who read a message and who has not, paged by user id. Derived from the
+        /// members' read positions (MarkGroupRead): a member read the message when
+        /// their read position is at or past its sequence. The sender and members
+        /// who joined after the message are in neither list. Members (and the
+        /// backend) of Work and Public groups of at most the app's
+        /// `read_receipt_max_members` members. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, HISTORY_NOT_KEPT (AVChatRoom), READ_RECEIPTS_NOT_SUPPORTED
+        /// (Meeting, or over the member limit), MESSAGE_NOT_FOUND,
+        /// INVALID_ARGUMENT (sequence 0, filter, page_size, page_token).
+        ///
+        /// `/groupd.v1.MessageService/GetMessageReadReceipts`, unary.
+        public static let getMessageReadReceipts = ProtoMethod<Groupd_V1_GetMessageReadReceiptsRequest, Groupd_V1_GetMessageReadReceiptsResponse>(
+            service: "groupd.v1.MessageService", method: "GetMessageReadReceipts",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased]
 }

@@ -294,6 +294,9 @@ struct LimitsCoding: Codable {
         ("group_attribute_bytes", \.groupAttributeBytes),
         ("max_group_counters", \.maxGroupCounters),
         ("max_invite_links_per_group", \.maxInviteLinksPerGroup),
+        ("max_pinned_messages", \.maxPinnedMessages),
+        ("read_receipt_max_members", \.readReceiptMaxMembers),
+        ("read_receipt_interval_ms", \.readReceiptIntervalMilliseconds),
         ]
     }
 

@@ -113,6 +113,9 @@ extension GroupdConfiguration {
                   group_attribute_bytes: 16384   # keys and values of a group's attributes together
                   max_group_counters: 32
                   max_invite_links_per_group: 10
+                  max_pinned_messages: 10        # pinned messages per group
+                  read_receipt_max_members: 200  # largest Work/Public group with read receipts
+                  read_receipt_interval_ms: 1000 # a sender's receipts are batched this long
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -156,6 +156,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `max_group_attribute_keys` (32), `group_attribute_key_bytes` (64),
         /// `group_attribute_bytes` (16384), `max_group_counters` (32),
         /// `max_invite_links_per_group` (10).
+        /// `max_pinned_messages` (10), `read_receipt_max_members` (200),
+        /// `read_receipt_interval_ms` (1000).
         public var limits: AppLimits
         /// `apps[].custom_fields`: the app's custom-field keys for groups and members (key,
         /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key

@@ -46,6 +46,9 @@ enum EventMapping {
         case .groupAttributesChanged: .groupAttributesChanged
         case .inviteLinkCreated: .inviteLinkCreated
         case .inviteLinkRevoked: .inviteLinkRevoked
+        case .messagePinned: .messagePinned
+        case .messageUnpinned: .messageUnpinned
+        case .messageReadReceipt: .messageReadReceipt
         case .groupMessage: nil
         }
     }
@@ -218,6 +221,19 @@ enum EventMapping {
                     $0.expireTime = APIMapping.timestamp(Timestamp(millisecondsSince1970: ms))
                 }
             })
+        case .messagePinned, .messageUnpinned:
+            guard let pin = PinnedMessage(changes: changes) else { return nil }
+            return .pin(APIMapping.pin(pin))
+        case .messageReadReceipt:
+            return .readReceipts(.with {
+                $0.messages = ReadReceiptCount.decode(changes["receipts"] ?? "").map { count in
+                    .with {
+                        $0.sequence = UInt64(max(count.sequence, 0))
+                        $0.readCount = UInt32(clamping: count.readCount)
+                        $0.unreadCount = UInt32(clamping: count.unreadCount)
+                    }
+                }
+            })
         default:
             return nil
         }
@@ -274,6 +290,7 @@ enum EventMapping {
                     case .mentionAllPermission: $0.mentionAllScope = full.mentionAllScope
                     case .slowModeInterval: $0.slowModeIntervalSeconds = full.slowModeIntervalSeconds
                     case .inviteLinkPermission: $0.inviteLinkScope = full.inviteLinkScope
+                    case .pinPermission: $0.pinScope = full.pinScope
                     }
                 }
             }

@@ -2,9 +2,11 @@ import GroupAPI
 import GroupModel
 import GroupStore
 import PolicyHost
+import Synchronization
 
 /// MessageService: SendGroupMessage, GetGroupMessages, MarkGroupRead, SendSystemNotification,
-/// RecallGroupMessage.
+/// RecallGroupMessage (pins and read receipts: GroupdService+Pins.swift,
+/// GroupdService+ReadReceipts.swift).
 extension GroupdService {
     func registerMessageMethods(in routes: inout Routes) {
         routes.unary(Groupd_V1_MessageService.Method.sendGroupMessage) { [self] request, call in
@@ -21,6 +23,15 @@ extension GroupdService {
         }
         routes.unary(Groupd_V1_MessageService.Method.recallGroupMessage) { [self] request, call in
             try await recallGroupMessage(request, call)
+        }
+        routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage) { [self] request, call in
+            try await pinGroupMessage(request, call)
+        }
+        routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage) { [self] request, call in
+            try await unpinGroupMessage(request, call)
+        }
+        routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts) { [self] request, call in
+            try await getMessageReadReceipts(request, call)
         }
     }
 
@@ -139,8 +150,18 @@ extension GroupdService {
         let page = try await store.messages(
             app: call.caller.appID, groupID: request.groupID,
             range: MessageRange(direction: direction, anchor: anchor, floor: floor), limit: size)
+        var messages = page.messages.map(MessageMapping.message)
+        if !page.messages.isEmpty, GroupRules.readReceiptsKept(group, limits: call.limits) {
+            let positions = try await store.readPositions(app: call.caller.appID, groupID: request.groupID)
+            for (index, message) in page.messages.enumerated() {
+                let count = GroupRules.readCount(of: message.sequence, sentBy: message.senderID, positions: positions)
+                messages[index].readCount = UInt32(clamping: count.readCount)
+                messages[index].unreadCount = UInt32(clamping: count.unreadCount)
+                messages[index].readReceiptsCounted = true
+            }
+        }
         return .with {
-            $0.messages = page.messages.map(MessageMapping.message)
+            $0.messages = messages
             $0.latestSequence = UInt64(max(page.latestSequence, 0))
             if page.hasMore, let edge = direction == .older ? page.messages.first : page.messages.last {
                 $0.nextPageToken = HistoryToken.encode(direction, anchor: edge.sequence)
@@ -161,15 +182,23 @@ extension GroupdService {
                 message: "marking a group read needs a user: send x-operator-id with the admin token",
                 metadata: ["field": "x-operator-id"])
         }
+        let before = Mutex<Int64>(0)
         let committed = try await store.markRead(
             app: call.caller.appID, groupID: request.groupID, userID: user,
             upTo: request.readSequence == 0 ? nil : Int64(clamping: request.readSequence), at: clock.now()
         ) { snapshot in
-            try GroupRules.planRead(
+            before.withLock { $0 = max(snapshot.readSequence, snapshot.membership?.joinSequence ?? 0) }
+            return try GroupRules.planRead(
                 in: snapshot.group, by: .user(user, membership: snapshot.membership), current: snapshot.readSequence,
                 latestMessage: snapshot.latestMessageSequence)
         }
         let (state, group) = committed.value
+        let previous = before.withLock { $0 }
+        if state.readSequence > previous, GroupRules.readReceiptsKept(group, limits: call.limits) {
+            try await noteReadReceipts(
+                app: call.caller.appID, group: group, reader: user, from: previous, to: state.readSequence,
+                limits: call.limits)
+        }
         return .with {
             $0.readSequence = UInt64(max(state.readSequence, 0))
             $0.unreadCount = GroupRules.showsUnreadCount(group.type) ? UInt32(clamping: state.unreadCount) : 0

@@ -130,6 +130,24 @@ extension PostgresBackend {
             return states
         }
     }
+
+    public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
+        try await read { session in
+            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            var positions: [MemberReadPosition] = []
+            try session.rows(
+                """
+                SELECT user_id, join_seq, last_read_seq FROM members
+                WHERE app_id = ? AND group_key = ? ORDER BY user_id COLLATE "C"
+                """,
+                [.text(app), .integer(groupKey)]
+            ) { row in
+                positions.append(MemberReadPosition(
+                    userID: try row.text(0), joinSequence: try row.int64(1), readSequence: try row.int64(2)))
+            }
+            return positions
+        }
+    }
 }
 
 /// The SQL of `group_messages` rows over PostgreSQL, in the caller's transaction. Rows are

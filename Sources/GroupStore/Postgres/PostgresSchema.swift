@@ -27,7 +27,7 @@ enum PostgresSchema {
 
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
-        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v9", v9),
+        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -489,6 +489,14 @@ enum PostgresSchema {
             PRIMARY KEY (app_id, group_key, user_id, seq),
             FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
         );
+        """
+
+    /// v8: pinned messages. `pin_permission` is who may pin (NULL: the type's default, so groups
+    /// stored before need no rewrite); `pins` the group's pins (`PinnedMessageCoding`; NULL:
+    /// none), read with the group row and cached with it.
+    static let v8 = """
+        ALTER TABLE groups ADD COLUMN pin_permission TEXT;
+        ALTER TABLE groups ADD COLUMN pins TEXT;
         """
 
     /// v9: group attributes (`group_attributes`: key, opaque value, the version that wrote it,

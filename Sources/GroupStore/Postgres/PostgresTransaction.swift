@@ -350,6 +350,12 @@ final class PostgresTransaction: StoreTransaction {
         try session.execute(
             "UPDATE groups SET invite_link_permission = ? WHERE app_id = ? AND group_key = ?",
             [.text(group.settings.inviteLinkPermission.rawValue), .text(app), .integer(groupKey)])
+        // NULL stands for the type's default (v8).
+        if group.settings.pinPermission != group.type.preset.defaultSettings.pinPermission {
+            try session.execute(
+                "UPDATE groups SET pin_permission = ? WHERE app_id = ? AND group_key = ?",
+                [.text(group.settings.pinPermission.rawValue), .text(app), .integer(groupKey)])
+        }
         try insertCustom(group.custom, app: app, groupKey: groupKey)
         for member in plan.members {
             try insert(member, app: app, groupKey: groupKey)
@@ -518,6 +524,7 @@ final class PostgresTransaction: StoreTransaction {
                 edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
                 invite_link_permission = ?,
                 mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
+                pin_permission = ?, pins = ?,
                 next_join_order = coalesce(?, next_join_order),
                 dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
             WHERE app_id = ? AND group_key = ?
@@ -533,7 +540,10 @@ final class PostgresTransaction: StoreTransaction {
                 .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
                 .text(settings.inviteLinkPermission.rawValue),
                 .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
-                .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970), .integer(nextJoinOrder), .bool(change.dismissesGroup),
+                .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
+                .text(settings.pinPermission.rawValue),
+                .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
+                .integer(nextJoinOrder), .bool(change.dismissesGroup),
                 .integer(ms), .text(app), .integer(key),
             ])
         if after.custom != before.custom {

@@ -165,6 +165,15 @@ enum Operations {
             try db.cachedStatement(sql: "UPDATE groups SET mention_all_permission = ?, slow_mode_interval = ? WHERE group_key = ?")
                 .execute(arguments: [settings.mentionAllPermission.rawValue, settings.slowModeIntervalSeconds, key])
         }
+        // Set apart (a file before v13 has no such columns; tests of older files).
+        if after.settings.pinPermission != before.settings.pinPermission {
+            try db.cachedStatement(sql: "UPDATE groups SET pin_permission = ? WHERE group_key = ?")
+                .execute(arguments: [after.settings.pinPermission.rawValue, key])
+        }
+        if after.pins != before.pins {
+            try db.cachedStatement(sql: "UPDATE groups SET pins = ? WHERE group_key = ?")
+                .execute(arguments: [after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins), key])
+        }
         // Set apart (a file before v10 has no such column; tests of older files).
         if after.mute.operatorID != before.mute.operatorID {
             try db.cachedStatement(sql: "UPDATE groups SET mute_operator = ? WHERE group_key = ?")

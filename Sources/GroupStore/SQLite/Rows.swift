@@ -60,7 +60,7 @@ enum Rows {
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
         case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass
-        case mentionAllPermission, slowModeInterval, inviteLinkPermission
+        case mentionAllPermission, slowModeInterval, inviteLinkPermission, pinPermission, pins
 
         var name: String {
             switch self {
@@ -97,6 +97,8 @@ enum Rows {
             case .mentionAllPermission: "mention_all_permission"
             case .slowModeInterval: "slow_mode_interval"
             case .inviteLinkPermission: "invite_link_permission"
+            case .pinPermission: "pin_permission"
+            case .pins: "pins"
             }
         }
 
@@ -115,7 +117,7 @@ enum Rows {
                     return "CASE WHEN \(type) IN ('Public', 'Meeting') THEN 'owner_and_admins' ELSE 'owner' END"
                 case .ownerQuit:
                     return "CASE WHEN \(type) = 'Work' THEN 'to_longest_standing_member' ELSE 'refused' END"
-                case .muteOperator:
+                case .muteOperator, .pinPermission, .pins:
                     return "NULL"
                 case .muteBypass:
                     return "'[]'"
@@ -181,6 +183,10 @@ enum Rows {
     static func group(_ row: some ColumnReader) throws -> GroupRow {
         func text(_ column: GroupColumn) throws -> String { try row.text(column.rawValue) }
         func int(_ column: GroupColumn) throws -> Int64 { try row.int64(column.rawValue) }
+        let type = try parse(text(.type), GroupType.init(rawValue:))
+        let pinPermission = try row.optionalText(GroupColumn.pinPermission.rawValue)
+        let pinsText = try row.optionalText(GroupColumn.pins.rawValue)
+        guard let pins = PinnedMessageCoding.decode(pinsText ?? "") else { throw corrupt("pins", pinsText ?? "") }
         let settings = GroupSettings(
             joinOption: try parse(text(.joinOption), JoinOption.init(rawValue:)),
             joinApprovers: try parse(text(.joinApprovers), ApproverSet.init(rawValue:)),
@@ -194,11 +200,13 @@ enum Rows {
             ownerQuit: try parse(text(.ownerQuit), OwnerQuitRule.init(rawValue:)),
             mentionAllPermission: try parse(text(.mentionAllPermission), OperationPermission.init(rawValue:)),
             slowModeIntervalSeconds: Int(try int(.slowModeInterval)),
-            inviteLinkPermission: try parse(text(.inviteLinkPermission), OperationPermission.init(rawValue:)))
+            inviteLinkPermission: try parse(text(.inviteLinkPermission), OperationPermission.init(rawValue:)),
+            pinPermission: try pinPermission.map { try parse($0, OperationPermission.init(rawValue:)) }
+                ?? type.preset.defaultSettings.pinPermission)
         let muteUntil = try row.optionalInt64(GroupColumn.muteUntil.rawValue)
         let group = Group(
             appID: try text(.appID), id: try text(.groupID),
-            type: try parse(text(.type), GroupType.init(rawValue:)),
+            type: type,
             name: try text(.name), introduction: try text(.introduction),
             notification: try text(.notification), faceURL: try text(.faceURL), settings: settings,
             ownerID: try row.optionalText(GroupColumn.ownerID.rawValue),
@@ -210,7 +218,8 @@ enum Rows {
             mute: GroupMuteState(
                 mode: try decodeMuteMode(text(.muteMode), roles: text(.muteRoles)),
                 until: muteUntil.map(Timestamp.init(millisecondsSince1970:)),
-                operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)))
+                operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)),
+            pins: pins)
         var withBypass = group
         withBypass.muteBypass = try EventJSON.strings(row.text(GroupColumn.muteBypass.rawValue))
         return GroupRow(key: try int(.groupKey), group: withBypass, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))

@@ -126,4 +126,21 @@ extension SQLiteBackend {
             return states
         }
     }
+
+    public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
+        try await pool.read { db in
+            let groupKey = try Rows.groupKey(db, app: app, groupID: groupID)
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: "SELECT user_id, join_seq, last_read_seq FROM members WHERE group_key = ? ORDER BY user_id"),
+                arguments: [groupKey])
+            var positions: [MemberReadPosition] = []
+            while let row = try rows.next() {
+                positions.append(MemberReadPosition(
+                    userID: try row.decode(atIndex: 0), joinSequence: try row.decode(atIndex: 1),
+                    readSequence: try row.decode(atIndex: 2)))
+            }
+            return positions
+        }
+    }
 }

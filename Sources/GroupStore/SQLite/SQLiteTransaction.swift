@@ -267,6 +267,11 @@ struct SQLiteTransaction: StoreTransaction {
             try db.cachedStatement(sql: "UPDATE groups SET invite_link_permission = ? WHERE group_key = ?")
                 .execute(arguments: [group.settings.inviteLinkPermission.rawValue, groupKey])
         }
+        // NULL stands for the type's default (v13); a file before v8 has no such column.
+        if storesOwnerSettings, group.settings.pinPermission != group.type.preset.defaultSettings.pinPermission {
+            try db.cachedStatement(sql: "UPDATE groups SET pin_permission = ? WHERE group_key = ?")
+                .execute(arguments: [group.settings.pinPermission.rawValue, groupKey])
+        }
         for (key, value) in group.custom {
             try RawStatement(db, "INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)")
                 .execute([.integer(groupKey), .text(key), .blob(value)])

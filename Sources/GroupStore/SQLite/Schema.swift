@@ -16,6 +16,7 @@ extension Schema {
         migrator.registerMigration("v10", migrate: Schema.v10)
         migrator.registerMigration("v11", migrate: Schema.v11)
         migrator.registerMigration("v12", migrate: Schema.v12)
+        migrator.registerMigration("v13", migrate: Schema.v13)
         migrator.registerMigration("v14", migrate: Schema.v14)
         return migrator
     }
@@ -441,6 +442,17 @@ enum Schema {
                 seq INTEGER NOT NULL,
                 PRIMARY KEY (group_key, user_id, seq)
             ) WITHOUT ROWID;
+            """)
+    }
+
+    /// v13: pinned messages. `pin_permission` is who may pin (NULL: the type's default,
+    /// ``GroupTypePreset``, so groups stored before need no rewrite); `pins` the group's pins
+    /// (``PinnedMessageCoding``; NULL: none). A group holds a handful (the app's
+    /// `max_pinned_messages`), read with the group row and cached with it.
+    static func v13(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN pin_permission TEXT;
+            ALTER TABLE groups ADD COLUMN pins TEXT;
             """)
     }
 

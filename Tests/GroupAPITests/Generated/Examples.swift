@@ -35,10 +35,13 @@ enum Examples {
         Example(name: "groupd.v1.RefuseApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RefuseApplicationResponse(0)),
         Example(name: "groupd.v1.WithdrawApplicationRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationRequest(0)),
         Example(name: "groupd.v1.WithdrawApplicationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_WithdrawApplicationResponse(0)),
-        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 14, message: ex_groupd_v1_GroupSettings(0)),
+        Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 15, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
-        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 20, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 21, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.PinnedMessage", variant: 0, fieldCount: 3, message: ex_groupd_v1_PinnedMessage(0)),
+        Example(name: "groupd.v1.MessageReadCount", variant: 0, fieldCount: 3, message: ex_groupd_v1_MessageReadCount(0)),
+        Example(name: "groupd.v1.ReadReceiptBatch", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadReceiptBatch(0)),
         Example(name: "groupd.v1.Member", variant: 0, fieldCount: 11, message: ex_groupd_v1_Member(0)),
         Example(name: "groupd.v1.MemberResult", variant: 0, fieldCount: 5, message: ex_groupd_v1_MemberResult(0)),
         Example(name: "groupd.v1.QuitOptions", variant: 0, fieldCount: 1, message: ex_groupd_v1_QuitOptions(0)),
@@ -60,25 +63,27 @@ enum Examples {
         Example(name: "groupd.v1.AttributeVersion", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeVersion(0)),
         Example(name: "groupd.v1.AttributesChange", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributesChange(0)),
         Example(name: "groupd.v1.InviteLink", variant: 0, fieldCount: 9, message: ex_groupd_v1_InviteLink(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 29, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 29, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 29, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 29, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 29, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 29, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 29, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 29, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 29, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 29, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 29, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 29, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 29, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 29, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 29, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 29, message: ex_groupd_v1_GroupEvent(15)),
-        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 29, message: ex_groupd_v1_GroupEvent(16)),
-        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 29, message: ex_groupd_v1_GroupEvent(17)),
-        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 16, message: ex_groupd_v1_GroupMessage(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 31, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 31, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 31, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 31, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 31, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 31, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 31, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 31, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 31, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 31, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 31, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 31, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 31, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 31, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 31, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 31, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 31, message: ex_groupd_v1_GroupEvent(16)),
+        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 31, message: ex_groupd_v1_GroupEvent(17)),
+        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 31, message: ex_groupd_v1_GroupEvent(18)),
+        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 31, message: ex_groupd_v1_GroupEvent(19)),
+        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 19, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 0, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(0)),
@@ -175,6 +180,12 @@ enum Examples {
         Example(name: "groupd.v1.SendSystemNotificationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_SendSystemNotificationResponse(0)),
         Example(name: "groupd.v1.RecallGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_RecallGroupMessageRequest(0)),
         Example(name: "groupd.v1.RecallGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RecallGroupMessageResponse(0)),
+        Example(name: "groupd.v1.PinGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_PinGroupMessageRequest(0)),
+        Example(name: "groupd.v1.PinGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_PinGroupMessageResponse(0)),
+        Example(name: "groupd.v1.UnpinGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_UnpinGroupMessageRequest(0)),
+        Example(name: "groupd.v1.UnpinGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UnpinGroupMessageResponse(0)),
+        Example(name: "groupd.v1.GetMessageReadReceiptsRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_GetMessageReadReceiptsRequest(0)),
+        Example(name: "groupd.v1.GetMessageReadReceiptsResponse", variant: 0, fieldCount: 4, message: ex_groupd_v1_GetMessageReadReceiptsResponse(0)),
         Example(name: "grpc.health.v1.HealthCheckRequest", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckRequest(0)),
         Example(name: "grpc.health.v1.HealthCheckResponse", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckResponse(0)),
         Example(name: "grpc.health.v1.HealthListRequest", variant: 0, fieldCount: 0, message: ex_grpc_health_v1_HealthListRequest(0)),
@@ -468,6 +479,7 @@ enum Examples {
         m.mentionAllScope = Groupd_V1_OperatorScope.nobody
         m.slowModeIntervalSeconds = 3999999987
         m.inviteLinkScope = Groupd_V1_OperatorScope.allMembers
+        m.pinScope = Groupd_V1_OperatorScope.ownerAndAdmins
         return m
     }
 
@@ -514,6 +526,32 @@ enum Examples {
         m.publicViewOnly = true
         m.muteBypassUserIds = ["mute_bypass_user_ids-0-é群✓", "mute_bypass_user_ids-1-é群✓"]
         m.unreadMention = Groupd_V1_UnreadMention.me
+        m.pinnedMessages = [ex_groupd_v1_PinnedMessage(0), ex_groupd_v1_PinnedMessage(1)]
+        return m
+    }
+
+    /// A `groupd.v1.PinnedMessage` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_PinnedMessage(_ variant: Int) -> Groupd_V1_PinnedMessage {
+        var m = Groupd_V1_PinnedMessage()
+        m.sequence = 17999999999999999999
+        m.pinnedByUserID = "pinned_by_user_id-0-é群✓"
+        m.pinTime = ex_google_protobuf_Timestamp(0)
+        return m
+    }
+
+    /// A `groupd.v1.MessageReadCount` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MessageReadCount(_ variant: Int) -> Groupd_V1_MessageReadCount {
+        var m = Groupd_V1_MessageReadCount()
+        m.sequence = 17999999999999999999
+        m.readCount = 3999999998
+        m.unreadCount = 3999999997
+        return m
+    }
+
+    /// A `groupd.v1.ReadReceiptBatch` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ReadReceiptBatch(_ variant: Int) -> Groupd_V1_ReadReceiptBatch {
+        var m = Groupd_V1_ReadReceiptBatch()
+        m.messages = [ex_groupd_v1_MessageReadCount(0), ex_groupd_v1_MessageReadCount(1)]
         return m
     }
 
@@ -740,7 +778,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.meeting
         m.groupName = "group_name-0-é群✓"
-        switch variant % 18 {
+        switch variant % 20 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -777,6 +815,10 @@ enum Examples {
             m.detail = .attributesChange(ex_groupd_v1_AttributesChange(0))
         case 17:
             m.detail = .inviteLink(ex_groupd_v1_InviteLink(0))
+        case 18:
+            m.detail = .pin(ex_groupd_v1_PinnedMessage(0))
+        case 19:
+            m.detail = .readReceipts(ex_groupd_v1_ReadReceiptBatch(0))
         default: break
         }
         return m
@@ -801,6 +843,9 @@ enum Examples {
         m.recalled = true
         m.recalledByUserID = "recalled_by_user_id-0-é群✓"
         m.recallTime = ex_google_protobuf_Timestamp(0)
+        m.readCount = 3999999983
+        m.unreadCount = 3999999982
+        m.readReceiptsCounted = true
         return m
     }
 
@@ -1601,6 +1646,57 @@ enum Examples {
     static func ex_groupd_v1_RecallGroupMessageResponse(_ variant: Int) -> Groupd_V1_RecallGroupMessageResponse {
         var m = Groupd_V1_RecallGroupMessageResponse()
         m.message = ex_groupd_v1_GroupMessage(0)
+        return m
+    }
+
+    /// A `groupd.v1.PinGroupMessageRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_PinGroupMessageRequest(_ variant: Int) -> Groupd_V1_PinGroupMessageRequest {
+        var m = Groupd_V1_PinGroupMessageRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        return m
+    }
+
+    /// A `groupd.v1.PinGroupMessageResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_PinGroupMessageResponse(_ variant: Int) -> Groupd_V1_PinGroupMessageResponse {
+        var m = Groupd_V1_PinGroupMessageResponse()
+        m.pinnedMessages = [ex_groupd_v1_PinnedMessage(0), ex_groupd_v1_PinnedMessage(1)]
+        return m
+    }
+
+    /// A `groupd.v1.UnpinGroupMessageRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UnpinGroupMessageRequest(_ variant: Int) -> Groupd_V1_UnpinGroupMessageRequest {
+        var m = Groupd_V1_UnpinGroupMessageRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        return m
+    }
+
+    /// A `groupd.v1.UnpinGroupMessageResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UnpinGroupMessageResponse(_ variant: Int) -> Groupd_V1_UnpinGroupMessageResponse {
+        var m = Groupd_V1_UnpinGroupMessageResponse()
+        m.pinnedMessages = [ex_groupd_v1_PinnedMessage(0), ex_groupd_v1_PinnedMessage(1)]
+        return m
+    }
+
+    /// A `groupd.v1.GetMessageReadReceiptsRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetMessageReadReceiptsRequest(_ variant: Int) -> Groupd_V1_GetMessageReadReceiptsRequest {
+        var m = Groupd_V1_GetMessageReadReceiptsRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        m.filter = Groupd_V1_ReadReceiptFilter.unread
+        m.pageSize = -4017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.GetMessageReadReceiptsResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetMessageReadReceiptsResponse(_ variant: Int) -> Groupd_V1_GetMessageReadReceiptsResponse {
+        var m = Groupd_V1_GetMessageReadReceiptsResponse()
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        m.readCount = 3999999998
+        m.unreadCount = 3999999997
+        m.nextPageToken = "next_page_token-0-é群✓"
         return m
     }
 

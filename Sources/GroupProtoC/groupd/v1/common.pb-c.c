@@ -193,6 +193,141 @@ void   groupd__v1__group__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__pinned_message__init
+                     (Groupd__V1__PinnedMessage         *message)
+{
+  static const Groupd__V1__PinnedMessage init_value = GROUPD__V1__PINNED_MESSAGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__pinned_message__get_packed_size
+                     (const Groupd__V1__PinnedMessage *message)
+{
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__pinned_message__pack
+                     (const Groupd__V1__PinnedMessage *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__pinned_message__pack_to_buffer
+                     (const Groupd__V1__PinnedMessage *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__PinnedMessage *
+       groupd__v1__pinned_message__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__PinnedMessage *)
+     protobuf_c_message_unpack (&groupd__v1__pinned_message__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__pinned_message__free_unpacked
+                     (Groupd__V1__PinnedMessage *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__pinned_message__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__message_read_count__init
+                     (Groupd__V1__MessageReadCount         *message)
+{
+  static const Groupd__V1__MessageReadCount init_value = GROUPD__V1__MESSAGE_READ_COUNT__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_read_count__get_packed_size
+                     (const Groupd__V1__MessageReadCount *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_read_count__pack
+                     (const Groupd__V1__MessageReadCount *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_read_count__pack_to_buffer
+                     (const Groupd__V1__MessageReadCount *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageReadCount *
+       groupd__v1__message_read_count__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageReadCount *)
+     protobuf_c_message_unpack (&groupd__v1__message_read_count__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_read_count__free_unpacked
+                     (Groupd__V1__MessageReadCount *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_read_count__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__read_receipt_batch__init
+                     (Groupd__V1__ReadReceiptBatch         *message)
+{
+  static const Groupd__V1__ReadReceiptBatch init_value = GROUPD__V1__READ_RECEIPT_BATCH__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__read_receipt_batch__get_packed_size
+                     (const Groupd__V1__ReadReceiptBatch *message)
+{
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__read_receipt_batch__pack
+                     (const Groupd__V1__ReadReceiptBatch *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__read_receipt_batch__pack_to_buffer
+                     (const Groupd__V1__ReadReceiptBatch *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ReadReceiptBatch *
+       groupd__v1__read_receipt_batch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ReadReceiptBatch *)
+     protobuf_c_message_unpack (&groupd__v1__read_receipt_batch__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__read_receipt_batch__free_unpacked
+                     (Groupd__V1__ReadReceiptBatch *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__member__custom_entry__init
                      (Groupd__V1__Member__CustomEntry         *message)
 {
@@ -1240,7 +1375,7 @@ void   groupd__v1__group_message__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[14] =
+static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[15] =
 {
   {
     "join_option",
@@ -1399,6 +1534,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descript
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "pin_scope",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupSettings, pin_scope),
+    &groupd__v1__operator_scope__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "invite_link_scope",
     15,
     PROTOBUF_C_LABEL_NONE,
@@ -1414,7 +1561,7 @@ static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descript
 static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   1,   /* field[1] = approver_scope */
   4,   /* field[4] = invite_approval */
-  13,   /* field[13] = invite_link_scope */
+  14,   /* field[14] = invite_link_scope */
   2,   /* field[2] = invite_scope */
   3,   /* field[3] = invitee_consent */
   0,   /* field[0] = join_option */
@@ -1422,16 +1569,16 @@ static const unsigned groupd__v1__group_settings__field_indices_by_name[] = {
   11,   /* field[11] = mention_all_scope */
   8,   /* field[8] = mute_scope */
   10,   /* field[10] = owner_quit */
+  13,   /* field[13] = pin_scope */
   6,   /* field[6] = profile_edit_scope */
   5,   /* field[5] = remove_scope */
   9,   /* field[9] = settings_edit_scope */
   12,   /* field[12] = slow_mode_interval_seconds */
 };
-static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[2 + 1] =
+static const ProtobufCIntRange groupd__v1__group_settings__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 15, 13 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
 {
@@ -1441,10 +1588,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor =
   "Groupd__V1__GroupSettings",
   "groupd.v1",
   sizeof(Groupd__V1__GroupSettings),
-  14,
+  15,
   groupd__v1__group_settings__field_descriptors,
   groupd__v1__group_settings__field_indices_by_name,
-  2,  groupd__v1__group_settings__number_ranges,
+  1,  groupd__v1__group_settings__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_settings__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1653,7 +1800,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[20] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[21] =
 {
   {
     "group_id",
@@ -1884,6 +2031,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[20] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "pinned_messages",
+    20,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__Group, n_pinned_messages),
+    offsetof(Groupd__V1__Group, pinned_messages),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "unread_mention",
     21,
     PROTOBUF_C_LABEL_NONE,
@@ -1908,6 +2067,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   11,   /* field[11] = mute */
   18,   /* field[18] = mute_bypass_user_ids */
   4,   /* field[4] = owner_user_id */
+  19,   /* field[19] = pinned_messages */
   2,   /* field[2] = profile */
   17,   /* field[17] = public_view_only */
   16,   /* field[16] = read_sequence */
@@ -1916,13 +2076,12 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   3,   /* field[3] = settings */
   1,   /* field[1] = type */
   15,   /* field[15] = unread_count */
-  19,   /* field[19] = unread_mention */
+  20,   /* field[20] = unread_mention */
 };
-static const ProtobufCIntRange groupd__v1__group__number_ranges[2 + 1] =
+static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 21, 19 },
-  { 0, 20 }
+  { 0, 21 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -1932,11 +2091,177 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  20,
+  21,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
-  2,  groupd__v1__group__number_ranges,
+  1,  groupd__v1__group__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__pinned_message__field_descriptors[3] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinnedMessage, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pinned_by_user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinnedMessage, pinned_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pin_time",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinnedMessage, pin_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__pinned_message__field_indices_by_name[] = {
+  2,   /* field[2] = pin_time */
+  1,   /* field[1] = pinned_by_user_id */
+  0,   /* field[0] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__pinned_message__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__pinned_message__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.PinnedMessage",
+  "PinnedMessage",
+  "Groupd__V1__PinnedMessage",
+  "groupd.v1",
+  sizeof(Groupd__V1__PinnedMessage),
+  3,
+  groupd__v1__pinned_message__field_descriptors,
+  groupd__v1__pinned_message__field_indices_by_name,
+  1,  groupd__v1__pinned_message__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__pinned_message__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__message_read_count__field_descriptors[3] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReadCount, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReadCount, read_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_count",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReadCount, unread_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_read_count__field_indices_by_name[] = {
+  1,   /* field[1] = read_count */
+  0,   /* field[0] = sequence */
+  2,   /* field[2] = unread_count */
+};
+static const ProtobufCIntRange groupd__v1__message_read_count__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_read_count__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageReadCount",
+  "MessageReadCount",
+  "Groupd__V1__MessageReadCount",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageReadCount),
+  3,
+  groupd__v1__message_read_count__field_descriptors,
+  groupd__v1__message_read_count__field_indices_by_name,
+  1,  groupd__v1__message_read_count__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_read_count__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__read_receipt_batch__field_descriptors[1] =
+{
+  {
+    "messages",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ReadReceiptBatch, n_messages),
+    offsetof(Groupd__V1__ReadReceiptBatch, messages),
+    &groupd__v1__message_read_count__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__read_receipt_batch__field_indices_by_name[] = {
+  0,   /* field[0] = messages */
+};
+static const ProtobufCIntRange groupd__v1__read_receipt_batch__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__read_receipt_batch__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ReadReceiptBatch",
+  "ReadReceiptBatch",
+  "Groupd__V1__ReadReceiptBatch",
+  "groupd.v1",
+  sizeof(Groupd__V1__ReadReceiptBatch),
+  1,
+  groupd__v1__read_receipt_batch__field_descriptors,
+  groupd__v1__read_receipt_batch__field_indices_by_name,
+  1,  groupd__v1__read_receipt_batch__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__read_receipt_batch__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor groupd__v1__member__custom_entry__field_descriptors[2] =
@@ -3645,7 +3970,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
   (ProtobufCMessageInit) groupd__v1__invite_link__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[29] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[31] =
 {
   {
     "group_id",
@@ -3972,6 +4297,30 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "pin",
+    50,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, pin),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_receipts",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, read_receipts),
+    &groupd__v1__read_receipt_batch__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "attributes_change",
     55,
     PROTOBUF_C_LABEL_NONE,
@@ -3998,7 +4347,7 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
-  27,   /* field[27] = attributes_change */
+  29,   /* field[29] = attributes_change */
   24,   /* field[24] = ban */
   19,   /* field[19] = custom */
   18,   /* field[18] = dismissal */
@@ -4008,7 +4357,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   15,   /* field[15] = group_mute */
   10,   /* field[10] = group_name */
   9,   /* field[9] = group_type */
-  28,   /* field[28] = invite_link */
+  30,   /* field[30] = invite_link */
   17,   /* field[17] = kick */
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
@@ -4017,8 +4366,10 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
   14,   /* field[14] = owner_change */
+  27,   /* field[27] = pin */
   11,   /* field[11] = profile_change */
   22,   /* field[22] = read */
+  28,   /* field[28] = read_receipts */
   21,   /* field[21] = receive_option */
   7,   /* field[7] = recipient_user_ids */
   20,   /* field[20] = remark */
@@ -4027,14 +4378,15 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[5 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[6 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
   { 40, 24 },
   { 45, 26 },
-  { 55, 27 },
-  { 0, 29 }
+  { 50, 27 },
+  { 55, 29 },
+  { 0, 31 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -4044,14 +4396,14 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  29,
+  31,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  5,  groupd__v1__group_event__number_ranges,
+  6,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[16] =
+static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[19] =
 {
   {
     "group_id",
@@ -4245,6 +4597,42 @@ static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "read_count",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, read_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_count",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, unread_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_receipts_counted",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, read_receipts_counted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   4,   /* field[4] = client_message_id */
@@ -4254,6 +4642,8 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   2,   /* field[2] = message_id */
   7,   /* field[7] = payload */
   8,   /* field[8] = priority */
+  16,   /* field[16] = read_count */
+  18,   /* field[18] = read_receipts_counted */
   15,   /* field[15] = recall_time */
   13,   /* field[13] = recalled */
   14,   /* field[14] = recalled_by_user_id */
@@ -4263,11 +4653,12 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   1,   /* field[1] = sequence */
   6,   /* field[6] = text */
   5,   /* field[5] = type */
+  17,   /* field[17] = unread_count */
 };
 static const ProtobufCIntRange groupd__v1__group_message__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
 {
@@ -4277,7 +4668,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
   "Groupd__V1__GroupMessage",
   "groupd.v1",
   sizeof(Groupd__V1__GroupMessage),
-  16,
+  19,
   groupd__v1__group_message__field_descriptors,
   groupd__v1__group_message__field_indices_by_name,
   1,  groupd__v1__group_message__number_ranges,
@@ -4878,7 +5269,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[40] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[43] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -4917,14 +5308,17 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[40
   { "EVENT_KIND_MEMBER_UNBANNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_UNBANNED", 34 },
   { "EVENT_KIND_MUTE_BYPASS_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
   { "EVENT_KIND_MESSAGE_RECALLED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED", 37 },
+  { "EVENT_KIND_MESSAGE_PINNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_PINNED", 41 },
+  { "EVENT_KIND_MESSAGE_UNPINNED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_UNPINNED", 42 },
+  { "EVENT_KIND_MESSAGE_READ_RECEIPT", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_READ_RECEIPT", 43 },
   { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 45 },
   { "EVENT_KIND_INVITE_LINK_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_CREATED", 46 },
   { "EVENT_KIND_INVITE_LINK_REVOKED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED", 47 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{45, 37},{0, 40}
+{0, 0},{37, 36},{41, 37},{45, 40},{0, 43}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[40] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[43] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -4936,7 +5330,7 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_APPLICATION_REFUSED", 15 },
   { "EVENT_KIND_APPLICATION_WITHDRAWN", 16 },
   { "EVENT_KIND_CUSTOM_NOTIFICATION", 28 },
-  { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 37 },
+  { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 40 },
   { "EVENT_KIND_GROUP_CREATED", 24 },
   { "EVENT_KIND_GROUP_DISMISSED", 22 },
   { "EVENT_KIND_GROUP_INFO_CHANGED", 7 },
@@ -4948,8 +5342,8 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_INVITATION_RECEIVED", 17 },
   { "EVENT_KIND_INVITATION_REFUSED", 19 },
   { "EVENT_KIND_INVITED", 20 },
-  { "EVENT_KIND_INVITE_LINK_CREATED", 38 },
-  { "EVENT_KIND_INVITE_LINK_REVOKED", 39 },
+  { "EVENT_KIND_INVITE_LINK_CREATED", 41 },
+  { "EVENT_KIND_INVITE_LINK_REVOKED", 42 },
   { "EVENT_KIND_KICKED", 21 },
   { "EVENT_KIND_MEMBER_BANNED", 33 },
   { "EVENT_KIND_MEMBER_INFO_CHANGED", 9 },
@@ -4959,7 +5353,10 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
   { "EVENT_KIND_MEMBER_UNBANNED", 34 },
+  { "EVENT_KIND_MESSAGE_PINNED", 37 },
+  { "EVENT_KIND_MESSAGE_READ_RECEIPT", 39 },
   { "EVENT_KIND_MESSAGE_RECALLED", 36 },
+  { "EVENT_KIND_MESSAGE_UNPINNED", 38 },
   { "EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
   { "EVENT_KIND_OWNER_CHANGED", 10 },
   { "EVENT_KIND_QUIT", 25 },
@@ -4974,11 +5371,11 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  40,
+  43,
   groupd__v1__event_kind__enum_values_by_number,
-  40,
+  43,
   groupd__v1__event_kind__enum_values_by_name,
-  3,
+  4,
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

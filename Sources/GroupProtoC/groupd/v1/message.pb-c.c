@@ -457,6 +457,276 @@ void   groupd__v1__recall_group_message_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__recall_group_message_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__pin_group_message_request__init
+                     (Groupd__V1__PinGroupMessageRequest         *message)
+{
+  static const Groupd__V1__PinGroupMessageRequest init_value = GROUPD__V1__PIN_GROUP_MESSAGE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__pin_group_message_request__get_packed_size
+                     (const Groupd__V1__PinGroupMessageRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__pin_group_message_request__pack
+                     (const Groupd__V1__PinGroupMessageRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__pin_group_message_request__pack_to_buffer
+                     (const Groupd__V1__PinGroupMessageRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__PinGroupMessageRequest *
+       groupd__v1__pin_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__PinGroupMessageRequest *)
+     protobuf_c_message_unpack (&groupd__v1__pin_group_message_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__pin_group_message_request__free_unpacked
+                     (Groupd__V1__PinGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__pin_group_message_response__init
+                     (Groupd__V1__PinGroupMessageResponse         *message)
+{
+  static const Groupd__V1__PinGroupMessageResponse init_value = GROUPD__V1__PIN_GROUP_MESSAGE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__pin_group_message_response__get_packed_size
+                     (const Groupd__V1__PinGroupMessageResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__pin_group_message_response__pack
+                     (const Groupd__V1__PinGroupMessageResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__pin_group_message_response__pack_to_buffer
+                     (const Groupd__V1__PinGroupMessageResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__PinGroupMessageResponse *
+       groupd__v1__pin_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__PinGroupMessageResponse *)
+     protobuf_c_message_unpack (&groupd__v1__pin_group_message_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__pin_group_message_response__free_unpacked
+                     (Groupd__V1__PinGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__pin_group_message_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__unpin_group_message_request__init
+                     (Groupd__V1__UnpinGroupMessageRequest         *message)
+{
+  static const Groupd__V1__UnpinGroupMessageRequest init_value = GROUPD__V1__UNPIN_GROUP_MESSAGE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__unpin_group_message_request__get_packed_size
+                     (const Groupd__V1__UnpinGroupMessageRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__unpin_group_message_request__pack
+                     (const Groupd__V1__UnpinGroupMessageRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__unpin_group_message_request__pack_to_buffer
+                     (const Groupd__V1__UnpinGroupMessageRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UnpinGroupMessageRequest *
+       groupd__v1__unpin_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UnpinGroupMessageRequest *)
+     protobuf_c_message_unpack (&groupd__v1__unpin_group_message_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__unpin_group_message_request__free_unpacked
+                     (Groupd__V1__UnpinGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__unpin_group_message_response__init
+                     (Groupd__V1__UnpinGroupMessageResponse         *message)
+{
+  static const Groupd__V1__UnpinGroupMessageResponse init_value = GROUPD__V1__UNPIN_GROUP_MESSAGE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__unpin_group_message_response__get_packed_size
+                     (const Groupd__V1__UnpinGroupMessageResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__unpin_group_message_response__pack
+                     (const Groupd__V1__UnpinGroupMessageResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__unpin_group_message_response__pack_to_buffer
+                     (const Groupd__V1__UnpinGroupMessageResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UnpinGroupMessageResponse *
+       groupd__v1__unpin_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UnpinGroupMessageResponse *)
+     protobuf_c_message_unpack (&groupd__v1__unpin_group_message_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__unpin_group_message_response__free_unpacked
+                     (Groupd__V1__UnpinGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__unpin_group_message_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_message_read_receipts_request__init
+                     (Groupd__V1__GetMessageReadReceiptsRequest         *message)
+{
+  static const Groupd__V1__GetMessageReadReceiptsRequest init_value = GROUPD__V1__GET_MESSAGE_READ_RECEIPTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_message_read_receipts_request__get_packed_size
+                     (const Groupd__V1__GetMessageReadReceiptsRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_message_read_receipts_request__pack
+                     (const Groupd__V1__GetMessageReadReceiptsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_message_read_receipts_request__pack_to_buffer
+                     (const Groupd__V1__GetMessageReadReceiptsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetMessageReadReceiptsRequest *
+       groupd__v1__get_message_read_receipts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetMessageReadReceiptsRequest *)
+     protobuf_c_message_unpack (&groupd__v1__get_message_read_receipts_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_message_read_receipts_request__free_unpacked
+                     (Groupd__V1__GetMessageReadReceiptsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_message_read_receipts_response__init
+                     (Groupd__V1__GetMessageReadReceiptsResponse         *message)
+{
+  static const Groupd__V1__GetMessageReadReceiptsResponse init_value = GROUPD__V1__GET_MESSAGE_READ_RECEIPTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_message_read_receipts_response__get_packed_size
+                     (const Groupd__V1__GetMessageReadReceiptsResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_message_read_receipts_response__pack
+                     (const Groupd__V1__GetMessageReadReceiptsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_message_read_receipts_response__pack_to_buffer
+                     (const Groupd__V1__GetMessageReadReceiptsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetMessageReadReceiptsResponse *
+       groupd__v1__get_message_read_receipts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetMessageReadReceiptsResponse *)
+     protobuf_c_message_unpack (&groupd__v1__get_message_read_receipts_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_message_read_receipts_response__free_unpacked
+                     (Groupd__V1__GetMessageReadReceiptsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__field_descriptors[8] =
 {
   {
@@ -1110,6 +1380,351 @@ const ProtobufCMessageDescriptor groupd__v1__recall_group_message_response__desc
   (ProtobufCMessageInit) groupd__v1__recall_group_message_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__pin_group_message_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinGroupMessageRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PinGroupMessageRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__pin_group_message_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__pin_group_message_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__pin_group_message_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.PinGroupMessageRequest",
+  "PinGroupMessageRequest",
+  "Groupd__V1__PinGroupMessageRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__PinGroupMessageRequest),
+  2,
+  groupd__v1__pin_group_message_request__field_descriptors,
+  groupd__v1__pin_group_message_request__field_indices_by_name,
+  1,  groupd__v1__pin_group_message_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__pin_group_message_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__pin_group_message_response__field_descriptors[1] =
+{
+  {
+    "pinned_messages",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__PinGroupMessageResponse, n_pinned_messages),
+    offsetof(Groupd__V1__PinGroupMessageResponse, pinned_messages),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__pin_group_message_response__field_indices_by_name[] = {
+  0,   /* field[0] = pinned_messages */
+};
+static const ProtobufCIntRange groupd__v1__pin_group_message_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__pin_group_message_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.PinGroupMessageResponse",
+  "PinGroupMessageResponse",
+  "Groupd__V1__PinGroupMessageResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__PinGroupMessageResponse),
+  1,
+  groupd__v1__pin_group_message_response__field_descriptors,
+  groupd__v1__pin_group_message_response__field_indices_by_name,
+  1,  groupd__v1__pin_group_message_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__pin_group_message_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__unpin_group_message_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UnpinGroupMessageRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UnpinGroupMessageRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__unpin_group_message_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__unpin_group_message_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UnpinGroupMessageRequest",
+  "UnpinGroupMessageRequest",
+  "Groupd__V1__UnpinGroupMessageRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__UnpinGroupMessageRequest),
+  2,
+  groupd__v1__unpin_group_message_request__field_descriptors,
+  groupd__v1__unpin_group_message_request__field_indices_by_name,
+  1,  groupd__v1__unpin_group_message_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__unpin_group_message_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__unpin_group_message_response__field_descriptors[1] =
+{
+  {
+    "pinned_messages",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__UnpinGroupMessageResponse, n_pinned_messages),
+    offsetof(Groupd__V1__UnpinGroupMessageResponse, pinned_messages),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__unpin_group_message_response__field_indices_by_name[] = {
+  0,   /* field[0] = pinned_messages */
+};
+static const ProtobufCIntRange groupd__v1__unpin_group_message_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UnpinGroupMessageResponse",
+  "UnpinGroupMessageResponse",
+  "Groupd__V1__UnpinGroupMessageResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__UnpinGroupMessageResponse),
+  1,
+  groupd__v1__unpin_group_message_response__field_descriptors,
+  groupd__v1__unpin_group_message_response__field_indices_by_name,
+  1,  groupd__v1__unpin_group_message_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__unpin_group_message_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_message_read_receipts_request__field_descriptors[5] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "filter",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsRequest, filter),
+    &groupd__v1__read_receipt_filter__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_message_read_receipts_request__field_indices_by_name[] = {
+  2,   /* field[2] = filter */
+  0,   /* field[0] = group_id */
+  3,   /* field[3] = page_size */
+  4,   /* field[4] = page_token */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__get_message_read_receipts_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetMessageReadReceiptsRequest",
+  "GetMessageReadReceiptsRequest",
+  "Groupd__V1__GetMessageReadReceiptsRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetMessageReadReceiptsRequest),
+  5,
+  groupd__v1__get_message_read_receipts_request__field_descriptors,
+  groupd__v1__get_message_read_receipts_request__field_indices_by_name,
+  1,  groupd__v1__get_message_read_receipts_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_message_read_receipts_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_message_read_receipts_response__field_descriptors[4] =
+{
+  {
+    "user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__GetMessageReadReceiptsResponse, n_user_ids),
+    offsetof(Groupd__V1__GetMessageReadReceiptsResponse, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsResponse, read_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_count",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsResponse, unread_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReadReceiptsResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_message_read_receipts_response__field_indices_by_name[] = {
+  3,   /* field[3] = next_page_token */
+  1,   /* field[1] = read_count */
+  2,   /* field[2] = unread_count */
+  0,   /* field[0] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__get_message_read_receipts_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetMessageReadReceiptsResponse",
+  "GetMessageReadReceiptsResponse",
+  "Groupd__V1__GetMessageReadReceiptsResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetMessageReadReceiptsResponse),
+  4,
+  groupd__v1__get_message_read_receipts_response__field_descriptors,
+  groupd__v1__get_message_read_receipts_response__field_indices_by_name,
+  1,  groupd__v1__get_message_read_receipts_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_message_read_receipts_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__send_result__enum_values_by_number[3] =
 {
   { "SEND_RESULT_UNSPECIFIED", "GROUPD__V1__SEND_RESULT__SEND_RESULT_UNSPECIFIED", 0 },
@@ -1170,20 +1785,56 @@ const ProtobufCEnumDescriptor groupd__v1__history_direction__descriptor =
   groupd__v1__history_direction__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[5] =
+static const ProtobufCEnumValue groupd__v1__read_receipt_filter__enum_values_by_number[3] =
+{
+  { "READ_RECEIPT_FILTER_UNSPECIFIED", "GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_UNSPECIFIED", 0 },
+  { "READ_RECEIPT_FILTER_READ", "GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_READ", 1 },
+  { "READ_RECEIPT_FILTER_UNREAD", "GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_UNREAD", 2 },
+};
+static const ProtobufCIntRange groupd__v1__read_receipt_filter__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex groupd__v1__read_receipt_filter__enum_values_by_name[3] =
+{
+  { "READ_RECEIPT_FILTER_READ", 1 },
+  { "READ_RECEIPT_FILTER_UNREAD", 2 },
+  { "READ_RECEIPT_FILTER_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor groupd__v1__read_receipt_filter__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "groupd.v1.ReadReceiptFilter",
+  "ReadReceiptFilter",
+  "Groupd__V1__ReadReceiptFilter",
+  "groupd.v1",
+  3,
+  groupd__v1__read_receipt_filter__enum_values_by_number,
+  3,
+  groupd__v1__read_receipt_filter__enum_values_by_name,
+  1,
+  groupd__v1__read_receipt_filter__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[8] =
 {
   { "SendGroupMessage", &groupd__v1__send_group_message_request__descriptor, &groupd__v1__send_group_message_response__descriptor },
   { "GetGroupMessages", &groupd__v1__get_group_messages_request__descriptor, &groupd__v1__get_group_messages_response__descriptor },
   { "MarkGroupRead", &groupd__v1__mark_group_read_request__descriptor, &groupd__v1__mark_group_read_response__descriptor },
   { "SendSystemNotification", &groupd__v1__send_system_notification_request__descriptor, &groupd__v1__send_system_notification_response__descriptor },
   { "RecallGroupMessage", &groupd__v1__recall_group_message_request__descriptor, &groupd__v1__recall_group_message_response__descriptor },
+  { "PinGroupMessage", &groupd__v1__pin_group_message_request__descriptor, &groupd__v1__pin_group_message_response__descriptor },
+  { "UnpinGroupMessage", &groupd__v1__unpin_group_message_request__descriptor, &groupd__v1__unpin_group_message_response__descriptor },
+  { "GetMessageReadReceipts", &groupd__v1__get_message_read_receipts_request__descriptor, &groupd__v1__get_message_read_receipts_response__descriptor },
 };
 const unsigned groupd__v1__message_service__method_indices_by_name[] = {
   1,        /* GetGroupMessages */
+  7,        /* GetMessageReadReceipts */
   2,        /* MarkGroupRead */
+  5,        /* PinGroupMessage */
   4,        /* RecallGroupMessage */
   0,        /* SendGroupMessage */
-  3         /* SendSystemNotification */
+  3,        /* SendSystemNotification */
+  6         /* UnpinGroupMessage */
 };
 const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
 {
@@ -1192,7 +1843,7 @@ const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
   "MessageService",
   "Groupd__V1__MessageService",
   "groupd.v1",
-  5,
+  8,
   groupd__v1__message_service__method_descriptors,
   groupd__v1__message_service__method_indices_by_name
 };
@@ -1235,6 +1886,30 @@ void groupd__v1__message_service__recall_group_message(ProtobufCService *service
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__pin_group_message(ProtobufCService *service,
+                                                    const Groupd__V1__PinGroupMessageRequest *input,
+                                                    Groupd__V1__PinGroupMessageResponse_Closure closure,
+                                                    void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__unpin_group_message(ProtobufCService *service,
+                                                      const Groupd__V1__UnpinGroupMessageRequest *input,
+                                                      Groupd__V1__UnpinGroupMessageResponse_Closure closure,
+                                                      void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__get_message_read_receipts(ProtobufCService *service,
+                                                            const Groupd__V1__GetMessageReadReceiptsRequest *input,
+                                                            Groupd__V1__GetMessageReadReceiptsResponse_Closure closure,
+                                                            void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
                                         Groupd__V1__MessageService_ServiceDestroy destroy)

@@ -21,6 +21,9 @@ typedef struct Groupd__V1__GroupProfile Groupd__V1__GroupProfile;
 typedef struct Groupd__V1__GroupMuteState Groupd__V1__GroupMuteState;
 typedef struct Groupd__V1__Group Groupd__V1__Group;
 typedef struct Groupd__V1__Group__CustomEntry Groupd__V1__Group__CustomEntry;
+typedef struct Groupd__V1__PinnedMessage Groupd__V1__PinnedMessage;
+typedef struct Groupd__V1__MessageReadCount Groupd__V1__MessageReadCount;
+typedef struct Groupd__V1__ReadReceiptBatch Groupd__V1__ReadReceiptBatch;
 typedef struct Groupd__V1__Member Groupd__V1__Member;
 typedef struct Groupd__V1__Member__CustomEntry Groupd__V1__Member__CustomEntry;
 typedef struct Groupd__V1__MemberResult Groupd__V1__MemberResult;
@@ -707,7 +710,25 @@ typedef enum _Groupd__V1__EventKind {
    * System, to the approvers: an invite link was revoked; operator = who
    * revoked it. Detail: invite_link.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED = 47
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED = 47,
+  /*
+   * Tip: a message was pinned (PinGroupMessage); operator = who pinned it.
+   * Detail: pin.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_PINNED = 41,
+  /*
+   * Tip: a message was unpinned (UnpinGroupMessage); operator = who
+   * unpinned it. Detail: pin (the pin that was removed).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_UNPINNED = 42,
+  /*
+   * System, to a message's sender only: members read their messages. One
+   * event per sender and group per batching interval (the app's
+   * `read_receipt_interval_ms`), listing each of the sender's messages whose
+   * read count changed in it; operator empty. Work and Public groups of at
+   * most `read_receipt_max_members` members. Detail: read_receipts.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_READ_RECEIPT = 43
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -827,10 +848,16 @@ struct  Groupd__V1__GroupSettings
    * links).
    */
   Groupd__V1__OperatorScope invite_link_scope;
+  /*
+   * Who may pin and unpin messages (PinGroupMessage). Default
+   * OWNER_AND_ADMINS where the type has admins (Public, Meeting), else OWNER
+   * (Work); AVChatRoom: OWNER (it keeps no messages to pin).
+   */
+  Groupd__V1__OperatorScope pin_scope;
 };
 #define GROUPD__V1__GROUP_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_settings__descriptor) \
-    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, 0, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED }
+    , GROUPD__V1__JOIN_OPTION__JOIN_OPTION_UNSPECIFIED, GROUPD__V1__APPROVER_SCOPE__APPROVER_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__REQUIREMENT__REQUIREMENT_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__MEMBER_EDIT_SCOPE__MEMBER_EDIT_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, 0, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED, GROUPD__V1__OPERATOR_SCOPE__OPERATOR_SCOPE_UNSPECIFIED }
 
 
 /*
@@ -1013,10 +1040,83 @@ struct  Groupd__V1__Group
    * elsewhere and for others).
    */
   Groupd__V1__UnreadMention unread_mention;
+  /*
+   * The group's pinned messages, the earliest pinned first (at most the
+   * app's `max_pinned_messages`). Members only (empty in the public view).
+   */
+  size_t n_pinned_messages;
+  Groupd__V1__PinnedMessage **pinned_messages;
 };
 #define GROUPD__V1__GROUP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, 0,NULL }
+
+
+/*
+ * One pinned message of a group (PinGroupMessage).
+ */
+struct  Groupd__V1__PinnedMessage
+{
+  ProtobufCMessage base;
+  /*
+   * The message's sequence in the group.
+   */
+  uint64_t sequence;
+  /*
+   * Who pinned it (empty when the app's backend did).
+   */
+  char *pinned_by_user_id;
+  /*
+   * When it was pinned.
+   */
+  Google__Protobuf__Timestamp *pin_time;
+};
+#define GROUPD__V1__PINNED_MESSAGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__pinned_message__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * One message's read count, in a MESSAGE_READ_RECEIPT event.
+ */
+struct  Groupd__V1__MessageReadCount
+{
+  ProtobufCMessage base;
+  /*
+   * The message's sequence.
+   */
+  uint64_t sequence;
+  /*
+   * Members who read it (their read position is at or past it), the sender
+   * and members who joined after it not counted.
+   */
+  uint32_t read_count;
+  /*
+   * Members who have not read it, counted the same way.
+   */
+  uint32_t unread_count;
+};
+#define GROUPD__V1__MESSAGE_READ_COUNT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__message_read_count__descriptor) \
+    , 0, 0, 0 }
+
+
+/*
+ * MESSAGE_READ_RECEIPT detail: the read counts of the recipient's messages
+ * that changed during the batching interval.
+ */
+struct  Groupd__V1__ReadReceiptBatch
+{
+  ProtobufCMessage base;
+  /*
+   * One entry per message, ascending by sequence.
+   */
+  size_t n_messages;
+  Groupd__V1__MessageReadCount **messages;
+};
+#define GROUPD__V1__READ_RECEIPT_BATCH__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__read_receipt_batch__descriptor) \
+    , 0,NULL }
 
 
 struct  Groupd__V1__Member__CustomEntry
@@ -1687,7 +1787,9 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_MUTE_BYPASS = 41,
   GROUPD__V1__GROUP_EVENT__DETAIL_MESSAGE_RECALL = 45,
   GROUPD__V1__GROUP_EVENT__DETAIL_ATTRIBUTES_CHANGE = 55,
-  GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56
+  GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56,
+  GROUPD__V1__GROUP_EVENT__DETAIL_PIN = 50,
+  GROUPD__V1__GROUP_EVENT__DETAIL_READ_RECEIPTS = 51
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -1822,6 +1924,14 @@ struct  Groupd__V1__GroupEvent
      * INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
      */
     Groupd__V1__InviteLink *invite_link;
+    /*
+     * MESSAGE_PINNED, MESSAGE_UNPINNED.
+     */
+    Groupd__V1__PinnedMessage *pin;
+    /*
+     * MESSAGE_READ_RECEIPT.
+     */
+    Groupd__V1__ReadReceiptBatch *read_receipts;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -1903,10 +2013,26 @@ struct  Groupd__V1__GroupMessage
    * When it was recalled; absent when not recalled.
    */
   Google__Protobuf__Timestamp *recall_time;
+  /*
+   * GetGroupMessages in a group with read receipts (Work and Public, at most
+   * `read_receipt_max_members` members): how many members read the
+   * message; the sender and members who joined after it are not counted.
+   * 0 elsewhere (see read_receipts_counted).
+   */
+  uint32_t read_count;
+  /*
+   * Likewise, how many members have not read it.
+   */
+  uint32_t unread_count;
+  /*
+   * True when read_count and unread_count are filled (GetGroupMessages in a
+   * group with read receipts).
+   */
+  protobuf_c_boolean read_receipts_counted;
 };
 #define GROUPD__V1__GROUP_MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_message__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, 0, 0 }
 
 
 /* Groupd__V1__GroupSettings methods */
@@ -1987,6 +2113,63 @@ Groupd__V1__Group *
                       const uint8_t       *data);
 void   groupd__v1__group__free_unpacked
                      (Groupd__V1__Group *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__PinnedMessage methods */
+void   groupd__v1__pinned_message__init
+                     (Groupd__V1__PinnedMessage         *message);
+size_t groupd__v1__pinned_message__get_packed_size
+                     (const Groupd__V1__PinnedMessage   *message);
+size_t groupd__v1__pinned_message__pack
+                     (const Groupd__V1__PinnedMessage   *message,
+                      uint8_t             *out);
+size_t groupd__v1__pinned_message__pack_to_buffer
+                     (const Groupd__V1__PinnedMessage   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__PinnedMessage *
+       groupd__v1__pinned_message__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__pinned_message__free_unpacked
+                     (Groupd__V1__PinnedMessage *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__MessageReadCount methods */
+void   groupd__v1__message_read_count__init
+                     (Groupd__V1__MessageReadCount         *message);
+size_t groupd__v1__message_read_count__get_packed_size
+                     (const Groupd__V1__MessageReadCount   *message);
+size_t groupd__v1__message_read_count__pack
+                     (const Groupd__V1__MessageReadCount   *message,
+                      uint8_t             *out);
+size_t groupd__v1__message_read_count__pack_to_buffer
+                     (const Groupd__V1__MessageReadCount   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MessageReadCount *
+       groupd__v1__message_read_count__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__message_read_count__free_unpacked
+                     (Groupd__V1__MessageReadCount *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ReadReceiptBatch methods */
+void   groupd__v1__read_receipt_batch__init
+                     (Groupd__V1__ReadReceiptBatch         *message);
+size_t groupd__v1__read_receipt_batch__get_packed_size
+                     (const Groupd__V1__ReadReceiptBatch   *message);
+size_t groupd__v1__read_receipt_batch__pack
+                     (const Groupd__V1__ReadReceiptBatch   *message,
+                      uint8_t             *out);
+size_t groupd__v1__read_receipt_batch__pack_to_buffer
+                     (const Groupd__V1__ReadReceiptBatch   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ReadReceiptBatch *
+       groupd__v1__read_receipt_batch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__read_receipt_batch__free_unpacked
+                     (Groupd__V1__ReadReceiptBatch *message,
                       ProtobufCAllocator *allocator);
 /* Groupd__V1__Member__CustomEntry methods */
 void   groupd__v1__member__custom_entry__init
@@ -2448,6 +2631,15 @@ typedef void (*Groupd__V1__Group__CustomEntry_Closure)
 typedef void (*Groupd__V1__Group_Closure)
                  (const Groupd__V1__Group *message,
                   void *closure_data);
+typedef void (*Groupd__V1__PinnedMessage_Closure)
+                 (const Groupd__V1__PinnedMessage *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__MessageReadCount_Closure)
+                 (const Groupd__V1__MessageReadCount *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ReadReceiptBatch_Closure)
+                 (const Groupd__V1__ReadReceiptBatch *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__Member__CustomEntry_Closure)
                  (const Groupd__V1__Member__CustomEntry *message,
                   void *closure_data);
@@ -2554,6 +2746,9 @@ extern const ProtobufCMessageDescriptor groupd__v1__group_profile__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_mute_state__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__pinned_message__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__message_read_count__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__read_receipt_batch__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__member__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__member__custom_entry__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__member_result__descriptor;

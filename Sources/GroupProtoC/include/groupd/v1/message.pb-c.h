@@ -26,6 +26,12 @@ typedef struct Groupd__V1__SendSystemNotificationRequest Groupd__V1__SendSystemN
 typedef struct Groupd__V1__SendSystemNotificationResponse Groupd__V1__SendSystemNotificationResponse;
 typedef struct Groupd__V1__RecallGroupMessageRequest Groupd__V1__RecallGroupMessageRequest;
 typedef struct Groupd__V1__RecallGroupMessageResponse Groupd__V1__RecallGroupMessageResponse;
+typedef struct Groupd__V1__PinGroupMessageRequest Groupd__V1__PinGroupMessageRequest;
+typedef struct Groupd__V1__PinGroupMessageResponse Groupd__V1__PinGroupMessageResponse;
+typedef struct Groupd__V1__UnpinGroupMessageRequest Groupd__V1__UnpinGroupMessageRequest;
+typedef struct Groupd__V1__UnpinGroupMessageResponse Groupd__V1__UnpinGroupMessageResponse;
+typedef struct Groupd__V1__GetMessageReadReceiptsRequest Groupd__V1__GetMessageReadReceiptsRequest;
+typedef struct Groupd__V1__GetMessageReadReceiptsResponse Groupd__V1__GetMessageReadReceiptsResponse;
 
 
 /* --- enums --- */
@@ -66,6 +72,24 @@ typedef enum _Groupd__V1__HistoryDirection {
   GROUPD__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_NEWER = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__HISTORY_DIRECTION)
 } Groupd__V1__HistoryDirection;
+/*
+ * Which members GetMessageReadReceipts lists.
+ */
+typedef enum _Groupd__V1__ReadReceiptFilter {
+  /*
+   * Not set: READ.
+   */
+  GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_UNSPECIFIED = 0,
+  /*
+   * The members who read the message.
+   */
+  GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_READ = 1,
+  /*
+   * The members who have not read it.
+   */
+  GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_UNREAD = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__READ_RECEIPT_FILTER)
+} Groupd__V1__ReadReceiptFilter;
 
 /* --- messages --- */
 
@@ -321,6 +345,141 @@ struct  Groupd__V1__RecallGroupMessageResponse
     , NULL }
 
 
+/*
+ * PinGroupMessage request.
+ */
+struct  Groupd__V1__PinGroupMessageRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message to pin (a stored message's sequence).
+   */
+  uint64_t sequence;
+};
+#define GROUPD__V1__PIN_GROUP_MESSAGE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__pin_group_message_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * PinGroupMessage response.
+ */
+struct  Groupd__V1__PinGroupMessageResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The group's pinned messages after the call, the earliest pinned first.
+   */
+  size_t n_pinned_messages;
+  Groupd__V1__PinnedMessage **pinned_messages;
+};
+#define GROUPD__V1__PIN_GROUP_MESSAGE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__pin_group_message_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * UnpinGroupMessage request.
+ */
+struct  Groupd__V1__UnpinGroupMessageRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The pinned message's sequence.
+   */
+  uint64_t sequence;
+};
+#define GROUPD__V1__UNPIN_GROUP_MESSAGE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__unpin_group_message_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * UnpinGroupMessage response.
+ */
+struct  Groupd__V1__UnpinGroupMessageResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The group's pinned messages after the call, the earliest pinned first.
+   */
+  size_t n_pinned_messages;
+  Groupd__V1__PinnedMessage **pinned_messages;
+};
+#define GROUPD__V1__UNPIN_GROUP_MESSAGE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__unpin_group_message_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * GetMessageReadReceipts request.
+ */
+struct  Groupd__V1__GetMessageReadReceiptsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message (a stored message's sequence).
+   */
+  uint64_t sequence;
+  /*
+   * Readers or non-readers.
+   */
+  Groupd__V1__ReadReceiptFilter filter;
+  /*
+   * Page size (default 50, max the app's max_page_size).
+   */
+  int32_t page_size;
+  /*
+   * Continues a previous listing with the same filter.
+   */
+  char *page_token;
+};
+#define GROUPD__V1__GET_MESSAGE_READ_RECEIPTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_message_read_receipts_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, GROUPD__V1__READ_RECEIPT_FILTER__READ_RECEIPT_FILTER_UNSPECIFIED, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * GetMessageReadReceipts response.
+ */
+struct  Groupd__V1__GetMessageReadReceiptsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The listed members' user ids, ascending.
+   */
+  size_t n_user_ids;
+  char **user_ids;
+  /*
+   * How many members read the message.
+   */
+  uint32_t read_count;
+  /*
+   * How many members have not read it.
+   */
+  uint32_t unread_count;
+  /*
+   * Token for the next page; empty at the end.
+   */
+  char *next_page_token;
+};
+#define GROUPD__V1__GET_MESSAGE_READ_RECEIPTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_message_read_receipts_response__descriptor) \
+    , 0,NULL, 0, 0, (char *)protobuf_c_empty_string }
+
+
 /* Groupd__V1__SendGroupMessageRequest methods */
 void   groupd__v1__send_group_message_request__init
                      (Groupd__V1__SendGroupMessageRequest         *message);
@@ -511,6 +670,120 @@ Groupd__V1__RecallGroupMessageResponse *
 void   groupd__v1__recall_group_message_response__free_unpacked
                      (Groupd__V1__RecallGroupMessageResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__PinGroupMessageRequest methods */
+void   groupd__v1__pin_group_message_request__init
+                     (Groupd__V1__PinGroupMessageRequest         *message);
+size_t groupd__v1__pin_group_message_request__get_packed_size
+                     (const Groupd__V1__PinGroupMessageRequest   *message);
+size_t groupd__v1__pin_group_message_request__pack
+                     (const Groupd__V1__PinGroupMessageRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__pin_group_message_request__pack_to_buffer
+                     (const Groupd__V1__PinGroupMessageRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__PinGroupMessageRequest *
+       groupd__v1__pin_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__pin_group_message_request__free_unpacked
+                     (Groupd__V1__PinGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__PinGroupMessageResponse methods */
+void   groupd__v1__pin_group_message_response__init
+                     (Groupd__V1__PinGroupMessageResponse         *message);
+size_t groupd__v1__pin_group_message_response__get_packed_size
+                     (const Groupd__V1__PinGroupMessageResponse   *message);
+size_t groupd__v1__pin_group_message_response__pack
+                     (const Groupd__V1__PinGroupMessageResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__pin_group_message_response__pack_to_buffer
+                     (const Groupd__V1__PinGroupMessageResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__PinGroupMessageResponse *
+       groupd__v1__pin_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__pin_group_message_response__free_unpacked
+                     (Groupd__V1__PinGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UnpinGroupMessageRequest methods */
+void   groupd__v1__unpin_group_message_request__init
+                     (Groupd__V1__UnpinGroupMessageRequest         *message);
+size_t groupd__v1__unpin_group_message_request__get_packed_size
+                     (const Groupd__V1__UnpinGroupMessageRequest   *message);
+size_t groupd__v1__unpin_group_message_request__pack
+                     (const Groupd__V1__UnpinGroupMessageRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__unpin_group_message_request__pack_to_buffer
+                     (const Groupd__V1__UnpinGroupMessageRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UnpinGroupMessageRequest *
+       groupd__v1__unpin_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__unpin_group_message_request__free_unpacked
+                     (Groupd__V1__UnpinGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UnpinGroupMessageResponse methods */
+void   groupd__v1__unpin_group_message_response__init
+                     (Groupd__V1__UnpinGroupMessageResponse         *message);
+size_t groupd__v1__unpin_group_message_response__get_packed_size
+                     (const Groupd__V1__UnpinGroupMessageResponse   *message);
+size_t groupd__v1__unpin_group_message_response__pack
+                     (const Groupd__V1__UnpinGroupMessageResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__unpin_group_message_response__pack_to_buffer
+                     (const Groupd__V1__UnpinGroupMessageResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UnpinGroupMessageResponse *
+       groupd__v1__unpin_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__unpin_group_message_response__free_unpacked
+                     (Groupd__V1__UnpinGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetMessageReadReceiptsRequest methods */
+void   groupd__v1__get_message_read_receipts_request__init
+                     (Groupd__V1__GetMessageReadReceiptsRequest         *message);
+size_t groupd__v1__get_message_read_receipts_request__get_packed_size
+                     (const Groupd__V1__GetMessageReadReceiptsRequest   *message);
+size_t groupd__v1__get_message_read_receipts_request__pack
+                     (const Groupd__V1__GetMessageReadReceiptsRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_message_read_receipts_request__pack_to_buffer
+                     (const Groupd__V1__GetMessageReadReceiptsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetMessageReadReceiptsRequest *
+       groupd__v1__get_message_read_receipts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_message_read_receipts_request__free_unpacked
+                     (Groupd__V1__GetMessageReadReceiptsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetMessageReadReceiptsResponse methods */
+void   groupd__v1__get_message_read_receipts_response__init
+                     (Groupd__V1__GetMessageReadReceiptsResponse         *message);
+size_t groupd__v1__get_message_read_receipts_response__get_packed_size
+                     (const Groupd__V1__GetMessageReadReceiptsResponse   *message);
+size_t groupd__v1__get_message_read_receipts_response__pack
+                     (const Groupd__V1__GetMessageReadReceiptsResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_message_read_receipts_response__pack_to_buffer
+                     (const Groupd__V1__GetMessageReadReceiptsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetMessageReadReceiptsResponse *
+       groupd__v1__get_message_read_receipts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_message_read_receipts_response__free_unpacked
+                     (Groupd__V1__GetMessageReadReceiptsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__SendGroupMessageRequest_Closure)
@@ -543,6 +816,24 @@ typedef void (*Groupd__V1__RecallGroupMessageRequest_Closure)
 typedef void (*Groupd__V1__RecallGroupMessageResponse_Closure)
                  (const Groupd__V1__RecallGroupMessageResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__PinGroupMessageRequest_Closure)
+                 (const Groupd__V1__PinGroupMessageRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__PinGroupMessageResponse_Closure)
+                 (const Groupd__V1__PinGroupMessageResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UnpinGroupMessageRequest_Closure)
+                 (const Groupd__V1__UnpinGroupMessageRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UnpinGroupMessageResponse_Closure)
+                 (const Groupd__V1__UnpinGroupMessageResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetMessageReadReceiptsRequest_Closure)
+                 (const Groupd__V1__GetMessageReadReceiptsRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetMessageReadReceiptsResponse_Closure)
+                 (const Groupd__V1__GetMessageReadReceiptsResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -570,6 +861,18 @@ struct Groupd__V1__MessageService_Service
                                const Groupd__V1__RecallGroupMessageRequest *input,
                                Groupd__V1__RecallGroupMessageResponse_Closure closure,
                                void *closure_data);
+  void (*pin_group_message)(Groupd__V1__MessageService_Service *service,
+                            const Groupd__V1__PinGroupMessageRequest *input,
+                            Groupd__V1__PinGroupMessageResponse_Closure closure,
+                            void *closure_data);
+  void (*unpin_group_message)(Groupd__V1__MessageService_Service *service,
+                              const Groupd__V1__UnpinGroupMessageRequest *input,
+                              Groupd__V1__UnpinGroupMessageResponse_Closure closure,
+                              void *closure_data);
+  void (*get_message_read_receipts)(Groupd__V1__MessageService_Service *service,
+                                    const Groupd__V1__GetMessageReadReceiptsRequest *input,
+                                    Groupd__V1__GetMessageReadReceiptsResponse_Closure closure,
+                                    void *closure_data);
 };
 typedef void (*Groupd__V1__MessageService_ServiceDestroy)(Groupd__V1__MessageService_Service *);
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
@@ -582,7 +885,10 @@ void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *serv
       function_prefix__ ## get_group_messages,\
       function_prefix__ ## mark_group_read,\
       function_prefix__ ## send_system_notification,\
-      function_prefix__ ## recall_group_message  }
+      function_prefix__ ## recall_group_message,\
+      function_prefix__ ## pin_group_message,\
+      function_prefix__ ## unpin_group_message,\
+      function_prefix__ ## get_message_read_receipts  }
 void groupd__v1__message_service__send_group_message(ProtobufCService *service,
                                                      const Groupd__V1__SendGroupMessageRequest *input,
                                                      Groupd__V1__SendGroupMessageResponse_Closure closure,
@@ -603,11 +909,24 @@ void groupd__v1__message_service__recall_group_message(ProtobufCService *service
                                                        const Groupd__V1__RecallGroupMessageRequest *input,
                                                        Groupd__V1__RecallGroupMessageResponse_Closure closure,
                                                        void *closure_data);
+void groupd__v1__message_service__pin_group_message(ProtobufCService *service,
+                                                    const Groupd__V1__PinGroupMessageRequest *input,
+                                                    Groupd__V1__PinGroupMessageResponse_Closure closure,
+                                                    void *closure_data);
+void groupd__v1__message_service__unpin_group_message(ProtobufCService *service,
+                                                      const Groupd__V1__UnpinGroupMessageRequest *input,
+                                                      Groupd__V1__UnpinGroupMessageResponse_Closure closure,
+                                                      void *closure_data);
+void groupd__v1__message_service__get_message_read_receipts(ProtobufCService *service,
+                                                            const Groupd__V1__GetMessageReadReceiptsRequest *input,
+                                                            Groupd__V1__GetMessageReadReceiptsResponse_Closure closure,
+                                                            void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    groupd__v1__send_result__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__history_direction__descriptor;
+extern const ProtobufCEnumDescriptor    groupd__v1__read_receipt_filter__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__send_group_message_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__send_group_message_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__get_group_messages_request__descriptor;
@@ -618,6 +937,12 @@ extern const ProtobufCMessageDescriptor groupd__v1__send_system_notification_req
 extern const ProtobufCMessageDescriptor groupd__v1__send_system_notification_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__recall_group_message_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__recall_group_message_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__pin_group_message_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__pin_group_message_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_response__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -1,0 +1,128 @@
+"""Read receipts under load, run by `make bench-receipts`.
+
+  python3 scripts/bench_receipts.py .build/release/groupd [--members 200] [--messages 100] [--seconds 10]
+
+A Work group of --members members (the owner sends --messages messages) in which every other
+member marks the group read, one message further each time, from 256 calls in flight, while the
+sender asks GetMessageReadReceipts of the latest message in a loop and holds a Subscribe stream of
+its MESSAGE_READ_RECEIPT events. Figures: MarkGroupRead calls/s, GetMessageReadReceipts p50/p99
+under that load, and the receipt events the sender received against the reads (the batching,
+`read_receipt_interval_ms` 1000). groupd on core 0 (durability full), the client on core 1.
+"""
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import Server, run_calls  # noqa: E402
+import grpc  # noqa: E402
+from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, message_pb2,  # noqa: E402
+                       message_pb2_grpc)
+
+CONFIG = """\
+listen: {{ host: 127.0.0.1, port: {port} }}
+data_dir: {data}
+durability: {durability}
+apps:
+  - id: {app}
+    secrets: [{{ kid: k1, secret: {secret} }}]
+    limits: {{ max_users_per_batch: 1000 }}
+"""
+GROUP, OWNER = "receipts", "owner"
+
+
+def md(user=None):
+    token = mint_token(exp_in=24 * 3600) if user is None else mint_token(sub=user, role="user", exp_in=24 * 3600)
+    return [("authorization", f"Bearer {token}")]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--members", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=10)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1})
+    workdir = Path(tempfile.mkdtemp(prefix="groupd-receipts-"))
+    server = Server(Path(args.binary).resolve(), workdir, CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; groupd on core 0, client on core 1; workdir {workdir}")
+    readers = [f"m{n:03}" for n in range(args.members - 1)]
+    tokens = {user: md(user) for user in readers + [OWNER]}
+    try:
+        server.start("full")
+        with grpc.insecure_channel(server.address) as channel:
+            grpc.channel_ready_future(channel).result(timeout=10)
+            group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
+                group_id=GROUP, type=common_pb2.GROUP_TYPE_WORK, owner_user_id=OWNER,
+                profile=common_pb2.GroupProfile(name="receipts"),
+                members=[group_pb2.InitialMember(user_id=user, role=common_pb2.MEMBER_ROLE_MEMBER) for user in readers]),
+                metadata=md(), timeout=30)
+            messages = message_pb2_grpc.MessageServiceStub(channel)
+            sequences = [messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+                group_id=GROUP, type="text", text=f"message {n}"), metadata=tokens[OWNER], timeout=10).message.sequence
+                for n in range(args.messages)]
+
+            events, reports = [], [0]
+            stream = event_pb2_grpc.EventServiceStub(channel).Subscribe(event_pb2.SubscribeRequest(
+                kinds=[common_pb2.EVENT_KIND_MESSAGE_READ_RECEIPT], exclude_messages=True), metadata=tokens[OWNER])
+
+            def read_stream():
+                try:
+                    for item in stream:
+                        if item.WhichOneof("item") == "event":
+                            events.append(item.event)
+                            reports[0] += len(item.event.read_receipts.messages)
+                except grpc.RpcError:
+                    pass
+
+            threading.Thread(target=read_stream, daemon=True).start()
+
+            latencies, stop = [], threading.Event()
+
+            def ask_receipts():
+                while not stop.is_set():
+                    start = time.perf_counter()
+                    messages.GetMessageReadReceipts(message_pb2.GetMessageReadReceiptsRequest(
+                        group_id=GROUP, sequence=sequences[-1], filter=message_pb2.READ_RECEIPT_FILTER_UNREAD),
+                        metadata=tokens[OWNER], timeout=10)
+                    latencies.append((time.perf_counter() - start) * 1000)
+
+            asker = threading.Thread(target=ask_receipts, daemon=True)
+            asker.start()
+
+            async def mark(aio_channel, index):
+                user = readers[index % len(readers)]
+                step = index // len(readers)
+                await message_pb2_grpc.MessageServiceStub(aio_channel).MarkGroupRead(message_pb2.MarkGroupReadRequest(
+                    group_id=GROUP, read_sequence=sequences[min(step, len(sequences) - 1)]), metadata=tokens[user])
+
+            total = len(readers) * len(sequences)
+            done, elapsed = asyncio.run(run_calls(server.address, mark, total, seconds=args.seconds))
+            stop.set()
+            asker.join(timeout=10)
+            time.sleep(1.5)  # the last batch is due an interval after its first read
+            stream.cancel()
+        latencies.sort()
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        print(f"MarkGroupRead in a {args.members}-member Work group: {done:,} calls in {elapsed:.1f} s = "
+              f"{done / elapsed:,.0f} calls/s")
+        print(f"GetMessageReadReceipts (UNREAD, {args.members} members) meanwhile: {len(latencies):,} calls, "
+              f"p50 {statistics.median(latencies):.2f} ms, p99 {p99:.2f} ms")
+        print(f"MESSAGE_READ_RECEIPT events to the sender: {len(events)} for {done:,} reads "
+              f"({reports[0]:,} message counts reported)")
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
