@@ -33,6 +33,10 @@ public struct Group: Sendable, Hashable, Identifiable {
     public var latestSequence: Int64
     /// The whole-group mute state.
     public var mute: GroupMuteState
+    /// The version of the member list: one more with every write that inserts, updates or
+    /// removes member rows (0: none since the store kept versions). Each member row keeps the
+    /// version of its last change; versioned member sync reads the rows after a version.
+    public var memberVersion: Int64 = 0
 
     /// Create a group value with every field given (defaults for the counters and mute).
     public init(

@@ -114,6 +114,9 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let memberMuted: Self = "MEMBER_MUTED"
         /// The group's type keeps no message history (AVChatRoom).
         public static let historyNotKept: Self = "HISTORY_NOT_KEPT"
+        /// The group's type keeps no member list to sync or search (AVChatRoom: the audience is
+        /// not stored).
+        public static let membersNotStored: Self = "MEMBERS_NOT_STORED"
         /// A join application or invitation was handled already.
         public static let applicationAlreadyHandled: Self = "APPLICATION_ALREADY_HANDLED"
         /// The user has joined as many groups as the app allows.

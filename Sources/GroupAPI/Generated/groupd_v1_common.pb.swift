@@ -1381,6 +1381,13 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// True when the caller sees only the public subset (non-member).
     public var publicViewOnly: Bool = false
 
+    /// The version of the group's member list: it grows with every change of
+    /// a member record (join, leave, role, name card, mute, receive option,
+    /// custom fields), by one per change. SyncMembers from this version
+    /// returns what changed after it. 0 for AVChatRoom (audience not stored)
+    /// and for a public subset.
+    public var memberVersion: UInt64 = 0
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -2168,6 +2175,7 @@ extension Groupd_V1_Group {
         unreadCount = c.unread_count
         readSequence = c.read_sequence
         publicViewOnly = (c.public_view_only != 0)
+        memberVersion = c.member_version
     }
 
     /// Builds a protobuf-c `Groupd__V1__Group` whose every pointer lives in `arena`.
@@ -2202,6 +2210,7 @@ extension Groupd_V1_Group {
         if unreadCount != 0 { p.pointee.unread_count = unreadCount }
         if readSequence != 0 { p.pointee.read_sequence = readSequence }
         if publicViewOnly { p.pointee.public_view_only = (publicViewOnly ? 1 : 0) }
+        if memberVersion != 0 { p.pointee.member_version = memberVersion }
         return p
     }
 }

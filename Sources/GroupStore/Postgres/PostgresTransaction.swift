@@ -216,6 +216,12 @@ final class PostgresTransaction: StoreTransaction {
                     "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id = ?",
                     [.integer(read.sequence), .text(app), .integer(key), .text(read.user)])
             }
+            if let change = writes.change {
+                try recordSync(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last)
+            }
+            if let remark = writes.remark, let eventID = result.eventIDs.last, group.type != .avChatRoom {
+                try joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
+            }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil
         {
@@ -263,6 +269,7 @@ final class PostgresTransaction: StoreTransaction {
         }
         let (events, ids) = try appendEvents(
             plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt)
+        try recordSyncCreation(plan, groupKey: groupKey, eventID: ids.last)
         return WriteResult(events: events, eventIDs: ids, groupRow: GroupRowID(groupKey))
     }
 
@@ -537,6 +544,8 @@ final class PostgresTransaction: StoreTransaction {
             try session.execute(
                 "DELETE FROM group_events WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
             return ids.count
+        case .memberTombstones:
+            return try purgeTombstones(app: request.app, before: cutoff, limit: request.limit)
         }
     }
 }

@@ -58,7 +58,7 @@ enum Rows {
         case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
-        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator
+        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, memberVersion
 
         var name: String {
             switch self {
@@ -91,13 +91,15 @@ enum Rows {
             case .editSettingsPermission: "edit_settings_permission"
             case .ownerQuit: "owner_quit"
             case .muteOperator: "mute_operator"
+            case .memberVersion: "member_version"
             }
         }
 
         /// `group_key, app_id, …` (prefixed with `table.` if given), for a `SELECT`.
         /// - Parameter ownerSettings: Whether the file has `edit_settings_permission` and
         ///   `owner_quit` (v8); if not (tests of older files), each type's default stands in, as
-        ///   migration v8 writes it, and no mute operator (`mute_operator`, v10).
+        ///   migration v8 writes it, no mute operator (`mute_operator`, v10) and member version 0
+        ///   (`member_version`, v15).
         static func list(table: String? = nil, ownerSettings: Bool = true) -> String {
             allCases.map { column in
                 let qualified = table.map { "\($0).\(column.name)" } ?? column.name
@@ -110,6 +112,8 @@ enum Rows {
                     return "CASE WHEN \(type) = 'Work' THEN 'to_longest_standing_member' ELSE 'refused' END"
                 case .muteOperator:
                     return "NULL"
+                case .memberVersion:
+                    return "0"
                 default:
                     return qualified
                 }
@@ -193,7 +197,9 @@ enum Rows {
                 mode: try decodeMuteMode(text(.muteMode), roles: text(.muteRoles)),
                 until: muteUntil.map(Timestamp.init(millisecondsSince1970:)),
                 operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)))
-        return GroupRow(key: try int(.groupKey), group: group, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
+        var versioned = group
+        versioned.memberVersion = try int(.memberVersion)
+        return GroupRow(key: try int(.groupKey), group: versioned, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 
     static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {

@@ -34,6 +34,9 @@ public final class SQLiteBackend: StoreBackend {
     /// a file opened with migrations up to one before v8 (tests of older files), whose groups read
     /// their type's defaults.
     let storesOwnerSettings: Bool
+    /// Whether the file keeps member versions, member tombstones and joined-group changes (v15);
+    /// false only for a file opened with migrations up to one before it (tests of older files).
+    let storesSyncVersions: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
 
@@ -86,6 +89,7 @@ public final class SQLiteBackend: StoreBackend {
             self.storesMemberOrigin = applied.contains("v6")
             self.keepsJoinedCounts = applied.contains("v7")
             self.storesOwnerSettings = applied.contains("v8")
+            self.storesSyncVersions = applied.contains("v15")
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -162,6 +166,7 @@ public final class SQLiteBackend: StoreBackend {
         }
         var transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin, keepsJoinedCounts: keepsJoinedCounts)
         transaction.storesOwnerSettings = storesOwnerSettings
+        transaction.storesSyncVersions = storesSyncVersions
         for (index, item) in work.enumerated() {
             let changes = db.totalChangesCount
             do {

@@ -1343,7 +1343,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[18] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[19] =
 {
   {
     "group_id",
@@ -1561,6 +1561,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[18] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "member_version",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Group, member_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group__field_indices_by_name[] = {
   7,   /* field[7] = create_time */
@@ -1571,6 +1583,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   10,   /* field[10] = latest_sequence */
   6,   /* field[6] = max_member_count */
   5,   /* field[5] = member_count */
+  18,   /* field[18] = member_version */
   11,   /* field[11] = mute */
   4,   /* field[4] = owner_user_id */
   2,   /* field[2] = profile */
@@ -1582,10 +1595,11 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   1,   /* field[1] = type */
   15,   /* field[15] = unread_count */
 };
-static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 22, 18 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -1595,10 +1609,10 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  18,
+  19,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
-  1,  groupd__v1__group__number_ranges,
+  2,  groupd__v1__group__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

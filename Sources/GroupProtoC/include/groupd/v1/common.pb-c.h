@@ -899,10 +899,18 @@ struct  Groupd__V1__Group
    * True when the caller sees only the public subset (non-member).
    */
   protobuf_c_boolean public_view_only;
+  /*
+   * The version of the group's member list: it grows with every change of
+   * a member record (join, leave, role, name card, mute, receive option,
+   * custom fields), by one per change. SyncMembers from this version
+   * returns what changed after it. 0 for AVChatRoom (audience not stored)
+   * and for a public subset.
+   */
+  uint64_t member_version;
 };
 #define GROUPD__V1__GROUP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 struct  Groupd__V1__Member__CustomEntry
