@@ -33,12 +33,12 @@ extension PostgresBackend {
                 try session.rows(
                     """
                     SELECT \(Rows.memberColumns), m.changed_version FROM members m
-                    WHERE m.app_id = ? AND m.group_key = ? AND m.changed_version > ? AND m.changed_version <= ?
+                    WHERE m.app_id = ? AND m.group_key = ? AND m.changed_version <= ?
                       AND (m.changed_version, m.join_order) > (?, ?)
                     ORDER BY m.changed_version, m.join_order LIMIT ?
                     """,
                     [
-                        .text(app), .integer(groupKey), .integer(lower), .integer(target),
+                        .text(app), .integer(groupKey), .integer(target),
                         .integer(position?.a ?? lower), .integer(position?.b ?? Int64.max), .int(limit + 1),
                     ]
                 ) { row in
@@ -60,11 +60,11 @@ extension PostgresBackend {
                 try session.rows(
                     """
                     SELECT user_id, version, tomb_id FROM member_tombstones
-                    WHERE app_id = ? AND group_key = ? AND version > ? AND version <= ? AND (version, tomb_id) > (?, ?)
+                    WHERE app_id = ? AND group_key = ? AND version <= ? AND (version, tomb_id) > (?, ?)
                     ORDER BY version, tomb_id LIMIT ?
                     """,
                     [
-                        .text(app), .integer(groupKey), .integer(lower), .integer(target), .integer(resume.0),
+                        .text(app), .integer(groupKey), .integer(target), .integer(resume.0),
                         .integer(resume.1), .int(room + 1),
                     ]
                 ) { found.append((try $0.text(0), try $0.int64(1), try $0.int64(2))) }

@@ -35,10 +35,13 @@ extension SQLiteBackend {
             var removed: [String] = []
             var next: String?
             if phase == 0 {
+                // The row value alone bounds the range from below (the first cursor is
+                // `(lower, max)`): with a separate `changed_version > ?` the planner seeks by it
+                // and filters the row value, reading every earlier row of the version again.
                 let statement = try db.cachedStatement(
                     sql: """
                         SELECT \(Rows.memberColumns), m.changed_version FROM members m
-                        WHERE m.group_key = ? AND m.changed_version > ? AND m.changed_version <= ?
+                        WHERE m.group_key = ? AND m.changed_version <= ?
                           AND (m.changed_version, m.join_order) > (?, ?)
                         ORDER BY m.changed_version, m.join_order LIMIT ?
                         """)
@@ -46,7 +49,7 @@ extension SQLiteBackend {
                 var versions: [Int64] = []
                 let cursor = try Row.fetchCursor(
                     statement,
-                    arguments: [groupKey, lower, target, position?.a ?? lower, position?.b ?? Int64.max, limit + 1])
+                    arguments: [groupKey, target, position?.a ?? lower, position?.b ?? Int64.max, limit + 1])
                 while let read = try cursor.next() {
                     rows.append(try Rows.member(read))
                     versions.append(try read.decode(Int64.self, atIndex: Rows.memberColumnCount))
@@ -67,10 +70,10 @@ extension SQLiteBackend {
                     db.cachedStatement(
                         sql: """
                             SELECT user_id, version, tomb_id FROM member_tombstones
-                            WHERE group_key = ? AND version > ? AND version <= ? AND (version, tomb_id) > (?, ?)
+                            WHERE group_key = ? AND version <= ? AND (version, tomb_id) > (?, ?)
                             ORDER BY version, tomb_id LIMIT ?
                             """),
-                    arguments: [groupKey, lower, target, resume.0, resume.1, room + 1])
+                    arguments: [groupKey, target, resume.0, resume.1, room + 1])
                 while let read = try cursor.next() {
                     count += 1
                     if count > room { break }
