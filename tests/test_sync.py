@@ -128,6 +128,10 @@ def test_sync_members_refusals(groups, members):
                                                     metadata=user_md(owner), timeout=10),
                         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
     assert info.metadata["field"] == "page_size"
+    info = expect_error(lambda: members.SyncMembers(member_pb2.SyncMembersRequest(group_id=gid, version=2**63),
+                                                    metadata=user_md(owner), timeout=10),
+                        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    assert info.metadata["field"] == "version"
     for token in ["garbage", "1.1.0.0.0"]:
         info = expect_error(lambda: members.SyncMembers(member_pb2.SyncMembersRequest(
             group_id=gid, version=0, page_token=token), metadata=user_md(owner), timeout=10),
@@ -231,6 +235,10 @@ def test_sync_joined_groups_refusals(groups):
                                                         metadata=user_md(me), timeout=10),
                         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
     assert info.metadata["field"] == "page_size"
+    info = expect_error(lambda: groups.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(version=2**64 - 1),
+                                                        metadata=user_md(me), timeout=10),
+                        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    assert info.metadata["field"] == "version"
     for token in ["nope", "0.0"]:
         info = expect_error(lambda: groups.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(
             version=latest, page_token=token), metadata=user_md(me), timeout=10),
