@@ -5,7 +5,7 @@ CONFIG ?= groupd.yaml
 RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -101,7 +101,7 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-plugins bench-scale bench-scaleout
+bench: bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-sync bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -153,6 +153,12 @@ bench-catchup: release
 ## MESSAGE_READ_RECEIPT events (server on core 0, client on core 1; under a minute)
 bench-receipts: release
 	python3 scripts/bench_receipts.py $(RELEASE_BIN)
+
+## bench-sync: SyncMembers on a 100,000-member group with 10 changes since the client's version,
+## against a full reload through ListMembers (server on core 0, client on core 1; a few minutes,
+## most of it seeding)
+bench-sync: release
+	python3 scripts/bench_sync.py $(RELEASE_BIN)
 
 ## bench-scaleout: SQLite vs PostgreSQL (one node), and one vs two groupd nodes on one PostgreSQL
 ## database: the write mix and GetGroupsInfo (calls/s, groupd's and PostgreSQL's CPU per call), then

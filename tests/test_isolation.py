@@ -147,6 +147,7 @@ TABLE = {
     (G, "ListJoinedGroups"): ("ok", lambda s, w, kw: s.group.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(), **kw)),
     (G, "SearchGroups"): ("ok", lambda s, w, kw: [s.group.SearchGroups(group_pb2.SearchGroupsRequest(keyword=k), **kw)
                                                   for k in (w.group_id, w.marker[:30])]),
+    (G, "SyncJoinedGroups"): ("ok", lambda s, w, kw: s.group.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(), **kw)),
     (G, "ImportGroup"): ("ok", lambda s, w, kw: s.group.ImportGroup(group_pb2.ImportGroupRequest(
         group_id=uid("own"), type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=w.creator_owner or uid("owner"),
         profile=common_pb2.GroupProfile(name="theirs")), **kw)),
@@ -196,6 +197,9 @@ TABLE = {
                                                   option=common_pb2.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE), **kw)),
     (M, "SetGroupRemark"): ("", lambda s, w, kw: s.member.SetGroupRemark(member_pb2.SetGroupRemarkRequest(
         group_id=w.group_id, remark="hijacked"), **kw)),
+    (M, "SyncMembers"): ("", lambda s, w, kw: s.member.SyncMembers(member_pb2.SyncMembersRequest(group_id=w.group_id), **kw)),
+    (M, "SearchMembers"): ("", lambda s, w, kw: s.member.SearchMembers(member_pb2.SearchMembersRequest(
+        group_id=w.group_id, keyword=w.member[:10], by=member_pb2.MEMBER_SEARCH_FIELD_USER_ID_PREFIX), **kw)),
     (S, "SendGroupMessage"): ("", lambda s, w, kw: s.message.SendGroupMessage(message_pb2.SendGroupMessageRequest(
         group_id=w.group_id, client_message_id=uid("m"), type="text", text="hijacked"), **kw)),
     (S, "GetGroupMessages"): ("", lambda s, w, kw: s.message.GetGroupMessages(message_pb2.GetGroupMessagesRequest(

@@ -38,6 +38,10 @@ public struct Group: Sendable, Hashable, Identifiable {
     public var muteBypass: [String] = []
     /// The pinned messages, the earliest pinned first (at most ``AppLimits/maxPinnedMessages``).
     public var pins: [PinnedMessage]
+    /// The version of the member list: one more with every write that inserts, updates or
+    /// removes member rows (0: none since the store kept versions). Each member row keeps the
+    /// version of its last change; versioned member sync reads the rows after a version.
+    public var memberVersion: Int64 = 0
 
     /// Create a group value with every field given (defaults for the counters, mute and pins).
     public init(

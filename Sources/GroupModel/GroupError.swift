@@ -124,6 +124,9 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let tooManyPinnedMessages: Self = "TOO_MANY_PINNED_MESSAGES"
         /// The group has no per-message read receipts (its type, or its size).
         public static let readReceiptsNotSupported: Self = "READ_RECEIPTS_NOT_SUPPORTED"
+        /// The group's type keeps no member list to sync or search (AVChatRoom: the audience is
+        /// not stored).
+        public static let membersNotStored: Self = "MEMBERS_NOT_STORED"
         /// A join application or invitation was handled already.
         public static let applicationAlreadyHandled: Self = "APPLICATION_ALREADY_HANDLED"
         /// The user has joined as many groups as the app allows.

@@ -101,6 +101,23 @@ public struct GroupChange: Sendable, Hashable {
     /// Nothing to write for `group`.
     public static func unchanged(_ group: Group) -> GroupChange { GroupChange(group: group) }
 
+    /// Whether the change inserts, updates or removes member rows (then the group's
+    /// ``Group/memberVersion`` moves by one).
+    public var changesMembers: Bool {
+        !self.insertedMembers.isEmpty || !self.updatedMembers.isEmpty || !self.removedMembers.isEmpty
+    }
+
+    /// Whether the group's record as a joined-group list shows it changed from `before`: anything
+    /// but the counters (member count, latest sequence, member version), or a dismissal.
+    public func changesListedGroup(from before: Group) -> Bool {
+        if self.dismissesGroup { return true }
+        var after = self.group
+        after.memberCount = before.memberCount
+        after.latestSequence = before.latestSequence
+        after.memberVersion = before.memberVersion
+        return after != before
+    }
+
     /// Whether the operation changed nothing (no rows, no events).
     public var isEmpty: Bool {
         self.events.isEmpty && self.insertedMembers.isEmpty && self.updatedMembers.isEmpty

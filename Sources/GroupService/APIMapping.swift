@@ -259,6 +259,9 @@ enum APIMapping {
             out.settings = .with { $0.joinOption = settings(group.settings, type: group.type).joinOption }
         }
         out.publicViewOnly = visibility != .full
+        if visibility == .full, group.type.preset.behaviour.membershipStored {
+            out.memberVersion = UInt64(max(group.memberVersion, 0))
+        }
         out.selfInfo = selfInfo.map { member($0, now: now) }
         return out
     }

@@ -121,6 +121,7 @@ public final class GroupdService: Sendable {
         registerInviteLinkMethods(in: &routes)
         registerApplicationMethods(in: &routes)
         registerMemberMethods(in: &routes)
+        registerSyncMethods(in: &routes)
         registerLifecycleMethods(in: &routes)
         registerMessageMethods(in: &routes)
         registerEventMethods(in: &routes, authenticate: { [self] server in try authenticate(server) })

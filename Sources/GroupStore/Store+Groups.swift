@@ -35,6 +35,7 @@ extension Store {
             let written = try transaction.write(WriteSet(newGroup: revised), over: snapshot)
             group.memberCount = revised.members.count
             group.latestSequence = written.events.last?.sequence ?? 0
+            group.memberVersion = revised.members.isEmpty ? 0 : 1
             try effects.wrote(written, to: group, transaction: transaction)
             return Committed(value: (value: value, group: group), events: written.events)
         }
@@ -217,6 +218,60 @@ extension Store {
     public func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member] {
         let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
         return try await read { try await backend.members(app: app, groupID: groupID, userIDs: userIDs) }
+    }
+
+    /// What changed in a group's member list after member version `version` (0: every member),
+    /// one page at a time: members inserted or updated (full records, with custom fields) in the
+    /// order of their change, then the user ids removed; every page describes the changes up to
+    /// the version of the first (``SyncPage/version``: the group's ``Group/memberVersion`` then).
+    /// Reads only the rows changed after `version` (an index range per part). Answers
+    /// ``SyncPage/fullReloadRequired`` when `version` is newer than the group's, or older than
+    /// the removals it keeps (retention raised its floor past it).
+    /// - Throws: `GROUP_NOT_FOUND`; `INVALID_ARGUMENT` naming `page_token` for a malformed cursor
+    ///   or one of another version.
+    public func memberChanges(
+        app: String, groupID: String, since version: Int64, after cursor: String?, limit: Int
+    ) async throws -> SyncPage<Member> {
+        try await read {
+            try await backend.memberChanges(app: app, groupID: groupID, since: max(0, version), after: cursor, limit: max(1, limit))
+        }
+    }
+
+    /// What changed in a user's joined-group list after `version` (an app `event_id`; 0: every
+    /// joined group), one page at a time in group order: the groups joined or whose record or
+    /// the user's entry (membership, remark) changed, as ``JoinedGroup``s, and the ids of the
+    /// groups the user is no longer in (left, removed, dismissed). AVChatRooms are never listed.
+    /// ``SyncPage/version`` is the latest `event_id` at the first page; a `version` above it
+    /// answers ``SyncPage/fullReloadRequired``.
+    /// - Throws: `INVALID_ARGUMENT` naming `page_token`.
+    public func joinedGroupChanges(
+        app: String, userID: String, since version: Int64, after cursor: String?, limit: Int
+    ) async throws -> SyncPage<JoinedGroup> {
+        try await read {
+            try await backend.joinedGroupChanges(app: app, userID: userID, since: max(0, version), after: cursor, limit: max(1, limit))
+        }
+    }
+
+    /// A group's members whose user id starts with `keyword` (byte order, one index range; in
+    /// user id order) or whose name card contains it (case-insensitive for ASCII; in join
+    /// order), one page at a time.
+    /// - Throws: `GROUP_NOT_FOUND`; `INVALID_ARGUMENT` naming `keyword` when empty, or `page_token`.
+    public func searchMembers(
+        app: String, groupID: String, keyword: String, field: MemberSearchField, after cursor: String?, limit: Int
+    ) async throws -> Page<Member> {
+        if keyword.isEmpty { throw GroupError.invalidArgument(field: "keyword", "the search keyword must not be empty") }
+        return try await read {
+            try await backend.searchMembers(
+                app: app, groupID: groupID, keyword: keyword, field: field, after: cursor, limit: max(1, limit))
+        }
+    }
+
+    /// Deletes up to `limit` member tombstones (removals kept for versioned member sync) older than
+    /// `cutoff`, raising each group's floor (a sync from below it reloads the list); returns how many.
+    public func purgeMemberTombstones(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await mutate("purgeMemberTombstones", app: app) { transaction, _ in
+            try transaction.purge(PurgeRequest(kind: .memberTombstones, app: app, before: cutoff, limit: max(0, limit)))
+        }
     }
 
     /// The groups a user belongs to, newest join first, excluding AVChatRooms, one page at a time.

@@ -293,6 +293,7 @@ public final class Store: Sendable {
         group.type = before.type
         group.createdAt = before.createdAt
         group.latestSequence = events.last?.sequence ?? before.latestSequence
+        group.memberVersion = before.memberVersion + (change.changesMembers ? 1 : 0)
         return group
     }
 

@@ -111,6 +111,17 @@ public protocol StoreBackend: Sendable {
     /// See ``Store/nameCardMatches(app:groupIDs:keyword:limit:)``.
     func nameCardMatches(app: String, groupIDs: [String], keyword: String, limit: Int) async throws -> [String: [Member]]
 
+    /// See ``Store/memberChanges(app:groupID:since:after:limit:)``.
+    func memberChanges(app: String, groupID: String, since version: Int64, after cursor: String?, limit: Int) async throws -> SyncPage<Member>
+
+    /// See ``Store/joinedGroupChanges(app:userID:since:after:limit:)``.
+    func joinedGroupChanges(app: String, userID: String, since version: Int64, after cursor: String?, limit: Int) async throws -> SyncPage<JoinedGroup>
+
+    /// See ``Store/searchMembers(app:groupID:keyword:field:after:limit:)``.
+    func searchMembers(
+        app: String, groupID: String, keyword: String, field: MemberSearchField, after cursor: String?, limit: Int
+    ) async throws -> Page<Member>
+
     /// A user's remark for a live group ("" when none).
     /// - Throws: `GROUP_NOT_FOUND`.
     func remark(app: String, groupID: String, userID: String) async throws -> String

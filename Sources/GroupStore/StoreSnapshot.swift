@@ -267,6 +267,9 @@ public struct PurgeRequest: Sendable, Hashable {
         case events
         /// Group messages: the body and its `GROUP_MESSAGE` event row together.
         case messages
+        /// Member tombstones of versioned member sync (each group's `member_floor` rises to the
+        /// highest version deleted).
+        case memberTombstones
     }
 
     /// Which rows.

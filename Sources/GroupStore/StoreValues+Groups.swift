@@ -90,3 +90,40 @@ public struct GroupAttributeSet: Sendable, Hashable {
         self.counters = counters
     }
 }
+
+/// One page of a versioned sync: what changed after the client's version, up to ``version``.
+public struct SyncPage<Item: Sendable>: Sendable {
+    /// Items added or changed (full records), in the order of their change.
+    public var changed: [Item]
+    /// Ids of the items removed.
+    public var removed: [String]
+    /// Where the next page starts (nil: this was the last).
+    public var next: String?
+    /// The version the pages describe (fixed at the first page).
+    public var version: Int64
+    /// The client's version cannot be brought up to date by changes: reload from 0 (nothing else
+    /// is filled).
+    public var fullReloadRequired: Bool
+
+    /// Creates a page.
+    public init(changed: [Item], removed: [String], next: String?, version: Int64, fullReloadRequired: Bool = false) {
+        self.changed = changed
+        self.removed = removed
+        self.next = next
+        self.version = version
+        self.fullReloadRequired = fullReloadRequired
+    }
+
+    /// The answer to a version that cannot be brought up to date.
+    public static func fullReload(version: Int64) -> SyncPage {
+        SyncPage(changed: [], removed: [], next: nil, version: version, fullReloadRequired: true)
+    }
+}
+
+/// What a member search matches.
+public enum MemberSearchField: Sendable, Hashable {
+    /// User ids starting with the keyword, byte for byte, in user id order.
+    case userIDPrefix
+    /// Name cards containing the keyword (case-insensitive for ASCII), in join order.
+    case nameCard
+}

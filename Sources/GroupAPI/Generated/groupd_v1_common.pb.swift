@@ -1550,6 +1550,13 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// app's `max_pinned_messages`). Members only (empty in the public view).
     public var pinnedMessages: [Groupd_V1_PinnedMessage] = []
 
+    /// The version of the group's member list: it grows with every change of
+    /// a member record (join, leave, role, name card, mute, receive option,
+    /// custom fields), by one per change. SyncMembers from this version
+    /// returns what changed after it. 0 for AVChatRoom (audience not stored)
+    /// and for a public subset.
+    public var memberVersion: UInt64 = 0
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -2652,6 +2659,7 @@ extension Groupd_V1_Group {
         muteBypassUserIds = try _protoStrings(c.mute_bypass_user_ids, c.n_mute_bypass_user_ids, "groupd.v1.Group.mute_bypass_user_ids")
         unreadMention = _protoEnum(c.unread_mention)
         pinnedMessages = try _protoMessages(c.pinned_messages, c.n_pinned_messages, Groupd_V1_PinnedMessage.init(_c:))
+        memberVersion = c.member_version
     }
 
     /// Builds a protobuf-c `Groupd__V1__Group` whose every pointer lives in `arena`.
@@ -2695,6 +2703,7 @@ extension Groupd_V1_Group {
             p.pointee.n_pinned_messages = pinnedMessages.count
             p.pointee.pinned_messages = arena.messages(pinnedMessages) { $0._cBuild($1) }
         }
+        if memberVersion != 0 { p.pointee.member_version = memberVersion }
         return p
     }
 }

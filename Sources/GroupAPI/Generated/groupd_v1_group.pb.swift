@@ -109,6 +109,52 @@ public enum Groupd_V1_SearchField: ProtoEnum {
     public static let allCases: [Groupd_V1_SearchField] = [.unspecified, .groupID, .name, .memberNameCard]
 }
 
+/// SyncJoinedGroups request.
+public struct Groupd_V1_SyncJoinedGroupsRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SyncJoinedGroupsRequest"
+
+    /// The version the client holds (0: none, list every joined group).
+    public var version: UInt64 = 0
+
+    /// Page size (default 50, max 100).
+    public var pageSize: Int32 = 0
+
+    /// Token from a previous response of the same sync (same version).
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SyncJoinedGroups response.
+public struct Groupd_V1_SyncJoinedGroupsResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SyncJoinedGroupsResponse"
+
+    /// Groups joined or changed after `version`, each with self_info and
+    /// remark (as ListJoinedGroups, without unread counts), in group order.
+    public var groups: [Groupd_V1_Group] = []
+
+    /// Groups the caller is no longer in (left, kicked, dismissed) since
+    /// `version`. Always empty when `version` is 0.
+    public var removedGroupIds: [String] = []
+
+    /// Token for the next page; empty on the last page.
+    public var nextPageToken: String = ""
+
+    /// The version the pages describe (the app's latest event id at the first
+    /// page): keep it once the last page is read.
+    public var version: UInt64 = 0
+
+    /// The client's version is newer than the app's latest event: drop the
+    /// local list and sync from 0. Nothing else is filled.
+    public var fullReloadRequired: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// An initial member given at creation or import.
 public struct Groupd_V1_InitialMember: ProtoMessage {
     /// The message's full protobuf name.
@@ -822,6 +868,88 @@ public struct Groupd_V1_GetGroupCountersResponse: ProtoMessage {
 
     /// A message with every field at its proto3 default.
     public init() {}
+}
+
+extension Groupd_V1_SyncJoinedGroupsRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__sync_joined_groups_request(), as: Groupd__V1__SyncJoinedGroupsRequest.self, Groupd_V1_SyncJoinedGroupsRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SyncJoinedGroupsRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SyncJoinedGroupsRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        version = c.version
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.SyncJoinedGroupsRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SyncJoinedGroupsRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SyncJoinedGroupsRequest> {
+        let p = arena.make(Groupd__V1__SyncJoinedGroupsRequest.self, groupd__v1__sync_joined_groups_request__init)
+        if version != 0 { p.pointee.version = version }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_SyncJoinedGroupsResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__sync_joined_groups_response(), as: Groupd__V1__SyncJoinedGroupsResponse.self, Groupd_V1_SyncJoinedGroupsResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SyncJoinedGroupsResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SyncJoinedGroupsResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groups = try _protoMessages(c.groups, c.n_groups, Groupd_V1_Group.init(_c:))
+        removedGroupIds = try _protoStrings(c.removed_group_ids, c.n_removed_group_ids, "groupd.v1.SyncJoinedGroupsResponse.removed_group_ids")
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.SyncJoinedGroupsResponse.next_page_token")
+        version = c.version
+        fullReloadRequired = (c.full_reload_required != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SyncJoinedGroupsResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SyncJoinedGroupsResponse> {
+        let p = arena.make(Groupd__V1__SyncJoinedGroupsResponse.self, groupd__v1__sync_joined_groups_response__init)
+        if !groups.isEmpty {
+            p.pointee.n_groups = groups.count
+            p.pointee.groups = arena.messages(groups) { $0._cBuild($1) }
+        }
+        if !removedGroupIds.isEmpty {
+            p.pointee.n_removed_group_ids = removedGroupIds.count
+            p.pointee.removed_group_ids = arena.cStrings(removedGroupIds)
+        }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        if version != 0 { p.pointee.version = version }
+        if fullReloadRequired { p.pointee.full_reload_required = (fullReloadRequired ? 1 : 0) }
+        return p
+    }
 }
 
 extension Groupd_V1_InitialMember {
@@ -2687,8 +2815,25 @@ public enum Groupd_V1_GroupService {
         public static let getGroupCounters = ProtoMethod<Groupd_V1_GetGroupCountersRequest, Groupd_V1_GetGroupCountersResponse>(
             service: "groupd.v1.GroupService", method: "GetGroupCounters",
             isClientStreaming: false, isServerStreaming: false)
+        /// Returns what changed in the operator's joined-group list since the
+        /// client's `version` (the `version` of an earlier SyncJoinedGroups): the
+        /// groups joined or whose record changed (profile, settings, mute, owner,
+        /// custom fields, the caller's own member record or remark) as
+        /// ListJoinedGroups shows them, and the ids of the groups left (quit,
+        /// kicked, dismissed), paged, with the version to keep. Versions are the
+        /// app's event ids (`event_id` of the event log: app-wide, growing in
+        /// commit order); `version` 0 returns every joined group. AVChatRooms are
+        /// never listed. A version newer than the app's latest event answers
+        /// `full_reload_required`. Any user, for themselves (the backend acts for
+        /// one with x-operator-id). Errors: OPERATOR_REQUIRED, INVALID_ARGUMENT
+        /// (page_size, page_token).
+        ///
+        /// `/groupd.v1.GroupService/SyncJoinedGroups`, unary.
+        public static let syncJoinedGroups = ProtoMethod<Groupd_V1_SyncJoinedGroupsRequest, Groupd_V1_SyncJoinedGroupsResponse>(
+            service: "groupd.v1.GroupService", method: "SyncJoinedGroups",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased, Method.syncJoinedGroups.erased]
 }

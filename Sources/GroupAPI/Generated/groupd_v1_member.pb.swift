@@ -106,6 +106,54 @@ public enum Groupd_V1_MemberFilter: ProtoEnum {
     public static let allCases: [Groupd_V1_MemberFilter] = [.unspecified, .all, .owner, .admins, .ordinary]
 }
 
+/// What SearchMembers matches the keyword against.
+public enum Groupd_V1_MemberSearchField: ProtoEnum {
+    /// The raw value type: protobuf enums are 32-bit signed integers.
+    public typealias RawValue = Int32
+
+    /// Not set (refused).
+    case unspecified // = 0
+
+    /// User ids starting with the keyword, byte for byte (`%` and `_` are
+    /// ordinary characters), in user id order.
+    case userIDPrefix // = 1
+
+    /// Name cards containing the keyword (case-insensitive for ASCII), in join
+    /// order.
+    case nameCard // = 2
+
+    /// A value this version of the API does not know, kept as received.
+    case UNRECOGNIZED(Int32)
+
+    /// The proto3 default: `MEMBER_SEARCH_FIELD_UNSPECIFIED`.
+    public init() {
+        self = .unspecified
+    }
+
+    /// Maps a wire value to its case; unknown values become `UNRECOGNIZED`. Never nil.
+    public init?(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .userIDPrefix
+        case 2: self = .nameCard
+        default: self = .UNRECOGNIZED(rawValue)
+        }
+    }
+
+    /// The wire value.
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: return 0
+        case .userIDPrefix: return 1
+        case .nameCard: return 2
+        case .UNRECOGNIZED(let value): return value
+        }
+    }
+
+    /// Every known case, in declaration order.
+    public static let allCases: [Groupd_V1_MemberSearchField] = [.unspecified, .userIDPrefix, .nameCard]
+}
+
 /// JoinGroup request.
 public struct Groupd_V1_JoinGroupRequest: ProtoMessage {
     /// The message's full protobuf name.
@@ -727,6 +775,99 @@ public struct Groupd_V1_JoinByInviteLinkRequest: ProtoMessage {
 
     /// The application message when the link needs approval (100 bytes).
     public var message: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SyncMembers request.
+public struct Groupd_V1_SyncMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SyncMembersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The member version the client holds (0: none, list every member).
+    public var version: UInt64 = 0
+
+    /// Page size (default and max: the app's max_page_size, 50 unless
+    /// configured).
+    public var pageSize: Int32 = 0
+
+    /// Token from a previous response of the same sync (same group and
+    /// version).
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SyncMembers response.
+public struct Groupd_V1_SyncMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SyncMembersResponse"
+
+    /// Members added or changed after `version` (every member when `version`
+    /// is 0), as full records, in the order of their change.
+    public var changedMembers: [Groupd_V1_Member] = []
+
+    /// Users removed after `version` (quit, kicked), who are not members now.
+    /// Always empty when `version` is 0.
+    public var removedUserIds: [String] = []
+
+    /// Token for the next page; empty on the last page.
+    public var nextPageToken: String = ""
+
+    /// The version the pages describe (the group's member version at the
+    /// first page): keep it once the last page is read, and sync from it next
+    /// time. Later changes come in that next sync.
+    public var version: UInt64 = 0
+
+    /// The client's version cannot be brought up to date by changes (older
+    /// than the removals the group keeps, or newer than the group's version):
+    /// drop the local list and sync from 0. Nothing else is filled.
+    public var fullReloadRequired: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SearchMembers request.
+public struct Groupd_V1_SearchMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SearchMembersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The keyword (1-48 bytes).
+    public var keyword: String = ""
+
+    /// What to match.
+    public var by: Groupd_V1_MemberSearchField = .unspecified
+
+    /// Page size (default and max: the app's max_page_size, 50 unless
+    /// configured).
+    public var pageSize: Int32 = 0
+
+    /// Token from a previous response of the same search.
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// SearchMembers response.
+public struct Groupd_V1_SearchMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.SearchMembersResponse"
+
+    /// The matching members of this page, as ListMembers shows them.
+    public var members: [Groupd_V1_Member] = []
+
+    /// Token for the next page; empty on the last page.
+    public var nextPageToken: String = ""
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -2144,6 +2285,167 @@ extension Groupd_V1_JoinByInviteLinkRequest {
     }
 }
 
+extension Groupd_V1_SyncMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__sync_members_request(), as: Groupd__V1__SyncMembersRequest.self, Groupd_V1_SyncMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SyncMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SyncMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.SyncMembersRequest.group_id")
+        version = c.version
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.SyncMembersRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SyncMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SyncMembersRequest> {
+        let p = arena.make(Groupd__V1__SyncMembersRequest.self, groupd__v1__sync_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if version != 0 { p.pointee.version = version }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_SyncMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__sync_members_response(), as: Groupd__V1__SyncMembersResponse.self, Groupd_V1_SyncMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SyncMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SyncMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        changedMembers = try _protoMessages(c.changed_members, c.n_changed_members, Groupd_V1_Member.init(_c:))
+        removedUserIds = try _protoStrings(c.removed_user_ids, c.n_removed_user_ids, "groupd.v1.SyncMembersResponse.removed_user_ids")
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.SyncMembersResponse.next_page_token")
+        version = c.version
+        fullReloadRequired = (c.full_reload_required != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SyncMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SyncMembersResponse> {
+        let p = arena.make(Groupd__V1__SyncMembersResponse.self, groupd__v1__sync_members_response__init)
+        if !changedMembers.isEmpty {
+            p.pointee.n_changed_members = changedMembers.count
+            p.pointee.changed_members = arena.messages(changedMembers) { $0._cBuild($1) }
+        }
+        if !removedUserIds.isEmpty {
+            p.pointee.n_removed_user_ids = removedUserIds.count
+            p.pointee.removed_user_ids = arena.cStrings(removedUserIds)
+        }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        if version != 0 { p.pointee.version = version }
+        if fullReloadRequired { p.pointee.full_reload_required = (fullReloadRequired ? 1 : 0) }
+        return p
+    }
+}
+
+extension Groupd_V1_SearchMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__search_members_request(), as: Groupd__V1__SearchMembersRequest.self, Groupd_V1_SearchMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SearchMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SearchMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.SearchMembersRequest.group_id")
+        keyword = try _protoString(c.keyword, "groupd.v1.SearchMembersRequest.keyword")
+        by = _protoEnum(c.by)
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.SearchMembersRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SearchMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SearchMembersRequest> {
+        let p = arena.make(Groupd__V1__SearchMembersRequest.self, groupd__v1__search_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !keyword.isEmpty { p.pointee.keyword = arena.cString(keyword) }
+        if by.rawValue != 0 { p.pointee.by = _protoCEnum(by) }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_SearchMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__search_members_response(), as: Groupd__V1__SearchMembersResponse.self, Groupd_V1_SearchMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__SearchMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__SearchMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        members = try _protoMessages(c.members, c.n_members, Groupd_V1_Member.init(_c:))
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.SearchMembersResponse.next_page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__SearchMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__SearchMembersResponse> {
+        let p = arena.make(Groupd__V1__SearchMembersResponse.self, groupd__v1__search_members_response__init)
+        if !members.isEmpty {
+            p.pointee.n_members = members.count
+            p.pointee.members = arena.messages(members) { $0._cBuild($1) }
+        }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        return p
+    }
+}
+
 /// Members of groups.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -2356,8 +2658,35 @@ public enum Groupd_V1_MemberService {
         public static let joinByInviteLink = ProtoMethod<Groupd_V1_JoinByInviteLinkRequest, Groupd_V1_JoinGroupResponse>(
             service: "groupd.v1.MemberService", method: "JoinByInviteLink",
             isClientStreaming: false, isServerStreaming: false)
+        /// Returns what changed in a group's member list since the client's
+        /// `version` (Group.member_version, or the `version` of an earlier
+        /// SyncMembers): the changed members as full records and the user ids of
+        /// the removed ones, paged, and the version to keep. `version` 0 returns
+        /// the whole list. The work of a call grows with the changes it returns,
+        /// not with the group's size. A version older than the removals the group
+        /// keeps (kept as long as events: the app's event_retention_seconds) or
+        /// newer than the group's answers `full_reload_required` with nothing
+        /// else: sync again from 0. Who may
+        /// call: who may ListMembers (members; the backend). Errors:
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, MEMBERS_NOT_STORED (AVChatRoom: the
+        /// audience is not stored), INVALID_ARGUMENT (page_size, page_token).
+        ///
+        /// `/groupd.v1.MemberService/SyncMembers`, unary.
+        public static let syncMembers = ProtoMethod<Groupd_V1_SyncMembersRequest, Groupd_V1_SyncMembersResponse>(
+            service: "groupd.v1.MemberService", method: "SyncMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Searches one group's members by user id prefix (byte for byte, an index
+        /// range) or by name card substring (case-insensitive for ASCII), paged.
+        /// Who may call: who may ListMembers. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, MEMBERS_NOT_STORED (AVChatRoom), INVALID_ARGUMENT (keyword
+        /// empty or over 48 bytes, field UNSPECIFIED, page_size, page_token).
+        ///
+        /// `/groupd.v1.MemberService/SearchMembers`, unary.
+        public static let searchMembers = ProtoMethod<Groupd_V1_SearchMembersRequest, Groupd_V1_SearchMembersResponse>(
+            service: "groupd.v1.MemberService", method: "SearchMembers",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.joinGroup.erased, Method.quitGroup.erased, Method.inviteMembers.erased, Method.kickMembers.erased, Method.banMembers.erased, Method.unbanMembers.erased, Method.listBannedMembers.erased, Method.listMembers.erased, Method.getMembersInfo.erased, Method.getSelfMemberInfo.erased, Method.setMemberRole.erased, Method.muteMembers.erased, Method.updateMemberInfo.erased, Method.setReceiveMessageOption.erased, Method.setGroupRemark.erased, Method.createInviteLink.erased, Method.revokeInviteLink.erased, Method.listInviteLinks.erased, Method.joinByInviteLink.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.joinGroup.erased, Method.quitGroup.erased, Method.inviteMembers.erased, Method.kickMembers.erased, Method.banMembers.erased, Method.unbanMembers.erased, Method.listBannedMembers.erased, Method.listMembers.erased, Method.getMembersInfo.erased, Method.getSelfMemberInfo.erased, Method.setMemberRole.erased, Method.muteMembers.erased, Method.updateMemberInfo.erased, Method.setReceiveMessageOption.erased, Method.setGroupRemark.erased, Method.createInviteLink.erased, Method.revokeInviteLink.erased, Method.listInviteLinks.erased, Method.joinByInviteLink.erased, Method.syncMembers.erased, Method.searchMembers.erased]
 }

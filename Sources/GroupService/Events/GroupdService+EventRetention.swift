@@ -22,7 +22,8 @@ extension GroupdService {
     }
 
     /// Deletes, for every app, the stored events older than its `event_retention_seconds`
-    /// (messages stay: they are the history, kept by ``purgeExpiredMessages()``), in batches.
+    /// (messages stay: they are the history, kept by ``purgeExpiredMessages()``), in batches, and
+    /// the member removals kept for versioned member sync from before the same cutoff.
     /// - Returns: How many events were deleted.
     @discardableResult
     public func purgeExpiredEvents() async throws -> Int {
@@ -32,6 +33,10 @@ extension GroupdService {
             let cutoff = now.adding(seconds: -Int64(max(0, app.limits.eventRetentionSeconds)))
             total += try await Self.deleteInBatches(of: Self.eventPurgeBatch) { limit in
                 try await store.purgeEvents(app: app.id, olderThan: cutoff, limit: limit)
+            }
+            // Member removals kept for versioned member sync go with the events of their time.
+            _ = try await Self.deleteInBatches(of: Self.eventPurgeBatch) { limit in
+                try await store.purgeMemberTombstones(app: app.id, olderThan: cutoff, limit: limit)
             }
         }
         return total

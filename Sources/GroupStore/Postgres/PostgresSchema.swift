@@ -27,7 +27,7 @@ enum PostgresSchema {
 
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
-        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
+        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -59,7 +59,9 @@ enum PostgresSchema {
             }
             applied.append(migration.id)
         }
-        return applied
+        // In the order of ``migrations`` (the table reads them by id, where "v10" sorts before "v2").
+        let known = migrations.map(\.id)
+        return known.filter(applied.contains) + applied.filter { !known.contains($0) }
     }
 
     /// The statements of a migration script, one by one (the extended query protocol runs one
@@ -547,5 +549,42 @@ enum PostgresSchema {
             PRIMARY KEY (app_id, group_key, key),
             FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
         );
+        """
+
+    /// v10: versioned member sync and joined-group sync, as SQLite's v15 (docs/STORE.md):
+    /// `groups.member_version`, `member_floor` and `info_event_id`, `members.changed_version`
+    /// (`members_by_version`), `member_tombstones` (`tomb_id` from a sequence orders a version's
+    /// removals) and `joined_changes`, keyed by app; `members_by_user_bytes`, a group's user ids in
+    /// byte order (`COLLATE "C"`) whatever the database's collation, so a user id prefix search
+    /// reads an index range.
+    static let v10 = """
+        ALTER TABLE groups ADD COLUMN member_version BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE groups ADD COLUMN member_floor BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE groups ADD COLUMN info_event_id BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE members ADD COLUMN changed_version BIGINT NOT NULL DEFAULT 0;
+        CREATE INDEX members_by_version ON members (app_id, group_key, changed_version, join_order);
+        CREATE INDEX members_by_user_bytes ON members (app_id, group_key, user_id COLLATE "C");
+        CREATE TABLE member_tombstones (
+            app_id TEXT NOT NULL,
+            tomb_id BIGSERIAL NOT NULL,
+            group_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            version BIGINT NOT NULL,
+            removed_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, tomb_id),
+            UNIQUE (app_id, group_key, user_id),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE INDEX member_tombstones_by_version ON member_tombstones (app_id, group_key, version, tomb_id);
+        CREATE INDEX member_tombstones_by_time ON member_tombstones (app_id, removed_at);
+        CREATE TABLE joined_changes (
+            app_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            event_id BIGINT NOT NULL,
+            PRIMARY KEY (app_id, user_id, group_key),
+            FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
+        CREATE INDEX joined_changes_by_version ON joined_changes (app_id, user_id, event_id);
         """
 }

@@ -304,6 +304,12 @@ final class PostgresTransaction: StoreTransaction {
                     "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
+            if let change = writes.change {
+                try recordSync(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last)
+            }
+            if let remark = writes.remark, let eventID = result.eventIDs.last, group.type != .avChatRoom {
+                try joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
+            }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
             || !writes.inviteLinks.isEmpty
@@ -362,6 +368,7 @@ final class PostgresTransaction: StoreTransaction {
         }
         let (events, ids) = try appendEvents(
             plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt)
+        try recordSyncCreation(plan, groupKey: groupKey, eventID: ids.last)
         return WriteResult(events: events, eventIDs: ids, groupRow: GroupRowID(groupKey))
     }
 
@@ -680,6 +687,8 @@ final class PostgresTransaction: StoreTransaction {
             try session.execute(
                 "DELETE FROM group_events WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
             return ids.count
+        case .memberTombstones:
+            return try purgeTombstones(app: request.app, before: cutoff, limit: request.limit)
         }
     }
 }

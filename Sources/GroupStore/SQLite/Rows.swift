@@ -59,7 +59,7 @@ enum Rows {
         case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
-        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass
+        case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass, memberVersion
         case mentionAllPermission, slowModeInterval, inviteLinkPermission, pinPermission, pins
 
         var name: String {
@@ -99,14 +99,15 @@ enum Rows {
             case .inviteLinkPermission: "invite_link_permission"
             case .pinPermission: "pin_permission"
             case .pins: "pins"
+            case .memberVersion: "member_version"
             }
         }
 
         /// `group_key, app_id, …` (prefixed with `table.` if given), for a `SELECT`.
         /// - Parameter ownerSettings: Whether the file has `edit_settings_permission` and
         ///   `owner_quit` (v8); if not (tests of older files), each type's default stands in, as
-        ///   migration v8 writes it, no mute operator (`mute_operator`, v10) and an empty mute
-        ///   bypass list (`mute_bypass`, v11).
+        ///   migration v8 writes it, no mute operator (`mute_operator`, v10), an empty mute
+        ///   bypass list (`mute_bypass`, v11) and member version 0 (`member_version`, v15).
         static func list(table: String? = nil, ownerSettings: Bool = true) -> String {
             allCases.map { column in
                 let qualified = table.map { "\($0).\(column.name)" } ?? column.name
@@ -127,6 +128,8 @@ enum Rows {
                     return "0"
                 case .inviteLinkPermission:
                     return "CASE \(type) WHEN 'Work' THEN 'everyone' WHEN 'AVChatRoom' THEN 'nobody' ELSE 'owner_and_admins' END"
+                case .memberVersion:
+                    return "0"
                 default:
                     return qualified
                 }
@@ -220,9 +223,10 @@ enum Rows {
                 until: muteUntil.map(Timestamp.init(millisecondsSince1970:)),
                 operatorID: try row.optionalText(GroupColumn.muteOperator.rawValue)),
             pins: pins)
-        var withBypass = group
-        withBypass.muteBypass = try EventJSON.strings(row.text(GroupColumn.muteBypass.rawValue))
-        return GroupRow(key: try int(.groupKey), group: withBypass, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
+        var stored = group
+        stored.muteBypass = try EventJSON.strings(row.text(GroupColumn.muteBypass.rawValue))
+        stored.memberVersion = try int(.memberVersion)
+        return GroupRow(key: try int(.groupKey), group: stored, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 
     static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {

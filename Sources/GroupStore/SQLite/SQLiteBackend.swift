@@ -38,6 +38,9 @@ public final class SQLiteBackend: StoreBackend {
     /// `groups.invite_link_permission` (v14); false only for a file opened with migrations up to
     /// one before v14 (tests of older files).
     let storesInviteLinks: Bool
+    /// Whether the file keeps member versions, member tombstones and joined-group changes (v15);
+    /// false only for a file opened with migrations up to one before it (tests of older files).
+    let storesSyncVersions: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
 
@@ -91,6 +94,7 @@ public final class SQLiteBackend: StoreBackend {
             self.keepsJoinedCounts = applied.contains("v7")
             self.storesOwnerSettings = applied.contains("v8")
             self.storesInviteLinks = applied.contains("v14")
+            self.storesSyncVersions = applied.contains("v15")
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -168,6 +172,7 @@ public final class SQLiteBackend: StoreBackend {
         var transaction = SQLiteTransaction(db: db, storesMemberOrigin: storesMemberOrigin, keepsJoinedCounts: keepsJoinedCounts)
         transaction.storesOwnerSettings = storesOwnerSettings
         transaction.storesInviteLinks = storesInviteLinks
+        transaction.storesSyncVersions = storesSyncVersions
         for (index, item) in work.enumerated() {
             let changes = db.totalChangesCount
             do {

@@ -14,6 +14,8 @@ struct SQLiteTransaction: StoreTransaction {
     var storesOwnerSettings = true
     /// Whether the file has invite links (``SQLiteBackend/storesInviteLinks``).
     var storesInviteLinks = true
+    /// Whether the file keeps member versions and joined-group changes (``SQLiteBackend/storesSyncVersions``).
+    var storesSyncVersions = true
 
     // MARK: Load
 
@@ -215,6 +217,14 @@ struct SQLiteTransaction: StoreTransaction {
             if let recall = writes.recall {
                 try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
             }
+            if storesSyncVersions {
+                if let change = writes.change {
+                    try SyncRows.record(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last, db: db)
+                }
+                if let remark = writes.remark, let eventID = result.eventIDs.last, group.type != .avChatRoom {
+                    try SyncRows.joinedChange(app: group.appID, user: remark.user, groupKey: key, eventID: eventID, db: db)
+                }
+            }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
             || !writes.inviteLinks.isEmpty
@@ -283,7 +293,9 @@ struct SQLiteTransaction: StoreTransaction {
         }
         let events = try Rows.appendEvents(
             plan.events, groupKey: groupKey, appID: group.appID, groupID: group.id, after: 0, time: group.updatedAt, db: db)
-        return WriteResult(events: events, eventIDs: insertedIDs(count: events.count), groupRow: GroupRowID(groupKey))
+        let eventIDs = insertedIDs(count: events.count)
+        if storesSyncVersions { try SyncRows.recordCreation(plan, groupKey: groupKey, eventID: eventIDs.last, db: db) }
+        return WriteResult(events: events, eventIDs: eventIDs, groupRow: GroupRowID(groupKey))
     }
 
     /// The `event_id`s of the last `count` rows inserted into `group_events`: consecutive, since
@@ -365,6 +377,9 @@ struct SQLiteTransaction: StoreTransaction {
             try db.cachedStatement(sql: "DELETE FROM group_events WHERE event_id IN (SELECT value FROM json_each(?))")
                 .execute(arguments: [list])
             return ids.count
+        case .memberTombstones:
+            guard storesSyncVersions else { return 0 }
+            return try SyncRows.purgeTombstones(app: request.app, before: request.before, limit: request.limit, db: db)
         }
     }
 }

@@ -18,6 +18,7 @@ extension Schema {
         migrator.registerMigration("v12", migrate: Schema.v12)
         migrator.registerMigration("v13", migrate: Schema.v13)
         migrator.registerMigration("v14", migrate: Schema.v14)
+        migrator.registerMigration("v15", migrate: Schema.v15)
         return migrator
     }
 }
@@ -502,6 +503,51 @@ enum Schema {
                 value INTEGER NOT NULL,
                 PRIMARY KEY (group_key, key)
             ) WITHOUT ROWID;
+            """)
+    }
+
+    /// v15: versioned member sync and joined-group sync (their reads cost what they return).
+    ///
+    /// - `groups.member_version`: one more with every write that inserts, updates or removes
+    ///   member rows; `members.changed_version` holds the version of the row's last change
+    ///   (`members_by_version` reads the rows after a version, one index range).
+    /// - `member_tombstones`: who was removed at which version (one row per group and user,
+    ///   deleted when the user rejoins; `tomb_id` orders a version's removals for paging).
+    ///   Retention deletes those older than the app's event retention and raises
+    ///   `groups.member_floor` to the highest version it deleted: a sync from below it must
+    ///   reload the whole list.
+    /// - `joined_changes`: per user and group, the `event_id` of the last write that joined,
+    ///   removed or changed the user's membership or remark (`joined_changes_by_version` reads a
+    ///   user's rows after an event id); `groups.info_event_id` is the `event_id` of the last write
+    ///   that changed the group's record (profile, settings, owner, mute, custom fields, dismissal).
+    /// - Rows stored before keep 0 everywhere: a sync from 0 lists them; a client can only hold a
+    ///   version given after this migration, and every later change moves past it.
+    static func v15(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN member_version INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE groups ADD COLUMN member_floor INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE groups ADD COLUMN info_event_id INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE members ADD COLUMN changed_version INTEGER NOT NULL DEFAULT 0;
+            CREATE INDEX members_by_version ON members(group_key, changed_version, join_order);
+            CREATE TABLE member_tombstones (
+                tomb_id INTEGER PRIMARY KEY,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                app_id TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                removed_at INTEGER NOT NULL,
+                UNIQUE (group_key, user_id)
+            );
+            CREATE INDEX member_tombstones_by_version ON member_tombstones(group_key, version, tomb_id);
+            CREATE INDEX member_tombstones_by_time ON member_tombstones(app_id, removed_at);
+            CREATE TABLE joined_changes (
+                app_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                event_id INTEGER NOT NULL,
+                PRIMARY KEY (app_id, user_id, group_key)
+            ) WITHOUT ROWID;
+            CREATE INDEX joined_changes_by_version ON joined_changes(app_id, user_id, event_id);
             """)
     }
 }

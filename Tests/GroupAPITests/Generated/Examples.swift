@@ -38,7 +38,7 @@ enum Examples {
         Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 15, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
-        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 21, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 22, message: ex_groupd_v1_Group(0)),
         Example(name: "groupd.v1.PinnedMessage", variant: 0, fieldCount: 3, message: ex_groupd_v1_PinnedMessage(0)),
         Example(name: "groupd.v1.MessageReadCount", variant: 0, fieldCount: 3, message: ex_groupd_v1_MessageReadCount(0)),
         Example(name: "groupd.v1.ReadReceiptBatch", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadReceiptBatch(0)),
@@ -90,6 +90,8 @@ enum Examples {
         Example(name: "groupd.v1.SubscribeResponse", variant: 1, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(1)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 2, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(2)),
         Example(name: "groupd.v1.StreamResumeInfo", variant: 0, fieldCount: 1, message: ex_groupd_v1_StreamResumeInfo(0)),
+        Example(name: "groupd.v1.SyncJoinedGroupsRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_SyncJoinedGroupsRequest(0)),
+        Example(name: "groupd.v1.SyncJoinedGroupsResponse", variant: 0, fieldCount: 5, message: ex_groupd_v1_SyncJoinedGroupsResponse(0)),
         Example(name: "groupd.v1.InitialMember", variant: 0, fieldCount: 4, message: ex_groupd_v1_InitialMember(0)),
         Example(name: "groupd.v1.CreateGroupRequest", variant: 0, fieldCount: 8, message: ex_groupd_v1_CreateGroupRequest(0)),
         Example(name: "groupd.v1.CreateGroupResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_CreateGroupResponse(0)),
@@ -170,6 +172,10 @@ enum Examples {
         Example(name: "groupd.v1.ListInviteLinksRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListInviteLinksRequest(0)),
         Example(name: "groupd.v1.ListInviteLinksResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListInviteLinksResponse(0)),
         Example(name: "groupd.v1.JoinByInviteLinkRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_JoinByInviteLinkRequest(0)),
+        Example(name: "groupd.v1.SyncMembersRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_SyncMembersRequest(0)),
+        Example(name: "groupd.v1.SyncMembersResponse", variant: 0, fieldCount: 5, message: ex_groupd_v1_SyncMembersResponse(0)),
+        Example(name: "groupd.v1.SearchMembersRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SearchMembersRequest(0)),
+        Example(name: "groupd.v1.SearchMembersResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_SearchMembersResponse(0)),
         Example(name: "groupd.v1.SendGroupMessageRequest", variant: 0, fieldCount: 8, message: ex_groupd_v1_SendGroupMessageRequest(0)),
         Example(name: "groupd.v1.SendGroupMessageResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_SendGroupMessageResponse(0)),
         Example(name: "groupd.v1.GetGroupMessagesRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_GetGroupMessagesRequest(0)),
@@ -527,6 +533,7 @@ enum Examples {
         m.muteBypassUserIds = ["mute_bypass_user_ids-0-é群✓", "mute_bypass_user_ids-1-é群✓"]
         m.unreadMention = Groupd_V1_UnreadMention.me
         m.pinnedMessages = [ex_groupd_v1_PinnedMessage(0), ex_groupd_v1_PinnedMessage(1)]
+        m.memberVersion = 17999999999999999978
         return m
     }
 
@@ -885,6 +892,26 @@ enum Examples {
     static func ex_groupd_v1_StreamResumeInfo(_ variant: Int) -> Groupd_V1_StreamResumeInfo {
         var m = Groupd_V1_StreamResumeInfo()
         m.cursor = "cursor-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.SyncJoinedGroupsRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SyncJoinedGroupsRequest(_ variant: Int) -> Groupd_V1_SyncJoinedGroupsRequest {
+        var m = Groupd_V1_SyncJoinedGroupsRequest()
+        m.version = 17999999999999999999
+        m.pageSize = -2017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.SyncJoinedGroupsResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SyncJoinedGroupsResponse(_ variant: Int) -> Groupd_V1_SyncJoinedGroupsResponse {
+        var m = Groupd_V1_SyncJoinedGroupsResponse()
+        m.groups = [ex_groupd_v1_Group(0), ex_groupd_v1_Group(1)]
+        m.removedGroupIds = ["removed_group_ids-0-é群✓", "removed_group_ids-1-é群✓"]
+        m.nextPageToken = "next_page_token-0-é群✓"
+        m.version = 17999999999999999996
+        m.fullReloadRequired = true
         return m
     }
 
@@ -1555,6 +1582,46 @@ enum Examples {
         var m = Groupd_V1_JoinByInviteLinkRequest()
         m.token = "token-0-é群✓"
         m.message = "message-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.SyncMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SyncMembersRequest(_ variant: Int) -> Groupd_V1_SyncMembersRequest {
+        var m = Groupd_V1_SyncMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.version = 17999999999999999998
+        m.pageSize = -3017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.SyncMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SyncMembersResponse(_ variant: Int) -> Groupd_V1_SyncMembersResponse {
+        var m = Groupd_V1_SyncMembersResponse()
+        m.changedMembers = [ex_groupd_v1_Member(0), ex_groupd_v1_Member(1)]
+        m.removedUserIds = ["removed_user_ids-0-é群✓", "removed_user_ids-1-é群✓"]
+        m.nextPageToken = "next_page_token-0-é群✓"
+        m.version = 17999999999999999996
+        m.fullReloadRequired = true
+        return m
+    }
+
+    /// A `groupd.v1.SearchMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SearchMembersRequest(_ variant: Int) -> Groupd_V1_SearchMembersRequest {
+        var m = Groupd_V1_SearchMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.keyword = "keyword-0-é群✓"
+        m.by = Groupd_V1_MemberSearchField.nameCard
+        m.pageSize = -4017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.SearchMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_SearchMembersResponse(_ variant: Int) -> Groupd_V1_SearchMembersResponse {
+        var m = Groupd_V1_SearchMembersResponse()
+        m.members = [ex_groupd_v1_Member(0), ex_groupd_v1_Member(1)]
+        m.nextPageToken = "next_page_token-0-é群✓"
         return m
     }
 

@@ -1800,7 +1800,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[21] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[22] =
 {
   {
     "group_id",
@@ -2054,6 +2054,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[21] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "member_version",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Group, member_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group__field_indices_by_name[] = {
   7,   /* field[7] = create_time */
@@ -2064,6 +2076,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   10,   /* field[10] = latest_sequence */
   6,   /* field[6] = max_member_count */
   5,   /* field[5] = member_count */
+  21,   /* field[21] = member_version */
   11,   /* field[11] = mute */
   18,   /* field[18] = mute_bypass_user_ids */
   4,   /* field[4] = owner_user_id */
@@ -2081,7 +2094,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 21 }
+  { 0, 22 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -2091,7 +2104,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  21,
+  22,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
   1,  groupd__v1__group__number_ranges,

@@ -7,6 +7,96 @@
 #endif
 
 #include "groupd/v1/group.pb-c.h"
+void   groupd__v1__sync_joined_groups_request__init
+                     (Groupd__V1__SyncJoinedGroupsRequest         *message)
+{
+  static const Groupd__V1__SyncJoinedGroupsRequest init_value = GROUPD__V1__SYNC_JOINED_GROUPS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__sync_joined_groups_request__get_packed_size
+                     (const Groupd__V1__SyncJoinedGroupsRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__sync_joined_groups_request__pack
+                     (const Groupd__V1__SyncJoinedGroupsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__sync_joined_groups_request__pack_to_buffer
+                     (const Groupd__V1__SyncJoinedGroupsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SyncJoinedGroupsRequest *
+       groupd__v1__sync_joined_groups_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SyncJoinedGroupsRequest *)
+     protobuf_c_message_unpack (&groupd__v1__sync_joined_groups_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__sync_joined_groups_request__free_unpacked
+                     (Groupd__V1__SyncJoinedGroupsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__sync_joined_groups_response__init
+                     (Groupd__V1__SyncJoinedGroupsResponse         *message)
+{
+  static const Groupd__V1__SyncJoinedGroupsResponse init_value = GROUPD__V1__SYNC_JOINED_GROUPS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__sync_joined_groups_response__get_packed_size
+                     (const Groupd__V1__SyncJoinedGroupsResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__sync_joined_groups_response__pack
+                     (const Groupd__V1__SyncJoinedGroupsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__sync_joined_groups_response__pack_to_buffer
+                     (const Groupd__V1__SyncJoinedGroupsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SyncJoinedGroupsResponse *
+       groupd__v1__sync_joined_groups_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SyncJoinedGroupsResponse *)
+     protobuf_c_message_unpack (&groupd__v1__sync_joined_groups_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__sync_joined_groups_response__free_unpacked
+                     (Groupd__V1__SyncJoinedGroupsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__sync_joined_groups_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__initial_member__custom_entry__init
                      (Groupd__V1__InitialMember__CustomEntry         *message)
 {
@@ -1900,6 +1990,160 @@ void   groupd__v1__get_group_counters_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__get_group_counters_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor groupd__v1__sync_joined_groups_request__field_descriptors[3] =
+{
+  {
+    "version",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncJoinedGroupsRequest, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncJoinedGroupsRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncJoinedGroupsRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__sync_joined_groups_request__field_indices_by_name[] = {
+  1,   /* field[1] = page_size */
+  2,   /* field[2] = page_token */
+  0,   /* field[0] = version */
+};
+static const ProtobufCIntRange groupd__v1__sync_joined_groups_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SyncJoinedGroupsRequest",
+  "SyncJoinedGroupsRequest",
+  "Groupd__V1__SyncJoinedGroupsRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__SyncJoinedGroupsRequest),
+  3,
+  groupd__v1__sync_joined_groups_request__field_descriptors,
+  groupd__v1__sync_joined_groups_request__field_indices_by_name,
+  1,  groupd__v1__sync_joined_groups_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__sync_joined_groups_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__sync_joined_groups_response__field_descriptors[5] =
+{
+  {
+    "groups",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, n_groups),
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, groups),
+    &groupd__v1__group__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "removed_group_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, n_removed_group_ids),
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, removed_group_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "full_reload_required",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncJoinedGroupsResponse, full_reload_required),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__sync_joined_groups_response__field_indices_by_name[] = {
+  4,   /* field[4] = full_reload_required */
+  0,   /* field[0] = groups */
+  2,   /* field[2] = next_page_token */
+  1,   /* field[1] = removed_group_ids */
+  3,   /* field[3] = version */
+};
+static const ProtobufCIntRange groupd__v1__sync_joined_groups_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SyncJoinedGroupsResponse",
+  "SyncJoinedGroupsResponse",
+  "Groupd__V1__SyncJoinedGroupsResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__SyncJoinedGroupsResponse),
+  5,
+  groupd__v1__sync_joined_groups_response__field_descriptors,
+  groupd__v1__sync_joined_groups_response__field_indices_by_name,
+  1,  groupd__v1__sync_joined_groups_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__sync_joined_groups_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__initial_member__custom_entry__field_descriptors[2] =
 {
   {
@@ -4761,7 +5005,7 @@ const ProtobufCEnumDescriptor groupd__v1__search_field__descriptor =
   groupd__v1__search_field__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[17] =
+static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[18] =
 {
   { "CreateGroup", &groupd__v1__create_group_request__descriptor, &groupd__v1__create_group_response__descriptor },
   { "GetGroupsInfo", &groupd__v1__get_groups_info_request__descriptor, &groupd__v1__get_groups_info_response__descriptor },
@@ -4780,6 +5024,7 @@ static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descrip
   { "GetGroupAttributes", &groupd__v1__get_group_attributes_request__descriptor, &groupd__v1__get_group_attributes_response__descriptor },
   { "IncrementGroupCounters", &groupd__v1__increment_group_counters_request__descriptor, &groupd__v1__increment_group_counters_response__descriptor },
   { "GetGroupCounters", &groupd__v1__get_group_counters_request__descriptor, &groupd__v1__get_group_counters_response__descriptor },
+  { "SyncJoinedGroups", &groupd__v1__sync_joined_groups_request__descriptor, &groupd__v1__sync_joined_groups_response__descriptor },
 };
 const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   0,        /* CreateGroup */
@@ -4795,6 +5040,7 @@ const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   10,        /* SearchGroups */
   12,        /* SetGroupAttributes */
   7,        /* SetGroupMute */
+  17,        /* SyncJoinedGroups */
   6,        /* TransferOwnership */
   2,        /* UpdateGroupProfile */
   3,        /* UpdateGroupSettings */
@@ -4807,7 +5053,7 @@ const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
   "GroupService",
   "Groupd__V1__GroupService",
   "groupd.v1",
-  17,
+  18,
   groupd__v1__group_service__method_descriptors,
   groupd__v1__group_service__method_indices_by_name
 };
@@ -4946,6 +5192,14 @@ void groupd__v1__group_service__get_group_counters(ProtobufCService *service,
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
   service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__sync_joined_groups(ProtobufCService *service,
+                                                   const Groupd__V1__SyncJoinedGroupsRequest *input,
+                                                   Groupd__V1__SyncJoinedGroupsResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
                                       Groupd__V1__GroupService_ServiceDestroy destroy)

@@ -1768,6 +1768,186 @@ void   groupd__v1__join_by_invite_link_request__free_unpacked
   assert(message->base.descriptor == &groupd__v1__join_by_invite_link_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__sync_members_request__init
+                     (Groupd__V1__SyncMembersRequest         *message)
+{
+  static const Groupd__V1__SyncMembersRequest init_value = GROUPD__V1__SYNC_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__sync_members_request__get_packed_size
+                     (const Groupd__V1__SyncMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__sync_members_request__pack
+                     (const Groupd__V1__SyncMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__sync_members_request__pack_to_buffer
+                     (const Groupd__V1__SyncMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SyncMembersRequest *
+       groupd__v1__sync_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SyncMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__sync_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__sync_members_request__free_unpacked
+                     (Groupd__V1__SyncMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__sync_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__sync_members_response__init
+                     (Groupd__V1__SyncMembersResponse         *message)
+{
+  static const Groupd__V1__SyncMembersResponse init_value = GROUPD__V1__SYNC_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__sync_members_response__get_packed_size
+                     (const Groupd__V1__SyncMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__sync_members_response__pack
+                     (const Groupd__V1__SyncMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__sync_members_response__pack_to_buffer
+                     (const Groupd__V1__SyncMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__sync_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SyncMembersResponse *
+       groupd__v1__sync_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SyncMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__sync_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__sync_members_response__free_unpacked
+                     (Groupd__V1__SyncMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__sync_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__search_members_request__init
+                     (Groupd__V1__SearchMembersRequest         *message)
+{
+  static const Groupd__V1__SearchMembersRequest init_value = GROUPD__V1__SEARCH_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__search_members_request__get_packed_size
+                     (const Groupd__V1__SearchMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__search_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__search_members_request__pack
+                     (const Groupd__V1__SearchMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__search_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__search_members_request__pack_to_buffer
+                     (const Groupd__V1__SearchMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__search_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SearchMembersRequest *
+       groupd__v1__search_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SearchMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__search_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__search_members_request__free_unpacked
+                     (Groupd__V1__SearchMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__search_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__search_members_response__init
+                     (Groupd__V1__SearchMembersResponse         *message)
+{
+  static const Groupd__V1__SearchMembersResponse init_value = GROUPD__V1__SEARCH_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__search_members_response__get_packed_size
+                     (const Groupd__V1__SearchMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__search_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__search_members_response__pack
+                     (const Groupd__V1__SearchMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__search_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__search_members_response__pack_to_buffer
+                     (const Groupd__V1__SearchMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__search_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__SearchMembersResponse *
+       groupd__v1__search_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__SearchMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__search_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__search_members_response__free_unpacked
+                     (Groupd__V1__SearchMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__search_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__join_group_request__field_descriptors[2] =
 {
   {
@@ -3924,6 +4104,314 @@ const ProtobufCMessageDescriptor groupd__v1__join_by_invite_link_request__descri
   (ProtobufCMessageInit) groupd__v1__join_by_invite_link_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__sync_members_request__field_descriptors[4] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersRequest, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__sync_members_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = page_size */
+  3,   /* field[3] = page_token */
+  1,   /* field[1] = version */
+};
+static const ProtobufCIntRange groupd__v1__sync_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__sync_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SyncMembersRequest",
+  "SyncMembersRequest",
+  "Groupd__V1__SyncMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__SyncMembersRequest),
+  4,
+  groupd__v1__sync_members_request__field_descriptors,
+  groupd__v1__sync_members_request__field_indices_by_name,
+  1,  groupd__v1__sync_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__sync_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__sync_members_response__field_descriptors[5] =
+{
+  {
+    "changed_members",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__SyncMembersResponse, n_changed_members),
+    offsetof(Groupd__V1__SyncMembersResponse, changed_members),
+    &groupd__v1__member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "removed_user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__SyncMembersResponse, n_removed_user_ids),
+    offsetof(Groupd__V1__SyncMembersResponse, removed_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersResponse, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "full_reload_required",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SyncMembersResponse, full_reload_required),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__sync_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = changed_members */
+  4,   /* field[4] = full_reload_required */
+  2,   /* field[2] = next_page_token */
+  1,   /* field[1] = removed_user_ids */
+  3,   /* field[3] = version */
+};
+static const ProtobufCIntRange groupd__v1__sync_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__sync_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SyncMembersResponse",
+  "SyncMembersResponse",
+  "Groupd__V1__SyncMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__SyncMembersResponse),
+  5,
+  groupd__v1__sync_members_response__field_descriptors,
+  groupd__v1__sync_members_response__field_indices_by_name,
+  1,  groupd__v1__sync_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__sync_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__search_members_request__field_descriptors[5] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SearchMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keyword",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SearchMembersRequest, keyword),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SearchMembersRequest, by),
+    &groupd__v1__member_search_field__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SearchMembersRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SearchMembersRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__search_members_request__field_indices_by_name[] = {
+  2,   /* field[2] = by */
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = keyword */
+  3,   /* field[3] = page_size */
+  4,   /* field[4] = page_token */
+};
+static const ProtobufCIntRange groupd__v1__search_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__search_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SearchMembersRequest",
+  "SearchMembersRequest",
+  "Groupd__V1__SearchMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__SearchMembersRequest),
+  5,
+  groupd__v1__search_members_request__field_descriptors,
+  groupd__v1__search_members_request__field_indices_by_name,
+  1,  groupd__v1__search_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__search_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__search_members_response__field_descriptors[2] =
+{
+  {
+    "members",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__SearchMembersResponse, n_members),
+    offsetof(Groupd__V1__SearchMembersResponse, members),
+    &groupd__v1__member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SearchMembersResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__search_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = members */
+  1,   /* field[1] = next_page_token */
+};
+static const ProtobufCIntRange groupd__v1__search_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__search_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.SearchMembersResponse",
+  "SearchMembersResponse",
+  "Groupd__V1__SearchMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__SearchMembersResponse),
+  2,
+  groupd__v1__search_members_response__field_descriptors,
+  groupd__v1__search_members_response__field_indices_by_name,
+  1,  groupd__v1__search_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__search_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__join_outcome__enum_values_by_number[3] =
 {
   { "JOIN_OUTCOME_UNSPECIFIED", "GROUPD__V1__JOIN_OUTCOME__JOIN_OUTCOME_UNSPECIFIED", 0 },
@@ -3988,7 +4476,37 @@ const ProtobufCEnumDescriptor groupd__v1__member_filter__descriptor =
   groupd__v1__member_filter__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descriptors[19] =
+static const ProtobufCEnumValue groupd__v1__member_search_field__enum_values_by_number[3] =
+{
+  { "MEMBER_SEARCH_FIELD_UNSPECIFIED", "GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_UNSPECIFIED", 0 },
+  { "MEMBER_SEARCH_FIELD_USER_ID_PREFIX", "GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_USER_ID_PREFIX", 1 },
+  { "MEMBER_SEARCH_FIELD_NAME_CARD", "GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_NAME_CARD", 2 },
+};
+static const ProtobufCIntRange groupd__v1__member_search_field__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex groupd__v1__member_search_field__enum_values_by_name[3] =
+{
+  { "MEMBER_SEARCH_FIELD_NAME_CARD", 2 },
+  { "MEMBER_SEARCH_FIELD_UNSPECIFIED", 0 },
+  { "MEMBER_SEARCH_FIELD_USER_ID_PREFIX", 1 },
+};
+const ProtobufCEnumDescriptor groupd__v1__member_search_field__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "groupd.v1.MemberSearchField",
+  "MemberSearchField",
+  "Groupd__V1__MemberSearchField",
+  "groupd.v1",
+  3,
+  groupd__v1__member_search_field__enum_values_by_number,
+  3,
+  groupd__v1__member_search_field__enum_values_by_name,
+  1,
+  groupd__v1__member_search_field__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descriptors[21] =
 {
   { "JoinGroup", &groupd__v1__join_group_request__descriptor, &groupd__v1__join_group_response__descriptor },
   { "QuitGroup", &groupd__v1__quit_group_request__descriptor, &groupd__v1__quit_group_response__descriptor },
@@ -4009,6 +4527,8 @@ static const ProtobufCMethodDescriptor groupd__v1__member_service__method_descri
   { "RevokeInviteLink", &groupd__v1__revoke_invite_link_request__descriptor, &groupd__v1__revoke_invite_link_response__descriptor },
   { "ListInviteLinks", &groupd__v1__list_invite_links_request__descriptor, &groupd__v1__list_invite_links_response__descriptor },
   { "JoinByInviteLink", &groupd__v1__join_by_invite_link_request__descriptor, &groupd__v1__join_group_response__descriptor },
+  { "SyncMembers", &groupd__v1__sync_members_request__descriptor, &groupd__v1__sync_members_response__descriptor },
+  { "SearchMembers", &groupd__v1__search_members_request__descriptor, &groupd__v1__search_members_response__descriptor },
 };
 const unsigned groupd__v1__member_service__method_indices_by_name[] = {
   4,        /* BanMembers */
@@ -4025,9 +4545,11 @@ const unsigned groupd__v1__member_service__method_indices_by_name[] = {
   11,        /* MuteMembers */
   1,        /* QuitGroup */
   16,        /* RevokeInviteLink */
+  20,        /* SearchMembers */
   14,        /* SetGroupRemark */
   10,        /* SetMemberRole */
   13,        /* SetReceiveMessageOption */
+  19,        /* SyncMembers */
   5,        /* UnbanMembers */
   12         /* UpdateMemberInfo */
 };
@@ -4038,7 +4560,7 @@ const ProtobufCServiceDescriptor groupd__v1__member_service__descriptor =
   "MemberService",
   "Groupd__V1__MemberService",
   "groupd.v1",
-  19,
+  21,
   groupd__v1__member_service__method_descriptors,
   groupd__v1__member_service__method_indices_by_name
 };
@@ -4193,6 +4715,22 @@ void groupd__v1__member_service__join_by_invite_link(ProtobufCService *service,
 {
   assert(service->descriptor == &groupd__v1__member_service__descriptor);
   service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__sync_members(ProtobufCService *service,
+                                              const Groupd__V1__SyncMembersRequest *input,
+                                              Groupd__V1__SyncMembersResponse_Closure closure,
+                                              void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__member_service__search_members(ProtobufCService *service,
+                                                const Groupd__V1__SearchMembersRequest *input,
+                                                Groupd__V1__SearchMembersResponse_Closure closure,
+                                                void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__member_service__descriptor);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *service,
                                        Groupd__V1__MemberService_ServiceDestroy destroy)

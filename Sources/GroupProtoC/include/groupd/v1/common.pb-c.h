@@ -1046,10 +1046,18 @@ struct  Groupd__V1__Group
    */
   size_t n_pinned_messages;
   Groupd__V1__PinnedMessage **pinned_messages;
+  /*
+   * The version of the group's member list: it grows with every change of
+   * a member record (join, leave, role, name card, mute, receive option,
+   * custom fields), by one per change. SyncMembers from this version
+   * returns what changed after it. 0 for AVChatRoom (audience not stored)
+   * and for a public subset.
+   */
+  uint64_t member_version;
 };
 #define GROUPD__V1__GROUP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, 0,NULL }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, 0,NULL, 0 }
 
 
 /*

@@ -18,6 +18,8 @@ PROTOBUF_C__BEGIN_DECLS
 #include "google/protobuf/timestamp.pb-c.h"
 #include "groupd/v1/common.pb-c.h"
 
+typedef struct Groupd__V1__SyncJoinedGroupsRequest Groupd__V1__SyncJoinedGroupsRequest;
+typedef struct Groupd__V1__SyncJoinedGroupsResponse Groupd__V1__SyncJoinedGroupsResponse;
 typedef struct Groupd__V1__InitialMember Groupd__V1__InitialMember;
 typedef struct Groupd__V1__InitialMember__CustomEntry Groupd__V1__InitialMember__CustomEntry;
 typedef struct Groupd__V1__CreateGroupRequest Groupd__V1__CreateGroupRequest;
@@ -120,6 +122,68 @@ typedef enum _Groupd__V1__SearchField {
 } Groupd__V1__SearchField;
 
 /* --- messages --- */
+
+/*
+ * SyncJoinedGroups request.
+ */
+struct  Groupd__V1__SyncJoinedGroupsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The version the client holds (0: none, list every joined group).
+   */
+  uint64_t version;
+  /*
+   * Page size (default 50, max 100).
+   */
+  int32_t page_size;
+  /*
+   * Token from a previous response of the same sync (same version).
+   */
+  char *page_token;
+};
+#define GROUPD__V1__SYNC_JOINED_GROUPS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__sync_joined_groups_request__descriptor) \
+    , 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * SyncJoinedGroups response.
+ */
+struct  Groupd__V1__SyncJoinedGroupsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Groups joined or changed after `version`, each with self_info and
+   * remark (as ListJoinedGroups, without unread counts), in group order.
+   */
+  size_t n_groups;
+  Groupd__V1__Group **groups;
+  /*
+   * Groups the caller is no longer in (left, kicked, dismissed) since
+   * `version`. Always empty when `version` is 0.
+   */
+  size_t n_removed_group_ids;
+  char **removed_group_ids;
+  /*
+   * Token for the next page; empty on the last page.
+   */
+  char *next_page_token;
+  /*
+   * The version the pages describe (the app's latest event id at the first
+   * page): keep it once the last page is read.
+   */
+  uint64_t version;
+  /*
+   * The client's version is newer than the app's latest event: drop the
+   * local list and sync from 0. Nothing else is filled.
+   */
+  protobuf_c_boolean full_reload_required;
+};
+#define GROUPD__V1__SYNC_JOINED_GROUPS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__sync_joined_groups_response__descriptor) \
+    , 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0 }
+
 
 struct  Groupd__V1__InitialMember__CustomEntry
 {
@@ -1185,6 +1249,44 @@ struct  Groupd__V1__GetGroupCountersResponse
     , 0,NULL }
 
 
+/* Groupd__V1__SyncJoinedGroupsRequest methods */
+void   groupd__v1__sync_joined_groups_request__init
+                     (Groupd__V1__SyncJoinedGroupsRequest         *message);
+size_t groupd__v1__sync_joined_groups_request__get_packed_size
+                     (const Groupd__V1__SyncJoinedGroupsRequest   *message);
+size_t groupd__v1__sync_joined_groups_request__pack
+                     (const Groupd__V1__SyncJoinedGroupsRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__sync_joined_groups_request__pack_to_buffer
+                     (const Groupd__V1__SyncJoinedGroupsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SyncJoinedGroupsRequest *
+       groupd__v1__sync_joined_groups_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__sync_joined_groups_request__free_unpacked
+                     (Groupd__V1__SyncJoinedGroupsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__SyncJoinedGroupsResponse methods */
+void   groupd__v1__sync_joined_groups_response__init
+                     (Groupd__V1__SyncJoinedGroupsResponse         *message);
+size_t groupd__v1__sync_joined_groups_response__get_packed_size
+                     (const Groupd__V1__SyncJoinedGroupsResponse   *message);
+size_t groupd__v1__sync_joined_groups_response__pack
+                     (const Groupd__V1__SyncJoinedGroupsResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__sync_joined_groups_response__pack_to_buffer
+                     (const Groupd__V1__SyncJoinedGroupsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SyncJoinedGroupsResponse *
+       groupd__v1__sync_joined_groups_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__sync_joined_groups_response__free_unpacked
+                     (Groupd__V1__SyncJoinedGroupsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__InitialMember__CustomEntry methods */
 void   groupd__v1__initial_member__custom_entry__init
                      (Groupd__V1__InitialMember__CustomEntry         *message);
@@ -1990,6 +2092,12 @@ void   groupd__v1__get_group_counters_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Groupd__V1__SyncJoinedGroupsRequest_Closure)
+                 (const Groupd__V1__SyncJoinedGroupsRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__SyncJoinedGroupsResponse_Closure)
+                 (const Groupd__V1__SyncJoinedGroupsResponse *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__InitialMember__CustomEntry_Closure)
                  (const Groupd__V1__InitialMember__CustomEntry *message,
                   void *closure_data);
@@ -2212,6 +2320,10 @@ struct Groupd__V1__GroupService_Service
                              const Groupd__V1__GetGroupCountersRequest *input,
                              Groupd__V1__GetGroupCountersResponse_Closure closure,
                              void *closure_data);
+  void (*sync_joined_groups)(Groupd__V1__GroupService_Service *service,
+                             const Groupd__V1__SyncJoinedGroupsRequest *input,
+                             Groupd__V1__SyncJoinedGroupsResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Groupd__V1__GroupService_ServiceDestroy)(Groupd__V1__GroupService_Service *);
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
@@ -2236,7 +2348,8 @@ void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
       function_prefix__ ## delete_group_attributes,\
       function_prefix__ ## get_group_attributes,\
       function_prefix__ ## increment_group_counters,\
-      function_prefix__ ## get_group_counters  }
+      function_prefix__ ## get_group_counters,\
+      function_prefix__ ## sync_joined_groups  }
 void groupd__v1__group_service__create_group(ProtobufCService *service,
                                              const Groupd__V1__CreateGroupRequest *input,
                                              Groupd__V1__CreateGroupResponse_Closure closure,
@@ -2305,11 +2418,17 @@ void groupd__v1__group_service__get_group_counters(ProtobufCService *service,
                                                    const Groupd__V1__GetGroupCountersRequest *input,
                                                    Groupd__V1__GetGroupCountersResponse_Closure closure,
                                                    void *closure_data);
+void groupd__v1__group_service__sync_joined_groups(ProtobufCService *service,
+                                                   const Groupd__V1__SyncJoinedGroupsRequest *input,
+                                                   Groupd__V1__SyncJoinedGroupsResponse_Closure closure,
+                                                   void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    groupd__v1__group_lookup_error__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__search_field__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__initial_member__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__initial_member__custom_entry__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__create_group_request__descriptor;

@@ -58,6 +58,10 @@ typedef struct Groupd__V1__RevokeInviteLinkResponse Groupd__V1__RevokeInviteLink
 typedef struct Groupd__V1__ListInviteLinksRequest Groupd__V1__ListInviteLinksRequest;
 typedef struct Groupd__V1__ListInviteLinksResponse Groupd__V1__ListInviteLinksResponse;
 typedef struct Groupd__V1__JoinByInviteLinkRequest Groupd__V1__JoinByInviteLinkRequest;
+typedef struct Groupd__V1__SyncMembersRequest Groupd__V1__SyncMembersRequest;
+typedef struct Groupd__V1__SyncMembersResponse Groupd__V1__SyncMembersResponse;
+typedef struct Groupd__V1__SearchMembersRequest Groupd__V1__SearchMembersRequest;
+typedef struct Groupd__V1__SearchMembersResponse Groupd__V1__SearchMembersResponse;
 
 
 /* --- enums --- */
@@ -106,6 +110,26 @@ typedef enum _Groupd__V1__MemberFilter {
   GROUPD__V1__MEMBER_FILTER__MEMBER_FILTER_ORDINARY = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__MEMBER_FILTER)
 } Groupd__V1__MemberFilter;
+/*
+ * What SearchMembers matches the keyword against.
+ */
+typedef enum _Groupd__V1__MemberSearchField {
+  /*
+   * Not set (refused).
+   */
+  GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_UNSPECIFIED = 0,
+  /*
+   * User ids starting with the keyword, byte for byte (`%` and `_` are
+   * ordinary characters), in user id order.
+   */
+  GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_USER_ID_PREFIX = 1,
+  /*
+   * Name cards containing the keyword (case-insensitive for ASCII), in join
+   * order.
+   */
+  GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_NAME_CARD = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__MEMBER_SEARCH_FIELD)
+} Groupd__V1__MemberSearchField;
 
 /* --- messages --- */
 
@@ -968,6 +992,130 @@ struct  Groupd__V1__JoinByInviteLinkRequest
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
+/*
+ * SyncMembers request.
+ */
+struct  Groupd__V1__SyncMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The member version the client holds (0: none, list every member).
+   */
+  uint64_t version;
+  /*
+   * Page size (default and max: the app's max_page_size, 50 unless
+   * configured).
+   */
+  int32_t page_size;
+  /*
+   * Token from a previous response of the same sync (same group and
+   * version).
+   */
+  char *page_token;
+};
+#define GROUPD__V1__SYNC_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__sync_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * SyncMembers response.
+ */
+struct  Groupd__V1__SyncMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Members added or changed after `version` (every member when `version`
+   * is 0), as full records, in the order of their change.
+   */
+  size_t n_changed_members;
+  Groupd__V1__Member **changed_members;
+  /*
+   * Users removed after `version` (quit, kicked), who are not members now.
+   * Always empty when `version` is 0.
+   */
+  size_t n_removed_user_ids;
+  char **removed_user_ids;
+  /*
+   * Token for the next page; empty on the last page.
+   */
+  char *next_page_token;
+  /*
+   * The version the pages describe (the group's member version at the
+   * first page): keep it once the last page is read, and sync from it next
+   * time. Later changes come in that next sync.
+   */
+  uint64_t version;
+  /*
+   * The client's version cannot be brought up to date by changes (older
+   * than the removals the group keeps, or newer than the group's version):
+   * drop the local list and sync from 0. Nothing else is filled.
+   */
+  protobuf_c_boolean full_reload_required;
+};
+#define GROUPD__V1__SYNC_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__sync_members_response__descriptor) \
+    , 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * SearchMembers request.
+ */
+struct  Groupd__V1__SearchMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The keyword (1-48 bytes).
+   */
+  char *keyword;
+  /*
+   * What to match.
+   */
+  Groupd__V1__MemberSearchField by;
+  /*
+   * Page size (default and max: the app's max_page_size, 50 unless
+   * configured).
+   */
+  int32_t page_size;
+  /*
+   * Token from a previous response of the same search.
+   */
+  char *page_token;
+};
+#define GROUPD__V1__SEARCH_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__search_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, GROUPD__V1__MEMBER_SEARCH_FIELD__MEMBER_SEARCH_FIELD_UNSPECIFIED, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * SearchMembers response.
+ */
+struct  Groupd__V1__SearchMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The matching members of this page, as ListMembers shows them.
+   */
+  size_t n_members;
+  Groupd__V1__Member **members;
+  /*
+   * Token for the next page; empty on the last page.
+   */
+  char *next_page_token;
+};
+#define GROUPD__V1__SEARCH_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__search_members_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
+
+
 /* Groupd__V1__JoinGroupRequest methods */
 void   groupd__v1__join_group_request__init
                      (Groupd__V1__JoinGroupRequest         *message);
@@ -1712,6 +1860,82 @@ Groupd__V1__JoinByInviteLinkRequest *
 void   groupd__v1__join_by_invite_link_request__free_unpacked
                      (Groupd__V1__JoinByInviteLinkRequest *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__SyncMembersRequest methods */
+void   groupd__v1__sync_members_request__init
+                     (Groupd__V1__SyncMembersRequest         *message);
+size_t groupd__v1__sync_members_request__get_packed_size
+                     (const Groupd__V1__SyncMembersRequest   *message);
+size_t groupd__v1__sync_members_request__pack
+                     (const Groupd__V1__SyncMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__sync_members_request__pack_to_buffer
+                     (const Groupd__V1__SyncMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SyncMembersRequest *
+       groupd__v1__sync_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__sync_members_request__free_unpacked
+                     (Groupd__V1__SyncMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__SyncMembersResponse methods */
+void   groupd__v1__sync_members_response__init
+                     (Groupd__V1__SyncMembersResponse         *message);
+size_t groupd__v1__sync_members_response__get_packed_size
+                     (const Groupd__V1__SyncMembersResponse   *message);
+size_t groupd__v1__sync_members_response__pack
+                     (const Groupd__V1__SyncMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__sync_members_response__pack_to_buffer
+                     (const Groupd__V1__SyncMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SyncMembersResponse *
+       groupd__v1__sync_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__sync_members_response__free_unpacked
+                     (Groupd__V1__SyncMembersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__SearchMembersRequest methods */
+void   groupd__v1__search_members_request__init
+                     (Groupd__V1__SearchMembersRequest         *message);
+size_t groupd__v1__search_members_request__get_packed_size
+                     (const Groupd__V1__SearchMembersRequest   *message);
+size_t groupd__v1__search_members_request__pack
+                     (const Groupd__V1__SearchMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__search_members_request__pack_to_buffer
+                     (const Groupd__V1__SearchMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SearchMembersRequest *
+       groupd__v1__search_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__search_members_request__free_unpacked
+                     (Groupd__V1__SearchMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__SearchMembersResponse methods */
+void   groupd__v1__search_members_response__init
+                     (Groupd__V1__SearchMembersResponse         *message);
+size_t groupd__v1__search_members_response__get_packed_size
+                     (const Groupd__V1__SearchMembersResponse   *message);
+size_t groupd__v1__search_members_response__pack
+                     (const Groupd__V1__SearchMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__search_members_response__pack_to_buffer
+                     (const Groupd__V1__SearchMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__SearchMembersResponse *
+       groupd__v1__search_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__search_members_response__free_unpacked
+                     (Groupd__V1__SearchMembersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__JoinGroupRequest_Closure)
@@ -1834,6 +2058,18 @@ typedef void (*Groupd__V1__ListInviteLinksResponse_Closure)
 typedef void (*Groupd__V1__JoinByInviteLinkRequest_Closure)
                  (const Groupd__V1__JoinByInviteLinkRequest *message,
                   void *closure_data);
+typedef void (*Groupd__V1__SyncMembersRequest_Closure)
+                 (const Groupd__V1__SyncMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__SyncMembersResponse_Closure)
+                 (const Groupd__V1__SyncMembersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__SearchMembersRequest_Closure)
+                 (const Groupd__V1__SearchMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__SearchMembersResponse_Closure)
+                 (const Groupd__V1__SearchMembersResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1917,6 +2153,14 @@ struct Groupd__V1__MemberService_Service
                               const Groupd__V1__JoinByInviteLinkRequest *input,
                               Groupd__V1__JoinGroupResponse_Closure closure,
                               void *closure_data);
+  void (*sync_members)(Groupd__V1__MemberService_Service *service,
+                       const Groupd__V1__SyncMembersRequest *input,
+                       Groupd__V1__SyncMembersResponse_Closure closure,
+                       void *closure_data);
+  void (*search_members)(Groupd__V1__MemberService_Service *service,
+                         const Groupd__V1__SearchMembersRequest *input,
+                         Groupd__V1__SearchMembersResponse_Closure closure,
+                         void *closure_data);
 };
 typedef void (*Groupd__V1__MemberService_ServiceDestroy)(Groupd__V1__MemberService_Service *);
 void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *service,
@@ -1943,7 +2187,9 @@ void groupd__v1__member_service__init (Groupd__V1__MemberService_Service *servic
       function_prefix__ ## create_invite_link,\
       function_prefix__ ## revoke_invite_link,\
       function_prefix__ ## list_invite_links,\
-      function_prefix__ ## join_by_invite_link  }
+      function_prefix__ ## join_by_invite_link,\
+      function_prefix__ ## sync_members,\
+      function_prefix__ ## search_members  }
 void groupd__v1__member_service__join_group(ProtobufCService *service,
                                             const Groupd__V1__JoinGroupRequest *input,
                                             Groupd__V1__JoinGroupResponse_Closure closure,
@@ -2020,11 +2266,20 @@ void groupd__v1__member_service__join_by_invite_link(ProtobufCService *service,
                                                      const Groupd__V1__JoinByInviteLinkRequest *input,
                                                      Groupd__V1__JoinGroupResponse_Closure closure,
                                                      void *closure_data);
+void groupd__v1__member_service__sync_members(ProtobufCService *service,
+                                              const Groupd__V1__SyncMembersRequest *input,
+                                              Groupd__V1__SyncMembersResponse_Closure closure,
+                                              void *closure_data);
+void groupd__v1__member_service__search_members(ProtobufCService *service,
+                                                const Groupd__V1__SearchMembersRequest *input,
+                                                Groupd__V1__SearchMembersResponse_Closure closure,
+                                                void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    groupd__v1__join_outcome__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__member_filter__descriptor;
+extern const ProtobufCEnumDescriptor    groupd__v1__member_search_field__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__join_group_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__join_group_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__quit_group_request__descriptor;
@@ -2065,6 +2320,10 @@ extern const ProtobufCMessageDescriptor groupd__v1__revoke_invite_link_response_
 extern const ProtobufCMessageDescriptor groupd__v1__list_invite_links_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_invite_links_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__join_by_invite_link_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__sync_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__sync_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__search_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__search_members_response__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__member_service__descriptor;
 
 PROTOBUF_C__END_DECLS

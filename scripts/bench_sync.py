@@ -1,0 +1,147 @@
+"""Versioned member sync against a full reload, run by `make bench-sync`.
+
+  python3 scripts/bench_sync.py .build/release/groupd [--members 100000] [--changes 10] [--rounds 21]
+
+A Meeting group of --members members (seeded by the backend's InviteMembers, 1,000 a call) has a
+client holding its member version; then --changes writes change its member list (half joins of
+new users, half kicks). The figures, groupd pinned to core 0 and the client on core 1:
+- SyncMembers from the client's version (one call: the changed members and the removed ids),
+  median of --rounds calls;
+- a full reload through ListMembers (every page of the app's max_page_size, 50), median of 3;
+- a full reload through SyncMembers from version 0 (every page), median of 3.
+"""
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import Server, run_calls  # noqa: E402
+import grpc  # noqa: E402
+from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
+
+CONFIG = """\
+listen: {{ host: 127.0.0.1, port: {port} }}
+data_dir: {data}
+durability: {durability}
+apps:
+  - id: {app}
+    secrets: [{{ kid: k1, secret: {secret} }}]
+    limits:
+      max_members: {{ meeting: 0 }}
+      max_users_per_batch: 1000
+"""
+GROUP = "big"
+BATCH = 1000
+
+
+def admin_md():
+    return [("authorization", f"Bearer {mint_token(exp_in=24 * 3600)}")]
+
+
+def seed(server, args):
+    md = admin_md()
+    with grpc.insecure_channel(server.address) as channel:
+        group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=GROUP, type=common_pb2.GROUP_TYPE_MEETING, owner_user_id="owner",
+            profile=common_pb2.GroupProfile(name="big")), metadata=md, timeout=60)
+
+    async def invite(channel, index):
+        users = [f"user{index * BATCH + n:06d}" for n in range(BATCH)]
+        answer = await member_pb2_grpc.MemberServiceStub(channel).InviteMembers(
+            member_pb2.InviteMembersRequest(group_id=GROUP, user_ids=users), metadata=md, timeout=600)
+        ok = sum(r.result == common_pb2.MEMBER_RESULT_CODE_SUCCESS for r in answer.results)
+        assert ok == BATCH, f"{ok} of {BATCH} invited"
+
+    return asyncio.run(run_calls(server.address, invite, args.members // BATCH, in_flight=4))[1]
+
+
+def timed(call):
+    start = time.perf_counter()
+    value = call()
+    return (time.perf_counter() - start) * 1000, value
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--members", type=int, default=100_000)
+    parser.add_argument("--changes", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=21)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1})
+    workdir = Path(tempfile.mkdtemp(prefix="groupd-sync-"))
+    server = Server(Path(args.binary).resolve(), workdir, CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; groupd on core 0, client on core 1; workdir {workdir}")
+    try:
+        server.start("full")
+        seconds = seed(server, args)
+        md = admin_md()
+        with grpc.insecure_channel(server.address) as channel:
+            members = member_pb2_grpc.MemberServiceStub(channel)
+            groups = group_pb2_grpc.GroupServiceStub(channel)
+            group = groups.GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[GROUP]), metadata=md, timeout=10).groups[0]
+            print(f"seeded {group.member_count:,} members in {seconds:.0f} s; member version {group.member_version}")
+            version = group.member_version
+            joins = args.changes // 2
+            for n in range(joins):
+                user = f"newcomer{n}"
+                members.JoinGroup(member_pb2.JoinGroupRequest(group_id=GROUP), timeout=10,
+                                  metadata=[("authorization", f"Bearer {mint_token(sub=user, role='user', exp_in=3600)}")])
+            for n in range(args.changes - joins):
+                members.KickMembers(member_pb2.KickMembersRequest(group_id=GROUP, user_ids=[f"user{n * 7:06d}"]),
+                                    metadata=md, timeout=10)
+
+            def delta():
+                answer = members.SyncMembers(member_pb2.SyncMembersRequest(group_id=GROUP, version=version),
+                                             metadata=md, timeout=60)
+                assert not answer.next_page_token and not answer.full_reload_required
+                assert len(answer.changed_members) + len(answer.removed_user_ids) == args.changes, answer
+                return answer
+
+            def list_all():
+                token, count = "", 0
+                while True:
+                    page = members.ListMembers(member_pb2.ListMembersRequest(group_id=GROUP, page_token=token),
+                                               metadata=md, timeout=60)
+                    count += len(page.members)
+                    token = page.next_page_token
+                    if not token:
+                        return count
+
+            def sync_all():
+                token, count = "", 0
+                while True:
+                    page = members.SyncMembers(member_pb2.SyncMembersRequest(group_id=GROUP, version=0, page_token=token),
+                                               metadata=md, timeout=60)
+                    count += len(page.changed_members)
+                    token = page.next_page_token
+                    if not token:
+                        return count
+
+            delta()  # warm
+            deltas = sorted(timed(delta)[0] for _ in range(args.rounds))
+            lists = [timed(list_all) for _ in range(3)]
+            syncs = [timed(sync_all) for _ in range(3)]
+            size = lists[0][1]
+            assert {count for _, count in lists} == {size} and {count for _, count in syncs} == {size}
+            print(f"SyncMembers with {args.changes} changes since the client's version, group of {size:,} members: "
+                  f"median {statistics.median(deltas):.2f} ms, min {deltas[0]:.2f} ms, max {deltas[-1]:.2f} ms "
+                  f"over {args.rounds} calls")
+            print(f"full reload through ListMembers ({size:,} members, pages of 50): median "
+                  f"{statistics.median(t for t, _ in lists):.0f} ms over 3")
+            print(f"full reload through SyncMembers from version 0 (pages of 50): median "
+                  f"{statistics.median(t for t, _ in syncs):.0f} ms over 3")
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
