@@ -308,3 +308,24 @@ def test_a_one_use_link_admits_one_of_many_racing_users(groups, members):
         outcomes = sorted(pool.map(attempt, users))
     assert outcomes == ["FAILED_PRECONDITION"] * 7 + ["joined"]
     assert len(member_ids(members, gid) & set(users)) == 1
+
+
+def test_a_banned_user_cannot_join_by_link(channel, members, groups):
+    owner, banned, other = uid("owner"), uid("banned"), uid("other")
+    at_once = create(groups, K.GROUP_TYPE_WORK, owner)
+    by_approval = create(groups, K.GROUP_TYPE_MEETING, owner)
+    for gid in (at_once, by_approval):
+        members.BanMembers(M.BanMembersRequest(group_id=gid, user_ids=[banned]), metadata=admin_md(), timeout=10)
+    open_link = new_link(members, at_once, user_md(owner))
+    approval_link = new_link(members, by_approval, user_md(owner), require_approval=True)
+    apps = application_pb2_grpc.ApplicationServiceStub(channel)
+    for gid, link in ((at_once, open_link), (by_approval, approval_link)):
+        expect_error(lambda: join(members, link.token, banned), grpc.StatusCode.PERMISSION_DENIED, "USER_BANNED")
+        # Nothing changed: not a member, no application filed, the link's use not counted.
+        assert banned not in member_ids(members, gid)
+        assert not apps.ListApplications(application_pb2.ListApplicationsRequest(group_id=gid),
+                                         metadata=user_md(owner), timeout=10).applications
+        assert members.ListInviteLinks(M.ListInviteLinksRequest(group_id=gid), metadata=admin_md(),
+                                       timeout=10).links[0].use_count == 0
+    # Anyone else still joins through the same link.
+    assert join(members, open_link.token, other).outcome == M.JOIN_OUTCOME_JOINED

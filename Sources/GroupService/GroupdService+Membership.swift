@@ -63,18 +63,25 @@ extension GroupdService {
                 pending: user.flatMap { snapshot.pending[$0] }, newID: newID, ban: user.flatMap { snapshot.group.bans[$0] })
             return (ApplicationChange(group: plan.join.change, applications: plan.application.map { [$0] } ?? []), plan)
         }
-        let plan = committed.value.value
-        let group = committed.value.group
+        return Self.joinResponse(committed.value.value, groupName: committed.value.group.name, call: call, now: now)
+    }
+
+    /// A JoinGroup (or JoinByInviteLink) answer: the member who joined, or the join application
+    /// filed for the approvers.
+    static func joinResponse(
+        _ plan: JoinApplicationPlan, groupName: String, call: CallContext, now: Timestamp
+    ) -> Groupd_V1_JoinGroupResponse {
+        let caller = call.caller
         return .with {
             switch plan.join.outcome {
             case .joined(let member):
                 $0.outcome = .joined
-                $0.member = Self.memberView(member, actor: caller.actingRole(membership: member.role), call: call)
+                $0.member = memberView(member, actor: caller.actingRole(membership: member.role), call: call)
             case .pendingApproval:
                 $0.outcome = .pendingApproval
                 if let application = plan.application {
-                    $0.application = Self.applicationView(
-                        application, groupName: group.name, roles: [.sender], caller: caller, now: now)
+                    $0.application = applicationView(
+                        application, groupName: groupName, roles: [.sender], caller: caller, now: now)
                 }
             }
         }

@@ -136,17 +136,19 @@ struct StoreBanTests {
 
 @Suite("Store migration: ban lists and mute bypass lists on an existing file")
 struct StoreBanMigrationTests {
-    @Test("migration v11 applies on a v10 file: groups read with an empty bypass list, bans are stored")
+    // An older file is written as a file before v8 (the newest such state the store writes;
+    // files stop partway only in tests), then migrated through v11.
+    @Test("migration v11 applies on an older file: groups read with an empty bypass list, bans are stored")
     func migrationV11() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("db.sqlite")
-        let v10 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v10"),
-                        cacheCapacity: 0)
-        try await create(v10, "g1", members: ["bob", "carol"])
-        try await v10.close()
+        let v7 = Store(backend: try await SQLiteBackend.open(path: path, durability: .full, migratingUpTo: "v7"),
+                       cacheCapacity: 0)
+        try await create(v7, "g1", members: ["bob", "carol"])
+        try await v7.close()
 
         let store = Store(backend: try await SQLiteBackend.open(path: path), cacheCapacity: 0)
-        #expect(try await store.sqlite.appliedMigrations().last == "v11")
+        #expect(try await store.sqlite.appliedMigrations().contains("v11"))
         let group = try #require(try await store.groups(app: "app-a", ids: ["g1"])["g1"])
         #expect(group.muteBypass.isEmpty && group.memberCount == 3)
         try await write(store, "g1", targets: [], at: t0) { snapshot in

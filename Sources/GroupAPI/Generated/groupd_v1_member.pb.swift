@@ -2641,16 +2641,17 @@ public enum Groupd_V1_MemberService {
             service: "groupd.v1.MemberService", method: "ListInviteLinks",
             isClientStreaming: false, isServerStreaming: false)
         /// Joins the group of an invite link through the same checks as JoinGroup
-        /// (already a member, group full, the user's joined-group limit), except
-        /// that the link stands in for the join option: a link that needs no
-        /// approval joins at once (join_source INVITE_LINK, invite_link_id; emits
-        /// MEMBER_JOINED), one that needs approval files a join application for
-        /// the approvers (JOIN_APPLICATION_RECEIVED; once accepted, the member
-        /// joins with join_source INVITE_LINK, invite_link_id and the approver as
-        /// inviter_user_id). Either uses the link once. A Work group is
-        /// found through its link. Errors: INVITE_LINK_NOT_FOUND (`field` =
-        /// `token`), INVITE_LINK_REVOKED, INVITE_LINK_EXPIRED, INVITE_LINK_USED_UP,
-        /// ALREADY_MEMBER, GROUP_FULL, TOO_MANY_GROUPS, OPERATOR_REQUIRED (the
+        /// (already a member, a running ban, group full, the user's joined-group
+        /// limit), except that the link stands in for the join option: a link that
+        /// needs no approval joins at once (join_source INVITE_LINK,
+        /// invite_link_id; emits MEMBER_JOINED), one that needs approval files a
+        /// join application for the approvers (JOIN_APPLICATION_RECEIVED; once
+        /// accepted, the member joins with join_source INVITE_LINK, invite_link_id
+        /// and the approver as inviter_user_id). Either uses the link once. A Work
+        /// group is found through its link. Errors: INVITE_LINK_NOT_FOUND
+        /// (`field` = `token`), INVITE_LINK_REVOKED, INVITE_LINK_EXPIRED,
+        /// INVITE_LINK_USED_UP, ALREADY_MEMBER, USER_BANNED (nothing filed, the use
+        /// not counted), GROUP_FULL, TOO_MANY_GROUPS, OPERATOR_REQUIRED (the
         /// backend without x-operator-id), INVALID_ARGUMENT (empty token, message
         /// over its limit).
         ///

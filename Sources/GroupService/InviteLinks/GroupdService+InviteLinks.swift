@@ -112,21 +112,7 @@ extension GroupdService {
             return (ApplicationChange(
                 group: plan.join.change, applications: plan.application.map { [$0] } ?? [], inviteLinks: [used]), plan)
         }
-        let plan = committed.value.value
-        let group = committed.value.group
-        return .with {
-            switch plan.join.outcome {
-            case .joined(let member):
-                $0.outcome = .joined
-                $0.member = Self.memberView(member, actor: caller.actingRole(membership: member.role), call: call)
-            case .pendingApproval:
-                $0.outcome = .pendingApproval
-                if let application = plan.application {
-                    $0.application = Self.applicationView(
-                        application, groupName: group.name, roles: [.sender], caller: caller, now: now)
-                }
-            }
-        }
+        return Self.joinResponse(committed.value.value, groupName: committed.value.group.name, call: call, now: now)
     }
 
     static func inviteLinkView(_ link: InviteLink, token: String?) -> Groupd_V1_InviteLink {
