@@ -282,6 +282,26 @@ def test_per_app_limits(fresh_groupd):
         assert counters(groups, gid) == {"x": 1, "y": 1}
 
 
+
+def test_a_read_names_at_most_its_own_limit_of_keys(fresh_groupd):
+    server = fresh_groupd()
+    server.set_limits("      max_group_attribute_keys: 1\n      max_group_counters: 3\n")
+    server.start()
+    with grpc.insecure_channel(server.address) as channel:
+        groups = group_pb2_grpc.GroupServiceStub(channel)
+        owner = uid("owner")
+        gid = create(groups, K.GROUP_TYPE_PUBLIC, owner)
+        increment(groups, gid, user_md(owner), x=2)
+        # Counters are read by up to max_group_counters keys, attributes by max_group_attribute_keys.
+        assert counters(groups, gid, keys=["x", "y", "z"]) == {"x": 2, "y": 0, "z": 0}
+        info = expect_error(lambda: counters(groups, gid, keys=["w", "x", "y", "z"]), grpc.StatusCode.INVALID_ARGUMENT,
+                            "INVALID_ARGUMENT")
+        assert info.metadata["field"] == "keys" and info.metadata["limit"] == "3"
+        info = expect_error(lambda: get(groups, gid, keys=["a", "b"]), grpc.StatusCode.INVALID_ARGUMENT,
+                            "INVALID_ARGUMENT")
+        assert info.metadata["field"] == "keys" and info.metadata["limit"] == "1"
+
+
 @pytest.mark.postgres_only
 def test_two_nodes_add_to_one_counter_exactly_and_see_each_others_attributes(fresh_groupd):
     first = fresh_groupd()

@@ -285,12 +285,12 @@ extension GroupRules {
         }
     }
 
-    /// The keys of a read (`keys`): at most ``AppLimits/maxGroupAttributeKeys``, each valid.
+    /// The keys of a read (`keys`): at most `maxKeys` (``AppLimits/maxGroupAttributeKeys`` for
+    /// attributes, ``AppLimits/maxGroupCounters`` for counters), each valid.
     /// - Throws: `INVALID_ARGUMENT` naming `keys` or `keys[i]`.
-    public static func checkReadKeys(_ keys: [String], limits: AppLimits) throws {
-        if keys.count > limits.maxGroupAttributeKeys {
-            throw GroupError.invalidArgument(
-                field: "keys", "at most \(limits.maxGroupAttributeKeys) keys per call", limit: limits.maxGroupAttributeKeys)
+    public static func checkReadKeys(_ keys: [String], maxKeys: Int, limits: AppLimits) throws {
+        if keys.count > maxKeys {
+            throw GroupError.invalidArgument(field: "keys", "at most \(maxKeys) keys per call", limit: maxKeys)
         }
         for (index, key) in keys.enumerated() { try checkKey(key, field: "keys[\(index)]", limits: limits) }
     }

@@ -64,7 +64,8 @@ extension GroupdService {
     func getGroupAttributes(
         _ request: Groupd_V1_GetGroupAttributesRequest, _ call: CallContext
     ) async throws -> Groupd_V1_GetGroupAttributesResponse {
-        let stored = try await readAttributes(call, groupID: request.groupID, keys: request.keys)
+        let stored = try await readAttributes(
+            call, groupID: request.groupID, keys: request.keys, maxKeys: call.limits.maxGroupAttributeKeys)
         let wanted = request.keys.isEmpty ? nil : Set(request.keys)
         let attributes = stored.attributes.values
             .filter { wanted?.contains($0.key) ?? true }
@@ -89,7 +90,8 @@ extension GroupdService {
     func getGroupCounters(
         _ request: Groupd_V1_GetGroupCountersRequest, _ call: CallContext
     ) async throws -> Groupd_V1_GetGroupCountersResponse {
-        let stored = try await readAttributes(call, groupID: request.groupID, keys: request.keys)
+        let stored = try await readAttributes(
+            call, groupID: request.groupID, keys: request.keys, maxKeys: call.limits.maxGroupCounters)
         var values = stored.counters
         if !request.keys.isEmpty {
             values = Dictionary(uniqueKeysWithValues: Set(request.keys).map { ($0, stored.counters[$0] ?? 0) })
@@ -122,11 +124,12 @@ extension GroupdService {
         return committed.value.value
     }
 
-    /// The group's attributes and counters, after checking the caller may read them and the
-    /// requested keys are well-formed.
-    private func readAttributes(_ call: CallContext, groupID: String, keys: [String]) async throws -> GroupAttributeSet {
-        let limits = call.limits
-        if !keys.isEmpty { try GroupRules.checkReadKeys(keys, limits: limits) }
+    /// Reads the group's attributes and counters for a member (or the backend), after checking
+    /// the keys a call names: at most `maxKeys` (the attribute or the counter limit), each valid.
+    private func readAttributes(
+        _ call: CallContext, groupID: String, keys: [String], maxKeys: Int
+    ) async throws -> GroupAttributeSet {
+        if !keys.isEmpty { try GroupRules.checkReadKeys(keys, maxKeys: maxKeys, limits: call.limits) }
         let (group, membership) = try await loadGroup(call, groupID: groupID)
         try GroupRules.authorize(
             .readAttributes, type: group.type, settings: group.settings,

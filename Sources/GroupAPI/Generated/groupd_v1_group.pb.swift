@@ -2809,7 +2809,8 @@ public enum Groupd_V1_GroupService {
             service: "groupd.v1.GroupService", method: "IncrementGroupCounters",
             isClientStreaming: false, isServerStreaming: false)
         /// Reads group counters: every member, and the backend. Errors as
-        /// GetGroupAttributes.
+        /// GetGroupAttributes, with `max_group_counters` as the most keys a call
+        /// names.
         ///
         /// `/groupd.v1.GroupService/GetGroupCounters`, unary.
         public static let getGroupCounters = ProtoMethod<Groupd_V1_GetGroupCountersRequest, Groupd_V1_GetGroupCountersResponse>(
