@@ -150,7 +150,8 @@ bench-catchup: release
 
 ## bench-receipts: read receipts in a 200-member Work group: members marking read from 256 calls in
 ## flight while the sender reads GetMessageReadReceipts (calls/s, p50/p99) and counts its batched
-## MESSAGE_READ_RECEIPT events (server on core 0, client on core 1; under a minute)
+## MESSAGE_READ_RECEIPT events, then 2,000 recalls with reads interleaved (server on core 0,
+## client on core 1; under a minute)
 bench-receipts: release
 	python3 scripts/bench_receipts.py $(RELEASE_BIN)
 

@@ -1,13 +1,15 @@
 """Read receipts under load, run by `make bench-receipts`.
 
   python3 scripts/bench_receipts.py .build/release/groupd [--members 200] [--messages 100] [--seconds 10]
+                                                          [--recalls 2000]
 
 A Work group of --members members (the owner sends --messages messages) in which every other
 member marks the group read, one message further each time, from 256 calls in flight, while the
 sender asks GetMessageReadReceipts of the latest message in a loop and holds a Subscribe stream of
-its MESSAGE_READ_RECEIPT events. Figures: MarkGroupRead calls/s, GetMessageReadReceipts p50/p99
-under that load, and the receipt events the sender received against the reads (the batching,
-`read_receipt_interval_ms` 1000). groupd on core 0 (durability full), the client on core 1.
+its MESSAGE_READ_RECEIPT events; then the owner sends --recalls more messages and recalls them
+all from 256 calls in flight, one MarkGroupRead by a member interleaved with each recall. Figures: MarkGroupRead calls/s, GetMessageReadReceipts p50/p99 under that load, the
+receipt events the sender received against the reads (the batching, `read_receipt_interval_ms`
+1000), and the recall phase's calls/s with the tombstones history then shows. groupd on core 0 (durability full), the client on core 1.
 """
 import argparse
 import asyncio
@@ -50,6 +52,7 @@ def main():
     parser.add_argument("--members", type=int, default=200)
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--recalls", type=int, default=2000)
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
     workdir = Path(tempfile.mkdtemp(prefix="groupd-receipts-"))
@@ -111,6 +114,43 @@ def main():
             asker.join(timeout=10)
             time.sleep(1.5)  # the last batch is due an interval after its first read
             stream.cancel()
+
+            # Recall: the owner sends --recalls more messages, then withdraws them from 256 calls in
+            # flight while the members go on marking the group read (one read per recall); each
+            # recall is a write with its MESSAGE_RECALLED event to every member.
+            to_recall = []
+
+            async def send(aio_channel, index):
+                response = await message_pb2_grpc.MessageServiceStub(aio_channel).SendGroupMessage(
+                    message_pb2.SendGroupMessageRequest(group_id=GROUP, type="text", text=f"to recall {index}"),
+                    metadata=tokens[OWNER])
+                to_recall.append(response.message.sequence)
+
+            asyncio.run(run_calls(server.address, send, args.recalls))
+            recalls = [0]
+
+            async def recall(aio_channel, index):
+                if index % 2 == 0:
+                    await message_pb2_grpc.MessageServiceStub(aio_channel).RecallGroupMessage(
+                        message_pb2.RecallGroupMessageRequest(group_id=GROUP, sequence=to_recall[index // 2]),
+                        metadata=tokens[OWNER])
+                    recalls[0] += 1
+                else:
+                    user = readers[(index // 2) % len(readers)]
+                    await message_pb2_grpc.MessageServiceStub(aio_channel).MarkGroupRead(
+                        message_pb2.MarkGroupReadRequest(group_id=GROUP, read_sequence=to_recall[index // 2]),
+                        metadata=tokens[user])
+
+            recalled, recall_elapsed = asyncio.run(run_calls(server.address, recall, 2 * len(to_recall)))
+            tombstones, token = 0, ""
+            while True:
+                history = messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
+                    group_id=GROUP, direction=message_pb2.HISTORY_DIRECTION_NEWER, anchor_sequence=min(to_recall) - 1,
+                    page_size=100, page_token=token), metadata=tokens[OWNER], timeout=10)
+                tombstones += sum(1 for message in history.messages if message.recalled)
+                token = history.next_page_token
+                if not token:
+                    break
         latencies.sort()
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         print(f"MarkGroupRead in a {args.members}-member Work group: {done:,} calls in {elapsed:.1f} s = "
@@ -119,6 +159,9 @@ def main():
               f"p50 {statistics.median(latencies):.2f} ms, p99 {p99:.2f} ms")
         print(f"MESSAGE_READ_RECEIPT events to the sender: {len(events)} for {done:,} reads "
               f"({reports[0]:,} message counts reported)")
+        print(f"RecallGroupMessage with MarkGroupRead interleaved: {recalls[0]:,} recalls and "
+              f"{recalled - recalls[0]:,} reads in {recall_elapsed:.2f} s = {recalled / recall_elapsed:,.0f} calls/s; "
+              f"history shows {tombstones} of {len(to_recall)} messages recalled")
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
