@@ -569,7 +569,7 @@ def test_health_and_calls_follow_the_database(own_postgres, fresh_groupd):
 def migration_ids():
     """The migrations groupd ships (PostgresSchema.migrations)."""
     source = (support.ROOT / "Sources/GroupStore/Postgres/PostgresSchema.swift").read_text()
-    line = re.search(r"static let migrations: \[\(id: String, sql: String\)\] = \[(.*)\]", source)
+    line = re.search(r"static let migrations: \[\(id: String, sql: String\)\] = \[(.*?)\]", source, re.S)
     assert line, "PostgresSchema.migrations not found"
     ids = re.findall(r'\("([^"]+)",', line.group(1))
     assert ids
