@@ -291,47 +291,13 @@ public struct CustomNotification: Sendable, Hashable {
     /// Read the body from an event's changes (missing keys are empty; malformed hex is empty).
     public init(changes: [String: String]) {
         self.text = changes["text"] ?? ""
-        self.payload = Self.bytes(hex: changes["payload_hex"] ?? "") ?? []
+        self.payload = Hex.decode(changes["payload_hex"] ?? "") ?? []
     }
 
     /// The body as event changes.
     public var changes: [String: String] {
         var changes = ["text": self.text]
-        if !self.payload.isEmpty { changes["payload_hex"] = Self.hex(self.payload) }
+        if !self.payload.isEmpty { changes["payload_hex"] = Hex.encode(self.payload) }
         return changes
-    }
-
-    private static let digits = Array("0123456789abcdef".utf8)
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    static func bytes(hex: String) -> [UInt8]? {
-        let text = Array(hex.utf8)
-        guard text.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(text.count / 2)
-        var index = 0
-        while index < text.count {
-            guard let high = nibble(text[index]), let low = nibble(text[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
     }
 }

@@ -37,27 +37,38 @@ enum SyncCursor {
     }
 
     static func encode(userID: String) -> String {
-        let digits = Array("0123456789abcdef")
-        return "u" + String(userID.utf8.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
+        "u" + UserIDToken.hex(userID)
     }
 
     /// - Throws: `INVALID_ARGUMENT` naming `page_token` unless `text` is `u` and hex of UTF-8.
     static func userID(_ text: String) throws -> String {
-        guard text.first == "u", text.count % 2 == 1, text.count <= 1 + 2 * 256 else { throw invalid }
-        var bytes: [UInt8] = []
-        var index = text.index(after: text.startIndex)
-        while index < text.endIndex {
-            let end = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<end], radix: 16) else { throw invalid }
-            bytes.append(byte)
-            index = end
-        }
-        let user = String(decoding: bytes, as: UTF8.self)
-        guard !user.isEmpty, Array(user.utf8) == bytes else { throw invalid }
+        guard text.first == "u" else { throw UserIDToken.invalid }
+        return try UserIDToken.userID(hex: text.dropFirst())
+    }
+
+    private static var invalid: GroupError { UserIDToken.invalid }
+}
+
+/// A user id in a page token: the hex of its UTF-8 (``Hex``; opaque, and free of the token's
+/// separators).
+public enum UserIDToken {
+    /// The hex of `userID`'s UTF-8.
+    public static func hex(_ userID: String) -> String {
+        Hex.encode(userID.utf8)
+    }
+
+    /// The user id whose ``hex(_:)`` `text` is.
+    /// - Throws: `INVALID_ARGUMENT` naming `page_token` unless `text` is the hex of 1…256 bytes
+    ///   of UTF-8.
+    public static func userID(hex text: Substring) throws -> String {
+        guard !text.isEmpty, text.utf8.count <= 2 * 256, let bytes = Hex.decode(text),
+              let user = String(validating: bytes, as: UTF8.self)
+        else { throw invalid }
         return user
     }
 
-    private static var invalid: GroupError {
+    /// The error of a malformed page token.
+    public static var invalid: GroupError {
         GroupError.invalidArgument(field: "page_token", "the page token is not valid")
     }
 }

@@ -102,42 +102,16 @@ extension GroupdService {
 }
 
 /// The page token of GetMessageReadReceipts: the filter and the last listed user id, as
-/// `r.<hex>` (read) or `u.<hex>` (unread).
+/// `r.<hex>` (read) or `u.<hex>` (unread) (``UserIDToken``).
 enum ReceiptToken {
-    private static let digits = Array("0123456789abcdef".utf8)
-
     static func encode(_ user: String, unread: Bool) -> String {
-        var out = Array((unread ? "u." : "r.").utf8)
-        for byte in user.utf8 {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        (unread ? "u." : "r.") + UserIDToken.hex(user)
     }
 
     /// - Throws: `INVALID_ARGUMENT` naming `page_token` for anything `encode` did not make for
     ///   the same filter.
     static func decode(_ token: String, unread: Bool) throws -> String {
-        let invalid = GroupError.invalidArgument(field: "page_token", "the page token is not valid")
-        let bytes = Array(token.utf8)
-        guard bytes.count > 2, bytes.count % 2 == 0, token.hasPrefix(unread ? "u." : "r."), bytes.count <= 2 + 2 * 256 else {
-            throw invalid
-        }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        var index = 2
-        while index < bytes.count {
-            guard let high = nibble(bytes[index]), let low = nibble(bytes[index + 1]) else { throw invalid }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        guard let user = String(validating: out, as: UTF8.self) else { throw invalid }
-        return user
+        guard token.hasPrefix(unread ? "u." : "r.") else { throw UserIDToken.invalid }
+        return try UserIDToken.userID(hex: token.dropFirst(2))
     }
 }
