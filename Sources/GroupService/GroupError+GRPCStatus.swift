@@ -5,7 +5,7 @@ import GroupModel
 /// The one place where a domain failure becomes a gRPC status: the code maps one to one, and
 /// `grpc-status-details-bin` carries a `google.rpc.Status` with a `google.rpc.ErrorInfo`
 /// (`reason`, `domain` "groupd", `metadata`), plus a `google.rpc.BadRequest` naming the field
-/// for invalid arguments.
+/// for invalid arguments and a `google.rpc.RetryInfo` for refusals with `retry_delay_ms`.
 extension GroupError: GRPCStatusConvertible {
     /// The `ErrorInfo.domain` of every groupd error.
     public static let errorDomain = "groupd"
@@ -46,8 +46,8 @@ extension GroupError: GRPCStatusConvertible {
             badRequest.fieldViolations = [violation]
             status.details.append(Google_Protobuf_Any(packing: badRequest))
         }
-        if reason == .slowMode, let text = metadata["retry_delay_ms"], let delayMs = Int64(text) {
-            // As RATE_LIMITED: when the next message would pass.
+        if let text = metadata["retry_delay_ms"], let delayMs = Int64(text) {
+            // A refusal that says when to retry (RATE_LIMITED, SLOW_MODE): when the call would pass.
             var delay = Google_Protobuf_Duration()
             delay.seconds = delayMs / 1000
             delay.nanos = Int32(delayMs % 1000) * 1_000_000

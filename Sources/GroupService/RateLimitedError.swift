@@ -1,5 +1,4 @@
 import GRPCServer
-import GroupAPI
 import GroupModel
 
 /// A call refused by a rate limit: `RESOURCE_EXHAUSTED` with the `ErrorInfo` of every groupd
@@ -22,7 +21,8 @@ public struct RateLimitedError: Error, Sendable, Hashable, GRPCStatusConvertible
         max(1, Int64((refusal.retryAfterSeconds * 1000).rounded(.up)))
     }
 
-    /// The domain error (code, reason, message, metadata), without the retry detail.
+    /// The domain error (code, reason, message, metadata; `retry_delay_ms` becomes the
+    /// `google.rpc.RetryInfo` of its status).
     public var groupError: GroupError {
         GroupError(
             code: .resourceExhausted, reason: .rateLimited,
@@ -31,16 +31,5 @@ public struct RateLimitedError: Error, Sendable, Hashable, GRPCStatusConvertible
     }
 
     /// `RESOURCE_EXHAUSTED` with the `ErrorInfo` of ``groupError`` and a `google.rpc.RetryInfo`.
-    public var grpcStatus: GRPCStatus {
-        var status = groupError.grpcStatus
-        var details = status.details.flatMap { try? Google_Rpc_Status(serializedBytes: $0) } ?? Google_Rpc_Status()
-        var delay = Google_Protobuf_Duration()
-        delay.seconds = retryDelayMilliseconds / 1000
-        delay.nanos = Int32(retryDelayMilliseconds % 1000) * 1_000_000
-        var retry = Google_Rpc_RetryInfo()
-        retry.retryDelay = delay
-        details.details.append(Google_Protobuf_Any(packing: retry))
-        status.details = details.serializedBytes()
-        return status
-    }
+    public var grpcStatus: GRPCStatus { groupError.grpcStatus }
 }
