@@ -70,19 +70,25 @@ extension PostgresBackend {
         }
     }
 
+    /// Two columns of a membership `m`: whether a kept mention of the member (`message_mentions`)
+    /// and whether an unrecalled @all message of another sender lies after their read position
+    /// and join, as 0/1.
+    static let unreadMentionColumns = """
+        (EXISTS (SELECT 1 FROM message_mentions mm
+         WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
+           AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
+        (EXISTS (SELECT 1 FROM group_messages a
+         WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
+           AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
+        """
+
     public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
         if groupIDs.isEmpty { return [:] }
         return try await read { session in
             var mentions: [String: UnreadMention] = [:]
             try session.rows(
                 """
-                SELECT g.group_id,
-                    (EXISTS (SELECT 1 FROM message_mentions mm
-                     WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
-                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
-                    (EXISTS (SELECT 1 FROM group_messages a
-                     WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
-                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
+                SELECT g.group_id, \(Self.unreadMentionColumns)
                 FROM groups g
                 JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
                 WHERE g.app_id = ? AND g.group_id = ANY(?)
@@ -110,12 +116,7 @@ extension PostgresBackend {
                        AND u.seq > GREATEST(m.last_read_seq, m.join_seq) AND u.sender_id <> m.user_id),
                     (SELECT l.time FROM group_messages l
                      WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
-                    (EXISTS (SELECT 1 FROM message_mentions mm
-                     WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
-                       AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
-                    (EXISTS (SELECT 1 FROM group_messages a
-                     WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
-                       AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
+                    \(Self.unreadMentionColumns)
                 FROM groups g
                 JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
                 WHERE g.app_id = ? AND g.group_id = ANY(?)
