@@ -79,6 +79,8 @@ extension GroupdService {
             }
             let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
             var (change, value) = try plan(snapshot, op)
+            // Here as well as in the store: below, an AVChatRoom's viewers leave `removedMembers`
+            // (their audience is not stored), and a viewer kicked or banned must leave the list too.
             change = change.droppingLeaversFromMuteBypass()
             var outcome = MutationOutcome(value: value, live: live)
             let operatorID = caller.operatorID
