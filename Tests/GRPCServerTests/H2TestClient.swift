@@ -173,7 +173,7 @@ final class H2TestClient: @unchecked Sendable {
     /// - Returns: The call's record then.
     /// - Throws: When it does not hold within `seconds`.
     @discardableResult
-    func wait(for id: Int32, seconds: Int64 = 10, _ condition: @escaping @Sendable (Call) -> Bool) async throws -> Call {
+    func wait(for id: Int32, seconds: Int64 = 60, _ condition: @escaping @Sendable (Call) -> Bool) async throws -> Call {
         let met = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             channel.eventLoop.execute {
                 if condition(self.calls[id] ?? Call()) {

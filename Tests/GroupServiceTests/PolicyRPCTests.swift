@@ -36,7 +36,7 @@ func fixtureCompletedCalls(_ tag: String) -> Int {
 }
 
 /// Waits until the behaviours fixture has completed `count` calls tagged `tag` — woken by the
-/// fixture at each completed call, at most 10 s (a bound for a broken test) — and returns the count.
+/// fixture at each completed call, at most 60 s (a bound for a broken test) — and returns the count.
 func fixtureCompletedCalls(_ tag: String, reaching count: Int) async -> Int {
     let path = ServicePolicy.resolvePluginPath("libPolicyFixtureBehaviors.so", baseDirectory: "/nonexistent")
     // The wait blocks a thread: a dispatch thread, never the cooperative pool's.
@@ -48,7 +48,7 @@ func fixtureCompletedCalls(_ tag: String, reaching count: Int) async -> Int {
             }
             typealias Wait = @convention(c) (UnsafePointer<CChar>, Int32, Int, Int) -> Int
             let wait = unsafeBitCast(symbol, to: Wait.self)
-            continuation.resume(returning: tag.withCString { wait($0, 3, count, 10_000) })
+            continuation.resume(returning: tag.withCString { wait($0, 3, count, 60_000) })
         }
     }
 }

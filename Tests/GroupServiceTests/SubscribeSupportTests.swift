@@ -151,7 +151,7 @@ final class TestStream: Sendable {
     /// or the call ended.
     @discardableResult
     func wait(
-        seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation,
+        seconds: Double = 60, sourceLocation: SourceLocation = #_sourceLocation,
         until condition: ([Groupd_V1_SubscribeResponse]) -> Bool
     ) async -> Bool {
         let outcome = await self.watch(seconds: seconds) { state -> Bool? in
@@ -169,7 +169,7 @@ final class TestStream: Sendable {
     }
 
     /// Waits until the call ended and returns its status.
-    func waitEnd(seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation) async -> GRPCStatus? {
+    func waitEnd(seconds: Double = 60, sourceLocation: SourceLocation = #_sourceLocation) async -> GRPCStatus? {
         if let status = await self.watch(seconds: seconds, { $0.end }) { return status }
         Issue.record("the stream did not end", sourceLocation: sourceLocation)
         return nil

@@ -123,7 +123,7 @@ extension PluginLibraries {
     /// the fixture at each change, not by polling; at most `seconds`, a bound for a broken test —
     /// and returns it then. An instance is destroyed by whichever thread lets go of it last,
     /// which may be a pool thread a moment after the caller got its answer: wait for the count.
-    static func fixtureStat(_ tag: String, _ which: Int32, reaching value: Int, seconds: Int = 10) async -> Int {
+    static func fixtureStat(_ tag: String, _ which: Int32, reaching value: Int, seconds: Int = 60) async -> Int {
         let library = behaviors
         // The wait blocks a thread: a dispatch thread, never the cooperative pool's.
         return await withCheckedContinuation { continuation in
