@@ -77,7 +77,7 @@ extension GroupRules {
     ) -> (read: [String], unread: [String]) {
         var read: [String] = []
         var unread: [String] = []
-        for position in positions where position.userID != senderID && position.joinSequence < sequence {
+        for position in counted(of: sequence, sentBy: senderID, positions) {
             if position.readSequence >= sequence { read.append(position.userID) } else { unread.append(position.userID) }
         }
         return (read.sorted(), unread.sorted())
@@ -89,10 +89,17 @@ extension GroupRules {
     ) -> ReadReceiptCount {
         var read = 0
         var unread = 0
-        for position in positions where position.userID != senderID && position.joinSequence < sequence {
+        for position in counted(of: sequence, sentBy: senderID, positions) {
             if position.readSequence >= sequence { read += 1 } else { unread += 1 }
         }
         return ReadReceiptCount(sequence: sequence, readCount: read, unreadCount: unread)
+    }
+
+    /// The members a receipt of message `sequence` counts: not its sender, and joined before it.
+    private static func counted(
+        of sequence: Int64, sentBy senderID: String, _ positions: [MemberReadPosition]
+    ) -> LazyFilterSequence<[MemberReadPosition]> {
+        positions.lazy.filter { $0.userID != senderID && $0.joinSequence < sequence }
     }
 
     /// The `MESSAGE_READ_RECEIPT` to `senderID`: the current counts of their messages
