@@ -35,9 +35,11 @@ enum PostgresSchema {
 
     /// Applies the migrations not yet applied, under the migration lock (two nodes starting at
     /// once migrate once: the second waits for the lock, then finds them applied).
+    /// - Parameter lastMigration: Tests only: stop after this migration, as a database of an
+    ///   older groupd would be (`nil`: apply them all).
     /// - Returns: The identifiers of the migrations applied, in order (all of them, not only
     ///   this call's).
-    static func migrate(_ session: PostgresSession) throws -> [String] {
+    static func migrate(_ session: PostgresSession, upTo lastMigration: String? = nil) throws -> [String] {
         try session.command("SELECT pg_advisory_lock(?::int4, 0)", [.integer(Int64(Lock.migrations))])
         defer { try? session.command("SELECT pg_advisory_unlock(?::int4, 0)", [.integer(Int64(Lock.migrations))]) }
         try session.command("""
@@ -47,7 +49,9 @@ enum PostgresSchema {
             """)
         var applied: [String] = []
         try session.rows("SELECT id FROM groupd_migrations ORDER BY id") { applied.append(try $0.text(0)) }
-        for migration in migrations where !applied.contains(migration.id) {
+        let wanted = lastMigration.flatMap { last in migrations.firstIndex { $0.id == last } }.map { migrations[...$0] }
+            ?? migrations[...]
+        for migration in wanted where !applied.contains(migration.id) {
             try session.begin()
             do {
                 for statement in statements(of: migration.sql) { try session.command(statement) }

@@ -1,0 +1,142 @@
+import Foundation
+import GroupModel
+@testable import GroupStore
+import GroupTestSupport
+import Logging
+import NIOPosix
+import Testing
+
+/// Runs `body` with a connection of its own to `settings`' database, off the cooperative pool
+/// (a session blocks its thread on each statement).
+private func withSession<T: Sendable>(
+    _ settings: PostgresStoreSettings, _ body: @escaping @Sendable (PostgresSession) throws -> T
+) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            let session = PostgresSession(
+                settings: settings, eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
+                logger: Logger(label: "test"), id: 900)
+            defer { session.disconnect() }
+            continuation.resume(with: Result { try body(session) })
+        }
+    }
+}
+
+/// The database's tables, columns, indexes and triggers, one line each, sorted.
+private func shape(_ session: PostgresSession) throws -> [String] {
+    var lines: [String] = []
+    try session.rows(
+        """
+        SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' '
+               || coalesce(column_default, '') FROM information_schema.columns WHERE table_schema = 'public'
+        """
+    ) { lines.append(try $0.text(0)) }
+    try session.rows("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public'") { lines.append(try $0.text(0)) }
+    try session.rows(
+        "SELECT trigger_name || ' ' || event_object_table FROM information_schema.triggers WHERE trigger_schema = 'public'"
+    ) { lines.append(try $0.text(0)) }
+    try session.rows("SELECT id FROM groupd_migrations") { lines.append("migration " + (try $0.text(0))) }
+    return lines.sorted()
+}
+
+/// What v6–v10 added, taken away again, newest first: a database as groupd before v6 left it.
+private let backToV5 = """
+    DROP TABLE joined_changes;
+    DROP TABLE member_tombstones;
+    DROP INDEX members_by_user_bytes;
+    ALTER TABLE members DROP COLUMN changed_version;
+    ALTER TABLE groups DROP COLUMN member_version, DROP COLUMN member_floor, DROP COLUMN info_event_id;
+    DROP TABLE group_counters;
+    DROP TABLE group_attributes;
+    DROP TABLE invite_links;
+    ALTER TABLE applications DROP COLUMN invite_link_id;
+    ALTER TABLE members DROP COLUMN invite_link_id;
+    ALTER TABLE groups DROP COLUMN invite_link_permission, DROP COLUMN pins, DROP COLUMN pin_permission,
+        DROP COLUMN mention_all_permission, DROP COLUMN slow_mode_interval, DROP COLUMN mute_bypass;
+    DROP TABLE message_mentions;
+    DROP INDEX group_messages_by_sender;
+    ALTER TABLE group_messages DROP COLUMN mention_all, DROP COLUMN mentioned_ids, DROP COLUMN recalled_by,
+        DROP COLUMN recall_time;
+    DROP TABLE group_bans;
+    DELETE FROM groupd_migrations WHERE id IN ('v6', 'v7', 'v8', 'v9', 'v10')
+    """
+
+@Suite("PostgreSQL migrations over a database holding data", .enabled(if: PostgresTestServer.settings != nil))
+struct PostgresMigrationTests {
+    private let app = Fixture.app
+    private let t0 = Fixture.t0
+    private let types: [(id: String, type: GroupType)] = [("w", .work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)]
+
+    @Test("v6–v10 apply over groups, members and messages written before them; each type gets its defaults")
+    func migrationsOverData() async throws {
+        // The data, written by this groupd, then the schema taken back to v5 (checked against a
+        // database migrated to v5 alone), so the migrations run over rows as an older groupd left them.
+        let old = try await TemporaryStore(postgres: try #require(PostgresTestServer.settings))
+        let settings = try #require(old.postgres)
+        for (id, type) in types {
+            let request = GroupCreationRequest(
+                type: type, groupID: id, name: "team \(id)",
+                members: type == .avChatRoom ? [] : ["bob", "carol"].map { InitialMember(userID: $0) })
+            _ = try await old.store.createGroup(
+                try GroupRules.planCreation(request, appID: app, creatorID: "alice", limits: .defaults, now: t0))
+        }
+        try await Fixture.send(old.store, "p", from: "bob")
+        try await old.store.close()
+        let v5Name = "groupd_test_v5_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let server = try #require(PostgresTestServer.settings)
+        try await PostgresBackend.createDatabase(named: v5Name, settings: server)
+        var v5 = server
+        v5.url = PostgresTestServer.url(server.url, database: v5Name)
+        let expected = try await withSession(v5) { session in
+            #expect(try PostgresSchema.migrate(session, upTo: "v5") == ["v1", "v2", "v3", "v4", "v5"])
+            return try shape(session)
+        }
+        let taken = try await withSession(settings) { session in
+            for statement in PostgresSchema.statements(of: backToV5) { try session.command(statement) }
+            return try shape(session)
+        }
+        #expect(taken == expected)
+
+        let backend = try await PostgresBackend.open(settings: settings)
+        #expect(backend.appliedMigrations == PostgresSchema.migrations.map(\.id))
+        let store = Store(backend: backend, cacheCapacity: 0)
+        let groups = try await store.groups(app: app, ids: types.map(\.id))
+        for (id, type) in types {
+            let group = try #require(groups[id], "\(id)")
+            let defaults = type.preset.defaultSettings
+            #expect(group.settings.mentionAllPermission == defaults.mentionAllPermission, "\(id)")
+            #expect(group.settings.inviteLinkPermission == defaults.inviteLinkPermission, "\(id)")
+            #expect(group.settings.pinPermission == defaults.pinPermission, "\(id)")
+            #expect(group.settings.slowModeIntervalSeconds == 0, "\(id)")
+            #expect(group.muteBypass.isEmpty && group.pins.isEmpty && group.memberVersion == 0, "\(id)")
+        }
+        let history = try await store.messages(app: app, groupID: "p", range: MessageRange(direction: .older, anchor: nil, floor: 0), limit: 10)
+        let message = try #require(history.messages.first)
+        #expect(history.messages.count == 1 && message.content.text == "hi")
+        #expect(message.content.mentionedUserIDs.isEmpty && !message.content.mentionAll && message.recall == nil)
+        let all = try await store.memberChanges(app: app, groupID: "p", since: 0, after: nil, limit: 10)
+        #expect(Set(all.changed.map(\.userID)) == ["alice", "bob", "carol"] && all.version == 0)
+
+        // The new columns and tables take writes over the old rows.
+        try await Fixture.join(store, "p", "dave")
+        let delta = try await store.memberChanges(app: app, groupID: "p", since: 0, after: nil, limit: 10)
+        #expect(delta.version == 1 && Set(delta.changed.map(\.userID)) == ["alice", "bob", "carol", "dave"])
+        _ = try await store.mutateGroup(
+            app: app, groupID: "p", operatorID: nil, targets: ["erin"], at: t0,
+            parts: Store.groupSnapshotParts.union([.banCount])
+        ) { snapshot in
+            var change = GroupChange(group: snapshot.group)
+            change.group.muteBypass = ["bob"]
+            change.bans = [GroupBan(userID: "erin", until: nil, operatorID: nil, bannedAt: t0)]
+            return (change, ())
+        }
+        #expect(try await store.groups(app: app, ids: ["p"])["p"]?.muteBypass == ["bob"])
+        #expect(try await store.bans(app: app, groupID: "p", after: nil, limit: 5, now: t0).items.map(\.userID) == ["erin"])
+        let mention = GroupMessage(
+            appID: app, groupID: "p", sequence: 0, messageID: UUID().uuidString, senderID: "bob",
+            content: MessageContent(text: "@carol", mentionedUserIDs: ["carol"]), time: t0)
+        _ = try await store.appendMessage(mention, at: t0) { _, member, _ in try #require(member).nameCard }
+        #expect(try await store.unreadMentions(app: app, userID: "carol", groupIDs: ["p"])["p"] == .me)
+        try await store.close()
+    }
+}
