@@ -170,7 +170,7 @@ class Groupd:
     URL `database` when one is given, else on SQLite under data_dir."""
 
     def __init__(self, workdir: Path, max_message_bytes=4 * 1024 * 1024, drain_timeout_seconds=10, database=None, tls=None,
-                 manual_clock=False):
+                 manual_clock=False, limits=None):
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.port = free_port()
@@ -195,6 +195,8 @@ class Groupd:
             self.clock_port = free_port()
             self.set_top_level(f"testing:\n  clock: manual\n  clock_port: {self.clock_port}\n")
             self.environment["GROUPD_TEST_CLOCK"] = "1"
+        if limits:
+            self.set_limits(limits)
 
     @property
     def store_yaml(self) -> str:
@@ -221,7 +223,11 @@ class Groupd:
         raise AssertionError("no VmRSS in /proc status")
 
     def set_limits(self, limits):
-        """Puts `limits` (YAML lines, 6-space indented) into the first app's config (before start)."""
+        """Puts `limits` into the first app's config (before start): a dict of `apps[].limits` keys
+        and their YAML values (`{"max_pinned_messages": 2}`), or YAML lines indented 6 spaces.
+        `Groupd(..., limits=...)` does it on creation."""
+        if isinstance(limits, dict):
+            limits = "".join(f"      {key}: {value}\n" for key, value in limits.items())
         text = self.config.read_text()
         self.config.write_text(text.replace("    secrets:\n", "    limits:\n" + limits + "    secrets:\n", 1))
 

@@ -240,9 +240,7 @@ def test_concurrent_accepts_one_wins(groups, members, apps):
 
 def test_expiry_through_the_wire(fresh_groupd):
     """A groupd on the manual clock whose apps expire items after one second."""
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      application_expiry_seconds: 1\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"application_expiry_seconds": 1}).start()
     with grpc.insecure_channel(server.address) as channel:
         groups = group_pb2_grpc.GroupServiceStub(channel)
         members = member_pb2_grpc.MemberServiceStub(channel)

@@ -252,9 +252,7 @@ def test_ban_events_go_to_the_owner_the_admins_and_the_user(api):
 
 
 def test_the_ban_list_limit(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_bans_per_group: 2\n")
-    server.start()
+    server = fresh_groupd(limits={"max_bans_per_group": 2}).start()
     with grpc.insecure_channel(server.address) as channel:
         api = Api(channel)
         owner, a, b, c = uid("owner"), uid("a"), uid("b"), uid("c")

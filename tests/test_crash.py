@@ -159,10 +159,8 @@ def group_sequences(channel, md):
 
 
 def test_acknowledged_writes_survive_sigkill(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_members: { work: 200, public: 0, meeting: 6000, av_chat_room: 0 }\n"
-                      "      max_groups_per_user: 1000000\n")
-    server.start()
+    server = fresh_groupd(limits={"max_members": "{ work: 200, public: 0, meeting: 6000, av_chat_room: 0 }",
+                                  "max_groups_per_user": 1000000}).start()
     md = admin_md()
     with grpc.insecure_channel(server.address) as channel:
         group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(

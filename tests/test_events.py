@@ -191,9 +191,7 @@ def test_malformed_cursor_is_invalid_argument(channel):
 
 
 def test_expired_cursor_is_out_of_range_with_the_oldest_cursor(fresh_groupd):
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      event_retention_seconds: 1\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"event_retention_seconds": 1}).start()
     with grpc.insecure_channel(server.address) as channel:
         stubs = {"groups": group_pb2_grpc.GroupServiceStub(channel)}
         group = create(stubs, common_pb2.GROUP_TYPE_WORK, "alice", ["bob"])

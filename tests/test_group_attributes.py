@@ -245,10 +245,8 @@ def test_counter_overflow_is_refused_and_changes_nothing(groups, public):
 
 
 def test_per_app_limits(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_group_attribute_keys: 2\n      group_attribute_bytes: 12\n"
-                      "      group_attribute_key_bytes: 4\n      max_group_counters: 2\n")
-    server.start()
+    server = fresh_groupd(limits={"max_group_attribute_keys": 2, "group_attribute_bytes": 12,
+                                  "group_attribute_key_bytes": 4, "max_group_counters": 2}).start()
     with grpc.insecure_channel(server.address) as channel:
         groups = group_pb2_grpc.GroupServiceStub(channel)
         owner = uid("owner")
@@ -284,9 +282,7 @@ def test_per_app_limits(fresh_groupd):
 
 
 def test_a_read_names_at_most_its_own_limit_of_keys(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_group_attribute_keys: 1\n      max_group_counters: 3\n")
-    server.start()
+    server = fresh_groupd(limits={"max_group_attribute_keys": 1, "max_group_counters": 3}).start()
     with grpc.insecure_channel(server.address) as channel:
         groups = group_pb2_grpc.GroupServiceStub(channel)
         owner = uid("owner")

@@ -194,9 +194,7 @@ def test_join_checks_of_join_group_apply(groups, members):
 
 
 def test_too_many_groups_applies(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_groups_per_user: 1\n")
-    server.start()
+    server = fresh_groupd(limits={"max_groups_per_user": 1}).start()
     with grpc.insecure_channel(server.address) as channel:
         groups = group_pb2_grpc.GroupServiceStub(channel)
         members = member_pb2_grpc.MemberServiceStub(channel)
@@ -268,9 +266,7 @@ def test_bad_revocations(groups, members):
 
 
 def test_live_link_limit(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_invite_links_per_group: 2\n")
-    server.start()
+    server = fresh_groupd(limits={"max_invite_links_per_group": 2}).start()
     with grpc.insecure_channel(server.address) as channel:
         groups = group_pb2_grpc.GroupServiceStub(channel)
         members = member_pb2_grpc.MemberServiceStub(channel)

@@ -145,9 +145,7 @@ def test_malformed_repeated_and_too_many_ids_store_nothing(api):
 
 
 def test_mention_limit_is_per_app(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_mentions_per_message: 2\n")
-    server.start()
+    server = fresh_groupd(limits={"max_mentions_per_message": 2}).start()
     with grpc.insecure_channel(server.address) as channel:
         api = Api(channel)
         owner = uid("owner")

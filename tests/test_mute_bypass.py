@@ -163,9 +163,7 @@ def test_bad_requests_change_nothing(api):
 
 
 def test_the_bypass_list_limit(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_mute_bypass_per_group: 1\n")
-    server.start()
+    server = fresh_groupd(limits={"max_mute_bypass_per_group": 1}).start()
     with grpc.insecure_channel(server.address) as channel:
         api = Api(channel)
         owner, bob, carol = uid("owner"), uid("bob"), uid("carol")

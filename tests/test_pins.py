@@ -184,9 +184,7 @@ def test_av_chat_room_has_nothing_to_pin(api):
 
 @pytest.fixture
 def limited(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      max_pinned_messages: 2\n")
-    server.start()
+    server = fresh_groupd(limits={"max_pinned_messages": 2}).start()
     with grpc.insecure_channel(server.address) as channel:
         yield Api(channel)
 

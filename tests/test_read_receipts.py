@@ -141,9 +141,7 @@ def test_receipt_refusals(api):
 
 @pytest.fixture
 def small(fresh_groupd):
-    server = fresh_groupd()
-    server.set_limits("      read_receipt_max_members: 2\n")
-    server.start()
+    server = fresh_groupd(limits={"read_receipt_max_members": 2}).start()
     with grpc.insecure_channel(server.address) as channel:
         yield Api(channel)
 

@@ -160,9 +160,7 @@ def test_bad_input_unknown_messages_and_avchatroom(groupd):
 
 
 def test_recall_window_is_per_app(fresh_groupd):
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      recall_window_seconds: 5\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"recall_window_seconds": 5}).start()
     with grpc.insecure_channel(server.address) as channel:
         api = Api(channel)
         owner, mia = uid("owner"), uid("mia")

@@ -47,9 +47,7 @@ def test_application_events_carry_the_item(groupd, channel):
 
 
 def test_due_applications_expire_without_traffic(fresh_groupd):
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      application_expiry_seconds: 1\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"application_expiry_seconds": 1}).start()
     owner, zoe = uid("owner"), uid("zoe")
     with grpc.insecure_channel(server.address) as channel:
         gid = public_group(channel, owner)
@@ -72,9 +70,7 @@ def test_due_applications_expire_without_traffic(fresh_groupd):
 
 
 def test_messages_past_retention_are_purged(fresh_groupd):
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      message_retention_seconds: 1\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"message_retention_seconds": 1}).start()
     owner = uid("owner")
     with grpc.insecure_channel(server.address) as channel:
         gid = public_group(channel, owner)

@@ -393,12 +393,8 @@ def test_a_rooms_audience_is_the_rooms_on_every_node(two_nodes):
 def test_a_rooms_messages_and_rate_are_the_rooms_on_every_node(fresh_groupd):
     """AVChatRoom messages keep no history: a node relays each through the database, so a
     viewer on another node hears it, and every node counts it against the room's rate."""
-    server_a = fresh_groupd()
-    server_a.set_limits("      av_chat_room_messages_per_second: 3\n")
-    server_a.start()
-    server_b = fresh_groupd(database=server_a.database)
-    server_b.set_limits("      av_chat_room_messages_per_second: 3\n")
-    server_b.start()
+    server_a = fresh_groupd(limits={"av_chat_room_messages_per_second": 3}).start()
+    server_b = fresh_groupd(database=server_a.database, limits={"av_chat_room_messages_per_second": 3}).start()
     a, b = Node(server_a), Node(server_b)
     try:
         host, viewer = uid("host"), uid("viewer")

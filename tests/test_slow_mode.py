@@ -126,9 +126,7 @@ def test_slow_mode_from_creation_and_refusals_change_nothing(clocked):
 
 
 def test_maximum_interval_is_per_app(fresh_groupd):
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      max_slow_mode_interval_seconds: 60\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"max_slow_mode_interval_seconds": 60}).start()
     with grpc.insecure_channel(server.address) as channel:
         api = Api(channel)
         owner = uid("owner")

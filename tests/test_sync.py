@@ -147,9 +147,7 @@ def test_sync_members_refusals(groups, members):
 
 
 def test_sync_members_full_reload_after_removals_are_purged(fresh_groupd):
-    server = fresh_groupd(manual_clock=True)
-    server.set_limits("      event_retention_seconds: 1\n")
-    server.start()
+    server = fresh_groupd(manual_clock=True, limits={"event_retention_seconds": 1}).start()
     with grpc.insecure_channel(server.address) as channel:
         groups, members = group_pb2_grpc.GroupServiceStub(channel), member_pb2_grpc.MemberServiceStub(channel)
         owner, alice, bob = uid("owner"), uid("alice"), uid("bob")
