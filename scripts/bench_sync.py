@@ -9,6 +9,12 @@ new users, half kicks). The figures, groupd pinned to core 0 and the client on c
   median of --rounds calls;
 - a full reload through ListMembers (every page of the app's max_page_size, 50), median of 3;
 - a full reload through SyncMembers from version 0 (every page), median of 3.
+
+Then the joined-group list: a user in --groups Work groups (the app's max_groups_per_user) holds
+its SyncJoinedGroups version; --changes writes change it (half renames of groups the user is in,
+half kicks of the user). The figures: SyncJoinedGroups from that version (median of --rounds), a
+full reload through ListJoinedGroups (pages of 100), and SyncJoinedGroups from version 0 (pages
+of 100), medians of 3.
 """
 import argparse
 import asyncio
@@ -24,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import Server, run_calls  # noqa: E402
 import grpc  # noqa: E402
 from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from google.protobuf import field_mask_pb2  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
 
 CONFIG = """\
@@ -62,6 +69,76 @@ def seed(server, args):
     return asyncio.run(run_calls(server.address, invite, args.members // BATCH, in_flight=4))[1]
 
 
+def joined_groups(server, args):
+    """The SyncJoinedGroups figures (see the module's text)."""
+    hub = "hub"
+    md = admin_md()
+    hub_md = [("authorization", f"Bearer {mint_token(sub=hub, role='user', exp_in=3600)}")]
+
+    async def create(channel, index):
+        await group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=f"joined{index:05d}", type=common_pb2.GROUP_TYPE_WORK, owner_user_id=f"owner{index}",
+            profile=common_pb2.GroupProfile(name=f"joined {index}"), members=[group_pb2.InitialMember(user_id=hub)]),
+            metadata=md, timeout=60)
+
+    seconds = asyncio.run(run_calls(server.address, create, args.groups, in_flight=16))[1]
+    with grpc.insecure_channel(server.address) as channel:
+        groups = group_pb2_grpc.GroupServiceStub(channel)
+        members = member_pb2_grpc.MemberServiceStub(channel)
+
+        def sync_all(version=0):
+            token, count, removed = "", 0, 0
+            while True:
+                page = groups.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(
+                    version=version, page_size=100, page_token=token), metadata=hub_md, timeout=60)
+                assert not page.full_reload_required
+                count += len(page.groups)
+                removed += len(page.removed_group_ids)
+                token = page.next_page_token
+                if not token:
+                    return count, removed, page.version
+
+        count, _, version = sync_all()
+        assert count == args.groups, f"{count} joined groups of {args.groups}"
+        print(f"seeded {args.groups:,} Work groups with user {hub} in {seconds:.1f} s; joined-group version {version}")
+        renames = args.changes // 2
+        for n in range(renames):
+            groups.UpdateGroupProfile(group_pb2.UpdateGroupProfileRequest(
+                group_id=f"joined{n * 3:05d}", update_mask=field_mask_pb2.FieldMask(paths=["name"]),
+                profile=common_pb2.GroupProfile(name=f"renamed {n}")), metadata=md, timeout=10)
+        for n in range(args.changes - renames):
+            members.KickMembers(member_pb2.KickMembersRequest(group_id=f"joined{n * 3 + 1:05d}", user_ids=[hub]),
+                                metadata=md, timeout=10)
+
+        def delta():
+            changed, removed, _ = sync_all(version)
+            assert (changed, removed) == (renames, args.changes - renames), (changed, removed)
+
+        def list_all():
+            token, count = "", 0
+            while True:
+                page = groups.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(page_size=100, page_token=token),
+                                               metadata=hub_md, timeout=60)
+                count += len(page.groups)
+                token = page.next_page_token
+                if not token:
+                    return count
+
+        delta()  # warm
+        deltas = sorted(timed(delta)[0] for _ in range(args.rounds))
+        lists = [timed(list_all) for _ in range(3)]
+        syncs = [timed(sync_all) for _ in range(3)]
+        size = args.groups - (args.changes - renames)
+        assert {count for _, count in lists} == {size} and {value[0] for _, value in syncs} == {size}
+        print(f"SyncJoinedGroups with {args.changes} changes since the client's version, user in {size:,} groups: "
+              f"median {statistics.median(deltas):.2f} ms, min {deltas[0]:.2f} ms, max {deltas[-1]:.2f} ms "
+              f"over {args.rounds} calls")
+        print(f"full reload through ListJoinedGroups ({size:,} groups, pages of 100): median "
+              f"{statistics.median(t for t, _ in lists):.0f} ms over 3")
+        print(f"full reload through SyncJoinedGroups from version 0 (pages of 100): median "
+              f"{statistics.median(t for t, _ in syncs):.0f} ms over 3")
+
+
 def timed(call):
     start = time.perf_counter()
     value = call()
@@ -74,6 +151,7 @@ def main():
     parser.add_argument("--members", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--groups", type=int, default=1000)
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
     workdir = Path(tempfile.mkdtemp(prefix="groupd-sync-"))
@@ -138,6 +216,7 @@ def main():
                   f"{statistics.median(t for t, _ in lists):.0f} ms over 3")
             print(f"full reload through SyncMembers from version 0 (pages of 50): median "
                   f"{statistics.median(t for t, _ in syncs):.0f} ms over 3")
+        joined_groups(server, args)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
