@@ -115,19 +115,10 @@ def joined_groups(server, args):
             assert (changed, removed) == (renames, args.changes - renames), (changed, removed)
 
         def list_all():
-            token, count = "", 0
-            while True:
-                page = groups.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(page_size=100, page_token=token),
-                                               metadata=hub_md, timeout=60)
-                count += len(page.groups)
-                token = page.next_page_token
-                if not token:
-                    return count
+            return every_page(lambda token: groups.ListJoinedGroups(group_pb2.ListJoinedGroupsRequest(
+                page_size=100, page_token=token), metadata=hub_md, timeout=60), lambda page: page.groups)
 
-        delta()  # warm
-        deltas = sorted(timed(delta)[0] for _ in range(args.rounds))
-        lists = [timed(list_all) for _ in range(3)]
-        syncs = [timed(sync_all) for _ in range(3)]
+        deltas, (lists, syncs) = measure(delta, [list_all, sync_all], args.rounds)
         size = args.groups - (args.changes - renames)
         assert {count for _, count in lists} == {size} and {value[0] for _, value in syncs} == {size}
         print(f"SyncJoinedGroups with {args.changes} changes since the client's version, user in {size:,} groups: "
@@ -143,6 +134,24 @@ def timed(call):
     start = time.perf_counter()
     value = call()
     return (time.perf_counter() - start) * 1000, value
+
+
+def every_page(fetch, items):
+    """How many `items(page)` every page of `fetch(page_token)` holds together."""
+    token, count = "", 0
+    while True:
+        page = fetch(token)
+        count += len(items(page))
+        token = page.next_page_token
+        if not token:
+            return count
+
+
+def measure(delta, reloads, rounds):
+    """`delta` timed `rounds` times after one call to warm up (sorted, ms), and each of `reloads`
+    timed 3 times: [(ms, value)]."""
+    delta()
+    return sorted(timed(delta)[0] for _ in range(rounds)), [[timed(reload) for _ in range(3)] for reload in reloads]
 
 
 def main():
@@ -184,29 +193,14 @@ def main():
                 return answer
 
             def list_all():
-                token, count = "", 0
-                while True:
-                    page = members.ListMembers(member_pb2.ListMembersRequest(group_id=GROUP, page_token=token),
-                                               metadata=md, timeout=60)
-                    count += len(page.members)
-                    token = page.next_page_token
-                    if not token:
-                        return count
+                return every_page(lambda token: members.ListMembers(member_pb2.ListMembersRequest(
+                    group_id=GROUP, page_token=token), metadata=md, timeout=60), lambda page: page.members)
 
             def sync_all():
-                token, count = "", 0
-                while True:
-                    page = members.SyncMembers(member_pb2.SyncMembersRequest(group_id=GROUP, version=0, page_token=token),
-                                               metadata=md, timeout=60)
-                    count += len(page.changed_members)
-                    token = page.next_page_token
-                    if not token:
-                        return count
+                return every_page(lambda token: members.SyncMembers(member_pb2.SyncMembersRequest(
+                    group_id=GROUP, version=0, page_token=token), metadata=md, timeout=60), lambda page: page.changed_members)
 
-            delta()  # warm
-            deltas = sorted(timed(delta)[0] for _ in range(args.rounds))
-            lists = [timed(list_all) for _ in range(3)]
-            syncs = [timed(sync_all) for _ in range(3)]
+            deltas, (lists, syncs) = measure(delta, [list_all, sync_all], args.rounds)
             size = lists[0][1]
             assert {count for _, count in lists} == {size} and {count for _, count in syncs} == {size}
             print(f"SyncMembers with {args.changes} changes since the client's version, group of {size:,} members: "
