@@ -87,10 +87,10 @@ struct PostgresMigrationTests {
         try await PostgresBackend.createDatabase(named: v5Name, settings: server)
         var v5 = server
         v5.url = PostgresTestServer.url(server.url, database: v5Name)
-        let expected = try await withSession(v5) { session in
-            #expect(try PostgresSchema.migrate(session, upTo: "v5") == ["v1", "v2", "v3", "v4", "v5"])
-            return try shape(session)
+        let (applied, expected) = try await withSession(v5) { session in
+            (try PostgresSchema.migrate(session, upTo: "v5"), try shape(session))
         }
+        #expect(applied == ["v1", "v2", "v3", "v4", "v5"])
         let taken = try await withSession(settings) { session in
             for statement in PostgresSchema.statements(of: backToV5) { try session.command(statement) }
             return try shape(session)
