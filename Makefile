@@ -6,7 +6,7 @@ RELEASE_BIN := .build/release/groupd
 DEBUG_BIN := .build/debug/groupd
 ## Swift Testing starts every test of a run at once unless told a width. On 2 cores that left a
 ## plugin call or a server's answer waiting over 10 s behind hundreds of runnable threads; 8 at a
-## time finish the 843 tests in the same wall time (16-18 s) with those waits back at their own
+## time finish the suites in the same wall time (16-18 s here) with those waits back at their own
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
