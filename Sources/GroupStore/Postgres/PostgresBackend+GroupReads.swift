@@ -69,10 +69,7 @@ extension PostgresBackend {
 
     public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
         try await read { session in
-            guard let key = try session.first(
-                "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
-                [.text(app), .text(groupID)], { try $0.int64(0) })
-            else { throw GroupError.groupNotFound(groupID) }
+            let key = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
             return try PostgresAttributeRows.load(session, app: app, groupKey: key)
         }
     }
@@ -83,10 +80,7 @@ extension PostgresBackend {
 
     public func inviteLinks(app: String, groupID: String, now: Timestamp) async throws -> [InviteLink] {
         try await read { session in
-            guard let key = try session.first(
-                "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
-                [.text(app), .text(groupID)], { try $0.int64(0) })
-            else { throw GroupError.groupNotFound(groupID) }
+            let key = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
             return try PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: now)
         }
     }
@@ -425,10 +419,7 @@ enum PostgresRows {
 extension PostgresBackend {
     public func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan> {
         try await read { session in
-            guard let key = try session.first(
-                "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
-                [.text(app), .text(groupID)], { try $0.int64(0) })
-            else { throw GroupError.groupNotFound(groupID) }
+            let key = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
             var items: [GroupBan] = []
             try session.rows(
                 """

@@ -114,11 +114,7 @@ extension SQLiteBackend {
 
     public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
         try await pool.read { db in
-            guard let key = try Int64.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
-                arguments: [app, groupID])
-            else { throw GroupError.groupNotFound(groupID) }
+            let key = try Rows.groupKey(db, app: app, groupID: groupID)
             return try AttributeRows.load(db, groupKey: key)
         }
     }
