@@ -110,9 +110,7 @@ extension GroupRules {
         _ context: ApplicationContext, message: String, limits: AppLimits, now: Timestamp
     ) throws -> ApplicationDecisionPlan {
         let decision = try decidingPart(context, message: message, limits: limits, now: now)
-        if let ban = context.subjectBan, ban.userID == context.application.subjectID, ban.isActive(at: now) {
-            throw GroupError.userBanned(ban)
-        }
+        try checkNotBanned(context.subjectBan, now: now)
         var application = context.application
         var group = context.group
         let op = context.op

@@ -92,10 +92,11 @@ extension GroupError {
 }
 
 extension GroupRules {
-    /// `USER_BANNED` when `bans` holds a ban of `userID` still running at `now`. Every path into a
-    /// group (join, application, invitation, acceptance) checks it.
-    public static func checkNotBanned(_ userID: String, bans: [String: GroupBan], now: Timestamp) throws {
-        if let ban = bans[userID], ban.isActive(at: now) { throw GroupError.userBanned(ban) }
+    /// `USER_BANNED` when `ban` (the user's ban from the group, if any) still runs at `now`. Join,
+    /// application acceptance and the store's net under every plan check it; an invitation
+    /// reports it per user.
+    public static func checkNotBanned(_ ban: GroupBan?, now: Timestamp) throws {
+        if let ban, ban.isActive(at: now) { throw GroupError.userBanned(ban) }
     }
 
     /// Check a `BanMembers` call (or `KickMembers` with `ban`) and plan it.

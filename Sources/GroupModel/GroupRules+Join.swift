@@ -58,7 +58,7 @@ extension GroupRules {
         try authorize(link == nil ? .join : .joinByInviteLink, type: group.type, settings: group.settings,
                       actor: op.role).get()
         guard let userID = op.userID else { throw GroupError.operatorRequired("join") }
-        if let ban, ban.userID == userID, ban.isActive(at: now) { throw GroupError.userBanned(ban) }
+        try checkNotBanned(ban, now: now)
         try FieldValidation.checkBytes(message, field: "message", limit: limits.applicationMessageBytes)
         if let max = group.maxMembers, group.memberCount >= max { throw GroupError.groupFull(max) }
         if countsTowardGroupLimit(group.type), joinedGroupCount >= limits.maxGroupsPerUser {

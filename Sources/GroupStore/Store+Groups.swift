@@ -318,7 +318,7 @@ extension Store {
     /// time: a net under the plans, which refuse banned users themselves, for any way into a group.
     static func refuseBanned(_ change: GroupChange, snapshot: StoreSnapshot) throws {
         for member in change.insertedMembers {
-            if let ban = snapshot.bans[member.userID], ban.isActive(at: snapshot.time) { throw GroupError.userBanned(ban) }
+            try GroupRules.checkNotBanned(snapshot.bans[member.userID], now: snapshot.time)
         }
     }
 }
