@@ -168,11 +168,7 @@ extension GroupRules {
             banned.append(userID)
             if let target {
                 removed.append(userID)
-                change.removedMembers.append(userID)
-                after.memberCount = max(0, after.memberCount - 1)
-                if options.keepMuteStatus, target.isMuted(at: now), let muted = target.mutedUntil {
-                    change.retainedMutes[userID] = muted
-                }
+                remove(target, in: &change, count: &after, options: options, now: now)
             }
             results.append(BanResult(userID: userID, outcome: .banned(ban, removed: target)))
         }
@@ -182,17 +178,9 @@ extension GroupRules {
                 message: "the group's ban list would exceed \(limits.maxBansPerGroup) users",
                 metadata: ["limit": String(limits.maxBansPerGroup), "field": "user_ids"])
         }
-        if !removed.isEmpty {
-            var kicked: [String: String] = ["banned": "true"]
-            if !reason.isEmpty { kicked["reason"] = reason }
-            change.events.append(GroupEvent.Draft(kind: .memberKicked, operatorID: op.userID, targets: removed,
-                                                  changes: kicked))
-            for userID in removed {
-                change.events.append(GroupEvent.Draft(
-                    kind: .kickedFromGroup, operatorID: op.userID, targets: [userID], changes: kicked,
-                    recipient: .user(userID)))
-            }
-        }
+        var kicked: [String: String] = ["banned": "true"]
+        if !reason.isEmpty { kicked["reason"] = reason }
+        change.events += kickEvents(of: removed, by: op, changes: kicked)
         if !banned.isEmpty {
             var changes = ["until": millisText(until), "duration_seconds": String(seconds)]
             if !reason.isEmpty { changes["reason"] = reason }

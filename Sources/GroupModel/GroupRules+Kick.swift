@@ -45,25 +45,34 @@ extension GroupRules {
                 continue
             }
             removed.append(userID)
-            change.removedMembers.append(userID)
-            after.memberCount = max(0, after.memberCount - 1)
-            if options.keepMuteStatus, target.isMuted(at: now), let until = target.mutedUntil {
-                change.retainedMutes[userID] = until
-            }
+            remove(target, in: &change, count: &after, options: options, now: now)
             results.append(MemberResult(userID: userID, outcome: .success(target)))
         }
-        if !removed.isEmpty {
-            var changes: [String: String] = [:]
-            if !reason.isEmpty { changes["reason"] = reason }
-            change.events.append(GroupEvent.Draft(kind: .memberKicked, operatorID: op.userID, targets: removed,
-                                                  changes: changes))
-            for userID in removed {
-                change.events.append(GroupEvent.Draft(
-                    kind: .kickedFromGroup, operatorID: op.userID, targets: [userID], changes: changes,
-                    recipient: .user(userID)))
-            }
-        }
+        change.events += kickEvents(of: removed, by: op, changes: reason.isEmpty ? [:] : ["reason": reason])
         change.group = after
         return MemberBatchPlan(results: results, change: change)
+    }
+
+    /// Takes `target` out as a kick (or a ban) does: a removed member of `change`, one fewer in
+    /// `group`'s count, and its running mute kept for a rejoin when `options.keepMuteStatus`.
+    static func remove(
+        _ target: Member, in change: inout GroupChange, count group: inout Group, options: QuitOptions, now: Timestamp
+    ) {
+        change.removedMembers.append(target.userID)
+        group.memberCount = max(0, group.memberCount - 1)
+        if options.keepMuteStatus, target.isMuted(at: now), let until = target.mutedUntil {
+            change.retainedMutes[target.userID] = until
+        }
+    }
+
+    /// The events of members removed by a kick (or a ban): one `MEMBER_KICKED` tip (targets: the
+    /// removed) and `KICKED_FROM_GROUP` to each removed user, all with `changes`; none if nobody was.
+    static func kickEvents(of removed: [String], by op: GroupOperator, changes: [String: String]) -> [GroupEvent.Draft] {
+        guard !removed.isEmpty else { return [] }
+        return [GroupEvent.Draft(kind: .memberKicked, operatorID: op.userID, targets: removed, changes: changes)]
+            + removed.map { userID in
+                GroupEvent.Draft(kind: .kickedFromGroup, operatorID: op.userID, targets: [userID], changes: changes,
+                                 recipient: .user(userID))
+            }
     }
 }
