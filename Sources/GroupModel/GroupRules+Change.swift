@@ -248,8 +248,8 @@ extension GroupError {
              metadata: ["user_id": userID, "limit": String(limit)])
     }
 
-    /// `INVALID_ARGUMENT` / `OPERATOR_REQUIRED`.
-    static func operatorRequired(_ what: String) -> Self {
+    /// `INVALID_ARGUMENT` / `OPERATOR_REQUIRED`: "`what` needs a user", naming `x-operator-id`.
+    public static func operatorRequired(_ what: String) -> Self {
         Self(code: .invalidArgument, reason: .operatorRequired,
              message: "\(what) needs a user: send x-operator-id with the admin token",
              metadata: ["field": "x-operator-id"])

@@ -342,7 +342,7 @@ public enum GroupRules {
 
         case .join:
             switch actor {
-            case .backend: return .refused(operatorRequired("join"))
+            case .backend: return .refused(GroupError.operatorRequired("join"))
             case .owner, .admin, .member:
                 return .refused(GroupError(
                     code: .alreadyExists, reason: .alreadyMember, message: "already a member of the group"))
@@ -358,7 +358,7 @@ public enum GroupRules {
 
         case .quit:
             switch actor {
-            case .backend: return .refused(operatorRequired("quit"))
+            case .backend: return .refused(GroupError.operatorRequired("quit"))
             case .nonMember: return .refused(notAMember())
             case .owner where !settings.ownerQuit.ownerMayQuit:
                 return .refused(GroupError(
@@ -432,7 +432,7 @@ public enum GroupRules {
 
         case .setOwnPreferences, .markRead:
             switch actor {
-            case .backend: return .refused(operatorRequired("this operation"))
+            case .backend: return .refused(GroupError.operatorRequired("this operation"))
             case .nonMember: return .refused(notAMember())
             case .owner, .admin, .member: return .allowed
             }
@@ -465,7 +465,7 @@ public enum GroupRules {
                 return .refused(notSupported(.inviteLinkNotSupported, "invite links", type))
             }
             switch actor {
-            case .backend: return .refused(operatorRequired("join"))
+            case .backend: return .refused(GroupError.operatorRequired("join"))
             case .owner, .admin, .member:
                 return .refused(GroupError(
                     code: .alreadyExists, reason: .alreadyMember, message: "already a member of the group"))
@@ -561,13 +561,6 @@ public enum GroupRules {
 
     private static func notAMember() -> GroupError {
         GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
-    }
-
-    private static func operatorRequired(_ what: String) -> GroupError {
-        GroupError(
-            code: .invalidArgument, reason: .operatorRequired,
-            message: "\(what) needs a user: send x-operator-id with the admin token",
-            metadata: ["field": "x-operator-id"])
     }
 
     private static func notSupported(_ reason: GroupError.Reason, _ what: String, _ type: GroupType) -> GroupError {

@@ -56,9 +56,7 @@ extension GroupdService {
         _ request: Groupd_V1_ReportApplicationsReadRequest, _ call: CallContext
     ) async throws -> Groupd_V1_ReportApplicationsReadResponse {
         guard let user = call.caller.operatorID else {
-            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
-                             message: "reporting applications read needs a user: send x-operator-id with the admin token",
-                             metadata: ["field": "x-operator-id"])
+            throw GroupError.operatorRequired("reporting applications read")
         }
         let now = clock.now()
         // A time in the future would mark items not yet sent as read: it counts as now.

@@ -21,9 +21,7 @@ extension GroupdService {
     /// go through the app's filter-on-read hook for the user's role in each group.
     func listJoinedGroups(_ request: Groupd_V1_ListJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_ListJoinedGroupsResponse {
         guard let user = call.caller.operatorID else {
-            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
-                             message: "listing joined groups needs a user: send x-operator-id with the admin token",
-                             metadata: ["field": "x-operator-id"])
+            throw GroupError.operatorRequired("listing joined groups")
         }
         var types: Set<GroupType> = []
         for (index, type) in request.types.enumerated() {
@@ -71,9 +69,7 @@ extension GroupdService {
         }
         if fields.isEmpty { fields = [.groupID, .name] }
         if request.joinedOnly, call.caller.operatorID == nil {
-            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
-                             message: "joined_only needs a user: send x-operator-id with the admin token",
-                             metadata: ["field": "x-operator-id"])
+            throw GroupError.operatorRequired("joined_only")
         }
         let size = try Self.pageSize(request.pageSize, fallback: 20, max: 100)
         let app = call.caller.appID

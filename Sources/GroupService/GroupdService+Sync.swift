@@ -88,9 +88,7 @@ extension GroupdService {
     /// SyncJoinedGroups: the changes of the operator's joined-group list after the client's version.
     func syncJoinedGroups(_ request: Groupd_V1_SyncJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_SyncJoinedGroupsResponse {
         guard let user = call.caller.operatorID else {
-            throw GroupError(code: .invalidArgument, reason: .operatorRequired,
-                             message: "syncing joined groups needs a user: send x-operator-id with the admin token",
-                             metadata: ["field": "x-operator-id"])
+            throw GroupError.operatorRequired("syncing joined groups")
         }
         let size = try Self.pageSize(request.pageSize, fallback: 50, max: 100)
         guard request.version <= UInt64(Int64.max) else {

@@ -177,10 +177,7 @@ extension GroupdService {
     ) async throws -> Groupd_V1_MarkGroupReadResponse {
         try Self.requireGroupID(request.groupID)
         guard let user = call.caller.operatorID else {
-            throw GroupError(
-                code: .invalidArgument, reason: .operatorRequired,
-                message: "marking a group read needs a user: send x-operator-id with the admin token",
-                metadata: ["field": "x-operator-id"])
+            throw GroupError.operatorRequired("marking a group read")
         }
         let before = Mutex<Int64>(0)
         let committed = try await store.markRead(
