@@ -1,28 +1,18 @@
 import GroupModel
 
-/// The rows of `invite_links` (migration v9), shared by the write transaction and the reads.
+/// The reads and writes of `invite_links` (migration v9) over PostgreSQL, with the columns,
+/// decoder and upsert of ``InviteLinkRows``; groups are joined by app as well.
 enum PostgresInviteLinkRows {
-    static func decode(_ row: PGRow) throws -> InviteLink {
-        InviteLink(
-            id: try row.text(0), appID: try row.text(1), groupID: try row.text(2), tokenHash: try row.text(3),
-            createdBy: try row.optionalText(4), createdAt: Timestamp(millisecondsSince1970: try row.int64(5)),
-            expiresAt: try row.optionalInt64(6).map(Timestamp.init(millisecondsSince1970:)), maxUses: try row.int(7),
-            useCount: try row.int(8), requiresApproval: try row.bool(9),
-            revokedAt: try row.optionalInt64(10).map(Timestamp.init(millisecondsSince1970:)),
-            revokedBy: try row.optionalText(11))
-    }
-
     /// Links of live groups matching `condition` (on `l` and `g`), oldest first.
     static func fetch(_ session: PostgresSession, where condition: String, _ arguments: [PGValue]) throws -> [InviteLink] {
         var links: [InviteLink] = []
         try session.rows(
             """
-            SELECT l.link_id, l.app_id, g.group_id, l.token_hash, l.created_by, l.created_at, l.expires_at,
-                l.max_uses, l.use_count, l.requires_approval, l.revoked_at, l.revoked_by
+            SELECT \(InviteLinkRows.columns)
             FROM invite_links l JOIN groups g ON g.app_id = l.app_id AND g.group_key = l.group_key
             WHERE g.dismissed_at IS NULL AND \(condition) ORDER BY l.created_at, l.link_id
             """, arguments
-        ) { links.append(try decode($0)) }
+        ) { links.append(try InviteLinkRows.decode($0)) }
         return links
     }
 
@@ -50,20 +40,6 @@ enum PostgresInviteLinkRows {
     /// Inserts a link, or updates its use count and revocation.
     static func upsert(_ link: InviteLink, groupKey: Int64, session: PostgresSession) throws {
         _ = try session.execute(
-            """
-            INSERT INTO invite_links (
-                app_id, link_id, group_key, token_hash, created_by, created_at, expires_at, max_uses, use_count,
-                requires_approval, revoked_at, revoked_by)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (app_id, link_id) DO UPDATE SET use_count = excluded.use_count,
-                revoked_at = excluded.revoked_at, revoked_by = excluded.revoked_by
-            """,
-            [
-                .text(link.appID), .text(link.id), .integer(groupKey), .text(link.tokenHash), .text(link.createdBy),
-                .integer(link.createdAt.millisecondsSince1970),
-                link.expiresAt.map { .integer($0.millisecondsSince1970) } ?? .null,
-                .integer(Int64(link.maxUses)), .integer(Int64(link.useCount)), .integer(link.requiresApproval ? 1 : 0),
-                link.revokedAt.map { .integer($0.millisecondsSince1970) } ?? .null, .text(link.revokedBy),
-            ])
+            InviteLinkRows.upsertSQL, InviteLinkRows.upsertArguments(link, groupKey: groupKey).map(PGValue.init))
     }
 }

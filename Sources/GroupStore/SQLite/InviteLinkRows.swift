@@ -1,20 +1,23 @@
 import GRDB
 import GroupModel
 
-/// The rows of `invite_links` (migration v14), shared by the write transaction and the reads.
+/// The rows of `invite_links` (SQLite migration v14, PostgreSQL v9), shared by the write
+/// transaction and the reads; the column list, the decoder and the upsert serve both backends.
 enum InviteLinkRows {
     static let columns = """
         l.link_id, l.app_id, g.group_id, l.token_hash, l.created_by, l.created_at, l.expires_at, l.max_uses,
         l.use_count, l.requires_approval, l.revoked_at, l.revoked_by
         """
 
-    static func decode(_ row: RawRow) -> InviteLink {
+    /// A link from a row of ``columns``.
+    static func decode(_ row: some ColumnReader) throws -> InviteLink {
         InviteLink(
-            id: row.text(0), appID: row.text(1), groupID: row.text(2), tokenHash: row.text(3),
-            createdBy: row.optionalText(4), createdAt: Timestamp(millisecondsSince1970: row.int64(5)),
-            expiresAt: row.isNull(6) ? nil : Timestamp(millisecondsSince1970: row.int64(6)), maxUses: Int(row.int64(7)),
-            useCount: Int(row.int64(8)), requiresApproval: row.int64(9) != 0,
-            revokedAt: row.isNull(10) ? nil : Timestamp(millisecondsSince1970: row.int64(10)), revokedBy: row.optionalText(11))
+            id: try row.text(0), appID: try row.text(1), groupID: try row.text(2), tokenHash: try row.text(3),
+            createdBy: try row.optionalText(4), createdAt: Timestamp(millisecondsSince1970: try row.int64(5)),
+            expiresAt: try row.optionalInt64(6).map(Timestamp.init(millisecondsSince1970:)),
+            maxUses: Int(try row.int64(7)), useCount: Int(try row.int64(8)), requiresApproval: try row.int64(9) != 0,
+            revokedAt: try row.optionalInt64(10).map(Timestamp.init(millisecondsSince1970:)),
+            revokedBy: try row.optionalText(11))
     }
 
     /// Links of live groups matching `condition` (on `l` and `g`).
@@ -26,7 +29,7 @@ enum InviteLinkRows {
             SELECT \(columns) FROM invite_links l JOIN groups g ON g.group_key = l.group_key
             WHERE g.dismissed_at IS NULL AND \(condition) ORDER BY l.created_at, l.link_id
             """
-        ).rows(arguments) { links.append(decode($0)) }
+        ).rows(arguments) { links.append(try decode($0)) }
         return links
     }
 
@@ -53,21 +56,25 @@ enum InviteLinkRows {
 
     /// Inserts a link, or updates its use count and revocation.
     static func upsert(_ link: InviteLink, groupKey: Int64, db: Database) throws {
-        try RawStatement(
-            db,
-            """
-            INSERT INTO invite_links (
-                app_id, link_id, group_key, token_hash, created_by, created_at, expires_at, max_uses, use_count,
-                requires_approval, revoked_at, revoked_by)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (app_id, link_id) DO UPDATE SET use_count = excluded.use_count,
-                revoked_at = excluded.revoked_at, revoked_by = excluded.revoked_by
-            """
-        ).execute([
+        try RawStatement(db, upsertSQL).execute(upsertArguments(link, groupKey: groupKey))
+    }
+
+    static let upsertSQL = """
+        INSERT INTO invite_links (
+            app_id, link_id, group_key, token_hash, created_by, created_at, expires_at, max_uses, use_count,
+            requires_approval, revoked_at, revoked_by)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (app_id, link_id) DO UPDATE SET use_count = excluded.use_count,
+            revoked_at = excluded.revoked_at, revoked_by = excluded.revoked_by
+        """
+
+    /// The arguments of ``upsertSQL`` for `link` in the group row `groupKey`.
+    static func upsertArguments(_ link: InviteLink, groupKey: Int64) -> [SQLArgument] {
+        [
             .text(link.appID), .text(link.id), .integer(groupKey), .text(link.tokenHash), .text(link.createdBy),
             .integer(link.createdAt.millisecondsSince1970), .integer(link.expiresAt?.millisecondsSince1970),
             .integer(Int64(link.maxUses)), .integer(Int64(link.useCount)), .integer(link.requiresApproval ? 1 : 0),
             .integer(link.revokedAt?.millisecondsSince1970), .text(link.revokedBy),
-        ])
+        ]
     }
 }
