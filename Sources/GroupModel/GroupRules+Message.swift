@@ -199,10 +199,7 @@ extension GroupRules {
 
     /// Check that a group has a history to read or mark (`HISTORY_NOT_KEPT` for AVChatRoom).
     public static func checkHistoryKept(_ type: GroupType) throws {
-        if !type.preset.behaviour.historyKept {
-            throw GroupError(
-                code: .failedPrecondition, reason: .historyNotKept, message: "\(type) groups keep no message history")
-        }
+        if !type.preset.behaviour.historyKept { throw historyNotKept(type) }
     }
 
     /// Whether a member's unread count of a group of `type` is shown (Work and Public; not

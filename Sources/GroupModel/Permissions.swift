@@ -444,11 +444,7 @@ public enum GroupRules {
             return memberCheck(actor, grantedTo: settings.mentionAllPermission, setting: .mentionAllPermission)
 
         case .recallMessage(let own):
-            if !behaviour.historyKept {
-                return .refused(GroupError(
-                    code: .failedPrecondition, reason: .historyNotKept,
-                    message: "\(type) groups keep no message history"))
-            }
+            if !behaviour.historyKept { return .refused(historyNotKept(type)) }
             // The owner and admins recall anyone's message, members only their own.
             return memberCheck(actor, grantedTo: own ? .everyone : .ownerAndAdmins, setting: nil)
         case .writeAttributes:
@@ -473,27 +469,15 @@ public enum GroupRules {
             }
 
         case .readHistory:
-            if !behaviour.historyKept {
-                return .refused(GroupError(
-                    code: .failedPrecondition, reason: .historyNotKept,
-                    message: "\(type) groups keep no message history"))
-            }
+            if !behaviour.historyKept { return .refused(historyNotKept(type)) }
             return memberCheck(actor, grantedTo: .everyone, setting: nil)
 
         case .pinMessage:
-            if !behaviour.historyKept {
-                return .refused(GroupError(
-                    code: .failedPrecondition, reason: .historyNotKept,
-                    message: "\(type) groups keep no message history"))
-            }
+            if !behaviour.historyKept { return .refused(historyNotKept(type)) }
             return memberCheck(actor, grantedTo: settings.pinPermission, setting: .pinPermission)
 
         case .readReceipts:
-            if !behaviour.historyKept {
-                return .refused(GroupError(
-                    code: .failedPrecondition, reason: .historyNotKept,
-                    message: "\(type) groups keep no message history"))
-            }
+            if !behaviour.historyKept { return .refused(historyNotKept(type)) }
             if !behaviour.unreadCounting {
                 return .refused(GroupError(
                     code: .failedPrecondition, reason: .readReceiptsNotSupported,
@@ -561,6 +545,11 @@ public enum GroupRules {
 
     private static func notAMember() -> GroupError {
         GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
+    }
+
+    /// `FAILED_PRECONDITION` / `HISTORY_NOT_KEPT`: `type` stores no messages (AVChatRoom).
+    static func historyNotKept(_ type: GroupType) -> GroupError {
+        GroupError(code: .failedPrecondition, reason: .historyNotKept, message: "\(type) groups keep no message history")
     }
 
     private static func notSupported(_ reason: GroupError.Reason, _ what: String, _ type: GroupType) -> GroupError {
