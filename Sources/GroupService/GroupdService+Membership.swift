@@ -49,19 +49,36 @@ extension GroupdService {
                 }
             }
         }
+        return try await storedJoin(call, groupID: request.groupID, message: message, now: now)
+    }
+
+    /// The join of a group whose members are stored, for JoinGroup and JoinByInviteLink: the
+    /// join (or the application it files) planned and written in one transaction. Through an
+    /// invite link (`inviteLinkTokenHash`) the link is checked again there and its use counted.
+    func storedJoin(
+        _ call: CallContext, groupID: String, message: String, now: Timestamp, inviteLinkTokenHash: String? = nil
+    ) async throws -> Groupd_V1_JoinGroupResponse {
         let caller = call.caller
+        let limits = call.limits
+        let user = caller.operatorID
         let newID = ApplicationID.make()
         let committed = try await store.mutateApplications(
-            app: caller.appID, groupID: request.groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
-            at: now, parts: [.joinedGroupCounts, .retainedMutes, .bans]
+            app: caller.appID, groupID: groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
+            at: now, parts: [.joinedGroupCounts, .retainedMutes, .bans], inviteLinkTokenHash: inviteLinkTokenHash
         ) { snapshot in
+            let link = try inviteLinkTokenHash.map { _ in try GroupRules.checkInviteLink(snapshot.inviteLink, now: now) }
             let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
             let plan = try GroupRules.planJoinApplication(
                 snapshot.group.group, by: op,
                 joinedGroupCount: user.flatMap { snapshot.group.joinedGroupCounts[$0] } ?? 0, message: message,
                 limits: limits, now: now, retainedMute: user.flatMap { snapshot.group.retainedMutes[$0] },
-                pending: user.flatMap { snapshot.pending[$0] }, newID: newID, ban: user.flatMap { snapshot.group.bans[$0] })
-            return (ApplicationChange(group: plan.join.change, applications: plan.application.map { [$0] } ?? []), plan)
+                pending: user.flatMap { snapshot.pending[$0] }, newID: newID, ban: user.flatMap { snapshot.group.bans[$0] },
+                link: link)
+            var used = link
+            used?.useCount += 1
+            return (ApplicationChange(
+                group: plan.join.change, applications: plan.application.map { [$0] } ?? [],
+                inviteLinks: used.map { [$0] } ?? []), plan)
         }
         return Self.joinResponse(committed.value.value, groupName: committed.value.group.name, call: call, now: now)
     }

@@ -84,9 +84,7 @@ extension GroupdService {
     ) async throws -> Groupd_V1_JoinGroupResponse {
         if request.token.isEmpty { throw GroupError.invalidArgument(field: "token", "token must not be empty") }
         let caller = call.caller
-        let limits = call.limits
         let now = clock.now()
-        let user = caller.operatorID
         let hash = InviteLinkToken.hash(request.token)
         let found = try GroupRules.checkInviteLink(try await store.inviteLink(app: caller.appID, tokenHash: hash), now: now)
         guard let type = try await store.groupType(app: caller.appID, id: found.groupID) else {
@@ -94,25 +92,7 @@ extension GroupdService {
                              metadata: ["field": "token"])
         }
         let message = try await checkJoinPolicy(message: request.message, groupID: found.groupID, groupType: type, call)
-        let newID = ApplicationID.make()
-        let committed = try await store.mutateApplications(
-            app: caller.appID, groupID: found.groupID, operatorID: user, targets: user.map { [$0] } ?? [], kind: .join,
-            at: now, parts: [.joinedGroupCounts, .retainedMutes, .bans], inviteLinkTokenHash: hash
-        ) { snapshot in
-            let link = try GroupRules.checkInviteLink(snapshot.inviteLink, now: now)
-            let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
-            let plan = try GroupRules.planJoinApplication(
-                snapshot.group.group, by: op,
-                joinedGroupCount: user.flatMap { snapshot.group.joinedGroupCounts[$0] } ?? 0, message: message,
-                limits: limits, now: now, retainedMute: user.flatMap { snapshot.group.retainedMutes[$0] },
-                pending: user.flatMap { snapshot.pending[$0] }, newID: newID, ban: user.flatMap { snapshot.group.bans[$0] },
-                link: link)
-            var used = link
-            used.useCount += 1
-            return (ApplicationChange(
-                group: plan.join.change, applications: plan.application.map { [$0] } ?? [], inviteLinks: [used]), plan)
-        }
-        return Self.joinResponse(committed.value.value, groupName: committed.value.group.name, call: call, now: now)
+        return try await storedJoin(call, groupID: found.groupID, message: message, now: now, inviteLinkTokenHash: hash)
     }
 
     static func inviteLinkView(_ link: InviteLink, token: String?) -> Groupd_V1_InviteLink {
