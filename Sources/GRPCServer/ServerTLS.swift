@@ -87,6 +87,8 @@ public final class ServerTLS: Sendable {
         public let files: TLSFiles
         /// The server certificate's serial number, in hex.
         public let serialNumber: String
+        /// The server certificate's `notBefore`, in seconds since the epoch.
+        public let notValidBefore: Int
         /// The server certificate's `notAfter`, in seconds since the epoch.
         public let notValidAfter: Int
     }
@@ -185,7 +187,8 @@ public final class ServerTLS: Sendable {
             throw TLSCredentialsError(code: .invalid, file: files.certificateChain, message: "cannot make a TLS context: \(error)")
         }
         let serial = leaf.serialNumber.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
-        return Credentials(context: context, files: files, serialNumber: serial, notValidAfter: Int(leaf.notValidAfter))
+        return Credentials(context: context, files: files, serialNumber: serial,
+            notValidBefore: Int(leaf.notValidBefore), notValidAfter: Int(leaf.notValidAfter))
     }
 
     /// The whole file, or an error naming it and the system's reason.

@@ -37,7 +37,8 @@ import Testing
         try withFixtures { directory in
             let tls = try ServerTLS(files: files(directory))
             #expect(tls.credentials.serialNumber == "1001")
-            #expect(tls.credentials.notValidAfter > Int(Date().timeIntervalSince1970) + 50 * 365 * 86400)
+            // The fixture's own validity (100 years), not the wall clock, which moves on.
+            #expect(tls.credentials.notValidAfter - tls.credentials.notValidBefore > 99 * 365 * 86400)
             let mutual = try ServerTLS(files: files(directory, ca: "ca.pem"))
             #expect(mutual.credentials.files.clientCA?.hasSuffix("ca.pem") == true)
         }
@@ -54,11 +55,15 @@ import Testing
 
     @Test func notYetValidCertificateIsRefused() throws {
         try withFixtures { directory in
-            // A clock two days before the certificate's notBefore (the day it was made).
-            let error = try #require(loadError(files(directory), now: Int(Date().timeIntervalSince1970) - 2 * 86400))
+            // A clock two days before the certificate's own notBefore (read from the fixture, so the
+            // test does not depend on when the fixture was made or when the test runs).
+            let notBefore = try ServerTLS.load(files(directory), now: Int(Date().timeIntervalSince1970)).notValidBefore
+            let error = try #require(loadError(files(directory), now: notBefore - 2 * 86400))
             #expect(error.code == .notYetValid)
             #expect(error.file.hasSuffix("/server.pem"))
-            #expect(error.message.contains("not valid before"))
+            #expect(error.message.contains("not valid before \(ServerTLS.utc(notBefore))"))
+            // One second after notBefore, the same files load.
+            #expect(loadError(files(directory), now: notBefore + 1) == nil)
         }
     }
 
