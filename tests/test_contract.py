@@ -565,6 +565,37 @@ def _(api):
     assert fresh.create_time.seconds > created.seconds
 
 
+def filled(answer):
+    """The names of the fields of `answer` that are set (proto3: non-default)."""
+    return sorted(field.name for field, _ in answer.ListFields())
+
+
+@promise("group.proto", "A version newer than the app's latest event answers `full_reload_required`.")
+def _(api):
+    me = uid("me")
+    gid, _ = api.group(PUBLIC, members=[me])
+    sync = lambda version: api.groups.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(version=version),
+                                                       metadata=user_md(me), timeout=TIMEOUT)
+    latest = sync(0).version
+    assert latest > 0
+    # The latest event itself is not newer: nothing changed since.
+    current = sync(latest)
+    assert not current.full_reload_required and not current.groups and current.version >= latest
+    assert sync(latest + 10**9).full_reload_required
+
+
+@promise("group.proto", "local list and sync from 0. Nothing else is filled: `version` is 0, as are the lists and the page token.")
+def _(api):
+    me = uid("me")
+    for _ in range(3):
+        api.group(PUBLIC, members=[me])
+    latest = api.groups.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(), metadata=user_md(me),
+                                         timeout=TIMEOUT).version
+    answer = api.groups.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(version=latest + 10**9, page_size=1),
+                                         metadata=user_md(me), timeout=TIMEOUT)
+    assert filled(answer) == ["full_reload_required"], answer
+
+
 # ----------------------------------------------------------------------------------------------
 # member.proto
 # ----------------------------------------------------------------------------------------------
@@ -822,6 +853,33 @@ def _(api):
     me = api.members.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(group_id=gid), metadata=user_md(member),
                                        timeout=TIMEOUT).member
     assert me.receive_message_option == common_pb2.RECEIVE_MESSAGE_OPTION_RECEIVE_WITHOUT_PUSH
+
+
+@promise("member.proto", "newer than the group's answers `full_reload_required` with nothing else: sync again from 0.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    sync = lambda version: api.members.SyncMembers(member_pb2.SyncMembersRequest(group_id=gid, version=version),
+                                                   metadata=user_md(owner), timeout=TIMEOUT)
+    current = api.info([gid]).groups[0].member_version
+    assert current > 0
+    same = sync(current)
+    assert not same.full_reload_required and same.version == current and not same.changed_members
+    assert filled(sync(current + 1)) == ["full_reload_required"]
+    again = sync(0)
+    assert sorted(m.user_id for m in again.changed_members) == sorted([owner, member])
+    assert again.version == current and not again.full_reload_required
+
+
+@promise("member.proto", "drop the local list and sync from 0. Nothing else is filled: `version` is 0, as are the lists and the page token.")
+def _(api):
+    members = [uid("m") for _ in range(3)]
+    gid, owner = api.group(PUBLIC, members=members)
+    api.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=gid), metadata=user_md(members[0]), timeout=TIMEOUT)
+    current = api.info([gid]).groups[0].member_version
+    answer = api.members.SyncMembers(member_pb2.SyncMembersRequest(group_id=gid, version=current + 5, page_size=1),
+                                     metadata=user_md(owner), timeout=TIMEOUT)
+    assert filled(answer) == ["full_reload_required"], answer
 
 
 # ----------------------------------------------------------------------------------------------

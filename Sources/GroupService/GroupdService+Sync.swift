@@ -35,6 +35,13 @@ extension GroupdService {
         return (group, op)
     }
 
+    /// The `version` of a sync answer: the page's version, or 0 with `full_reload_required`, whose
+    /// answer fills nothing else (a client that keeps every answer's version must not keep one
+    /// with no list behind it).
+    private static func syncVersion<Item>(_ page: SyncPage<Item>) -> UInt64 {
+        page.fullReloadRequired ? 0 : UInt64(max(page.version, 0))
+    }
+
     /// SyncMembers: the changes of a group's member list after the client's version.
     func syncMembers(_ request: Groupd_V1_SyncMembersRequest, _ call: CallContext) async throws -> Groupd_V1_SyncMembersResponse {
         let size = try Self.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
@@ -52,7 +59,7 @@ extension GroupdService {
             $0.changedMembers = changed
             $0.removedUserIds = page.removed
             $0.nextPageToken = page.next ?? ""
-            $0.version = UInt64(max(page.version, 0))
+            $0.version = Self.syncVersion(page)
             $0.fullReloadRequired = page.fullReloadRequired
         }
     }
@@ -108,7 +115,7 @@ extension GroupdService {
             $0.groups = groups
             $0.removedGroupIds = page.removed
             $0.nextPageToken = page.next ?? ""
-            $0.version = UInt64(max(page.version, 0))
+            $0.version = Self.syncVersion(page)
             $0.fullReloadRequired = page.fullReloadRequired
         }
     }

@@ -144,11 +144,13 @@ public struct Groupd_V1_SyncJoinedGroupsResponse: ProtoMessage {
     public var nextPageToken: String = ""
 
     /// The version the pages describe (the app's latest event id at the first
-    /// page): keep it once the last page is read.
+    /// page): keep it once the last page is read. 0 with
+    /// `full_reload_required`.
     public var version: UInt64 = 0
 
     /// The client's version is newer than the app's latest event: drop the
-    /// local list and sync from 0. Nothing else is filled.
+    /// local list and sync from 0. Nothing else is filled: `version` is 0, as
+    /// are the lists and the page token.
     public var fullReloadRequired: Bool = false
 
     /// A message with every field at its proto3 default.

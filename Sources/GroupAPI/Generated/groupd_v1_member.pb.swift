@@ -821,12 +821,14 @@ public struct Groupd_V1_SyncMembersResponse: ProtoMessage {
 
     /// The version the pages describe (the group's member version at the
     /// first page): keep it once the last page is read, and sync from it next
-    /// time. Later changes come in that next sync.
+    /// time. Later changes come in that next sync. 0 with
+    /// `full_reload_required`.
     public var version: UInt64 = 0
 
     /// The client's version cannot be brought up to date by changes (older
     /// than the removals the group keeps, or newer than the group's version):
-    /// drop the local list and sync from 0. Nothing else is filled.
+    /// drop the local list and sync from 0. Nothing else is filled: `version`
+    /// is 0, as are the lists and the page token.
     public var fullReloadRequired: Bool = false
 
     /// A message with every field at its proto3 default.

@@ -171,12 +171,14 @@ struct  Groupd__V1__SyncJoinedGroupsResponse
   char *next_page_token;
   /*
    * The version the pages describe (the app's latest event id at the first
-   * page): keep it once the last page is read.
+   * page): keep it once the last page is read. 0 with
+   * `full_reload_required`.
    */
   uint64_t version;
   /*
    * The client's version is newer than the app's latest event: drop the
-   * local list and sync from 0. Nothing else is filled.
+   * local list and sync from 0. Nothing else is filled: `version` is 0, as
+   * are the lists and the page token.
    */
   protobuf_c_boolean full_reload_required;
 };

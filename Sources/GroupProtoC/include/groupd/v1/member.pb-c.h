@@ -1047,13 +1047,15 @@ struct  Groupd__V1__SyncMembersResponse
   /*
    * The version the pages describe (the group's member version at the
    * first page): keep it once the last page is read, and sync from it next
-   * time. Later changes come in that next sync.
+   * time. Later changes come in that next sync. 0 with
+   * `full_reload_required`.
    */
   uint64_t version;
   /*
    * The client's version cannot be brought up to date by changes (older
    * than the removals the group keeps, or newer than the group's version):
-   * drop the local list and sync from 0. Nothing else is filled.
+   * drop the local list and sync from 0. Nothing else is filled: `version`
+   * is 0, as are the lists and the page token.
    */
   protobuf_c_boolean full_reload_required;
 };
