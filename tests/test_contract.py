@@ -1202,6 +1202,87 @@ def _(api):
     assert api.info([gid]).groups[0].settings.join_option == common_pb2.JOIN_OPTION_ANY
 
 
+def invite(api, gid, inviter_md, user):
+    """InviteMembers of one user; returns (result code, the invitation as the inviter lists it, if pending)."""
+    result = api.members.InviteMembers(member_pb2.InviteMembersRequest(group_id=gid, user_ids=[user]),
+                                       metadata=inviter_md, timeout=TIMEOUT).results[0]
+    if result.result != common_pb2.MEMBER_RESULT_CODE_PENDING:
+        return result.result, None
+    listed = api.applications.ListApplications(application_pb2.ListApplicationsRequest(group_id=gid, page_size=100),
+                                               metadata=inviter_md, timeout=TIMEOUT).applications
+    return result.result, next(a for a in listed if a.application_id == result.application_id)
+
+
+def check_requirement_defaults(api, path, defaults):
+    """`path` starts at `defaults[type]` in every type; REQUIRED and NOT_REQUIRED swap where changeable
+    (Work, Public), and SETTING_FIXED_BY_TYPE names it where fixed (Meeting, AVChatRoom)."""
+    required, not_required = common_pb2.REQUIREMENT_REQUIRED, common_pb2.REQUIREMENT_NOT_REQUIRED
+    for group_type, default in defaults.items():
+        gid, _ = api.group(group_type)
+        assert getattr(api.info([gid]).groups[0].settings, path) == default, (group_type, path)
+        other = not_required if default == required else required
+        if group_type in (WORK, PUBLIC):
+            update_settings(api, gid, admin_md(), [path], **{path: other})
+            assert getattr(api.info([gid]).groups[0].settings, path) == other, (group_type, path)
+        else:
+            info = expect_error(lambda: update_settings(api, gid, admin_md(), [path], **{path: other}), PRECONDITION,
+                                "SETTING_FIXED_BY_TYPE")
+            assert info.metadata["setting"] == path, info
+
+
+REQUIRED, NOT_REQUIRED = common_pb2.REQUIREMENT_REQUIRED, common_pb2.REQUIREMENT_NOT_REQUIRED
+
+
+@promise("common.proto", "Public: REQUIRED (changeable; Tencent: \"The invitation needs to be both accepted by the invitee and approved by the group owner or group admin\"), so even the owner's invitation is PENDING until the invitee accepts; Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed).")
+def _(api):
+    check_requirement_defaults(api, "invitee_consent", {WORK: NOT_REQUIRED, PUBLIC: REQUIRED, MEETING: NOT_REQUIRED,
+                                                        AVCHAT: NOT_REQUIRED})
+    gid, owner = api.group(PUBLIC)
+    code, invitation = invite(api, gid, user_md(owner), uid("i"))
+    assert code == common_pb2.MEMBER_RESULT_CODE_PENDING
+    assert invitation.needs_consent and not invitation.needs_approval, invitation
+    gid, owner = api.group(WORK)
+    assert invite(api, gid, user_md(owner), uid("i"))[0] == SUCCESS
+
+
+@promise("common.proto", "The backend's own invitations (without x-operator-id) need no consent.")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    # Acting for the owner (x-operator-id) the backend is the owner, whose invitee is asked.
+    assert invite(api, gid, admin_md(operator=owner), uid("i"))[0] == common_pb2.MEMBER_RESULT_CODE_PENDING
+    assert invite(api, gid, admin_md(), uid("i"))[0] == SUCCESS
+
+
+@promise("common.proto", "(Tencent Public, OpenIM needVerification). Public: REQUIRED (changeable); Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed).")
+def _(api):
+    check_requirement_defaults(api, "invite_approval", {WORK: NOT_REQUIRED, PUBLIC: REQUIRED, MEETING: NOT_REQUIRED,
+                                                        AVCHAT: NOT_REQUIRED})
+    # Public: an inviter outside approver_scope needs an approver; the owner and admins do not.
+    admin, member = uid("a"), uid("m")
+    gid, owner = api.group(PUBLIC, admins=[admin], members=[member])
+    update_settings(api, gid, user_md(owner), ["invite_scope", "invitee_consent"],
+                    invite_scope=common_pb2.OPERATOR_SCOPE_ALL_MEMBERS, invitee_consent=NOT_REQUIRED)
+    code, invitation = invite(api, gid, user_md(member), uid("i"))
+    assert code == common_pb2.MEMBER_RESULT_CODE_PENDING
+    assert invitation.needs_approval and not invitation.needs_consent, invitation
+    assert invite(api, gid, user_md(admin), uid("i"))[0] == SUCCESS
+    assert invite(api, gid, user_md(owner), uid("i"))[0] == SUCCESS
+    # Work: a member's invitation is not sent to an approver.
+    gid, _ = api.group(WORK, members=[member])
+    assert invite(api, gid, user_md(member), uid("i"))[0] == SUCCESS
+
+
+@promise("common.proto", "The backend's own invitations (without x-operator-id) need no approval.")
+def _(api):
+    member = uid("m")
+    gid, _ = api.group(PUBLIC, members=[member])
+    update_settings(api, gid, admin_md(), ["invite_scope", "invitee_consent"],
+                    invite_scope=common_pb2.OPERATOR_SCOPE_ALL_MEMBERS, invitee_consent=NOT_REQUIRED)
+    # Acting for the member (x-operator-id) the backend has the member's role; without it, none.
+    assert invite(api, gid, admin_md(operator=member), uid("i"))[0] == common_pb2.MEMBER_RESULT_CODE_PENDING
+    assert invite(api, gid, admin_md(), uid("i"))[0] == SUCCESS
+
+
 @promise("common.proto", "names the GroupSettings field that decided, where one did.")
 def _(api):
     member = uid("m")

@@ -1352,12 +1352,20 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     public var inviteScope: Groupd_V1_OperatorScope = .unspecified
 
     /// Whether an invitee must accept before joining (ZIM beInviteMode,
-    /// RongCloud inviteHandlePermission). Default NOT_REQUIRED.
+    /// RongCloud inviteHandlePermission). Public: REQUIRED (changeable; Tencent:
+    /// "The invitation needs to be both accepted by the invitee and approved by
+    /// the group owner or group admin"), so even the owner's invitation is
+    /// PENDING until the invitee accepts; Work: NOT_REQUIRED (changeable);
+    /// Meeting and AVChatRoom: NOT_REQUIRED (fixed). The backend's own
+    /// invitations (without x-operator-id) need no consent.
     public var inviteeConsent: Groupd_V1_Requirement = .unspecified
 
-    /// Whether an invitation by an ordinary member must be approved by an
-    /// approver before the invitee joins (Tencent Public, OpenIM
-    /// needVerification). Default NOT_REQUIRED.
+    /// Whether an invitation by an inviter outside approver_scope (an ordinary
+    /// member) must be approved by an approver before the invitee joins
+    /// (Tencent Public, OpenIM needVerification). Public: REQUIRED
+    /// (changeable); Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom:
+    /// NOT_REQUIRED (fixed). The backend's own invitations (without
+    /// x-operator-id) need no approval.
     public var inviteApproval: Groupd_V1_Requirement = .unspecified
 
     /// Who may remove members. Work: OWNER; Public and Meeting:

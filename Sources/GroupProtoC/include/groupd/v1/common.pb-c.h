@@ -784,13 +784,21 @@ struct  Groupd__V1__GroupSettings
   Groupd__V1__OperatorScope invite_scope;
   /*
    * Whether an invitee must accept before joining (ZIM beInviteMode,
-   * RongCloud inviteHandlePermission). Default NOT_REQUIRED.
+   * RongCloud inviteHandlePermission). Public: REQUIRED (changeable; Tencent:
+   * "The invitation needs to be both accepted by the invitee and approved by
+   * the group owner or group admin"), so even the owner's invitation is
+   * PENDING until the invitee accepts; Work: NOT_REQUIRED (changeable);
+   * Meeting and AVChatRoom: NOT_REQUIRED (fixed). The backend's own
+   * invitations (without x-operator-id) need no consent.
    */
   Groupd__V1__Requirement invitee_consent;
   /*
-   * Whether an invitation by an ordinary member must be approved by an
-   * approver before the invitee joins (Tencent Public, OpenIM
-   * needVerification). Default NOT_REQUIRED.
+   * Whether an invitation by an inviter outside approver_scope (an ordinary
+   * member) must be approved by an approver before the invitee joins
+   * (Tencent Public, OpenIM needVerification). Public: REQUIRED
+   * (changeable); Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom:
+   * NOT_REQUIRED (fixed). The backend's own invitations (without
+   * x-operator-id) need no approval.
    */
   Groupd__V1__Requirement invite_approval;
   /*
