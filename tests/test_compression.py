@@ -207,3 +207,30 @@ def test_response_compression_can_be_turned_off(fresh_groupd):
         result = _list_response(raw, [("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")])
         assert "grpc-encoding" not in result.headers, result
         assert all(flags == 0 for flags, _ in messages_with_flags(result.data))
+
+
+def test_grpc_accept_encoding_on_several_lines_is_one_list(fresh_groupd):
+    """Header lines of one name form one list (RFC 9110 §5.3): grpc-swift-2 sends `deflate` and
+    `gzip` as two `grpc-accept-encoding` lines. A call in either encoding gets its response in that
+    encoding whichever way the client spells the list (before, only the last line was read: a
+    deflate call from such a client got an uncompressed response)."""
+    server = fresh_groupd()
+    # Health/List answers a few hundred bytes: compressed from 64 bytes on.
+    server.config.write_text(server.config.read_text() + "compression:\n  min_bytes: 64\n")
+    server.start()
+    spellings = {
+        "two lines, deflate first": [("grpc-accept-encoding", "deflate"), ("grpc-accept-encoding", "gzip")],
+        "two lines, gzip first": [("grpc-accept-encoding", "gzip"), ("grpc-accept-encoding", "deflate")],
+        "three lines, identity last": [("grpc-accept-encoding", "deflate"), ("grpc-accept-encoding", "gzip"),
+                                       ("grpc-accept-encoding", "identity")],
+        "one line": [("grpc-accept-encoding", "deflate,gzip")],
+    }
+    with RawConnection(server.port) as raw:
+        for spelling, accept in spellings.items():
+            for encoding, decompress in (("deflate", zlib.decompress), ("gzip", gzip.decompress)):
+                result = _list_response(raw, [("grpc-encoding", encoding)] + accept)
+                assert result.headers.get("grpc-encoding") == encoding, (spelling, result)
+                [(flags, payload)] = messages_with_flags(result.data)
+                assert flags == 1, (spelling, encoding)
+                listing = health_pb2.HealthListResponse.FromString(decompress(payload))
+                assert "groupd.v1.GroupService" in listing.statuses, (spelling, encoding)

@@ -13,7 +13,7 @@ final class HTTP2Stream {
     var encoding: [UInt8]?
     /// The request's `grpc-encoding` when it is one this server inflates.
     var requestCompression: GRPCCompression?
-    /// The encodings `grpc-accept-encoding` lists (``GRPCCompression/bit``s).
+    /// The encodings `grpc-accept-encoding` lists (``GRPCCompression/bit``s), over all its lines.
     var acceptedEncodings: UInt8 = 0
     /// How response messages are compressed; nil: not at all (identity).
     var responseCompression: GRPCCompression?
@@ -104,7 +104,9 @@ final class HTTP2Stream {
         } else if name.elementsEqual(HeaderName.te) || name.elementsEqual(HeaderName.userAgent) {
             return
         } else if name.elementsEqual(HeaderName.grpcAcceptEncoding) {
-            acceptedEncodings = GRPCCompression.acceptedSet(value)
+            // Lines of one name form one list (RFC 9110 §5.3): grpc-swift-2 sends each encoding
+            // on a line of its own.
+            acceptedEncodings |= GRPCCompression.acceptedSet(value)
         } else if name.elementsEqual(HeaderName.grpcTimeout) {
             if let nanos = GRPCTimeout.parse(value) { timeoutNanos = nanos } else { malformedTimeout = true }
         } else if name.elementsEqual(HeaderName.grpcEncoding) {

@@ -94,4 +94,18 @@ import Testing
         let bytes = Array(value.utf8)
         #expect(bytes.withUnsafeBufferPointer { GRPCCompression.acceptedSet($0) } == expected)
     }
+
+    @Test("grpc-accept-encoding on several lines is one list (RFC 9110 §5.3)", arguments: [
+        (["deflate", "gzip"], 3), (["gzip", "deflate"], 3), (["identity", "deflate"], 2),
+        (["deflate", "identity"], 2), (["deflate,gzip"], 3), (["snappy", "gzip"], 1),
+    ] as [([String], UInt8)])
+    func acceptedOverLines(_ lines: [String], _ expected: UInt8) {
+        let stream = HTTP2Stream(id: 1, maxMessageBytes: 1024, allocator: allocator)
+        let name = Array("grpc-accept-encoding".utf8)
+        for line in lines {
+            let value = Array(line.utf8)
+            name.withUnsafeBufferPointer { name in value.withUnsafeBufferPointer { stream.acceptHeader(name: name, value: $0) } }
+        }
+        #expect(stream.acceptedEncodings == expected)
+    }
 }
