@@ -284,6 +284,7 @@ class FrameClient:
         self.buffer = b""
         self.closed = False
         self.goaways = []  # (last_stream_id, error_code)
+        self.goaway_debug = []  # each GOAWAY's debug data, in the same order
         self.results = {}
         self.ping_acks = []
         # What the server lets us send (RFC 9113 §6.9): the connection window and each stream's.
@@ -371,6 +372,7 @@ class FrameClient:
         elif ftype == GOAWAY:
             last, code = struct.unpack(">II", payload[:8])
             self.goaways.append((last & 0x7FFFFFFF, code))
+            self.goaway_debug.append(payload[8:])
         elif ftype == HEADERS:
             if flags & FLAG_PADDED:
                 pad = payload[0]

@@ -2,7 +2,8 @@
 on the wire) is refused for its own stream: Trailers-Only RESOURCE_EXHAUSTED, while every other
 call on the connection (a running Health/Watch included) and on other connections goes on, and
 the connection's HPACK state stays in step with the client's (docs/TRANSPORT.md, "Request
-headers")."""
+headers"). So up to the header block limit (256 frames: HEADERS and 255 CONTINUATION, 4 MiB in
+full frames); a block in more frames ends the connection with GOAWAY PROTOCOL_ERROR."""
 import threading
 
 import grpc
@@ -13,7 +14,8 @@ from grpc.health.v1 import health_pb2, health_pb2_grpc
 from hpack.huffman import HuffmanEncoder
 from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
 from h2raw import (FrameClient, RawConnection, frame, grpc_frame, grpc_headers, grpc_messages,
-                   CONTINUATION, DATA, FLAG_END_HEADERS, FLAG_END_STREAM, HEADERS)
+                   CONTINUATION, DATA, FLAG_END_HEADERS, FLAG_END_STREAM, HEADERS, PROTOCOL_ERROR)
+from hostile import node, rss_bounded
 
 CHECK = "/grpc.health.v1.Health/Check"
 WATCH = "/grpc.health.v1.Health/Watch"
@@ -21,6 +23,9 @@ RESOURCE_EXHAUSTED = 8
 FIELD_MESSAGE = "a request header field exceeds 65536 bytes"
 LIST_MESSAGE = "request headers exceed 16384 bytes"
 HUFFMAN = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH)
+MAX_FRAME = 16384
+MAX_BLOCK_FRAMES = 256  # HEADERS and 255 CONTINUATION (HeaderFieldGuard.maxHeaderBlockFrames)
+KIB, MIB = 1 << 10, 1 << 20
 SERVING = health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING).SerializeToString()
 
 
@@ -39,9 +44,18 @@ def hpack_integer(value, prefix_bits, flags=0):
     return bytes(out)
 
 
+def huffman_encode(data: bytes) -> bytes:
+    """HPACK's Huffman code of `data` (RFC 7541 §5.2). A run of one byte is coded 8 bytes at a
+    time, 8 codes filling whole bytes (hpack's encoder takes minutes over a megabyte)."""
+    if len(data) >= 64 and data == data[:1] * len(data):
+        whole, rest = divmod(len(data), 8)
+        return HUFFMAN.encode(data[:8]) * whole + (HUFFMAN.encode(data[:rest]) if rest else b"")
+    return HUFFMAN.encode(data)
+
+
 def string_literal(data: bytes, huffman=False):
     if huffman:
-        data = HUFFMAN.encode(data)
+        data = huffman_encode(data)
     return hpack_integer(len(data), 7, 0x80 if huffman else 0) + data
 
 
@@ -108,6 +122,14 @@ CASES = {
     "value-huffman-without-indexing": ("none", True, ("x-big", "z" * 110000)),
     "name-without-indexing": ("none", False, ("n" * 70000, "v")),
     "name-incremental-indexing": ("incremental", False, ("n" * 70000, "v")),
+    # Past nghttp2's default of 8 CONTINUATION frames per block (a 256 KiB value takes 17 frames,
+    # 1 MiB 65): refused alone all the same.
+    "256KiB-value-without-indexing": ("none", False, ("x-big", "v" * (256 * KIB))),
+    "256KiB-value-huffman-incremental": ("incremental", True, ("x-big", "z" * (256 * KIB))),
+    "1MiB-value-without-indexing": ("none", False, ("x-big", "v" * MIB)),
+    "1MiB-value-incremental-indexing": ("incremental", False, ("x-big", "v" * MIB)),
+    "1MiB-value-huffman-never-indexed": ("never", True, ("x-big", "z" * MIB)),
+    "1MiB-name-without-indexing": ("none", False, ("n" * MIB, "v")),
 }
 
 
@@ -156,10 +178,12 @@ def test_a_header_list_between_16k_and_64k_is_refused_per_stream(groupd):
         check_served(client, 5)
 
 
-def test_grpcio_with_a_70k_metadata_value(groupd):
-    """grpcio sends a 70 KiB metadata value despite the server's SETTINGS_MAX_HEADER_LIST_SIZE; the
+@pytest.mark.parametrize("size", [70 * KIB, 256 * KIB, MIB], ids=["70KiB", "256KiB", "1MiB"])
+def test_grpcio_with_a_large_metadata_value(groupd, size):
+    """grpcio sends a large metadata value despite the server's SETTINGS_MAX_HEADER_LIST_SIZE; the
     server refuses that call alone (the message is the server's), and the channel's other calls, a
-    running Watch included, go on."""
+    running Watch included, go on. (256 KiB and 1 MiB take more header frames than nghttp2's
+    default of 9; they ended the connection, GOAWAY PROTOCOL_ERROR, before the limit was raised.)"""
     with grpc.insecure_channel(groupd.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
@@ -167,7 +191,7 @@ def test_grpcio_with_a_70k_metadata_value(groupd):
         first = next(watch)
         assert first.status == health_pb2.HealthCheckResponse.SERVING
         with pytest.raises(grpc.RpcError) as error:
-            health.Check(health_pb2.HealthCheckRequest(), metadata=[("x-big", "v" * 70000)], timeout=5)
+            health.Check(health_pb2.HealthCheckRequest(), metadata=[("x-big", "v" * size)], timeout=5)
         assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.value
         assert FIELD_MESSAGE in error.value.details(), error.value.details()
         assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
@@ -198,3 +222,79 @@ def test_a_client_sending_oversized_fields_in_a_loop_is_ended_like_a_reset_flood
         refused = [s for s in streams if s in client.results and client.results[s].ended]
         assert refused and all(client.results[s].grpc_status == RESOURCE_EXHAUSTED for s in refused)
         check_served(bystander, 1)
+
+
+def block_in_frames(frames, tail=10):
+    """A request header block whose one big value makes it `frames` full 16 KiB frames, the last
+    of them `tail` bytes long."""
+    base = len(request_block(CHECK, literal_field("x-big", "")))
+    length = (frames - 1) * MAX_FRAME + tail
+    value_length = length - base - 4  # its length prefix takes 5 bytes instead of 1
+    block = request_block(CHECK, literal_field("x-big", b"v" * value_length))
+    assert len(block) == length, (len(block), length)
+    return block
+
+
+def test_a_header_block_of_256_frames_refuses_only_its_stream(groupd):
+    """The largest block the server reads: HEADERS and 255 CONTINUATION frames (4 MiB), its one
+    value over 64 KiB. That stream alone is refused; the Watch on the connection goes on, the
+    connection serves on, and the server keeps none of it (resident memory)."""
+    server = node(groupd)
+    block = block_in_frames(MAX_BLOCK_FRAMES)
+    with FrameClient(server.port) as client:
+        open_watch(client, 1)
+        before = server.rss_kb()
+        send_block(client, 3, block)
+        assert_refused_alone(client, 3, 1)
+        check_served(client, 5)
+        rss_bounded(server, before)
+
+
+def test_a_header_block_past_256_frames_ends_the_connection(groupd):
+    """The point where the server stops reading a connection: a header block in 257 frames
+    (HEADERS and 256 CONTINUATION) is GOAWAY PROTOCOL_ERROR, naming its stream, with debug data
+    `header_block_too_large`; the connection closes with its Watch, other connections go on."""
+    server = node(groupd)
+    block = block_in_frames(MAX_BLOCK_FRAMES + 1)
+    with FrameClient(server.port, timeout=10) as client, FrameClient(server.port) as bystander:
+        open_watch(client, 1)
+        open_watch(bystander, 1)
+        before = server.rss_kb()
+        try:
+            send_block(client, 3, block)
+        except OSError:
+            pass  # the server closed while the last bytes were going out
+        client.read_until(lambda: client.closed, timeout=10)
+        assert client.closed, "the connection stayed open after a header block of 257 frames"
+        assert client.goaways[:1] == [(3, PROTOCOL_ERROR)], client.goaways
+        assert client.goaway_debug[0] == b"header_block_too_large", client.goaway_debug
+        assert not client.results[3].headers, client.results[3]
+        check_served(bystander, 3)
+        assert bystander.goaways == [] and not bystander.results[1].ended
+        rss_bounded(server, before)
+
+
+@pytest.mark.parametrize("indexing", ["none", "incremental"])
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_length_prefix_cut_by_the_frame_boundary_refuses_only_its_stream(groupd, cut, indexing):
+    """A stock encoder cuts its header block every 16 KiB wherever that falls: here after `cut`
+    of the 4 bytes of a 1 MiB value's length prefix (16 KiB of other metadata before it). The
+    guard completes the prefix in the next frame: the call is refused alone, the Watch on the
+    connection goes on, and the HPACK state stays in step (before, the connection ended with GOAWAY
+    COMPRESSION_ERROR)."""
+    big = literal_field("x-big", "v" * MIB, indexing)
+    for pad in range(15000, 16384):
+        before = request_block(CHECK, literal_field("x-pad", "p" * pad))
+        if len(before) + 1 + 1 + 5 + cut == MAX_FRAME:  # opcode, name length, "x-big": then the value's length
+            break
+    else:
+        raise AssertionError("no padding puts the frame boundary there")
+    block = before + big
+    assert block[MAX_FRAME - cut:MAX_FRAME + 4 - cut] == hpack_integer(MIB, 7)
+    with FrameClient(groupd.port) as client:
+        open_watch(client, 1)
+        send_block(client, 3, block)
+        if indexing == "incremental":
+            client.encoder.header_table.add(b"x-big", b"v" * MIB)  # empties the client's table, as it did
+        assert_refused_alone(client, 3, 1)
+        check_served(client, 5)

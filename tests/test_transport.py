@@ -573,16 +573,48 @@ def test_header_block_split_into_continuation_frames(groupd):
         assert_check_served(client.results[1])
 
 
-def test_continuation_flood_closes_only_that_connection(groupd, bystander):
-    """A header block in 40 frames: nghttp2 (CVE-2024-28182 fix) allows 8 CONTINUATIONs per block,
-    then ends the connection. Only that connection."""
+def send_headers_in_frames(client, stream_id, headers, frames):
+    """One header block whole in a HEADERS frame, then (frames - 1) empty CONTINUATION frames, the
+    last with END_HEADERS."""
+    client.send(frame(HEADERS, 0, stream_id, client.encoder.encode(headers))
+                + b"".join(frame(CONTINUATION, FLAG_END_HEADERS if index == frames - 1 else 0, stream_id)
+                           for index in range(1, frames)))
+    client._result(stream_id)
+
+
+def test_header_block_in_256_frames_is_one_request(groupd):
+    """HEADERS + 255 CONTINUATION frames, the most a header block may span (nghttp2's default was
+    8 CONTINUATIONs; a 256 KiB metadata value takes 17 frames): served."""
     with FrameClient(groupd.port) as client:
-        send_split_headers(client, 1, grpc_headers(CHECK, extra=[("x-meta", "v" * 600)]), 40)
+        send_headers_in_frames(client, 1, grpc_headers(CHECK), 256)
         client.data(1, grpc_frame(check_request()), end_stream=True)
+        assert client.read_until(lambda: client.results[1].ended), client.results[1]
+        assert_check_served(client.results[1])
+        assert not client.goaways and not client.closed, client.goaways
+
+
+@pytest.mark.parametrize("split", ["empty-continuations", "one-byte-continuations"])
+def test_continuation_flood_closes_only_that_connection(groupd, bystander, split):
+    """A header block in 257 frames (HEADERS + 256 CONTINUATION): past the most the server reads,
+    nghttp2 (max_continuations, the CVE-2024-28182 defence) fails the session; the answer is GOAWAY
+    (the stream, PROTOCOL_ERROR) with debug data header_block_too_large. Only that connection."""
+    with FrameClient(groupd.port) as client:
+        headers = grpc_headers(CHECK, extra=[("x-meta", "v" * 300)])
+        if split == "empty-continuations":
+            send_headers_in_frames(client, 1, headers, 257)
+        else:
+            block = client.encoder.encode(headers)
+            assert len(block) > 257
+            pieces = [block[:len(block) - 256]] + [block[i:i + 1] for i in range(len(block) - 256, len(block))]
+            client.send(frame(HEADERS, 0, 1, pieces[0]) + b"".join(
+                frame(CONTINUATION, FLAG_END_HEADERS if index == 256 else 0, 1, piece)
+                for index, piece in enumerate(pieces[1:], start=1)))
+            client._result(1)
         client.read_until(lambda: client.closed, timeout=5)
         assert client.closed, "connection still open after a CONTINUATION flood"
         assert not client.results[1].headers, client.results[1]
-        assert all(code != NO_ERROR for _, code in client.goaways), client.goaways
+        assert client.goaways[:1] == [(1, PROTOCOL_ERROR)], client.goaways
+        assert client.goaway_debug[0] == b"header_block_too_large", client.goaway_debug
     bystander()
     assert_still_serving(groupd)
 

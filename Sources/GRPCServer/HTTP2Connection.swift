@@ -69,6 +69,9 @@ final class HTTP2Connection: ChannelInboundHandler {
     var guardReported: [Int32] = []
     /// Streams reported by the guard before nghttp2 began them.
     var oversizedHeaderStreams: Set<Int32> = []
+    /// The debug data of the GOAWAY sent for a header block in more than
+    /// ``HeaderFieldGuard/maxHeaderBlockFrames`` frames.
+    static let headerBlockTooLargeDebugData: [UInt8] = Array("header_block_too_large".utf8)
 
     /// Streams reset by the client or refused for its fault take a token each; empty ends the
     /// connection (rapid reset, `HTTP2Connection+ResetFlood.swift`).
@@ -190,7 +193,17 @@ final class HTTP2Connection: ChannelInboundHandler {
             // without a GOAWAY queued (a bad client magic, too many CONTINUATIONs); queue one with
             // PROTOCOL_ERROR (a no-op when nghttp2 already did), send it, then close.
             logger.debug("closing connection after nghttp2 error", metadata: ["error": "\(String(cString: nghttp2_strerror(Int32(rv))))"])
-            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+            if rv == Int64(NGHTTP2_ERR_TOO_MANY_CONTINUATIONS.rawValue) {
+                // A header block in more than HeaderFieldGuard.maxHeaderBlockFrames frames: said
+                // so in the GOAWAY's debug data, naming the stream whose block it was.
+                Self.headerBlockTooLargeDebugData.withUnsafeBufferPointer { debug in
+                    _ = nghttp2_submit_goaway(
+                        session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
+                        UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue), debug.baseAddress, debug.count)
+                }
+            } else {
+                nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+            }
             finalGoAwaySubmitted = true
             draining = true
             flush()

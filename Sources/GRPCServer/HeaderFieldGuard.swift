@@ -18,6 +18,10 @@ import NIOCore
 /// - A literal *without indexing* or *never indexed* leaves the table alone; its replacement is
 ///   an empty value (or a 5-byte name).
 ///
+/// A literal whose length prefix is cut by a frame boundary keeps the bytes that went out with
+/// the earlier frame; the rest of its prefix is rewritten to end it at a length nghttp2 takes
+/// (at least 4100 when indexed), with the same filler.
+///
 /// The replacement is never longer than what it replaces, so every frame keeps or lowers its
 /// length and the frames stay as many. The guard holds back only a frame header split across
 /// reads and a HEADERS or CONTINUATION frame until it is whole (at most 16 KiB, the
@@ -26,13 +30,23 @@ import NIOCore
 ///
 /// It gives up (passes every later byte unchanged, and nghttp2 answers as it would have) on a
 /// wrong client preface, a HEADERS or CONTINUATION frame longer than 16 KiB, a header block it
-/// cannot follow, and an oversized literal whose length prefix is split across two frames
-/// (nothing a stock encoder writes): those are the client's own connection errors.
+/// cannot follow, and an oversized literal whose length prefix the frame boundary cuts so late
+/// that no ending gives a length nghttp2 takes (over 2 MiB, cut after its fourth byte, those
+/// four bytes saying more than 65536, or less than 4100 for an indexed literal): those are the
+/// client's own connection errors.
 struct HeaderFieldGuard {
     /// The longest string literal nghttp2's inflater takes (`NGHTTP2_HD_MAX_NV`).
     static let maxLiteralLength = 65536
     /// SETTINGS_MAX_FRAME_SIZE as the server keeps it (the default).
     static let maxFrameSize = 16384
+    /// The most frames one header block may span, its HEADERS frame and its CONTINUATION frames
+    /// (nghttp2's `max_continuations` is set one below): with frames of at most ``maxFrameSize``,
+    /// 4 MiB of header block on the wire. Within it, header fields too large (a literal over
+    /// ``maxLiteralLength``, a list over `max_header_list_bytes`) refuse their own stream; a block
+    /// in more frames is the point where the server stops reading the connection (nghttp2 fails
+    /// the session: GOAWAY PROTOCOL_ERROR). Nothing of a block is kept but the frame the guard
+    /// holds and the fields within `max_header_list_bytes`, so memory does not grow with it.
+    static let maxHeaderBlockFrames = 256
     static let clientPreface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
     private static let headersType: UInt8 = 0x1
@@ -301,8 +315,8 @@ struct HPACKBlockScanner {
         /// Inside a string literal, this many bytes to go; then `next`.
         case literal(remaining: Int, next: Next)
         /// Replacing an oversized literal: `fill` filler bytes still to write in place of the
-        /// client's, `remaining` of the client's bytes still to drop.
-        case replacing(fill: Int, filler: UInt8, remaining: Int, next: Next)
+        /// client's (the last of them `last`), `remaining` of the client's bytes still to drop.
+        case replacing(fill: Int, filler: UInt8, last: UInt8, remaining: Int, next: Next)
     }
 
     /// What follows a literal.
@@ -313,8 +327,12 @@ struct HPACKBlockScanner {
 
     private(set) var state = State.opcode
     /// Set when the block cannot be followed (a malformed integer, an oversized literal whose
-    /// length is split across fragments).
+    /// length, split across fragments, cannot be completed to one nghttp2 takes).
     private(set) var gaveUp = false
+    /// An integer the fragment starts inside: its value and the shift of its next byte after the
+    /// bytes that went out with earlier fragments.
+    private var carriedValue = 0
+    private var carriedShift = 0
 
     /// A scanner at the start of a block.
     init() {}
@@ -329,6 +347,8 @@ struct HPACKBlockScanner {
             out = []
         case .integer(let role, let value, let shift, let huffman, _, _):
             // Its first bytes went out with the previous fragment.
+            carriedValue = value
+            carriedShift = shift
             state = .integer(role: role, value: value, shift: shift, huffman: huffman, startedInFragment: false, start: 0)
         default:
             break
@@ -384,16 +404,21 @@ struct HPACKBlockScanner {
                 let take = min(remaining, bytes.count - index)
                 index += take
                 if take == remaining { afterLiteral(next) } else { state = .literal(remaining: remaining - take, next: next) }
-            case .replacing(let fill, let filler, let remaining, let next):
+            case .replacing(let fill, let filler, let last, let remaining, let next):
                 let take = min(remaining, bytes.count - index)
                 let written = min(fill, take)
-                out! += repeatElement(filler, count: written)
+                if written == fill, written > 0 {
+                    out! += repeatElement(filler, count: written - 1)
+                    out!.append(last)
+                } else {
+                    out! += repeatElement(filler, count: written)
+                }
                 index += take
                 copyFrom = index
                 if take == remaining {
                     afterLiteral(next)
                 } else {
-                    state = .replacing(fill: fill - written, filler: filler, remaining: remaining - take, next: next)
+                    state = .replacing(fill: fill - written, filler: filler, last: last, remaining: remaining - take, next: next)
                 }
             }
         }
@@ -416,7 +441,7 @@ struct HPACKBlockScanner {
     /// An integer is complete: moves on. Returns true when it is the length of an oversized
     /// literal that is being replaced (`replacementPrefix` holds the new length prefix).
     private mutating func integerDone() -> Bool? {
-        guard case .integer(let role, let value, _, let huffman, let startedInFragment, _) = state else { return nil }
+        guard case .integer(let role, let value, let shift, let huffman, let startedInFragment, _) = state else { return nil }
         switch role {
         case .index, .tableSize:
             state = .opcode
@@ -429,19 +454,36 @@ struct HPACKBlockScanner {
                 if value == 0 { afterLiteral(next) } else { state = .literal(remaining: value, next: next) }
                 return false
             }
-            guard startedInFragment else {
-                gaveUp = true
-                return false
-            }
+            // Larger than the 4096-byte table (with any name), a multiple of 5.
+            let indexedFill = 4100
             let fill: Int
-            switch (indexing, role) {
-            case (.incremental, _): fill = 4100  // larger than the 4096-byte table, a multiple of 5
-            case (.none, .nameLength): fill = 5  // a name of 5 bytes (8 '0's in Huffman)
-            default: fill = 0  // an empty value
+            if startedInFragment {
+                switch (indexing, role) {
+                case (.incremental, _): fill = indexedFill
+                case (.none, .nameLength): fill = 5  // a name of 5 bytes (8 '0's in Huffman)
+                default: fill = 0  // an empty value
+                }
+                replacementPrefix = Self.lengthPrefix(fill, huffman: huffman)
+            } else {
+                // Its first bytes went out with an earlier frame and stay: the integer is
+                // completed to a length nghttp2 takes, in no more bytes than the client's rest.
+                let tail = (shift - carriedShift) / 7 + 1
+                guard
+                    let completion = Self.completion(
+                        of: carriedValue, shift: carriedShift, atLeast: indexing == .incremental ? indexedFill : 0),
+                    completion.bytes.count <= tail
+                else {
+                    gaveUp = true
+                    return false
+                }
+                fill = completion.length
+                replacementPrefix = completion.bytes
             }
-            replacementPrefix = Self.lengthPrefix(fill, huffman: huffman)
-            // Huffman: 5 zero bytes are eight '0's exactly; raw: '0's.
-            state = .replacing(fill: fill, filler: huffman ? 0x00 : UInt8(ascii: "0"), remaining: value, next: next)
+            // Raw: '0's. Huffman: zero bytes are '0's (5 bits each), the last byte padded with
+            // the 1 bits of EOS when 8 × fill is not a multiple of 5 (RFC 7541 §5.2).
+            let filler = huffman ? 0x00 : UInt8(ascii: "0")
+            let last = huffman ? UInt8((1 << (fill * 8 % 5)) - 1) : filler
+            state = .replacing(fill: fill, filler: filler, last: last, remaining: value, next: next)
             return true
         }
         return false
@@ -452,6 +494,25 @@ struct HPACKBlockScanner {
         case .value(let indexing): state = .lengthStart(.valueLength(indexing))
         case .opcode: state = .opcode
         }
+    }
+
+    /// The last bytes of a length integer whose first bytes (worth `partial`, the next byte at
+    /// `shift`) are already out, ending it at the smallest length of at least `minimum` they can
+    /// say (HPACK integers may carry zero digits, nghttp2 reads them), and that length; nil when
+    /// it would be over ``HeaderFieldGuard/maxLiteralLength``.
+    static func completion(of partial: Int, shift: Int, atLeast minimum: Int) -> (length: Int, bytes: [UInt8])? {
+        let step = 1 << shift
+        let digits = partial >= minimum ? 0 : (minimum - partial + step - 1) / step
+        let length = partial + digits * step
+        guard length <= HeaderFieldGuard.maxLiteralLength else { return nil }
+        var bytes: [UInt8] = []
+        var rest = digits
+        while rest >= 128 {
+            bytes.append(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+        return (length, bytes)
     }
 
     /// A string literal's length prefix: H bit, 7-bit prefix integer (RFC 7541 §5.1).

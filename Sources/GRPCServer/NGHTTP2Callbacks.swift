@@ -39,6 +39,10 @@ final class NGHTTP2Callbacks: @unchecked Sendable {
         // for each before nghttp2 counts it), counts refused streams too, and ends the connection
         // at once, where nghttp2's answers INTERNAL_ERROR and waits for the streams to close.
         _ = groupd_nghttp2_option_set_stream_reset_rate_limit(options, UInt64.max, UInt64.max)
+        // A header block may span this many frames (nghttp2's default, 8 CONTINUATIONs, ends the
+        // connection of a client sending a 256 KiB metadata value; the guard and the header
+        // list limit make any smaller block a refusal of its own stream).
+        nghttp2_option_set_max_continuations(options, HeaderFieldGuard.maxHeaderBlockFrames - 1)
         return body(options!)
     }
 

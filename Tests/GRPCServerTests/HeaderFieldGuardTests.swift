@@ -220,22 +220,77 @@ import Testing
         #expect(blocks.first?.last.map { $0 == ("x-big", "") } == true)
     }
 
-    @Test func aLengthSplitAcrossFramesIsLeftToNghttp2() throws {
-        // The length prefix of the oversized value starts at the end of the HEADERS frame.
-        let big = Self.literal(Array("x-big".utf8), Array(repeating: UInt8(ascii: "v"), count: 70000), .without)
-        let block = Self.requestFields + big
-        let split = Self.requestFields.count + 1 + 1 + 5 + 2  // opcode, name length, name, 2 bytes of the value's length
-        let headers = Self.frame(type: 0x1, flags: 0x1, stream: 1, payload: Array(block[0..<split]))
+    /// A request whose HEADERS frame ends `cut` bytes into the length prefix of its big literal's
+    /// value (after an indexed "x-first" field and the request fields), the rest in CONTINUATION
+    /// frames of at most 16 KiB, then SETTINGS.
+    static func lengthCut(_ cut: Int, length: Int, indexing: Indexing, huffman: Bool) -> [UInt8] {
+        let before = literal("x-first", "1", .incremental) + requestFields
+        let big = literal(Array("x-big".utf8), Array(repeating: UInt8(ascii: "v"), count: length), indexing, huffmanValue: huffman)
+        let block = before + big + literal("x-last", "2")
+        let split = before.count + 1 + 1 + 5 + cut  // opcode, name length, name, `cut` bytes of the value's length
+        let headers = frame(type: 0x1, flags: 0x1, stream: 1, payload: Array(block[0..<split]))
         let rest = Array(block[split...])
         let continuations = stride(from: 0, to: rest.count, by: 16384).map { start in
-            Self.frame(type: 0x9, flags: start + 16384 >= rest.count ? 0x4 : 0, stream: 1, payload: Array(rest[start..<min(start + 16384, rest.count)]))
+            frame(type: 0x9, flags: start + 16384 >= rest.count ? 0x4 : 0, stream: 1, payload: Array(rest[start..<min(start + 16384, rest.count)]))
         }
-        let input = Self.preface + headers + continuations.joined() + Self.settings
+        return preface + headers + continuations.joined() + settings
+    }
+
+    @Test(arguments: [70000, 1 << 20, 3 << 20], Indexing.allCases)
+    func aLengthCutByAFrameBoundaryIsCompleted(length: Int, indexing: Indexing) throws {
+        // 70000 and 1 MiB take 4 bytes of length, 3 MiB 5; every cut but after the fourth byte of
+        // 3 MiB's (below) leaves an ending nghttp2 takes.
+        let prefixBytes = HPACKBlockScanner.lengthPrefix(length, huffman: false).count
+        for huffman in [false, true] {
+            for cut in 1..<min(prefixBytes, 4) {
+                let input = Self.lengthCut(cut, length: length, indexing: indexing, huffman: huffman)
+                let (output, oversized) = Self.guarded(input)
+                #expect(oversized == [1], "cut \(cut)")
+                let (inFrames, outFrames) = (Self.frames(input), Self.frames(output))
+                #expect(outFrames.count == inFrames.count)
+                #expect(zip(outFrames, inFrames).allSatisfy { $0.payload.count <= $1.payload.count })
+                // The bytes of the length that went out with the HEADERS frame went out unchanged.
+                #expect(outFrames[0].payload == inFrames[0].payload)
+                let (blocks, entries) = try Self.decode(output)
+                let fields = try #require(blocks.first)
+                #expect(fields.first! == ("x-first", "1"))
+                #expect(fields.last! == ("x-last", "2"))
+                let replaced = fields[fields.count - 2]
+                #expect(replaced.0 == "x-big")
+                #expect(replaced.1.allSatisfy { $0 == "0" })
+                switch indexing {
+                case .incremental:
+                    #expect(replaced.1.count >= 4100, "cut \(cut), huffman \(huffman)")
+                    #expect(entries == 61)  // emptied, as the client's table was
+                case .without, .never:
+                    #expect(entries == 62)
+                }
+            }
+        }
+    }
+
+    @Test func aLengthCutWhereNoEndingFitsIsLeftToNghttp2() throws {
+        // 3 MiB: its first four length bytes already say 1 MiB, over what nghttp2 takes.
+        let input = Self.lengthCut(4, length: 3 << 20, indexing: .without, huffman: false)
         var headerGuard = HeaderFieldGuard()
         let (output, oversized) = Self.guarded(input, guard: &headerGuard)
         #expect(output == input)
         #expect(oversized.isEmpty)
         #expect(headerGuard.isPassthrough)
+    }
+
+    @Test(arguments: [(127, 0, 4100, 4100), (127, 0, 0, 127), (254, 7, 4100, 4222), (16384, 14, 4100, 16384), (16384, 14, 0, 16384),
+                      (4000, 21, 4100, -1), (70000, 21, 0, -1), (60000, 21, 0, 60000)])
+    func completion(partial: Int, shift: Int, minimum: Int, expected: Int) {
+        let result = HPACKBlockScanner.completion(of: partial, shift: shift, atLeast: minimum)
+        #expect(result?.length ?? -1 == expected)
+        if let result {
+            // The bytes end the integer: digits worth (length - partial) >> shift, the last one
+            // without the continuation bit.
+            let worth = result.bytes.enumerated().reduce(0) { $0 + Int($1.element & 0x7F) << (7 * $1.offset) }
+            #expect(partial + worth << shift == result.length)
+            #expect(result.bytes.last! & 0x80 == 0 && result.bytes.dropLast().allSatisfy { $0 & 0x80 != 0 })
+        }
     }
 
     @Test func arbitraryFramesPassUnchangedUnlessALiteralWasReplaced() {
