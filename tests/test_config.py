@@ -118,3 +118,77 @@ def test_every_problem_of_a_file_is_reported_with_its_key_path(workdir, command)
     assert [line.split(": ")[2] for line in lines] == EVERY_PROBLEM_PATHS, result.stderr
     assert all(line.startswith(f"groupd: {path}: ") for line in lines)
     assert "ok" not in result.stdout and not (workdir / "data").exists()
+
+
+# Values outside their set do not stop the check: each is a line, with every other problem.
+EVERY_KIND = ("durability: sometimes\nlog: {level: verbose, format: xml}\nstore: {tls: maybe, pool_size: 0}\n"
+              "max_conections: 5\nmax_connections: 0\ntransport: {reads_per_turn: 0, reset_burst: 0}\n"
+              "keepalive: {timeout_seconds: 0, time_seconds: -1}\n"
+              + APP + "    policy:\n      budget_ms: 0\n      failure_modes: {before_invite: sometimes}\n"
+              "      plugins: [{path: a.so, hooks: [before_lunch, after_event]}]\n")
+EVERY_KIND_LINES = [
+    "durability: expected full or normal, found 'sometimes'",
+    "store.tls: expected disable, prefer or require, found 'maybe'",
+    "max_conections: unknown key; expected one of:",
+    "apps[0].policy.budget_ms: expected milliseconds from 1 to 60000, found 0",
+    "apps[0].policy.failure_modes.before_invite: expected fail_closed or fail_open, found 'sometimes'",
+    "apps[0].policy.plugins[0].hooks[0]: unknown hook 'before_lunch'; expected one of:",
+    "log.level: expected one of trace, debug, info, notice, warning, error, critical, found 'verbose'",
+    "log.format: expected text or json, found 'xml'",
+    "store.pool_size: expected a value from 1 to 1000, found 0",
+    "max_connections: expected a value from 1 to 1000000, found 0",
+    "keepalive.time_seconds: expected seconds from 0 to 31536000, found -1.0",
+    "keepalive.timeout_seconds: expected seconds above 0, found 0",
+    "transport.reset_burst: expected 1 to 1000000, found 0",
+    "transport.reads_per_turn: expected 1 to 64, found 0",
+]
+
+
+def test_values_outside_their_set_are_reported_with_every_other_problem(workdir):
+    path = workdir / "groupd.yaml"
+    path.write_text(EVERY_KIND)
+    result = run("check-config", str(path))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert all(line.startswith(f"groupd: {path}: ") for line in lines), result.stderr
+    found = [line[len(f"groupd: {path}: "):] for line in lines]
+    for expected in EVERY_KIND_LINES:
+        assert sum(line.startswith(expected) for line in found) == 1, (expected, result.stderr)
+    assert len(found) == len(EVERY_KIND_LINES), result.stderr
+
+
+def test_a_wrong_type_still_stops_but_prints_what_was_found_before_it(workdir):
+    path = workdir / "groupd.yaml"
+    path.write_text("durability: sometimes\nauth: {clock_skew_seconds: soon}\n" + APP)
+    result = run("check-config", str(path))
+    assert result.returncode == 2
+    assert [line.split(": ")[2] for line in result.stderr.splitlines()] == ["durability", "auth.clock_skew_seconds"], \
+        result.stderr
+
+
+def test_listen_port_0_is_a_free_port(workdir):
+    path = workdir / "groupd.yaml"
+    path.write_text("listen: {port: 0}\n" + APP)
+    result = run("check-config", str(path))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("listen,metrics,clash", [
+    ("0.0.0.0", "127.0.0.1", True),
+    ("127.0.0.1", "0.0.0.0", True),
+    ("::", "127.0.0.1", True),
+    ("::ffff:127.0.0.1", "127.0.0.1", True),
+    ("localhost", "127.0.0.1", True),
+    ("127.0.0.1", "127.0.0.2", False),
+    ("0.0.0.0", "::1", False),
+])
+def test_the_metrics_port_clashes_with_listen_on_overlapping_addresses(workdir, listen, metrics, clash):
+    path = workdir / "groupd.yaml"
+    path.write_text(f"listen: {{host: '{listen}', port: 7000}}\nmetrics: {{host: '{metrics}', port: 7000}}\n" + APP)
+    result = run("check-config", str(path))
+    if clash:
+        assert result.returncode == 2, result.stdout
+        assert result.stderr.splitlines() == [
+            f"groupd: {path}: metrics.port: expected a port other than listen.port (7000): {metrics} and {listen} share it"]
+    else:
+        assert result.returncode == 0, result.stderr

@@ -25,14 +25,50 @@ struct ConfigurationFault: Error {
     var message: String
 }
 
+/// The mistakes found while a file is decoded that do not stop decoding (an unknown key, a value
+/// outside its set or range): ``GroupdConfiguration/parse(yaml:file:environment:)`` hands one to
+/// the decoder, which goes on with a stand-in value, so that every such mistake is reported with
+/// the range checks that follow, one line each.
+final class ConfigurationFaultLog {
+    var faults: [ConfigurationFault] = []
+
+    /// The decoder's `userInfo` key of the log.
+    static let key = CodingUserInfoKey(rawValue: "groupd.configurationFaults")!
+}
+
 extension Decoder {
-    /// The mapping at this position, refusing keys not in `allowed`.
+    /// Records a mistake after which decoding goes on (the caller continues with a stand-in
+    /// value). Without a ``ConfigurationFaultLog`` (a decoder not started by `parse`), throws it.
+    func record(_ fault: ConfigurationFault) throws {
+        guard let log = userInfo[ConfigurationFaultLog.key] as? ConfigurationFaultLog else { throw fault }
+        log.faults.append(fault)
+    }
+
+    /// Records a mistake at `path` below this position (see ``record(_:)``).
+    func record(_ path: [String], _ message: String) throws {
+        try record(keys: path.map { ConfigKey($0) }, message)
+    }
+
+    /// Records a mistake at `keys` below this position (see ``record(_:)``).
+    func record(keys: [any CodingKey], _ message: String) throws {
+        try record(ConfigurationFault(path: codingPath + keys, message: message))
+    }
+
+    /// The value of a key whose values form a set: `parse(text)`, or (recorded, see
+    /// ``record(_:)``) `fallback` when it is not one of them.
+    func member<T>(_ key: String, _ text: String, expected: String, fallback: T, _ parse: (String) -> T?) throws -> T {
+        if let value = parse(text) { return value }
+        try record([key], "expected \(expected), found '\(text)'")
+        return fallback
+    }
+
+    /// The mapping at this position; a key not in `allowed` is recorded (see ``record(_:)``) and ignored.
     func configMapping(allowing allowed: [String]) throws -> KeyedDecodingContainer<ConfigKey> {
         let container = try self.container(keyedBy: ConfigKey.self)
         for key in container.allKeys where !allowed.contains(key.stringValue) {
-            throw ConfigurationFault(
+            try record(ConfigurationFault(
                 path: self.codingPath + [key],
-                message: "unknown key; expected one of: \(allowed.joined(separator: ", "))")
+                message: "unknown key; expected one of: \(allowed.joined(separator: ", "))"))
         }
         return container
     }
@@ -68,13 +104,9 @@ extension GroupdConfiguration {
         let d = GroupdConfiguration.defaults
         self.listen = try c.value("listen", or: d.listen)
         self.dataDir = try c.value("data_dir", or: d.dataDir)
-        let durability: String = try c.value("durability", or: d.durability.rawValue)
-        guard let parsed = Durability(rawValue: durability) else {
-            throw ConfigurationFault(
-                path: decoder.codingPath + [ConfigKey("durability")],
-                message: "expected full or normal, found '\(durability)'")
-        }
-        self.durability = parsed
+        self.durability = try decoder.member(
+            "durability", c.value("durability", or: d.durability.rawValue), expected: "full or normal",
+            fallback: d.durability, Durability.init(rawValue:))
         self.writeBatch = try c.value("write_batch", or: d.writeBatch)
         self.store = try c.value("store", or: d.store)
         self.maxMessageBytes = try c.value("max_message_bytes", or: d.maxMessageBytes)
@@ -91,7 +123,6 @@ extension GroupdConfiguration {
         try decodeObservability(c)
         self.compression = try c.value("compression", or: d.compression)
         self.reflection = try c.value("reflection", or: d.reflection)
-        self.transport = try c.value("transport", or: d.transport)
         self.testing = try c.value("testing", or: d.testing)
     }
 
@@ -117,7 +148,6 @@ extension GroupdConfiguration {
         try encodeObservability(&c)
         try c.encode(self.compression, forKey: ConfigKey("compression"))
         try c.encode(self.reflection, forKey: ConfigKey("reflection"))
-        try c.encode(self.transport, forKey: ConfigKey("transport"))
         try c.encode(self.testing, forKey: ConfigKey("testing"))
     }
 }
@@ -163,23 +193,17 @@ extension GroupdConfiguration.StoreSettings {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: Self.keys)
         let d = Self.defaults
-        let backend: String = try c.value("backend", or: d.backend.rawValue)
-        guard let parsedBackend = Backend(rawValue: backend) else {
-            throw ConfigurationFault(
-                path: decoder.codingPath + [ConfigKey("backend")], message: "expected sqlite or postgres, found '\(backend)'")
-        }
-        self.backend = parsedBackend
+        self.backend = try decoder.member(
+            "backend", c.value("backend", or: d.backend.rawValue), expected: "sqlite or postgres",
+            fallback: d.backend, Backend.init(rawValue:))
         self.url = try c.value("url", or: d.url)
         self.poolSize = try c.value("pool_size", or: d.poolSize)
         self.maxWaiting = try c.value("max_waiting", or: d.maxWaiting)
         self.statementTimeoutMilliseconds = try c.value("statement_timeout_ms", or: d.statementTimeoutMilliseconds)
         self.connectTimeoutMilliseconds = try c.value("connect_timeout_ms", or: d.connectTimeoutMilliseconds)
-        let tls: String = try c.value("tls", or: d.tls.rawValue)
-        guard let parsedTLS = PostgresStoreSettings.TLSMode(rawValue: tls) else {
-            throw ConfigurationFault(
-                path: decoder.codingPath + [ConfigKey("tls")], message: "expected disable, prefer or require, found '\(tls)'")
-        }
-        self.tls = parsedTLS
+        self.tls = try decoder.member(
+            "tls", c.value("tls", or: d.tls.rawValue), expected: "disable, prefer or require",
+            fallback: d.tls, PostgresStoreSettings.TLSMode.init(rawValue:))
     }
 
     /// Encode every key.
@@ -312,9 +336,8 @@ struct LimitsCoding: Codable {
             for (key, type) in Self.typeKeys {
                 if let value = try m.decodeIfPresent(Int.self, forKey: ConfigKey(key)) {
                     if value < 0 {
-                        throw ConfigurationFault(
-                            path: m.codingPath + [ConfigKey(key)],
-                            message: "expected 0 (unlimited) or a positive member count, found \(value)")
+                        try nested.record([key], "expected 0 (unlimited) or a positive member count, found \(value)")
+                        continue
                     }
                     limits.maxMembers[type] = .some(value == 0 ? nil : value)
                 }

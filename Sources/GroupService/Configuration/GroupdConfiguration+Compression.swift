@@ -32,10 +32,9 @@ extension GroupdConfiguration {
             let c = try decoder.configMapping(allowing: ["responses", "min_bytes"])
             self.responses = try c.value("responses", or: Self.defaults.responses)
             self.minBytes = try c.value("min_bytes", or: Self.defaults.minBytes)
-            guard (0...Int(Int32.max)).contains(minBytes) else {
-                throw ConfigurationFault(
-                    path: c.codingPath + [ConfigKey("min_bytes")],
-                    message: "expected a value from 0 to \(Int32.max), found \(minBytes)")
+            if !(0...Int(Int32.max)).contains(minBytes) {
+                try decoder.record(["min_bytes"], "expected a value from 0 to \(Int32.max), found \(minBytes)")
+                self.minBytes = Self.defaults.minBytes
             }
         }
 

@@ -34,17 +34,22 @@ struct CustomFieldsCoding: Codable {
         let defaults = CustomFieldSchema()
         let group: [FieldCoding] = try c.value("group", or: [])
         let member: [FieldCoding] = try c.value("member", or: [])
-        let maxGroupKeys: Int = try c.value("max_group_keys", or: defaults.maxGroupKeys)
-        let maxMemberKeys: Int = try c.value("max_member_keys", or: defaults.maxMemberKeys)
-        for (key, value) in [("max_group_keys", maxGroupKeys), ("max_member_keys", maxMemberKeys)] where value < 1 {
-            throw ConfigurationFault(path: c.codingPath + [ConfigKey(key)], message: "expected at least 1, found \(value)")
+        var maxGroupKeys: Int = try c.value("max_group_keys", or: defaults.maxGroupKeys)
+        var maxMemberKeys: Int = try c.value("max_member_keys", or: defaults.maxMemberKeys)
+        if maxGroupKeys < 1 {
+            try decoder.record(["max_group_keys"], "expected at least 1, found \(maxGroupKeys)")
+            maxGroupKeys = defaults.maxGroupKeys
+        }
+        if maxMemberKeys < 1 {
+            try decoder.record(["max_member_keys"], "expected at least 1, found \(maxMemberKeys)")
+            maxMemberKeys = defaults.maxMemberKeys
         }
         for (name, list) in [("group", group), ("member", member)] {
             var seen: Set<String> = []
             for (index, field) in list.enumerated() where !seen.insert(field.definition.key).inserted {
-                throw ConfigurationFault(
-                    path: c.codingPath + [ConfigKey(name), ConfigKey(intValue: index)!, ConfigKey("key")],
-                    message: "key '\(field.definition.key)' is defined twice")
+                try decoder.record(
+                    keys: [ConfigKey(name), ConfigKey(intValue: index)!, ConfigKey("key")],
+                    "key '\(field.definition.key)' is defined twice")
             }
         }
         self.schema = CustomFieldSchema(
@@ -70,12 +75,12 @@ struct CustomFieldsCoding: Codable {
             let c = try decoder.configMapping(allowing: ["key", "max_bytes", "read_roles", "write_roles"])
             let key: String = try c.required("key")
             if key.isEmpty || key.utf8.count > 64 {
-                throw ConfigurationFault(path: c.codingPath + [ConfigKey("key")], message: "expected a key of 1 to 64 bytes")
+                try decoder.record(["key"], "expected a key of 1 to 64 bytes")
             }
-            let maxBytes: Int = try c.required("max_bytes")
+            var maxBytes: Int = try c.required("max_bytes")
             if maxBytes < 1 || maxBytes > 65536 {
-                throw ConfigurationFault(
-                    path: c.codingPath + [ConfigKey("max_bytes")], message: "expected 1 to 65536 bytes, found \(maxBytes)")
+                try decoder.record(["max_bytes"], "expected 1 to 65536 bytes, found \(maxBytes)")
+                maxBytes = 1
             }
             let read: [String] = try c.value("read_roles", or: ["owner", "admin", "member"])
             let write: [String] = try c.value("write_roles", or: ["owner", "admin", "member"])

@@ -27,7 +27,7 @@ extension GroupdConfiguration {
             listen:
               host: \(d.listen.host)        # address to bind; 0.0.0.0 for every interface
               port: \(port)                # TCP port; 0 picks a free one
-            data_dir: \(yamlQuoted(dataDir))       # directory of groupd.sqlite
+            data_dir: \(yamlQuoted(dataDir))       # directory of groupd.sqlite; relative: to the working directory
             durability: full             # full: fsync every commit; normal: fsync at checkpoints
             write_batch:                 # group commit: the writes waiting share one transaction
               max_writes: \(d.writeBatch.maxWrites)            # at most this many per transaction (one fsync)

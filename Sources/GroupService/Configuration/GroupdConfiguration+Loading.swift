@@ -7,13 +7,32 @@ extension GroupdConfiguration {
     /// Read, decode and validate the configuration file at `path`.
     /// - Throws: ``ConfigurationError`` naming the file, the key path and what was expected.
     public static func load(path: String) throws -> GroupdConfiguration {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigurationError(file: path, keyPath: "", message: "cannot read the file: \(error.localizedDescription)")
+        return try parse(yaml: try readFile(path), file: path)
+    }
+
+    /// The text of the file at `path`.
+    /// - Throws: ``ConfigurationError`` `cannot read the file: <the system's reason>` (e.g. `No
+    ///   such file or directory`, `Permission denied`, `Is a directory`) or `… not UTF-8 text`.
+    static func readFile(_ path: String) throws -> String {
+        func failure(_ reason: String) -> ConfigurationError {
+            ConfigurationError(file: path, keyPath: "", message: "cannot read the file: \(reason)")
         }
-        return try parse(yaml: text, file: path)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure(String(cString: strerror(errno)))
+            }
+            if count == 0 { break }
+            bytes += buffer[0..<count]
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw failure("not UTF-8 text") }
+        return text
     }
 
     /// Decode and validate configuration text.
@@ -25,15 +44,26 @@ extension GroupdConfiguration {
     public static func parse(
         yaml: String, file: String = "<string>", environment: [String: String]? = nil
     ) throws -> GroupdConfiguration {
+        // Mistakes decoding can go on after (an unknown key, a value outside its set or range)
+        // are gathered here, then reported with the range checks of `validate`.
+        let log = ConfigurationFaultLog()
         let configuration: GroupdConfiguration
         do {
             // An empty document (or one of comments only) is an empty mapping: every default.
             let document = try Yams.compose(yaml: yaml) == nil ? "{}" : yaml
-            configuration = try YAMLDecoder().decode(GroupdConfiguration.self, from: document)
+            configuration = try YAMLDecoder().decode(
+                GroupdConfiguration.self, from: document, userInfo: [ConfigurationFaultLog.key: log])
         } catch {
-            throw configurationError(error, file: file)
+            throw ConfigurationProblems.combined(
+                log.faults.map { configurationError($0, file: file) } + [configurationError(error, file: file)])!
         }
-        try configuration.validate(file: file, environment: environment)
+        let decodingProblems = log.faults.map { configurationError($0, file: file) }
+        do {
+            try configuration.validate(file: file, environment: environment)
+        } catch let error as ConfigurationError {
+            throw ConfigurationProblems.combined(decodingProblems + error.all)!
+        }
+        if let error = ConfigurationProblems.combined(decodingProblems) { throw error }
         return configuration
     }
 
@@ -42,82 +72,66 @@ extension GroupdConfiguration {
     ///   - file: The name to report in errors.
     ///   - environment: The environment `testing.clock: manual` is checked against (`nil`: the process's).
     /// - Throws: ``ConfigurationError`` for the first mistake found, every further one in its
-    ///   ``ConfigurationError/more`` (each section's checks stop at its own first mistake).
+    ///   ``ConfigurationError/more``.
     public func validate(file: String = "<string>", environment: [String: String]? = nil) throws {
-        var problems: [ConfigurationError] = []
-        func require(_ ok: Bool, _ path: String, _ message: @autoclosure () -> String) throws {
-            if !ok { problems.append(ConfigurationError(file: file, keyPath: path, message: message())) }
-        }
-        func check(_ section: () throws -> Void) {
-            do {
-                try section()
-            } catch let error as ConfigurationError {
-                problems.append(contentsOf: error.all)
-            } catch {
-                problems.append(ConfigurationError(file: file, keyPath: "", message: "\(error)"))
-            }
-        }
-        func inRange<T: Comparable>(_ value: T, _ range: ClosedRange<T>, _ path: String) throws {
-            try require(range.contains(value), path,
-                        "expected a value from \(range.lowerBound) to \(range.upperBound), found \(value)")
-        }
-
-        try require(!self.listen.host.isEmpty, "listen.host", "expected an address, found an empty string")
-        try inRange(self.listen.port, 0...65535, "listen.port")
-        try require(!self.dataDir.isEmpty, "data_dir", "expected a directory, found an empty string")
-        try inRange(self.writeBatch.maxWrites, 1...10_000, "write_batch.max_writes")
-        try inRange(self.writeBatch.maxWaitMicroseconds, 0...100_000, "write_batch.max_wait_microseconds")
+        var problems = ConfigurationProblems(file: file)
+        problems.require(!self.listen.host.isEmpty, "listen.host", "expected an address, found an empty string")
+        problems.inRange(self.listen.port, 0...65535, "listen.port")
+        problems.require(!self.dataDir.isEmpty, "data_dir", "expected a directory, found an empty string")
+        problems.inRange(self.writeBatch.maxWrites, 1...10_000, "write_batch.max_writes")
+        problems.inRange(self.writeBatch.maxWaitMicroseconds, 0...100_000, "write_batch.max_wait_microseconds")
         if self.store.backend == .postgres {
             do {
                 _ = try self.store.postgres.endpoint()
             } catch let error as GroupError {
-                problems.append(ConfigurationError(file: file, keyPath: "store.url", message: error.message))
+                problems.add("store.url", error.message)
             } catch {
-                problems.append(ConfigurationError(file: file, keyPath: "store.url", message: "\(error)"))
+                problems.add("store.url", "\(error)")
             }
         }
-        try inRange(self.store.poolSize, 1...1000, "store.pool_size")
-        try inRange(self.store.maxWaiting, 0...1_000_000, "store.max_waiting")
-        try inRange(self.store.statementTimeoutMilliseconds, 1...3_600_000, "store.statement_timeout_ms")
-        try inRange(self.store.connectTimeoutMilliseconds, 1...60_000, "store.connect_timeout_ms")
-        try inRange(self.maxMessageBytes, 1...Int(Int32.max), "max_message_bytes")
-        try inRange(self.maxHeaderListBytes, 1024...(64 * 1024 * 1024), "max_header_list_bytes")
-        try inRange(self.maxConcurrentStreams, 1...Int(Int32.max), "max_concurrent_streams")
-        try inRange(self.maxConnections, 1...1_000_000, "max_connections")
-        try require(self.drainTimeoutSeconds.isFinite, "drain_timeout_seconds", "expected a number of seconds")
-        try inRange(self.drainTimeoutSeconds, 0...3600, "drain_timeout_seconds")
-        try inRange(self.eventLoopThreads, 0...1024, "event_loop_threads")
-        try inRange(self.auth.clockSkewSeconds, 0...3600, "auth.clock_skew_seconds")
-        try inRange(self.auth.tokenCacheEntries, 0...1_000_000, "auth.token_cache_entries")
-        check { try validateTransport(file: file) }
-        check { try validateTransportLimits(file: file) }
-        check { try validateObservability(file: file) }
-        check { try validateTesting(file: file, environment: environment) }
+        problems.inRange(self.store.poolSize, 1...1000, "store.pool_size")
+        problems.inRange(self.store.maxWaiting, 0...1_000_000, "store.max_waiting")
+        problems.inRange(self.store.statementTimeoutMilliseconds, 1...3_600_000, "store.statement_timeout_ms")
+        problems.inRange(self.store.connectTimeoutMilliseconds, 1...60_000, "store.connect_timeout_ms")
+        problems.inRange(self.maxMessageBytes, 1...Int(Int32.max), "max_message_bytes")
+        problems.inRange(self.maxHeaderListBytes, 1024...(64 * 1024 * 1024), "max_header_list_bytes")
+        problems.inRange(self.maxConcurrentStreams, 1...Int(Int32.max), "max_concurrent_streams")
+        problems.inRange(self.maxConnections, 1...1_000_000, "max_connections")
+        if self.drainTimeoutSeconds.isFinite {
+            problems.inRange(self.drainTimeoutSeconds, 0...3600, "drain_timeout_seconds")
+        } else {
+            problems.add("drain_timeout_seconds", "expected a number of seconds")
+        }
+        problems.inRange(self.eventLoopThreads, 0...1024, "event_loop_threads")
+        problems.inRange(self.auth.clockSkewSeconds, 0...3600, "auth.clock_skew_seconds")
+        problems.inRange(self.auth.tokenCacheEntries, 0...1_000_000, "auth.token_cache_entries")
+        validateTransport(&problems)
+        validateTransportLimits(&problems)
+        validateObservability(&problems)
+        validateTesting(&problems, environment: environment)
 
-        try require(!self.apps.isEmpty, "apps", "expected at least one app")
+        problems.require(!self.apps.isEmpty, "apps", "expected at least one app")
         var firstIndexOfID: [String: Int] = [:]
         for (i, app) in self.apps.enumerated() {
             let appPath = "apps[\(i)]"
-            try require(Self.isValidAppID(app.id), appPath + ".id",
-                        "expected 1 to 64 characters of A-Z a-z 0-9 _ - ., found '\(app.id)'")
+            problems.require(Self.isValidAppID(app.id), appPath + ".id",
+                             "expected 1 to 64 characters of A-Z a-z 0-9 _ - ., found '\(app.id)'")
             if let first = firstIndexOfID[app.id] {
-                problems.append(ConfigurationError(
-                    file: file, keyPath: appPath + ".id",
-                    message: "duplicate app id '\(app.id)' (already used by apps[\(first)].id)"))
+                problems.add(appPath + ".id", "duplicate app id '\(app.id)' (already used by apps[\(first)].id)")
             } else {
                 firstIndexOfID[app.id] = i
             }
 
-            try require(!app.secrets.isEmpty, appPath + ".secrets", "expected at least one secret")
+            problems.require(!app.secrets.isEmpty, appPath + ".secrets", "expected at least one secret")
             var kids: Set<String> = []
             for (j, secret) in app.secrets.enumerated() {
                 let secretPath = appPath + ".secrets[\(j)]"
-                try require(!secret.kid.isEmpty && secret.kid.utf8.count <= 128, secretPath + ".kid",
-                            "expected a key id of 1 to 128 bytes")
-                try require(kids.insert(secret.kid).inserted, secretPath + ".kid",
-                            "duplicate kid '\(secret.kid)' in this app")
-                try require(secret.secret.utf8.count >= Self.minimumSecretBytes, secretPath + ".secret",
-                            "expected a secret of at least \(Self.minimumSecretBytes) bytes, found \(secret.secret.utf8.count)")
+                problems.require(!secret.kid.isEmpty && secret.kid.utf8.count <= 128, secretPath + ".kid",
+                                 "expected a key id of 1 to 128 bytes")
+                problems.require(kids.insert(secret.kid).inserted, secretPath + ".kid",
+                                 "duplicate kid '\(secret.kid)' in this app")
+                problems.require(secret.secret.utf8.count >= Self.minimumSecretBytes, secretPath + ".secret",
+                                 "expected a secret of at least \(Self.minimumSecretBytes) bytes, found \(secret.secret.utf8.count)")
             }
 
             let limitsPath = appPath + ".limits"
@@ -125,22 +139,19 @@ extension GroupdConfiguration {
                 // message_retention_seconds: 0 keeps history forever; max_slow_mode_interval_seconds:
                 // 0 keeps slow mode off; every other limit is at least 1.
                 let lowest = LimitsCoding.zeroAllowedKeys.contains(key) ? 0 : 1
-                try inRange(app.limits[keyPath: path], lowest...Int(Int32.max), limitsPath + "." + key)
+                problems.inRange(app.limits[keyPath: path], lowest...Int(Int32.max), limitsPath + "." + key)
             }
             for (key, path) in RateLimits.bucketKeys {
                 guard let rate = app.rateLimits[keyPath: path] else { continue }
                 let ratePath = appPath + ".rate_limits." + key
-                try require(
+                problems.require(
                     rate.perSecond.isFinite && rate.perSecond > 0 && rate.perSecond <= Double(RateLimits.maximumRate),
                     ratePath + ".per_second",
                     "expected calls per second above 0 and at most \(RateLimits.maximumRate), found \(rate.perSecond)")
-                try inRange(rate.burst, 1...RateLimits.maximumRate, ratePath + ".burst")
+                problems.inRange(rate.burst, 1...RateLimits.maximumRate, ratePath + ".burst")
             }
         }
-        if var first = problems.first {
-            first.more = Array(problems.dropFirst())
-            throw first
-        }
+        if let error = ConfigurationProblems.combined(problems.list) { throw error }
     }
 
     /// The shortest secret accepted: 32 bytes, the HS256 hash length (RFC 7518 §3.2).
@@ -173,12 +184,14 @@ extension GroupdConfiguration {
         return text
     }
 
-    private static func configurationError(_ error: any Error, file: String) -> ConfigurationError {
+    static func configurationError(_ error: any Error, file: String) -> ConfigurationError {
         switch error {
         case let fault as ConfigurationFault:
             return ConfigurationError(file: file, keyPath: keyPath(fault.path), message: fault.message)
         case let error as YamlError:
             return ConfigurationError(file: file, keyPath: "", message: "not valid YAML: \(error)")
+        case let error as ConfigurationError:
+            return error
         case let error as DecodingError:
             return configurationError(error, file: file)
         default:
@@ -223,5 +236,38 @@ extension GroupdConfiguration {
             if name.hasPrefix("Array") { return "a list" }
             return "a mapping of keys to values"
         }
+    }
+}
+
+/// The problems `validate` finds, in the order checked: each check adds its own and the checks go
+/// on, so that every value out of range is reported, not only the first.
+struct ConfigurationProblems {
+    /// The file named in every problem.
+    let file: String
+    /// What was found so far.
+    var list: [ConfigurationError] = []
+
+    init(file: String) { self.file = file }
+
+    /// Adds a problem at `path`.
+    mutating func add(_ path: String, _ message: String) {
+        list.append(ConfigurationError(file: file, keyPath: path, message: message))
+    }
+
+    /// Adds the problem at `path` unless `ok`.
+    mutating func require(_ ok: Bool, _ path: String, _ message: @autoclosure () -> String) {
+        if !ok { add(path, message()) }
+    }
+
+    /// Adds "expected a value from … to …, found …" unless `value` is in `range`.
+    mutating func inRange<T: Comparable>(_ value: T, _ range: ClosedRange<T>, _ path: String) {
+        require(range.contains(value), path, "expected a value from \(range.lowerBound) to \(range.upperBound), found \(value)")
+    }
+
+    /// The first problem with the others in its ``ConfigurationError/more``; `nil` for none.
+    static func combined(_ problems: [ConfigurationError]) -> ConfigurationError? {
+        guard var first = problems.first else { return nil }
+        first.more = Array(problems.dropFirst())
+        return first
     }
 }

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `metrics`: the Prometheus endpoint. Absent: no metrics are kept and nothing listens.
 ///
 /// ```yaml
@@ -117,18 +125,14 @@ extension LogSettings: Codable {
     /// Decode, taking the default for every absent key and refusing unknown keys and values.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: ["level", "format"])
-        let level: String = try c.value("level", or: Self.defaults.level.rawValue)
-        guard let parsedLevel = Level(rawValue: level) else {
-            throw ConfigurationFault(
-                path: c.codingPath + [ConfigKey("level")],
-                message: "expected one of \(Level.allCases.map(\.rawValue).joined(separator: ", ")), found '\(level)'")
-        }
-        let format: String = try c.value("format", or: Self.defaults.format.rawValue)
-        guard let parsedFormat = Format(rawValue: format) else {
-            throw ConfigurationFault(
-                path: c.codingPath + [ConfigKey("format")], message: "expected text or json, found '\(format)'")
-        }
-        self.init(level: parsedLevel, format: parsedFormat)
+        let level = try decoder.member(
+            "level", c.value("level", or: Self.defaults.level.rawValue),
+            expected: "one of \(Level.allCases.map(\.rawValue).joined(separator: ", "))",
+            fallback: Self.defaults.level, Level.init(rawValue:))
+        let format = try decoder.member(
+            "format", c.value("format", or: Self.defaults.format.rawValue), expected: "text or json",
+            fallback: Self.defaults.format, Format.init(rawValue:))
+        self.init(level: level, format: format)
     }
 
     /// Encode both keys.
@@ -157,27 +161,72 @@ extension GroupdConfiguration {
         try c.encode(log, forKey: ConfigKey("log"))
     }
 
-    /// Checks `metrics` and `access_log` against their documented ranges.
-    /// - Throws: ``ConfigurationError`` naming `file` and the key path.
-    func validateObservability(file: String) throws {
+    /// Checks `metrics` and `access_log` against their documented ranges. The metrics endpoint
+    /// may not take the gRPC listener's port on an address the listener covers: the same address,
+    /// or either one a wildcard (`0.0.0.0` covers every IPv4 address, `::` every address).
+    func validateObservability(_ problems: inout ConfigurationProblems) {
         if let metrics {
-            guard !metrics.host.isEmpty else {
-                throw ConfigurationError(file: file, keyPath: "metrics.host", message: "expected an address, found an empty string")
-            }
-            guard (0...65535).contains(metrics.port) else {
-                throw ConfigurationError(
-                    file: file, keyPath: "metrics.port", message: "expected a value from 0 to 65535, found \(metrics.port)")
-            }
-            if metrics.port != 0, metrics.port == listen.port, metrics.host == listen.host {
-                throw ConfigurationError(
-                    file: file, keyPath: "metrics.port",
-                    message: "expected a port other than listen.port (\(listen.port)) on the same host")
+            problems.require(!metrics.host.isEmpty, "metrics.host", "expected an address, found an empty string")
+            problems.inRange(metrics.port, 0...65535, "metrics.port")
+            if metrics.port != 0, metrics.port == listen.port, Self.addressesOverlap(metrics.host, listen.host) {
+                problems.add(
+                    "metrics.port",
+                    "expected a port other than listen.port (\(listen.port)): \(metrics.host) and \(listen.host) share it")
             }
         }
-        guard accessLog.sampleRate.isFinite, (0...1).contains(accessLog.sampleRate) else {
-            throw ConfigurationError(
-                file: file, keyPath: "access_log.sample_rate",
-                message: "expected a share from 0 to 1, found \(accessLog.sampleRate)")
+        if !(accessLog.sampleRate.isFinite && (0...1).contains(accessLog.sampleRate)) {
+            problems.add("access_log.sample_rate", "expected a share from 0 to 1, found \(accessLog.sampleRate)")
+        }
+    }
+
+    /// Whether listeners on hosts `a` and `b` (and one port) would both take the same address:
+    /// equal addresses (`127.0.0.1`, `::ffff:127.0.0.1`; `localhost` counts as loopback), or a
+    /// wildcard on either side: `0.0.0.0` with any IPv4 address, `::` with any address (it
+    /// accepts IPv4 too). Other host names are compared by name.
+    static func addressesOverlap(_ a: String, _ b: String) -> Bool {
+        let x = ListenAddress(a), y = ListenAddress(b)
+        switch (x, y) {
+        case (.any6, _), (_, .any6): return true
+        case (.any4, .any4), (.any4, .v4), (.v4, .any4): return true
+        case (.any4, .name), (.name, .any4): return true  // a name may resolve to an IPv4 address
+        case (.v4(let p), .v4(let q)): return p == q
+        case (.v6(let p), .v6(let q)): return p == q
+        case (.name(let p), .name(let q)): return p == q
+        case (.v4(let p), .name("localhost")), (.name("localhost"), .v4(let p)): return p == ListenAddress.loopback4
+        case (.v6(let p), .name("localhost")), (.name("localhost"), .v6(let p)): return p == ListenAddress.loopback6
+        default: return false
+        }
+    }
+}
+
+/// A listener host, as the clash check compares them.
+private enum ListenAddress: Equatable {
+    case any4, any6
+    case v4([UInt8]), v6([UInt8])
+    case name(String)
+
+    static let loopback4: [UInt8] = [127, 0, 0, 1]
+    static let loopback6: [UInt8] = Array(repeating: 0, count: 15) + [1]
+
+    init(_ host: String) {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            let bytes = withUnsafeBytes(of: &v4) { Array($0) }
+            self = bytes == [0, 0, 0, 0] ? .any4 : .v4(bytes)
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            if bytes.allSatisfy({ $0 == 0 }) {
+                self = .any6
+            } else if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
+                // IPv4-mapped (::ffff:a.b.c.d): the IPv4 address.
+                let mapped = Array(bytes[12..<16])
+                self = mapped == [0, 0, 0, 0] ? .any4 : .v4(mapped)
+            } else {
+                self = .v6(bytes)
+            }
+        } else {
+            self = .name(host.lowercased())
         }
     }
 }

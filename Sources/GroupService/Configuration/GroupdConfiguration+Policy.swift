@@ -1,3 +1,4 @@
+import Foundation
 import GroupAPI
 public import PolicyHost
 
@@ -76,24 +77,24 @@ struct PolicyCoding: Codable {
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: AppPolicySettings.keys)
-        let budget: Int = try c.value("budget_ms", or: 200)
-        try Self.checkBudget(budget, path: c.codingPath + [ConfigKey("budget_ms")])
+        var budget: Int = try c.value("budget_ms", or: 200)
+        if try !Self.checkBudget(budget, path: ["budget_ms"], decoder) { budget = 200 }
         var hookBudgets: [PolicyHook: Int] = [:]
-        for (name, value) in try c.value("hook_budgets_ms", or: [String: Int]()) {
-            let path = c.codingPath + [ConfigKey("hook_budgets_ms"), ConfigKey(name)]
-            hookBudgets[try Self.hook(name, path: path)] = value
-            try Self.checkBudget(value, path: path)
+        for (name, value) in try c.value("hook_budgets_ms", or: [String: Int]()).sorted(by: { $0.key < $1.key }) {
+            let path = ["hook_budgets_ms", name]
+            guard let hook = try Self.hook(name, path: path.map { ConfigKey($0) }, decoder) else { continue }
+            if try Self.checkBudget(value, path: path, decoder) { hookBudgets[hook] = value }
         }
         var failureModes: [PolicyHook: FailureMode] = [:]
-        for (name, value) in try c.value("failure_modes", or: [String: String]()) {
-            let path = c.codingPath + [ConfigKey("failure_modes"), ConfigKey(name)]
-            failureModes[try Self.hook(name, path: path)] = try Self.failureMode(value, path: path)
+        for (name, value) in try c.value("failure_modes", or: [String: String]()).sorted(by: { $0.key < $1.key }) {
+            let path = ["failure_modes", name]
+            guard let hook = try Self.hook(name, path: path.map { ConfigKey($0) }, decoder) else { continue }
+            failureModes[hook] = try Self.failureMode(value, path: path, decoder)
         }
-        let plugins = try c.value("plugins", or: [PluginCoding]()).map(\.plugin)
+        var plugins = try c.value("plugins", or: [PluginCoding]()).map(\.plugin)
         if plugins.count > AppPolicySettings.maxPlugins {
-            throw ConfigurationFault(
-                path: c.codingPath + [ConfigKey("plugins")],
-                message: "expected at most \(AppPolicySettings.maxPlugins) plugins, found \(plugins.count)")
+            try decoder.record(["plugins"], "expected at most \(AppPolicySettings.maxPlugins) plugins, found \(plugins.count)")
+            plugins = Array(plugins.prefix(AppPolicySettings.maxPlugins))
         }
         settings = AppPolicySettings(
             plugins: plugins, budgetMilliseconds: budget, hookBudgetMilliseconds: hookBudgets, failureModes: failureModes)
@@ -113,25 +114,32 @@ struct PolicyCoding: Codable {
         try c.encode(settings.plugins.map(PluginCoding.init), forKey: ConfigKey("plugins"))
     }
 
-    static func checkBudget(_ value: Int, path: [any CodingKey]) throws {
+    /// Whether `value` is a budget; if not, the mistake is recorded at `path` below `decoder`.
+    static func checkBudget(_ value: Int, path: [String], _ decoder: any Decoder) throws -> Bool {
         guard AppPolicySettings.budgetRange.contains(value) else {
-            throw ConfigurationFault(
-                path: path,
-                message: "expected milliseconds from \(AppPolicySettings.budgetRange.lowerBound) to \(AppPolicySettings.budgetRange.upperBound), found \(value)")
+            try decoder.record(
+                path,
+                "expected milliseconds from \(AppPolicySettings.budgetRange.lowerBound) to \(AppPolicySettings.budgetRange.upperBound), found \(value)")
+            return false
         }
+        return true
     }
 
-    static func hook(_ name: String, path: [any CodingKey]) throws -> PolicyHook {
+    /// The hook called `name`; `nil` (the mistake recorded at `path` below `decoder`) for an unknown name.
+    static func hook(_ name: String, path: [any CodingKey], _ decoder: any Decoder) throws -> PolicyHook? {
         guard let hook = PolicyHook(rawValue: name) else {
-            throw ConfigurationFault(
-                path: path, message: "unknown hook '\(name)'; expected one of: \(PolicyHook.allCases.map(\.rawValue).joined(separator: ", "))")
+            try decoder.record(
+                keys: path, "unknown hook '\(name)'; expected one of: \(PolicyHook.allCases.map(\.rawValue).joined(separator: ", "))")
+            return nil
         }
         return hook
     }
 
-    static func failureMode(_ name: String, path: [any CodingKey]) throws -> FailureMode {
+    /// The failure mode called `name`; `nil` (the mistake recorded at `path` below `decoder`) for an unknown name.
+    static func failureMode(_ name: String, path: [String], _ decoder: any Decoder) throws -> FailureMode? {
         guard let mode = FailureMode(rawValue: name) else {
-            throw ConfigurationFault(path: path, message: "expected fail_closed or fail_open, found '\(name)'")
+            try decoder.record(path, "expected fail_closed or fail_open, found '\(name)'")
+            return nil
         }
         return mode
     }
@@ -147,9 +155,7 @@ struct PluginCoding: Codable {
     init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: AppPolicySettings.pluginKeys)
         let path: String = try c.required("path")
-        guard !path.isEmpty else {
-            throw ConfigurationFault(path: c.codingPath + [ConfigKey("path")], message: "expected the path of a plugin library, found an empty string")
-        }
+        if path.isEmpty { try decoder.record(["path"], "expected the path of a plugin library, found an empty string") }
         var config = ""
         if c.contains(ConfigKey("config")), try !c.decodeNil(forKey: ConfigKey("config")) {
             if let text = try? c.decode(String.self, forKey: ConfigKey("config")) {
@@ -159,19 +165,36 @@ struct PluginCoding: Codable {
             }
         }
         let names: [String] = try c.required("hooks")
-        guard !names.isEmpty else {
-            throw ConfigurationFault(path: c.codingPath + [ConfigKey("hooks")], message: "expected at least one hook")
-        }
+        if names.isEmpty { try decoder.record(["hooks"], "expected at least one hook") }
         var hooks: [PolicyHook] = []
         for (index, name) in names.enumerated() {
-            let hook = try PolicyCoding.hook(name, path: c.codingPath + [ConfigKey("hooks"), ConfigKey(intValue: index)!])
+            guard let hook = try PolicyCoding.hook(name, path: [ConfigKey("hooks"), ConfigKey(intValue: index)!], decoder) else { continue }
             if !hooks.contains(hook) { hooks.append(hook) }
         }
         var failureMode: FailureMode?
         if let name = try c.decodeIfPresent(String.self, forKey: ConfigKey("failure_mode")) {
-            failureMode = try PolicyCoding.failureMode(name, path: c.codingPath + [ConfigKey("failure_mode")])
+            failureMode = try PolicyCoding.failureMode(name, path: ["failure_mode"], decoder)
+        }
+        if hooks.contains(.afterEvent), Self.isWebhookPlugin(path), Self.configKeys(config)?.contains("queue_dir") == false {
+            try decoder.record(
+                ["config"],
+                "the webhook plugin needs \"queue_dir\" (the after-event journal's directory) when its hooks include after_event")
         }
         plugin = PluginConfiguration(path: path, config: config, hooks: hooks, failureMode: failureMode)
+    }
+
+    /// Whether `path` names the shipped webhook plugin (`libWebhookPolicy.so`, in any directory),
+    /// whose `queue_dir` is required with `after_event` (docs/PLUGINS.md). The plugin cannot
+    /// refuse that itself: `instance_new` is not told the entry's hooks.
+    static func isWebhookPlugin(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return name == "libWebhookPolicy.so" || name == "libWebhookPolicy.dylib"
+    }
+
+    /// The top-level keys of a JSON object `config`; `nil` when it is not one (the plugin says why).
+    static func configKeys(_ config: String) -> Set<String>? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(config.utf8)) as? [String: Any] else { return nil }
+        return Set(object.keys)
     }
 
     func encode(to encoder: any Encoder) throws {

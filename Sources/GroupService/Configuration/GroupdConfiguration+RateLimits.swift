@@ -82,17 +82,16 @@ extension RateLimits.Rate: Codable {
     /// Decode; `per_second` is required and above 0, `burst` defaults to it rounded up.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: ["per_second", "burst"])
-        let perSecond: Double = try c.required("per_second")
-        guard perSecond.isFinite, perSecond > 0, perSecond <= Double(RateLimits.maximumRate) else {
-            throw ConfigurationFault(
-                path: c.codingPath + [ConfigKey("per_second")],
-                message: "expected calls per second above 0 and at most \(RateLimits.maximumRate), found \(perSecond)")
+        var perSecond: Double = try c.required("per_second")
+        if !(perSecond.isFinite && perSecond > 0 && perSecond <= Double(RateLimits.maximumRate)) {
+            try decoder.record(
+                ["per_second"], "expected calls per second above 0 and at most \(RateLimits.maximumRate), found \(perSecond)")
+            perSecond = 1  // a stand-in, so that the rest of the file is checked too
         }
-        let burst: Int = try c.value("burst", or: Int(perSecond.rounded(.up)))
-        guard (1...RateLimits.maximumRate).contains(burst) else {
-            throw ConfigurationFault(
-                path: c.codingPath + [ConfigKey("burst")],
-                message: "expected a value from 1 to \(RateLimits.maximumRate), found \(burst)")
+        var burst: Int = try c.value("burst", or: Int(perSecond.rounded(.up)))
+        if !(1...RateLimits.maximumRate).contains(burst) {
+            try decoder.record(["burst"], "expected a value from 1 to \(RateLimits.maximumRate), found \(burst)")
+            burst = 1
         }
         self.init(perSecond: perSecond, burst: burst)
     }

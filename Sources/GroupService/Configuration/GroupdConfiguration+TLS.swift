@@ -131,29 +131,26 @@ extension GroupdConfiguration {
     }
 
     /// Check `tls` and `keepalive` against their documented ranges.
-    func validateTransport(file: String) throws {
-        func fail(_ path: String, _ message: String) -> ConfigurationError {
-            ConfigurationError(file: file, keyPath: path, message: message)
-        }
+    func validateTransport(_ problems: inout ConfigurationProblems) {
         if let tls {
             let paths: [(String, String?)] = [("cert_file", tls.certFile), ("key_file", tls.keyFile), ("client_ca_file", tls.clientCAFile)]
             for (key, value) in paths {
-                if let value, value.isEmpty { throw fail("tls." + key, "expected a file path, found an empty string") }
+                if let value, value.isEmpty { problems.add("tls." + key, "expected a file path, found an empty string") }
             }
             let timeout = tls.handshakeTimeoutSeconds
-            guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
-                throw fail("tls.handshake_timeout_seconds", "expected seconds above 0 and at most 3600, found \(timeout)")
+            if !(timeout.isFinite && timeout > 0 && timeout <= 3600) {
+                problems.add("tls.handshake_timeout_seconds", "expected seconds above 0 and at most 3600, found \(timeout)")
             }
         }
         let maximum = Keepalive.maximumSeconds
         for (key, path) in Keepalive.durationKeys {
             let value = keepalive[keyPath: path]
-            guard value.isFinite, (0...maximum).contains(value) else {
-                throw fail("keepalive." + key, "expected seconds from 0 to \(Int(maximum)), found \(value)")
+            if !(value.isFinite && (0...maximum).contains(value)) {
+                problems.add("keepalive." + key, "expected seconds from 0 to \(Int(maximum)), found \(value)")
             }
         }
         if keepalive.timeoutSeconds == 0 {
-            throw fail("keepalive.timeout_seconds", "expected seconds above 0, found 0")
+            problems.add("keepalive.timeout_seconds", "expected seconds above 0, found 0")
         }
     }
 

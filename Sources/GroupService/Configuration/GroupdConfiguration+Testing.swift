@@ -49,12 +49,10 @@ extension TestingSettings: Codable {
     /// Decode, taking the default for every absent key and refusing unknown keys and values.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: ["clock", "clock_port"])
-        let clock: String = try c.value("clock", or: Self.defaults.clock.rawValue)
-        guard let parsed = Clock(rawValue: clock) else {
-            throw ConfigurationFault(
-                path: c.codingPath + [ConfigKey("clock")], message: "expected system or manual, found '\(clock)'")
-        }
-        self.init(clock: parsed, clockPort: try c.decodeIfPresent(Int.self, forKey: ConfigKey("clock_port")))
+        let clock = try decoder.member(
+            "clock", c.value("clock", or: Self.defaults.clock.rawValue), expected: "system or manual",
+            fallback: Self.defaults.clock, Clock.init(rawValue:))
+        self.init(clock: clock, clockPort: try c.decodeIfPresent(Int.self, forKey: ConfigKey("clock_port")))
     }
 
     /// Encode both keys (the port when set).
@@ -68,29 +66,22 @@ extension TestingSettings: Codable {
 extension GroupdConfiguration {
     /// Checks `testing`: `clock: manual` only with `GROUPD_TEST_CLOCK=1` in `environment` (the
     /// process's when `nil`) and with a `clock_port` from 0 to 65535; `clock_port` only with it.
-    /// - Throws: ``ConfigurationError`` naming `file` and the key path.
-    func validateTesting(file: String, environment: [String: String]?) throws {
+    func validateTesting(_ problems: inout ConfigurationProblems, environment: [String: String]?) {
         switch testing.clock {
         case .system:
             if testing.clockPort != nil {
-                throw ConfigurationError(
-                    file: file, keyPath: "testing.clock_port", message: "only with testing.clock: manual")
+                problems.add("testing.clock_port", "only with testing.clock: manual")
             }
         case .manual:
             let variable = TestingSettings.manualClockVariable
             let value = environment.map { $0[variable] } ?? getenv(variable).map { String(cString: $0) }
-            guard value == "1" else {
-                throw ConfigurationError(
-                    file: file, keyPath: "testing.clock",
-                    message: "manual is for groupd's tests only and needs \(variable)=1 in the environment")
+            if value != "1" {
+                problems.add("testing.clock", "manual is for groupd's tests only and needs \(variable)=1 in the environment")
             }
-            guard let port = testing.clockPort else {
-                throw ConfigurationError(
-                    file: file, keyPath: "testing.clock_port", message: "required with testing.clock: manual")
-            }
-            guard (0...65535).contains(port) else {
-                throw ConfigurationError(
-                    file: file, keyPath: "testing.clock_port", message: "expected a value from 0 to 65535, found \(port)")
+            if let port = testing.clockPort {
+                problems.inRange(port, 0...65535, "testing.clock_port")
+            } else {
+                problems.add("testing.clock_port", "required with testing.clock: manual")
             }
         }
     }

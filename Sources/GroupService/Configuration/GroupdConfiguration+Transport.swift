@@ -135,46 +135,45 @@ extension GroupdConfiguration {
     }
 
     /// Check `transport` against its documented ranges.
-    func validateTransportLimits(file: String) throws {
-        func fail(_ key: String, _ message: String) -> ConfigurationError {
-            ConfigurationError(file: file, keyPath: "transport." + key, message: message)
+    func validateTransportLimits(_ problems: inout ConfigurationProblems) {
+        func fail(_ key: String, _ message: String) {
+            problems.add("transport." + key, message)
         }
         let preface = transport.prefaceTimeoutSeconds
-        guard preface.isFinite, preface > 0, preface <= 3600 else {
-            throw fail("preface_timeout_seconds", "expected seconds above 0 and at most 3600, found \(preface)")
+        if !(preface.isFinite && preface > 0 && preface <= 3600) {
+            fail("preface_timeout_seconds", "expected seconds above 0 and at most 3600, found \(preface)")
         }
         let idle = transport.idleTimeoutSeconds
-        guard idle.isFinite, (0...86_400).contains(idle) else {
-            throw fail("idle_timeout_seconds", "expected seconds from 0 (never) to 86400, found \(idle)")
+        if !(idle.isFinite && (0...86_400).contains(idle)) {
+            fail("idle_timeout_seconds", "expected seconds from 0 (never) to 86400, found \(idle)")
         }
         let calls = transport.maxUnauthenticatedCalls
-        guard (1...1_000_000).contains(calls) else {
-            throw fail("max_unauthenticated_calls", "expected a value from 1 to 1000000, found \(calls)")
+        if !(1...1_000_000).contains(calls) {
+            fail("max_unauthenticated_calls", "expected a value from 1 to 1000000, found \(calls)")
         }
         let perConnection = transport.maxQueuedBytesPerConnection
-        guard (65536...(1 << 30)).contains(perConnection) else {
-            throw fail("max_queued_bytes_per_connection", "expected bytes from 65536 to \(1 << 30), found \(perConnection)")
-        }
-        guard (perConnection...(1 << 36)).contains(transport.maxQueuedBytes) else {
-            throw fail(
+        if !(65536...(1 << 30)).contains(perConnection) {
+            fail("max_queued_bytes_per_connection", "expected bytes from 65536 to \(1 << 30), found \(perConnection)")
+        } else if !(perConnection...(1 << 36)).contains(transport.maxQueuedBytes) {
+            fail(
                 "max_queued_bytes",
                 "expected bytes from max_queued_bytes_per_connection (\(perConnection)) to \(1 << 36), found \(transport.maxQueuedBytes)")
         }
         let stalled = transport.stalledWriteTimeoutSeconds
-        guard stalled.isFinite, stalled > 0, stalled <= 3600 else {
-            throw fail("stalled_write_timeout_seconds", "expected seconds above 0 and at most 3600, found \(stalled)")
+        if !(stalled.isFinite && stalled > 0 && stalled <= 3600) {
+            fail("stalled_write_timeout_seconds", "expected seconds above 0 and at most 3600, found \(stalled)")
         }
-        func check(_ value: Int, _ key: String, _ range: ClosedRange<Int>) throws {
-            guard range.contains(value) else {
-                throw fail(key, "expected \(range.lowerBound) to \(range.upperBound), found \(value)")
-            }
+        func check(_ value: Int, _ key: String, _ range: ClosedRange<Int>) {
+            if !range.contains(value) { fail(key, "expected \(range.lowerBound) to \(range.upperBound), found \(value)") }
         }
-        try check(transport.resetBurst, "reset_burst", 1...1_000_000)
-        try check(transport.maxResetsPerSecond, "max_resets_per_second", 1...1_000_000)
-        try check(transport.readsPerTurn, "reads_per_turn", 1...64)
-        try check(transport.readBufferBytes, "read_buffer_bytes", 4096...1_048_576)
-        guard transport.readBufferBytes.nonzeroBitCount == 1 else {
-            throw fail("read_buffer_bytes", "expected a power of two from 4096 to 1048576, found \(transport.readBufferBytes)")
+        check(transport.resetBurst, "reset_burst", 1...1_000_000)
+        check(transport.maxResetsPerSecond, "max_resets_per_second", 1...1_000_000)
+        check(transport.readsPerTurn, "reads_per_turn", 1...64)
+        let buffer = transport.readBufferBytes
+        if !(4096...1_048_576).contains(buffer) {
+            check(buffer, "read_buffer_bytes", 4096...1_048_576)
+        } else if buffer.nonzeroBitCount != 1 {
+            fail("read_buffer_bytes", "expected a power of two from 4096 to 1048576, found \(buffer)")
         }
     }
 }
