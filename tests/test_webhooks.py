@@ -580,3 +580,57 @@ def test_a_reload_hands_delivery_over_without_two_deliverers(tmp_path):
         assert setup.events.max_in_flight == 1
     finally:
         setup.close()
+
+
+# `groupd check-config` on webhook entries: queue_dir is required with after_event, and checking
+# creates nothing on disk.
+
+def check_config(tmp_path, plugin_config, hooks):
+    import subprocess
+
+    from support import GROUPD_BIN
+    config = tmp_path / "groupd.yaml"
+    config.write_text(f"""apps:
+  - id: {APP_ID}
+    secrets: [{{kid: k1, secret: "0123456789abcdef0123456789abcdef"}}]
+    policy:
+      plugins:
+        - path: libWebhookPolicy.so
+          config: {plugin_config}
+          hooks: {hooks}
+""")
+    return config, subprocess.run([str(GROUPD_BIN), "check-config", str(config)], capture_output=True, text=True,
+                                  timeout=30)
+
+
+@pytest.mark.parametrize("plugin_config", ['{url: "http://127.0.0.1:1/h", secret: s}',
+                                           '\'{"url": "http://127.0.0.1:1/h", "secret": "s"}\''])
+def test_check_config_refuses_after_event_without_queue_dir(tmp_path, plugin_config):
+    config, result = check_config(tmp_path, plugin_config, "[before_create_group, after_event]")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.splitlines() == [
+        f'groupd: {config}: apps[0].policy.plugins[0].config: the webhook plugin needs "queue_dir" '
+        "(the after-event journal's directory) when its hooks include after_event"], result.stderr
+
+
+def test_check_config_takes_a_webhook_without_after_event_and_no_queue_dir(tmp_path):
+    _, result = check_config(tmp_path, '{url: "http://127.0.0.1:1/h", secret: s}', "[before_create_group]")
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_config_creates_no_queue_dir(tmp_path):
+    queue_dir = tmp_path / "spool" / "webhooks"
+    _, result = check_config(tmp_path, f'{{url: "http://127.0.0.1:1/h", secret: s, queue_dir: "{queue_dir}"}}',
+                             "[after_event]")
+    assert result.returncode == 0, result.stderr
+    assert "1 plugin loaded" in result.stdout
+    assert not (tmp_path / "spool").exists(), "checking created the queue directory"
+
+
+def test_check_config_refuses_a_queue_dir_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _, result = check_config(tmp_path, f'{{url: "http://127.0.0.1:1/h", secret: s, queue_dir: "{blocker}/queue"}}',
+                             "[after_event]")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"cannot create queue_dir {blocker}/queue: Not a directory" in result.stderr, result.stderr

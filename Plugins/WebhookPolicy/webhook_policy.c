@@ -808,6 +808,37 @@ static int open_queue(webhook *self, groupd_call *call) {
     return 0;
 }
 
+/* `groupd check-config` makes instances with GROUPD_POLICY_CHECK=1 in its environment: such an
+ * instance only checks its configuration, and leaves the disk and the network alone. */
+static int checking_only(void) {
+    const char *value = getenv("GROUPD_POLICY_CHECK");
+    return value && strcmp(value, "1") == 0;
+}
+
+/* What open_queue would find, without creating or opening anything: `path` is a directory we
+ * may write in, or the nearest part of it that exists is one (so that it can be created). */
+static int check_queue_dir(const char *path, groupd_call *call) {
+    char *copy = strdup(path);
+    if (!copy) { fail(call, "webhook: out of memory"); return -1; }
+    struct stat info;
+    for (;;) {
+        if (stat(copy, &info) == 0) break;
+        if (errno != ENOENT) goto unusable;
+        char *slash = strrchr(copy, '/');
+        if (!slash) { strcpy(copy, "."); continue; }          /* a relative path: the working directory */
+        if (slash == copy) { copy[1] = 0; continue; }          /* the root */
+        *slash = 0;
+    }
+    if (!S_ISDIR(info.st_mode)) { errno = ENOTDIR; goto unusable; }
+    if (access(copy, W_OK | X_OK) != 0) goto unusable;
+    free(copy);
+    return 0;
+unusable:
+    fail(call, "webhook: cannot create queue_dir %s: %s", path, strerror(errno));
+    free(copy);
+    return -1;
+}
+
 static int read_positive(json_t *config, const char *key, long fallback, long *out, groupd_call *call) {
     json_t *value = json_object_get(config, key);
     if (!value) { *out = fallback; return 0; }
@@ -877,7 +908,9 @@ static void *webhook_new(groupd_call *call, groupd_str app_id, groupd_str config
             self->events[self->event_count++] = strdup(json_string_value(value));
         }
     }
-    if (queue_dir) {
+    if (queue_dir && checking_only()) {
+        if (check_queue_dir(json_string_value(queue_dir), call) != 0) goto refuse;
+    } else if (queue_dir) {
         self->queue_dir = strdup(json_string_value(queue_dir));
         if (open_queue(self, call) != 0) goto refuse;
     }
