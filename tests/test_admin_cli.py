@@ -323,3 +323,41 @@ def test_events_tail_ended_by_the_server_names_the_cursor_to_resume_from(groupd)
     assert printed == [{"caughtUp": {}, "cursor": "c-1"}, {"event": {"groupId": "g", "sequence": "7"}, "cursor": "c-2"}]
     assert "Subscribe: UNAVAILABLE: subscriber too slow (reason SUBSCRIBER_TOO_SLOW)" in result.stderr, result.stderr
     assert "resume with --after c-2" in result.stderr
+
+
+# The connection failures a new operator meets first: each is one line naming what went wrong
+# (no TLS library dump, no socket error dump) and what to do, with exit status 1.
+
+def one_line(result):
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert " at /" not in lines[0] and "errno" not in lines[0] and "Error:" not in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_refused_connection_is_one_line(groupd):
+    import support
+
+    port = support.free_port()
+    result = admin(groupd, "health", "--address", f"127.0.0.1:{port}")
+    assert result.returncode == 1
+    assert one_line(result) == f"groupd admin: UNAVAILABLE: cannot connect to 127.0.0.1:{port}: Connection refused"
+
+
+def test_a_certificate_another_ca_signed_is_one_line_naming_the_ca_option(groupd, pki, tls_servers):
+    result = health(groupd, tls_servers["tls"], "--ca-file", str(pki / "other-ca.pem"))
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith("groupd admin: grpc.health.v1.Health/Check: UNAVAILABLE: ") or \
+        line.startswith("groupd admin: Check: UNAVAILABLE: "), line
+    assert line.endswith(f"connection to {tls_servers['tls']} failed: TLS handshake failed: the server's certificate is "
+                         "not signed by a trusted CA (CERTIFICATE_VERIFY_FAILED); name the CA that signed it with "
+                         "--ca-file PEM"), line
+
+
+def test_plaintext_to_a_tls_server_says_to_use_tls(groupd, tls_servers):
+    result = health(groupd, tls_servers["tls"])
+    assert result.returncode == 1
+    line = one_line(result)
+    assert "the server may expect TLS" in line or "answered in TLS" in line, line
+    assert line.endswith("; connect with --tls (and --ca-file PEM when a private CA signed its certificate)"), line

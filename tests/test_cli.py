@@ -100,3 +100,49 @@ def test_serve_with_the_metrics_port_in_use_says_so_in_one_line(workdir):
     failures = [line for line in lines if "error" in line.lower() or "fail" in line.lower()]
     assert len(failures) == 1 and failures[0].endswith(
         f"cannot listen for metrics on 127.0.0.1:{port}: Address already in use"), lines
+
+
+def header(token):
+    head = token.split(".")[0]
+    return json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+
+
+def test_token_signs_with_the_kid_asked_for(workdir):
+    (workdir / "groupd.yaml").write_text(CONFIG + f"      - kid: k2\n        secret: \"{SECRET[::-1]}\"\n")
+    assert header(token(workdir, "--user", "alice").stdout.strip())["kid"] == "k1"
+    chosen = token(workdir, "--user", "alice", "--kid", "k2")
+    assert chosen.returncode == 0, chosen.stderr
+    assert header(chosen.stdout.strip())["kid"] == "k2"
+
+
+@pytest.mark.parametrize("kid", ["k9", ""])
+def test_token_refuses_a_kid_the_app_does_not_have(workdir, kid):
+    (workdir / "groupd.yaml").write_text(CONFIG + f"      - kid: k2\n        secret: \"{SECRET[::-1]}\"\n")
+    result = token(workdir, "--user", "alice", "--kid", kid)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == "", "no token is printed"
+    assert result.stderr.splitlines() == [
+        f"groupd: app demo in {workdir / 'groupd.yaml'} has no secret with kid {kid}; its kids: k1, k2"], result.stderr
+
+
+@pytest.mark.parametrize("command", [["serve"], ["token", "--app", "demo", "--admin"], ["quickstart"]])
+def test_a_missing_configuration_file_is_named_with_the_way_to_make_one(workdir, command):
+    empty = workdir / "empty"
+    empty.mkdir()
+    result = subprocess.run([str(Path(GROUPD_BIN).resolve()), *command], capture_output=True, text=True, timeout=30, cwd=empty)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.splitlines() == [
+        "groupd: groupd.yaml: cannot read the file: No such file or directory; "
+        "write one with: groupd demo-config > groupd.yaml"], result.stderr
+
+
+def test_a_configuration_that_is_a_directory_says_so(workdir):
+    result = run("check-config", str(workdir))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"groupd: {workdir}: cannot read the file: Is a directory"], result.stderr
+
+
+def test_admin_group_get_usage_names_its_argument(workdir):
+    result = run("admin", "group", "get", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "<group-id> ..." in result.stdout and "group-i-ds" not in result.stdout, result.stdout

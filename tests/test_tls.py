@@ -379,3 +379,17 @@ def test_sigterm_drains_tls_connections_and_exits_0(pki, workdir):
         channel.close()
     finally:
         server.stop()
+
+
+def test_admin_without_tls_on_the_tls_port_says_the_server_may_speak_tls(pki, workdir, servers):
+    server = servers(Groupd(workdir, tls=tls_keys(pki)))
+    result = subprocess.run([str(GROUPD_BIN), "admin", "health", "--config", str(server.config), "--timeout", "5"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1, result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "the server may expect TLS" in lines[0] or "answered in TLS" in lines[0], lines[0]
+    assert lines[0].endswith("; connect with --tls (and --ca-file PEM when a private CA signed its certificate)"), lines[0]
+    with_tls = subprocess.run([str(GROUPD_BIN), "admin", "health", "--config", str(server.config), "--timeout", "5",
+                               "--ca-file", str(pki.root[0])], capture_output=True, text=True, timeout=30)
+    assert with_tls.returncode == 0, with_tls.stderr

@@ -4,6 +4,12 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A gRPC client connection over HTTP/2 (nghttp2's client session): h2c with prior knowledge, or
 /// TLS with ALPN `h2` (optionally presenting a client certificate). Unary and server-streaming
 /// calls; every call may carry a timeout (sent as `grpc-timeout` and enforced locally) and
@@ -126,7 +132,7 @@ public final class GRPCClientConnection: Sendable {
         do {
             channel = try await bootstrap.connect(host: configuration.host, port: configuration.port).get()
         } catch {
-            throw GRPCCallError(.unavailable, "cannot connect to \(address): \(error)")
+            throw GRPCCallError(.unavailable, "cannot connect to \(address): \(describe(error))")
         }
         do {
             let handler = try await channel.eventLoop.submit {
@@ -136,6 +142,55 @@ public final class GRPCClientConnection: Sendable {
         } catch {
             try? await channel.close()
             throw GRPCCallError(.unavailable, "connection to \(address) closed at once: \(error)")
+        }
+    }
+
+    /// A connection failure in one line: the system's words for a socket error (`Connection
+    /// refused`), a timeout, a name that does not resolve, or the reason of a failed TLS handshake
+    /// (BoringSSL's reason code, without its stack of source locations).
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as NIOConnectionError:
+            if let failure = error.connectionErrors.first { return describe(failure.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name \(error.host) does not resolve" }
+            return "no address found for \(error.host)"
+        case let error as IOError:
+            return String(cString: strerror(error.errnoCode))
+        case ChannelError.connectTimeout(let amount):
+            return "no answer within \(amount.nanoseconds / 1_000_000) ms"
+        case NIOSSLError.handshakeFailed(let failure):
+            return "TLS handshake failed: \(describe(failure))"
+        case let error as BoringSSLError:
+            return describe(error)
+        default:
+            return "\(error)"
+        }
+    }
+
+    /// BoringSSL's reasons (`CERTIFICATE_VERIFY_FAILED`), said in words where an operator meets them.
+    private static func describe(_ error: BoringSSLError) -> String {
+        let stack: NIOBoringSSLErrorStack
+        switch error {
+        case .sslError(let errors), .unknownError(let errors), .invalidSNIName(let errors), .failedToSetALPN(let errors):
+            stack = errors
+        default:
+            return "\(error)"
+        }
+        // Each entry reads "Error: CODE error:HEX:LIBRARY:FUNCTION:REASON at FILE:LINE".
+        let reasons = stack.compactMap { entry -> String? in
+            let text = "\(entry)"
+            let head = text.firstRange(of: " at ").map { text[..<$0.lowerBound] } ?? Substring(text)
+            return head.split(separator: ":").last.map(String.init)
+        }
+        switch reasons.first {
+        case "CERTIFICATE_VERIFY_FAILED":
+            return "the server's certificate is not signed by a trusted CA (CERTIFICATE_VERIFY_FAILED)"
+        case "WRONG_VERSION_NUMBER":
+            return "the server does not speak TLS there (WRONG_VERSION_NUMBER)"
+        case let reason?:
+            return reason
+        case nil:
+            return "\(error)"
         }
     }
 

@@ -68,6 +68,12 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     private var inSession = false
     private var closed = false
     private var goAwayReceived = false
+    /// Whether the server has sent a byte yet (a plaintext client closed at once, before any byte,
+    /// has most likely reached a TLS listener).
+    private var receivedAny = false
+    /// Why the connection failed, for calls started after it did (a failed TLS handshake ends
+    /// the connection before the first call may start).
+    private var failure: GRPCCallError?
 
     /// Creates the handler of one connection.
     /// - Parameters:
@@ -116,6 +122,13 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session, !closed else { return }
         let buffer = unwrapInboundIn(data)
+        if !receivedAny, scheme == "http", let first = buffer.readableBytesView.first, first == 0x15 || first == 0x16 {
+            // A TLS record (an alert or a handshake) where HTTP/2 frames were due.
+            failAll(GRPCCallError(.unavailable, "\(authority) answered in TLS: the server expects a TLS connection"))
+            close()
+            return
+        }
+        receivedAny = true
         inSession = true
         let rv = buffer.withUnsafeReadableBytes { bytes -> Int64 in
             groupd_nghttp2_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
@@ -136,12 +149,14 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failAll(GRPCCallError(.unavailable, "connection to \(authority) failed: \(error)"))
+        failAll(GRPCCallError(.unavailable, "connection to \(authority) failed: \(GRPCClientConnection.describe(error))"))
         close()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        failAll(GRPCCallError(.unavailable, "connection to \(authority) closed"))
+        failAll(GRPCCallError(.unavailable, receivedAny || scheme != "http"
+            ? "connection to \(authority) closed"
+            : "connection to \(authority) closed before the server sent anything: the server may expect TLS"))
         tearDown()
         context.fireChannelInactive()
     }
@@ -170,7 +185,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// Starts a call: submits its HEADERS and request DATA and arms its deadline.
     func start(_ request: CallRequest) {
         guard let session, let context, !closed, !goAwayReceived else {
-            request.continuation.finish(throwing: GRPCCallError(.unavailable, "connection to \(authority) is closed"))
+            request.continuation.finish(throwing: failure ?? GRPCCallError(.unavailable, "connection to \(authority) is closed"))
             return
         }
         let call = Call(request)
@@ -237,6 +252,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     private func failAll(_ error: GRPCCallError) {
+        if failure == nil { failure = error }
         for (streamID, call) in calls {
             apply(call.state.fail(error), to: call, streamID: streamID)
         }

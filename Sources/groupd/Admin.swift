@@ -91,6 +91,8 @@ struct AdminSession {
     let metadata: [(name: String, value: String)]
     let timeout: Duration
     let pretty: Bool
+    /// Whether the connection uses TLS (`--tls`, `--ca-file` or `--cert-file`).
+    let usesTLS: Bool
 
     /// Reads the configuration, mints the admin token and connects.
     /// - Throws: `ExitCode(2)` for usage problems, `ExitCode(1)` when the server cannot be reached
@@ -146,9 +148,9 @@ struct AdminSession {
             let connection = try await GRPCClientConnection.connect(to: .init(host: host, port: port, tls: tls))
             return AdminSession(
                 connection: connection, metadata: [("authorization", "Bearer \(token)")],
-                timeout: .milliseconds(Int64(options.timeout * 1000)), pretty: options.pretty)
+                timeout: .milliseconds(Int64(options.timeout * 1000)), pretty: options.pretty, usesTLS: tls != nil)
         } catch {
-            printError("groupd admin: \(error)")
+            printError("groupd admin: \(error)\(hint(for: error, usesTLS: tls != nil))")
             throw ExitCode(1)
         }
     }
@@ -165,9 +167,26 @@ struct AdminSession {
 
     /// Prints a failed call and exits 1.
     func fail(_ methodName: String, _ error: GRPCCallError) async -> Never {
-        printError("groupd admin: \(methodName): \(error)")
+        printError("groupd admin: \(methodName): \(error)\(AdminSession.hint(for: error, usesTLS: usesTLS))")
         await connection.close()
         Glibc.exit(1)
+    }
+
+    /// What to try next after a connection failure an operator meets first, as the end of its line:
+    /// a TLS server reached without TLS, a certificate the given CAs did not sign.
+    static func hint(for error: GRPCCallError, usesTLS: Bool) -> String {
+        guard error.code == .unavailable else { return "" }
+        let message = error.message
+        if !usesTLS && (message.contains("may expect TLS") || message.contains("answered in TLS")) {
+            return "; connect with --tls (and --ca-file PEM when a private CA signed its certificate)"
+        }
+        if usesTLS && message.contains("CERTIFICATE_VERIFY_FAILED") {
+            return "; name the CA that signed it with --ca-file PEM"
+        }
+        if usesTLS && message.contains("does not speak TLS") {
+            return "; leave out --tls for a plaintext server"
+        }
+        return ""
     }
 
     /// Writes one message as a JSON line.
@@ -233,7 +252,7 @@ struct AdminGroupGet: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "get", abstract: "Print groups by id (GetGroupsInfo).")
 
     @OptionGroup var options: AdminOptions
-    @Argument(help: "Group ids.") var groupIDs: [String]
+    @Argument(help: ArgumentHelp("Group ids.", valueName: "group-id")) var groupIDs: [String]
 
     func validate() throws {
         guard !groupIDs.isEmpty else { throw ValidationError("name at least one group id") }

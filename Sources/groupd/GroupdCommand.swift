@@ -42,6 +42,11 @@ func loadConfiguration(_ path: String) throws -> GroupdConfiguration {
     do {
         return try GroupdConfiguration.load(path: path)
     } catch let error as ConfigurationError {
+        if access(path, F_OK) != 0 && errno == ENOENT {
+            // A first run: say how to get a file.
+            printError("groupd: \(error); write one with: groupd demo-config > \(path)")
+            throw ExitCode(2)
+        }
         for problem in error.all { printError("groupd: \(problem)") }
         throw ExitCode(2)
     } catch {
@@ -70,7 +75,8 @@ import Darwin
 #endif
 
 /// `groupd check-config FILE`: validates a configuration without serving: the file, its TLS
-/// files, then every policy plugin it names (loaded and instantiated with its config, then torn down). A failure
+/// files, then every policy plugin it names (loaded and instantiated with its config, with
+/// `GROUPD_POLICY_CHECK=1` in the environment, then torn down). A failure
 /// prints `groupd: FILE: KEY PATH: what went wrong` per problem (every value out of range, not only
 /// the first) and exits 2.
 struct CheckConfig: AsyncParsableCommand {
@@ -81,6 +87,9 @@ struct CheckConfig: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
+        // Tells the plugins' instance_new that this is a check: the shipped webhook plugin then
+        // checks its queue_dir without creating it or starting its delivery (docs/PLUGINS.md).
+        setenv("GROUPD_POLICY_CHECK", "1", 1)
         let config = try loadConfiguration(file)
         // The TLS files are read and checked as `serve` does (expiry, key, PEM).
         _ = try loadServerTLS(config, configPath: file)
@@ -125,8 +134,11 @@ struct Token: AsyncParsableCommand {
             printError("groupd: no app \(self.app) in \(config)")
             throw ExitCode(2)
         }
-        guard let secret = kid.flatMap({ kid in app.secrets.first { $0.kid == kid } }) ?? app.secrets.first else {
-            printError("groupd: app \(app.id) has no secret with kid \(kid ?? "")")
+        let kids = app.secrets.map(\.kid)
+        let chosen = kid.map { kid in app.secrets.first { $0.kid == kid } } ?? app.secrets.first
+        guard let secret = chosen else {
+            // An unknown kid is refused: a token signed with another key would not be the one asked for.
+            printError("groupd: app \(app.id) in \(config) has no secret with kid \(kid ?? ""); its kids: \(kids.joined(separator: ", "))")
             throw ExitCode(2)
         }
         print(try await TokenMinter.mint(app: app.id, secret: secret.secret, kid: secret.kid, user: user ?? "admin", admin: admin, ttl: .seconds(ttl)))

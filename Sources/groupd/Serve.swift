@@ -43,6 +43,8 @@ struct Serve: AsyncParsableCommand {
             store = Store(
                 backend: try await SQLiteBackend.open(path: configuration.databasePath, durability: configuration.durability),
                 batching: configuration.writeBatching)
+            // A relative data_dir is relative to the working directory: say where that is.
+            logger.info("store: SQLite", metadata: ["path": "\(absolutePath(configuration.databasePath))"])
         case .postgres:
             // Several nodes share the database: no node keeps group records in memory, since a
             // write on another node would leave them stale (docs/SCALING.md).
@@ -152,6 +154,14 @@ struct ServerService: Service {
         service.beginShutdown()
         await server.shutdownGracefully()
     }
+}
+
+/// `path` made absolute against the working directory.
+func absolutePath(_ path: String) -> String {
+    guard !path.hasPrefix("/"), let directory = getcwd(nil, 0) else { return path }
+    defer { free(directory) }
+    let base = String(cString: directory)
+    return (base.hasSuffix("/") ? base : base + "/") + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
 }
 
 /// `host:port`, with an IPv6 host in brackets.
