@@ -94,8 +94,9 @@ def hpack_integer(value, prefix_bits, first_byte):
 @pytest.mark.parametrize("fragment", [b"", b"\x40\x01a\x01b"], ids=["empty", "literal-headers"])
 def test_continuation_flood_is_goaway_protocol_error(server, fragment):
     """HEADERS without END_HEADERS, then CONTINUATION frames without end until the server closes:
-    nghttp2 accepts 8 per header block (CVE-2024-28182) and fails the session; groupd answers
-    GOAWAY PROTOCOL_ERROR naming the stream begun."""
+    groupd lets nghttp2 take 256 frames per header block (its `max_continuations`, 8 by default
+    since CVE-2024-28182, is set to 255), then nghttp2 fails the session; groupd answers GOAWAY
+    PROTOCOL_ERROR naming the stream begun."""
     before = server.rss_kb()
     with GoodClient(server) as good, open_raw(server.port) as client:
         client.send(frame(HEADERS, 0, 1, client.encoder.encode(grpc_headers(CHECK))))
@@ -116,8 +117,7 @@ def hpack_bomb_block(client, references):
 
 @pytest.mark.parametrize("pieces", [1, 8], ids=["one-frame", "headers-and-7-continuations"])
 def test_hpack_bomb_is_resource_exhausted_on_its_stream(server, pieces):
-    """A header list that decodes to ~48 MB (one frame) or ~520 MB (a block of 8 frames, the
-    most nghttp2 takes) from under 16 KB per frame: the stream is refused with RESOURCE_EXHAUSTED
+    """A header list that decodes to ~48 MB (one frame) or ~520 MB (a block of 8 frames) from under 16 KB per frame: the stream is refused with RESOURCE_EXHAUSTED
     (max_header_list_bytes), the connection and its HPACK state serve on."""
     before = server.rss_kb()
     with GoodClient(server) as good, open_raw(server.port) as client:
