@@ -14,10 +14,16 @@ import Synchronization
 ///   order, so two nodes never deadlock) and holds them until it commits: an app's transactions
 ///   are serialized across nodes, so a group's sequence stays gap-free and `event_id`s are in
 ///   commit order within an app. Different apps commit in parallel.
-/// - **Events across nodes**: a transaction that appended events notifies
-///   ``PostgresSchema/eventChannel`` with its app id (delivered at commit). Every node listens
-///   and reads the app's events after the last one it published from the table, so a
-///   subscriber on any node receives every event in `event_id` order (``PostgresEventFollower``).
+/// - **Events across nodes**: after a batch that appended events commits, the node rings a
+///   doorbell: it notifies ``PostgresSchema/eventChannel`` with each app's `event_id` range, on a
+///   connection of its own with `synchronous_commit = off`. The notification is sent outside the
+///   data transaction, because PostgreSQL holds a cluster-wide lock from a notifying
+///   transaction's pre-commit until after its commit record is flushed: a `NOTIFY` inside every
+///   batch made the commits of all apps wait on each other's flushes. Every node listens and
+///   reads the app's events after the last one it delivered from the table, so a subscriber on
+///   any node receives every event in `event_id` order (``PostgresEventFollower``). A node that
+///   dies between its commit and its doorbell loses nothing: every node also reads the apps'
+///   heads every ``PostgresStoreSettings/eventPollMilliseconds`` and catches up what it missed.
 /// - **Reads** run on a pool of connections (``PostgresStoreSettings/poolSize``), each in one
 ///   `REPEATABLE READ` snapshot; when every connection is busy up to
 ///   ``PostgresStoreSettings/maxWaiting`` calls wait, and the next is refused (`STORE_BUSY`).
@@ -46,6 +52,18 @@ public final class PostgresBackend: StoreBackend {
     /// The connection holding the periodic passes' locks (``exclusively(_:_:)``), on ``passQueue``.
     let passSession: PostgresSession
     let passQueue = DispatchQueue(label: "groupd.postgres.passes")
+    /// The connection the doorbells go out on (``ringDoorbells(_:)``), with
+    /// `synchronous_commit = off`, on ``doorbellQueue``.
+    let doorbellSession: PostgresSession
+    let doorbellQueue = DispatchQueue(label: "groupd.postgres.doorbell")
+    /// Doorbells not sent yet: per app, the `event_id` range committed since the last one went
+    /// out. Rings that come faster than one round trip are merged into one notification per app.
+    private let pendingDoorbells = Mutex<[String: ClosedRange<Int64>]>([:])
+    /// Tests only: drop every doorbell instead of sending it (a node that dies between its commit
+    /// and its doorbell).
+    let doorbellFault = Mutex(false)
+    /// Doorbells sent (one per app and notification), for the tests.
+    let doorbellsSent = Atomic<Int>(0)
     let follower: PostgresEventFollower
     let monitor: PostgresAvailability
     /// The migrations applied when the backend opened.
@@ -65,6 +83,8 @@ public final class PostgresBackend: StoreBackend {
         self.passSession = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 4)
         self.roomSession = PostgresSession(
             settings: settings, eventLoop: loop, logger: logger, id: 5, setup: ["SET synchronous_commit = off"])
+        self.doorbellSession = PostgresSession(
+            settings: settings, eventLoop: loop, logger: logger, id: 6, setup: ["SET synchronous_commit = off"])
         let monitor = PostgresAvailability(
             session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 1), logger: logger)
         self.monitor = monitor
@@ -86,7 +106,7 @@ public final class PostgresBackend: StoreBackend {
         monitor.start(onRecovery: { [follower] in follower.recovered() })
         // This node's own commits and relays are delivered without a read-back.
         let follower = self.follower
-        for session in [writer, roomSession] {
+        for session in [writer, roomSession, doorbellSession] {
             if let pid = session.backendPID { follower.own(pid, replacing: nil) }
             let previous = Mutex<Int32?>(session.backendPID)
             session.onConnect = { pid in
@@ -167,6 +187,7 @@ public final class PostgresBackend: StoreBackend {
         writerQueue.sync { writer.disconnect() }
         passQueue.sync { passSession.disconnect() }
         roomQueue.sync { roomSession.disconnect() }
+        doorbellQueue.sync { doorbellSession.disconnect() }
         readers.closeNow()
         try? group.syncShutdownGracefully()
     }
@@ -194,8 +215,8 @@ public final class PostgresBackend: StoreBackend {
         }
     }
 
-    /// One transaction on the writer: the apps' locks, the pieces of work in order, the
-    /// notifications, `COMMIT`.
+    /// One transaction on the writer: the apps' locks, the pieces of work in order, `COMMIT`;
+    /// then the doorbell for the events it appended.
     private func run(_ work: [TransactionWork], apps: [String]) -> BatchOutcome {
         if !monitor.isAvailable {
             return BatchOutcome(failures: [:], ending: .failed(monitor.unavailableError()))
@@ -229,16 +250,59 @@ public final class PostgresBackend: StoreBackend {
             }
         }
         do {
-            for app in transaction.appsWithEvents.sorted() {
-                try writer.command("SELECT pg_notify(?, ?)", [.text(PostgresSchema.eventChannel), .text(app)])
-            }
             if let fault = commitFault.withLock({ $0 }) { throw fault }
             try writer.commit()
         } catch {
             return failed(error, failures: failures)
         }
         lastBatchHeads = transaction.previousHeads
+        ringDoorbells(transaction.eventRanges)
         return BatchOutcome(failures: failures, ending: .committed)
+    }
+
+    /// Tells the other nodes, after the commit, which events of which apps it made visible:
+    /// `ranges` join the pending doorbells, and the doorbell connection sends all that are pending
+    /// in one statement (one notification per app: `"<first> <last> <app>"`). Never waits for the
+    /// database; a failure is logged only (the other nodes' poll of the heads catches up).
+    private func ringDoorbells(_ ranges: [String: ClosedRange<Int64>]) {
+        guard !ranges.isEmpty else { return }
+        let wasIdle = pendingDoorbells.withLock { pending in
+            let wasIdle = pending.isEmpty
+            for (app, range) in ranges {
+                pending[app] = pending[app].map { min($0.lowerBound, range.lowerBound)...max($0.upperBound, range.upperBound) } ?? range
+            }
+            return wasIdle
+        }
+        // One send in flight drains everything pending when it starts.
+        guard wasIdle else { return }
+        doorbellQueue.async {
+            let due = self.pendingDoorbells.withLock { pending in
+                defer { pending = [:] }
+                return pending
+            }
+            guard !due.isEmpty, !self.doorbellFault.withLock({ $0 }) else { return }
+            let payloads = due.keys.sorted().map { app in Self.doorbellPayload(app: app, range: due[app]!) }
+            do {
+                try self.doorbellSession.command(
+                    "SELECT pg_notify(?, payload) FROM unnest(?::text[]) AS payload",
+                    [.text(PostgresSchema.eventChannel), .texts(payloads)])
+                self.doorbellsSent.add(payloads.count, ordering: .relaxed)
+            } catch {
+                self.logger.debug(
+                    "a doorbell was not sent; the other nodes catch up at their next poll",
+                    metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// What a doorbell for `range` of `app`'s events says.
+    static func doorbellPayload(app: String, range: ClosedRange<Int64>) -> String {
+        "\(range.lowerBound) \(range.upperBound) \(app)"
+    }
+
+    /// Tests only: from now on drop every doorbell (`true`) or send them again (`false`).
+    func dropDoorbells(_ drop: Bool) {
+        doorbellFault.withLock { $0 = drop }
     }
 
     /// Rolls back and reports the batch failed as a whole.

@@ -12,8 +12,13 @@ import Synchronization
 /// - Per app it keeps a **mark**: the highest `event_id` delivered (at start, the app's head in
 ///   `app_event_heads`: what was committed before this node started is backlog, read by streams
 ///   from the table).
-/// - Another node's commit notifies ``PostgresSchema/eventChannel`` with its app id; the follower
-///   then reads the app's events after the mark from the table, delivers them and moves the mark.
+/// - After another node's commit, its doorbell notifies ``PostgresSchema/eventChannel`` with the
+///   app and the `event_id` range it committed (``PostgresBackend``); unless the mark is at the
+///   range's end already, the follower reads the app's events after the mark from the table,
+///   delivers them and moves the mark.
+/// - Every ``PostgresStoreSettings/eventPollMilliseconds`` it also reads the apps' heads and
+///   catches up every app whose head is past its mark: a doorbell lost (its node died after the
+///   commit, or the notification connection failed) delays those events by one poll at most.
 /// - This node's commits arrive through ``publishLocal(_:deliver:)`` with their events in hand.
 ///   An app's `event_id`s are in commit order (its writes hold the app's lock), so every id below
 ///   the batch's first one is committed already: when the mark is lower, the ids between are read
@@ -49,6 +54,10 @@ final class PostgresEventFollower: @unchecked Sendable {
     private var listener: PostgresConnection?
     private var stopped = false
     private var reconnectDelay = 0.05
+    /// Whether the next poll of the heads is scheduled.
+    private var polling = false
+    /// Reads of the events table (on the queue).
+    private var tableReads = 0
     /// The most rows one catch-up read takes (it reads again until it is short).
     static let pageSize = 1000
 
@@ -70,6 +79,7 @@ final class PostgresEventFollower: @unchecked Sendable {
                 logger.warning("cannot follow other nodes' commits yet", metadata: ["error": "\(error)"])
                 scheduleReconnect()
             }
+            schedulePoll()
         }
     }
 
@@ -142,6 +152,10 @@ final class PostgresEventFollower: @unchecked Sendable {
         try queue.sync { try catchUp(app: app, throwing: true) }
     }
 
+    /// How many times the events table was read so far, for the tests: a doorbell for events
+    /// delivered already makes no read.
+    var tableReadCount: Int { queue.sync { tableReads } }
+
     private func isOwn(_ pid: Int32) -> Bool {
         ownProcesses.withLock { $0.contains(pid) }
     }
@@ -162,8 +176,12 @@ final class PostgresEventFollower: @unchecked Sendable {
         ).wait()
         connection.addListener(channel: PostgresSchema.eventChannel) { [weak self] _, notification in
             guard let follower = self, !follower.isOwn(notification.backendPID) else { return }
-            let app = notification.payload
-            follower.queue.async { try? follower.catchUp(app: app) }
+            let (app, last) = Self.parseDoorbell(notification.payload)
+            follower.queue.async {
+                // A range this node delivered already (a poll or an earlier doorbell read it).
+                if let last, let mark = follower.marks[app], mark >= last { return }
+                try? follower.catchUp(app: app)
+            }
         }
         connection.addListener(channel: PostgresSchema.roomChannel) { [weak self] _, notification in
             guard let follower = self, !follower.isOwn(notification.backendPID) else { return }
@@ -178,6 +196,36 @@ final class PostgresEventFollower: @unchecked Sendable {
         }
         listener = connection
         reconnectDelay = 0.05
+    }
+
+    /// The app and the last `event_id` a doorbell's payload names (`"<first> <last> <app>"`); a
+    /// payload of another form is an app id alone (`last` `nil`: read whatever is new).
+    static func parseDoorbell(_ payload: String) -> (app: String, last: Int64?) {
+        let parts = payload.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, Int64(parts[0]) != nil, let last = Int64(parts[1]), !parts[2].isEmpty else {
+            return (payload, nil)
+        }
+        return (String(parts[2]), last)
+    }
+
+    private func schedulePoll() {
+        guard !stopped, !polling else { return }
+        polling = true
+        queue.asyncAfter(deadline: .now() + .milliseconds(settings.eventPollMilliseconds)) {
+            self.polling = false
+            self.poll()
+        }
+    }
+
+    /// Reads the apps' heads and catches up every app with events past its mark; schedules the
+    /// next poll (also when the database does not answer: the poll is the backstop).
+    private func poll() {
+        guard !stopped else { return }
+        defer { schedulePoll() }
+        guard deliver != nil, let heads = try? heads() else { return }
+        for (app, head) in heads.sorted(by: { $0.key < $1.key }) where head > (marks[app] ?? 0) {
+            try? catchUp(app: app)
+        }
     }
 
     private func lost(_ connection: PostgresConnection) {
@@ -270,7 +318,8 @@ final class PostgresEventFollower: @unchecked Sendable {
     }
 
     private func read(app: String, after: Int64, before: Int64?) throws -> [LoggedEvent] {
-        try session.readTransaction {
+        tableReads += 1
+        return try session.readTransaction {
             try PostgresEventRows.loggedEvents(
                 session, app: app,
                 where: "e.event_id > ?" + (before == nil ? "" : " AND e.event_id < ?")

@@ -28,11 +28,15 @@ public struct PostgresStoreSettings: Sendable, Hashable {
     public var connectTimeoutMilliseconds: Int
     /// TLS.
     public var tls: TLSMode
+    /// How often each node reads the apps' heads to catch up with commits whose wake-up it did
+    /// not hear (the backstop of the doorbell ``PostgresBackend`` sends after each commit), in
+    /// milliseconds.
+    public var eventPollMilliseconds: Int
 
     /// Creates settings.
     public init(
         url: String, poolSize: Int = 8, maxWaiting: Int = 1024, statementTimeoutMilliseconds: Int = 5000,
-        connectTimeoutMilliseconds: Int = 2000, tls: TLSMode = .disable
+        connectTimeoutMilliseconds: Int = 2000, tls: TLSMode = .disable, eventPollMilliseconds: Int = 250
     ) {
         self.url = url
         self.poolSize = max(1, poolSize)
@@ -40,6 +44,7 @@ public struct PostgresStoreSettings: Sendable, Hashable {
         self.statementTimeoutMilliseconds = max(1, statementTimeoutMilliseconds)
         self.connectTimeoutMilliseconds = max(1, connectTimeoutMilliseconds)
         self.tls = tls
+        self.eventPollMilliseconds = max(1, eventPollMilliseconds)
     }
 
     /// The parts of ``url``.

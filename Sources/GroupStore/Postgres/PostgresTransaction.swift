@@ -9,8 +9,9 @@ import GroupModel
 /// the app's lock no other node can take it meanwhile).
 final class PostgresTransaction: StoreTransaction {
     let session: PostgresSession
-    /// The apps this transaction appended events to (notified before `COMMIT`).
-    private(set) var appsWithEvents: Set<String> = []
+    /// Per app this transaction appended events to, the lowest and highest `event_id` it took
+    /// (the doorbell rung after `COMMIT` carries them).
+    private(set) var eventRanges: [String: ClosedRange<Int64>] = [:]
     /// Per app it appended to, the app's head before the transaction's first append: when this
     /// node delivered up to it, no other node committed to the app since (no gap to read).
     private(set) var previousHeads: [String: Int64] = [:]
@@ -645,7 +646,10 @@ final class PostgresTransaction: StoreTransaction {
         guard ids.count == events.count else {
             throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
         }
-        appsWithEvents.insert(appID)
+        if let first = ids.first, let last = ids.last {
+            let range = eventRanges[appID].map { min($0.lowerBound, first)...max($0.upperBound, last) } ?? first...last
+            eventRanges[appID] = range
+        }
         return (events, ids)
     }
 
