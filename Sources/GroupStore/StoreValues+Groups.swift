@@ -101,8 +101,9 @@ public struct SyncPage<Item: Sendable>: Sendable {
     public var next: String?
     /// The version the pages describe (fixed at the first page).
     public var version: Int64
-    /// The client's version cannot be brought up to date by changes: reload from 0 (nothing else
-    /// is filled).
+    /// The client's version cannot be brought up to date by changes: reload from 0 (no items and
+    /// no next page; ``version`` is the current one, for the store's callers: the API answers
+    /// `version` 0 with it, as the protos say).
     public var fullReloadRequired: Bool
 
     /// Creates a page.
