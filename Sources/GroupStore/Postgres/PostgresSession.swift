@@ -22,6 +22,46 @@ enum PGValue: Sendable {
     static func text(_ value: String?) -> PGValue { value.map { .text($0) } ?? .null }
     static func integer(_ value: Int64?) -> PGValue { value.map { .integer($0) } ?? .null }
 
+    /// The parameter type PostgreSQL gets for this value: the type postgres-nio sends with it
+    /// (`unknown` for a null, whose type PostgreSQL infers from the statement).
+    var typeName: String {
+        switch self {
+        case .integer: "int8"
+        case .text: "text"
+        case .bytes: "bytea"
+        case .null: "unknown"
+        case .texts: "text[]"
+        case .integers: "int8[]"
+        }
+    }
+
+    /// The value as the driver's `PostgresData` (binary; a null has no type, as with
+    /// ``bind(into:)``), for ``PreparedQuery/execute(_:)``.
+    func postgresData() throws -> PostgresData {
+        switch self {
+        case .integer(let value):
+            var buffer = ByteBuffer()
+            buffer.writeInteger(value)
+            return PostgresData(type: .int8, formatCode: .binary, value: buffer)
+        case .text(let value): return PostgresData(type: .text, formatCode: .binary, value: ByteBuffer(string: value))
+        case .bytes(let value): return PostgresData(type: .bytea, formatCode: .binary, value: ByteBuffer(bytes: value))
+        case .null: return PostgresData(type: .null, formatCode: .binary, value: nil)
+        case .texts(let values):
+            var buffer = ByteBuffer()
+            try values.encode(into: &buffer, context: .default)
+            return PostgresData(type: [String].psqlType, formatCode: .binary, value: buffer)
+        case .integers(let values):
+            var buffer = ByteBuffer()
+            try values.encode(into: &buffer, context: .default)
+            return PostgresData(type: [Int64].psqlType, formatCode: .binary, value: buffer)
+        }
+    }
+
+    var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
     func bind(into bindings: inout PostgresBindings) {
         switch self {
         case .integer(let value): bindings.append(value)
@@ -34,30 +74,42 @@ enum PGValue: Sendable {
     }
 }
 
-/// One row of a result, read by column index (the shared row decoders take it).
+/// One row of a result, read by column index (the shared row decoders take it). It keeps the
+/// driver's random-access row (the row's byte buffer sliced once per column); a cell is made
+/// when a column is read.
 struct PGRow: ColumnReader {
-    let cells: [PostgresCell]
+    let row: PostgresRandomAccessRow
 
     init(_ row: PostgresRow) {
-        var cells: [PostgresCell] = []
-        cells.reserveCapacity(row.count)
-        for cell in row { cells.append(cell) }
-        self.cells = cells
+        self.row = row.makeRandomAccess()
     }
 
-    func isNull(_ index: Int) -> Bool { cells[index].bytes == nil }
+    /// Column `index`, read as binary: every statement asks for binary results (postgres-nio's
+    /// Bind), but the rows of a ``PreparedQuery`` keep the `text` format of its Describe answer.
+    private func cell(_ index: Int) -> PostgresCell {
+        let cell = row[index]
+        return PostgresCell(bytes: cell.bytes, dataType: cell.dataType, format: .binary, columnName: cell.columnName, columnIndex: index)
+    }
+
+    func isNull(_ index: Int) -> Bool { row[index].bytes == nil }
     func int64(_ index: Int) throws -> Int64 {
-        let cell = cells[index]
+        let cell = cell(index)
         if cell.dataType == .bool { return try cell.decode(Bool.self) ? 1 : 0 }
         return try cell.decode(Int64.self)
     }
     func int(_ index: Int) throws -> Int { Int(try int64(index)) }
     func optionalInt64(_ index: Int) throws -> Int64? { isNull(index) ? nil : try int64(index) }
-    func text(_ index: Int) throws -> String { isNull(index) ? "" : try cells[index].decode(String.self) }
-    func optionalText(_ index: Int) throws -> String? { isNull(index) ? nil : try cells[index].decode(String.self) }
+    func text(_ index: Int) throws -> String {
+        let cell = cell(index)
+        return cell.bytes == nil ? "" : try cell.decode(String.self)
+    }
+    func optionalText(_ index: Int) throws -> String? {
+        let cell = cell(index)
+        return cell.bytes == nil ? nil : try cell.decode(String.self)
+    }
     func bool(_ index: Int) throws -> Bool { try int64(index) != 0 }
     func blob(_ index: Int) throws -> [UInt8] {
-        guard var buffer = cells[index].bytes else { return [] }
+        guard var buffer = row[index].bytes else { return [] }
         return buffer.readBytes(length: buffer.readableBytes) ?? []
     }
 }
@@ -85,14 +137,42 @@ enum PGSQL {
     }
 }
 
+extension PGSQL {
+    /// `sql` with its `?` numbered and each cast to `types[n]` (`($1::int8)`; a null's
+    /// `unknown` left bare): a statement prepared without parameter types (``PreparedQuery``)
+    /// then types its parameters as an unnamed statement bound with these values does.
+    static func numbered(_ sql: String, types: [String]) -> String {
+        var result = ""
+        result.reserveCapacity(sql.utf8.count + 16 * types.count)
+        var number = 0
+        for character in sql {
+            if character == "?" {
+                let type = number < types.count ? types[number] : "unknown"
+                number += 1
+                result += type == "unknown" ? "$\(number)" : "($\(number)::\(type))"
+            } else {
+                result.append(character)
+            }
+        }
+        return result
+    }
+}
+
 /// PostgreSQL error classes the store tells apart (SQLSTATE codes).
 enum PGState {
     /// A statement cancelled (`statement_timeout`).
     static let queryCanceled = "57014"
+    /// A prepared statement name the server does not hold (`invalid_sql_statement_name`).
+    static let unknownPreparedStatement = "26000"
+    /// Among others, "cached plan must not change result type" (a table a prepared statement
+    /// reads with `*` changed its columns).
+    static let featureNotSupported = "0A000"
 
-    /// The SQLSTATE of a server error, if `error` is one.
+    /// The SQLSTATE of a server error, if `error` is one (``PreparedQuery`` reports errors as
+    /// the older `PostgresError`).
     static func of(_ error: any Error) -> String? {
-        (error as? PSQLError)?.serverInfo?[.sqlState]
+        if case .server(let message)? = error as? PostgresError { return message.fields[.sqlState] }
+        return (error as? PSQLError)?.serverInfo?[.sqlState]
     }
 
     /// Whether `error` means the connection is gone or unusable (not an SQL error the server
@@ -110,6 +190,15 @@ enum PGState {
                 return true
             }
         }
+        if let error = error as? PostgresError {
+            switch error {
+            case .server:
+                guard let state = of(error) else { return false }
+                return state.hasPrefix("57P") || state.hasPrefix("08")
+            case .connectionClosed, .protocol:
+                return true
+            }
+        }
         return error is ChannelError || error is IOError
     }
 }
@@ -117,6 +206,31 @@ enum PGState {
 /// One PostgreSQL connection used synchronously, from one thread at a time (never an event
 /// loop: every call blocks until the server answered). The store's writer and each reader own
 /// one; it connects on first use and again after the connection was lost.
+///
+/// Queries (``rows(_:_:_:)``, ``first(_:_:_:)``, ``command(_:_:)``) run twice or more become
+/// named prepared statements of the connection (``PostgresStatementCache``): Parse (and Describe)
+/// once per connection through `PostgresDatabase.prepare(query:)`, then Bind/Execute per call
+/// through `PreparedQuery.execute(_:)` with binary binds, so PostgreSQL neither parses nor
+/// analyses the statement per call, and plans it once when its generic plan wins
+/// (`plan_cache_mode = auto`; statements whose plan depends on their values stay unnamed, see
+/// ``PostgresStatementCache/keepsCustomPlan(_:)``). Why this driver API (postgres-nio 1.33):
+/// - `PostgresPreparedStatement` + `PostgresConnection.execute(_:logger:)` takes the text, name
+///   and parameter types as *static* members of one Swift type per statement (ours are ~130
+///   texts built at run time), keeps its per-connection cache forever (no eviction, no
+///   deallocation), and remembers a failed preparation for the connection's life (one made
+///   inside a failed transaction would break that text until a reconnect).
+/// - SQL `PREPARE`/`EXECUTE` cannot take the binds: PostgreSQL does not give `EXECUTE`'s
+///   arguments the extended protocol's parameters ("there is no parameter $1").
+/// `PreparedQuery` has its own limits, handled here: its Parse sends no parameter types, so the
+///   text is prepared with each parameter cast to its bind's type (`($1::int8)`, see
+///   ``PGSQL/numbered(_:types:)``; a null stays bare, inferred as before), as typed as the
+///   unnamed statement's; its rows keep the Describe's `text` format although the Bind asks for
+///   binary (``PGRow`` reads every cell as binary); its errors come as `PostgresError`
+///   (``PGState`` reads both); and it reports no command tag, so ``execute(_:_:)`` (which returns
+///   the changed-row count) and `COMMIT` (answered `ROLLBACK` in a failed transaction) stay
+///   unnamed.
+/// Prepared statements are not transactional: one prepared inside a transaction that then fails
+/// and rolls back stays usable. The cache is dropped with the connection.
 final class PostgresSession: @unchecked Sendable {
     // @unchecked Sendable: used by one thread at a time (the writer's queue, or a reader that
     // checked it out of the pool).
@@ -141,14 +255,30 @@ final class PostgresSession: @unchecked Sendable {
 
     /// Session settings run after each connect (besides `statement_timeout`).
     private let setup: [String]
+    /// The statements prepared on the current connection.
+    private var statements: PostgresStatementCache
+    /// The driver's handle of each prepared statement, by the cache's name.
+    private var preparedQueries: [String: PreparedQuery] = [:]
+    /// Statement texts remembered per connection, so prepared statements held, at most (see
+    /// ``PostgresStatementCache``).
+    static let statementCapacity = 200
 
-    init(settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, id: Int, setup: [String] = []) {
+    init(
+        settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, id: Int, setup: [String] = [],
+        statementCapacity: Int = PostgresSession.statementCapacity
+    ) {
         self.settings = settings
         self.eventLoop = eventLoop
         self.logger = logger
         self.id = id
         self.setup = setup
+        self.statements = PostgresStatementCache(capacity: statementCapacity)
     }
+
+    /// How many statements this session prepared on its current connection (evicted ones too).
+    var preparedStatementCount: Int { statements.preparedCount }
+    /// The names of the statements prepared on the current connection now.
+    var preparedStatementNames: [String] { statements.preparedNames }
 
     /// The connection, opened (with the session settings) if there is none.
     private func open() throws -> PostgresConnection {
@@ -165,6 +295,9 @@ final class PostgresSession: @unchecked Sendable {
                 .rows.first.map { try $0.makeRandomAccess()[0].decode(Int32.self) }
             backendPID = pid
             if let pid { onConnect?(pid) }
+            // A new server session holds no prepared statement.
+            statements = PostgresStatementCache(capacity: statements.capacity)
+            preparedQueries = [:]
             self.connection = connection
             return connection
         } catch {
@@ -176,20 +309,108 @@ final class PostgresSession: @unchecked Sendable {
     func disconnect() {
         if let connection { try? connection.close().wait() }
         connection = nil
+        statements = PostgresStatementCache(capacity: statements.capacity)
+        preparedQueries = [:]
         inTransaction = false
         transactionFailed = false
     }
 
-    /// Runs `sql` (with `?` placeholders) and returns its rows and the count the server reported.
-    private func run(_ sql: String, _ arguments: [PGValue]) throws -> PostgresQueryResult {
+    /// What a statement answered.
+    struct Answer {
+        var rows: [PostgresRow]
+        /// The command tag (`nil` for a prepared statement: the driver does not report it).
+        var metadata: PostgresQueryMetadata?
+    }
+
+    /// Runs `sql` (with `?` placeholders) and returns its rows (and, unnamed, its command tag):
+    /// as a prepared statement of the connection when `mayPrepare` and ``PostgresStatementCache``
+    /// says so.
+    private func run(_ sql: String, _ arguments: [PGValue], mayPrepare: Bool) throws -> Answer {
         let connection = try open()
         if Self.mayWrite(sql) { writeCount += 1 }
+        // A failed transaction refuses every statement but ROLLBACK: nothing to prepare then.
+        guard mayPrepare, !transactionFailed else { return try unnamed(connection, sql, arguments) }
+        if !inTransaction, !statements.pendingDeallocations.isEmpty {
+            try deallocateEvicted(connection)
+        }
+        let types = arguments.map(\.typeName)
+        let signature = types.joined(separator: ",")
+        switch statements.lookup(sql, types: signature) {
+        case .unnamed:
+            return try unnamed(connection, sql, arguments)
+        case .prepare(let name):
+            let text = arguments.isEmpty ? sql : PGSQL.numbered(sql, types: types)
+            let query = try perform { connection.prepare(query: text) }
+            preparedQueries[name] = query
+            statements.prepared(sql, types: signature, name: name)
+            return try execute(query, named: name, arguments)
+        case .execute(let name):
+            guard let query = preparedQueries[name] else {
+                statements.forget(name: name, deallocate: false)
+                return try unnamed(connection, sql, arguments)
+            }
+            return try execute(query, named: name, arguments)
+        }
+    }
+
+    /// Bind and Execute of the prepared `query`.
+    private func execute(_ query: PreparedQuery, named name: String, _ arguments: [PGValue]) throws -> Answer {
+        let binds = try arguments.map { try $0.postgresData() }
+        do {
+            return Answer(rows: try perform { query.execute(binds) }, metadata: nil)
+        } catch {
+            switch PGState.of(error) {
+            case PGState.unknownPreparedStatement?:
+                // The server lost it (a `DEALLOCATE ALL` or `DISCARD ALL` on this connection).
+                statements.forget(name: name, deallocate: false)
+                preparedQueries[name] = nil
+            case PGState.featureNotSupported?:
+                // "cached plan must not change result type": prepare it again on the next use.
+                statements.forget(name: name, deallocate: true)
+            default:
+                break
+            }
+            throw error
+        }
+    }
+
+    /// Deallocates the prepared statements evicted from the cache (outside a transaction: a
+    /// failed `Close` changes nothing then).
+    private func deallocateEvicted(_ connection: PostgresConnection) throws {
+        var names = statements.takePendingDeallocations()[...]
+        while let name = names.popFirst() {
+            guard let query = preparedQueries.removeValue(forKey: name) else { continue }
+            do {
+                try perform { query.deallocate() }
+            } catch let failure as PostgresStoreError {
+                // Timed out: try again before a later statement. (A lost connection took every
+                // prepared statement with it, and `disconnect()` emptied the cache.)
+                if case .timedOut = failure {
+                    preparedQueries[name] = query
+                    statements.deallocateLater([name] + names)
+                }
+                throw failure
+            } catch {
+                // Refused: something unforeseen that should not fail the caller's statement.
+                logger.warning(
+                    "cannot deallocate a prepared statement", metadata: ["name": "\(name)", "error": "\(String(reflecting: error))"])
+            }
+        }
+    }
+
+    /// Runs `sql` as an unnamed statement.
+    private func unnamed(_ connection: PostgresConnection, _ sql: String, _ arguments: [PGValue]) throws -> Answer {
         var bindings = PostgresBindings(capacity: arguments.count)
         for argument in arguments { argument.bind(into: &bindings) }
+        let query = PostgresQuery(unsafeSQL: arguments.isEmpty ? sql : PGSQL.numbered(sql), binds: bindings)
+        let result = try perform { connection.query(query, logger: logger) }
+        return Answer(rows: result.rows, metadata: result.metadata)
+    }
+
+    /// Waits for `future`, turning a lost connection and a timeout into ``PostgresStoreError``s.
+    private func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
         do {
-            return try connection.query(
-                PostgresQuery(unsafeSQL: arguments.isEmpty ? sql : PGSQL.numbered(sql), binds: bindings), logger: logger
-            ).wait()
+            return try future().wait()
         } catch {
             if inTransaction { transactionFailed = true }
             if PGState.isConnectionLoss(error) {
@@ -205,19 +426,20 @@ final class PostgresSession: @unchecked Sendable {
 
     /// Runs a query, calling `body` with each row.
     func rows(_ sql: String, _ arguments: [PGValue] = [], _ body: (PGRow) throws -> Void) throws {
-        for row in try run(sql, arguments).rows { try body(PGRow(row)) }
+        for row in try run(sql, arguments, mayPrepare: true).rows { try body(PGRow(row)) }
     }
 
     /// The first row decoded by `decode`, or `nil` when there is none.
     func first<T>(_ sql: String, _ arguments: [PGValue] = [], _ decode: (PGRow) throws -> T) throws -> T? {
-        guard let row = try run(sql, arguments).rows.first else { return nil }
+        guard let row = try run(sql, arguments, mayPrepare: true).rows.first else { return nil }
         return try decode(PGRow(row))
     }
 
-    /// Runs a statement that changes rows; returns how many it changed.
+    /// Runs a statement that changes rows; returns how many it changed. Always unnamed: the
+    /// count is in the command tag, which the driver reports for unnamed statements only.
     @discardableResult
     func execute(_ sql: String, _ arguments: [PGValue] = []) throws -> Int {
-        try run(sql, arguments).metadata.rows ?? 0
+        try run(sql, arguments, mayPrepare: false).metadata?.rows ?? 0
     }
 
     /// Whether `sql` may change rows (see ``writeCount``).
@@ -228,7 +450,7 @@ final class PostgresSession: @unchecked Sendable {
 
     /// Runs a statement that returns nothing of interest (session commands, locks).
     func command(_ sql: String, _ arguments: [PGValue] = []) throws {
-        _ = try run(sql, arguments)
+        _ = try run(sql, arguments, mayPrepare: true)
     }
 
     // MARK: Transactions
@@ -244,9 +466,9 @@ final class PostgresSession: @unchecked Sendable {
             inTransaction = false
             transactionFailed = false
         }
-        let result = try run("COMMIT", [])
+        let result = try run("COMMIT", [], mayPrepare: false)
         // A transaction in the failed state answers COMMIT with ROLLBACK.
-        if result.metadata.command == "ROLLBACK" {
+        if result.metadata?.command == "ROLLBACK" {
             throw PostgresStoreError.rolledBack
         }
     }
@@ -255,7 +477,7 @@ final class PostgresSession: @unchecked Sendable {
         guard inTransaction else { return }
         inTransaction = false
         transactionFailed = false
-        if connection != nil { _ = try? run("ROLLBACK", []) }
+        if let connection, !connection.isClosed { _ = try? unnamed(connection, "ROLLBACK", []) }
     }
 
     /// Runs `body` in a read-only transaction that sees one snapshot (`REPEATABLE READ`).
