@@ -3,6 +3,7 @@ import GroupAPI
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -113,6 +114,9 @@ public final class GRPCClientConnection: Sendable {
             throw GRPCCallError(.unavailable, "TLS setup for \(address) failed: \(error)")
         }
         let serverHostname = configuration.tls?.serverHostname ?? configuration.host
+        // Why a connection failed when it closes before `connect` reaches its handler, per channel
+        // (Happy Eyeballs may open more than one).
+        let failures = ChannelFailures()
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -124,8 +128,10 @@ public final class GRPCClientConnection: Sendable {
                         let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: isAddress ? nil : serverHostname)
                         try channel.pipeline.syncOperations.addHandler(tls)
                     }
-                    try channel.pipeline.syncOperations.addHandler(HTTP2ClientHandler(
-                        authority: address, scheme: sslContext == nil ? "http" : "https", userAgent: configuration.userAgent))
+                    let handler = HTTP2ClientHandler(
+                        authority: address, scheme: sslContext == nil ? "http" : "https", userAgent: configuration.userAgent)
+                    failures.add(handler.firstFailure, for: channel)
+                    try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
         let channel: any Channel
@@ -141,7 +147,8 @@ public final class GRPCClientConnection: Sendable {
             return GRPCClientConnection(channel: channel, handler: handler, configuration: configuration)
         } catch {
             try? await channel.close()
-            throw GRPCCallError(.unavailable, "connection to \(address) closed at once: \(error)")
+            // The handler left the pipeline as the connection closed; it kept the reason.
+            throw failures.first(for: channel) ?? GRPCCallError(.unavailable, "connection to \(address) closed at once")
         }
     }
 

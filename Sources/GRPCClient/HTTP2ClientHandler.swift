@@ -1,6 +1,7 @@
 import CNGHTTP2
 import GRPCServer
 import NIOCore
+import Synchronization
 
 /// One client HTTP/2 connection: an nghttp2 client session used as a sans-I/O codec on the
 /// channel's event loop. Calls are started, cancelled and timed out on the loop; their messages
@@ -74,6 +75,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// Why the connection failed, for calls started after it did (a failed TLS handshake ends
     /// the connection before the first call may start).
     private var failure: GRPCCallError?
+    /// The same first failure, readable off the event loop: a connection that fails before
+    /// `connect` has found this handler in the pipeline (a TLS alert answering the preface, the
+    /// server closing at once) still reports why.
+    let firstFailure = FirstFailure()
 
     /// Creates the handler of one connection.
     /// - Parameters:
@@ -252,7 +257,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     private func failAll(_ error: GRPCCallError) {
-        if failure == nil { failure = error }
+        if failure == nil {
+            failure = error
+            firstFailure.record(error)
+        }
         for (streamID, call) in calls {
             apply(call.state.fail(error), to: call, streamID: streamID)
         }
@@ -396,3 +404,31 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
 /// Identifies one call to the handler, so the caller can cancel it before knowing its stream id.
 final class CallToken: Sendable {}
+
+/// The first reason a client connection failed, shared between its handler and `connect`.
+final class FirstFailure: Sendable {
+    private let error = Mutex<GRPCCallError?>(nil)
+
+    /// Keeps `error` unless a reason was recorded already.
+    func record(_ error: GRPCCallError) {
+        self.error.withLock { if $0 == nil { $0 = error } }
+    }
+
+    /// The first reason recorded, if any.
+    var value: GRPCCallError? { error.withLock { $0 } }
+}
+
+/// The ``FirstFailure`` of each channel a `connect` opened.
+final class ChannelFailures: Sendable {
+    private let byChannel = Mutex<[ObjectIdentifier: FirstFailure]>([:])
+
+    /// Keeps the failure record of `channel`'s handler.
+    func add(_ failure: FirstFailure, for channel: any Channel) {
+        byChannel.withLock { $0[ObjectIdentifier(channel)] = failure }
+    }
+
+    /// The first reason `channel` failed, if its handler recorded one.
+    func first(for channel: any Channel) -> GRPCCallError? {
+        byChannel.withLock { $0[ObjectIdentifier(channel)] }?.value
+    }
+}

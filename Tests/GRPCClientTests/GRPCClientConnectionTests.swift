@@ -243,6 +243,48 @@ struct GRPCClientConnectionTests {
             (error as? GRPCCallError)?.code == .unavailable
         }
     }
+
+    @Test("a TLS listener that answers the preface with an alert and closes is named as such, however fast it closes")
+    func tlsAnswerBeforeTheHandlerIsFound() async throws {
+        // The alert and the close may arrive before `connect` finds its handler in the pipeline, or
+        // after: both must say the server speaks TLS, never that the handler was not found.
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(TLSAlertAnswer())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = listener.localAddress!.port!
+        for _ in 0..<50 {
+            var message = ""
+            do {
+                let connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: port))
+                do {
+                    _ = try await connection.unary(Grpc_Health_V1_Health.Method.check, .init())
+                } catch {
+                    message = error.message
+                }
+                await connection.close()
+            } catch {
+                #expect(error.code == .unavailable)
+                message = error.message
+            }
+            #expect(message.contains("answered in TLS") || message.contains("may expect TLS"), "\(message)")
+        }
+        try await listener.close()
+    }
+}
+
+/// Answers a connection as a TLS server answers a plaintext HTTP/2 preface: a fatal alert, then close.
+private final class TLSAlertAnswer: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+
+    func channelActive(context: ChannelHandlerContext) {
+        // TLS 1.2 record: alert, fatal, protocol_version.
+        context.writeAndFlush(NIOAny(ByteBuffer(bytes: [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46])), promise: nil)
+        context.close(promise: nil)
+    }
 }
 
 /// Suspends until the calling task is cancelled (a handler whose call the client resets or lets
