@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The statements one PostgreSQL connection has prepared, by statement text and parameter types:
 /// which run as named prepared statements, under which name. Owned by a ``PostgresSession``
 /// (which keeps the driver's handle of each name) and dropped with its connection (prepared
@@ -35,7 +37,14 @@ struct PostgresStatementCache {
     /// Uses of a text after which it is prepared.
     static let prepareOnUse = 2
 
-    private var entries: [String: Entry] = [:]
+    /// A statement's text and its parameters' types (the types are part of the prepared
+    /// statement, so a text bound once with a null and once with a value is two).
+    struct Key: Hashable {
+        var sql: String
+        var types: String
+    }
+
+    private var entries: [Key: Entry] = [:]
     private var tick: UInt64 = 0
     private var nextName = 1
     /// How many statements were prepared (counting ones since evicted).
@@ -49,16 +58,12 @@ struct PostgresStatementCache {
     /// The names prepared on the server now.
     var preparedNames: [String] { entries.values.compactMap(\.name) }
 
-    /// The key of a statement: its text and its parameters' types (the types are part of the
-    /// prepared statement, so a text bound once with a null and once with a value is two).
-    static func key(_ sql: String, types: String) -> String { sql + "\u{0}" + types }
-
     /// How the statement `sql` with parameter types `types` (see ``PGValue/typeName``) runs now;
     /// counts the use.
     mutating func lookup(_ sql: String, types: String) -> Plan {
         guard Self.isPreparable(sql) else { return .unnamed }
         tick += 1
-        let key = Self.key(sql, types: types)
+        let key = Key(sql: sql, types: types)
         if var entry = entries[key] {
             entry.uses += 1
             entry.lastUse = tick
@@ -94,7 +99,7 @@ struct PostgresStatementCache {
 
     /// The server now holds `name` for `sql` with `types`.
     mutating func prepared(_ sql: String, types: String, name: String) {
-        let key = Self.key(sql, types: types)
+        let key = Key(sql: sql, types: types)
         guard entries[key] != nil else { return }
         entries[key]?.name = name
         preparedCount += 1
@@ -128,6 +133,21 @@ struct PostgresStatementCache {
     /// control, session commands and DDL gain nothing), without a parameter whose value decides
     /// the plan (``keepsCustomPlan(_:)``).
     static func isPreparable(_ sql: String) -> Bool {
+        if let known = preparable.withLock({ $0[sql] }) { return known }
+        let answer = classify(sql)
+        preparable.withLock { known in
+            // Texts with a variable part (a list of n values) are bounded by the batch sizes;
+            // a bound all the same.
+            if known.count >= 10_000 { known.removeAll(keepingCapacity: true) }
+            known[sql] = answer
+        }
+        return answer
+    }
+
+    /// ``isPreparable(_:)`` by statement text, worked out once per text.
+    private static let preparable = Mutex<[String: Bool]>([:])
+
+    private static func classify(_ sql: String) -> Bool {
         let start = sql.drop(while: \.isWhitespace)
         guard ["SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES"].contains(where: { start.hasPrefix($0) }) else {
             return false
