@@ -9,23 +9,9 @@ public import GroupModel
 /// not listed twice), joined groups by `(joined_at, group_key)` descending, search results by
 /// `group_key`. Every statement names the app (the app-first keys of ``PostgresSchema``).
 extension PostgresBackend {
+    /// Concurrent calls are read together (``PostgresGroupReads``).
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
-        try await readOne { session, inSnapshot in
-            var rows: [Rows.GroupRow] = []
-            rows.reserveCapacity(ids.count)
-            try session.rows(
-                """
-                SELECT \(Rows.GroupColumn.list()) FROM groups
-                WHERE app_id = ? AND group_id = ANY(?) AND dismissed_at IS NULL
-                """,
-                [.text(app), .texts(ids)]
-            ) { rows.append(try Rows.group($0)) }
-            if !inSnapshot && rows.contains(where: \.hasCustom) { return nil }
-            var result: [String: Group] = [:]
-            result.reserveCapacity(rows.count)
-            for group in try PostgresRows.withCustom(rows, app: app, session: session) { result[group.id] = group }
-            return result
-        }
+        try await groupReads.groups(app: app, ids: ids)
     }
 
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
@@ -324,6 +310,30 @@ extension PostgresBackend {
 /// the writer's transaction): the PostgreSQL counterparts of `Rows.groupKey` and
 /// `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of ``Rows``.
 enum PostgresRows {
+    /// The live groups among `wanted` (group ids per app), per app then by id: one statement
+    /// per app. `nil` when a group has custom fields and the read is not in a snapshot (they are
+    /// a second statement).
+    static func groups(_ wanted: [String: [String]], session: PostgresSession, inSnapshot: Bool) throws -> [String: [String: Group]]? {
+        var result: [String: [String: Group]] = [:]
+        for (app, ids) in wanted.sorted(by: { $0.key < $1.key }) {
+            var rows: [Rows.GroupRow] = []
+            rows.reserveCapacity(ids.count)
+            try session.rows(
+                """
+                SELECT \(Rows.GroupColumn.list()) FROM groups
+                WHERE app_id = ? AND group_id = ANY(?) AND dismissed_at IS NULL
+                """,
+                [.text(app), .texts(ids)]
+            ) { rows.append(try Rows.group($0)) }
+            if !inSnapshot && rows.contains(where: \.hasCustom) { return nil }
+            var groups: [String: Group] = [:]
+            groups.reserveCapacity(rows.count)
+            for group in try withCustom(rows, app: app, session: session) { groups[group.id] = group }
+            result[app] = groups
+        }
+        return result
+    }
+
     /// The row key of a group of `app`.
     /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
     /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is

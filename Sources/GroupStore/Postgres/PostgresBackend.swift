@@ -44,6 +44,8 @@ public final class PostgresBackend: StoreBackend {
     /// (``PostgresTransaction/previousHeads``), for ``publish(_:deliver:)``; on ``writerQueue``.
     nonisolated(unsafe) var lastBatchHeads: [String: Int64] = [:]
     let readers: PostgresReaders
+    /// Reads of groups by id, those that arrive together answered together.
+    let groupReads: PostgresGroupReads
     /// The connection relaying AVChatRoom messages (without waiting for their flush: they are
     /// live only), on ``roomQueue``; ``relayed`` counts them there.
     let roomSession: PostgresSession
@@ -93,6 +95,11 @@ public final class PostgresBackend: StoreBackend {
                 PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 100 + $0)
             },
             maxWaiting: settings.maxWaiting, availability: monitor)
+        self.groupReads = PostgresGroupReads(
+            maxRunning: settings.poolSize / 2, maxWaiting: settings.maxWaiting,
+            fetch: { [readers] wanted in
+                try await readers.runOne { session, inSnapshot in try PostgresRows.groups(wanted, session: session, inSnapshot: inSnapshot) }
+            })
         do {
             self.appliedMigrations = try PostgresSchema.migrate(writer)
             self.follower = try PostgresEventFollower(
@@ -360,13 +367,7 @@ public final class PostgresBackend: StoreBackend {
     /// (`inSnapshot` false: one round trip instead of three); when it needs a second statement
     /// (custom fields to read), it returns `nil` and runs again in one read snapshot.
     func readOne<T: Sendable>(_ body: @escaping @Sendable (PostgresSession, _ inSnapshot: Bool) throws -> T?) async throws -> T {
-        try await readers.run { session in
-            if let value = try body(session, false) { return value }
-            return try session.readTransaction {
-                guard let value = try body(session, true) else { throw GroupError.internal("a read in a snapshot asked for one") }
-                return value
-            }
-        }
+        try await readers.runOne(body)
     }
 
     /// Runs `body` on a pooled connection in one read snapshot.

@@ -38,6 +38,19 @@ final class PostgresReaders: Sendable {
         }
     }
 
+    /// Runs `body` on a free connection, first as one statement outside a transaction
+    /// (`inSnapshot` false: one round trip instead of three); when it needs a second statement
+    /// (custom fields to read), it returns `nil` and runs again in one read snapshot.
+    func runOne<T: Sendable>(_ body: @escaping @Sendable (PostgresSession, _ inSnapshot: Bool) throws -> T?) async throws -> T {
+        try await run { session in
+            if let value = try body(session, false) { return value }
+            return try session.readTransaction {
+                guard let value = try body(session, true) else { throw GroupError.internal("a read in a snapshot asked for one") }
+                return value
+            }
+        }
+    }
+
     private func checkout() async throws -> PostgresSession {
         enum Taken { case session(PostgresSession), wait, refused(Int), closed }
         let taken: Taken = state.withLock { state in
