@@ -169,20 +169,17 @@ extension GroupdService {
                 limit: call.limits.maxGroupsPerRequest)
         }
         let app = call.caller.appID
-        let groups = try await store.groups(app: app, ids: ids)
+        // For a user: their memberships and their own remarks too (RongCloud's getGroupsInfo),
+        // where they may be a member (an AVChatRoom audience is held in memory, so its rooms are
+        // asked too); one statement on a shared database.
+        let found = if let user = call.caller.operatorID {
+            try await store.groupsForUser(app: app, userID: user, ids: ids)
+        } else {
+            GroupsForUser(groups: try await store.groups(app: app, ids: ids))
+        }
+        let (groups, memberships, remarks) = (found.groups, found.memberships, found.remarks)
         if store.isShared, groups.values.contains(where: { $0.type == .avChatRoom }) {
             try await store.catchUp(app: app)
-        }
-        var memberships: [String: Member] = [:]
-        var remarks: [String: String] = [:]
-        if let user = call.caller.operatorID, !groups.isEmpty {
-            memberships = try await store.memberships(app: app, userID: user, groupIDs: Array(groups.keys))
-            // The caller's own remark (RongCloud's getGroupsInfo), where they may be a member (an
-            // AVChatRoom audience is held in memory, so its rooms are asked too).
-            let remarkable = groups.values.filter { memberships[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
-            if !remarkable.isEmpty {
-                remarks = try await store.remarks(app: app, userID: user, groupIDs: remarkable)
-            }
         }
         var response = Groupd_V1_GetGroupsInfoResponse()
         for id in ids {

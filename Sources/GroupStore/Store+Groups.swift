@@ -179,6 +179,21 @@ extension Store {
         return try await read { try await backend.memberships(app: app, userID: userID, groupIDs: groupIDs) }
     }
 
+    /// Groups by id as `userID` asks for them: the live groups, the user's memberships of them and
+    /// the user's remarks (``GroupsForUser``), read at one instant. On a shared database one
+    /// statement reads all three; otherwise the groups come through the group cache.
+    public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
+        let ids = ids.count > 1 ? Array(Set(ids)) : ids
+        if ids.isEmpty { return GroupsForUser() }
+        if backend.isShared {
+            return try await read { try await backend.groupsForUser(app: app, userID: userID, ids: ids) }
+        }
+        return try await GroupsForUser.compose(
+            groups: try await groups(app: app, ids: ids),
+            memberships: { try await self.memberships(app: app, userID: userID, groupIDs: $0) },
+            remarks: { try await self.remarks(app: app, userID: userID, groupIDs: $0) })
+    }
+
     /// The group's running bans by user id, one page at a time (a user banned or unbanned during
     /// the listing may or may not appear; nobody appears twice). Ended bans are left out.
     /// - Throws: `GROUP_NOT_FOUND`.

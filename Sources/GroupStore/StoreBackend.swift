@@ -90,6 +90,10 @@ public protocol StoreBackend: Sendable {
     /// One user's memberships (with custom fields) in several live groups of one app.
     func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member]
 
+    /// See ``Store/groupsForUser(app:userID:ids:)``; asked of a shared backend only (the store
+    /// composes the answer from its group cache otherwise). `ids` are distinct.
+    func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser
+
     /// Several members (with custom fields) of one live group by user id.
     /// - Throws: `GROUP_NOT_FOUND`.
     func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member]
@@ -230,6 +234,13 @@ extension StoreBackend {
     public var isAvailable: Bool { true }
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {}
     public var isShared: Bool { false }
+    /// Three reads: the groups, then the user's memberships and remarks of those found.
+    public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
+        try await GroupsForUser.compose(
+            groups: try await groups(app: app, ids: ids),
+            memberships: { try await self.memberships(app: app, userID: userID, groupIDs: $0) },
+            remarks: { try await self.remarks(app: app, userID: userID, groupIDs: $0) })
+    }
     public func relayRoomMessage(_ message: GroupMessage) async throws {}
     public func followRoomMessages(_ deliver: @escaping @Sendable ([GroupMessage]) -> Void) {}
     public func catchUp(app: String) async throws {}

@@ -60,6 +60,25 @@ public struct Page<Item: Sendable>: Sendable {
     }
 }
 
+/// Groups by id as one user asks for them (GetGroupsInfo): the live groups, the user's stored
+/// memberships of them and the user's remarks, read at one instant.
+public struct GroupsForUser: Sendable {
+    /// The live groups found, by id.
+    public var groups: [String: Group]
+    /// The user's memberships of them, by group id (an AVChatRoom's audience is not stored).
+    public var memberships: [String: Member]
+    /// The user's remarks by group id, for the groups the user is a stored member of and for
+    /// AVChatRooms (whose audience is not stored); groups without a remark are absent.
+    public var remarks: [String: String]
+
+    /// Creates the answer.
+    public init(groups: [String: Group] = [:], memberships: [String: Member] = [:], remarks: [String: String] = [:]) {
+        self.groups = groups
+        self.memberships = memberships
+        self.remarks = remarks
+    }
+}
+
 /// A group the user belongs to, as `ListJoinedGroups` shows it.
 public struct JoinedGroup: Sendable, Hashable {
     /// The group.
@@ -127,4 +146,18 @@ public enum MemberSearchField: Sendable, Hashable {
     case userIDPrefix
     /// Name cards containing the keyword (case-insensitive for ASCII), in join order.
     case nameCard
+}
+
+extension GroupsForUser {
+    /// `groups` with the user's memberships of them and the remarks where the user may have one
+    /// (a stored membership, or an AVChatRoom), each read only when there is something to read.
+    static func compose(
+        groups: [String: Group], memberships: ([String]) async throws -> [String: Member],
+        remarks: ([String]) async throws -> [String: String]
+    ) async throws -> GroupsForUser {
+        if groups.isEmpty { return GroupsForUser() }
+        let members = try await memberships(Array(groups.keys))
+        let remarkable = groups.values.filter { members[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+        return GroupsForUser(groups: groups, memberships: members, remarks: remarkable.isEmpty ? [:] : try await remarks(remarkable))
+    }
 }

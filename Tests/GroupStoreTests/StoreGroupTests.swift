@@ -91,6 +91,45 @@ struct StoreGroupTests {
         }
     }
 
+    @Test("groups for a user: the groups, the user's memberships and remarks as the three reads answer them", arguments: StoreKind.allCases)
+    func groupsForUser(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            var request = try creation("custom", members: ["carol"], custom: ["level": [7]])
+            request.members[1].custom = ["seat": [1]]
+            _ = try await store.createGroup(request)
+            _ = try await store.createGroup(try creation("plain", members: ["bob", "carol"]))
+            _ = try await store.createGroup(try creation("room", type: .avChatRoom))
+            _ = try await store.createGroup(try creation("gone", members: ["carol"]))
+            _ = try await dismiss(store, "gone", by: nil)
+            // Remarks: carol's for a group she belongs to; bob's for one he does not (left out) and
+            // for the AVChatRoom (whose audience is not stored: kept).
+            for (user, group) in [("carol", "custom"), ("carol", "plain"), ("bob", "custom"), ("bob", "room")] {
+                _ = try await store.setRemark(
+                    app: "app-a", groupID: group, plan: RemarkPlan(userID: user, remark: "\(user) on \(group)", events: []), at: t0)
+            }
+            let ids = ["custom", "plain", "room", "gone", "missing"]
+            for user in ["alice", "bob", "carol", "zed"] {
+                let found = try await store.groupsForUser(app: "app-a", userID: user, ids: ids)
+                let groups = try await store.groups(app: "app-a", ids: ids)
+                let memberships = try await store.memberships(app: "app-a", userID: user, groupIDs: ids)
+                let remarkable = groups.values.filter { memberships[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+                #expect(found.groups == groups, "\(user)")
+                #expect(found.memberships == memberships, "\(user)")
+                #expect(found.remarks == (try await store.remarks(app: "app-a", userID: user, groupIDs: remarkable)), "\(user)")
+            }
+            let carol = try await store.groupsForUser(app: "app-a", userID: "carol", ids: ids + ["custom"])
+            #expect(carol.groups.keys.sorted() == ["custom", "plain", "room"])
+            #expect(carol.groups["custom"]?.custom == ["level": [7]])
+            #expect(carol.memberships["custom"]?.custom == ["seat": [1]])
+            #expect(carol.memberships.keys.sorted() == ["custom", "plain"])
+            #expect(carol.remarks == ["custom": "carol on custom", "plain": "carol on plain"])
+            let bob = try await store.groupsForUser(app: "app-a", userID: "bob", ids: ids)
+            #expect(bob.remarks == ["room": "bob on room"])
+            #expect(try await store.groupsForUser(app: "app-a", userID: "bob", ids: ["missing"]).groups.isEmpty)
+            #expect(try await store.groupsForUser(app: "app-a", userID: "bob", ids: []).groups.isEmpty)
+        }
+    }
+
     @Test("a duplicate id fails with GROUP_ID_TAKEN and changes nothing", arguments: StoreKind.allCases)
     func duplicate(kind: StoreKind) async throws {
         try await withTemporaryStore(kind) { store in

@@ -37,6 +37,42 @@ extension PostgresBackend {
         }
     }
 
+    /// One statement: the groups, the user's membership and remark joined to each (a second, in
+    /// one snapshot, when a group or the membership has custom fields).
+    public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
+        try await readOne { session, inSnapshot in
+            let remarkColumn = Rows.GroupColumn.allCases.count
+            var groupRows: [Rows.GroupRow] = []
+            var memberRows: [Rows.MemberRow] = []
+            var memberGroupIDs: [String] = []
+            var remarks: [String: String] = [:]
+            try session.rows(
+                """
+                SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns) FROM groups g
+                LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                LEFT JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                    AND (m.user_id IS NOT NULL OR g.type = 'AVChatRoom')
+                WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.dismissed_at IS NULL
+                """,
+                [.text(userID), .text(userID), .text(app), .texts(ids)]
+            ) { row in
+                let group = try Rows.group(row)
+                groupRows.append(group)
+                if let remark = try row.optionalText(remarkColumn) { remarks[group.group.id] = remark }
+                if !row.isNull(remarkColumn + 1) {
+                    memberRows.append(try Rows.member(row, at: remarkColumn + 1))
+                    memberGroupIDs.append(group.group.id)
+                }
+            }
+            if !inSnapshot && (groupRows.contains(where: \.hasCustom) || memberRows.contains(where: \.hasCustom)) { return nil }
+            var answer = GroupsForUser(remarks: remarks)
+            for group in try PostgresRows.withCustom(groupRows, app: app, session: session) { answer.groups[group.id] = group }
+            let members = try PostgresRows.withCustom(memberRows, app: app, userID: userID, session: session)
+            for (offset, member) in members.enumerated() { answer.memberships[memberGroupIDs[offset]] = member }
+            return answer
+        }
+    }
+
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
         try await read { session in
             guard let remark = try session.first(
