@@ -60,8 +60,14 @@ def send_check(client, stream_id):
     client.data(stream_id, grpc_frame(check_request()), end_stream=True)
 
 
+# How long an attacked connection may take to answer: what the attack put in the socket before the
+# PING or the call is read first, which a loaded 2-core machine may take seconds to get through.
+ATTACKED_ANSWER_SECONDS = 60
+
+
 def assert_check_served(client, stream_id):
-    assert client.read_until(lambda: client._result(stream_id).ended), client._result(stream_id)
+    assert client.read_until(lambda: client._result(stream_id).ended, timeout=ATTACKED_ANSWER_SECONDS), \
+        client._result(stream_id)
     result = client.results[stream_id]
     assert result.http_status == 200 and result.grpc_status == OK, result
     assert health_pb2.HealthCheckResponse.FromString(result.messages[0]).status == health_pb2.HealthCheckResponse.SERVING
@@ -70,7 +76,8 @@ def assert_check_served(client, stream_id):
 def serves_on(client, stream_id):
     """The attacked connection answers a PING and serves a call on `stream_id`."""
     client.ping(b"still-up")
-    assert client.read_until(lambda: b"still-up" in client.ping_acks), (client.goaways, client.closed)
+    assert client.read_until(lambda: b"still-up" in client.ping_acks, timeout=ATTACKED_ANSWER_SECONDS), \
+        (client.goaways, client.closed)
     send_check(client, stream_id)
     assert_check_served(client, stream_id)
     assert not client.goaways and not client.closed, client.goaways
