@@ -418,8 +418,10 @@ class FrameClient:
             self._handle(*f)
         return True
 
-    def read_until(self, condition, timeout=5.0):
-        """Reads until condition() holds or the connection closes; returns condition()."""
+    def read_until(self, condition, timeout=30.0):
+        """Reads until condition() holds or the connection closes; returns condition(). The
+        timeout only bounds a failing wait (no caller waits for something not to happen), so it
+        is long enough for a loaded 2-core machine."""
         deadline = time.monotonic() + timeout
         previous = self.sock.gettimeout()
         try:
