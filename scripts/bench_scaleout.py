@@ -14,6 +14,7 @@ end, also on failure); a fresh database (or SQLite data directory) per configura
      PostgreSQL, two nodes on one database with the clients spread evenly over both (the same
      connections and calls in flight in total: two load generators, each with half):
        - GetGroupsInfo, 1 id of 1,000 groups (h2load, 8 connections x 32 streams)
+       - GetGroupsInfo by a member (the group's owner), 1 id of 1,000 groups (C++ loadgen, 8 x 32)
        - SendGroupMessage into one group (C++ loadgen, 8 x 32)
        - SendGroupMessage spread over 1,000 groups (8 x 32)
        - CreateGroup, generated ids (4 x 8)
@@ -97,6 +98,7 @@ MARKER = re.compile(rb"lat:(\d+):(\d+):")
 # (key, label, tool, method, connections, in flight per connection)
 WORKLOADS = [
     ("get", "GetGroupsInfo, 1 id of 1,000 groups", "h2load", GET, 8, 32),
+    ("get_member", "GetGroupsInfo by a member, 1 id of 1,000", "loadgen", GET, 8, 32),
     ("send_one", "SendGroupMessage, one group", "loadgen", SEND, 8, 32),
     ("send_spread", "SendGroupMessage, 1,000 groups", "loadgen", SEND, 8, 32),
     ("create", "CreateGroup, generated ids", "loadgen", CREATE, 4, 8),
@@ -343,6 +345,10 @@ def request_files(workdir, md, seconds, nodes):
     """The loadgen request files; joins need distinct users, so one file per node."""
     workdir = Path(workdir)
     files = {}
+    path = workdir / "get-member.bin"
+    write_requests(path, [(md + [("x-operator-id", f"s{n % 10}")], group_pb2.GetGroupsInfoRequest(group_ids=[f"g{n}"]))
+                          for n in range(1000)])
+    files["get_member"] = [path] * nodes
     path = workdir / "send-one.bin"
     write_requests(path, [(md + [("x-operator-id", "sender")],
                            message_pb2.SendGroupMessageRequest(group_id="hot", text=TEXT))])
