@@ -20,13 +20,13 @@ extension PostgresBackend {
     }
 
     public func latestEventID() async throws -> Int64 {
-        try await read { session in
+        try await readStatement { session in
             try session.first("SELECT coalesce(max(last_event_id), 0) FROM app_event_heads") { try $0.int64(0) } ?? 0
         }
     }
 
     public func latestEventID(app: String) async throws -> Int64 {
-        try await read { session in try PostgresEventRows.head(session, app: app) }
+        try await readStatement { session in try PostgresEventRows.head(session, app: app) }
     }
 
     public func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {

@@ -74,7 +74,7 @@ extension PostgresBackend {
     }
 
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
-        try await read { session in
+        try await readStatement { session in
             guard let remark = try session.first(
                 """
                 SELECT g.group_key, r.remark FROM groups g
@@ -108,7 +108,7 @@ extension PostgresBackend {
     }
 
     public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
-        try await read { session in
+        try await readStatement { session in
             var result: [String: String] = [:]
             try session.rows(
                 """

@@ -84,7 +84,7 @@ extension PostgresBackend {
 
     public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
         if groupIDs.isEmpty { return [:] }
-        return try await read { session in
+        return try await readStatement { session in
             var mentions: [String: UnreadMention] = [:]
             try session.rows(
                 """
@@ -102,7 +102,7 @@ extension PostgresBackend {
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
-        return try await read { session in
+        return try await readStatement { session in
             // One statement: per membership, the unread count and the newest message's time
             // (``PostgresMessageRows/unreadCount(app:groupKey:userID:after:session:)`` and
             // ``PostgresMessageRows/lastMessageTime(app:groupKey:session:)`` as subqueries).

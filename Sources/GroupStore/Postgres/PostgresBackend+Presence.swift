@@ -42,7 +42,7 @@ extension PostgresBackend {
     }
 
     public func presence(app: String, groupIDs: [String], now: Timestamp) async throws -> [String: Int] {
-        try await read { session in
+        try await readStatement { session in
             var counts = Dictionary(uniqueKeysWithValues: Set(groupIDs).map { ($0, 0) })
             try session.rows(
                 """
@@ -55,7 +55,7 @@ extension PostgresBackend {
     }
 
     public func presentUsers(app: String, groupID: String, users: [String], now: Timestamp) async throws -> Set<String> {
-        try await read { session in
+        try await readStatement { session in
             var present: Set<String> = []
             try session.rows(
                 """

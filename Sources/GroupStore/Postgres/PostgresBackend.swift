@@ -370,6 +370,19 @@ public final class PostgresBackend: StoreBackend {
         try await readers.runOne(body)
     }
 
+    /// Runs `body`, which runs exactly one statement, on a pooled connection outside a
+    /// transaction: one round trip instead of three (`BEGIN`, the statement, `COMMIT`), and the
+    /// same consistency, since a statement reads one snapshot by itself. Debug builds check that
+    /// the body ran one statement.
+    func readStatement<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+        try await readers.run { session in
+            let before = session.statementCount
+            let value = try body(session)
+            assert(session.statementCount == before + 1, "readStatement ran \(session.statementCount - before) statements")
+            return value
+        }
+    }
+
     /// Runs `body` on a pooled connection in one read snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
         try await readers.run { session in try session.readTransaction { try body(session) } }

@@ -243,6 +243,9 @@ final class PostgresSession: @unchecked Sendable {
     /// that begins with `INSERT`, `UPDATE`, `DELETE` or `WITH` (a data-modifying CTE; a read
     /// written as a CTE counts too, which only errs on the safe side: a batch aborted for nothing).
     private(set) var writeCount = 0
+    /// Statements run on this session so far (``PostgresBackend/readStatement(_:)`` checks that
+    /// its body runs exactly one).
+    private(set) var statementCount = 0
     /// Set when a statement failed inside the open transaction (PostgreSQL then refuses every
     /// statement until `ROLLBACK`).
     private(set) var transactionFailed = false
@@ -327,6 +330,7 @@ final class PostgresSession: @unchecked Sendable {
     /// says so.
     private func run(_ sql: String, _ arguments: [PGValue], mayPrepare: Bool) throws -> Answer {
         let connection = try open()
+        statementCount += 1
         if Self.mayWrite(sql) { writeCount += 1 }
         // A failed transaction refuses every statement but ROLLBACK: nothing to prepare then.
         guard mayPrepare, !transactionFailed else { return try unnamed(connection, sql, arguments) }
