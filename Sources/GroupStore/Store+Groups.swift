@@ -180,8 +180,8 @@ extension Store {
     }
 
     /// Groups by id as `userID` asks for them: the live groups, the user's memberships of them and
-    /// the user's remarks (``GroupsForUser``), read at one instant. On a shared database one
-    /// statement reads all three; otherwise the groups come through the group cache.
+    /// the user's remarks (``GroupsForUser``). On a shared database one statement reads all
+    /// three, at one instant; otherwise three reads, the groups through the group cache.
     public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
         let ids = ids.count > 1 ? Array(Set(ids)) : ids
         if ids.isEmpty { return GroupsForUser() }

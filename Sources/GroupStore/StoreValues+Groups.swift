@@ -61,7 +61,8 @@ public struct Page<Item: Sendable>: Sendable {
 }
 
 /// Groups by id as one user asks for them (GetGroupsInfo): the live groups, the user's stored
-/// memberships of them and the user's remarks, read at one instant.
+/// memberships of them and the user's remarks (one statement on PostgreSQL; three reads on
+/// SQLite, the groups through the group cache).
 public struct GroupsForUser: Sendable {
     /// The live groups found, by id.
     public var groups: [String: Group]
