@@ -142,9 +142,9 @@ final class PostgresGroupReads: Sendable {
     func release() {
         let starts = state.withLock { state in
             state.held = false
-            let starts = min(maxRunning - state.running, state.waiting.isEmpty ? 0 : maxRunning)
-            state.running += max(0, starts)
-            return max(0, starts)
+            let starts = state.waiting.isEmpty ? 0 : max(0, maxRunning - state.running)
+            state.running += starts
+            return starts
         }
         for _ in 0..<starts { Task { await self.drain() } }
     }

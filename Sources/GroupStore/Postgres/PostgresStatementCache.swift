@@ -61,9 +61,10 @@ struct PostgresStatementCache {
     /// How the statement `sql` with parameter types `types` (see ``PGValue/typeName``) runs now;
     /// counts the use.
     mutating func lookup(_ sql: String, types: String) -> Plan {
-        guard Self.isPreparable(sql) else { return .unnamed }
-        tick += 1
         let key = Key(sql: sql, types: types)
+        // Only preparable texts have entries: a known one skips the (shared, locked) memo.
+        if entries[key] == nil, !Self.isPreparable(sql) { return .unnamed }
+        tick += 1
         if var entry = entries[key] {
             entry.uses += 1
             entry.lastUse = tick
