@@ -46,8 +46,9 @@ final class GroupCommitQueue: Sendable {
         var answer: Answer
         /// The events it appended, for the observers once the batch has committed.
         var events: [LoggedEvent]
-        /// Runs after `COMMIT`, before observers and answers.
-        var committed: @Sendable () -> Void
+        /// Runs after `COMMIT`, before observers and answers, with the positions the batch gave
+        /// the events appended with provisional ids.
+        var committed: @Sendable (EventPositions) -> Void
         /// Runs when the batch did not commit (the mutation's changes are not stored; it may run
         /// again).
         var discarded: @Sendable () -> Void
@@ -55,8 +56,8 @@ final class GroupCommitQueue: Sendable {
 
     /// One queued mutation.
     struct PendingWrite: Sendable {
-        /// The app whose rows it writes (a backend shared by several nodes locks it).
-        let app: String
+        /// What it writes (a backend shared by several nodes locks it).
+        let scope: WriteScope
         /// Applies the mutation in the batch's transaction. A mutation that throws has undone its
         /// own side effects (cache marks) before throwing. It may be applied again (an aborted
         /// batch), after its earlier application was discarded.
@@ -227,7 +228,7 @@ final class GroupCommitQueue: Sendable {
             }
             let batchObserver = state.withLock { $0.batchObserver }
             let started = ContinuousClock.now
-            backend.commit(work, apps: Set(batch.map(\.app))) { outcome in
+            backend.commit(work, scopes: batch.map(\.scope)) { outcome in
                 batchObserver?(batch.count, ContinuousClock.now - started)
                 let again = self.finish(batch, slots: slots, outcome: outcome)
                 if !again.isEmpty { self.runFirst(again) }
@@ -252,8 +253,9 @@ final class GroupCommitQueue: Sendable {
         switch outcome.ending {
         case .committed:
             count { $0.batches += 1; $0.mutations += slots.count(where: { $0.applied != nil }) }
-            for slot in slots { slot.applied?.committed() }
-            let events = slots.flatMap { $0.applied?.events ?? [] }
+            let positions = outcome.positions
+            for slot in slots { slot.applied?.committed(positions) }
+            let events = slots.flatMap { $0.applied?.events ?? [] }.map(positions.numbered)
             if !events.isEmpty {
                 let observers = self.observers()
                 backend.publish(events) { ordered in

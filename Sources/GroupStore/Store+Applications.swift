@@ -27,7 +27,9 @@ extension Store {
             parts: parts.union(.dueApplications), pendingApplications: kind)
         lookup.inviteLink = inviteLinkTokenHash.map { .tokenHash($0) }
         let request = lookup
-        let outcome: Outcome<Value> = try await mutate("mutateApplications", app: app) { transaction, effects in
+        let outcome: Outcome<Value> = try await mutate(
+            "mutateApplications", scope: .groups([groupID], users: targets + [operatorID].compactMap { $0 }, app: app)
+        ) { transaction, effects in
             let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
             return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: targets,
                                   transaction: transaction, effects: effects, plan: plan)
@@ -47,7 +49,7 @@ extension Store {
         app: String, id: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let outcome: Outcome<Value> = try await mutate("decideApplication", app: app) { transaction, effects in
+        let outcome: Outcome<Value> = try await mutate("decideApplication", scope: .app(app)) { transaction, effects in
             let found = try transaction.load(SnapshotRequest(app: app, application: id, time: time))
             guard let subject = found.application?.subjectID else { throw GroupError.applicationNotFound(id) }
             let request = SnapshotRequest(
@@ -129,7 +131,7 @@ extension Store {
     public func markApplicationsRead(
         app: String, userID: String, upTo time: Timestamp, now: Timestamp
     ) async throws -> (readTime: Timestamp, unreadCount: Int) {
-        try await mutate("markApplicationsRead", app: app) { transaction, _ in
+        try await mutate("markApplicationsRead", scope: .groups([], users: [userID], app: app)) { transaction, _ in
             let request = SnapshotRequest(app: app, time: now, parts: .applicationReads, applicationReader: userID)
             _ = try transaction.write(
                 WriteSet(applicationReadTime: (user: userID, time: time)), over: StoreSnapshot(app: app, time: now))
@@ -145,7 +147,7 @@ extension Store {
         var events: [GroupEvent] = []
         for groupID in groupIDs {
             do {
-                events += try await mutate("expireApplications", app: app) { transaction, effects in
+                events += try await mutate("expireApplications", scope: .groups([groupID], app: app)) { transaction, effects in
                     let snapshot = try transaction.load(
                         SnapshotRequest(app: app, group: groupID, time: now, parts: .dueApplications))
                     if snapshot.dueApplications.isEmpty { return [] }

@@ -15,7 +15,7 @@ extension Store {
         app: String, groupID: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (GroupSnapshot, GroupAttributeSet) throws -> (AttributeChange, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate("mutateAttributes", app: app) { transaction, effects in
+        try await mutate("mutateAttributes", scope: .groups([groupID], app: app)) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, time: time, parts: .attributes))
             var group = try Self.loadedGroup(snapshot)

@@ -48,7 +48,7 @@ extension Store {
     /// Deletes up to `limit` events of `app` older than `cutoff` (group messages stay: they are
     /// the history). Returns how many were deleted.
     public func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await mutate("purgeEvents", app: app) { transaction, _ in
+        try await mutate("purgeEvents", scope: .app(app)) { transaction, _ in
             try transaction.purge(PurgeRequest(kind: .events, app: app, before: cutoff, limit: max(0, limit)))
         }
     }

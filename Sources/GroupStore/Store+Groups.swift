@@ -26,7 +26,9 @@ extension Store {
         _ plan: GroupCreationPlan,
         revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate("createGroup", app: plan.group.appID) { transaction, effects in
+        try await mutate(
+            "createGroup", scope: .groups([plan.group.id], users: plan.members.map(\.userID), app: plan.group.appID)
+        ) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: plan.group.appID, targets: plan.members.map(\.userID), time: plan.group.createdAt,
                 parts: .joinedGroupCounts))
@@ -80,7 +82,7 @@ extension Store {
         _ method: String, app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
         parts: SnapshotRequest.Parts, plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
-        try await mutate(method, app: app) { transaction, effects in
+        try await mutate(method, scope: .groups([groupID], users: targets + [operatorID].compactMap { $0 }, app: app)) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
@@ -122,7 +124,7 @@ extension Store {
 
     /// Sets or clears (nil) a user's private remark for a group, with its events.
     public func setRemark(app: String, groupID: String, plan: RemarkPlan, at time: Timestamp) async throws -> [GroupEvent] {
-        try await mutate("setRemark", app: app) { transaction, effects in
+        try await mutate("setRemark", scope: .groups([groupID], app: app)) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(app: app, group: groupID, time: time))
             var group = try Self.loadedGroup(snapshot)
             let written = try transaction.write(
@@ -284,7 +286,7 @@ extension Store {
     /// Deletes up to `limit` member tombstones (removals kept for versioned member sync) older than
     /// `cutoff`, raising each group's floor (a sync from below it reloads the list); returns how many.
     public func purgeMemberTombstones(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await mutate("purgeMemberTombstones", app: app) { transaction, _ in
+        try await mutate("purgeMemberTombstones", scope: .app(app)) { transaction, _ in
             try transaction.purge(PurgeRequest(kind: .memberTombstones, app: app, before: cutoff, limit: max(0, limit)))
         }
     }

@@ -12,7 +12,7 @@ extension Store {
         plan: @escaping @Sendable (_ snapshot: GroupSnapshot, _ live: [InviteLink], _ named: InviteLink?) throws
             -> (links: [InviteLink], events: [GroupEvent.Draft], value: Value)
     ) async throws -> Committed<Value> {
-        try await mutate("mutateInviteLinks", app: app) { transaction, effects in
+        try await mutate("mutateInviteLinks", scope: .groups([groupID], app: app)) { transaction, effects in
             var request = SnapshotRequest(app: app, group: groupID, operatorID: operatorID, time: time, parts: .inviteLinks)
             request.inviteLink = linkID.map { .id($0) }
             let snapshot = try transaction.load(request)

@@ -24,7 +24,14 @@ extension Store {
         _ message: GroupMessage, at time: Timestamp,
         check: @escaping @Sendable (Group, Member?, Timestamp?) throws -> String
     ) async throws -> AppendedMessage {
-        try await mutate("appendMessage", app: message.appID) { transaction, effects in
+        try await mutate(
+            "appendMessage", scope: .groups([message.groupID], app: message.appID),
+            numbered: { appended, positions in
+                var appended = appended
+                appended.stored.eventID = positions.eventID(appended.stored.eventID, app: message.appID)
+                return appended
+            }
+        ) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: message.appID, group: message.groupID, targets: [message.senderID], time: time,
                 earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) },
@@ -60,7 +67,7 @@ extension Store {
         app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
         plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
     ) async throws -> Committed<(state: ReadState, group: Group)> {
-        try await mutate("markRead", app: app) { transaction, effects in
+        try await mutate("markRead", scope: .groups([groupID], app: app)) { transaction, effects in
             let request = SnapshotRequest(
                 app: app, group: groupID, targets: [userID], time: time, parts: .readState, readState: (user: userID, upTo: upTo))
             let snapshot = try transaction.load(request)
@@ -99,7 +106,7 @@ extension Store {
         app: String, groupID: String, sequence: Int64, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (Group, Member?, GroupMessage?) throws -> (recall: MessageRecall, event: GroupEvent.Draft)
     ) async throws -> Committed<GroupMessage> {
-        try await mutate("recallMessage", app: app) { transaction, effects in
+        try await mutate("recallMessage", scope: .groups([groupID], app: app)) { transaction, effects in
             let snapshot = try transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, time: time, messageSequence: sequence))
             var group = try Self.loadedGroup(snapshot)
@@ -120,7 +127,7 @@ extension Store {
     /// simply find nothing below the oldest kept message.
     /// - Returns: How many messages were deleted.
     public func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await mutate("purgeMessages", app: app) { transaction, _ in
+        try await mutate("purgeMessages", scope: .app(app)) { transaction, _ in
             try transaction.purge(PurgeRequest(kind: .messages, app: app, before: cutoff, limit: max(0, limit)))
         }
     }

@@ -225,23 +225,35 @@ public final class Store: Sendable {
             }
         }
 
-        func committed() { cache.commitWrite(keys, records: records) }
+        /// The positions its batch gave the events it appended (set when the batch committed).
+        private(set) var positions = EventPositions.none
+
+        func committed(_ positions: EventPositions) {
+            self.positions = positions
+            cache.commitWrite(keys, records: records)
+        }
         func discarded() { cache.rollbackWrite(keys) }
     }
 
-    /// Runs `body` (a mutation of `app`'s rows) as one mutation of the next batch and returns its
-    /// value once that batch has committed. `body` may run more than once (an aborted batch runs
-    /// again): it must do nothing outside the transaction but through `MutationEffects`.
+    /// Runs `body` (a mutation of the rows `scope` names) as one mutation of the next batch and
+    /// returns its value once that batch has committed. `body` may run more than once (an aborted
+    /// batch runs again): it must do nothing outside the transaction but through
+    /// `MutationEffects`. It writes the rows of the scope's groups only and checks the per-user
+    /// limits of its users only (a backend several nodes share locks just those).
+    /// - Parameter numbered: Gives the value the positions of events it carries (``EventPositions``:
+    ///   ids taken in the transaction may be provisional until the batch commits).
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
     ///   the batch is stored); both as ``GroupError``.
     func mutate<T: Sendable>(
-        _ method: String, app: String, _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) throws -> T
+        _ method: String, scope: WriteScope,
+        numbered: @escaping @Sendable (T, EventPositions) -> T = { value, _ in value },
+        _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) throws -> T
     ) async throws -> T {
         let cache = self.cache
         return try await read {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 self.commits.enqueue(GroupCommitQueue.PendingWrite(
-                    app: app,
+                    scope: scope,
                     apply: { transaction in
                         let effects = MutationEffects(cache: cache)
                         do {
@@ -249,7 +261,11 @@ public final class Store: Sendable {
                             try self.injectedFault(method)
                             return GroupCommitQueue.Applied(
                                 answer: { error in
-                                    if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+                                    if let error {
+                                        continuation.resume(throwing: error)
+                                    } else {
+                                        continuation.resume(returning: numbered(value, effects.positions))
+                                    }
                                 },
                                 events: effects.events, committed: effects.committed, discarded: effects.discarded)
                         } catch {

@@ -6,7 +6,7 @@ public import GroupModel
 /// mutation (what to read, the plan, what to write, sequence numbering, idempotent sends,
 /// expiry before a decision), group commit, the group cache and the event feed. A backend
 /// implements a small core:
-/// - **Writes**: ``commit(_:then:)`` runs a batch of pieces of work in one
+/// - **Writes**: ``commit(_:scopes:then:)`` runs a batch of pieces of work in one
 ///   transaction, where each piece calls the transaction's two operations:
 ///   ``StoreTransaction/load(_:)`` (a ``StoreSnapshot``: what a plan may read) and
 ///   ``StoreTransaction/write(_:over:)`` (a ``WriteSet``: what the plan decided), plus
@@ -16,7 +16,7 @@ public import GroupModel
 ///
 /// Rules every backend keeps (the backend conformance suite checks them):
 /// - Every read and write is scoped by app id: nothing of one app is visible to another.
-/// - ``commit(_:then:)`` is called by one caller at a time, and its `then` before the next call.
+/// - ``commit(_:scopes:then:)`` is called by one caller at a time, and its `then` before the next call.
 /// - Within a batch, each piece of work sees the writes of those before it; the batch commits
 ///   once (one fsync under ``Durability/full``). A piece that throws before it wrote anything
 ///   fails alone; one that throws after writing aborts the batch (``BatchOutcome/Ending/aborted(at:)``):
@@ -38,10 +38,10 @@ public protocol StoreBackend: Sendable {
     /// with the outcome.
     /// - Parameters:
     ///   - work: The batch's pieces of work, each given the open transaction.
+    ///   - scopes: What each piece writes, in the order of `work` (a backend several nodes share
+    ///     locks it across nodes for the transaction; one only this process uses ignores it).
     ///   - then: Called once, on any thread, after the commit (or its failure).
-    ///   - apps: The apps whose rows the pieces write (a backend several nodes share serializes
-    ///     each app's batches across nodes).
-    func commit(_ work: [TransactionWork], apps: Set<String>, then: @escaping @Sendable (BatchOutcome) -> Void)
+    func commit(_ work: [TransactionWork], scopes: [WriteScope], then: @escaping @Sendable (BatchOutcome) -> Void)
 
     // MARK: Commits of other nodes
 
@@ -263,6 +263,58 @@ public protocol StoreFailure: Error {
 /// be run again, in a later batch, when the batch it ran in aborted.
 public typealias TransactionWork = @Sendable (any StoreTransaction) throws -> Void
 
+/// What one mutation writes, for a backend several nodes share to lock across nodes for the
+/// transaction that writes it (``StoreBackend/commit(_:scopes:then:)``).
+///
+/// A mutation scoped to groups writes the rows of those groups only (members, bans, messages,
+/// events, links, attributes, the per-member sync rows), and reads the per-user limits (the
+/// number of groups a user is in) of ``users`` only: two mutations whose groups and users are
+/// disjoint commit in parallel. A mutation of the whole app (``groups`` `nil`: retention passes,
+/// decisions on an application found by id) excludes every other mutation of the app.
+public struct WriteScope: Sendable, Hashable {
+    /// The app.
+    public var app: String
+    /// The ids of the groups whose rows it writes; `nil`: any row of the app.
+    public var groups: [String]?
+    /// The users whose per-user limits (the number of groups a user is in) it may check: the
+    /// operator and the targets of a group operation, the members of a group it creates.
+    public var users: [String]
+
+    /// A mutation of the groups `groups` (the id of a group it creates included) that checks the
+    /// limits of `users`.
+    public static func groups(_ groups: [String], users: [String] = [], app: String) -> WriteScope {
+        WriteScope(app: app, groups: groups, users: users)
+    }
+
+    /// A mutation that may write any row of `app`.
+    public static func app(_ app: String) -> WriteScope {
+        WriteScope(app: app, groups: nil, users: [])
+    }
+
+    /// The 64-bit lock keys of the scope's groups and users: the same on every node and in
+    /// every release (FNV-1a of the kind, the app and the id; never Swift's seeded `Hasher`).
+    /// Two ids that collide only share a lock.
+    public var lockKeys: [Int64] {
+        (groups ?? []).map { Self.lockKey(kind: "group", app: app, id: $0) }
+            + users.map { Self.lockKey(kind: "user", app: app, id: $0) }
+    }
+
+    /// The lock key of one group or user of an app.
+    static func lockKey(kind: String, app: String, id: String) -> Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for part in [kind, app, id] {
+            for byte in part.utf8 {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+            // A separator no UTF-8 text contains, so ("ab", "c") and ("a", "bc") differ.
+            hash ^= 0xff
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return Int64(bitPattern: hash)
+    }
+}
+
 /// The outcome of a batch.
 public struct BatchOutcome: Sendable {
     /// How the transaction ended.
@@ -281,11 +333,48 @@ public struct BatchOutcome: Sendable {
     public var failures: [Int: any Error]
     /// How the transaction ended.
     public var ending: Ending
+    /// The positions a committed batch gave the events its pieces appended with provisional
+    /// ids (``EventPositions/none`` for a backend that numbers them as they are written).
+    public var positions: EventPositions
 
     /// Creates an outcome.
-    public init(failures: [Int: any Error], ending: Ending) {
+    public init(failures: [Int: any Error], ending: Ending, positions: EventPositions = .none) {
         self.failures = failures
         self.ending = ending
+        self.positions = positions
+    }
+}
+
+/// The positions (`event_id`s) a committed batch gave its events, for a backend that numbers
+/// them only when the batch ends (PostgreSQL, where an app's positions are taken by each batch's
+/// last statement). Until then a mutation holds *provisional* ids: the n-th event the batch
+/// appended to an app is −n. ``GroupCommitQueue`` replaces them before anyone sees them (the
+/// commit feed, the mutation's answer).
+public struct EventPositions: Sendable, Hashable {
+    /// Per app, the position before the batch's first event of that app.
+    public var bases: [String: Int64]
+
+    /// Creates positions.
+    public init(bases: [String: Int64]) {
+        self.bases = bases
+    }
+
+    /// A batch whose ids were final as written.
+    public static let none = EventPositions(bases: [:])
+
+    /// The position of the event `id` of `app` (an id that is not provisional is returned as is).
+    public func eventID(_ id: Int64, app: String) -> Int64 {
+        id < 0 ? (bases[app] ?? 0) - id : id
+    }
+
+    /// `logged` with its position (and its message's).
+    public func numbered(_ logged: LoggedEvent) -> LoggedEvent {
+        guard logged.eventID < 0 || (logged.message?.eventID ?? 0) < 0 else { return logged }
+        var logged = logged
+        let app = logged.event.appID
+        logged.eventID = eventID(logged.eventID, app: app)
+        if let id = logged.message?.eventID { logged.message?.eventID = eventID(id, app: app) }
+        return logged
     }
 }
 

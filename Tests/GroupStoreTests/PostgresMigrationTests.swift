@@ -39,8 +39,21 @@ private func shape(_ session: PostgresSession) throws -> [String] {
     return lines.sorted()
 }
 
-/// What v6–v10 added, taken away again, newest first: a database as groupd before v6 left it.
-private let backToV5 = """
+/// What v11 changed, taken back: event ids from one sequence shared by every app (set above
+/// every id held), message bodies keyed by `event_id`, no batch lock function.
+private let backToV10 = """
+    DROP FUNCTION groupd_lock_batch(TEXT[], TEXT[], BIGINT[]);
+    ALTER TABLE group_messages DROP CONSTRAINT group_messages_pkey;
+    ALTER TABLE group_messages ADD PRIMARY KEY (app_id, event_id);
+    CREATE INDEX group_messages_by_seq ON group_messages (app_id, group_key, seq, sender_id);
+    CREATE SEQUENCE group_events_event_id_seq OWNED BY group_events.event_id;
+    SELECT setval('group_events_event_id_seq', (SELECT coalesce(max(event_id), 0) + 1 FROM group_events));
+    ALTER TABLE group_events ALTER COLUMN event_id SET DEFAULT nextval('group_events_event_id_seq');
+    DELETE FROM groupd_migrations WHERE id = 'v11'
+    """
+
+/// What v6–v11 added, taken away again, newest first: a database as groupd before v6 left it.
+private let backToV5 = backToV10 + ";\n" + """
     DROP TABLE joined_changes;
     DROP TABLE member_tombstones;
     DROP INDEX members_by_user_bytes;
@@ -67,7 +80,7 @@ struct PostgresMigrationTests {
     private let t0 = Fixture.t0
     private let types: [(id: String, type: GroupType)] = [("w", .work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)]
 
-    @Test("v6–v10 apply over groups, members and messages written before them; each type gets its defaults")
+    @Test("v6–v11 apply over groups, members and messages written before them; each type gets its defaults")
     func migrationsOverData() async throws {
         // The data, written by this groupd, then the schema taken back to v5 (checked against a
         // database migrated to v5 alone), so the migrations run over rows as an older groupd left them.
@@ -137,6 +150,53 @@ struct PostgresMigrationTests {
             content: MessageContent(text: "@carol", mentionedUserIDs: ["carol"]), time: t0)
         _ = try await store.appendMessage(mention, at: t0) { _, member, _ in try #require(member).nameCard }
         #expect(try await store.unreadMentions(app: app, userID: "carol", groupIDs: ["p"])["p"] == .me)
+        try await store.close()
+    }
+
+    @Test("v11 over a stream numbered by the shared sequence: each app's positions continue above every id it holds; a cursor from before resumes after")
+    func positionsContinueAfterV11() async throws {
+        let old = try await TemporaryStore(postgres: try #require(PostgresTestServer.settings))
+        let settings = try #require(old.postgres)
+        try await Fixture.create(old.store, "g", members: ["bob"])
+        try await old.store.close()
+        // As groupd before v11 left it: ids from one sequence, which other apps moved far ahead,
+        // the app's head its highest id.
+        let before = try await withSession(settings) { session -> (head: Int64, ids: [Int64]) in
+            for statement in PostgresSchema.statements(of: backToV10) { try session.command(statement) }
+            try session.command("SELECT setval('group_events_event_id_seq', 5000)")
+            for _ in 0..<3 {
+                try session.command("""
+                    WITH ins AS (
+                        INSERT INTO group_events (app_id, group_key, group_id, seq, kind, time, recipient_kind)
+                        SELECT app_id, group_key, group_id, latest_seq + 1, 'GROUP_INFO_CHANGED', 0, 'group'
+                        FROM groups WHERE app_id = 'app' AND group_id = 'g' RETURNING event_id, seq),
+                    latest AS (UPDATE groups SET latest_seq = (SELECT seq FROM ins) WHERE app_id = 'app' AND group_id = 'g')
+                    UPDATE app_event_heads SET last_event_id = (SELECT event_id FROM ins) WHERE app_id = 'app'
+                    """)
+                try session.command("SELECT nextval('group_events_event_id_seq')")  // another app's id
+            }
+            var ids: [Int64] = []
+            try session.rows("SELECT event_id FROM group_events WHERE app_id = 'app' ORDER BY event_id") { ids.append(try $0.int64(0)) }
+            let head = try session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = 'app'") { try $0.int64(0) }
+            return (try #require(head), ids)
+        }
+        #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
+
+        let backend = try await PostgresBackend.open(settings: settings)
+        #expect(backend.appliedMigrations.last == "v11")
+        let store = Store(backend: backend, cacheCapacity: 0)
+        #expect(try await store.latestEventID(app: Fixture.app) == before.head)
+        try await Fixture.send(store, "g", from: "bob")
+        try await Fixture.join(store, "g", "carol")
+        let resumed = try await store.appEvents(app: Fixture.app, after: before.head, limit: 10)
+        #expect(resumed.events.map(\.eventID) == [5006, 5007])
+        #expect(resumed.events.map(\.event.kind) == [.groupMessage, .memberJoined])
+        #expect(resumed.events.first?.message?.eventID == 5006)
+        let older = try await store.appEvents(app: Fixture.app, after: 5002, limit: 10)
+        #expect(older.events.map(\.eventID) == [5003, 5005, 5006, 5007])
+        #expect(try await store.latestEventID(app: Fixture.app) == 5007)
+        let sequences = try await Fixture.events(store, "g").map(\.sequence)
+        #expect(sequences == (1...Int64(sequences.count)).map { $0 })
         try await store.close()
     }
 }

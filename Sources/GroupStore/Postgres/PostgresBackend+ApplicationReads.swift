@@ -19,8 +19,11 @@ extension PostgresBackend {
         let limit = max(1, limit)
         return try await read { session in
             let filter = PostgresApplicationRows.Filter(app: app, query: query)
-            // The app's highest key: an app's writes are serialized (its advisory lock), so its
-            // keys are in commit order and a later item has a higher one.
+            // The app's highest key: items created after the first page are left out. Keys come
+            // from one sequence, so they follow creation; batches of different groups commit in
+            // parallel, so an item whose batch commits just after the first page with a lower
+            // key than the mark can still appear, on the page its creation time puts it (never
+            // twice, never skipping another).
             let mark = try position?[2]
                 ?? session.first(
                     "SELECT COALESCE(MAX(app_key), 0) FROM applications WHERE app_id = ?", [.text(app)], { try $0.int64(0) })

@@ -152,7 +152,7 @@ enum PostgresEventRows {
             WITH e AS MATERIALIZED (SELECT * FROM group_events e WHERE e.app_id = ? AND \(condition))
             SELECT \(EventRows.loggedEventColumns) FROM e
             JOIN groups g ON g.app_id = e.app_id AND g.group_key = e.group_key
-            LEFT JOIN group_messages gm ON gm.app_id = e.app_id AND gm.event_id = e.event_id
+            LEFT JOIN group_messages gm ON gm.app_id = e.app_id AND gm.group_key = e.group_key AND gm.seq = e.seq
             ORDER BY e.event_id
             """, [.text(app)] + arguments
         ) { row in

@@ -10,10 +10,16 @@ import Synchronization
 /// once (docs/SCALING.md).
 ///
 /// - **Writes**: each node's group commit runs its batches on one writer connection, one
-///   transaction each. A batch first takes the advisory lock of every app it writes (in sorted
-///   order, so two nodes never deadlock) and holds them until it commits: an app's transactions
-///   are serialized across nodes, so a group's sequence stays gap-free and `event_id`s are in
-///   commit order within an app. Different apps commit in parallel.
+///   transaction each. A batch first locks what its mutations write (``WriteScope``): the
+///   64-bit keys of their groups and of the users whose limits they check, with the app's write
+///   lock shared (exclusive only for a mutation of a whole app, such as a retention pass), all
+///   in one statement and one global order, so two batches never deadlock on them. Batches of
+///   different groups of one app, on any nodes, hold no lock in common and run in parallel; two
+///   batches of one group run one after the other, so its sequence stays gap-free. The events
+///   are numbered at the batch's end (``PostgresStreamTail``): its last statement takes the app's
+///   next positions from the app's ticket row and inserts them, so positions are dense and in
+///   commit order within an app. A deadlock PostgreSQL breaks (rows the locks do not cover, such
+///   as the per-user counts a dismissal decrements) rolls the batch back, and it runs again.
 /// - **Events across nodes**: after a batch that appended events commits, the node rings a
 ///   doorbell: it notifies ``PostgresSchema/eventChannel`` with each app's `event_id` range, on a
 ///   connection of its own with `synchronous_commit = off`. The notification is sent outside the
@@ -40,9 +46,11 @@ public final class PostgresBackend: StoreBackend {
     /// The writer: one batch at a time, on ``writerQueue``.
     let writer: PostgresSession
     let writerQueue = DispatchQueue(label: "groupd.postgres.writer")
-    /// The previous heads of the apps the last committed batch appended to
-    /// (``PostgresTransaction/previousHeads``), for ``publish(_:deliver:)``; on ``writerQueue``.
-    nonisolated(unsafe) var lastBatchHeads: [String: Int64] = [:]
+    /// Per app the last committed batch appended to, the position before its first event (the
+    /// app's head before it), for ``publish(_:deliver:)``; on ``writerQueue``.
+    nonisolated(unsafe) var lastBatchBases: [String: Int64] = [:]
+    /// Batches rolled back by a deadlock or a serialization failure and run again (tests).
+    let retriedBatches = Atomic<Int>(0)
     let readers: PostgresReaders
     /// Reads of groups by id, those that arrive together answered together.
     let groupReads: PostgresGroupReads
@@ -216,15 +224,17 @@ public final class PostgresBackend: StoreBackend {
 
     // MARK: Writes
 
-    public func commit(_ work: [TransactionWork], apps: Set<String>, then: @escaping @Sendable (BatchOutcome) -> Void) {
+    public func commit(_ work: [TransactionWork], scopes: [WriteScope], then: @escaping @Sendable (BatchOutcome) -> Void) {
         writerQueue.async {
-            then(self.run(work, apps: apps.sorted()))
+            then(self.run(work, scopes: scopes))
         }
     }
 
-    /// One transaction on the writer: the apps' locks, the pieces of work in order, `COMMIT`;
-    /// then the doorbell for the events it appended.
-    private func run(_ work: [TransactionWork], apps: [String]) -> BatchOutcome {
+    /// One transaction on the writer: the locks of what the pieces of work write, the pieces in
+    /// order, the tail (each app's events numbered and inserted), `COMMIT`; then the doorbell for
+    /// the events it appended. A deadlock or serialization failure rolls back and the store runs
+    /// the whole batch again.
+    private func run(_ work: [TransactionWork], scopes: [WriteScope]) -> BatchOutcome {
         if !monitor.isAvailable {
             return BatchOutcome(failures: [:], ending: .failed(monitor.unavailableError()))
         }
@@ -232,23 +242,20 @@ public final class PostgresBackend: StoreBackend {
         let transaction = PostgresTransaction(session: writer)
         do {
             try writer.begin()
-            for app in apps {
-                try writer.command(
-                    "SELECT pg_advisory_xact_lock(?::int4, hashtext(?))",
-                    [.integer(Int64(PostgresSchema.Lock.appWrites)), .text(app)])
-            }
+            try lock(scopes)
         } catch {
-            return failed(error, failures: [:])
+            return ended(error, failures: [:], at: 0)
         }
         for (index, item) in work.enumerated() {
             let writes = writer.writeCount
+            transaction.scope = index < scopes.count ? scopes[index] : nil
             do {
                 try item(transaction)
             } catch {
                 // The session turns a lost connection or a timeout into a PostgresStoreError.
-                if !writer.inTransaction || error is PostgresStoreError {
-                    failures[index] = monitor.reported(error)
-                    return failed(error, failures: failures)
+                if !writer.inTransaction || error is PostgresStoreError || PGState.isRetryable(error) {
+                    if !PGState.isRetryable(error) { failures[index] = monitor.reported(error) }
+                    return ended(error, failures: failures, at: index)
                 }
                 failures[index] = error
                 if !writer.transactionFailed && writer.writeCount == writes { continue }
@@ -256,15 +263,48 @@ public final class PostgresBackend: StoreBackend {
                 return BatchOutcome(failures: failures, ending: .aborted(at: index))
             }
         }
+        var bases: [String: Int64] = [:]
+        var ranges: [String: ClosedRange<Int64>] = [:]
         do {
+            for tail in transaction.takeTails() where tail.count > 0 {
+                let (sql, arguments) = tail.statement
+                guard let base = try writer.first(sql, arguments, { try $0.int64(0) }) else {
+                    throw GroupError.internal("the tail of \(tail.app)'s events returned no position")
+                }
+                bases[tail.app] = base
+                ranges[tail.app] = (base + 1)...(base + Int64(tail.count))
+            }
             if let fault = commitFault.withLock({ $0 }) { throw fault }
             try writer.commit()
         } catch {
-            return failed(error, failures: failures)
+            return ended(error, failures: failures, at: work.count - 1)
         }
-        lastBatchHeads = transaction.previousHeads
-        ringDoorbells(transaction.eventRanges)
-        return BatchOutcome(failures: failures, ending: .committed)
+        lastBatchBases = bases
+        ringDoorbells(ranges)
+        return BatchOutcome(failures: failures, ending: .committed, positions: EventPositions(bases: bases))
+    }
+
+    /// The batch's first statement after `BEGIN`: the write locks of the apps (exclusive when a
+    /// piece of work may write any row of its app, shared otherwise), then the keys of the groups
+    /// and users the pieces name, ascending (``PostgresSchema/v11``). Every batch on every node
+    /// takes its locks in this one order, so two batches never deadlock on them; batches writing
+    /// different groups of one app hold no lock in common.
+    private func lock(_ scopes: [WriteScope]) throws {
+        var exclusive = Set<String>()
+        var shared = Set<String>()
+        var keys = Set<Int64>()
+        for scope in scopes {
+            if scope.groups == nil {
+                exclusive.insert(scope.app)
+            } else {
+                shared.insert(scope.app)
+                keys.formUnion(scope.lockKeys)
+            }
+        }
+        shared.subtract(exclusive)
+        try writer.command(
+            "SELECT groupd_lock_batch(?, ?, ?)",
+            [.texts(exclusive.sorted()), .texts(shared.sorted()), .integers(keys.sorted())])
     }
 
     /// Tells the other nodes, after the commit, which events of which apps it made visible:
@@ -312,9 +352,14 @@ public final class PostgresBackend: StoreBackend {
         doorbellFault.withLock { $0 = drop }
     }
 
-    /// Rolls back and reports the batch failed as a whole.
-    private func failed(_ error: any Error, failures: [Int: any Error]) -> BatchOutcome {
+    /// Rolls back; a deadlock or serialization failure aborts the batch (the store runs it again
+    /// at once: nothing of it is stored), anything else fails it as a whole.
+    private func ended(_ error: any Error, failures: [Int: any Error], at index: Int) -> BatchOutcome {
         writer.rollback()
+        if PGState.isRetryable(error) {
+            retriedBatches.add(1, ordering: .relaxed)
+            return BatchOutcome(failures: failures, ending: .aborted(at: max(0, index)))
+        }
         return BatchOutcome(failures: failures, ending: .failed(monitor.reported(error)))
     }
 
@@ -355,10 +400,11 @@ public final class PostgresBackend: StoreBackend {
         try await monitor.run(on: .global()) { try self.follower.catchUpNow(app: app) }
     }
 
-    /// Called on the writer's queue right after the batch committed (``commit(_:apps:then:)``'s
-    /// `then`), so ``lastBatchHeads`` are this batch's.
+    /// Called on the writer's queue right after the batch committed (``commit(_:scopes:then:)``'s
+    /// `then`), so ``lastBatchBases`` are this batch's: the apps' heads before it (the events
+    /// come numbered, ``BatchOutcome/positions``).
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
-        follower.publishLocal(events, previousHeads: lastBatchHeads, deliver: deliver)
+        follower.publishLocal(events, previousHeads: lastBatchBases, deliver: deliver)
     }
 
     // MARK: Reads

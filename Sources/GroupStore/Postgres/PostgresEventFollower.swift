@@ -20,9 +20,10 @@ import Synchronization
 ///   catches up every app whose head is past its mark: a doorbell lost (its node died after the
 ///   commit, or the notification connection failed) delays those events by one poll at most.
 /// - This node's commits arrive through ``publishLocal(_:deliver:)`` with their events in hand.
-///   An app's `event_id`s are in commit order (its writes hold the app's lock), so every id below
-///   the batch's first one is committed already: when the mark is lower, the ids between are read
-///   from the table and delivered first.
+///   An app's `event_id`s are dense and in commit order (each batch takes them from the app's
+///   ticket row in its last statement, ``PostgresStreamTail``), so every id below the batch's
+///   first one is committed already: when the mark is lower, the ids between are read from the
+///   table and delivered first.
 /// - All of it runs on one serial queue, so an app's deliveries never interleave.
 /// - When the listening connection is lost, it reconnects (with back-off) and catches every
 ///   known app up from the table: a notification missed meanwhile loses nothing.

@@ -12,7 +12,11 @@ enum PostgresSchema {
     enum Lock {
         /// Migrations (object 0): one node migrates; the others wait and find them applied.
         static let migrations: Int32 = 0x6770_0001
-        /// An app's writes (object: `hashtext(app_id)`), held for a write transaction.
+        /// An app's writes (object: `hashtext(app_id)`), held for a write transaction: shared by
+        /// a batch whose mutations name their groups (which then take their groups' and users'
+        /// 64-bit keys, ``WriteScope/lockKeys``), exclusive by one with a mutation of the whole
+        /// app (``PostgresSchema/v11``'s `groupd_lock_batch`, which spells it in decimal:
+        /// 1735393282).
         static let appWrites: Int32 = 0x6770_0002
         /// A periodic pass (object: the pass), held while one node runs it.
         static let passes: Int32 = 0x6770_0003
@@ -28,6 +32,7 @@ enum PostgresSchema {
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
+        ("v11", v11),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -171,13 +176,14 @@ enum PostgresSchema {
     /// v1: the schema of SQLite's v1–v7 (docs/STORE.md), keyed by app.
     ///
     /// - Integers are `BIGINT` (times in milliseconds, flags 0/1), texts `TEXT`, custom values `BYTEA`.
-    /// - `groups.group_key`, `group_events.event_id` and `applications.app_key` come from sequences.
-    ///   `event_id` order is commit order within an app: an app's write transactions hold the app's
-    ///   advisory lock from their first statement to their commit.
+    /// - `groups.group_key`, `group_events.event_id` and `applications.app_key` come from sequences
+    ///   (`event_id` until v11, which numbers each app's events itself). `event_id` order is commit
+    ///   order within an app: until v11 an app's write transactions held the app's advisory lock
+    ///   from their first statement to their commit.
     /// - `has_custom` and `joined_counts` are kept by triggers, as on SQLite.
     /// - `app_event_heads`: each app's highest committed `event_id`, written by the transaction
-    ///   that appends (under the app's lock): the stream's "latest" and the start of every node's
-    ///   follower.
+    ///   that appends: the stream's "latest" and the start of every node's follower (since v11
+    ///   also the app's ticket: a batch's last statement takes its positions from it).
     /// - Name search: `pg_trgm` (a GIN trigram index on `groups.name`) where SQLite has FTS5 trigram.
     static let v1 = """
         CREATE EXTENSION IF NOT EXISTS pg_trgm;
@@ -590,5 +596,53 @@ enum PostgresSchema {
             FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
         );
         CREATE INDEX joined_changes_by_version ON joined_changes (app_id, user_id, event_id);
+        """
+
+    /// v11: an app's writes in parallel on every node, its positions dense and in commit order.
+    ///
+    /// - `groupd_lock_batch(exclusive, shared, keys)`: a write batch's first statement. It takes
+    ///   the apps' write locks in app order (exclusive for a batch holding a mutation of a whole
+    ///   app, shared otherwise), then the 64-bit keys of the groups and users the batch writes,
+    ///   in the order given (ascending): every batch takes its locks in one global order, so
+    ///   batches never deadlock on them.
+    /// - `group_events.event_id` is no longer drawn from a sequence: a batch's last statement
+    ///   (``PostgresStreamTail``) takes its app's next positions from `app_event_heads` (the
+    ///   app's ticket row) and inserts its events with them. Each app's head starts at the highest
+    ///   id it holds, so every cursor and sync version a client holds stays valid and new
+    ///   positions continue above it.
+    /// - `group_messages` is keyed by group and sequence, as its event is; its `event_id` is
+    ///   stamped by the same last statement (a body is written before, so a later mutation of
+    ///   the batch finds it). `group_messages_by_seq` is the key's prefix now, and goes.
+    static let v11 = """
+        INSERT INTO app_event_heads (app_id, last_event_id)
+            SELECT app_id, max(event_id) FROM group_events GROUP BY app_id
+            ON CONFLICT (app_id) DO UPDATE
+                SET last_event_id = greatest(app_event_heads.last_event_id, excluded.last_event_id);
+        ALTER TABLE group_events ALTER COLUMN event_id DROP DEFAULT;
+        DROP SEQUENCE group_events_event_id_seq;
+        ALTER TABLE group_messages DROP CONSTRAINT group_messages_pkey;
+        ALTER TABLE group_messages ADD PRIMARY KEY (app_id, group_key, seq);
+        DROP INDEX group_messages_by_seq;
+        CREATE FUNCTION groupd_lock_batch(p_exclusive TEXT[], p_shared TEXT[], p_keys BIGINT[])
+        RETURNS VOID LANGUAGE plpgsql AS $$
+        DECLARE
+            l_app RECORD;
+            l_key BIGINT;
+        BEGIN
+            FOR l_app IN
+                SELECT app, true AS exclusive FROM unnest(p_exclusive) AS app
+                UNION ALL SELECT app, false FROM unnest(p_shared) AS app
+                ORDER BY 1
+            LOOP
+                IF l_app.exclusive THEN
+                    PERFORM pg_advisory_xact_lock(1735393282, hashtext(l_app.app));
+                ELSE
+                    PERFORM pg_advisory_xact_lock_shared(1735393282, hashtext(l_app.app));
+                END IF;
+            END LOOP;
+            FOREACH l_key IN ARRAY p_keys LOOP
+                PERFORM pg_advisory_xact_lock(l_key);
+            END LOOP;
+        END $$;
         """
 }

@@ -15,6 +15,8 @@ enum PGValue: Sendable {
     case texts([String])
     /// A `bigint[]` (for `= ANY($n)`).
     case integers([Int64])
+    /// A `text[]` whose elements may be null (a column of rows inserted from arrays).
+    case optionalTexts([String?])
 
     static func int(_ value: Int) -> PGValue { .integer(Int64(value)) }
     /// A boolean stored as 0 or 1 (the schema keeps flags as integers, as on SQLite).
@@ -30,7 +32,7 @@ enum PGValue: Sendable {
         case .text: "text"
         case .bytes: "bytea"
         case .null: "unknown"
-        case .texts: "text[]"
+        case .texts, .optionalTexts: "text[]"
         case .integers: "int8[]"
         }
     }
@@ -54,7 +56,33 @@ enum PGValue: Sendable {
             var buffer = ByteBuffer()
             try values.encode(into: &buffer, context: .default)
             return PostgresData(type: [Int64].psqlType, formatCode: .binary, value: buffer)
+        case .optionalTexts(let values):
+            return Self.textArray(values)
         }
+    }
+
+    /// A one-dimensional `text[]` in PostgreSQL's binary array format, null elements included
+    /// (the driver encodes arrays of non-optional elements only): dimensions, a has-nulls flag,
+    /// the element type, then per dimension its length and lower bound (none for an empty
+    /// array), then each element as its length (-1: null) and bytes.
+    static func textArray(_ values: [String?]) -> PostgresData {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(Int32(values.isEmpty ? 0 : 1))
+        buffer.writeInteger(Int32(values.contains(nil) ? 1 : 0))
+        buffer.writeInteger(PostgresDataType.text.rawValue)
+        if !values.isEmpty {
+            buffer.writeInteger(Int32(values.count))
+            buffer.writeInteger(Int32(1))
+        }
+        for value in values {
+            if let value {
+                buffer.writeInteger(Int32(value.utf8.count))
+                buffer.writeString(value)
+            } else {
+                buffer.writeInteger(Int32(-1))
+            }
+        }
+        return PostgresData(type: .textArray, formatCode: .binary, value: buffer)
     }
 
     var isNull: Bool {
@@ -70,6 +98,7 @@ enum PGValue: Sendable {
         case .null: bindings.appendNull()
         case .texts(let values): bindings.append(values)
         case .integers(let values): bindings.append(values)
+        case .optionalTexts(let values): bindings.append(Self.textArray(values))
         }
     }
 }
@@ -167,6 +196,17 @@ enum PGState {
     /// Among others, "cached plan must not change result type" (a table a prepared statement
     /// reads with `*` changed its columns).
     static let featureNotSupported = "0A000"
+    /// A deadlock PostgreSQL broke by failing this transaction.
+    static let deadlockDetected = "40P01"
+    /// A serialization failure.
+    static let serializationFailure = "40001"
+
+    /// Whether `error` rolled back a transaction that succeeds when run again (a deadlock, a
+    /// serialization failure).
+    static func isRetryable(_ error: any Error) -> Bool {
+        let state = of(error)
+        return state == deadlockDetected || state == serializationFailure
+    }
 
     /// The SQLSTATE of a server error, if `error` is one (``PreparedQuery`` reports errors as
     /// the older `PostgresError`).

@@ -34,12 +34,10 @@ extension PostgresTransaction {
         var users = Set<String>()
         for user in change.insertedMembers.map(\.userID) + change.updatedMembers.map(\.userID) + change.removedMembers
         where users.insert(user).inserted {
-            try joinedChange(app: app, user: user, groupKey: key, eventID: eventID)
+            joinedChange(app: app, user: user, groupKey: key, eventID: eventID)
         }
         if change.changesListedGroup(from: before) {
-            try session.execute(
-                "UPDATE groups SET info_event_id = ? WHERE app_id = ? AND group_key = ?",
-                [.integer(eventID), .text(app), .integer(key)])
+            stampInfo(app: app, groupKey: key, eventID: eventID)
         }
     }
 
@@ -53,21 +51,10 @@ extension PostgresTransaction {
                 "UPDATE members SET changed_version = 1 WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)])
         }
         guard let eventID, plan.group.type != .avChatRoom else { return }
-        try session.execute(
-            "UPDATE groups SET info_event_id = ? WHERE app_id = ? AND group_key = ?",
-            [.integer(eventID), .text(app), .integer(key)])
+        stampInfo(app: app, groupKey: key, eventID: eventID)
         for member in plan.members {
-            try joinedChange(app: app, user: member.userID, groupKey: key, eventID: eventID)
+            joinedChange(app: app, user: member.userID, groupKey: key, eventID: eventID)
         }
-    }
-
-    /// See ``SyncRows/joinedChange(app:user:groupKey:eventID:db:)``.
-    func joinedChange(app: String, user: String, groupKey: Int64, eventID: Int64) throws {
-        try session.execute(
-            """
-            INSERT INTO joined_changes (app_id, user_id, group_key, event_id) VALUES (?, ?, ?, ?)
-            ON CONFLICT (app_id, user_id, group_key) DO UPDATE SET event_id = excluded.event_id
-            """, [.text(app), .text(user), .integer(groupKey), .integer(eventID)])
     }
 
     /// See ``SyncRows/purgeTombstones(app:before:limit:db:)``.

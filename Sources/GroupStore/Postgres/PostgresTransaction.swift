@@ -6,15 +6,19 @@ import GroupModel
 ///
 /// Unlike SQLite, PostgreSQL refuses every statement of a transaction after one failed, so
 /// nothing here lets a statement fail on purpose: a group id is checked before the insert (under
-/// the app's lock no other node can take it meanwhile).
+/// the group id's lock no other node can take it meanwhile).
+///
+/// Events are not inserted where a mutation appends them: they wait in the app's
+/// ``PostgresStreamTail`` with provisional ids, and the batch's last statement numbers and inserts
+/// them, with the rows that carry their positions (joined-group sync, `info_event_id`, the
+/// message bodies' `event_id`).
 final class PostgresTransaction: StoreTransaction {
     let session: PostgresSession
-    /// Per app this transaction appended events to, the lowest and highest `event_id` it took
-    /// (the doorbell rung after `COMMIT` carries them).
-    private(set) var eventRanges: [String: ClosedRange<Int64>] = [:]
-    /// Per app it appended to, the app's head before the transaction's first append: when this
-    /// node delivered up to it, no other node committed to the app since (no gap to read).
-    private(set) var previousHeads: [String: Int64] = [:]
+    /// Per app, the events appended so far, numbered by the batch's tail.
+    private var tails: [String: PostgresStreamTail] = [:]
+    /// The scope of the piece of work running (``PostgresBackend`` sets it): a write of a group
+    /// outside it is refused, since only the scope's groups are locked.
+    var scope: WriteScope?
 
     init(session: PostgresSession) {
         self.session = session
@@ -235,6 +239,7 @@ final class PostgresTransaction: StoreTransaction {
     // MARK: Write
 
     func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult {
+        try checkScope(writes.newGroup?.group.id ?? snapshot.group?.id)
         if let plan = writes.newGroup { return try insertGroup(plan) }
         let time = snapshot.time
         let app = snapshot.app
@@ -309,7 +314,7 @@ final class PostgresTransaction: StoreTransaction {
                 try recordSync(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last)
             }
             if let remark = writes.remark, let eventID = result.eventIDs.last, group.type != .avChatRoom {
-                try joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
+                joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
@@ -331,8 +336,9 @@ final class PostgresTransaction: StoreTransaction {
     private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
         let group = plan.group
         let app = group.appID
-        // Checked first: a failed INSERT would end the whole transaction. The app's lock keeps
-        // other nodes from taking the id between the check and the insert.
+        // Checked first: a failed INSERT would end the whole transaction. The batch holds the
+        // lock of this group id (its scope), which keeps other nodes from taking the id between
+        // the check and the insert.
         if try session.first(
             "SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?", [.text(app), .text(group.id)], { _ in true }) != nil
         {
@@ -573,84 +579,73 @@ final class PostgresTransaction: StoreTransaction {
             change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time)
     }
 
-    /// Numbers `drafts` after `sequence` and, in one statement (one round trip), inserts them,
-    /// moves the group's `latest_seq` and the app's head, and inserts `message`'s body under the
-    /// first one. Returns the events and their `event_id`s.
+    /// Numbers `drafts` after `sequence`, moves the group's `latest_seq` and inserts `message`'s
+    /// body under the first one, in one statement (one round trip); the events themselves join
+    /// the app's ``PostgresStreamTail``, inserted with their positions by the batch's last
+    /// statement. Returns the events and their provisional ids.
     private func appendEvents(
         _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64,
         time: Timestamp, message: GroupMessage? = nil
     ) throws -> ([GroupEvent], [Int64]) {
         if drafts.isEmpty { return ([], []) }
+        var tail = tails.removeValue(forKey: appID) ?? PostgresStreamTail(app: appID)
+        defer { tails[appID] = tail }
         var events: [GroupEvent] = []
-        var values: [PGValue] = []
-        var rows: [String] = []
+        var ids: [Int64] = []
         for (offset, draft) in drafts.enumerated() {
             let event = GroupEvent(
                 draft: draft, appID: appID, groupID: groupID, sequence: sequence + Int64(offset) + 1, time: time)
-            let (recipientKind, recipientUser): (String, String?) =
-                switch event.recipient {
-                case .group: ("group", nil)
-                case .user(let user): ("user", user)
-                case .approvers: ("approvers", nil)
-                }
-            rows.append("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            values += [
-                .text(appID), .integer(groupKey), .text(groupID), .integer(event.sequence), .text(event.kind.rawValue),
-                .integer(time.millisecondsSince1970), .text(event.operatorID),
-                .text(EventJSON.encode(event.targets)), .text(EventJSON.encode(event.changes)),
-                .text(recipientKind), .text(recipientUser),
-            ]
             events.append(event)
+            ids.append(tail.append(event, groupKey: groupKey))
         }
-        values += [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey), .text(appID)]
-        var body = ""
-        if let message {
-            let content = message.content
-            body = """
-                , body AS (
-                    INSERT INTO group_messages (
-                        app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                        payload, priority, sender_name_card, time, mention_all, mentioned_ids)
-                    SELECT ?, min(event_id), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM ins)
-                """
-            values += [
-                .text(appID), .integer(groupKey), .integer(events[0].sequence), .text(message.messageID),
+        let latest: [PGValue] = [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)]
+        guard let message else {
+            try session.execute("UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?", latest)
+            return (events, ids)
+        }
+        let content = message.content
+        try session.execute(
+            """
+            WITH latest AS (UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?)
+            INSERT INTO group_messages (
+                app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
+                payload, priority, sender_name_card, time, mention_all, mentioned_ids)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            latest + [
+                .text(appID), .integer(ids[0]), .integer(groupKey), .integer(events[0].sequence), .text(message.messageID),
                 .text(message.senderID), .text(content.clientMessageID), .text(content.type), .text(content.text),
                 .bytes(content.payload), .text(content.priority.rawValue), .text(message.senderNameCard),
                 .integer(message.time.millisecondsSince1970), .bool(content.mentionAll),
                 .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
-            ]
-        }
-        var ids: [Int64] = []
-        try session.rows(
-            """
-            WITH ins AS (
-                INSERT INTO group_events (
-                    app_id, group_key, group_id, seq, kind, time, operator_id, targets, changes,
-                    recipient_kind, recipient_user)
-                VALUES \(rows.joined(separator: ", "))
-                RETURNING event_id),
-            latest AS (UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?),
-            head AS (
-                INSERT INTO app_event_heads (app_id, last_event_id) SELECT ?, max(event_id) FROM ins
-                ON CONFLICT (app_id)
-                DO UPDATE SET last_event_id = greatest(app_event_heads.last_event_id, excluded.last_event_id))
-            \(body)
-            SELECT event_id, (SELECT last_event_id FROM app_event_heads WHERE app_id = ?) FROM ins ORDER BY event_id
-            """, values + [.text(appID)]
-        ) { row in
-            ids.append(try row.int64(0))
-            // The statement's snapshot: the head before this append.
-            if previousHeads[appID] == nil { previousHeads[appID] = try row.optionalInt64(1) ?? 0 }
-        }
-        guard ids.count == events.count else {
-            throw GroupError.internal("the event insert returned \(ids.count) ids for \(events.count) events")
-        }
-        if let first = ids.first, let last = ids.last {
-            let range = eventRanges[appID].map { min($0.lowerBound, first)...max($0.upperBound, last) } ?? first...last
-            eventRanges[appID] = range
-        }
+            ])
+        tail.stampMessage(groupKey: groupKey, sequence: events[0].sequence, provisional: ids[0])
         return (events, ids)
+    }
+
+    /// Refuses a write of `groupID` by a piece of work whose scope does not name it: another
+    /// node could be writing that group at the same moment.
+    private func checkScope(_ groupID: String?) throws {
+        guard let groupID, let groups = scope?.groups, !groups.contains(groupID) else { return }
+        throw GroupError.internal("a mutation scoped to \(groups) wrote the group \(groupID)")
+    }
+
+    /// Per app, the events this transaction appended, for the batch's tail.
+    func takeTails() -> [PostgresStreamTail] {
+        defer { tails = [:] }
+        return tails.keys.sorted().compactMap { tails[$0] }
+    }
+
+    /// `user`'s joined-group sync row of the group takes the position of the event
+    /// `provisional` (written by the tail).
+    func joinedChange(app: String, user: String, groupKey: Int64, eventID provisional: Int64) {
+        tails[app]?.joinedChange(user: user, groupKey: groupKey, provisional: provisional)
+    }
+
+    /// The group's `info_event_id` takes the position of the event `provisional` (written by
+    /// the tail).
+    func stampInfo(app: String, groupKey: Int64, eventID provisional: Int64) {
+        tails[app]?.stampInfo(groupKey: groupKey, provisional: provisional)
     }
 
     /// Inserts the item, or updates it when its id exists in the app (SQLite's statement).
@@ -673,21 +668,31 @@ final class PostgresTransaction: StoreTransaction {
                 """, [.text(request.app), .text(request.app), .integer(cutoff), .int(request.limit)])
         case .messages:
             var ids: [Int64] = []
+            var groupKeys: [Int64] = []
+            var sequences: [Int64] = []
             try session.rows(
                 """
-                SELECT event_id FROM group_events
+                SELECT event_id, group_key, seq FROM group_events
                 WHERE app_id = ? AND time < ? AND kind = 'GROUP_MESSAGE' LIMIT ?
                 """, [.text(request.app), .integer(cutoff), .int(request.limit)]
-            ) { ids.append(try $0.int64(0)) }
+            ) { row in
+                ids.append(try row.int64(0))
+                groupKeys.append(try row.int64(1))
+                sequences.append(try row.int64(2))
+            }
             if ids.isEmpty { return 0 }
+            // Bodies are keyed by group and sequence, as their event is.
+            let bodies: [PGValue] = [.text(request.app), .integers(groupKeys), .integers(sequences)]
             try session.execute(
                 """
-                DELETE FROM message_mentions mm USING group_messages gm
-                WHERE gm.app_id = ? AND gm.event_id = ANY(?)
-                  AND mm.app_id = gm.app_id AND mm.group_key = gm.group_key AND mm.seq = gm.seq
-                """, [.text(request.app), .integers(ids)])
+                DELETE FROM message_mentions mm USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)
+                WHERE mm.app_id = ? AND mm.group_key = m.group_key AND mm.seq = m.seq
+                """, [.integers(groupKeys), .integers(sequences), .text(request.app)])
             try session.execute(
-                "DELETE FROM group_messages WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
+                """
+                DELETE FROM group_messages gm USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)
+                WHERE gm.app_id = ? AND gm.group_key = m.group_key AND gm.seq = m.seq
+                """, Array(bodies[1...]) + [bodies[0]])
             try session.execute(
                 "DELETE FROM group_events WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
             return ids.count

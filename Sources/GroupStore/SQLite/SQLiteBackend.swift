@@ -150,7 +150,7 @@ public final class SQLiteBackend: StoreBackend {
 
     // MARK: Writes
 
-    public func commit(_ work: [TransactionWork], apps: Set<String>, then: @escaping @Sendable (BatchOutcome) -> Void) {
+    public func commit(_ work: [TransactionWork], scopes: [WriteScope], then: @escaping @Sendable (BatchOutcome) -> Void) {
         pool.asyncWriteWithoutTransaction { db in
             then(self.run(work, db: db))
         }

@@ -1,0 +1,201 @@
+import Foundation
+import GroupModel
+@testable import GroupStore
+import GroupTestSupport
+import Logging
+import NIOPosix
+import Synchronization
+import Testing
+
+/// One app's writes in parallel on several nodes: batches lock the groups and users they write,
+/// not the app; an app's positions are taken by each batch's last statement. Run when
+/// `GROUPD_TEST_POSTGRES_URL` names a server (`make test-postgres`).
+@Suite(
+    "Parallel writes: batches of different groups of one app on two nodes hold no lock in common",
+    .enabled(if: PostgresTestServer.settings != nil), .timeLimit(.minutes(2)))
+struct StoreParallelWriteTests {
+    /// A connection of the test's own, its statements run one at a time on a thread of its own
+    /// (a transaction can stay open across awaits).
+    final class Connection: Sendable {
+        private let queue = DispatchQueue(label: "test.postgres.connection")
+        private let session: PostgresSession
+
+        init(_ settings: PostgresStoreSettings) {
+            session = PostgresSession(
+                settings: settings, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "test"),
+                id: 950)
+        }
+
+        func run<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+            try await withCheckedThrowingContinuation { continuation in
+                queue.async { continuation.resume(with: Result { try body(self.session) }) }
+            }
+        }
+
+        func close() async {
+            _ = try? await run { $0.disconnect() }
+        }
+    }
+
+    /// A lock wait of another backend of the database, as `pg_stat_activity` and `pg_locks` show it.
+    struct LockWait: Sendable, Hashable {
+        /// `pg_locks.locktype` of the lock waited for (`advisory`, `transactionid`, `tuple`…).
+        var lockType: String
+        /// The start of the waiting statement.
+        var statement: String
+
+        /// Whether the statement waiting is a batch's tail (the app's ticket row).
+        var inTail: Bool { statement.hasPrefix("WITH t AS (") }
+    }
+
+    /// The lock waits of the database's other backends now.
+    static func lockWaits(_ session: PostgresSession) throws -> [LockWait] {
+        var waits: [LockWait] = []
+        try session.rows(
+            """
+            SELECT coalesce(l.locktype, a.wait_event), left(a.query, 40) FROM pg_stat_activity a
+            LEFT JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
+            WHERE a.datname = current_database() AND a.wait_event_type = 'Lock' AND a.pid <> pg_backend_pid()
+            """
+        ) { row in waits.append(LockWait(lockType: try row.text(0), statement: try row.text(1))) }
+        return waits
+    }
+
+    /// Samples ``lockWaits(_:)`` on a connection of its own until stopped.
+    final class Sampler: Sendable {
+        private final class Samples: Sendable {
+            let state = Mutex<(stopped: Bool, count: Int, waits: [LockWait])>((false, 0, []))
+        }
+
+        private let connection: Connection
+        private let samples = Samples()
+        private let done: Task<Void, any Error>
+
+        init(_ settings: PostgresStoreSettings) {
+            let connection = Connection(settings)
+            let samples = self.samples
+            self.connection = connection
+            done = Task {
+                while !samples.state.withLock({ $0.stopped }) {
+                    let waits = try await connection.run { try StoreParallelWriteTests.lockWaits($0) }
+                    samples.state.withLock { $0.count += 1; $0.waits += waits }
+                }
+            }
+        }
+
+        /// Stops sampling; returns how many samples were taken and every wait seen.
+        func stop() async throws -> (samples: Int, waits: [LockWait]) {
+            samples.state.withLock { $0.stopped = true }
+            try await done.value
+            await connection.close()
+            return samples.state.withLock { ($0.count, $0.waits) }
+        }
+    }
+
+    /// The key a batch writing `group` locks.
+    static func key(_ group: String) -> Int64 {
+        WriteScope.lockKey(kind: "group", app: Fixture.app, id: group)
+    }
+
+    @Test("a batch of group g waits for another transaction holding g's key; a batch of group h on the other node does not")
+    func groupKeysAreTheOnlyLocks() async throws {
+        let (a, b) = try await StoreSharedDatabaseTests.twoNodes()
+        try await Fixture.create(a.store, "g", members: ["bob"])
+        try await Fixture.create(a.store, "h", members: ["bob"])
+        let other = Connection(try #require(a.postgres))
+        // Another node's batch writing g, as far as the locks go.
+        try await other.run { session in
+            try session.begin()
+            try session.command("SELECT groupd_lock_batch('{}', ?, ?)", [.texts([Fixture.app]), .integers([Self.key("g")])])
+        }
+        // h is free on either node, at once.
+        #expect(try await Fixture.send(b.store, "h", from: "bob").stored.message.sequence == 2)
+        #expect(try await Fixture.send(a.store, "h", from: "bob").stored.message.sequence == 3)
+        // g waits: the sampler's query sees the wait for the advisory lock.
+        let blocked = Task { try await Fixture.send(b.store, "g", from: "bob") }
+        var waits: [LockWait] = []
+        while waits.isEmpty {
+            waits = try await other.run { session in try Self.lockWaits(session) }
+            await Task.yield()
+        }
+        #expect(waits.map(\.lockType) == ["advisory"])
+        try await other.run { session in try session.commit() }
+        #expect(try await blocked.value.stored.message.sequence == 2)
+        await other.close()
+        let events = try await a.store.appEvents(app: Fixture.app, after: 0, limit: 100).events
+        #expect(events.map(\.eventID) == Array(1...Int64(events.count)))
+    }
+
+    @Test("two nodes loading different groups of one app: no batch waits on another's lock but the app's ticket in its last statement; positions dense, every group gap-free, both feeds in one order")
+    func differentGroupsInParallel() async throws {
+        let (a, b) = try await StoreSharedDatabaseTests.twoNodes()
+        let feedA = StoreSharedDatabaseTests.Feed(a.store)
+        let feedB = StoreSharedDatabaseTests.Feed(b.store)
+        let groups = (a: (0..<4).map { "a\($0)" }, b: (0..<4).map { "b\($0)" })
+        for group in groups.a + groups.b { try await Fixture.create(a.store, group, members: ["bob", "carol"]) }
+        let sampler = Sampler(try #require(a.postgres))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for n in 0..<400 {
+                let (store, group) = n.isMultiple(of: 2) ? (a.store, groups.a[n / 2 % 4]) : (b.store, groups.b[n / 2 % 4])
+                tasks.addTask {
+                    if n % 40 == 1 {
+                        try await Fixture.join(store, group, "u\(n)")
+                    } else {
+                        _ = try await Fixture.send(store, group, from: n % 3 == 0 ? "carol" : "bob")
+                    }
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        let (samples, waits) = try await sampler.stop()
+        #expect(samples > 0)
+        #expect(waits.filter { $0.lockType == "advisory" } == [])
+        #expect(waits.filter { !$0.inTail } == [])
+
+        let total = 8 + 400
+        await feedA.wait(for: total)
+        await feedB.wait(for: total)
+        let events = try await a.store.appEvents(app: Fixture.app, after: 0, limit: 1000).events
+        #expect(events.map(\.eventID) == Array(1...Int64(total)))
+        #expect(feedA.events.map(\.eventID) == events.map(\.eventID))
+        #expect(feedB.events.map(\.eventID) == events.map(\.eventID))
+        for group in groups.a + groups.b {
+            let sequences = events.filter { $0.event.groupID == group }.map(\.event.sequence)
+            #expect(sequences == (1...Int64(sequences.count)).map { $0 }, "\(group)")
+        }
+        #expect(events.filter { $0.event.kind == .groupMessage }.allSatisfy { $0.message?.eventID == $0.eventID })
+    }
+
+    @Test("a deadlock between a batch and another transaction: PostgreSQL breaks it, the batch runs again, nothing is lost")
+    func deadlockRerunsTheBatch() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        try await Fixture.create(a.store, "g", members: ["bob"])
+        let other = Connection(try #require(a.postgres))
+        // The other transaction holds g's row; the batch, holding g's key, then waits for the row.
+        try await other.run { session in
+            try session.command("SET deadlock_timeout = '60s'")  // the batch's side detects it
+            try session.begin()
+            try session.command("SELECT 1 FROM groups WHERE app_id = ? AND group_id = 'g' FOR UPDATE", [.text(Fixture.app)])
+        }
+        let sent = Task { try await Fixture.send(a.store, "g", from: "bob") }
+        var waits: [LockWait] = []
+        while !waits.contains(where: { $0.lockType != "advisory" }) {
+            waits = try await other.run { session in try Self.lockWaits(session) }
+            await Task.yield()
+        }
+        // ... and the other transaction asks for g's key: a cycle, broken in the batch.
+        try await other.run { session in
+            try session.command("SELECT pg_advisory_xact_lock(?)", [.integer(Self.key("g"))])
+            try session.commit()
+        }
+        let message = try await sent.value
+        #expect(message.stored.message.sequence == 2)
+        #expect(backend.retriedBatches.load(ordering: .relaxed) == 1)
+        await other.close()
+        #expect(try await Fixture.events(a.store, "g").map(\.sequence) == [1, 2])
+        let events = try await a.store.appEvents(app: Fixture.app, after: 0, limit: 10).events
+        #expect(events.map(\.eventID) == [1, 2])
+        #expect(message.stored.eventID == 2)
+    }
+}
