@@ -49,7 +49,13 @@ extension Store {
         app: String, id: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (ApplicationSnapshot) throws -> (ApplicationChange, Value)
     ) async throws -> Committed<ApplicationCommit<Value>> {
-        let outcome: Outcome<Value> = try await mutate("decideApplication", scope: .app(app)) { transaction, effects in
+        // An item's group and subject never change: on a database several nodes share, they are
+        // read first, so the decision locks that group and those users rather than the whole app.
+        var scope = WriteScope.app(app)
+        if backend.isShared, let item = try await application(app: app, id: id) {
+            scope = .groups([item.groupID], users: [item.subjectID] + [operatorID].compactMap { $0 }, app: app)
+        }
+        let outcome: Outcome<Value> = try await mutate("decideApplication", scope: scope) { transaction, effects in
             let found = try transaction.load(SnapshotRequest(app: app, application: id, time: time))
             guard let subject = found.application?.subjectID else { throw GroupError.applicationNotFound(id) }
             let request = SnapshotRequest(

@@ -270,7 +270,7 @@ public typealias TransactionWork = @Sendable (any StoreTransaction) throws -> Vo
 /// events, links, attributes, the per-member sync rows), and reads the per-user limits (the
 /// number of groups a user is in) of ``users`` only: two mutations whose groups and users are
 /// disjoint commit in parallel. A mutation of the whole app (``groups`` `nil`: retention passes,
-/// decisions on an application found by id) excludes every other mutation of the app.
+/// a decision on an application id that names no item) excludes every other mutation of the app.
 public struct WriteScope: Sendable, Hashable {
     /// The app.
     public var app: String
