@@ -7,7 +7,10 @@ a node on a new database of its own unless `database=` names one.
 
 Markers: `sqlite_only("why")` skips a test under PostgreSQL, `postgres_only` skips it without.
 """
+import itertools
+import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -15,6 +18,42 @@ import pytest
 
 import support
 from support import Groupd, GroupdNodes
+
+
+def _ports_of_this_run():
+    """`support.free_port` from GROUPD_TEST_PORTS ("LOW-HIGH") when set: `make test` runs its pytest
+    passes at once, each with a range of its own below the kernel's ephemeral ports, so one pass can
+    never be handed a port another pass's groupd is about to bind (free_port closes its socket before
+    groupd binds) nor one a client connection holds. Under pytest-xdist each worker takes an equal
+    slice. The ports are taken in turn, each checked free by a bind."""
+    spec = os.environ.get("GROUPD_TEST_PORTS")
+    if not spec:
+        return None
+    low, high = (int(part) for part in spec.split("-"))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    size = (high - low + 1) // workers
+    low += worker * size
+    ports = itertools.cycle(range(low, low + size))
+
+    def free_port() -> int:
+        for _ in range(size):
+            port = next(ports)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+        raise RuntimeError(f"no free port in {low}-{low + size - 1} (GROUPD_TEST_PORTS={spec})")
+
+    return free_port
+
+
+# Before the test modules are imported, so that their `from support import free_port` gets it too.
+_free_port = _ports_of_this_run()
+if _free_port is not None:
+    support.free_port = _free_port
 
 
 def pytest_configure(config):
