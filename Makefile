@@ -10,7 +10,7 @@ DEBUG_BIN := .build/debug/groupd
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent)
 deps:
@@ -68,34 +68,47 @@ run: release release-plugins
 	@$(RELEASE_BIN) quickstart --config $(CONFIG)
 	exec $(RELEASE_BIN) serve --config $(CONFIG)
 
-## test: every test: Swift Testing suites, then the grpcio/h2 interop tests against a real groupd
-## (identity, then every grpcio channel gzip-compressed), then the store suite and the interop tests
-## again on PostgreSQL (test-postgres), then a short run of every fuzzer (fuzz-smoke)
-test: build test-swift test-interop test-interop-gzip test-postgres fuzz-smoke
+## test: every test (scripts/test.sh), ending with a table of each stage's wall time: the debug build
+## (the fuzz build beside it in the idle scheduling class), the Swift Testing suites, the store suite on
+## PostgreSQL (test-postgres-store), then at once the grpcio/h2 interop tests on SQLite (test-interop),
+## again with every grpcio channel gzip-compressed (test-interop-gzip) and on two groupd nodes on
+## PostgreSQL (test-interop-postgres), each pass in a port range of its own and the PostgreSQL pass
+## spread over $(INTEROP_POSTGRES_WORKERS) pytest-xdist workers, then a short run of every fuzzer
+## (fuzz-smoke) beside the PostgreSQL pass. The parallel stages write to .build/test-logs/<stage>.log;
+## a failing one's log tail is printed, and make test fails with its exit status.
+INTEROP_POSTGRES_WORKERS ?= 2
+test:
+	@MAKE="$(MAKE)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) INTEROP_POSTGRES_WORKERS=$(INTEROP_POSTGRES_WORKERS) \
+	  scripts/test.sh
 
 test-swift:
 	$(SWIFT) test --skip-build
 
+## PYTEST_FLAGS: more pytest options for the interop targets (e.g. `-n 2` for two pytest-xdist workers)
+PYTEST_FLAGS ?=
 test-interop:
-	GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests
+	GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests $(PYTEST_FLAGS)
 
 ## test-interop-gzip: the interop tests once more with channel-wide gzip on every grpcio channel
 ## (the generated-code checks, which open no channel, run once, in test-interop)
 test-interop-gzip:
 	GROUPD_TEST_COMPRESSION=gzip GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests \
-	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py
+	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py $(PYTEST_FLAGS)
 
-## test-postgres: the store conformance suite (GroupStoreTests) and the interop tests on a throw-away
-## PostgreSQL cluster (scripts/pg_cluster.py), the shared groupd as two nodes on one database; the
-## cluster is stopped and removed whatever the outcome
+## test-postgres: the store conformance suite (GroupStoreTests) and the interop tests on throw-away
+## PostgreSQL clusters (scripts/pg_cluster.py via scripts/with_pg_cluster.sh), the shared groupd as
+## two nodes on one database; each cluster is stopped and removed whatever the outcome
 test-postgres: build
-	@state_dir=$$(mktemp -d) && state=$$state_dir/postgres.json && \
-	trap "[ ! -f $$state ] || python3 scripts/pg_cluster.py stop --state $$state; rm -rf $$state_dir" EXIT && \
-	url=$$(python3 scripts/pg_cluster.py start --state $$state) && \
-	echo "GROUPD_TEST_POSTGRES_URL=$$url $(SWIFT) test --skip-build --filter GroupStoreTests" && \
-	GROUPD_TEST_POSTGRES_URL=$$url $(SWIFT) test --skip-build --filter GroupStoreTests && \
-	echo "GROUPD_TEST_POSTGRES_URL=$$url GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests" && \
-	GROUPD_TEST_POSTGRES_URL=$$url GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests
+	$(MAKE) --no-print-directory test-postgres-store
+	$(MAKE) --no-print-directory test-interop-postgres
+
+## test-postgres-store, test-interop-postgres: the two halves of test-postgres (no build first);
+## make test runs the interop half with -n $(INTEROP_POSTGRES_WORKERS) --dist loadfile
+test-postgres-store:
+	scripts/with_pg_cluster.sh $(SWIFT) test --skip-build --filter GroupStoreTests
+
+test-interop-postgres:
+	GROUPD_BIN=$(DEBUG_BIN) scripts/with_pg_cluster.sh python3 -m pytest -q tests $(PYTEST_FLAGS)
 
 ## protos: regenerate the protobuf-c C and the Swift message types from Protos/
 protos: deps

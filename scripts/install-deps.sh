@@ -30,7 +30,8 @@ if [ "${1:-}" = "--bench" ]; then
     g++                 # to build them
   )
 fi
-pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest)
+# pytest-xdist: make test spreads the PostgreSQL interop pass over two pytest workers.
+pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist)
 
 missing=()
 for package in "${apt_packages[@]}"; do
