@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs groupd's libFuzzer targets (Tests/Fuzz, docs/FUZZING.md).
-#   scripts/fuzz.sh build                     build every target under ASan + UBSan (+ libFuzzer)
+#   scripts/fuzz.sh build                     build every target (and only what they use) under
+#                                             ASan + UBSan (+ libFuzzer)
 #   scripts/fuzz.sh run SECONDS [TARGET...]   replay Tests/Fuzz/Regressions/<target>/, then fuzz each
 #                                             target for SECONDS from its committed seeds; exits 1
 #                                             on a finding, 3 when a target saw no coverage
@@ -35,9 +36,16 @@ build() {
   # set in an order that changes from run to run: alone, the Swift code got either coverage
   # (no ASan) or ASan (no coverage, so libFuzzer fuzzed blind). The one combined flag, which
   # comes after SwiftPM's, gives every Swift file both.
-  "$SWIFT" build --package-path Tests/Fuzz --scratch-path "$SCRATCH" \
-    --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=address,fuzzer \
-    -Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined
+  # Product by product: a plain `swift build` of the fuzz package builds every product of every
+  # package it depends on (groupd's server, client, plugins and fixtures, swift-nio's and
+  # swift-argument-parser's tools, ...), all instrumented; this builds the fuzz targets, the plugin
+  # FuzzPolicyHost loads, and what they import, nothing else.
+  local product
+  for product in "${TARGETS[@]}" FuzzPolicyPlugin; do
+    "$SWIFT" build --package-path Tests/Fuzz --scratch-path "$SCRATCH" --product "$product" \
+      --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=address,fuzzer \
+      -Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined
+  done
   # Both instrumentations in the Swift code every target runs (readelf and nm from binutils).
   # Counted, not `grep -q`: under pipefail an early grep exit fails the pipe (SIGPIPE).
   local object="$SCRATCH/debug/GRPCServer.build/GRPCMessageFramer.swift.o" counters asan
