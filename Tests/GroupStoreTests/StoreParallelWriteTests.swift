@@ -35,6 +35,12 @@ struct StoreParallelWriteTests {
         func close() async {
             _ = try? await run { $0.disconnect() }
         }
+
+        // A test that throws before `close()` must not leave the driver's connection unclosed
+        // (a debug build of the driver stops the process then).
+        deinit {
+            queue.sync { session.disconnect() }
+        }
     }
 
     /// A lock wait of another backend of the database, as `pg_stat_activity` and `pg_locks` show it.
@@ -166,36 +172,56 @@ struct StoreParallelWriteTests {
         #expect(events.filter { $0.event.kind == .groupMessage }.allSatisfy { $0.message?.eventID == $0.eventID })
     }
 
-    @Test("a deadlock between a batch and another transaction: PostgreSQL breaks it, the batch runs again, nothing is lost")
+    @Test("a deadlock between a batch and another transaction: PostgreSQL breaks it in the batch, which runs again; nothing is lost")
     func deadlockRerunsTheBatch() async throws {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
+        let settings = try #require(a.postgres)
         try await Fixture.create(a.store, "g", members: ["bob"])
-        let other = Connection(try #require(a.postgres))
-        // The other transaction holds g's row; the batch, holding g's key, then waits for the row.
+        try await Fixture.create(a.store, "h", members: ["bob"])
+        let other = Connection(settings)
+        let watcher = Connection(settings)
+        // The other transaction holds g's row.
         try await other.run { session in
-            try session.command("SET deadlock_timeout = '60s'")  // the batch's side detects it
+            try session.command("SET deadlock_timeout = '60s'")  // it never looks for the cycle itself
             try session.begin()
             try session.command("SELECT 1 FROM groups WHERE app_id = ? AND group_id = 'g' FOR UPDATE", [.text(Fixture.app)])
         }
-        let sent = Task { try await Fixture.send(a.store, "g", from: "bob") }
-        var waits: [LockWait] = []
-        while !waits.contains(where: { $0.lockType != "advisory" }) {
-            waits = try await other.run { session in try Self.lockWaits(session) }
-            await Task.yield()
+        // One batch: a send to h, then one to g. It holds both groups' keys from its start; the
+        // first send stops (once) until the other transaction waits for g's key.
+        let (reached, reachedGate) = AsyncStream<Void>.makeStream()
+        let release = DispatchSemaphore(value: 0)
+        let stopped = Atomic(false)
+        a.store.injectFault { method in
+            guard method == "appendMessage", !stopped.exchange(true, ordering: .relaxed) else { return }
+            reachedGate.yield()
+            release.wait()
         }
-        // ... and the other transaction asks for g's key: a cycle, broken in the batch.
-        try await other.run { session in
-            try session.command("SELECT pg_advisory_xact_lock(?)", [.integer(Self.key("g"))])
-            try session.commit()
-        }
-        let message = try await sent.value
+        a.store.holdCommits()
+        let first = Task { try await Fixture.send(a.store, "h", from: "bob") }
+        await a.store.waitUntilQueued(1)
+        let second = Task { try await Fixture.send(a.store, "g", from: "bob") }
+        await a.store.waitUntilQueued(2)
+        a.store.releaseCommits()
+        var iterator = reached.makeAsyncIterator()
+        _ = await iterator.next()
+        // The other transaction asks for g's key and waits for the batch ...
+        let locked = Task { try await other.run { session in try session.command("SELECT pg_advisory_xact_lock(?)", [.integer(Self.key("g"))]) } }
+        while try await watcher.run({ try Self.lockWaits($0) }).isEmpty { await Task.yield() }
+        // ... then the batch's send to g waits for g's row: a cycle, which the batch (the last to
+        // wait) finds after its deadlock_timeout and breaks by failing.
+        release.signal()
+        try await locked.value
+        try await other.run { session in try session.commit() }
+        #expect(try await first.value.stored.message.sequence == 2)
+        let message = try await second.value
         #expect(message.stored.message.sequence == 2)
         #expect(backend.retriedBatches.load(ordering: .relaxed) == 1)
         await other.close()
+        await watcher.close()
         #expect(try await Fixture.events(a.store, "g").map(\.sequence) == [1, 2])
         let events = try await a.store.appEvents(app: Fixture.app, after: 0, limit: 10).events
-        #expect(events.map(\.eventID) == [1, 2])
-        #expect(message.stored.eventID == 2)
+        #expect(events.map(\.eventID) == [1, 2, 3, 4])
+        #expect(message.stored.eventID == 4)
     }
 }

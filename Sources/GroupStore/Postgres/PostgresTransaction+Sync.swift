@@ -2,33 +2,24 @@ import GroupModel
 
 /// The rows of versioned member sync and joined-group sync, as ``SyncRows`` writes them on SQLite.
 extension PostgresTransaction {
-    /// See ``SyncRows/record(_:groupKey:before:time:eventID:db:)``.
+    /// See ``SyncRows/record(_:groupKey:before:time:eventID:db:)``. The member version, the
+    /// members' `changed_version` and the inserted members' tombstones were written with the
+    /// change's own rows (``apply``); what is left: the removed members' tombstones, in one
+    /// statement, and the joined-group rows (by the batch's tail).
     func recordSync(_ change: GroupChange, groupKey key: Int64, before: Group, time: Timestamp, eventID: Int64?) throws {
         let app = before.appID
-        if change.changesMembers {
-            let version = before.memberVersion + 1
+        if !change.removedMembers.isEmpty {
             try session.execute(
-                "UPDATE groups SET member_version = ? WHERE app_id = ? AND group_key = ?",
-                [.integer(version), .text(app), .integer(key)])
-            let touched = change.insertedMembers.map(\.userID) + change.updatedMembers.map(\.userID)
-            if !touched.isEmpty {
-                try session.execute(
-                    "UPDATE members SET changed_version = ? WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
-                    [.integer(version), .text(app), .integer(key), .texts(touched)])
-            }
-            if !change.insertedMembers.isEmpty {
-                try session.execute(
-                    "DELETE FROM member_tombstones WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
-                    [.text(app), .integer(key), .texts(change.insertedMembers.map(\.userID))])
-            }
-            for user in change.removedMembers {
-                try session.execute(
-                    """
-                    INSERT INTO member_tombstones (app_id, group_key, user_id, version, removed_at) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (app_id, group_key, user_id) DO UPDATE
-                        SET version = excluded.version, removed_at = excluded.removed_at
-                    """, [.text(app), .integer(key), .text(user), .integer(version), .integer(time.millisecondsSince1970)])
-            }
+                """
+                INSERT INTO member_tombstones (app_id, group_key, user_id, version, removed_at)
+                SELECT ?, ?, user_id, ?, ? FROM unnest(?::text[]) AS user_id
+                ON CONFLICT (app_id, group_key, user_id) DO UPDATE
+                    SET version = excluded.version, removed_at = excluded.removed_at
+                """,
+                [
+                    .text(app), .integer(key), .integer(before.memberVersion + 1), .integer(time.millisecondsSince1970),
+                    .texts(change.removedMembers.sorted()),
+                ])
         }
         guard let eventID, before.type != .avChatRoom else { return }
         var users = Set<String>()
@@ -41,15 +32,10 @@ extension PostgresTransaction {
         }
     }
 
-    /// See ``SyncRows/recordCreation(_:groupKey:eventID:db:)``.
+    /// See ``SyncRows/recordCreation(_:groupKey:eventID:db:)``. The member version 1 went in
+    /// with the group and member rows; what is left are the joined-group rows (by the batch's tail).
     func recordSyncCreation(_ plan: GroupCreationPlan, groupKey key: Int64, eventID: Int64?) throws {
         let app = plan.group.appID
-        if !plan.members.isEmpty {
-            try session.execute(
-                "UPDATE groups SET member_version = 1 WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)])
-            try session.execute(
-                "UPDATE members SET changed_version = 1 WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)])
-        }
         guard let eventID, plan.group.type != .avChatRoom else { return }
         stampInfo(app: app, groupKey: key, eventID: eventID)
         for member in plan.members {

@@ -336,15 +336,16 @@ final class PostgresTransaction: StoreTransaction {
     private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
         let group = plan.group
         let app = group.appID
-        // Checked first: a failed INSERT would end the whole transaction. The batch holds the
-        // lock of this group id (its scope), which keeps other nodes from taking the id between
-        // the check and the insert.
-        if try session.first(
-            "SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?", [.text(app), .text(group.id)], { _ in true }) != nil
-        {
-            throw GroupError.groupIDTaken(group.id)
-        }
-        let values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1).map(PGValue.init)
+        // A taken id (a dismissed group's included) inserts nothing and returns no key: a failed
+        // INSERT would end the whole transaction. The batch holds the lock of this group id (its
+        // scope), so no other node takes it meanwhile. The group's latest sequence, member version
+        // and link and pin permissions (NULL: the type's default, v8) go in with the row.
+        let pinPermission = group.settings.pinPermission == group.type.preset.defaultSettings.pinPermission
+            ? nil : group.settings.pinPermission.rawValue
+        let values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1).map(PGValue.init) + [
+            .int(plan.events.count), .text(group.settings.inviteLinkPermission.rawValue), .text(pinPermission),
+            .int(plan.members.isEmpty ? 0 : 1),
+        ]
         guard let groupKey = try session.first(
             """
             INSERT INTO groups (
@@ -354,27 +355,20 @@ final class PostgresTransaction: StoreTransaction {
                 invitation_needs_approval, remove_members_permission,
                 edit_profile_permission, edit_member_info_permission,
                 mute_mode, mute_roles, mute_until, created_at, updated_at,
-                latest_seq, next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
-                slow_mode_interval)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)
+                next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
+                slow_mode_interval, latest_seq, invite_link_permission, pin_permission, member_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (app_id, group_id) DO NOTHING
             RETURNING group_key
             """, values, { try $0.int64(0) })
-        else { throw GroupError.internal("the group insert returned no key") }
-        try session.execute(
-            "UPDATE groups SET invite_link_permission = ? WHERE app_id = ? AND group_key = ?",
-            [.text(group.settings.inviteLinkPermission.rawValue), .text(app), .integer(groupKey)])
-        // NULL stands for the type's default (v8).
-        if group.settings.pinPermission != group.type.preset.defaultSettings.pinPermission {
-            try session.execute(
-                "UPDATE groups SET pin_permission = ? WHERE app_id = ? AND group_key = ?",
-                [.text(group.settings.pinPermission.rawValue), .text(app), .integer(groupKey)])
-        }
+        else { throw GroupError.groupIDTaken(group.id) }
         try insertCustom(group.custom, app: app, groupKey: groupKey)
         for member in plan.members {
-            try insert(member, app: app, groupKey: groupKey)
+            try insert(member, app: app, groupKey: groupKey, joinOrder: .given, changedVersion: 1)
         }
         let (events, ids) = try appendEvents(
-            plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt)
+            plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt,
+            movesLatest: false)
         try recordSyncCreation(plan, groupKey: groupKey, eventID: ids.last)
         return WriteResult(events: events, eventIDs: ids, groupRow: GroupRowID(groupKey))
     }
@@ -387,21 +381,40 @@ final class PostgresTransaction: StoreTransaction {
         }
     }
 
-    private func insert(_ member: Member, app: String, groupKey: Int64) throws {
-        try session.execute(
-            """
+    /// Where an inserted member's join order comes from.
+    private enum JoinOrder {
+        /// The member's own (a new group's members, numbered by the plan).
+        case given
+        /// The group's `next_join_order` plus this offset, read by the insert.
+        case after(Int64)
+    }
+
+    /// Inserts a member row (with `changed_version`, the member version of the change) and its
+    /// custom fields.
+    private func insert(_ member: Member, app: String, groupKey: Int64, joinOrder: JoinOrder, changedVersion: Int64) throws {
+        let columns = """
             INSERT INTO members (
                 app_id, group_key, user_id, role, join_order, join_seq, joined_at, name_card,
-                muted_until, receive_option, join_source, inviter_id, invite_link_id)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(app), .integer(groupKey), .text(member.userID), .text(member.role.rawValue),
-                .integer(member.joinOrder), .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970),
-                .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
-                .text(member.receiveOption.rawValue), .int(member.joinSource.rawValue), .text(member.inviterID),
-                .text(member.inviteLinkID),
-            ])
+                muted_until, receive_option, join_source, inviter_id, invite_link_id, changed_version)
+            """
+        let values: [PGValue] = [
+            .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970),
+            .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
+            .text(member.receiveOption.rawValue), .int(member.joinSource.rawValue), .text(member.inviterID),
+            .text(member.inviteLinkID), .integer(changedVersion),
+        ]
+        let row: [PGValue] = [.text(app), .integer(groupKey), .text(member.userID), .text(member.role.rawValue)]
+        switch joinOrder {
+        case .given:
+            try session.execute(
+                columns + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row + [.integer(member.joinOrder)] + values)
+        case .after(let offset):
+            try session.execute(
+                columns + """
+                     SELECT ?, ?, ?, ?, g.next_join_order + ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+                    FROM groups g WHERE g.app_id = ? AND g.group_key = ?
+                    """, row + [.integer(offset)] + values + [.text(app), .integer(groupKey)])
+        }
         for (key, value) in member.custom.sorted(by: { $0.key < $1.key }) {
             try session.execute(
                 "INSERT INTO member_custom (app_id, group_key, user_id, key, value) VALUES (?, ?, ?, ?, ?)",
@@ -417,6 +430,8 @@ final class PostgresTransaction: StoreTransaction {
         let after = change.group
         let ms = time.millisecondsSince1970
 
+        // The member version this change makes (versioned member sync), written with the rows.
+        let memberVersion: Int64? = change.changesMembers ? before.memberVersion + 1 : nil
         var joinSequences: [String: Int64] = [:]
         for (offset, event) in change.events.enumerated()
         where event.kind == .memberJoined || event.kind == .memberInvited {
@@ -434,12 +449,14 @@ final class PostgresTransaction: StoreTransaction {
         for member in change.updatedMembers {
             let changed = try session.execute(
                 """
-                UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?
+                UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?,
+                    changed_version = coalesce(?, changed_version)
                 WHERE app_id = ? AND group_key = ? AND user_id = ?
                 """,
                 [
                     .text(member.role.rawValue), .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
-                    .text(member.receiveOption.rawValue), .text(app), .integer(key), .text(member.userID),
+                    .text(member.receiveOption.rawValue), .integer(memberVersion), .text(app), .integer(key),
+                    .text(member.userID),
                 ])
             guard changed == 1 else {
                 throw GroupError.internal("the change updates \(member.userID), who is not a member")
@@ -472,21 +489,19 @@ final class PostgresTransaction: StoreTransaction {
             }
         }
 
-        var nextJoinOrder: Int64?
         if !change.insertedMembers.isEmpty {
-            var next = try session.first(
-                "SELECT next_join_order FROM groups WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)],
-                { try $0.int64(0) }) ?? 1
-            for var member in change.insertedMembers {
-                member.joinOrder = next
-                next += 1
+            // Join orders continue the group's `next_join_order`, read by each insert (the group
+            // update below moves it past them).
+            for (offset, var member) in change.insertedMembers.enumerated() {
                 if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
-                try insert(member, app: app, groupKey: key)
+                try insert(member, app: app, groupKey: key, joinOrder: .after(Int64(offset)), changedVersion: memberVersion ?? 0)
             }
+            let users: PGValue = .texts(change.insertedMembers.map(\.userID))
             try session.execute(
-                "DELETE FROM retained_mutes WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
-                [.text(app), .integer(key), .texts(change.insertedMembers.map(\.userID))])
-            nextJoinOrder = next
+                """
+                WITH tombstones AS (DELETE FROM member_tombstones WHERE app_id = ? AND group_key = ? AND user_id = ANY(?))
+                DELETE FROM retained_mutes WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)
+                """, [.text(app), .integer(key), users, .text(app), .integer(key), users])
         }
 
         for (user, until) in change.retainedMutes.sorted(by: { $0.key < $1.key }) {
@@ -539,7 +554,7 @@ final class PostgresTransaction: StoreTransaction {
                 invite_link_permission = ?,
                 mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
                 pin_permission = ?, pins = ?,
-                next_join_order = coalesce(?, next_join_order),
+                next_join_order = next_join_order + ?, latest_seq = ?, member_version = coalesce(?, member_version),
                 dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
             WHERE app_id = ? AND group_key = ?
             """,
@@ -557,7 +572,8 @@ final class PostgresTransaction: StoreTransaction {
                 .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
                 .text(settings.pinPermission.rawValue),
                 .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
-                .integer(nextJoinOrder), .bool(change.dismissesGroup),
+                .int(change.insertedMembers.count), .integer(before.latestSequence + Int64(change.events.count)),
+                .integer(memberVersion), .bool(change.dismissesGroup),
                 .integer(ms), .text(app), .integer(key),
             ])
         if after.custom != before.custom {
@@ -576,16 +592,18 @@ final class PostgresTransaction: StoreTransaction {
             }
         }
         return try appendEvents(
-            change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time)
+            change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time,
+            movesLatest: false)
     }
 
-    /// Numbers `drafts` after `sequence`, moves the group's `latest_seq` and inserts `message`'s
-    /// body under the first one, in one statement (one round trip); the events themselves join
-    /// the app's ``PostgresStreamTail``, inserted with their positions by the batch's last
-    /// statement. Returns the events and their provisional ids.
+    /// Numbers `drafts` after `sequence`, moves the group's `latest_seq` (unless `movesLatest` is
+    /// false: the caller's group update did) and inserts `message`'s body under the first one, in
+    /// one statement (one round trip); the events themselves join the app's
+    /// ``PostgresStreamTail``, inserted with their positions by the batch's last statement.
+    /// Returns the events and their provisional ids.
     private func appendEvents(
         _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64,
-        time: Timestamp, message: GroupMessage? = nil
+        time: Timestamp, message: GroupMessage? = nil, movesLatest: Bool = true
     ) throws -> ([GroupEvent], [Int64]) {
         if drafts.isEmpty { return ([], []) }
         var tail = tails.removeValue(forKey: appID) ?? PostgresStreamTail(app: appID)
@@ -600,7 +618,7 @@ final class PostgresTransaction: StoreTransaction {
         }
         let latest: [PGValue] = [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)]
         guard let message else {
-            try session.execute("UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?", latest)
+            if movesLatest { try session.execute("UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?", latest) }
             return (events, ids)
         }
         let content = message.content
