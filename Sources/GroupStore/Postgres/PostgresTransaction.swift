@@ -83,19 +83,31 @@ final class PostgresTransaction: StoreTransaction {
                     """, [.text(app), .integer(key)]
                 ) { row in snapshot.managers.append(try row.text(0)) }
             }
-            if let kind = request.pendingApplications, !request.targets.isEmpty {
+            // The targets' pending items of a kind and the group's due items: one statement.
+            let pendingKind = request.targets.isEmpty ? nil : request.pendingApplications
+            let due = request.parts.contains(.dueApplications)
+            if pendingKind != nil || due {
+                let targets = Set(request.targets)
+                var conditions: [String] = []
+                var arguments: [PGValue] = [.text(app), .integer(key)]
+                if let kind = pendingKind {
+                    conditions.append("(a.kind = ? AND a.subject_id = ANY(?))")
+                    arguments += [.text(kind.rawValue), .texts(targets.sorted())]
+                }
+                if due {
+                    conditions.append("a.expires_at <= ?")
+                    arguments.append(.integer(ms))
+                }
                 for item in try PostgresApplicationRows.fetchAll(
                     session,
-                    where: "a.app_id = ? AND a.group_key = ? AND a.kind = ? AND a.subject_id = ANY(?) AND a.state = 'pending'",
-                    arguments: [.text(app), .integer(key), .text(kind.rawValue), .texts(Array(Set(request.targets)))])
+                    where: "a.app_id = ? AND a.group_key = ? AND a.state = 'pending' AND (\(conditions.joined(separator: " OR ")))",
+                    arguments: arguments)
                 {
-                    snapshot.pendingApplications[item.subjectID] = item
+                    if let kind = pendingKind, item.kind == kind, targets.contains(item.subjectID) {
+                        snapshot.pendingApplications[item.subjectID] = item
+                    }
+                    if due, item.expiresAt.millisecondsSince1970 <= ms { snapshot.dueApplications.append(item) }
                 }
-            }
-            if request.parts.contains(.dueApplications) {
-                snapshot.dueApplications = try PostgresApplicationRows.fetchAll(
-                    session, where: "a.app_id = ? AND a.group_key = ? AND a.state = 'pending' AND a.expires_at <= ?",
-                    arguments: [.text(app), .integer(key), .integer(ms)])
             }
             if request.parts.contains(.approvers) {
                 snapshot.approvers = try PostgresEventRows.approvers(session, app: app, groupKey: key)
