@@ -12,9 +12,10 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
 .PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
-## deps: install the missing apt and pip packages (idempotent)
+## deps: install the missing apt and pip packages (idempotent; skipped when GROUPD_DEPS_CHECKED is
+## set, as make test does for the stages after its own deps stage)
 deps:
-	@scripts/install-deps.sh
+	@[ -n "$$GROUPD_DEPS_CHECKED" ] || scripts/install-deps.sh
 
 ## bench-deps: also what the benchmarks build (C++ gRPC for the load generator and the peer)
 bench-deps:

@@ -155,6 +155,7 @@ trap stop_all INT TERM
 go() { [ -z "$failed" ]; }
 
 run deps "$MAKE" --no-print-directory deps
+export GROUPD_DEPS_CHECKED=1   # the targets below need not check them again
 if go; then
   background[fuzz-build]=1
   # SCHED_IDLE, not nice: SwiftPM starts its compiler jobs at nice 0 whatever its own niceness is,
