@@ -49,27 +49,7 @@ final class PostgresTransaction: StoreTransaction {
                 snapshot.members[member.userID] = member
             }
             try loadSuccessor(request, group: group, groupKey: key, into: &snapshot)
-            if request.parts.contains(.retainedMutes), !users.isEmpty {
-                try session.rows(
-                    """
-                    SELECT user_id, muted_until FROM retained_mutes
-                    WHERE app_id = ? AND group_key = ? AND muted_until > ? AND user_id = ANY(?)
-                    """, [.text(app), .integer(key), .integer(ms), .texts(users)]
-                ) { row in
-                    snapshot.retainedMutes[try row.text(0)] = Timestamp(millisecondsSince1970: try row.int64(1))
-                }
-            }
-            if request.parts.contains(.bans), !users.isEmpty {
-                try session.rows(
-                    """
-                    SELECT \(BanRows.columns) FROM group_bans
-                    WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?) AND user_id = ANY(?)
-                    """, [.text(app), .integer(key), .integer(ms), .texts(users)]
-                ) { row in
-                    let ban = try BanRows.ban(row)
-                    snapshot.bans[ban.userID] = ban
-                }
-            }
+            try loadUserFacts(request, groupKey: key, into: &snapshot)
             if request.parts.contains(.banCount) {
                 snapshot.banCount = try session.first(
                     "SELECT COUNT(*) FROM group_bans WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?)",
@@ -144,13 +124,7 @@ final class PostgresTransaction: StoreTransaction {
         if let key = request.inviteLink {
             snapshot.inviteLink = try PostgresInviteLinkRows.one(session, app: app, key: key)
         }
-        if request.parts.contains(.joinedGroupCounts), !users.isEmpty {
-            for user in users { snapshot.joinedGroupCounts[user] = 0 }
-            try session.rows(
-                "SELECT user_id, count FROM joined_counts WHERE app_id = ? AND user_id = ANY(?)",
-                [.text(app), .texts(users)]
-            ) { row in snapshot.joinedGroupCounts[try row.text(0)] = try row.int(1) }
-        }
+        if groupID == nil { try loadUserFacts(request, groupKey: nil, into: &snapshot) }
         if request.parts.contains(.applicationReads), let reader = request.applicationReader {
             snapshot.applicationReadTime = try PostgresApplicationRows.readTime(app: app, userID: reader, session: session)
             let filter = PostgresApplicationRows.Filter(app: app, query: ApplicationQuery(userID: reader, now: request.time))
@@ -158,6 +132,50 @@ final class PostgresTransaction: StoreTransaction {
                 filter, readTime: snapshot.applicationReadTime, session: session)
         }
         return snapshot
+    }
+
+    /// What the snapshot asks about its users, in one statement (one round trip): their running
+    /// bans and retained mutes in the group, and how many groups of the app each is in, as rows
+    /// tagged by kind (a ban's columns after the tag; a mute's end or a count in the first).
+    private func loadUserFacts(_ request: SnapshotRequest, groupKey key: Int64?, into snapshot: inout StoreSnapshot) throws {
+        let users = request.users
+        if users.isEmpty { return }
+        let app = request.app
+        let ms = request.time.millisecondsSince1970
+        var parts: [String] = []
+        var arguments: [PGValue] = []
+        if let key, request.parts.contains(.bans) {
+            parts.append("""
+                SELECT 'ban', \(BanRows.columns) FROM group_bans
+                WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?) AND user_id = ANY(?)
+                """)
+            arguments += [.text(app), .integer(key), .integer(ms), .texts(users)]
+        }
+        if let key, request.parts.contains(.retainedMutes) {
+            parts.append("""
+                SELECT 'mute', user_id, muted_until, NULL, NULL, NULL FROM retained_mutes
+                WHERE app_id = ? AND group_key = ? AND muted_until > ? AND user_id = ANY(?)
+                """)
+            arguments += [.text(app), .integer(key), .integer(ms), .texts(users)]
+        }
+        if request.parts.contains(.joinedGroupCounts) {
+            for user in users { snapshot.joinedGroupCounts[user] = 0 }
+            parts.append("SELECT 'count', user_id, count, NULL, NULL, NULL FROM joined_counts WHERE app_id = ? AND user_id = ANY(?)")
+            arguments += [.text(app), .texts(users)]
+        }
+        if parts.isEmpty { return }
+        try session.rows(parts.joined(separator: "\nUNION ALL\n"), arguments) { row in
+            let facts = OffsetRow(row: row, offset: 1)
+            switch try row.text(0) {
+            case "ban":
+                let ban = try BanRows.ban(facts)
+                snapshot.bans[ban.userID] = ban
+            case "mute":
+                snapshot.retainedMutes[try facts.text(0)] = Timestamp(millisecondsSince1970: try facts.int64(1))
+            default:
+                snapshot.joinedGroupCounts[try facts.text(0)] = Int(try facts.int64(1))
+            }
+        }
     }
 
     /// The live group and, in the same statement (one round trip), the memberships of the
