@@ -225,3 +225,30 @@ struct StoreParallelWriteTests {
         #expect(message.stored.eventID == 4)
     }
 }
+
+/// How many statements (round trips) a mutation alone in its batch costs on PostgreSQL, the
+/// batch's own four included (`BEGIN`, the locks, the tail, `COMMIT`): a guard against a change
+/// that adds round trips to the hot paths.
+@Suite("PostgreSQL round trips per mutation", .enabled(if: PostgresTestServer.settings != nil))
+struct StoreRoundTripTests {
+    @Test("a send, a creation and a join each take the statements counted here")
+    func statementsPerMutation() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        func counted(_ body: () async throws -> Void) async throws -> Int {
+            let before = backend.writerQueue.sync { backend.writer.statementCount }
+            try await body()
+            return backend.writerQueue.sync { backend.writer.statementCount } - before
+        }
+        let create = try await counted { try await Fixture.create(a.store, "g", members: ["bob", "carol"]) }
+        let send = try await counted { try await Fixture.send(a.store, "g", from: "bob") }
+        let join = try await counted { try await Fixture.join(a.store, "g", "dave") }
+        // BEGIN, locks; the users' counts; the group row; three member rows; the tail; COMMIT.
+        #expect(create == 9)
+        // BEGIN, locks; the group with the sender's membership; the body with latest_seq; the tail; COMMIT.
+        #expect(send == 6)
+        // BEGIN, locks; the group with the memberships; the owner's successor; bans, retained mutes
+        // and counts; the member row; its tombstone and mute gone; the group row; the tail; COMMIT.
+        #expect(join == 10)
+    }
+}
