@@ -733,9 +733,9 @@ def throughput_tables(sqlite, pg1, pg2, labels):
             f"| {projection} |")
     say("\nThis machine has 2 cores: both nodes and PostgreSQL share core 0 and the load is on core 1, so two nodes "
         "cannot be faster than one here; the 2/1 column shows the cost of a second node, not scaling. The projection "
-        "assumes each node on a core of its own and is an upper bound from CPU alone: writes of one app also "
-        "serialize on the app's advisory lock across nodes (one transaction at a time), and every commit waits "
-        "for an fsync.")
+        "assumes each node on a core of its own and is an upper bound from CPU alone: batches of one group "
+        "serialize on its lock across nodes, those of one app meet at their last statement (the app's ticket) "
+        "and commit, and every commit waits for an fsync.")
 
 
 def latency_table(results, args):

@@ -37,7 +37,6 @@ final class PostgresTransaction: StoreTransaction {
             snapshot.application = item
             groupID = groupID ?? item.groupID
         }
-        let users = request.users
         let ms = request.time.millisecondsSince1970
         if let groupID {
             let (read, memberRows) = try groupAndMembers(request, groupID: groupID)
