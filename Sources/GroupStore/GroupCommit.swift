@@ -255,7 +255,9 @@ final class GroupCommitQueue: Sendable {
             count { $0.batches += 1; $0.mutations += slots.count(where: { $0.applied != nil }) }
             let positions = outcome.positions
             for slot in slots { slot.applied?.committed(positions) }
-            let events = slots.flatMap { $0.applied?.events ?? [] }.map(positions.numbered)
+            var events = slots.flatMap { $0.applied?.events ?? [] }
+            // Only a backend that numbers events at the commit (PostgreSQL) has positions to give.
+            if !positions.bases.isEmpty { events = events.map(positions.numbered) }
             if !events.isEmpty {
                 let observers = self.observers()
                 backend.publish(events) { ordered in
