@@ -128,6 +128,12 @@ extension PostgresBackend {
 
 /// The SQL of `group_events` rows as the event stream reads them (``EventRows`` on SQLite).
 enum PostgresEventRows {
+    /// `EventRows.loggedEventColumns`, a message body's event id being its event's (a body's own
+    /// `event_id` keeps the provisional id it was inserted with; ``PostgresMessageRows/columns``),
+    /// null without a body (the decoder tests that column).
+    static let loggedEventColumns = EventRows.loggedEventColumns(
+        messageColumns: MessageRows.columns(eventID: "CASE WHEN gm.seq IS NOT NULL THEN e.event_id END"))
+
     /// The app's highest committed `event_id` (0: none yet).
     static func head(_ session: PostgresSession, app: String) throws -> Int64 {
         try session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = ?", [.text(app)]) { try $0.int64(0) } ?? 0
@@ -150,7 +156,7 @@ enum PostgresEventRows {
         try session.rows(
             """
             WITH e AS MATERIALIZED (SELECT * FROM group_events e WHERE e.app_id = ? AND \(condition))
-            SELECT \(EventRows.loggedEventColumns) FROM e
+            SELECT \(Self.loggedEventColumns) FROM e
             JOIN groups g ON g.app_id = e.app_id AND g.group_key = e.group_key
             LEFT JOIN group_messages gm ON gm.app_id = e.app_id AND gm.group_key = e.group_key AND gm.seq = e.seq
             ORDER BY e.event_id

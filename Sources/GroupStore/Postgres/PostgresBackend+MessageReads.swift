@@ -31,7 +31,7 @@ extension PostgresBackend {
             switch range.direction {
             case .older:
                 sql = """
-                    SELECT \(MessageRows.messageColumns) FROM group_messages gm
+                    SELECT \(PostgresMessageRows.columns) FROM group_messages gm
                     WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq < ? AND gm.seq > ?
                     ORDER BY gm.seq DESC LIMIT ?
                     """
@@ -41,7 +41,7 @@ extension PostgresBackend {
                 ]
             case .newer:
                 sql = """
-                    SELECT \(MessageRows.messageColumns) FROM group_messages gm
+                    SELECT \(PostgresMessageRows.columns) FROM group_messages gm
                     WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq > ? ORDER BY gm.seq LIMIT ?
                     """
                 arguments = [.text(app), .integer(groupKey), .integer(max(range.anchor ?? 0, range.floor)), .int(limit + 1)]
@@ -152,8 +152,20 @@ extension PostgresBackend {
 }
 
 /// The SQL of `group_messages` rows over PostgreSQL, in the caller's transaction. Rows are
-/// selected with `MessageRows.messageColumns` and decoded by `MessageRows.message(_:appID:groupID:)`.
+/// selected with ``columns`` and decoded by `MessageRows.message(_:appID:groupID:)`.
 enum PostgresMessageRows {
+    /// `MessageRows.messageColumns`, the body's event id read from its event row (same group and
+    /// sequence). A body is inserted before its batch's tail numbers the batch's events, with the
+    /// event's provisional id, and is never stamped with the final one (a second version of every
+    /// message row, written by the tail, made each send cost PostgreSQL more): the body's own
+    /// `event_id` is the answer only for a body of the open batch, whose event row the tail has not
+    /// inserted yet, and which only that batch can see.
+    static let columns = MessageRows.columns(
+        eventID: """
+            COALESCE((SELECT e.event_id FROM group_events e
+                WHERE e.app_id = gm.app_id AND e.group_key = gm.group_key AND e.seq = gm.seq), gm.event_id)
+            """)
+
     /// The message `senderID` sent to the group with `clientMessageID` (`nil`: none).
     static func messageByClientID(
         app: String, groupKey: Int64, groupID: String, senderID: String, clientMessageID: String,
@@ -161,7 +173,7 @@ enum PostgresMessageRows {
     ) throws -> StoredMessage? {
         try session.first(
             """
-            SELECT \(MessageRows.messageColumns) FROM group_messages gm
+            SELECT \(PostgresMessageRows.columns) FROM group_messages gm
             WHERE gm.app_id = ? AND gm.group_key = ? AND gm.sender_id = ? AND gm.client_message_id = ?
             """,
             [.text(app), .integer(groupKey), .text(senderID), .text(clientMessageID)],

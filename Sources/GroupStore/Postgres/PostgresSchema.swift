@@ -610,9 +610,11 @@ enum PostgresSchema {
     ///   app's ticket row) and inserts its events with them. Each app's head starts at the highest
     ///   id it holds, so every cursor and sync version a client holds stays valid and new
     ///   positions continue above it.
-    /// - `group_messages` is keyed by group and sequence, as its event is; its `event_id` is
-    ///   stamped by the same last statement (a body is written before, so a later mutation of
-    ///   the batch finds it). `group_messages_by_seq` is the key's prefix now, and goes.
+    /// - `group_messages` is keyed by group and sequence, as its event is. A body is written
+    ///   before the last statement (so a later mutation of the batch finds it), with its event's
+    ///   provisional id as `event_id`; readers take the final id from the event row
+    ///   (``PostgresMessageRows/columns``). `group_messages_by_seq` is the key's prefix now, and
+    ///   goes.
     static let v11 = """
         INSERT INTO app_event_heads (app_id, last_event_id)
             SELECT app_id, max(event_id) FROM group_events GROUP BY app_id

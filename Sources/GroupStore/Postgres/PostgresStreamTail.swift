@@ -6,15 +6,16 @@ import GroupModel
 /// An app's positions (`event_id`) are dense and in commit order across every node, yet the
 /// bodies of batches writing different groups of the app run in parallel: a batch numbers its
 /// events only at its end, in one statement that takes the app's ticket row
-/// (`app_event_heads.last_event_id`, moved by the batch's event count) and inserts the events,
-/// stamps the message bodies and writes the joined-group sync rows with the positions it got. The
+/// (`app_event_heads.last_event_id`, moved by the batch's event count) and inserts the events
+/// and writes the joined-group sync rows with the positions it got. The
 /// ticket's row lock is held from that statement to `COMMIT`, so the next batch of the app (on
 /// any node) takes its positions after this one's commit, and no position becomes visible after a
 /// higher one.
 ///
 /// Until then the events carry *provisional* ids: the n-th event of the app in this batch is
 /// `-n`. They stand in wherever a mutation needs an id before the end (a message body's
-/// `event_id`, the events handed to the commit feed); the batch's ``EventPositions`` (`base`
+/// `event_id`, which keeps it: readers take a body's id from its event row,
+/// ``PostgresMessageRows/columns``; the events handed to the commit feed); the batch's ``EventPositions`` (`base`
 /// per app) turn them into the final ones (`base + n`) before anyone sees them.
 struct PostgresStreamTail {
     let app: String
@@ -28,11 +29,6 @@ struct PostgresStreamTail {
     private var changes: [String] = []
     private var recipientKinds: [String] = []
     private var recipientUsers: [String?] = []
-    /// Message bodies written early (a later mutation of the batch reads them), whose `event_id`
-    /// the tail stamps: group key, sequence, ordinal.
-    private var messageKeys: [Int64] = []
-    private var messageSequences: [Int64] = []
-    private var messageOrdinals: [Int64] = []
     /// The joined-group sync rows: per user and group, the ordinal of the latest event (one row
     /// each: an upsert may not touch a row twice in one statement).
     private var joinedChanges: [JoinedChange: Int64] = [:]
@@ -72,13 +68,6 @@ struct PostgresStreamTail {
         return -Int64(sequences.count)
     }
 
-    /// The message body of the group's `sequence` takes the final id of `provisional`.
-    mutating func stampMessage(groupKey: Int64, sequence: Int64, provisional: Int64) {
-        messageKeys.append(groupKey)
-        messageSequences.append(sequence)
-        messageOrdinals.append(-provisional)
-    }
-
     /// `user`'s joined-group sync row of the group takes the final id of `provisional`.
     mutating func joinedChange(user: String, groupKey: Int64, provisional: Int64) {
         joinedChanges[JoinedChange(user: user, groupKey: groupKey)] = -provisional
@@ -90,8 +79,7 @@ struct PostgresStreamTail {
     }
 
     /// The tail statement: takes the app's next ``count`` positions from its ticket row (created
-    /// at 0 for an app's first events), inserts the events with them, stamps the message bodies,
-    /// upserts the joined-group sync rows and moves the groups' `info_event_id`; returns the
+    /// at 0 for an app's first events), inserts the events with them, upserts the joined-group sync rows and moves the groups' `info_event_id`; returns the
     /// position before the first (the app's head before this batch).
     var statement: (sql: String, arguments: [PGValue]) {
         let joined = joinedChanges.sorted { ($0.key.groupKey, $0.key.user) < ($1.key.groupKey, $1.key.user) }
@@ -111,10 +99,6 @@ struct PostgresStreamTail {
                 FROM t, unnest(?::int8[], ?::text[], ?::int8[], ?::text[], ?::int8[], ?::text[], ?::text[], ?::text[],
                     ?::text[], ?::text[]) WITH ORDINALITY AS e(
                     group_key, group_id, seq, kind, time, operator_id, targets, changes, recipient_kind, recipient_user, ord)),
-            bodies AS (
-                UPDATE group_messages gm SET event_id = t.base + m.ord
-                FROM t, unnest(?::int8[], ?::int8[], ?::int8[]) AS m(group_key, seq, ord)
-                WHERE gm.app_id = ? AND gm.group_key = m.group_key AND gm.seq = m.seq),
             joined AS (
                 INSERT INTO joined_changes (app_id, user_id, group_key, event_id)
                 SELECT ?, j.user_id, j.group_key, t.base + j.ord
@@ -131,7 +115,6 @@ struct PostgresStreamTail {
                 .text(app), .integers(groupKeys), .texts(groupIDs), .integers(sequences), .texts(kinds), .integers(times),
                 .optionalTexts(operators), .texts(targets), .texts(changes), .texts(recipientKinds),
                 .optionalTexts(recipientUsers),
-                .integers(messageKeys), .integers(messageSequences), .integers(messageOrdinals), .text(app),
                 .text(app), .texts(joined.map(\.key.user)), .integers(joined.map(\.key.groupKey)), .integers(joined.map(\.value)),
                 .integers(stamps.map(\.key)), .integers(stamps.map(\.value)), .text(app),
             ]

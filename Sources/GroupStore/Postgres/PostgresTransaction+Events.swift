@@ -45,7 +45,6 @@ extension PostgresTransaction {
                 .integer(message.time.millisecondsSince1970), .bool(content.mentionAll),
                 .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
             ])
-        tail.stampMessage(groupKey: groupKey, sequence: events[0].sequence, provisional: ids[0])
         return (events, ids)
     }
 

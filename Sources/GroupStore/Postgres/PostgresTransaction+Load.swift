@@ -80,7 +80,7 @@ extension PostgresTransaction {
             }
             if let sequence = request.messageSequence {
                 snapshot.message = try session.first(
-                    "SELECT \(MessageRows.messageColumns) FROM group_messages gm WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq = ?",
+                    "SELECT \(PostgresMessageRows.columns) FROM group_messages gm WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq = ?",
                     [.text(app), .integer(key), .integer(sequence)],
                     { try MessageRows.message($0, appID: app, groupID: groupID) })
             }

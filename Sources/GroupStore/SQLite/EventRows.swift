@@ -15,10 +15,16 @@ enum EventRows {
     /// ``Rows/eventColumns`` (same order, so ``Rows/event(_:)`` decodes them), then the row's id,
     /// the group's type, key, name and member count, then the ``MessageRows/messageColumns`` of
     /// the message body (NULL for other kinds).
-    static let loggedEventColumns = """
-        e.app_id, e.group_id, e.seq, e.kind, e.time, e.operator_id, e.targets, e.changes, e.recipient_kind,
-        e.recipient_user, e.event_id, g.type, e.group_key, g.name, g.member_count, \(MessageRows.messageColumns)
+    static let loggedEventColumns = loggedEventColumns(messageColumns: MessageRows.messageColumns)
+
+    /// ``loggedEventColumns`` with the message body's columns `messageColumns` (PostgreSQL's
+    /// take the body's event id from the event row).
+    static func loggedEventColumns(messageColumns: String) -> String {
         """
+        e.app_id, e.group_id, e.seq, e.kind, e.time, e.operator_id, e.targets, e.changes, e.recipient_kind,
+        e.recipient_user, e.event_id, g.type, e.group_key, g.name, g.member_count, \(messageColumns)
+        """
+    }
     /// Where the message columns start in ``loggedEventColumns``.
     static let messageColumnOffset = 15
 

@@ -5,9 +5,14 @@ import GroupModel
 /// The SQL of `group_messages` rows, run inside the caller's transaction.
 enum MessageRows {
     /// The columns ``message(_:appID:groupID:)`` decodes, in `SELECT` order.
-    static let messageColumns =
-        "gm.event_id, gm.seq, gm.message_id, gm.sender_id, gm.client_message_id, gm.type, gm.text, gm.payload, "
-        + "gm.priority, gm.sender_name_card, gm.time, gm.mention_all, gm.mentioned_ids, gm.recalled_by, gm.recall_time"
+    static let messageColumns = columns(eventID: "gm.event_id")
+
+    /// ``messageColumns`` with the message's event id taken from `eventID` (an SQL expression):
+    /// PostgreSQL reads it from the message's event row (`PostgresMessageRows.columns`).
+    static func columns(eventID: String) -> String {
+        "\(eventID), gm.seq, gm.message_id, gm.sender_id, gm.client_message_id, gm.type, gm.text, gm.payload, "
+            + "gm.priority, gm.sender_name_card, gm.time, gm.mention_all, gm.mentioned_ids, gm.recalled_by, gm.recall_time"
+    }
     static let messageColumnCount = 15
 
     /// Decode a row selected with ``messageColumns``, by index.
