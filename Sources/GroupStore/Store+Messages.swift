@@ -25,7 +25,9 @@ extension Store {
         check: @escaping @Sendable (Group, Member?, Timestamp?) throws -> String
     ) async throws -> AppendedMessage {
         try await mutate(
-            "appendMessage", scope: .groups([message.groupID], app: message.appID),
+            "appendMessage",
+            scope: .send(
+                to: message.groupID, from: message.senderID, clientMessageID: message.content.clientMessageID, app: message.appID),
             numbered: { appended, positions in
                 var appended = appended
                 appended.stored.eventID = positions.eventID(appended.stored.eventID, app: message.appID)

@@ -279,11 +279,27 @@ public struct WriteScope: Sendable, Hashable {
     /// The users whose per-user limits (the number of groups a user is in) it may check: the
     /// operator and the targets of a group operation, the members of a group it creates.
     public var users: [String]
+    /// Set for a message send (``Store/appendMessage(_:at:check:)``): what its snapshot reads, so
+    /// a backend can read the snapshots of a batch's sends together, before the first runs.
+    /// Not part of the locks.
+    public var send: Send?
+
+    /// What a send reads besides its group: the sender's membership, and (with a client message
+    /// id) the sender's earlier message with that id.
+    public struct Send: Sendable, Hashable {
+        public var sender: String
+        public var clientMessageID: String?
+    }
 
     /// A mutation of the groups `groups` (the id of a group it creates included) that checks the
     /// limits of `users`.
     public static func groups(_ groups: [String], users: [String] = [], app: String) -> WriteScope {
         WriteScope(app: app, groups: groups, users: users)
+    }
+
+    /// A message `sender` sends to `group`.
+    public static func send(to group: String, from sender: String, clientMessageID: String?, app: String) -> WriteScope {
+        WriteScope(app: app, groups: [group], users: [], send: Send(sender: sender, clientMessageID: clientMessageID))
     }
 
     /// A mutation that may write any row of `app`.

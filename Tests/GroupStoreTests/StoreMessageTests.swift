@@ -406,4 +406,101 @@ struct StoreMessageTests {
         _ = try await store.createGroup(plan)
         #expect(try await store.groups(app: "app", ids: ["g2"])["g2"]?.settings.pinPermission == .everyone)
     }
+
+    @Test("sends held into one batch are answered each as alone: sequences, retries, refusals, mentions, slow mode", arguments: StoreKind.allCases)
+    func batchedSends(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        let g1 = try await create(store, "g1")
+        try await create(store, "g2", members: ["bob"])
+        _ = try await store.mutateGroup(app: "app", groupID: "g2", operatorID: nil, targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.settings.slowModeIntervalSeconds = 30
+            return (GroupChange(group: group, events: [GroupEvent.Draft(kind: .groupSettingsChanged, operatorID: nil)]), ())
+        }
+        let slowSeen = Mutex<[Timestamp?]>([])
+        /// A send to g2 refused within 30 s of the sender's previous one.
+        let slowSend: @Sendable () async throws -> StoredMessage = {
+            try await store.appendMessage(message("g2", from: "bob"), at: t0) { _, member, last in
+                slowSeen.withLock { $0.append(last) }
+                if last != nil { throw GroupError(code: .resourceExhausted, reason: .slowMode, message: "slow mode") }
+                return member?.nameCard ?? ""
+            }.stored
+        }
+        let before = store.commitStatistics
+        store.holdCommits()
+        async let retries = withThrowingTaskGroup(of: AppendedMessage.self) { tasks in
+            for _ in 0..<4 { tasks.addTask { try await send(store, "g1", from: "bob", text: "once", clientID: "c-1") } }
+            return try await tasks.reduce(into: []) { $0.append($1) }
+        }
+        async let plain = withThrowingTaskGroup(of: AppendedMessage.self) { tasks in
+            for n in 0..<6 { tasks.addTask { try await send(store, "g1", from: n % 2 == 0 ? "carol" : "alice") } }
+            return try await tasks.reduce(into: []) { $0.append($1) }
+        }
+        async let mention = sendContent(store, "g1", from: "carol", content: MessageContent(text: "@bob", mentionedUserIDs: ["bob"]))
+        async let stranger = Fixture.groupError { try await send(store, "g1", from: "mallory") }
+        async let missing = Fixture.groupError { try await send(store, "nope", from: "bob") }
+        async let slow = withTaskGroup(of: Bool.self) { tasks in
+            for _ in 0..<2 { tasks.addTask { (try? await slowSend()) != nil } }
+            return await tasks.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        await store.waitUntilQueued(4 + 6 + 1 + 1 + 1 + 2)
+        store.releaseCommits()
+
+        let sent = try await retries
+        #expect(sent.filter { !$0.deduplicated }.count == 1)
+        #expect(Set(sent.map(\.stored)).count == 1)
+        #expect(try await plain.count == 6)
+        let mentioned = try await mention
+        #expect(await stranger?.reason == .notAMember)
+        #expect(await missing?.reason == .groupNotFound)
+        #expect(await slow.filter { $0 }.count == 1)
+        #expect(slowSeen.withLock { $0 }.sorted { ($0 == nil ? 0 : 1) < ($1 == nil ? 0 : 1) } == [nil, t0])
+        #expect(store.commitStatistics.batches == before.batches + 1)
+
+        // g1: eight messages under gap-free sequences; each body where its event is.
+        let events = try await store.events(app: "app", groupID: "g1", after: g1.latestSequence, limit: 100)
+        #expect(events.map(\.kind) == Array(repeating: .groupMessage, count: 8))
+        #expect(events.map(\.sequence) == Array((g1.latestSequence + 1)...(g1.latestSequence + 8)))
+        let page = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 100)
+        #expect(page.messages.map(\.sequence) == events.map(\.sequence))
+        #expect(page.latestSequence == g1.latestSequence + 8)
+        #expect(try await store.message(app: "app", groupID: "g1", senderID: "bob", clientMessageID: "c-1") == sent[0].stored)
+        let logged = try await store.appEvents(app: "app", after: 0, limit: 100).events.filter { $0.event.kind == .groupMessage }
+        #expect(logged.count == 9 && logged.allSatisfy { $0.message?.eventID == $0.eventID })
+        #expect(logged.contains { $0.eventID == sent[0].stored.eventID && $0.message == sent[0].stored })
+        #expect(logged.contains { $0.message?.message == mentioned.message })
+        #expect(try await store.unreadMentions(app: "app", userID: "bob", groupIDs: ["g1"])["g1"] == .me)
+        #expect(try await store.groups(app: "app", ids: ["g2"])["g2"]?.latestSequence == (try await store.events(
+            app: "app", groupID: "g2", after: 0, limit: 100)).last?.sequence)
+    }
+
+    @Test("a send queued after a member left, in the same batch, sees that they left", arguments: StoreKind.allCases)
+    func sendAfterLeavingInOneBatch(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        let g1 = try await create(store, "g1")
+        store.holdCommits()
+        async let first = send(store, "g1", from: "bob")
+        await store.waitUntilQueued(1)
+        async let quit = store.mutateGroup(app: "app", groupID: "g1", operatorID: "bob", targets: [], at: t0) { snapshot in
+            var group = snapshot.group
+            group.memberCount -= 1
+            let change = GroupChange(
+                group: group, removedMembers: ["bob"], events: [.init(kind: .memberQuit, operatorID: "bob", targets: ["bob"])])
+            return (change, ())
+        }
+        await store.waitUntilQueued(2)
+        async let after = Fixture.groupError { try await send(store, "g1", from: "bob") }
+        async let other = send(store, "g1", from: "carol")
+        await store.waitUntilQueued(4)
+        store.releaseCommits()
+        #expect(try await first.stored.message.sequence == g1.latestSequence + 1)
+        #expect(try await quit.value.group.memberCount == g1.memberCount - 1)
+        #expect(await after?.reason == .notAMember)
+        #expect(try await other.stored.message.sequence == g1.latestSequence + 3)
+        let events = try await store.events(app: "app", groupID: "g1", after: g1.latestSequence, limit: 10)
+        #expect(events.map(\.kind) == [.groupMessage, .memberQuit, .groupMessage])
+    }
 }

@@ -251,4 +251,33 @@ struct StoreRoundTripTests {
         // and counts; the member row; its tombstone and mute gone; the group row; the tail; COMMIT.
         #expect(join == 10)
     }
+
+    @Test("a batch of sends to several groups takes about the statements of one send")
+    func statementsPerBatchOfSends() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        for n in 0..<5 { try await Fixture.create(a.store, "g\(n)", members: ["bob", "carol"]) }
+        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let batches = a.store.commitStatistics.batches
+        a.store.holdCommits()
+        async let sent = withThrowingTaskGroup(of: AppendedMessage.self) { tasks in
+            for n in 0..<20 {
+                tasks.addTask {
+                    try await Fixture.send(
+                        a.store, "g\(n % 5)", from: n % 2 == 0 ? "bob" : "carol", clientID: n < 5 ? "c-\(n)" : nil)
+                }
+            }
+            return try await tasks.reduce(into: [AppendedMessage]()) { $0.append($1) }
+        }
+        await a.store.waitUntilQueued(20)
+        a.store.releaseCommits()
+        #expect(try await sent.count == 20)
+        #expect(a.store.commitStatistics.batches == batches + 1)
+        // BEGIN, locks; the groups with the senders' memberships; the earlier messages by client id;
+        // every body with the groups' latest_seq; the tail; COMMIT.
+        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 7)
+        for n in 0..<5 {
+            #expect(try await Fixture.events(a.store, "g\(n)").filter { $0.kind == .groupMessage }.map(\.sequence) == [2, 3, 4, 5])
+        }
+    }
 }

@@ -243,11 +243,12 @@ public final class PostgresBackend: StoreBackend {
         do {
             try writer.begin()
             try lock(scopes)
+            try transaction.preloadSends(scopes)
         } catch {
             return ended(error, failures: [:], at: 0)
         }
         for (index, item) in work.enumerated() {
-            let writes = writer.writeCount
+            let writes = writer.writeCount + transaction.bufferedWrites
             transaction.scope = index < scopes.count ? scopes[index] : nil
             do {
                 try item(transaction)
@@ -258,7 +259,7 @@ public final class PostgresBackend: StoreBackend {
                     return ended(error, failures: failures, at: index)
                 }
                 failures[index] = error
-                if !writer.transactionFailed && writer.writeCount == writes { continue }
+                if !writer.transactionFailed && writer.writeCount + transaction.bufferedWrites == writes { continue }
                 writer.rollback()
                 return BatchOutcome(failures: failures, ending: .aborted(at: index))
             }
@@ -266,6 +267,7 @@ public final class PostgresBackend: StoreBackend {
         var bases: [String: Int64] = [:]
         var ranges: [String: ClosedRange<Int64>] = [:]
         do {
+            try transaction.flushSends()
             for tail in transaction.takeTails() where tail.count > 0 {
                 let (sql, arguments) = tail.statement
                 guard let base = try writer.first(sql, arguments, { try $0.int64(0) }) else {

@@ -17,6 +17,8 @@ enum PGValue: Sendable {
     case integers([Int64])
     /// A `text[]` whose elements may be null (a column of rows inserted from arrays).
     case optionalTexts([String?])
+    /// A `bytea[]` (a column of rows inserted from arrays).
+    case byteArrays([[UInt8]])
 
     static func int(_ value: Int) -> PGValue { .integer(Int64(value)) }
     /// A boolean stored as 0 or 1 (the schema keeps flags as integers, as on SQLite).
@@ -33,6 +35,7 @@ enum PGValue: Sendable {
         case .bytes: "bytea"
         case .null: "unknown"
         case .texts, .optionalTexts: "text[]"
+        case .byteArrays: "bytea[]"
         case .integers: "int8[]"
         }
     }
@@ -58,6 +61,8 @@ enum PGValue: Sendable {
             return PostgresData(type: [Int64].psqlType, formatCode: .binary, value: buffer)
         case .optionalTexts(let values):
             return Self.textArray(values)
+        case .byteArrays(let values):
+            return Self.byteaArray(values)
         }
     }
 
@@ -66,14 +71,7 @@ enum PGValue: Sendable {
     /// the element type, then per dimension its length and lower bound (none for an empty
     /// array), then each element as its length (-1: null) and bytes.
     static func textArray(_ values: [String?]) -> PostgresData {
-        var buffer = ByteBuffer()
-        buffer.writeInteger(Int32(values.isEmpty ? 0 : 1))
-        buffer.writeInteger(Int32(values.contains(nil) ? 1 : 0))
-        buffer.writeInteger(PostgresDataType.text.rawValue)
-        if !values.isEmpty {
-            buffer.writeInteger(Int32(values.count))
-            buffer.writeInteger(Int32(1))
-        }
+        var buffer = arrayHeader(of: .text, count: values.count, hasNulls: values.contains(nil))
         for value in values {
             if let value {
                 buffer.writeInteger(Int32(value.utf8.count))
@@ -83,6 +81,29 @@ enum PGValue: Sendable {
             }
         }
         return PostgresData(type: .textArray, formatCode: .binary, value: buffer)
+    }
+
+    /// A one-dimensional `bytea[]` in the same format (``textArray(_:)``).
+    static func byteaArray(_ values: [[UInt8]]) -> PostgresData {
+        var buffer = arrayHeader(of: .bytea, count: values.count, hasNulls: false)
+        for value in values {
+            buffer.writeInteger(Int32(value.count))
+            buffer.writeBytes(value)
+        }
+        return PostgresData(type: .byteaArray, formatCode: .binary, value: buffer)
+    }
+
+    /// A binary array's header (``textArray(_:)``).
+    private static func arrayHeader(of element: PostgresDataType, count: Int, hasNulls: Bool) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(Int32(count == 0 ? 0 : 1))
+        buffer.writeInteger(Int32(hasNulls ? 1 : 0))
+        buffer.writeInteger(element.rawValue)
+        if count > 0 {
+            buffer.writeInteger(Int32(count))
+            buffer.writeInteger(Int32(1))
+        }
+        return buffer
     }
 
     var isNull: Bool {
@@ -99,6 +120,7 @@ enum PGValue: Sendable {
         case .texts(let values): bindings.append(values)
         case .integers(let values): bindings.append(values)
         case .optionalTexts(let values): bindings.append(Self.textArray(values))
+        case .byteArrays(let values): bindings.append(Self.byteaArray(values))
         }
     }
 }
@@ -548,6 +570,9 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
     case poolExhausted(Int)
     /// COMMIT found the transaction failed and rolled it back.
     case rolledBack
+    /// The rows of the batch's sends, held until one statement writes them all, were refused:
+    /// the batch fails as a whole (they belong to earlier mutations of it).
+    case sendsNotWritten(any Error)
 
     var description: String {
         switch self {
@@ -555,6 +580,7 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
         case .timedOut(let error): "a PostgreSQL statement ran past statement_timeout: \(String(reflecting: error))"
         case .poolExhausted(let waiting): "every PostgreSQL connection is busy and \(waiting) calls wait already"
         case .rolledBack: "PostgreSQL rolled the transaction back"
+        case .sendsNotWritten(let error): "PostgreSQL refused the batch's messages: \(String(reflecting: error))"
         }
     }
 
@@ -569,6 +595,8 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
             GroupError(code: .resourceExhausted, reason: .storeBusy, message: description)
         case .rolledBack:
             GroupError(code: .aborted, reason: .internal, message: description)
+        case .sendsNotWritten:
+            GroupError(code: .internal, reason: .internal, message: description)
         }
     }
 }

@@ -14,16 +14,7 @@ extension PostgresTransaction {
         time: Timestamp, message: GroupMessage? = nil, movesLatest: Bool = true
     ) throws -> ([GroupEvent], [Int64]) {
         if drafts.isEmpty { return ([], []) }
-        var tail = tails.removeValue(forKey: appID) ?? PostgresStreamTail(app: appID)
-        defer { tails[appID] = tail }
-        var events: [GroupEvent] = []
-        var ids: [Int64] = []
-        for (offset, draft) in drafts.enumerated() {
-            let event = GroupEvent(
-                draft: draft, appID: appID, groupID: groupID, sequence: sequence + Int64(offset) + 1, time: time)
-            events.append(event)
-            ids.append(tail.append(event, groupKey: groupKey))
-        }
+        let (events, ids) = numberEvents(drafts, groupKey: groupKey, appID: appID, groupID: groupID, after: sequence, time: time)
         let latest: [PGValue] = [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)]
         guard let message else {
             if movesLatest { try session.execute("UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?", latest) }
@@ -45,6 +36,24 @@ extension PostgresTransaction {
                 .integer(message.time.millisecondsSince1970), .bool(content.mentionAll),
                 .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
             ])
+        return (events, ids)
+    }
+
+    /// Numbers `drafts` after `sequence` and adds them to the app's ``PostgresStreamTail``;
+    /// returns the events and their provisional ids.
+    func numberEvents(
+        _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64, time: Timestamp
+    ) -> ([GroupEvent], [Int64]) {
+        var tail = tails.removeValue(forKey: appID) ?? PostgresStreamTail(app: appID)
+        defer { tails[appID] = tail }
+        var events: [GroupEvent] = []
+        var ids: [Int64] = []
+        for (offset, draft) in drafts.enumerated() {
+            let event = GroupEvent(
+                draft: draft, appID: appID, groupID: groupID, sequence: sequence + Int64(offset) + 1, time: time)
+            events.append(event)
+            ids.append(tail.append(event, groupKey: groupKey))
+        }
         return (events, ids)
     }
 

@@ -4,7 +4,18 @@ import GroupModel
 /// The snapshot a plan reads, in the batch's transaction: the group with the memberships it needs,
 /// then what the request asks for, each part in as few statements as the SQL allows.
 extension PostgresTransaction {
+    /// The snapshot `request` asks for: from memory when it is a send's that the batch's preload
+    /// (or an earlier send to the group) read (`PostgresTransaction+Sends.swift`), otherwise from
+    /// the database, after the sends held in memory are written.
     func load(_ request: SnapshotRequest) throws -> StoreSnapshot {
+        if let snapshot = try cachedSnapshot(request) { return snapshot }
+        try flushSends()
+        let snapshot = try loadFromDatabase(request)
+        remember(snapshot, for: request)
+        return snapshot
+    }
+
+    private func loadFromDatabase(_ request: SnapshotRequest) throws -> StoreSnapshot {
         let app = request.app
         var snapshot = StoreSnapshot(app: app, time: request.time)
         var groupID = request.group

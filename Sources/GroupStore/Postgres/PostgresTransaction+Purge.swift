@@ -4,6 +4,8 @@ import GroupModel
 /// Retention: old events, old messages with their mentions, old member tombstones, of one app.
 extension PostgresTransaction {
     func purge(_ request: PurgeRequest) throws -> Int {
+        try flushSends()
+        sends.forget(.app(request.app))
         let cutoff = request.before.millisecondsSince1970
         switch request.kind {
         case .events:

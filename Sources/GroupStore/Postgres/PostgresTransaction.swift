@@ -24,6 +24,12 @@ final class PostgresTransaction: StoreTransaction {
     /// The scope of the piece of work running (``PostgresBackend`` sets it): a write of a group
     /// outside it is refused, since only the scope's groups are locked.
     var scope: WriteScope?
+    /// The batch's sends: what their snapshots read, and their rows not written yet
+    /// (`PostgresTransaction+Sends.swift`).
+    var sends = PendingSends()
+    /// Writes held in memory so far (the backend counts them with the session's statements to
+    /// tell whether a failed piece of work wrote anything).
+    var bufferedWrites = 0
 
     init(session: PostgresSession) {
         self.session = session
@@ -33,6 +39,19 @@ final class PostgresTransaction: StoreTransaction {
 
     func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult {
         try checkScope(writes.newGroup?.group.id ?? snapshot.group?.id)
+        if Self.isSend(writes), let message = writes.message, let key = snapshot.groupRow?.value, let group = snapshot.group {
+            // Held in memory; written with the batch's other sends (+Sends).
+            let (events, ids) = numberEvents(
+                writes.events, groupKey: key, appID: snapshot.app, groupID: group.id, after: group.latestSequence,
+                time: snapshot.time)
+            bufferSend(message, event: events[0], provisional: ids[0], groupKey: key)
+            var result = WriteResult(events: events, eventIDs: ids)
+            result.messageEventID = ids[0]
+            return result
+        }
+        // Anything else sees the sends held so far, and may change what memory holds of its groups.
+        try flushSends()
+        sends.forget(scope)
         if let plan = writes.newGroup { return try insertGroup(plan) }
         let time = snapshot.time
         let app = snapshot.app
