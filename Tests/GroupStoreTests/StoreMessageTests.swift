@@ -503,4 +503,29 @@ struct StoreMessageTests {
         let events = try await store.events(app: "app", groupID: "g1", after: g1.latestSequence, limit: 10)
         #expect(events.map(\.kind) == [.groupMessage, .memberQuit, .groupMessage])
     }
+
+    @Test("a rename between sends in one batch: the names and sequences each would have alone", arguments: StoreKind.allCases)
+    func renameBetweenSendsInOneBatch(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        let g1 = try await create(store, "g1")
+        store.holdCommits()
+        async let first = send(store, "g1", from: "bob")
+        await store.waitUntilQueued(1)
+        async let renamed = Fixture.rename(store, "g1", to: "renamed")
+        await store.waitUntilQueued(2)
+        async let second = send(store, "g1", from: "carol")
+        await store.waitUntilQueued(3)
+        store.releaseCommits()
+        #expect(try await first.stored.message.sequence == g1.latestSequence + 1)
+        #expect(try await renamed.latestSequence == g1.latestSequence + 2)
+        #expect(try await second.stored.message.sequence == g1.latestSequence + 3)
+        let group = try #require(try await store.groups(app: "app", ids: ["g1"])["g1"])
+        #expect(group.name == "renamed" && group.latestSequence == g1.latestSequence + 3)
+        let events = try await store.events(app: "app", groupID: "g1", after: g1.latestSequence, limit: 10)
+        #expect(events.map(\.kind) == [.groupMessage, .groupInfoChanged, .groupMessage])
+        let page = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(page.messages.map(\.senderID) == ["bob", "carol"])
+    }
 }

@@ -267,8 +267,7 @@ public final class PostgresBackend: StoreBackend {
         var bases: [String: Int64] = [:]
         var ranges: [String: ClosedRange<Int64>] = [:]
         do {
-            try transaction.flushSends()
-            for tail in transaction.takeTails() where tail.count > 0 {
+            for tail in try transaction.takeTails() where tail.count > 0 {
                 let (sql, arguments) = tail.statement
                 guard let base = try writer.first(sql, arguments, { try $0.int64(0) }) else {
                     throw GroupError.internal("the tail of \(tail.app)'s events returned no position")

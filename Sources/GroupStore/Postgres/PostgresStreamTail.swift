@@ -34,6 +34,12 @@ struct PostgresStreamTail {
     private var joinedChanges: [JoinedChange: Int64] = [:]
     /// Per group, the ordinal of its latest event that changed what a joined-group list shows.
     private var infoStamps: [Int64: Int64] = [:]
+    /// The batch's sends not written yet (their bodies take their final ids here).
+    var sends = PendingSends.Rows()
+
+    /// The groups whose `info_event_id` the statement moves (it may not also move their
+    /// `latest_seq`: one statement updates a row once).
+    var stampedGroups: Set<Int64> { Set(infoStamps.keys) }
 
     private struct JoinedChange: Hashable {
         var user: String
@@ -79,11 +85,14 @@ struct PostgresStreamTail {
     }
 
     /// The tail statement: takes the app's next ``count`` positions from its ticket row (created
-    /// at 0 for an app's first events), inserts the events with them, upserts the joined-group sync rows and moves the groups' `info_event_id`; returns the
-    /// position before the first (the app's head before this batch).
+    /// at 0 for an app's first events), inserts the events with them, writes the sends held in
+    /// memory (``sends``: bodies with their final ids, mention rows, `latest_seq`), upserts the
+    /// joined-group sync rows and moves the groups' `info_event_id`; returns the position before
+    /// the first (the app's head before this batch).
     var statement: (sql: String, arguments: [PGValue]) {
         let joined = joinedChanges.sorted { ($0.key.groupKey, $0.key.user) < ($1.key.groupKey, $1.key.user) }
         let stamps = infoStamps.sorted { $0.key < $1.key }
+        let bodies = sends.statement(app: app, from: "t, ", eventID: "t.base - b.event_id")
         return (
             """
             WITH t AS (
@@ -99,6 +108,7 @@ struct PostgresStreamTail {
                 FROM t, unnest(?::int8[], ?::text[], ?::int8[], ?::text[], ?::int8[], ?::text[], ?::text[], ?::text[],
                     ?::text[], ?::text[]) WITH ORDINALITY AS e(
                     group_key, group_id, seq, kind, time, operator_id, targets, changes, recipient_kind, recipient_user, ord)),
+            \(bodies.sql),
             joined AS (
                 INSERT INTO joined_changes (app_id, user_id, group_key, event_id)
                 SELECT ?, j.user_id, j.group_key, t.base + j.ord
@@ -115,6 +125,7 @@ struct PostgresStreamTail {
                 .text(app), .integers(groupKeys), .texts(groupIDs), .integers(sequences), .texts(kinds), .integers(times),
                 .optionalTexts(operators), .texts(targets), .texts(changes), .texts(recipientKinds),
                 .optionalTexts(recipientUsers),
+            ] + bodies.arguments + [
                 .text(app), .texts(joined.map(\.key.user)), .integers(joined.map(\.key.groupKey)), .integers(joined.map(\.value)),
                 .integers(stamps.map(\.key)), .integers(stamps.map(\.value)), .text(app),
             ]

@@ -57,10 +57,22 @@ extension PostgresTransaction {
         return (events, ids)
     }
 
-    /// Per app, the events this transaction appended, for the batch's tail.
-    func takeTails() -> [PostgresStreamTail] {
+    /// Per app, the events this transaction appended, for the batch's tail, with the sends held
+    /// in memory (written by the tail, unless it moves the `info_event_id` of a group they move:
+    /// then they are written here first).
+    func takeTails() throws -> [PostgresStreamTail] {
         defer { tails = [:] }
-        return tails.keys.sorted().compactMap { tails[$0] }
+        var taken: [PostgresStreamTail] = []
+        for app in tails.keys.sorted() {
+            guard var tail = tails[app] else { continue }
+            if let rows = sends.rows[app], tail.stampedGroups.isDisjoint(with: rows.latest.keys) {
+                tail.sends = rows
+                sends.rows[app] = nil
+            }
+            taken.append(tail)
+        }
+        try flushSends()
+        return taken
     }
 
     /// `user`'s joined-group sync row of the group takes the position of the event

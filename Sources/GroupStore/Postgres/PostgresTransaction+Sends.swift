@@ -11,10 +11,12 @@ import GroupModel
 ///   id in a second, and senders' last send times in a third, only when a send has a client id or
 ///   a group is in slow mode). A send's ``load(_:)`` is then answered from memory
 ///   (``cachedSnapshot(_:)``), its group's `latest_seq` as the batch's earlier sends moved it.
-/// - **One write for all.** A send's body, its mention rows and its group's `latest_seq` wait in
-///   memory (``bufferSend(_:event:provisional:groupKey:)``) and go in one statement per app
-///   (``flushSends()``): before the batch's tail, or before any other statement (a load that
-///   memory cannot answer, another kind of write, a purge), so that statement sees them.
+/// - **One write for all, in the tail.** A send's body, its mention rows and its group's
+///   `latest_seq` wait in memory (``bufferSend(_:event:provisional:groupKey:)``) and are written
+///   by the batch's last statement (``PostgresStreamTail``), the bodies with their final event ids.
+///   Before any other statement that could read them (a load that memory cannot answer, another
+///   kind of write, a purge) they go in one statement per app first (``flushSends()``), with the
+///   provisional ids (readers take a body's id from its event row).
 ///
 /// What memory holds stays exact: it is what the preload read, changed only by the batch's sends,
 /// which it follows; any other write drops what it holds of the groups the writing piece may write
@@ -306,34 +308,8 @@ extension PostgresTransaction {
         sends.rows = [:]
         do {
             for (app, rows) in pending.sorted(by: { $0.key < $1.key }) {
-                let latest = rows.latest.sorted { $0.key < $1.key }
-                try session.command(
-                    """
-                    WITH latest AS (
-                        UPDATE groups g SET latest_seq = l.seq FROM unnest(?::int8[], ?::int8[]) AS l(group_key, seq)
-                        WHERE g.app_id = ? AND g.group_key = l.group_key),
-                    mentions AS (
-                        INSERT INTO message_mentions (app_id, group_key, user_id, seq)
-                        SELECT ?, x.group_key, x.user_id, x.seq FROM unnest(?::int8[], ?::text[], ?::int8[]) AS x(group_key, user_id, seq)
-                        ON CONFLICT DO NOTHING)
-                    INSERT INTO group_messages (
-                        app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                        payload, priority, sender_name_card, time, mention_all, mentioned_ids)
-                    SELECT ?, b.event_id, b.group_key, b.seq, b.message_id, b.sender_id, b.client_message_id, b.type, b.text,
-                        b.payload, b.priority, b.sender_name_card, b.time, b.mention_all, b.mentioned_ids
-                    FROM unnest(?::int8[], ?::int8[], ?::int8[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],
-                        ?::bytea[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::text[]) AS b(
-                        event_id, group_key, seq, message_id, sender_id, client_message_id, type, text, payload, priority,
-                        sender_name_card, time, mention_all, mentioned_ids)
-                    """,
-                    [
-                        .integers(latest.map(\.key)), .integers(latest.map(\.value)), .text(app),
-                        .text(app), .integers(rows.mentionKeys), .texts(rows.mentionUsers), .integers(rows.mentionSequences),
-                        .text(app), .integers(rows.eventIDs), .integers(rows.groupKeys), .integers(rows.sequences),
-                        .texts(rows.messageIDs), .texts(rows.senders), .optionalTexts(rows.clientIDs), .texts(rows.types),
-                        .texts(rows.texts), .byteArrays(rows.payloads), .texts(rows.priorities), .texts(rows.nameCards),
-                        .integers(rows.times), .integers(rows.mentionAll), .texts(rows.mentionedIDs),
-                    ])
+                let (sql, arguments) = rows.statement(app: app, from: "", eventID: "b.event_id")
+                try session.command("WITH \(sql) SELECT 1", arguments)
             }
         } catch let error as PostgresStoreError {
             throw error
@@ -342,6 +318,45 @@ extension PostgresTransaction {
         } catch {
             throw PostgresStoreError.sendsNotWritten(error)
         }
+    }
+}
+
+extension PendingSends.Rows {
+    /// The data-modifying CTEs (for a `WITH`; PostgreSQL runs each once, referenced or not) that
+    /// write these rows of `app`: the groups' `latest_seq`, the mention rows, the bodies. `from`
+    /// precedes the bodies' `unnest` in their `FROM`, and `eventID` is a body's `event_id`, an
+    /// expression over its provisional one (`b.event_id`).
+    func statement(app: String, from: String, eventID: String) -> (sql: String, arguments: [PGValue]) {
+        let latest = self.latest.sorted { $0.key < $1.key }
+        return (
+            """
+            latest AS (
+                UPDATE groups g SET latest_seq = l.seq FROM unnest(?::int8[], ?::int8[]) AS l(group_key, seq)
+                WHERE g.app_id = ? AND g.group_key = l.group_key),
+            mentions AS (
+                INSERT INTO message_mentions (app_id, group_key, user_id, seq)
+                SELECT ?, x.group_key, x.user_id, x.seq FROM unnest(?::int8[], ?::text[], ?::int8[]) AS x(group_key, user_id, seq)
+                ON CONFLICT DO NOTHING),
+            bodies AS (
+                INSERT INTO group_messages (
+                    app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
+                    payload, priority, sender_name_card, time, mention_all, mentioned_ids)
+                SELECT ?, \(eventID), b.group_key, b.seq, b.message_id, b.sender_id, b.client_message_id, b.type, b.text,
+                    b.payload, b.priority, b.sender_name_card, b.time, b.mention_all, b.mentioned_ids
+                FROM \(from)unnest(?::int8[], ?::int8[], ?::int8[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],
+                    ?::bytea[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::text[]) AS b(
+                    event_id, group_key, seq, message_id, sender_id, client_message_id, type, text, payload, priority,
+                    sender_name_card, time, mention_all, mentioned_ids))
+            """,
+            [
+                .integers(latest.map(\.key)), .integers(latest.map(\.value)), .text(app),
+                .text(app), .integers(mentionKeys), .texts(mentionUsers), .integers(mentionSequences),
+                .text(app), .integers(eventIDs), .integers(groupKeys), .integers(sequences),
+                .texts(messageIDs), .texts(senders), .optionalTexts(clientIDs), .texts(types),
+                .texts(texts), .byteArrays(payloads), .texts(priorities), .texts(nameCards),
+                .integers(times), .integers(mentionAll), .texts(mentionedIDs),
+            ]
+        )
     }
 }
 
