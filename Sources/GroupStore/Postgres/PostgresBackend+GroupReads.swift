@@ -21,7 +21,7 @@ extension PostgresBackend {
             try session.rows(
                 """
                 SELECT g.group_id, \(Rows.memberColumns) FROM groups g
-                JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                JOIN \(PostgresRows.membershipProbe)
                 WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.dismissed_at IS NULL
                 """,
                 [.text(userID), .text(app), .texts(groupIDs)]
@@ -49,8 +49,8 @@ extension PostgresBackend {
             try session.rows(
                 """
                 SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns) FROM groups g
-                LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
-                LEFT JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                LEFT JOIN \(PostgresRows.membershipProbe)
+                LEFT JOIN \(PostgresRows.remarkProbe)
                     AND (m.user_id IS NOT NULL OR g.type = 'AVChatRoom')
                 WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.dismissed_at IS NULL
                 """,
@@ -346,6 +346,24 @@ extension PostgresBackend {
 /// the writer's transaction): the PostgreSQL counterparts of `Rows.groupKey` and
 /// `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of ``Rows``.
 enum PostgresRows {
+    /// For `JOIN` or `LEFT JOIN` after `groups g`: the membership of the user `?` in `g`, as one
+    /// probe of the members key per group. A plain join lets a generic plan (the one a prepared
+    /// statement switches to, made without the values) of `g.group_id = ANY($n)` guess ten groups
+    /// and a few memberships per user, and hash every membership of the user to answer one
+    /// group: 1 ms a call for a user in a hundred groups. `LIMIT 1` (a user has one membership
+    /// of a group) keeps the subquery from being merged into the join.
+    static let membershipProbe = """
+        LATERAL (SELECT m.* FROM members m WHERE m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ? LIMIT 1) m
+        ON true
+        """
+    /// For `LEFT JOIN` after `groups g`: the remark of the user `?` for `g`, one probe per group
+    /// (as ``membershipProbe``).
+    static let remarkProbe = """
+        LATERAL (SELECT r.remark FROM group_remarks r WHERE r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+            LIMIT 1) r
+        ON true
+        """
+
     /// The live groups among `wanted` (group ids per app), per app then by id: one statement
     /// per app. `nil` when a group has custom fields and the read is not in a snapshot (they are
     /// a second statement).

@@ -90,7 +90,7 @@ extension PostgresBackend {
                 """
                 SELECT g.group_id, \(Self.unreadMentionColumns)
                 FROM groups g
-                JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                JOIN \(PostgresRows.membershipProbe)
                 WHERE g.app_id = ? AND g.group_id = ANY(?)
                 """,
                 [.text(userID), .text(app), .texts(groupIDs)]
@@ -118,7 +118,7 @@ extension PostgresBackend {
                      WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
                     \(Self.unreadMentionColumns)
                 FROM groups g
-                JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
+                JOIN \(PostgresRows.membershipProbe)
                 WHERE g.app_id = ? AND g.group_id = ANY(?)
                 """,
                 [.text(userID), .text(app), .texts(groupIDs)]

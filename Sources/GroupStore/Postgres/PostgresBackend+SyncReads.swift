@@ -137,8 +137,8 @@ extension PostgresBackend {
                     CASE WHEN m.user_id IS NULL THEN 0 ELSE 1 END,
                     \(Rows.memberColumns), r.remark
                 FROM groups g
-                LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ?
-                LEFT JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                LEFT JOIN \(PostgresRows.membershipProbe)
+                LEFT JOIN \(PostgresRows.remarkProbe)
                 WHERE g.app_id = ? AND g.group_key = ANY(?)
                 ORDER BY g.group_key
                 """, [.text(userID), .text(userID), .text(app), .integers(keys)]
