@@ -91,9 +91,9 @@ extension PostgresBackend {
                 SELECT g.group_id, \(Self.unreadMentionColumns)
                 FROM groups g
                 JOIN \(PostgresRows.membershipProbe)
-                WHERE g.app_id = ? AND g.group_id = ANY(?)
+                WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(groupIDs).sql)
                 """,
-                [.text(userID), .text(app), .texts(groupIDs)]
+                [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
             ) { row in mentions[try row.text(0)] = UnreadMention(me: try row.bool(1), all: try row.bool(2)) }
             return mentions
         }
@@ -119,9 +119,9 @@ extension PostgresBackend {
                     \(Self.unreadMentionColumns)
                 FROM groups g
                 JOIN \(PostgresRows.membershipProbe)
-                WHERE g.app_id = ? AND g.group_id = ANY(?)
+                WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(groupIDs).sql)
                 """,
-                [.text(userID), .text(app), .texts(groupIDs)]
+                [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
             ) { row in
                 states[try row.text(0)] = ReadState(
                     readSequence: try row.int64(1), unreadCount: try row.int(2),
