@@ -171,7 +171,7 @@ extension GroupdService {
         let app = call.caller.appID
         // For a user: their memberships and their own remarks too (RongCloud's getGroupsInfo),
         // where they may be a member (an AVChatRoom audience is held in memory, so its rooms are
-        // asked too); one statement on a shared database.
+        // asked too); one statement on a shared database, the unread mentions included.
         let found = if let user = call.caller.operatorID {
             try await store.groupsForUser(app: app, userID: user, ids: ids)
         } else {
@@ -222,7 +222,7 @@ extension GroupdService {
             await filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
             response.groups.append(view)
         }
-        try await fillUnreadMentions(&response.groups, call: call)
+        try await fillUnreadMentions(&response.groups, known: found.unreadMentions, call: call)
         return response
     }
 

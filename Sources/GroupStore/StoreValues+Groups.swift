@@ -71,12 +71,20 @@ public struct GroupsForUser: Sendable {
     /// The user's remarks by group id, for the groups the user is a stored member of and for
     /// AVChatRooms (whose audience is not stored); groups without a remark are absent.
     public var remarks: [String: String]
+    /// The user's unread mentions by group id, for every group of ``memberships``, when the
+    /// backend read them with the groups (PostgreSQL, in the same statement); `nil`: ask
+    /// ``Store/unreadMentions(app:userID:groupIDs:)``.
+    public var unreadMentions: [String: UnreadMention]?
 
     /// Creates the answer.
-    public init(groups: [String: Group] = [:], memberships: [String: Member] = [:], remarks: [String: String] = [:]) {
+    public init(
+        groups: [String: Group] = [:], memberships: [String: Member] = [:], remarks: [String: String] = [:],
+        unreadMentions: [String: UnreadMention]? = nil
+    ) {
         self.groups = groups
         self.memberships = memberships
         self.remarks = remarks
+        self.unreadMentions = unreadMentions
     }
 }
 

@@ -26,15 +26,21 @@ extension GroupdService {
     }
 
     /// Fills `unread_mention` alone (GetGroupsInfo) on the views of Work and Public groups the
-    /// caller belongs to: one indexed read for all of them, none when there is no such view.
-    func fillUnreadMentions(_ views: inout [Groupd_V1_Group], call: CallContext) async throws {
+    /// caller belongs to: from `known` when the store read them with the groups, otherwise one
+    /// indexed read for all of them, none when there is no such view.
+    func fillUnreadMentions(
+        _ views: inout [Groupd_V1_Group], known: [String: UnreadMention]? = nil, call: CallContext
+    ) async throws {
         guard let user = call.caller.operatorID else { return }
         let counted = views.filter {
             $0.selfInfo != nil && (try? APIMapping.groupType($0.type)).map(GroupRules.showsUnreadCount) == true
         }.map(\.groupID)
         if counted.isEmpty { return }
-        let mentions = try await store.unreadMentions(app: call.caller.appID, userID: user, groupIDs: counted)
-        for index in views.indices {
+        let mentions = if let known { known } else {
+            try await store.unreadMentions(app: call.caller.appID, userID: user, groupIDs: counted)
+        }
+        let countedIDs = Set(counted)
+        for index in views.indices where countedIDs.contains(views[index].groupID) {
             guard let mention = mentions[views[index].groupID] else { continue }
             views[index].unreadMention = MessageMapping.unreadMention(mention)
         }

@@ -46,9 +46,12 @@ extension PostgresBackend {
             var memberRows: [Rows.MemberRow] = []
             var memberGroupIDs: [String] = []
             var remarks: [String: String] = [:]
+            var mentions: [String: UnreadMention] = [:]
+            let mentionColumn = remarkColumn + 1 + Rows.memberColumnCount
             try session.rows(
                 """
-                SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns) FROM groups g
+                SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns), \(Self.unreadMentionColumns)
+                FROM groups g
                 LEFT JOIN \(PostgresRows.membershipProbe)
                 LEFT JOIN \(PostgresRows.remarkProbe)
                     AND (m.user_id IS NOT NULL OR g.type = 'AVChatRoom')
@@ -62,10 +65,11 @@ extension PostgresBackend {
                 if !row.isNull(remarkColumn + 1) {
                     memberRows.append(try Rows.member(row, at: remarkColumn + 1))
                     memberGroupIDs.append(group.group.id)
+                    mentions[group.group.id] = UnreadMention(me: try row.bool(mentionColumn), all: try row.bool(mentionColumn + 1))
                 }
             }
             if !inSnapshot && (groupRows.contains(where: \.hasCustom) || memberRows.contains(where: \.hasCustom)) { return nil }
-            var answer = GroupsForUser(remarks: remarks)
+            var answer = GroupsForUser(remarks: remarks, unreadMentions: mentions)
             for group in try PostgresRows.withCustom(groupRows, app: app, session: session) { answer.groups[group.id] = group }
             let members = try PostgresRows.withCustom(memberRows, app: app, userID: userID, session: session)
             for (offset, member) in members.enumerated() { answer.memberships[memberGroupIDs[offset]] = member }
