@@ -10,8 +10,8 @@ import GroupModel
 ///
 /// Events are not inserted where a mutation appends them: they wait in the app's
 /// ``PostgresStreamTail`` with provisional ids, and the batch's last statement numbers and inserts
-/// them, with the rows that carry their positions (joined-group sync, `info_event_id`, the
-/// message bodies' `event_id`).
+/// them, with the rows that carry their positions (joined-group sync, `info_event_id`) and the
+/// batch's sends, held in memory until then (`PostgresTransaction+Sends.swift`).
 ///
 /// The reads of a snapshot are in `PostgresTransaction+Load.swift`, the events and their tail in
 /// `+Events.swift`, the versioned-sync rows in `+Sync.swift`, retention in `+Purge.swift`; this file
