@@ -3,14 +3,18 @@ grpcio. A write acknowledged by one node is read at once on another (no cache); 
 node's writes reach the streams of another, in order, once each, and a cursor of one node resumes
 on another; concurrent writes to one group through two nodes keep its sequence gap-free; a node
 SIGKILLed mid-write loses no acknowledged message and the other node goes on; a node reports
-NOT_SERVING and fails fast with STORE_UNAVAILABLE while its database is down, and recovers; two
-nodes starting at once on an empty database migrate it once.
+NOT_SERVING and fails fast with STORE_UNAVAILABLE while its database is down, and recovers;
+PostgreSQL restarted while two nodes write loses nothing acknowledged, and both recover by
+themselves; a node cut from PostgreSQL without a close (its packets dropped in a network namespace)
+fails fast while the other serves, and recovers; two nodes starting at once on an empty database migrate it once.
 
 Every test needs GROUPD_TEST_POSTGRES_URL (`make test-postgres`). Nothing here waits by sleeping:
 streams are read until an expected item (with a deadline), and health is polled with a deadline.
 """
+import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -558,6 +562,256 @@ def test_health_and_calls_follow_the_database(own_postgres, fresh_groupd):
     assert node.group(other).profile.name == "after"
     assert [m.text for m in node.history(group, owner)] == ["back"]
     node.close()
+
+
+class Writers:
+    """Threads sending to `group`, one per (server, sender), each on a channel of its own: a failed
+    send is retried with its client id until acknowledged (also after stop(), so every message that
+    may be stored is known). Records every acknowledgement (`acked`: client id -> (sequence,
+    message id)) and every failure (`failures`: code, seconds, ErrorInfo, client id)."""
+
+    def __init__(self, group, writers, deadline):
+        self.group, self.writers, self.deadline = group, writers, deadline
+        self.lock = threading.Condition()
+        self.acked, self.failures = {}, []
+        self.stopping = threading.Event()
+        # Daemon threads: a test that fails with the store down leaves them retrying.
+        self.threads = [threading.Thread(target=self.run, args=(index,), daemon=True) for index in range(len(writers))]
+
+    def start(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def run(self, index):
+        server, sender = self.writers[index]
+        node = Node(server)
+        try:
+            n, retrying = 0, None
+            while retrying or not self.stopping.is_set():
+                client_id = retrying or f"w{index}-{n}"
+                started = time.monotonic()
+                try:
+                    response = node.send(self.group, sender, client_id, client_id=client_id, timeout=self.deadline)
+                except grpc.RpcError as error:
+                    with self.lock:
+                        self.failures.append((error.code(), time.monotonic() - started, error_info(error), client_id))
+                    retrying = client_id
+                    # Pacing while the store is down (failures answer at once), not a wait for a state.
+                    self.stopping.wait(0.02)
+                    continue
+                retrying, n = None, n + 1
+                with self.lock:
+                    self.acked[client_id] = (response.message.sequence, response.message.message_id)
+                    self.lock.notify_all()
+        finally:
+            node.close()
+
+    def wait_acks(self, count, timeout=60):
+        """Returns once `count` sends were acknowledged in all (fails after `timeout` seconds)."""
+        with self.lock:
+            assert self.lock.wait_for(lambda: len(self.acked) >= count, timeout=timeout), \
+                f"{len(self.acked)} of {count} acks in {timeout} s; failures: {self.failures[-3:]}"
+            return len(self.acked)
+
+    def stop(self):
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        assert not any(thread.is_alive() for thread in self.threads)
+
+    def check_failures(self):
+        """Every failed call answered within its deadline, UNAVAILABLE with the store's reason."""
+        for code, elapsed, info, client_id in self.failures:
+            assert code == grpc.StatusCode.UNAVAILABLE, (code, info, client_id)
+            assert info is not None and info.reason in ("STORE_UNAVAILABLE", "STORE_TIMEOUT"), (info, client_id)
+            assert elapsed < self.deadline, (elapsed, client_id)
+
+    def check_stored(self, node, reader):
+        """On `node`: every acknowledged message once, as acknowledged, nothing else; one gap-free log."""
+        history = node.history(self.group, reader)
+        stored = {}
+        for message in history:
+            assert message.client_message_id not in stored, f"duplicated {message.client_message_id}"
+            stored[message.client_message_id] = (message.sequence, message.message_id)
+        assert stored == self.acked
+        assert [body(item).sequence for item in node.log(self.group)] == list(range(1, len(history) + 2))
+
+
+def test_postgres_restarted_under_load_through_two_nodes_loses_nothing_acknowledged(own_postgres, fresh_groupd):
+    """PostgreSQL stopped (fast shutdown: every session ended) and started again while writers send
+    through both nodes: every call answers within its deadline, those that fail with UNAVAILABLE;
+    both nodes report NOT_SERVING, then SERVING by themselves; every acknowledged message is stored
+    once, as acknowledged, under a gap-free sequence; a send retried with its client id after a
+    failure is stored once."""
+    database = own_postgres.create_database()
+    servers = fresh_groupd(database=database).start(), fresh_groupd(database=database).start()
+    a, b = Node(servers[0]), Node(servers[1])
+    owner = uid("owner")
+    senders = [uid(f"s{n}") for n in range(4)]
+    group = a.create(owner, senders)
+    watches = [Stream(call=node.health.Watch(health_pb2.HealthCheckRequest(), timeout=120)) for node in (a, b)]
+    for watch in watches:
+        assert watch.next().status == SERVING
+    writers = Writers(group, [(servers[n % 2], sender) for n, sender in enumerate(senders)], deadline=5.0).start()
+    try:
+        before = writers.wait_acks(200)
+        own_postgres.stop_server(mode="fast")
+        for watch in watches:
+            assert watch.next(timeout=20).status == NOT_SERVING
+        own_postgres.start_server()
+        for watch in watches:
+            assert watch.next(timeout=30).status == SERVING
+        writers.wait_acks(len(writers.acked) + 100)
+    finally:
+        writers.stop()
+        for watch in watches:
+            watch.cancel()
+    assert writers.failures, "no call failed while PostgreSQL was down"
+    writers.check_failures()
+    for node in (a, b):
+        writers.check_stored(node, owner)
+        assert node.check() == SERVING
+    print(f"\n{before} acks before the stop, {len(writers.acked)} in all; {len(writers.failures)} failed calls, "
+          f"answered in at most {max(e for _, e, _, _ in writers.failures) * 1000:.0f} ms")
+    a.close()
+    b.close()
+
+
+class CutNetwork:
+    """A network namespace for one groupd node, joined to this one by two veth pairs: `db` (the
+    node's traffic to PostgreSQL) and `api` (the clients' traffic to the node). cut() sets the
+    host's end of `db` down: the node's packets to PostgreSQL and PostgreSQL's to it vanish (no
+    reset, no refusal), while the clients still reach the node; mend() sets it up again."""
+
+    def __init__(self):
+        tag = os.getpid() % 10_000
+        net = 20 + os.getpid() % 200
+        self.name = f"groupd-cut-{tag}"
+        self.db_host, self.db_node = f"10.{net}.1.1", f"10.{net}.1.2"
+        self.api_host, self.api_node = f"10.{net}.2.1", f"10.{net}.2.2"
+        self.links = [(f"gdc{tag}h", f"gdc{tag}n", self.db_host, self.db_node),
+                      (f"gda{tag}h", f"gda{tag}n", self.api_host, self.api_node)]
+
+    @staticmethod
+    def ip(*arguments, namespace=None):
+        command = (["ip", "netns", "exec", namespace] if namespace else []) + ["ip", *arguments]
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 0, (command, result.stderr)
+
+    def create(self):
+        self.ip("netns", "add", self.name)
+        self.ip("link", "set", "lo", "up", namespace=self.name)
+        for host_end, node_end, host_address, node_address in self.links:
+            self.ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            self.ip("link", "set", node_end, "netns", self.name)
+            self.ip("addr", "add", f"{host_address}/24", "dev", host_end)
+            self.ip("link", "set", host_end, "up")
+            self.ip("addr", "add", f"{node_address}/24", "dev", node_end, namespace=self.name)
+            self.ip("link", "set", node_end, "up", namespace=self.name)
+        return self
+
+    def cut(self):
+        self.ip("link", "set", self.links[0][0], "down")
+
+    def mend(self):
+        self.ip("link", "set", self.links[0][0], "up")
+
+    def delete(self):
+        for host_end, *_ in self.links:
+            subprocess.run(["ip", "link", "del", host_end], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+class NamespacedGroupd(support.Groupd):
+    """A groupd run inside `network`'s namespace, listening on its `api` address, with a statement
+    timeout of 1 s (so its side gives up on an unanswered statement after 11 s)."""
+
+    def __init__(self, workdir, database, network):
+        super().__init__(workdir, database=database)
+        self.network = network
+        text = self.config.read_text()
+        self.config.write_text(text.replace("  host: 127.0.0.1\n", f"  host: {network.api_node}\n", 1)
+                               .replace("statement_timeout_ms: 5000", "statement_timeout_ms: 1000"))
+
+    @property
+    def address(self):
+        return f"{self.network.api_node}:{self.port}"
+
+    def start(self):
+        log = open(self.log, "ab")
+        self.process = subprocess.Popen(
+            ["ip", "netns", "exec", self.network.name, str(support.GROUPD_BIN), "serve", "--config", str(self.config)],
+            stdout=log, stderr=subprocess.STDOUT, env=self.environment)
+        log.close()
+        wait_serving(self)
+        return self
+
+
+def test_a_node_cut_from_postgres_fails_fast_the_other_serves_both_recover(fresh_groupd, tmp_path):
+    """One node loses PostgreSQL without a close while it writes (its packets dropped in a network
+    namespace): its calls fail with UNAVAILABLE within their deadline and it reports NOT_SERVING; the
+    other node keeps writing the same group (a transaction the cut node left open on the server is
+    ended, with its locks, after the node's statement timeout); when the network comes back the cut
+    node serves again by itself, and nothing acknowledged through either node is lost."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 (a network namespace and veth pairs)")
+    support.postgres_cluster()  # puts scripts/ (pg_cluster) on sys.path
+    from pg_cluster import PostgresCluster
+
+    network = CutNetwork()
+    cluster, cut_node, writers = None, None, None
+    try:
+        network.create()
+        cluster = PostgresCluster(settings={"listen_addresses": f"127.0.0.1,{network.db_host}"}).start()
+        with (cluster.data_dir / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {network.db_node}/32 trust\n")
+        cluster.psql("SELECT pg_reload_conf()")
+        database = cluster.create_database()
+        (tmp_path / "a").mkdir()
+        cut_node = NamespacedGroupd(tmp_path / "a", database.replace("@127.0.0.1:", f"@{network.db_host}:"), network)
+        cut_node.start()
+        other = fresh_groupd(database=database).start()
+        a, b = Node(cut_node), Node(other)
+        owner = uid("owner")
+        senders = [uid(f"s{n}") for n in range(3)]
+        group = b.create(owner, senders)
+        watch = Stream(call=a.health.Watch(health_pb2.HealthCheckRequest(), timeout=300))
+        assert watch.next().status == SERVING
+        # Writers on the cut node only (the first node to lose PostgreSQL mid-transaction); the
+        # other node's sends below go to the same group. A cut node's first failure may wait for
+        # it to give up on its connection (11 s with its 1 s statement timeout).
+        writers = Writers(group, [(cut_node, sender) for sender in senders], deadline=20.0).start()
+        writers.wait_acks(100)
+        network.cut()
+        assert watch.next(timeout=30).status == NOT_SERVING
+        with writers.lock:
+            assert writers.lock.wait_for(lambda: len(writers.failures) >= 3, timeout=30), writers.failures
+        for n in range(5):
+            response = b.send(group, owner, f"b-cut-{n}", client_id=f"b-cut-{n}", timeout=30)
+            with writers.lock:
+                writers.acked[f"b-cut-{n}"] = (response.message.sequence, response.message.message_id)
+        assert b.check() == SERVING
+        network.mend()
+        assert watch.next(timeout=60).status == SERVING
+        watch.cancel()
+        writers.wait_acks(len(writers.acked) + 50)
+        writers.stop()
+        writers.check_failures()
+        for node in (a, b):
+            writers.check_stored(node, owner)
+        print(f"\n{len(writers.acked)} acks; {len(writers.failures)} failed calls on the cut node, answered in at "
+              f"most {max(e for _, e, _, _ in writers.failures) * 1000:.0f} ms")
+        a.close()
+        b.close()
+    finally:
+        if writers is not None:
+            writers.stopping.set()
+        if cut_node is not None:
+            cut_node.stop()
+        if cluster is not None:
+            cluster.stop()
+        network.delete()
 
 
 # --- 6. two nodes starting at once on an empty database ----------------------------------------

@@ -353,7 +353,14 @@ final class PostgresSession: @unchecked Sendable {
             let connection = try PostgresConnection.connect(
                 on: eventLoop, configuration: try settings.connectionConfiguration(), id: id, logger: logger
             ).wait()
-            for command in ["SET statement_timeout = \(settings.statementTimeoutMilliseconds)"] + setup {
+            // A session idle inside a transaction for a statement timeout is ended by the server,
+            // its locks with it: the client on the other end is gone without a close (its packets
+            // dropped on the way; this node's side gives up after ``answerDeadline``).
+            let timeouts = [
+                "SET statement_timeout = \(settings.statementTimeoutMilliseconds)",
+                "SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMilliseconds)",
+            ]
+            for command in timeouts + setup {
                 _ = try connection.query(PostgresQuery(unsafeSQL: command), logger: logger).wait()
             }
             let pid = try connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger).wait()
@@ -473,8 +480,31 @@ final class PostgresSession: @unchecked Sendable {
         return Answer(rows: result.rows, metadata: result.metadata)
     }
 
+    /// How long a statement may go unanswered before the connection is taken for lost:
+    /// `statement_timeout` (PostgreSQL answers a statement that runs longer with an error) plus as
+    /// much again, at least 10 s (a `COMMIT` waits for its flush, which the timeout does not cut).
+    var answerDeadline: TimeAmount {
+        let timeout = Int64(settings.statementTimeoutMilliseconds)
+        return .milliseconds(timeout + max(timeout, 10_000))
+    }
+
     /// Waits for `future`, turning a lost connection and a timeout into ``PostgresStoreError``s.
+    ///
+    /// A statement unanswered after ``answerDeadline`` closes the connection, which fails it: the
+    /// server or the network dropped the connection without a word (packets that vanish are
+    /// never refused, and TCP would retry for minutes), and the caller gets `UNAVAILABLE` instead
+    /// of waiting for its deadline.
     private func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
+        let watched = connection
+        let watchdog = watched.map { connection in
+            eventLoop.scheduleTask(in: answerDeadline) {
+                self.logger.warning(
+                    "PostgreSQL did not answer a statement in time; closing the connection",
+                    metadata: ["session": "\(self.id)", "after_ms": "\(self.answerDeadline.nanoseconds / 1_000_000)"])
+                let _: EventLoopFuture<Void> = connection.close()
+            }
+        }
+        defer { watchdog?.cancel() }
         do {
             return try future().wait()
         } catch {
