@@ -120,11 +120,12 @@ extension PostgresTransaction {
 
     private func preload(app: String, _ wanted: [(group: String, send: WriteScope.Send)]) throws {
         var pairs = Set<[String]>()
+        var seenGroups = Set<String>()
         var groupIDs: [String] = []
         var pairGroups: [String] = []
         var pairUsers: [String] = []
         for (group, send) in wanted where pairs.insert([group, send.sender]).inserted {
-            if !pairGroups.contains(group) { groupIDs.append(group) }
+            if seenGroups.insert(group).inserted { groupIDs.append(group) }
             pairGroups.append(group)
             pairUsers.append(send.sender)
         }
@@ -158,12 +159,14 @@ extension PostgresTransaction {
         // Earlier messages by client id, and last send times in slow mode: only when asked.
         var lookups: [(key: Int64, group: String, sender: String, client: String)] = []
         var slow: [(key: Int64, group: String, sender: String)] = []
+        var seenLookups = Set<[String]>()
+        var seenSlow = Set<[String]>()
         for (group, send) in wanted {
             guard let state = states[group] else { continue }
-            if let client = send.clientMessageID, !lookups.contains(where: { $0.group == group && $0.sender == send.sender && $0.client == client }) {
+            if let client = send.clientMessageID, seenLookups.insert([group, send.sender, client]).inserted {
                 lookups.append((state.key, group, send.sender, client))
             }
-            if state.group.settings.slowModeIntervalSeconds > 0, !slow.contains(where: { $0.group == group && $0.sender == send.sender }) {
+            if state.group.settings.slowModeIntervalSeconds > 0, seenSlow.insert([group, send.sender]).inserted {
                 slow.append((state.key, group, send.sender))
             }
         }
