@@ -4,38 +4,21 @@ import GroupModel
 /// A mutation's events: numbered per group at once, held in the app's ``PostgresStreamTail`` until
 /// the batch's last statement gives them their positions.
 extension PostgresTransaction {
-    /// Numbers `drafts` after `sequence`, moves the group's `latest_seq` (unless `movesLatest` is
-    /// false: the caller's group update did) and inserts `message`'s body under the first one, in
-    /// one statement (one round trip); the events themselves join the app's
+    /// Numbers `drafts` after `sequence` and moves the group's `latest_seq` (unless `movesLatest`
+    /// is false: the caller's group update did); the events themselves join the app's
     /// ``PostgresStreamTail``, inserted with their positions by the batch's last statement.
     /// Returns the events and their provisional ids.
     func appendEvents(
         _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64,
-        time: Timestamp, message: GroupMessage? = nil, movesLatest: Bool = true
+        time: Timestamp, movesLatest: Bool = true
     ) throws -> ([GroupEvent], [Int64]) {
         if drafts.isEmpty { return ([], []) }
         let (events, ids) = numberEvents(drafts, groupKey: groupKey, appID: appID, groupID: groupID, after: sequence, time: time)
-        let latest: [PGValue] = [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)]
-        guard let message else {
-            if movesLatest { try session.execute("UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?", latest) }
-            return (events, ids)
+        if movesLatest {
+            try session.execute(
+                "UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?",
+                [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)])
         }
-        let content = message.content
-        try session.execute(
-            """
-            WITH latest AS (UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?)
-            INSERT INTO group_messages (
-                app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                payload, priority, sender_name_card, time, mention_all, mentioned_ids)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            latest + [
-                .text(appID), .integer(ids[0]), .integer(groupKey), .integer(events[0].sequence), .text(message.messageID),
-                .text(message.senderID), .text(content.clientMessageID), .text(content.type), .text(content.text),
-                .bytes(content.payload), .text(content.priority.rawValue), .text(message.senderNameCard),
-                .integer(message.time.millisecondsSince1970), .bool(content.mentionAll),
-                .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
-            ])
         return (events, ids)
     }
 

@@ -64,17 +64,11 @@ final class PostgresTransaction: StoreTransaction {
             }
             if !writes.events.isEmpty {
                 let (appended, ids) = try appendEvents(
-                    writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time,
-                    message: writes.message)
+                    writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time)
                 if let message = writes.message {
+                    // Its body and mention rows are written as every send's are (+Sends).
                     result.messageEventID = ids[0]
-                    for user in MessageRows.mentionRows(message) {
-                        try session.execute(
-                            """
-                            INSERT INTO message_mentions (app_id, group_key, user_id, seq) VALUES (?, ?, ?, ?)
-                            ON CONFLICT DO NOTHING
-                            """, [.text(app), .integer(key), .text(user), .integer(appended[0].sequence)])
-                    }
+                    bufferSend(message, event: appended[0], provisional: ids[0], groupKey: key)
                 }
                 result.events += appended
                 result.eventIDs += ids
