@@ -22,6 +22,7 @@ let package = Package(
         // one sees only products.
         .library(name: "GRPCServer", targets: ["GRPCServer"]),
         .library(name: "GroupAPI", targets: ["GroupAPI"]),
+        .library(name: "GroupdConfig", targets: ["GroupdConfig"]),
         .library(name: "GroupService", targets: ["GroupService"]),
         .library(name: "PolicyHost", targets: ["PolicyHost"]),
         .library(name: "PolicyABI", targets: ["PolicyABI"]),
@@ -113,12 +114,15 @@ let package = Package(
         // MARK: Domain
         /// The group domain: types, settings presets, permissions, validation, events. Pure Swift.
         .target(name: "GroupModel", swiftSettings: swiftSettings),
+        /// The store's settings as plain values (durability, how to reach PostgreSQL): what the
+        /// configuration loader shares with the store without depending on it.
+        .target(name: "GroupStoreSettings", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
         /// Persistence: ``Store`` over a ``StoreBackend``, SQLite in WAL mode through GRDB (the
         /// default) or PostgreSQL through postgres-nio (several nodes on one database).
         .target(
             name: "GroupStore",
             dependencies: [
-                "GroupModel",
+                "GroupModel", "GroupStoreSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -129,16 +133,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        /// The RPC handlers, authentication and configuration: request → model → store → events.
+        /// The YAML configuration loader and the bearer-token check: no store, no metrics, so that
+        /// the fuzz targets of both (Tests/Fuzz) build without them.
+        .target(
+            name: "GroupdConfig",
+            dependencies: [
+                "GroupAPI", "GroupModel", "GroupStoreSettings", "GRPCServer", "PolicyHost",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// The RPC handlers, health, reflection, metrics: request → model → store → events
+        /// (re-exports GroupdConfig: configuration and authentication).
         .target(
             name: "GroupService",
             dependencies: [
-                "GroupAPI", "GroupModel", "GroupStore", "GRPCServer", "PolicyHost",
+                "GroupAPI", "GroupdConfig", "GroupModel", "GroupStore", "GRPCServer", "PolicyHost",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Yams", package: "Yams"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -233,7 +248,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GroupServiceTests",
-            dependencies: ["GroupService", "GroupTestSupport", "GroupAPI"],
+            dependencies: ["GroupService", "GroupdConfig", "GroupTestSupport", "GroupAPI", .product(name: "Yams", package: "Yams")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import GroupModel
+@testable import GroupdConfig
 @testable import GroupService
 import GroupTestSupport
 import Testing

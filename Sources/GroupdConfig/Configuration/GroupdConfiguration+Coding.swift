@@ -1,5 +1,5 @@
 import GroupModel
-import GroupStore
+import GroupStoreSettings
 
 /// A key of a configuration mapping, by name (or index, inside lists).
 struct ConfigKey: CodingKey, Hashable {

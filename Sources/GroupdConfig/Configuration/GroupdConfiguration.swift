@@ -1,5 +1,5 @@
 public import GroupModel
-public import GroupStore
+public import GroupStoreSettings
 
 /// The server's configuration, decoded from a YAML file (`groupd serve --config groupd.yaml`).
 ///
@@ -263,11 +263,6 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     /// The app with id `id`, if configured.
     public func app(_ id: String) -> App? {
         self.apps.first { $0.id == id }
-    }
-
-    /// The store's batching, from ``writeBatch``.
-    public var writeBatching: WriteBatching {
-        WriteBatching(maxWrites: writeBatch.maxWrites, maxWait: .microseconds(writeBatch.maxWaitMicroseconds))
     }
 
     /// The path of the SQLite file: `data_dir/groupd.sqlite`.

@@ -1,6 +1,5 @@
 public import GRPCServer
 import GroupModel
-import NIOCore
 
 /// `transport`: the transport's defences against hostile or broken clients, each with a default
 /// that protects (docs/TRANSPORT.md, "Hostile clients").
@@ -108,29 +107,6 @@ extension GroupdConfiguration {
         public var description: String {
             (Self.durationKeys.map { "\($0.key): \(self[keyPath: $0.path])" }
                 + Self.integerKeys.map { "\($0.key): \(self[keyPath: $0.path])" }).joined(separator: ", ")
-        }
-
-        /// The transport's limits.
-        public var limits: TransportLimits {
-            func amount(_ seconds: Double) -> TimeAmount { .nanoseconds(Int64((seconds * 1e9).rounded())) }
-            var limits = TransportLimits()
-            limits.prefaceTimeout = amount(prefaceTimeoutSeconds)
-            limits.unusedConnectionTimeout = idleTimeoutSeconds == 0 ? nil : amount(idleTimeoutSeconds)
-            limits.maxUnauthenticatedCalls = maxUnauthenticatedCalls
-            limits.unauthenticatedCallsRefusal = GroupError(
-                code: .resourceExhausted, reason: .tooManyUnauthenticatedCalls,
-                message: "\(maxUnauthenticatedCalls) calls without a verified token are in flight "
-                    + "(transport.max_unauthenticated_calls); retry later, or call with a valid token",
-                metadata: ["limit": "\(maxUnauthenticatedCalls)"]
-            ).grpcStatus
-            limits.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection
-            limits.maxQueuedBytes = maxQueuedBytes
-            limits.stalledWriteTimeout = amount(stalledWriteTimeoutSeconds)
-            limits.resetBurst = resetBurst
-            limits.resetsPerSecond = maxResetsPerSecond
-            limits.readsPerTurn = readsPerTurn
-            limits.readBufferBytes = readBufferBytes
-            return limits
         }
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 import GroupModel
-import GroupStore
+import GroupStoreSettings
 import Yams
 
 extension GroupdConfiguration {

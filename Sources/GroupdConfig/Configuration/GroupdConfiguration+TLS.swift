@@ -153,34 +153,6 @@ extension GroupdConfiguration {
             problems.add("keepalive.timeout_seconds", "expected seconds above 0, found 0")
         }
     }
-
-    /// `self` with the transport keys a reload cannot change set to `running`'s values: TLS on or
-    /// off (the listener's kind), `tls.handshake_timeout_seconds` and every `keepalive` key (each
-    /// connection takes them when it is accepted). The TLS files reload.
-    func keepingRestartOnlyTransportKeys(of running: GroupdConfiguration) -> (GroupdConfiguration, [RestartOnlyChange]) {
-        var kept = self
-        var changes: [RestartOnlyChange] = []
-        if keepalive != running.keepalive {
-            changes.append(RestartOnlyChange(key: "keepalive", running: "\(running.keepalive)", requested: "\(keepalive)"))
-            kept.keepalive = running.keepalive
-        }
-        switch (tls, running.tls) {
-        case (nil, nil):
-            break
-        case (let requested?, let inForce?):
-            if requested.handshakeTimeoutSeconds != inForce.handshakeTimeoutSeconds {
-                changes.append(RestartOnlyChange(
-                    key: "tls.handshake_timeout_seconds", running: "\(inForce.handshakeTimeoutSeconds)",
-                    requested: "\(requested.handshakeTimeoutSeconds)"))
-                kept.tls?.handshakeTimeoutSeconds = inForce.handshakeTimeoutSeconds
-            }
-        default:
-            changes.append(RestartOnlyChange(
-                key: "tls", running: running.tls == nil ? "off (h2c)" : "on", requested: tls == nil ? "off (h2c)" : "on"))
-            kept.tls = running.tls
-        }
-        return (kept, changes)
-    }
 }
 
 // MARK: Decoding and encoding
