@@ -240,6 +240,52 @@ struct StoreBatchingTests {
             #expect(feed.map(\.groupType) == logged.map(\.groupType))
         }
     }
+
+    @Test(
+        "one batch: a creation, a join of it and a send to it, its id taken twice, and a member count read after a join",
+        arguments: StoreKind.allCases)
+    func creationJoinAndSendInOneBatch(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            try await Fixture.create(store, "old", members: ["carol"])
+            try await Fixture.create(store, "other")
+            let batches = store.commitStatistics.batches
+            store.holdCommits()
+            let created = Task { try await Fixture.create(store, "new", members: ["bob"]) }
+            await store.waitUntilQueued(1)
+            let joined = Task { try await Fixture.join(store, "new", "carol") }
+            await store.waitUntilQueued(2)
+            let sent = Task { try await Fixture.send(store, "new", from: "carol") }
+            await store.waitUntilQueued(3)
+            let again = Task { await Fixture.groupError { try await Fixture.create(store, "new") } }
+            await store.waitUntilQueued(4)
+            let joinedOther = Task { try await Fixture.join(store, "other", "dave") }
+            await store.waitUntilQueued(5)
+            // The counts a creation reads include the joins made before it in the batch.
+            let request = GroupCreationRequest(
+                type: .public, groupID: "third", name: "third", members: ["carol", "dave"].map { InitialMember(userID: $0) })
+            let plan = try GroupRules.planCreation(request, appID: Fixture.app, creatorID: "alice", limits: .defaults, now: Fixture.t0)
+            let counted = Task { try await store.createGroup(plan) { counts in (plan, counts) }.value.value }
+            await store.waitUntilQueued(6)
+            store.releaseCommits()
+
+            #expect(try await created.value.id == "new")
+            try await joined.value
+            #expect(try await sent.value.stored.message.sequence == 3)
+            #expect(await again.value?.reason == .groupIDTaken)
+            try await joinedOther.value
+            #expect(try await counted.value == ["alice": 3, "carol": 2, "dave": 1])
+            #expect(store.commitStatistics.batches == batches + 1)
+            #expect(try await Fixture.events(store, "new").map(\.kind) == [.groupCreated, .memberJoined, .groupMessage])
+            let members = try await store.members(app: Fixture.app, groupID: "new", userIDs: ["alice", "bob", "carol"])
+            #expect(Set(members.keys) == ["alice", "bob", "carol"])
+            #expect(members["carol"]?.joinOrder == 3)
+            #expect(try await store.groups(app: Fixture.app, ids: ["new"])["new"]?.memberCount == 3)
+            for (user, count) in ["alice": 4, "bob": 1, "carol": 3, "dave": 2] {
+                #expect(try await store.joinedGroupCount(app: Fixture.app, userID: user, types: Set(GroupType.allCases)) == count)
+            }
+        }
+    }
+
 }
 
 /// What the commit feed handed over.

@@ -243,14 +243,42 @@ struct StoreRoundTripTests {
         let create = try await counted { try await Fixture.create(a.store, "g", members: ["bob", "carol"]) }
         let send = try await counted { try await Fixture.send(a.store, "g", from: "bob") }
         let join = try await counted { try await Fixture.join(a.store, "g", "dave") }
-        // BEGIN, locks; the users' counts; the group row; three member rows; the tail; COMMIT.
-        #expect(create == 9)
+        // BEGIN, locks; the users' counts; the group key and whether the id is taken; the tail
+        // (with the group row, its custom fields and the three member rows); COMMIT.
+        #expect(create == 6)
         // BEGIN, locks; the group with the sender's membership; the tail (with the body and
         // latest_seq); COMMIT.
         #expect(send == 5)
         // BEGIN, locks; the group with the memberships; the owner's successor; bans, retained mutes
-        // and counts; the member row; its tombstone and mute gone; the group row; the tail; COMMIT.
-        #expect(join == 10)
+        // and counts; the tail (with the member row, its tombstone and mute gone, the group row);
+        // COMMIT.
+        #expect(join == 7)
+    }
+
+    @Test("joins of distinct groups in one batch: their loads, then one statement writes them all")
+    func statementsPerBatchOfJoins() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        for n in 0..<5 { try await Fixture.create(a.store, "g\(n)", members: ["bob"]) }
+        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let batches = a.store.commitStatistics.batches
+        a.store.holdCommits()
+        async let joined: Void = withThrowingTaskGroup(of: Void.self) { tasks in
+            for n in 0..<5 { tasks.addTask { try await Fixture.join(a.store, "g\(n)", "user\(n)") } }
+            try await tasks.waitForAll()
+        }
+        await a.store.waitUntilQueued(5)
+        a.store.releaseCommits()
+        try await joined
+        #expect(a.store.commitStatistics.batches == batches + 1)
+        // BEGIN, locks; three loads per join; the tail; COMMIT.
+        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 5 * 3 + 2)
+        for n in 0..<5 {
+            let members = try await a.store.members(app: Fixture.app, groupID: "g\(n)", userIDs: ["user\(n)"])
+            #expect(members["user\(n)"]?.joinOrder == 3)
+            #expect(try await Fixture.events(a.store, "g\(n)").map(\.kind) == [.groupCreated, .memberJoined])
+            #expect(try await a.store.joinedGroupCount(app: Fixture.app, userID: "user\(n)", types: [.public]) == 1)
+        }
     }
 
     @Test("a batch of sends to several groups takes about the statements of one send")

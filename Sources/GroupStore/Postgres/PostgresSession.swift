@@ -19,6 +19,8 @@ enum PGValue: Sendable {
     case optionalTexts([String?])
     /// A `bytea[]` (a column of rows inserted from arrays).
     case byteArrays([[UInt8]])
+    /// A `bigint[]` whose elements may be null (a column of rows inserted from arrays).
+    case optionalIntegers([Int64?])
 
     static func int(_ value: Int) -> PGValue { .integer(Int64(value)) }
     /// A boolean stored as 0 or 1 (the schema keeps flags as integers, as on SQLite).
@@ -36,7 +38,7 @@ enum PGValue: Sendable {
         case .null: "unknown"
         case .texts, .optionalTexts: "text[]"
         case .byteArrays: "bytea[]"
-        case .integers: "int8[]"
+        case .integers, .optionalIntegers: "int8[]"
         }
     }
 
@@ -63,6 +65,8 @@ enum PGValue: Sendable {
             return Self.textArray(values)
         case .byteArrays(let values):
             return Self.byteaArray(values)
+        case .optionalIntegers(let values):
+            return Self.int8Array(values)
         }
     }
 
@@ -93,6 +97,20 @@ enum PGValue: Sendable {
         return PostgresData(type: .byteaArray, formatCode: .binary, value: buffer)
     }
 
+    /// A one-dimensional `bigint[]` in the same format, null elements included (``textArray(_:)``).
+    static func int8Array(_ values: [Int64?]) -> PostgresData {
+        var buffer = arrayHeader(of: .int8, count: values.count, hasNulls: values.contains(nil))
+        for value in values {
+            if let value {
+                buffer.writeInteger(Int32(8))
+                buffer.writeInteger(value)
+            } else {
+                buffer.writeInteger(Int32(-1))
+            }
+        }
+        return PostgresData(type: .int8Array, formatCode: .binary, value: buffer)
+    }
+
     /// A binary array's header (``textArray(_:)``).
     private static func arrayHeader(of element: PostgresDataType, count: Int, hasNulls: Bool) -> ByteBuffer {
         var buffer = ByteBuffer()
@@ -121,6 +139,7 @@ enum PGValue: Sendable {
         case .integers(let values): bindings.append(values)
         case .optionalTexts(let values): bindings.append(Self.textArray(values))
         case .byteArrays(let values): bindings.append(Self.byteaArray(values))
+        case .optionalIntegers(let values): bindings.append(Self.int8Array(values))
         }
     }
 }
@@ -600,9 +619,10 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
     case poolExhausted(Int)
     /// COMMIT found the transaction failed and rolled it back.
     case rolledBack
-    /// The rows of the batch's sends, held until one statement writes them all, were refused:
-    /// the batch fails as a whole (they belong to earlier mutations of it).
-    case sendsNotWritten(any Error)
+    /// Rows the batch held in memory until one statement writes them all (its sends' bodies, the
+    /// rows of its creations, joins and group updates) were refused: the batch fails as a whole
+    /// (they belong to earlier mutations of it).
+    case heldRowsRefused(any Error)
 
     var description: String {
         switch self {
@@ -610,7 +630,7 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
         case .timedOut(let error): "a PostgreSQL statement ran past statement_timeout: \(String(reflecting: error))"
         case .poolExhausted(let waiting): "every PostgreSQL connection is busy and \(waiting) calls wait already"
         case .rolledBack: "PostgreSQL rolled the transaction back"
-        case .sendsNotWritten(let error): "PostgreSQL refused the batch's messages: \(String(reflecting: error))"
+        case .heldRowsRefused(let error): "PostgreSQL refused rows the batch held for its last statements: \(String(reflecting: error))"
         }
     }
 
@@ -625,7 +645,7 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
             GroupError(code: .resourceExhausted, reason: .storeBusy, message: description)
         case .rolledBack:
             GroupError(code: .aborted, reason: .internal, message: description)
-        case .sendsNotWritten:
+        case .heldRowsRefused:
             GroupError(code: .internal, reason: .internal, message: description)
         }
     }

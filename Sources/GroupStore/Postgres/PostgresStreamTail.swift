@@ -36,6 +36,9 @@ struct PostgresStreamTail {
     private var infoStamps: [Int64: Int64] = [:]
     /// The batch's sends not written yet (their bodies take their final ids here).
     var sends = PendingSends.Rows()
+    /// The batch's other rows of this app not written yet (``HeldWrites``): group rows, members,
+    /// custom fields, tombstones.
+    var held: HeldWrites.Rows?
 
     /// The groups whose `info_event_id` the statement moves (it may not also move their
     /// `latest_seq`: one statement updates a row once).
@@ -86,12 +89,15 @@ struct PostgresStreamTail {
 
     /// The tail statement: takes the app's next ``count`` positions from its ticket row (created
     /// at 0 for an app's first events), inserts the events with them, writes the sends held in
-    /// memory (``sends``: bodies with their final ids, mention rows, `latest_seq`), upserts the
-    /// joined-group sync rows and moves the groups' `info_event_id`; returns the position before
-    /// the first (the app's head before this batch).
+    /// memory (``sends``: bodies with their final ids, mention rows, `latest_seq`) and the other
+    /// held rows (``held``; a held group row takes its group's `info_event_id` stamp), upserts the
+    /// joined-group sync rows and moves the other groups' `info_event_id`; returns the position
+    /// before the first (the app's head before this batch).
     var statement: (sql: String, arguments: [PGValue]) {
         let joined = joinedChanges.sorted { ($0.key.groupKey, $0.key.user) < ($1.key.groupKey, $1.key.user) }
-        let stamps = infoStamps.sorted { $0.key < $1.key }
+        var unstamped = infoStamps
+        let rows = held.map { $0.statement(app: app, stamps: &unstamped) }
+        let stamps = unstamped.sorted { $0.key < $1.key }
         let bodies = sends.statement(app: app, from: "t, ", eventID: "t.base - b.event_id")
         return (
             """
@@ -117,7 +123,7 @@ struct PostgresStreamTail {
             info AS (
                 UPDATE groups g SET info_event_id = t.base + i.ord
                 FROM t, unnest(?::int8[], ?::int8[]) AS i(group_key, ord)
-                WHERE g.app_id = ? AND g.group_key = i.group_key)
+                WHERE g.app_id = ? AND g.group_key = i.group_key)\(rows.map { ",\n" + $0.sql } ?? "")
             SELECT base FROM t
             """,
             [
@@ -128,7 +134,7 @@ struct PostgresStreamTail {
             ] + bodies.arguments + [
                 .text(app), .texts(joined.map(\.key.user)), .integers(joined.map(\.key.groupKey)), .integers(joined.map(\.value)),
                 .integers(stamps.map(\.key)), .integers(stamps.map(\.value)), .text(app),
-            ]
+            ] + (rows?.arguments ?? [])
         )
     }
 }

@@ -15,6 +15,8 @@ extension PostgresTransaction {
         if drafts.isEmpty { return ([], []) }
         let (events, ids) = numberEvents(drafts, groupKey: groupKey, appID: appID, groupID: groupID, after: sequence, time: time)
         if movesLatest {
+            // A held update of the group's row would write its `latest_seq` after this.
+            try flushHeld(touching: groupKey)
             try session.execute(
                 "UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?",
                 [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)])
@@ -40,9 +42,10 @@ extension PostgresTransaction {
         return (events, ids)
     }
 
-    /// Per app, the events this transaction appended, for the batch's tail, with the sends held
-    /// in memory (written by the tail, unless it moves the `info_event_id` of a group they move:
-    /// then they are written here first).
+    /// Per app, the events this transaction appended, for the batch's tail, with the sends and
+    /// other rows held in memory (written by the tail; sends that move the `latest_seq` of a group
+    /// whose `info_event_id` the tail moves, and the rows of an app without events, are written
+    /// here first).
     func takeTails() throws -> [PostgresStreamTail] {
         defer { tails = [:] }
         var taken: [PostgresStreamTail] = []
@@ -52,9 +55,11 @@ extension PostgresTransaction {
                 tail.sends = rows
                 sends.rows[app] = nil
             }
+            if tail.count > 0 { tail.held = held.rows.removeValue(forKey: app) }
             taken.append(tail)
         }
         try flushSends()
+        try flushHeld()
         return taken
     }
 

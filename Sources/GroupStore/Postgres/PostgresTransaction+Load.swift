@@ -6,10 +6,12 @@ import GroupModel
 extension PostgresTransaction {
     /// The snapshot `request` asks for: from memory when it is a send's that the batch's preload
     /// (or an earlier send to the group) read (`PostgresTransaction+Sends.swift`), otherwise from
-    /// the database, after the sends held in memory are written.
+    /// the database, after the sends held in memory are written, and the other held rows when it
+    /// could read them (`PostgresTransaction+Held.swift`).
     func load(_ request: SnapshotRequest) throws -> StoreSnapshot {
         if let snapshot = try cachedSnapshot(request) { return snapshot }
         try flushSends()
+        if held.overlaps(request) { try flushHeld() }
         let snapshot = try loadFromDatabase(request)
         remember(snapshot, for: request)
         return snapshot

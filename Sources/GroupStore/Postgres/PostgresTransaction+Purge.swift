@@ -5,6 +5,7 @@ import GroupModel
 extension PostgresTransaction {
     func purge(_ request: PurgeRequest) throws -> Int {
         try flushSends()
+        try flushHeld()
         sends.forget(.app(request.app))
         let cutoff = request.before.millisecondsSince1970
         switch request.kind {

@@ -319,7 +319,7 @@ extension PostgresTransaction {
         } catch where PGState.isRetryable(error) {
             throw error
         } catch {
-            throw PostgresStoreError.sendsNotWritten(error)
+            throw PostgresStoreError.heldRowsRefused(error)
         }
     }
 }

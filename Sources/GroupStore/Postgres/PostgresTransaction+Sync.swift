@@ -4,11 +4,22 @@ import GroupModel
 extension PostgresTransaction {
     /// See ``SyncRows/record(_:groupKey:before:time:eventID:db:)``. The member version, the
     /// members' `changed_version` and the inserted members' tombstones were written with the
-    /// change's own rows (``apply``); what is left: the removed members' tombstones, in one
-    /// statement, and the joined-group rows (by the batch's tail).
+    /// change's own rows (``apply``); what is left: the removed members' tombstones (held for the
+    /// tail like the deletions, or one statement in a dismissal), and the joined-group rows (by
+    /// the batch's tail).
     func recordSync(_ change: GroupChange, groupKey key: Int64, before: Group, time: Timestamp, eventID: Int64?) throws {
         let app = before.appID
-        if !change.removedMembers.isEmpty {
+        if !change.removedMembers.isEmpty, !change.dismissesGroup {
+            // Held with the member deletions (`PostgresTransaction+Held.swift`).
+            hold(app: app) { rows in
+                for user in change.removedMembers.sorted() {
+                    rows.tombstoneKeys.append(key)
+                    rows.tombstoneUsers.append(user)
+                    rows.tombstoneVersions.append(before.memberVersion + 1)
+                    rows.tombstoneTimes.append(time.millisecondsSince1970)
+                }
+            }
+        } else if !change.removedMembers.isEmpty {
             try session.execute(
                 """
                 INSERT INTO member_tombstones (app_id, group_key, user_id, version, removed_at)

@@ -27,6 +27,9 @@ final class PostgresTransaction: StoreTransaction {
     /// The batch's sends: what their snapshots read, and their rows not written yet
     /// (`PostgresTransaction+Sends.swift`).
     var sends = PendingSends()
+    /// The rows of the batch's creations, joins, departures and group updates not written yet
+    /// (`PostgresTransaction+Held.swift`).
+    var held = HeldWrites()
     /// Writes held in memory so far (the backend counts them with the session's statements to
     /// tell whether a failed piece of work wrote anything).
     var bufferedWrites = 0
@@ -41,6 +44,7 @@ final class PostgresTransaction: StoreTransaction {
         try checkScope(writes.newGroup?.group.id ?? snapshot.group?.id)
         if Self.isSend(writes), let message = writes.message, let key = snapshot.groupRow?.value, let group = snapshot.group {
             // Held in memory; written with the batch's other sends (+Sends).
+            try flushHeld(touching: key)
             let (events, ids) = numberEvents(
                 writes.events, groupKey: key, appID: snapshot.app, groupID: group.id, after: group.latestSequence,
                 time: snapshot.time)
@@ -52,6 +56,7 @@ final class PostgresTransaction: StoreTransaction {
         // Anything else sees the sends held so far, and may change what memory holds of its groups.
         try flushSends()
         sends.forget(scope)
+        if let key = snapshot.groupRow?.value { try flushHeld(touching: key) }
         if let plan = writes.newGroup { return try insertGroup(plan) }
         let time = snapshot.time
         let app = snapshot.app
@@ -97,6 +102,7 @@ final class PostgresTransaction: StoreTransaction {
                 try PostgresInviteLinkRows.upsert(link, groupKey: key, session: session)
             }
             if let read = writes.readSequence {
+                try flushHeld(touching: key)
                 try session.execute(
                     "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id = ?",
                     [.integer(read.sequence), .text(app), .integer(key), .text(read.user)])
@@ -138,40 +144,59 @@ final class PostgresTransaction: StoreTransaction {
         return result
     }
 
-    /// Inserts a group (row, custom fields, members, events).
+    /// Holds a group's insert (row, custom fields, members; its events go to the tail), with a
+    /// key taken from the group key sequence now.
     private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
         let group = plan.group
         let app = group.appID
-        // A taken id (a dismissed group's included) inserts nothing and returns no key: a failed
-        // INSERT would end the whole transaction. The batch holds the lock of this group id (its
-        // scope), so no other node takes it meanwhile. The group's latest sequence, member version
-        // and link and pin permissions (NULL: the type's default, v8) go in with the row.
+        // A taken id (a dismissed group's included, or one created earlier in this batch) is
+        // refused before anything is held: a failed INSERT would end the whole transaction. The
+        // batch holds the lock of this group id (its scope), so no other node takes it meanwhile.
+        guard !held.groups.contains(PendingSends.GroupID(app: app, id: group.id)),
+              let (groupKey, taken) = try session.first(
+                  """
+                  SELECT nextval('groups_group_key_seq'),
+                      (EXISTS (SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?))::int::int8
+                  """, [.text(app), .text(group.id)], { (try $0.int64(0), try $0.bool(1)) }),
+              !taken
+        else { throw GroupError.groupIDTaken(group.id) }
+        // The group's latest sequence, member version and link and pin permissions (NULL: the
+        // type's default, v8) go in with the row.
         let pinPermission = group.settings.pinPermission == group.type.preset.defaultSettings.pinPermission
             ? nil : group.settings.pinPermission.rawValue
         let values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1).map(PGValue.init) + [
             .int(plan.events.count), .text(group.settings.inviteLinkPermission.rawValue), .text(pinPermission),
-            .int(plan.members.isEmpty ? 0 : 1),
+            .int(plan.members.isEmpty ? 0 : 1), .integer(groupKey),
         ]
-        guard let groupKey = try session.first(
-            """
-            INSERT INTO groups (
-                app_id, group_id, type, name, introduction, notification, face_url,
-                owner_id, max_members, member_count,
-                join_option, join_approvers, invite_permission, invitee_must_accept,
-                invitation_needs_approval, remove_members_permission,
-                edit_profile_permission, edit_member_info_permission,
-                mute_mode, mute_roles, mute_until, created_at, updated_at,
-                next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
-                slow_mode_interval, latest_seq, invite_link_permission, pin_permission, member_version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (app_id, group_id) DO NOTHING
-            RETURNING group_key
-            """, values, { try $0.int64(0) })
-        else { throw GroupError.groupIDTaken(group.id) }
-        try insertCustom(group.custom, app: app, groupKey: groupKey)
-        for member in plan.members {
-            try insert(member, app: app, groupKey: groupKey, joinOrder: .given, changedVersion: 1)
+        hold(app: app) { rows in
+            rows.groupRows.append(HeldWrites.GroupRow(key: groupKey) { stamp in
+                (
+                    """
+                    INSERT INTO groups (
+                        app_id, group_id, type, name, introduction, notification, face_url,
+                        owner_id, max_members, member_count,
+                        join_option, join_approvers, invite_permission, invitee_must_accept,
+                        invitation_needs_approval, remove_members_permission,
+                        edit_profile_permission, edit_member_info_permission,
+                        mute_mode, mute_roles, mute_until, created_at, updated_at,
+                        next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
+                        slow_mode_interval, latest_seq, invite_link_permission, pin_permission, member_version,
+                        group_key, info_event_id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                        ?, \(stamp == nil ? "0" : "(SELECT base FROM t) + ?"))
+                    """, values + (stamp.map { [.integer($0)] } ?? [])
+                )
+            })
+            for (key, value) in group.custom.sorted(by: { $0.key < $1.key }) {
+                rows.customKeys.append(groupKey)
+                rows.customNames.append(key)
+                rows.customValues.append(value)
+            }
         }
+        for member in plan.members {
+            holdInsert(member, app: app, groupKey: groupKey, relativeOrder: nil, changedVersion: 1)
+        }
+        held.touch(app: app, groupKey: groupKey, groupID: group.id, users: plan.members.map(\.userID))
         let (events, ids) = try appendEvents(
             plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt,
             movesLatest: false)
@@ -179,62 +204,17 @@ final class PostgresTransaction: StoreTransaction {
         return WriteResult(events: events, eventIDs: ids, groupRow: GroupRowID(groupKey))
     }
 
-    private func insertCustom(_ custom: [String: [UInt8]], app: String, groupKey: Int64) throws {
-        for (key, value) in custom.sorted(by: { $0.key < $1.key }) {
-            try session.execute(
-                "INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)",
-                [.text(app), .integer(groupKey), .text(key), .bytes(value)])
-        }
-    }
-
-    /// Where an inserted member's join order comes from.
-    private enum JoinOrder {
-        /// The member's own (a new group's members, numbered by the plan).
-        case given
-        /// The group's `next_join_order` plus this offset, read by the insert.
-        case after(Int64)
-    }
-
-    /// Inserts a member row (with `changed_version`, the member version of the change) and its
-    /// custom fields.
-    private func insert(_ member: Member, app: String, groupKey: Int64, joinOrder: JoinOrder, changedVersion: Int64) throws {
-        let columns = """
-            INSERT INTO members (
-                app_id, group_key, user_id, role, join_order, join_seq, joined_at, name_card,
-                muted_until, receive_option, join_source, inviter_id, invite_link_id, changed_version)
-            """
-        let values: [PGValue] = [
-            .integer(member.joinSequence), .integer(member.joinedAt.millisecondsSince1970),
-            .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
-            .text(member.receiveOption.rawValue), .int(member.joinSource.rawValue), .text(member.inviterID),
-            .text(member.inviteLinkID), .integer(changedVersion),
-        ]
-        let row: [PGValue] = [.text(app), .integer(groupKey), .text(member.userID), .text(member.role.rawValue)]
-        switch joinOrder {
-        case .given:
-            try session.execute(
-                columns + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row + [.integer(member.joinOrder)] + values)
-        case .after(let offset):
-            try session.execute(
-                columns + """
-                     SELECT ?, ?, ?, ?, g.next_join_order + ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-                    FROM groups g WHERE g.app_id = ? AND g.group_key = ?
-                    """, row + [.integer(offset)] + values + [.text(app), .integer(groupKey)])
-        }
-        for (key, value) in member.custom.sorted(by: { $0.key < $1.key }) {
-            try session.execute(
-                "INSERT INTO member_custom (app_id, group_key, user_id, key, value) VALUES (?, ?, ?, ?, ?)",
-                [.text(app), .integer(groupKey), .text(member.userID), .text(key), .bytes(value)])
-        }
-    }
-
     /// Writes `change` and its events (``Operations/apply(_:groupKey:before:members:time:memberOrigin:db:)`` on SQLite).
+    /// Its member inserts and deletions, the group row and its custom fields are held for the
+    /// tail (`PostgresTransaction+Held.swift`) unless the change dismisses the group; updates of
+    /// existing members, bans and retained mutes are written now.
     private func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp
     ) throws -> ([GroupEvent], [Int64]) {
         let app = before.appID
         let after = change.group
         let ms = time.millisecondsSince1970
+        let holding = !change.dismissesGroup
 
         // The member version this change makes (versioned member sync), written with the rows.
         let memberVersion: Int64? = change.changesMembers ? before.memberVersion + 1 : nil
@@ -247,9 +227,18 @@ final class PostgresTransaction: StoreTransaction {
         }
 
         if !change.removedMembers.isEmpty {
-            try session.execute(
-                "DELETE FROM members WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
-                [.text(app), .integer(key), .texts(Array(change.removedMembers))])
+            if holding {
+                hold(app: app) { rows in
+                    for user in change.removedMembers {
+                        rows.removedKeys.append(key)
+                        rows.removedUsers.append(user)
+                    }
+                }
+            } else {
+                try session.execute(
+                    "DELETE FROM members WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
+                    [.text(app), .integer(key), .texts(Array(change.removedMembers))])
+            }
         }
 
         for member in change.updatedMembers {
@@ -295,19 +284,20 @@ final class PostgresTransaction: StoreTransaction {
             }
         }
 
+        // Inserted members (a dismissal inserts none): join orders continue the group's
+        // `next_join_order`, read by the insert before the group update moves it past them; their
+        // tombstones and retained mutes go.
+        for (offset, var member) in change.insertedMembers.enumerated() {
+            if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
+            holdInsert(member, app: app, groupKey: key, relativeOrder: Int64(offset), changedVersion: memberVersion ?? 0)
+        }
         if !change.insertedMembers.isEmpty {
-            // Join orders continue the group's `next_join_order`, read by each insert (the group
-            // update below moves it past them).
-            for (offset, var member) in change.insertedMembers.enumerated() {
-                if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
-                try insert(member, app: app, groupKey: key, joinOrder: .after(Int64(offset)), changedVersion: memberVersion ?? 0)
+            hold(app: app) { rows in
+                for member in change.insertedMembers {
+                    rows.returningKeys.append(key)
+                    rows.returningUsers.append(member.userID)
+                }
             }
-            let users: PGValue = .texts(change.insertedMembers.map(\.userID))
-            try session.execute(
-                """
-                WITH tombstones AS (DELETE FROM member_tombstones WHERE app_id = ? AND group_key = ? AND user_id = ANY(?))
-                DELETE FROM retained_mutes WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)
-                """, [.text(app), .integer(key), users, .text(app), .integer(key), users])
         }
 
         for (user, until) in change.retainedMutes.sorted(by: { $0.key < $1.key }) {
@@ -341,61 +331,84 @@ final class PostgresTransaction: StoreTransaction {
                     ])
             }
         }
-        if after.muteBypass != before.muteBypass {
-            try session.execute(
-                "UPDATE groups SET mute_bypass = ? WHERE app_id = ? AND group_key = ?",
-                [.text(EventJSON.encode(after.muteBypass)), .text(app), .integer(key)])
-        }
 
         let settings = after.settings
         let (mode, roles) = Rows.encode(after.mute.mode)
-        try session.execute(
-            """
-            UPDATE groups SET
-                name = ?, introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
-                member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
-                invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
-                edit_profile_permission = ?, edit_member_info_permission = ?,
-                edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
-                invite_link_permission = ?,
-                mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
-                pin_permission = ?, pins = ?,
-                next_join_order = next_join_order + ?, latest_seq = ?, member_version = coalesce(?, member_version),
-                dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END
-            WHERE app_id = ? AND group_key = ?
-            """,
-            [
-                .text(after.name), .text(after.introduction), .text(after.notification), .text(after.faceURL),
-                .text(after.ownerID), .integer(after.maxMembers.map { Int64($0) }), .int(after.memberCount),
-                .text(settings.joinOption.rawValue), .text(settings.joinApprovers.rawValue),
-                .text(settings.invitePermission.rawValue), .bool(settings.inviteeMustAccept),
-                .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
-                .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
-                .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
-                .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
-                .text(settings.inviteLinkPermission.rawValue),
-                .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
-                .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
-                .text(settings.pinPermission.rawValue),
-                .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
-                .int(change.insertedMembers.count), .integer(before.latestSequence + Int64(change.events.count)),
-                .integer(memberVersion), .bool(change.dismissesGroup),
-                .integer(ms), .text(app), .integer(key),
-            ])
+        let assignments: [PGValue] = [
+            .text(after.name), .text(after.introduction), .text(after.notification), .text(after.faceURL),
+            .text(after.ownerID), .integer(after.maxMembers.map { Int64($0) }), .int(after.memberCount),
+            .text(settings.joinOption.rawValue), .text(settings.joinApprovers.rawValue),
+            .text(settings.invitePermission.rawValue), .bool(settings.inviteeMustAccept),
+            .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
+            .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
+            .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
+            .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
+            .text(settings.inviteLinkPermission.rawValue),
+            .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
+            .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
+            .text(settings.pinPermission.rawValue),
+            .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
+            .text(EventJSON.encode(after.muteBypass)),
+            .int(change.insertedMembers.count), .integer(before.latestSequence + Int64(change.events.count)),
+            .integer(memberVersion), .bool(change.dismissesGroup), .integer(ms),
+        ]
+        let update = { (stamp: Int64?) -> (sql: String, arguments: [PGValue]) in
+            (
+                """
+                UPDATE groups SET
+                    name = ?, introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
+                    member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
+                    invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
+                    edit_profile_permission = ?, edit_member_info_permission = ?,
+                    edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
+                    invite_link_permission = ?,
+                    mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
+                    pin_permission = ?, pins = ?, mute_bypass = ?,
+                    next_join_order = next_join_order + ?, latest_seq = ?, member_version = coalesce(?, member_version),
+                    dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END\(stamp == nil ? "" : ",\n    info_event_id = (SELECT base FROM t) + ?")
+                WHERE app_id = ? AND group_key = ?
+                """, assignments + (stamp.map { [.integer($0)] } ?? []) + [.text(app), .integer(key)]
+            )
+        }
+        if holding {
+            hold(app: app) { rows in rows.groupRows.append(HeldWrites.GroupRow(key: key, render: update)) }
+        } else {
+            let (sql, arguments) = update(nil)
+            try session.execute(sql, arguments)
+        }
         if after.custom != before.custom {
-            let removed = before.custom.keys.filter { after.custom[$0] == nil }
-            if !removed.isEmpty {
-                try session.execute(
-                    "DELETE FROM group_custom WHERE app_id = ? AND group_key = ? AND key = ANY(?)",
-                    [.text(app), .integer(key), .texts(removed)])
+            let removed = before.custom.keys.filter { after.custom[$0] == nil }.sorted()
+            let changed = after.custom.sorted(by: { $0.key < $1.key }).filter { before.custom[$0.key] != $0.value }
+            if holding {
+                hold(app: app) { rows in
+                    for name in removed {
+                        rows.customDeletedKeys.append(key)
+                        rows.customDeletedNames.append(name)
+                    }
+                    for (name, value) in changed {
+                        rows.customKeys.append(key)
+                        rows.customNames.append(name)
+                        rows.customValues.append(value)
+                    }
+                }
+            } else {
+                if !removed.isEmpty {
+                    try session.execute(
+                        "DELETE FROM group_custom WHERE app_id = ? AND group_key = ? AND key = ANY(?)",
+                        [.text(app), .integer(key), .texts(removed)])
+                }
+                for (name, value) in changed {
+                    try session.execute(
+                        """
+                        INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value
+                        """, [.text(app), .integer(key), .text(name), .bytes(value)])
+                }
             }
-            for (name, value) in after.custom.sorted(by: { $0.key < $1.key }) where before.custom[name] != value {
-                try session.execute(
-                    """
-                    INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value
-                    """, [.text(app), .integer(key), .text(name), .bytes(value)])
-            }
+        }
+        if holding {
+            held.touch(
+                app: app, groupKey: key, groupID: before.id, users: change.insertedMembers.map(\.userID) + change.removedMembers)
         }
         return try appendEvents(
             change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time,

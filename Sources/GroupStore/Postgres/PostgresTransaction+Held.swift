@@ -1,0 +1,284 @@
+import GroupModel
+
+/// The rows a creation, a join, a departure or a group update writes, held in memory and written
+/// by the batch's last statement with its events (``PostgresStreamTail``), instead of a statement
+/// each: a join is then its loads and that one statement, however many rows it changes.
+///
+/// What is held: group rows (a new group's insert, with a key taken from the group key sequence
+/// beforehand; an update), group custom fields, inserted members and their custom fields, removed
+/// members, the tombstones of removed members, and the tombstones and retained mutes an inserted
+/// member ends. Each kind of row goes in one data-modifying CTE per app (arrays unnested), a group
+/// row in one per group, so a statement's text depends on the number of groups only.
+///
+/// PostgreSQL runs every CTE of a statement over one snapshot, and one statement may change a row
+/// only once. So held rows are written first, in a statement of their own (``flushHeld()``),
+/// before anything could read them or change them a second time:
+/// - a load from the database that names a group or a user they touch (a group's rows, a user's
+///   joined-group count) or reads applications or invite links;
+/// - another write of a group they touch (another mutation of it, a send to it, a purge);
+/// - a group row update beside a `latest_seq` move of the same group.
+/// A dismissal is never held: the triggers that count a user's groups must see its member
+/// deletions before the group is marked dismissed, as separate statements order them.
+///
+/// A group row held when the tail also stamps its `info_event_id` takes the stamp in its own
+/// insert or update (the tail's stamp would not see an inserted row, and may not update a row the
+/// same statement updates).
+struct HeldWrites {
+    /// A group row's insert or update, made into SQL once the stamp is known: `stamp` is the
+    /// ordinal (within the tail) of the event whose position becomes `info_event_id`, or `nil`.
+    struct GroupRow {
+        var key: Int64
+        var render: (_ stamp: Int64?) -> (sql: String, arguments: [PGValue])
+    }
+
+    /// The held rows of one app.
+    struct Rows {
+        var groupRows: [GroupRow] = []
+        var customKeys: [Int64] = []
+        var customNames: [String] = []
+        var customValues: [[UInt8]] = []
+        var customDeletedKeys: [Int64] = []
+        var customDeletedNames: [String] = []
+        var members = MemberColumns()
+        var memberCustomKeys: [Int64] = []
+        var memberCustomUsers: [String] = []
+        var memberCustomNames: [String] = []
+        var memberCustomValues: [[UInt8]] = []
+        var removedKeys: [Int64] = []
+        var removedUsers: [String] = []
+        var tombstoneKeys: [Int64] = []
+        var tombstoneUsers: [String] = []
+        var tombstoneVersions: [Int64] = []
+        var tombstoneTimes: [Int64] = []
+        /// Inserted members whose tombstone and retained mute go.
+        var returningKeys: [Int64] = []
+        var returningUsers: [String] = []
+    }
+
+    /// The columns of inserted members. A member's join order is its own (`relative` 0: a new
+    /// group's members) or the group's `next_join_order` plus it (`relative` 1), read by the
+    /// insert before the statement's group update moves it.
+    struct MemberColumns {
+        var keys: [Int64] = []
+        var users: [String] = []
+        var roles: [String] = []
+        var relative: [Int64] = []
+        var joinOrders: [Int64] = []
+        var joinSequences: [Int64] = []
+        var joinedAt: [Int64] = []
+        var nameCards: [String] = []
+        var mutedUntil: [Int64?] = []
+        var receiveOptions: [String] = []
+        var joinSources: [Int64] = []
+        var inviters: [String?] = []
+        var inviteLinks: [String?] = []
+        var changedVersions: [Int64] = []
+    }
+
+    struct UserID: Hashable {
+        var app: String
+        var user: String
+    }
+
+    var rows: [String: Rows] = [:]
+    /// The groups with held rows, by key and by app and id.
+    private(set) var groupKeys: Set<Int64> = []
+    private(set) var groups: Set<PendingSends.GroupID> = []
+    /// The users whose memberships held rows insert or delete.
+    private(set) var users: Set<UserID> = []
+
+    var isEmpty: Bool { rows.isEmpty }
+
+    /// Marks the group (and the users) as touched by held rows of `app`.
+    mutating func touch(app: String, groupKey: Int64, groupID: String, users touched: some Sequence<String>) {
+        groupKeys.insert(groupKey)
+        groups.insert(PendingSends.GroupID(app: app, id: groupID))
+        for user in touched { users.insert(UserID(app: app, user: user)) }
+    }
+
+    /// Takes the held rows, leaving none.
+    mutating func take() -> [String: Rows] {
+        defer { self = HeldWrites() }
+        return rows
+    }
+
+    /// Whether a load of `request` could read a held row.
+    func overlaps(_ request: SnapshotRequest) -> Bool {
+        if isEmpty { return false }
+        if request.application != nil || request.inviteLink != nil || request.parts.contains(.applicationReads) { return true }
+        if let group = request.group, groups.contains(PendingSends.GroupID(app: request.app, id: group)) { return true }
+        return request.users.contains { users.contains(UserID(app: request.app, user: $0)) }
+    }
+}
+
+extension HeldWrites.Rows {
+    /// The data-modifying CTEs (for a `WITH`) writing these rows of `app`, named `h…`; `stamps`
+    /// maps a group key to the ordinal of the event that stamps its `info_event_id` (only in the
+    /// tail, where the CTE `t` gives the batch's base position); a group row that takes its stamp
+    /// removes it from `stamps`.
+    func statement(app: String, stamps: inout [Int64: Int64]) -> (sql: String, arguments: [PGValue]) {
+        var parts: [String] = []
+        var arguments: [PGValue] = []
+        for (index, row) in groupRows.enumerated() {
+            let stamp = stamps.removeValue(forKey: row.key)
+            let (sql, values) = row.render(stamp)
+            parts.append("hg\(index) AS (\(sql))")
+            arguments += values
+        }
+        if !customDeletedKeys.isEmpty {
+            parts.append("""
+                hcx AS (
+                    DELETE FROM group_custom x USING unnest(?::int8[], ?::text[]) AS d(group_key, key)
+                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.key = d.key)
+                """)
+            arguments += [.integers(customDeletedKeys), .texts(customDeletedNames), .text(app)]
+        }
+        if !customKeys.isEmpty {
+            parts.append("""
+                hc AS (
+                    INSERT INTO group_custom (app_id, group_key, key, value)
+                    SELECT ?, c.group_key, c.key, c.value FROM unnest(?::int8[], ?::text[], ?::bytea[]) AS c(group_key, key, value)
+                    ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value)
+                """)
+            arguments += [.text(app), .integers(customKeys), .texts(customNames), .byteArrays(customValues)]
+        }
+        if !removedKeys.isEmpty {
+            parts.append("""
+                hmx AS (
+                    DELETE FROM members x USING unnest(?::int8[], ?::text[]) AS d(group_key, user_id)
+                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.user_id = d.user_id)
+                """)
+            arguments += [.integers(removedKeys), .texts(removedUsers), .text(app)]
+        }
+        if !tombstoneKeys.isEmpty {
+            parts.append("""
+                ht AS (
+                    INSERT INTO member_tombstones (app_id, group_key, user_id, version, removed_at)
+                    SELECT ?, d.group_key, d.user_id, d.version, d.removed_at
+                    FROM unnest(?::int8[], ?::text[], ?::int8[], ?::int8[]) AS d(group_key, user_id, version, removed_at)
+                    ON CONFLICT (app_id, group_key, user_id) DO UPDATE
+                        SET version = excluded.version, removed_at = excluded.removed_at)
+                """)
+            arguments += [
+                .text(app), .integers(tombstoneKeys), .texts(tombstoneUsers), .integers(tombstoneVersions),
+                .integers(tombstoneTimes),
+            ]
+        }
+        let m = members
+        if !m.keys.isEmpty {
+            parts.append("""
+                hm AS (
+                    INSERT INTO members (
+                        app_id, group_key, user_id, role, join_order, join_seq, joined_at, name_card,
+                        muted_until, receive_option, join_source, inviter_id, invite_link_id, changed_version)
+                    SELECT ?, m.group_key, m.user_id, m.role,
+                        CASE WHEN m.relative = 1 THEN g.next_join_order + m.join_order ELSE m.join_order END,
+                        m.join_seq, m.joined_at, m.name_card, m.muted_until, m.receive_option, m.join_source,
+                        m.inviter_id, m.invite_link_id, m.changed_version
+                    FROM unnest(?::int8[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::int8[], ?::int8[], ?::text[],
+                        ?::int8[], ?::text[], ?::int8[], ?::text[], ?::text[], ?::int8[]) AS m(
+                        group_key, user_id, role, relative, join_order, join_seq, joined_at, name_card, muted_until,
+                        receive_option, join_source, inviter_id, invite_link_id, changed_version)
+                    LEFT JOIN groups g ON g.app_id = ? AND g.group_key = m.group_key AND m.relative = 1)
+                """)
+            arguments += [
+                .text(app), .integers(m.keys), .texts(m.users), .texts(m.roles), .integers(m.relative),
+                .integers(m.joinOrders), .integers(m.joinSequences), .integers(m.joinedAt), .texts(m.nameCards),
+                .optionalIntegers(m.mutedUntil), .texts(m.receiveOptions), .integers(m.joinSources),
+                .optionalTexts(m.inviters), .optionalTexts(m.inviteLinks), .integers(m.changedVersions), .text(app),
+            ]
+        }
+        if !memberCustomKeys.isEmpty {
+            parts.append("""
+                hmc AS (
+                    INSERT INTO member_custom (app_id, group_key, user_id, key, value)
+                    SELECT ?, c.group_key, c.user_id, c.key, c.value
+                    FROM unnest(?::int8[], ?::text[], ?::text[], ?::bytea[]) AS c(group_key, user_id, key, value))
+                """)
+            arguments += [
+                .text(app), .integers(memberCustomKeys), .texts(memberCustomUsers), .texts(memberCustomNames),
+                .byteArrays(memberCustomValues),
+            ]
+        }
+        if !returningKeys.isEmpty {
+            parts.append("""
+                htx AS (
+                    DELETE FROM member_tombstones x USING unnest(?::int8[], ?::text[]) AS d(group_key, user_id)
+                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.user_id = d.user_id),
+                hrx AS (
+                    DELETE FROM retained_mutes x USING unnest(?::int8[], ?::text[]) AS d(group_key, user_id)
+                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.user_id = d.user_id)
+                """)
+            arguments += [
+                .integers(returningKeys), .texts(returningUsers), .text(app),
+                .integers(returningKeys), .texts(returningUsers), .text(app),
+            ]
+        }
+        return (parts.joined(separator: ",\n"), arguments)
+    }
+}
+
+extension PostgresTransaction {
+    /// Writes the rows held in memory, per app in one statement (group rows without their
+    /// `info_event_id` stamps: the tail writes those). A failure fails the whole batch (the rows
+    /// belong to earlier mutations of it).
+    func flushHeld() throws {
+        guard !held.isEmpty else { return }
+        let pending = held.take()
+        do {
+            for (app, rows) in pending.sorted(by: { $0.key < $1.key }) {
+                var none: [Int64: Int64] = [:]
+                let (sql, arguments) = rows.statement(app: app, stamps: &none)
+                try session.command("WITH \(sql) SELECT 1", arguments)
+            }
+        } catch let error as PostgresStoreError {
+            throw error
+        } catch where PGState.isRetryable(error) {
+            throw error
+        } catch {
+            throw PostgresStoreError.heldRowsRefused(error)
+        }
+    }
+
+    /// Writes the held rows first when `groupKey` has some.
+    func flushHeld(touching groupKey: Int64) throws {
+        if held.groupKeys.contains(groupKey) { try flushHeld() }
+    }
+
+    /// Holds `member`'s insert into the group `groupKey` (with its custom fields).
+    func holdInsert(
+        _ member: Member, app: String, groupKey: Int64, relativeOrder: Int64?, changedVersion: Int64
+    ) {
+        var rows = held.rows[app] ?? HeldWrites.Rows()
+        rows.members.keys.append(groupKey)
+        rows.members.users.append(member.userID)
+        rows.members.roles.append(member.role.rawValue)
+        rows.members.relative.append(relativeOrder == nil ? 0 : 1)
+        rows.members.joinOrders.append(relativeOrder ?? member.joinOrder)
+        rows.members.joinSequences.append(member.joinSequence)
+        rows.members.joinedAt.append(member.joinedAt.millisecondsSince1970)
+        rows.members.nameCards.append(member.nameCard)
+        rows.members.mutedUntil.append(member.mutedUntil?.millisecondsSince1970)
+        rows.members.receiveOptions.append(member.receiveOption.rawValue)
+        rows.members.joinSources.append(Int64(member.joinSource.rawValue))
+        rows.members.inviters.append(member.inviterID)
+        rows.members.inviteLinks.append(member.inviteLinkID)
+        rows.members.changedVersions.append(changedVersion)
+        for (key, value) in member.custom.sorted(by: { $0.key < $1.key }) {
+            rows.memberCustomKeys.append(groupKey)
+            rows.memberCustomUsers.append(member.userID)
+            rows.memberCustomNames.append(key)
+            rows.memberCustomValues.append(value)
+        }
+        held.rows[app] = rows
+        bufferedWrites += 1
+    }
+
+    /// Holds a change to one app's rows.
+    func hold(app: String, _ change: (inout HeldWrites.Rows) -> Void) {
+        var rows = held.rows[app] ?? HeldWrites.Rows()
+        change(&rows)
+        held.rows[app] = rows
+        bufferedWrites += 1
+    }
+}
