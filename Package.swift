@@ -23,7 +23,6 @@ let package = Package(
         .library(name: "GRPCServer", targets: ["GRPCServer"]),
         .library(name: "GroupAPI", targets: ["GroupAPI"]),
         .library(name: "GroupdConfig", targets: ["GroupdConfig"]),
-        .library(name: "GroupService", targets: ["GroupService"]),
         .library(name: "PolicyHost", targets: ["PolicyHost"]),
         .library(name: "PolicyABI", targets: ["PolicyABI"]),
         // Broken and scripted plugins the PolicyHost tests load.

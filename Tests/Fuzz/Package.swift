@@ -39,11 +39,11 @@ let package = Package(
             swiftSettings: fuzzTarget),
         .executableTarget(
             name: "FuzzToken",
-            dependencies: ["FuzzSupport", .product(name: "GroupService", package: "groupd"), .product(name: "JWTKit", package: "jwt-kit")],
+            dependencies: ["FuzzSupport", .product(name: "GroupdConfig", package: "groupd"), .product(name: "JWTKit", package: "jwt-kit")],
             swiftSettings: fuzzTarget),
         .executableTarget(
             name: "FuzzConfig",
-            dependencies: ["FuzzSupport", .product(name: "GroupService", package: "groupd")],
+            dependencies: ["FuzzSupport", .product(name: "GroupdConfig", package: "groupd")],
             swiftSettings: fuzzTarget),
         .executableTarget(
             name: "FuzzPolicyHost",

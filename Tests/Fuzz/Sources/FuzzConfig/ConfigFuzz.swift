@@ -1,5 +1,5 @@
 import FuzzSupport
-import GroupService
+import GroupdConfig
 
 /// The YAML configuration loader (`GroupdConfiguration.parse`: YAML, decoding, validation) fed
 /// arbitrary text. It must answer a configuration or a `ConfigurationError`, never crash; what

@@ -1,5 +1,5 @@
 import FuzzSupport
-import GroupService
+import GroupdConfig
 import JWTKit
 
 /// The bearer-token check (`Authenticator`) of an app with fixed secrets, fed arbitrary
