@@ -30,16 +30,17 @@ extension PostgresTransaction {
         }
         let ms = request.time.millisecondsSince1970
         if let groupID {
-            let (read, memberRows) = try groupAndMembers(request, groupID: groupID)
+            let (read, memberRows, successor) = try groupAndMembers(request, groupID: groupID, into: &snapshot)
             let group = try PostgresRows.withCustom([read], app: app, session: session)[0]
             let key = read.key
             snapshot.group = group
             snapshot.groupRow = GroupRowID(key)
-            for member in try PostgresRows.withCustom(memberRows, app: app, groupKey: key, session: session) {
+            let members = try PostgresRows.withCustom(memberRows + [successor].compactMap { $0 }, app: app, groupKey: key, session: session)
+            for member in members {
                 snapshot.members[member.userID] = member
             }
-            try loadSuccessor(request, group: group, groupKey: key, into: &snapshot)
-            try loadUserFacts(request, groupKey: key, into: &snapshot)
+            if successor != nil, let last = members.last { snapshot.successor = last }
+            try loadSuccessorAdmin(request, group: group, groupKey: key, into: &snapshot)
             if request.parts.contains(.banCount) {
                 snapshot.banCount = try session.first(
                     "SELECT COUNT(*) FROM group_bans WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?)",
@@ -114,7 +115,7 @@ extension PostgresTransaction {
         if let key = request.inviteLink {
             snapshot.inviteLink = try PostgresInviteLinkRows.one(session, app: app, key: key)
         }
-        if groupID == nil { try loadUserFacts(request, groupKey: nil, into: &snapshot) }
+        if groupID == nil { try loadUserFacts(request, into: &snapshot) }
         if request.parts.contains(.applicationReads), let reader = request.applicationReader {
             snapshot.applicationReadTime = try PostgresApplicationRows.readTime(app: app, userID: reader, session: session)
             let filter = PostgresApplicationRows.Filter(app: app, query: ApplicationQuery(userID: reader, now: request.time))
@@ -124,104 +125,155 @@ extension PostgresTransaction {
         return snapshot
     }
 
-    /// What the snapshot asks about its users, in one statement (one round trip): their running
-    /// bans and retained mutes in the group, and how many groups of the app each is in, as rows
-    /// tagged by kind (a ban's columns after the tag; a mute's end or a count in the first).
-    private func loadUserFacts(_ request: SnapshotRequest, groupKey key: Int64?, into snapshot: inout StoreSnapshot) throws {
+    /// What the snapshot asks about its users (their running bans and retained mutes in the group,
+    /// how many groups of the app each is in), as `UNION ALL` branches of rows tagged by kind: a
+    /// ban's ``BanRows/columns`` after the tag and `padding`, a mute's user and end, a count's user
+    /// and count. `groupKey` is the SQL of the group's key (a parameter, or a column of the
+    /// statement), with its arguments. The time is a CTE's column (`now.ms`), not a parameter
+    /// compared in place: the rows are found by key, so a generic plan serves every time.
+    private func userFactBranches(
+        _ request: SnapshotRequest, groupKey: (sql: String, from: String, arguments: [PGValue])?, padding: String
+    ) -> (parts: [String], arguments: [PGValue]) {
         let users = request.users
-        if users.isEmpty { return }
+        if users.isEmpty { return ([], []) }
         let app = request.app
-        let ms = request.time.millisecondsSince1970
         var parts: [String] = []
         var arguments: [PGValue] = []
-        if let key, request.parts.contains(.bans) {
+        if let key = groupKey, request.parts.contains(.bans) {
             parts.append("""
-                SELECT 'ban', \(BanRows.columns) FROM group_bans
-                WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?) AND user_id = ANY(?)
+                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at FROM now, \(key.from)group_bans b
+                WHERE b.app_id = ? AND b.group_key = \(key.sql) AND (b.until_ms IS NULL OR b.until_ms > now.ms) AND b.user_id = ANY(?)
                 """)
-            arguments += [.text(app), .integer(key), .integer(ms), .texts(users)]
+            arguments += [.text(app)] + key.arguments + [.texts(users)]
         }
-        if let key, request.parts.contains(.retainedMutes) {
+        if let key = groupKey, request.parts.contains(.retainedMutes) {
             parts.append("""
-                SELECT 'mute', user_id, muted_until, NULL, NULL, NULL FROM retained_mutes
-                WHERE app_id = ? AND group_key = ? AND muted_until > ? AND user_id = ANY(?)
+                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL FROM now, \(key.from)retained_mutes r
+                WHERE r.app_id = ? AND r.group_key = \(key.sql) AND r.muted_until > now.ms AND r.user_id = ANY(?)
                 """)
-            arguments += [.text(app), .integer(key), .integer(ms), .texts(users)]
+            arguments += [.text(app)] + key.arguments + [.texts(users)]
         }
         if request.parts.contains(.joinedGroupCounts) {
-            for user in users { snapshot.joinedGroupCounts[user] = 0 }
-            parts.append("SELECT 'count', user_id, count, NULL, NULL, NULL FROM joined_counts WHERE app_id = ? AND user_id = ANY(?)")
+            parts.append("""
+                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL FROM joined_counts c
+                WHERE c.app_id = ? AND c.user_id = ANY(?)
+                """)
             arguments += [.text(app), .texts(users)]
         }
-        if parts.isEmpty { return }
-        try session.rows(parts.joined(separator: "\nUNION ALL\n"), arguments) { row in
-            let facts = OffsetRow(row: row, offset: 1)
-            switch try row.text(0) {
-            case "ban":
-                let ban = try BanRows.ban(facts)
-                snapshot.bans[ban.userID] = ban
-            case "mute":
-                snapshot.retainedMutes[try facts.text(0)] = Timestamp(millisecondsSince1970: try facts.int64(1))
-            default:
-                snapshot.joinedGroupCounts[try facts.text(0)] = Int(try facts.int64(1))
-            }
+        return (parts, arguments)
+    }
+
+    /// Reads a fact row of ``userFactBranches`` whose tag is column 0 and whose fact starts at
+    /// column `first`.
+    private func readFact(_ row: PGRow, tag: String, at first: Int, into snapshot: inout StoreSnapshot) throws {
+        let facts = OffsetRow(row: row, offset: first)
+        switch tag {
+        case "ban":
+            let ban = try BanRows.ban(facts)
+            snapshot.bans[ban.userID] = ban
+        case "mute":
+            snapshot.retainedMutes[try facts.text(0)] = Timestamp(millisecondsSince1970: try facts.int64(1))
+        default:
+            snapshot.joinedGroupCounts[try facts.text(0)] = Int(try facts.int64(1))
         }
     }
 
-    /// The live group and, in the same statement (one round trip), the memberships of the
-    /// operator, the targets and (when asked) the owner: a row per member found, or one row with
-    /// NULL member columns.
+    /// The users' facts of a snapshot without a group (a creation's joined-group counts).
+    private func loadUserFacts(_ request: SnapshotRequest, into snapshot: inout StoreSnapshot) throws {
+        if request.parts.contains(.joinedGroupCounts) {
+            for user in request.users { snapshot.joinedGroupCounts[user] = 0 }
+        }
+        let (parts, arguments) = userFactBranches(request, groupKey: nil, padding: "")
+        if parts.isEmpty { return }
+        try session.rows(
+            "SELECT * FROM (WITH now AS (SELECT ?::int8 AS ms)\n" + parts.joined(separator: "\nUNION ALL\n") + ") facts",
+            [.integer(request.time.millisecondsSince1970)] + arguments
+        ) { row in try readFact(row, tag: try row.text(0), at: 1, into: &snapshot) }
+    }
+
+    /// The live group, the memberships of the operator, the targets and (when asked) the owner,
+    /// the successor (when asked: the longest-standing member other than the operator) and the
+    /// users' facts (``userFactBranches(_:groupKey:padding:)``), in one statement (one round trip):
+    /// rows tagged `m` (the group's columns and a member found, or NULL member columns), `s` (the
+    /// successor's member columns) or by fact, each kind's columns after the ones before it.
     /// - Throws: `GROUP_NOT_FOUND`.
-    private func groupAndMembers(_ request: SnapshotRequest, groupID: String) throws -> (Rows.GroupRow, [Rows.MemberRow]) {
+    private func groupAndMembers(
+        _ request: SnapshotRequest, groupID: String, into snapshot: inout StoreSnapshot
+    ) throws -> (Rows.GroupRow, [Rows.MemberRow], successor: Rows.MemberRow?) {
         var group: Rows.GroupRow?
         var members: [Rows.MemberRow] = []
-        let offset = Rows.GroupColumn.allCases.count
-        try session.rows(
-            """
-            SELECT \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns) FROM groups g
+        var successor: Rows.MemberRow?
+        let groupColumns = Rows.GroupColumn.allCases.count
+        let memberOffset = 1 + groupColumns
+        let factOffset = memberOffset + Rows.memberColumnCount
+        let groupNulls = String(repeating: "NULL, ", count: groupColumns)
+        let memberNulls = String(repeating: "NULL, ", count: Rows.memberColumnCount)
+        // Typed: a `UNION ALL` chain matches types pair by pair, and two untyped NULLs make `text`.
+        let factNulls = ", NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8"
+        var sql = """
+            WITH now AS (SELECT ?::int8 AS ms),
+            g AS (SELECT * FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL)
+            SELECT 'm', \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns)\(factNulls) FROM g
             LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key
                 AND (m.user_id = ANY(?) OR (? = 1 AND m.user_id = g.owner_id))
-            WHERE g.app_id = ? AND g.group_id = ? AND g.dismissed_at IS NULL
-            """,
-            [.texts(request.users), .bool(request.parts.contains(.owner)), .text(request.app), .text(groupID)]
-        ) { row in
-            if group == nil { group = try Rows.group(row) }
-            if !row.isNull(offset) { members.append(try Rows.member(row, at: offset)) }
+            """
+        var arguments: [PGValue] = [
+            .integer(request.time.millisecondsSince1970), .text(request.app), .text(groupID), .texts(request.users),
+            .bool(request.parts.contains(.owner)),
+        ]
+        if request.parts.contains(.successor) {
+            sql += """
+
+                UNION ALL
+                SELECT 's', \(groupNulls)\(Rows.memberColumns)\(factNulls) FROM g, LATERAL (
+                    SELECT * FROM members WHERE app_id = g.app_id AND group_key = g.group_key AND user_id <> ?
+                    ORDER BY join_order LIMIT 1) m
+                """
+            arguments.append(.text(request.operatorID ?? ""))
+        }
+        if request.parts.contains(.joinedGroupCounts) {
+            for user in request.users { snapshot.joinedGroupCounts[user] = 0 }
+        }
+        let facts = userFactBranches(request, groupKey: ("g.group_key", "g, ", []), padding: groupNulls + memberNulls)
+        for part in facts.parts { sql += "\nUNION ALL\n" + part }
+        arguments += facts.arguments
+        var found: StoreSnapshot = snapshot
+        // Wrapped in a `SELECT`: a statement that begins with `WITH` counts as a write
+        // (``PostgresSession/writeCount``).
+        try session.rows("SELECT * FROM (" + sql + ") snapshot", arguments) { row in
+            let tag = try row.text(0)
+            switch tag {
+            case "m":
+                if group == nil { group = try Rows.group(OffsetRow(row: row, offset: 1)) }
+                if !row.isNull(memberOffset) { members.append(try Rows.member(row, at: memberOffset)) }
+            case "s":
+                successor = try Rows.member(row, at: memberOffset)
+            default:
+                try readFact(row, tag: tag, at: factOffset, into: &found)
+            }
         }
         guard let group else { throw GroupError.groupNotFound(groupID) }
-        return (group, members)
+        snapshot = found
+        return (group, members, successor)
     }
 
-    /// The successor's membership (and the longest-standing other admin's, when the group's
-    /// owner-quit setting asks for one), when asked.
-    private func loadSuccessor(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
-        if request.parts.contains(.successor) {
-            var rows: [Rows.MemberRow] = []
-            try session.rows(
-                """
-                SELECT \(Rows.memberColumns) FROM members m
-                WHERE m.app_id = ? AND m.group_key = ? AND m.user_id <> ? ORDER BY m.join_order LIMIT 1
-                """, [.text(request.app), .integer(groupKey), .text(request.operatorID ?? "")]
-            ) { rows.append(try Rows.member($0)) }
-            if let successor = try PostgresRows.withCustom(rows, app: request.app, groupKey: groupKey, session: session).first {
-                snapshot.successor = successor
-                snapshot.members[successor.userID] = successor
-            }
-            if group.settings.ownerQuit == .longestStandingAdminElseMember, let op = request.operatorID,
-               group.ownerID == op {
-                var admins: [Rows.MemberRow] = []
-                try session.rows(
-                    """
-                    SELECT \(Rows.memberColumns) FROM members m
-                    WHERE m.app_id = ? AND m.group_key = ? AND m.role = 'admin' AND m.user_id <> ?
-                    ORDER BY m.join_order LIMIT 1
-                    """, [.text(request.app), .integer(groupKey), .text(op)]
-                ) { admins.append(try Rows.member($0)) }
-                if let admin = try PostgresRows.withCustom(admins, app: request.app, groupKey: groupKey, session: session).first {
-                    snapshot.successorAdmin = admin
-                    snapshot.members[admin.userID] = admin
-                }
-            }
+    /// The longest-standing other admin's membership, when the group's owner-quit setting asks for
+    /// one and the operator is the owner quitting (with the successor, ``groupAndMembers``).
+    private func loadSuccessorAdmin(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
+        guard request.parts.contains(.successor), group.settings.ownerQuit == .longestStandingAdminElseMember,
+              let op = request.operatorID, group.ownerID == op
+        else { return }
+        var admins: [Rows.MemberRow] = []
+        try session.rows(
+            """
+            SELECT \(Rows.memberColumns) FROM members m
+            WHERE m.app_id = ? AND m.group_key = ? AND m.role = 'admin' AND m.user_id <> ?
+            ORDER BY m.join_order LIMIT 1
+            """, [.text(request.app), .integer(groupKey), .text(op)]
+        ) { admins.append(try Rows.member($0)) }
+        if let admin = try PostgresRows.withCustom(admins, app: request.app, groupKey: groupKey, session: session).first {
+            snapshot.successorAdmin = admin
+            snapshot.members[admin.userID] = admin
         }
     }
 
