@@ -29,9 +29,11 @@ extension Store {
         try await mutate(
             "createGroup", scope: .groups([plan.group.id], users: plan.members.map(\.userID), app: plan.group.appID)
         ) { transaction, effects in
-            let snapshot = try transaction.load(SnapshotRequest(
+            var request = SnapshotRequest(
                 app: plan.group.appID, targets: plan.members.map(\.userID), time: plan.group.createdAt,
-                parts: .joinedGroupCounts))
+                parts: .joinedGroupCounts)
+            request.newGroup = plan.group.id
+            let snapshot = try transaction.load(request)
             let (revised, value) = try revise(snapshot.joinedGroupCounts)
             var group = revised.group
             let written = try transaction.write(WriteSet(newGroup: revised), over: snapshot)

@@ -70,6 +70,10 @@ public struct SnapshotRequest: Sendable {
     /// An invite link to load (``StoreSnapshot/inviteLink``), by its token's hash or by its id,
     /// whatever its state.
     public var inviteLink: InviteLinkKey?
+    /// The id of a group the mutation is about to create: a backend may learn with the snapshot
+    /// whether the id is taken and reserve the new group's key (PostgreSQL does; the creation's
+    /// write checks again when it did not).
+    public var newGroup: String?
 
     /// Creates a request.
     public init(

@@ -178,17 +178,33 @@ extension PostgresTransaction {
         }
     }
 
-    /// The users' facts of a snapshot without a group (a creation's joined-group counts).
+    /// The users' facts of a snapshot without a group (a creation's joined-group counts), and
+    /// for a creation (``SnapshotRequest/newGroup``) in the same statement a key for the group
+    /// from its sequence and whether the id is taken (kept for the creation's write).
     private func loadUserFacts(_ request: SnapshotRequest, into snapshot: inout StoreSnapshot) throws {
         if request.parts.contains(.joinedGroupCounts) {
             for user in request.users { snapshot.joinedGroupCounts[user] = 0 }
         }
-        let (parts, arguments) = userFactBranches(request, groupKey: nil, padding: "")
+        var (parts, arguments) = userFactBranches(request, groupKey: nil, padding: "")
+        if let id = request.newGroup {
+            parts.append("""
+                SELECT 'new', NULL::text, nextval('groups_group_key_seq'), NULL::text, NULL::text,
+                    (EXISTS (SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?))::int::int8
+                """)
+            arguments += [.text(request.app), .text(id)]
+        }
         if parts.isEmpty { return }
         try session.rows(
             "SELECT * FROM (WITH now AS (SELECT ?::int8 AS ms)\n" + parts.joined(separator: "\nUNION ALL\n") + ") facts",
             [.integer(request.time.millisecondsSince1970)] + arguments
-        ) { row in try readFact(row, tag: try row.text(0), at: 1, into: &snapshot) }
+        ) { row in
+            let tag = try row.text(0)
+            if tag == "new", let id = request.newGroup {
+                reservedGroupKeys[PendingSends.GroupID(app: request.app, id: id)] = (try row.int64(2), try row.bool(5))
+            } else {
+                try readFact(row, tag: tag, at: 1, into: &snapshot)
+            }
+        }
     }
 
     /// The live group, the memberships of the operator, the targets and (when asked) the owner,

@@ -30,6 +30,9 @@ final class PostgresTransaction: StoreTransaction {
     /// The rows of the batch's creations, joins, departures and group updates not written yet
     /// (`PostgresTransaction+Held.swift`).
     var held = HeldWrites()
+    /// Per group id a creation's load asked about (``SnapshotRequest/newGroup``): the key it
+    /// reserved and whether the id was taken then; the creation's write takes it.
+    var reservedGroupKeys: [PendingSends.GroupID: (key: Int64, taken: Bool)] = [:]
     /// Writes held in memory so far (the backend counts them with the session's statements to
     /// tell whether a failed piece of work wrote anything).
     var bufferedWrites = 0
@@ -152,8 +155,9 @@ final class PostgresTransaction: StoreTransaction {
         // A taken id (a dismissed group's included, or one created earlier in this batch) is
         // refused before anything is held: a failed INSERT would end the whole transaction. The
         // batch holds the lock of this group id (its scope), so no other node takes it meanwhile.
-        guard !held.groups.contains(PendingSends.GroupID(app: app, id: group.id)),
-              let (groupKey, taken) = try session.first(
+        let id = PendingSends.GroupID(app: app, id: group.id)
+        guard !held.groups.contains(id),
+              let (groupKey, taken) = try reservedGroupKeys.removeValue(forKey: id) ?? session.first(
                   """
                   SELECT nextval('groups_group_key_seq'),
                       (EXISTS (SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?))::int::int8
