@@ -255,6 +255,54 @@ struct StoreRoundTripTests {
         #expect(join == 5)
     }
 
+    @Test(
+        "held rows PostgreSQL refuses fail their whole batch, whether the tail or an earlier flush writes them; nothing of it is stored")
+    func refusedHeldRowsFailTheBatch() async throws {
+        let a = try await temporaryStore(.postgres)
+        let settings = try #require(a.postgres)
+        try await Fixture.create(a.store, "g", members: ["bob"])
+        try await Fixture.create(a.store, "h", members: ["bob"])
+        // A trigger of the test's own refuses the member row of "poison".
+        let other = StoreParallelWriteTests.Connection(settings)
+        try await other.run { session in
+            try session.command("""
+                CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'poison refused'; END $$
+                """)
+            try session.command("""
+                CREATE TRIGGER refuse_poison BEFORE INSERT ON members FOR EACH ROW
+                WHEN (NEW.user_id = 'poison') EXECUTE FUNCTION refuse_poison()
+                """)
+        }
+        await other.close()
+        let failed = a.store.commitStatistics.failedBatches
+        // Alone: the tail writes the held row and fails.
+        #expect(await Fixture.groupError { try await Fixture.join(a.store, "g", "poison") }?.code == .internal)
+        // Held, then written first because a rename of the same group follows in the batch: the
+        // batch fails as a whole, the join of h with it.
+        a.store.holdCommits()
+        let poisoned = Task { await Fixture.groupError { try await Fixture.join(a.store, "g", "poison") } }
+        await a.store.waitUntilQueued(1)
+        let joined = Task { await Fixture.groupError { try await Fixture.join(a.store, "h", "carol") } }
+        await a.store.waitUntilQueued(2)
+        let renamed = Task { await Fixture.groupError { _ = try await Fixture.rename(a.store, "g", to: "later") } }
+        await a.store.waitUntilQueued(3)
+        a.store.releaseCommits()
+        #expect(await poisoned.value?.code == .internal)
+        #expect(await joined.value?.code == .internal)
+        let refusal = await renamed.value
+        #expect(refusal?.code == .internal)
+        #expect(refusal?.message.contains("held for its last statements") == true)
+        #expect(a.store.commitStatistics.failedBatches == failed + 2)
+        for id in ["g", "h"] {
+            #expect(try await Fixture.events(a.store, id).map(\.kind) == [.groupCreated])
+            #expect(try await a.store.groups(app: Fixture.app, ids: [id])[id]?.name == "team \(id)")
+        }
+        #expect(try await a.store.members(app: Fixture.app, groupID: "h", userIDs: ["carol"]).isEmpty)
+        // The store goes on.
+        try await Fixture.join(a.store, "g", "carol")
+    }
+
     @Test("joins of distinct groups in one batch: their loads, then one statement writes them all")
     func statementsPerBatchOfJoins() async throws {
         let a = try await temporaryStore(.postgres)
