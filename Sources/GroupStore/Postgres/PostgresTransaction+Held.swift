@@ -125,13 +125,17 @@ extension HeldWrites.Rows {
             parts.append("hg\(index) AS (\(sql))")
             arguments += values
         }
-        if !customDeletedKeys.isEmpty {
+        /// A CTE deleting the rows of `table` of `app` named by the pairs (group key, `column`).
+        func deletion(_ name: String, from table: String, by column: String, keys: [Int64], values: [String]) {
             parts.append("""
-                hcx AS (
-                    DELETE FROM group_custom x USING unnest(?::int8[], ?::text[]) AS d(group_key, key)
-                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.key = d.key)
+                \(name) AS (
+                    DELETE FROM \(table) x USING unnest(?::int8[], ?::text[]) AS d(group_key, \(column))
+                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.\(column) = d.\(column))
                 """)
-            arguments += [.integers(customDeletedKeys), .texts(customDeletedNames), .text(app)]
+            arguments += [.integers(keys), .texts(values), .text(app)]
+        }
+        if !customDeletedKeys.isEmpty {
+            deletion("hcx", from: "group_custom", by: "key", keys: customDeletedKeys, values: customDeletedNames)
         }
         if !customKeys.isEmpty {
             parts.append("""
@@ -143,12 +147,7 @@ extension HeldWrites.Rows {
             arguments += [.text(app), .integers(customKeys), .texts(customNames), .byteArrays(customValues)]
         }
         if !removedKeys.isEmpty {
-            parts.append("""
-                hmx AS (
-                    DELETE FROM members x USING unnest(?::int8[], ?::text[]) AS d(group_key, user_id)
-                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.user_id = d.user_id)
-                """)
-            arguments += [.integers(removedKeys), .texts(removedUsers), .text(app)]
+            deletion("hmx", from: "members", by: "user_id", keys: removedKeys, values: removedUsers)
         }
         if !tombstoneKeys.isEmpty {
             parts.append("""
@@ -201,18 +200,8 @@ extension HeldWrites.Rows {
             ]
         }
         if !returningKeys.isEmpty {
-            parts.append("""
-                htx AS (
-                    DELETE FROM member_tombstones x USING unnest(?::int8[], ?::text[]) AS d(group_key, user_id)
-                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.user_id = d.user_id),
-                hrx AS (
-                    DELETE FROM retained_mutes x USING unnest(?::int8[], ?::text[]) AS d(group_key, user_id)
-                    WHERE x.app_id = ? AND x.group_key = d.group_key AND x.user_id = d.user_id)
-                """)
-            arguments += [
-                .integers(returningKeys), .texts(returningUsers), .text(app),
-                .integers(returningKeys), .texts(returningUsers), .text(app),
-            ]
+            deletion("htx", from: "member_tombstones", by: "user_id", keys: returningKeys, values: returningUsers)
+            deletion("hrx", from: "retained_mutes", by: "user_id", keys: returningKeys, values: returningUsers)
         }
         return (parts.joined(separator: ",\n"), arguments)
     }
