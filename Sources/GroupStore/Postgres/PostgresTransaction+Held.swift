@@ -57,7 +57,8 @@ struct HeldWrites {
 
     /// The columns of inserted members. A member's join order is its own (`relative` 0: a new
     /// group's members) or the group's `next_join_order` plus it (`relative` 1), read by the
-    /// insert before the statement's group update moves it.
+    /// insert before the statement's group update moves it (a key probe per row: a join to
+    /// `groups` let the generic plan scan the whole table).
     struct MemberColumns {
         var keys: [Int64] = []
         var users: [String] = []
@@ -171,20 +172,21 @@ extension HeldWrites.Rows {
                         app_id, group_key, user_id, role, join_order, join_seq, joined_at, name_card,
                         muted_until, receive_option, join_source, inviter_id, invite_link_id, changed_version)
                     SELECT ?, m.group_key, m.user_id, m.role,
-                        CASE WHEN m.relative = 1 THEN g.next_join_order + m.join_order ELSE m.join_order END,
+                        CASE WHEN m.relative = 1 THEN (
+                            SELECT g.next_join_order FROM groups g WHERE g.app_id = ? AND g.group_key = m.group_key
+                        ) + m.join_order ELSE m.join_order END,
                         m.join_seq, m.joined_at, m.name_card, m.muted_until, m.receive_option, m.join_source,
                         m.inviter_id, m.invite_link_id, m.changed_version
                     FROM unnest(?::int8[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::int8[], ?::int8[], ?::text[],
                         ?::int8[], ?::text[], ?::int8[], ?::text[], ?::text[], ?::int8[]) AS m(
                         group_key, user_id, role, relative, join_order, join_seq, joined_at, name_card, muted_until,
-                        receive_option, join_source, inviter_id, invite_link_id, changed_version)
-                    LEFT JOIN groups g ON g.app_id = ? AND g.group_key = m.group_key AND m.relative = 1)
+                        receive_option, join_source, inviter_id, invite_link_id, changed_version))
                 """)
             arguments += [
-                .text(app), .integers(m.keys), .texts(m.users), .texts(m.roles), .integers(m.relative),
+                .text(app), .text(app), .integers(m.keys), .texts(m.users), .texts(m.roles), .integers(m.relative),
                 .integers(m.joinOrders), .integers(m.joinSequences), .integers(m.joinedAt), .texts(m.nameCards),
                 .optionalIntegers(m.mutedUntil), .texts(m.receiveOptions), .integers(m.joinSources),
-                .optionalTexts(m.inviters), .optionalTexts(m.inviteLinks), .integers(m.changedVersions), .text(app),
+                .optionalTexts(m.inviters), .optionalTexts(m.inviteLinks), .integers(m.changedVersions),
             ]
         }
         if !memberCustomKeys.isEmpty {
