@@ -210,8 +210,8 @@ extension PostgresTransaction {
     /// The live group, the memberships of the operator, the targets and (when asked) the owner,
     /// the successor (when asked: the longest-standing member other than the operator) and the
     /// users' facts (``userFactBranches(_:groupKey:padding:)``), in one statement (one round trip):
-    /// rows tagged `m` (the group's columns and a member found, or NULL member columns), `s` (the
-    /// successor's member columns) or by fact, each kind's columns after the ones before it.
+    /// rows tagged `g` (the group's columns), `m` (a membership found: the member columns), `s`
+    /// (the successor's) or by fact, each kind's columns after the ones before it.
     /// - Throws: `GROUP_NOT_FOUND`.
     private func groupAndMembers(
         _ request: SnapshotRequest, groupID: String, into snapshot: inout StoreSnapshot
@@ -226,17 +226,28 @@ extension PostgresTransaction {
         let memberNulls = String(repeating: "NULL, ", count: Rows.memberColumnCount)
         // Typed: a `UNION ALL` chain matches types pair by pair, and two untyped NULLs make `text`.
         let factNulls = ", NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8"
+        // Each user's membership is one key probe (`LATERAL … LIMIT 1`), the owner's another: a join
+        // on `user_id = ANY(…) OR user_id = owner_id` let the generic plan, made while the group
+        // was small, read every membership of the group (thousands per join into a big group).
         var sql = """
             WITH now AS (SELECT ?::int8 AS ms),
             g AS (SELECT * FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL)
-            SELECT 'm', \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns)\(factNulls) FROM g
-            LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key
-                AND (m.user_id = ANY(?) OR (? = 1 AND m.user_id = g.owner_id))
+            SELECT 'g', \(Rows.GroupColumn.list(table: "g")), \(memberNulls.dropLast(2))\(factNulls) FROM g
+            UNION ALL
+            SELECT 'm', \(groupNulls)\(Rows.memberColumns)\(factNulls) FROM g, unnest(?::text[]) AS u(user_id),
+            LATERAL (\(Self.memberProbe("u.user_id"))) m
             """
         var arguments: [PGValue] = [
             .integer(request.time.millisecondsSince1970), .text(request.app), .text(groupID), .texts(request.users),
-            .bool(request.parts.contains(.owner)),
         ]
+        if request.parts.contains(.owner) {
+            sql += """
+
+                UNION ALL
+                SELECT 'm', \(groupNulls)\(Rows.memberColumns)\(factNulls) FROM g,
+                LATERAL (\(Self.memberProbe("g.owner_id"))) m
+                """
+        }
         if request.parts.contains(.successor) {
             sql += """
 
@@ -259,9 +270,10 @@ extension PostgresTransaction {
         try session.rows("SELECT * FROM (" + sql + ") snapshot", arguments) { row in
             let tag = try row.text(0)
             switch tag {
+            case "g":
+                group = try Rows.group(OffsetRow(row: row, offset: 1))
             case "m":
-                if group == nil { group = try Rows.group(OffsetRow(row: row, offset: 1)) }
-                if !row.isNull(memberOffset) { members.append(try Rows.member(row, at: memberOffset)) }
+                members.append(try Rows.member(row, at: memberOffset))
             case "s":
                 successor = try Rows.member(row, at: memberOffset)
             default:
@@ -271,6 +283,16 @@ extension PostgresTransaction {
         guard let group else { throw GroupError.groupNotFound(groupID) }
         snapshot = found
         return (group, members, successor)
+    }
+
+    /// The membership of the user `user` (an SQL expression) in the group `g`, as one key probe. The
+    /// user id is compared in byte order (`COLLATE "C"`, the same equality) so that the index on
+    /// `(app_id, group_key, user_id COLLATE "C")` serves the whole condition: compared in the
+    /// database's collation, the planner could take that index for the group alone and filter its
+    /// memberships one by one (it estimates a group's memberships from when the table was last
+    /// analyzed, and both indexes then cost the same).
+    static func memberProbe(_ user: String) -> String {
+        "SELECT * FROM members WHERE app_id = g.app_id AND group_key = g.group_key AND user_id COLLATE \"C\" = \(user) LIMIT 1"
     }
 
     /// The longest-standing other admin's membership, when the group's owner-quit setting asks for
