@@ -130,7 +130,7 @@ extension HeldWrites.Rows {
         func deletion(_ name: String, from table: String, by column: String, keys: [Int64], values: [String]) {
             parts.append("""
                 \(name) AS (
-                    DELETE FROM \(table) x USING unnest(?::int8[], ?::text[]) AS d(group_key, \(column))
+                    DELETE FROM \(table) x USING unnest((SELECT ?::int8[]), (SELECT ?::text[])) AS d(group_key, \(column))
                     WHERE x.app_id = ? AND x.group_key = d.group_key AND x.\(column) = d.\(column))
                 """)
             arguments += [.integers(keys), .texts(values), .text(app)]
@@ -142,7 +142,7 @@ extension HeldWrites.Rows {
             parts.append("""
                 hc AS (
                     INSERT INTO group_custom (app_id, group_key, key, value)
-                    SELECT ?, c.group_key, c.key, c.value FROM unnest(?::int8[], ?::text[], ?::bytea[]) AS c(group_key, key, value)
+                    SELECT ?, c.group_key, c.key, c.value FROM unnest((SELECT ?::int8[]), (SELECT ?::text[]), (SELECT ?::bytea[])) AS c(group_key, key, value)
                     ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value)
                 """)
             arguments += [.text(app), .integers(customKeys), .texts(customNames), .byteArrays(customValues)]
@@ -155,7 +155,7 @@ extension HeldWrites.Rows {
                 ht AS (
                     INSERT INTO member_tombstones (app_id, group_key, user_id, version, removed_at)
                     SELECT ?, d.group_key, d.user_id, d.version, d.removed_at
-                    FROM unnest(?::int8[], ?::text[], ?::int8[], ?::int8[]) AS d(group_key, user_id, version, removed_at)
+                    FROM unnest((SELECT ?::int8[]), (SELECT ?::text[]), (SELECT ?::int8[]), (SELECT ?::int8[])) AS d(group_key, user_id, version, removed_at)
                     ON CONFLICT (app_id, group_key, user_id) DO UPDATE
                         SET version = excluded.version, removed_at = excluded.removed_at)
                 """)
@@ -177,8 +177,8 @@ extension HeldWrites.Rows {
                         ) + m.join_order ELSE m.join_order END,
                         m.join_seq, m.joined_at, m.name_card, m.muted_until, m.receive_option, m.join_source,
                         m.inviter_id, m.invite_link_id, m.changed_version
-                    FROM unnest(?::int8[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::int8[], ?::int8[], ?::text[],
-                        ?::int8[], ?::text[], ?::int8[], ?::text[], ?::text[], ?::int8[]) AS m(
+                    FROM unnest((SELECT ?::int8[]), (SELECT ?::text[]), (SELECT ?::text[]), (SELECT ?::int8[]), (SELECT ?::int8[]), (SELECT ?::int8[]), (SELECT ?::int8[]), (SELECT ?::text[]),
+                        (SELECT ?::int8[]), (SELECT ?::text[]), (SELECT ?::int8[]), (SELECT ?::text[]), (SELECT ?::text[]), (SELECT ?::int8[])) AS m(
                         group_key, user_id, role, relative, join_order, join_seq, joined_at, name_card, muted_until,
                         receive_option, join_source, inviter_id, invite_link_id, changed_version))
                 """)
@@ -194,7 +194,7 @@ extension HeldWrites.Rows {
                 hmc AS (
                     INSERT INTO member_custom (app_id, group_key, user_id, key, value)
                     SELECT ?, c.group_key, c.user_id, c.key, c.value
-                    FROM unnest(?::int8[], ?::text[], ?::text[], ?::bytea[]) AS c(group_key, user_id, key, value))
+                    FROM unnest((SELECT ?::int8[]), (SELECT ?::text[]), (SELECT ?::text[]), (SELECT ?::bytea[])) AS c(group_key, user_id, key, value))
                 """)
             arguments += [
                 .text(app), .integers(memberCustomKeys), .texts(memberCustomUsers), .texts(memberCustomNames),

@@ -129,8 +129,8 @@ extension PostgresTransaction {
     /// how many groups of the app each is in), as `UNION ALL` branches of rows tagged by kind: a
     /// ban's ``BanRows/columns`` after the tag and `padding`, a mute's user and end, a count's user
     /// and count. `groupKey` is the SQL of the group's key (a parameter, or a column of the
-    /// statement), with its arguments. The time is a CTE's column (`now.ms`), not a parameter
-    /// compared in place: the rows are found by key, so a generic plan serves every time.
+    /// statement), with its arguments. The users are the statement's CTE `u` and the time its CTE
+    /// `now` (``factCTEs``): see there.
     private func userFactBranches(
         _ request: SnapshotRequest, groupKey: (sql: String, from: String, arguments: [PGValue])?, padding: String
     ) -> (parts: [String], arguments: [PGValue]) {
@@ -141,27 +141,35 @@ extension PostgresTransaction {
         var arguments: [PGValue] = []
         if let key = groupKey, request.parts.contains(.bans) {
             parts.append("""
-                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at FROM now, \(key.from)group_bans b
-                WHERE b.app_id = ? AND b.group_key = \(key.sql) AND (b.until_ms IS NULL OR b.until_ms > now.ms) AND b.user_id = ANY(?)
+                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at FROM now, u, \(key.from)group_bans b
+                WHERE b.app_id = ? AND b.group_key = \(key.sql) AND b.user_id = u.user_id AND (b.until_ms IS NULL OR b.until_ms > now.ms)
                 """)
-            arguments += [.text(app)] + key.arguments + [.texts(users)]
+            arguments += [.text(app)] + key.arguments
         }
         if let key = groupKey, request.parts.contains(.retainedMutes) {
             parts.append("""
-                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL FROM now, \(key.from)retained_mutes r
-                WHERE r.app_id = ? AND r.group_key = \(key.sql) AND r.muted_until > now.ms AND r.user_id = ANY(?)
+                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL FROM now, u, \(key.from)retained_mutes r
+                WHERE r.app_id = ? AND r.group_key = \(key.sql) AND r.user_id = u.user_id AND r.muted_until > now.ms
                 """)
-            arguments += [.text(app)] + key.arguments + [.texts(users)]
+            arguments += [.text(app)] + key.arguments
         }
         if request.parts.contains(.joinedGroupCounts) {
             parts.append("""
-                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL FROM joined_counts c
-                WHERE c.app_id = ? AND c.user_id = ANY(?)
+                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL FROM u, joined_counts c
+                WHERE c.app_id = ? AND c.user_id = u.user_id
                 """)
-            arguments += [.text(app), .texts(users)]
+            arguments.append(.text(app))
         }
         return (parts, arguments)
     }
+
+    /// The CTEs a statement of ``userFactBranches(_:groupKey:padding:)`` begins with: `now`, the
+    /// time, and `u`, the users, with their two arguments. Both are read through a subquery, not
+    /// compared in place: the rows are found by key, and a statement whose custom plans (made with
+    /// the values) look cheaper than its generic plan (a parameter's array is guessed at ten
+    /// elements) is planned again on every call, which cost PostgreSQL more than running it. Hidden
+    /// this way, the values make no difference to the plan, and PostgreSQL keeps the generic one.
+    private static let factCTEs = "now AS (SELECT ?::int8 AS ms), u AS (SELECT unnest((SELECT ?::text[])) AS user_id)"
 
     /// Reads a fact row of ``userFactBranches`` whose tag is column 0 and whose fact starts at
     /// column `first`.
@@ -195,8 +203,8 @@ extension PostgresTransaction {
         }
         if parts.isEmpty { return }
         try session.rows(
-            "SELECT * FROM (WITH now AS (SELECT ?::int8 AS ms)\n" + parts.joined(separator: "\nUNION ALL\n") + ") facts",
-            [.integer(request.time.millisecondsSince1970)] + arguments
+            "SELECT * FROM (WITH \(Self.factCTEs)\n" + parts.joined(separator: "\nUNION ALL\n") + ") facts",
+            [.integer(request.time.millisecondsSince1970), .texts(request.users)] + arguments
         ) { row in
             let tag = try row.text(0)
             if tag == "new", let id = request.newGroup {
@@ -230,15 +238,15 @@ extension PostgresTransaction {
         // on `user_id = ANY(…) OR user_id = owner_id` let the generic plan, made while the group
         // was small, read every membership of the group (thousands per join into a big group).
         var sql = """
-            WITH now AS (SELECT ?::int8 AS ms),
+            WITH \(Self.factCTEs),
             g AS (SELECT * FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL)
             SELECT 'g', \(Rows.GroupColumn.list(table: "g")), \(memberNulls.dropLast(2))\(factNulls) FROM g
             UNION ALL
-            SELECT 'm', \(groupNulls)\(Rows.memberColumns)\(factNulls) FROM g, unnest(?::text[]) AS u(user_id),
+            SELECT 'm', \(groupNulls)\(Rows.memberColumns)\(factNulls) FROM g, u,
             LATERAL (\(Self.memberProbe("u.user_id"))) m
             """
         var arguments: [PGValue] = [
-            .integer(request.time.millisecondsSince1970), .text(request.app), .text(groupID), .texts(request.users),
+            .integer(request.time.millisecondsSince1970), .texts(request.users), .text(request.app), .text(groupID),
         ]
         if request.parts.contains(.owner) {
             sql += """
