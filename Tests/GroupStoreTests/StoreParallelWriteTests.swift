@@ -303,6 +303,37 @@ struct StoreRoundTripTests {
         try await Fixture.join(a.store, "g", "carol")
     }
 
+    @Test("the snapshot and the held rows keep their generic plans: PostgreSQL does not plan them again on every call")
+    func heldStatementsStayPlanned() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        try await Fixture.create(a.store, "g", members: ["bob"])
+        // Joins of one group in one batch: each join's load writes the previous join's held rows.
+        for round in 0..<3 {
+            a.store.holdCommits()
+            async let joined: Void = withThrowingTaskGroup(of: Void.self) { tasks in
+                for n in 0..<6 { tasks.addTask { try await Fixture.join(a.store, "g", "user\(round)-\(n)") } }
+                try await tasks.waitForAll()
+            }
+            await a.store.waitUntilQueued(6)
+            a.store.releaseCommits()
+            try await joined
+        }
+        let plans = try backend.writerQueue.sync { () throws -> [(generic: Int64, custom: Int64, text: String)] in
+            var plans: [(generic: Int64, custom: Int64, text: String)] = []
+            try backend.writer.rows("SELECT generic_plans, custom_plans, statement FROM pg_prepared_statements") { row in
+                plans.append((try row.int64(0), try row.int64(1), try row.text(2)))
+            }
+            return plans
+        }
+        let snapshot = try #require(plans.first { $0.text.hasPrefix("SELECT * FROM (WITH now AS") && $0.text.contains("'s'") })
+        let held = try #require(plans.first { $0.text.hasPrefix("WITH hg0 AS") })
+        // PostgreSQL plans a prepared statement with its values five times, then keeps the
+        // generic plan unless the custom ones looked cheaper.
+        #expect(snapshot.custom == 5 && snapshot.generic > 5)
+        #expect(held.custom == 5 && held.generic > 5)
+    }
+
     @Test("joins of distinct groups in one batch: their loads, then one statement writes them all")
     func statementsPerBatchOfJoins() async throws {
         let a = try await temporaryStore(.postgres)
