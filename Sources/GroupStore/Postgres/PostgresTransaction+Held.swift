@@ -215,13 +215,19 @@ extension PostgresTransaction {
     /// belong to earlier mutations of it).
     func flushHeld() throws {
         guard !held.isEmpty else { return }
-        let pending = held.take()
+        for (app, rows) in held.take().sorted(by: { $0.key < $1.key }) {
+            var none: [Int64: Int64] = [:]
+            try writeHeld(rows.statement(app: app, stamps: &none))
+        }
+    }
+
+    /// Runs `statement`, the data-modifying CTEs of rows held for the tail (sends or others), as a
+    /// statement of its own. A refusal fails the whole batch (the rows belong to earlier pieces of
+    /// work): it is ``PostgresStoreError/heldRowsRefused(_:)``, unless the store's own errors or a
+    /// retryable one (the batch runs again).
+    func writeHeld(_ statement: (sql: String, arguments: [PGValue])) throws {
         do {
-            for (app, rows) in pending.sorted(by: { $0.key < $1.key }) {
-                var none: [Int64: Int64] = [:]
-                let (sql, arguments) = rows.statement(app: app, stamps: &none)
-                try session.command("WITH \(sql) SELECT 1", arguments)
-            }
+            try session.command("WITH \(statement.sql) SELECT 1", statement.arguments)
         } catch let error as PostgresStoreError {
             throw error
         } catch where PGState.isRetryable(error) {

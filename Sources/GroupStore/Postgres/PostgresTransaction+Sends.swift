@@ -309,17 +309,8 @@ extension PostgresTransaction {
         guard !sends.isEmpty else { return }
         let pending = sends.rows
         sends.rows = [:]
-        do {
-            for (app, rows) in pending.sorted(by: { $0.key < $1.key }) {
-                let (sql, arguments) = rows.statement(app: app, from: "", eventID: "b.event_id")
-                try session.command("WITH \(sql) SELECT 1", arguments)
-            }
-        } catch let error as PostgresStoreError {
-            throw error
-        } catch where PGState.isRetryable(error) {
-            throw error
-        } catch {
-            throw PostgresStoreError.heldRowsRefused(error)
+        for (app, rows) in pending.sorted(by: { $0.key < $1.key }) {
+            try writeHeld(rows.statement(app: app, from: "", eventID: "b.event_id"))
         }
     }
 }
