@@ -303,6 +303,18 @@ struct StoreRoundTripTests {
         try await Fixture.join(a.store, "g", "carol")
     }
 
+    /// The joins (group, user) queued while commits are held, then committed together.
+    static func joinInOneBatch(_ store: Store, _ joins: [(group: String, user: String)]) async throws {
+        store.holdCommits()
+        async let joined: Void = withThrowingTaskGroup(of: Void.self) { tasks in
+            for (group, user) in joins { tasks.addTask { try await Fixture.join(store, group, user) } }
+            try await tasks.waitForAll()
+        }
+        await store.waitUntilQueued(joins.count)
+        store.releaseCommits()
+        try await joined
+    }
+
     @Test("the snapshot and the held rows keep their generic plans: PostgreSQL does not plan them again on every call")
     func heldStatementsStayPlanned() async throws {
         let a = try await temporaryStore(.postgres)
@@ -310,14 +322,7 @@ struct StoreRoundTripTests {
         try await Fixture.create(a.store, "g", members: ["bob"])
         // Joins of one group in one batch: each join's load writes the previous join's held rows.
         for round in 0..<3 {
-            a.store.holdCommits()
-            async let joined: Void = withThrowingTaskGroup(of: Void.self) { tasks in
-                for n in 0..<6 { tasks.addTask { try await Fixture.join(a.store, "g", "user\(round)-\(n)") } }
-                try await tasks.waitForAll()
-            }
-            await a.store.waitUntilQueued(6)
-            a.store.releaseCommits()
-            try await joined
+            try await Self.joinInOneBatch(a.store, (0..<6).map { ("g", "user\(round)-\($0)") })
         }
         let plans = try backend.writerQueue.sync { () throws -> [(generic: Int64, custom: Int64, text: String)] in
             var plans: [(generic: Int64, custom: Int64, text: String)] = []
@@ -341,14 +346,7 @@ struct StoreRoundTripTests {
         for n in 0..<5 { try await Fixture.create(a.store, "g\(n)", members: ["bob"]) }
         let before = backend.writerQueue.sync { backend.writer.statementCount }
         let batches = a.store.commitStatistics.batches
-        a.store.holdCommits()
-        async let joined: Void = withThrowingTaskGroup(of: Void.self) { tasks in
-            for n in 0..<5 { tasks.addTask { try await Fixture.join(a.store, "g\(n)", "user\(n)") } }
-            try await tasks.waitForAll()
-        }
-        await a.store.waitUntilQueued(5)
-        a.store.releaseCommits()
-        try await joined
+        try await Self.joinInOneBatch(a.store, (0..<5).map { ("g\($0)", "user\($0)") })
         #expect(a.store.commitStatistics.batches == batches + 1)
         // BEGIN, locks; one load per join; the tail; COMMIT.
         #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 5 + 2)
