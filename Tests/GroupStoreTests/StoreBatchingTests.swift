@@ -286,6 +286,64 @@ struct StoreBatchingTests {
         }
     }
 
+
+    @Test(
+        "one batch of one group's joins, a quit, a rename and a send: join orders, sequences, counts and versions as if committed one by one",
+        arguments: StoreKind.allCases)
+    func changesOfOneGroupInOneBatch(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            let created = try await Fixture.create(store, "g", members: ["bob"])
+            try await Fixture.create(store, "h")
+            let batches = store.commitStatistics.batches
+            // In this order: u2 quits after joining in the batch; the rename and the send come
+            // between joins; u6 joins another group and then this one.
+            let steps: [@Sendable () async throws -> Void] = [
+                { try await Fixture.join(store, "g", "u1") },
+                { try await Fixture.join(store, "g", "u2") },
+                { try await Fixture.join(store, "g", "u3") },
+                { try await Fixture.quit(store, "g", "u2") },
+                { try await Fixture.join(store, "g", "u4") },
+                { _ = try await Fixture.rename(store, "g", to: "later") },
+                { try await Fixture.join(store, "g", "u5") },
+                { _ = try await Fixture.send(store, "g", from: "u3") },
+                { try await Fixture.join(store, "h", "u6") },
+                { try await Fixture.join(store, "g", "u6") },
+                { try await Fixture.join(store, "g", "u7") },
+            ]
+            try await Fixture.inOneBatch(store, steps)
+            #expect(store.commitStatistics.batches == batches + 1)
+            let events = try await Fixture.events(store, "g")
+            #expect(events.map(\.kind) == [
+                .groupCreated, .memberJoined, .memberJoined, .memberJoined, .memberQuit, .memberJoined, .groupInfoChanged,
+                .memberJoined, .groupMessage, .memberJoined, .memberJoined,
+            ])
+            #expect(events.map(\.sequence) == Array(1...11))
+            let users = ["u1", "u2", "u3", "u4", "u5", "u6", "u7"]
+            let members = try await store.members(app: Fixture.app, groupID: "g", userIDs: users)
+            #expect(members.keys.sorted() == ["u1", "u3", "u4", "u5", "u6", "u7"])
+            // Join orders follow the owner's and bob's (1, 2) in the order of the joins, u2's 4 used.
+            let orders = ["u1": 3, "u3": 5, "u4": 6, "u5": 7, "u6": 8, "u7": 9]
+            for (user, order) in orders { #expect(members[user]?.joinOrder == Int64(order), "\(user)") }
+            // A member's join sequence is its join event's.
+            for event in events where event.kind == .memberJoined {
+                let user = event.targets[0]
+                if let member = members[user] { #expect(member.joinSequence == event.sequence, "\(user)") }
+            }
+            let group = try #require(try await store.groups(app: Fixture.app, ids: ["g"])["g"])
+            #expect(group.name == "later")
+            #expect(group.memberCount == 8)
+            #expect(group.latestSequence == 11)
+            // Seven joins and a quit each made a member version.
+            #expect(group.memberVersion == created.memberVersion + 8)
+            for user in users {
+                let count = try await store.joinedGroupCount(app: Fixture.app, userID: user, types: Set(GroupType.allCases))
+                #expect(count == (user == "u2" ? 0 : user == "u6" ? 2 : 1), "\(user)")
+            }
+            // A join after the batch continues the join orders.
+            try await Fixture.join(store, "g", "u8")
+            #expect(try await store.members(app: Fixture.app, groupID: "g", userIDs: ["u8"])["u8"]?.joinOrder == 10)
+        }
+    }
 }
 
 /// What the commit feed handed over.

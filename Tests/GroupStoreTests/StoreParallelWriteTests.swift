@@ -249,7 +249,7 @@ struct StoreRoundTripTests {
         // BEGIN, locks; the group with the sender's membership; the tail (with the body and
         // latest_seq); COMMIT.
         #expect(send == 5)
-        // BEGIN, locks; the group with the memberships, the owner's successor, bans, retained mutes
+        // BEGIN, locks; the group with the joiner's membership, bans, retained mutes
         // and counts; the tail (with the member row, its tombstone and mute gone, the group row);
         // COMMIT.
         #expect(join == 5)
@@ -305,24 +305,21 @@ struct StoreRoundTripTests {
 
     /// The joins (group, user) queued while commits are held, then committed together.
     static func joinInOneBatch(_ store: Store, _ joins: [(group: String, user: String)]) async throws {
-        store.holdCommits()
-        async let joined: Void = withThrowingTaskGroup(of: Void.self) { tasks in
-            for (group, user) in joins { tasks.addTask { try await Fixture.join(store, group, user) } }
-            try await tasks.waitForAll()
-        }
-        await store.waitUntilQueued(joins.count)
-        store.releaseCommits()
-        try await joined
+        try await Fixture.inOneBatch(store, joins.map { join in { try await Fixture.join(store, join.group, join.user) } })
     }
 
-    @Test("the snapshot and the held rows keep their generic plans: PostgreSQL does not plan them again on every call")
+    @Test("the snapshots and the held rows keep their generic plans: PostgreSQL does not plan them again on every call")
     func heldStatementsStayPlanned() async throws {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
         try await Fixture.create(a.store, "g", members: ["bob"])
-        // Joins of one group in one batch: each join's load writes the previous join's held rows.
-        for round in 0..<3 {
-            try await Self.joinInOneBatch(a.store, (0..<6).map { ("g", "user\(round)-\($0)") })
+        // Per batch: six joins of one group (the first loads the group, the others take it from
+        // memory), then the first joiner's quit, which writes the held rows first.
+        for round in 0..<8 {
+            let store = a.store
+            var steps: [@Sendable () async throws -> Void] = (0..<6).map { n in { try await Fixture.join(store, "g", "user\(round)-\(n)") } }
+            steps.append { try await Fixture.quit(store, "g", "user\(round)-0") }
+            try await Fixture.inOneBatch(store, steps)
         }
         let plans = try backend.writerQueue.sync { () throws -> [(generic: Int64, custom: Int64, text: String)] in
             var plans: [(generic: Int64, custom: Int64, text: String)] = []
@@ -331,12 +328,36 @@ struct StoreRoundTripTests {
             }
             return plans
         }
-        let snapshot = try #require(plans.first { $0.text.hasPrefix("SELECT * FROM (WITH now AS") && $0.text.contains("'s'") })
-        let held = try #require(plans.first { $0.text.hasPrefix("WITH hg0 AS") })
+        let loaded = try #require(plans.first { $0.text.hasPrefix("SELECT * FROM (WITH now AS") && $0.text.contains("FROM groups WHERE") })
+        let known = try #require(plans.first { $0.text.hasPrefix("SELECT * FROM (WITH now AS") && $0.text.contains("::int8 AS group_key") })
+        let held = try #require(plans.first { $0.text.hasPrefix("WITH hu0 AS") })
         // PostgreSQL plans a prepared statement with its values five times, then keeps the
         // generic plan unless the custom ones looked cheaper.
-        #expect(snapshot.custom == 5 && snapshot.generic > 5)
-        #expect(held.custom == 5 && held.generic > 5)
+        for statement in [loaded, known, held] {
+            #expect(statement.custom == 5 && statement.generic > 0, "\(statement.text.prefix(200))")
+        }
+    }
+
+    @Test("joins of one group in one batch: one load each, the group row from memory after the first; one statement writes them all")
+    func statementsPerBatchOfJoinsOfOneGroup() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        let created = try await Fixture.create(a.store, "g", members: ["bob"])
+        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let batches = a.store.commitStatistics.batches
+        let users = (0..<6).map { "user\($0)" }
+        try await Self.joinInOneBatch(a.store, users.map { ("g", $0) })
+        #expect(a.store.commitStatistics.batches == batches + 1)
+        // BEGIN, locks; one load per join; the tail; COMMIT.
+        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 6 + 2)
+        let members = try await a.store.members(app: Fixture.app, groupID: "g", userIDs: users)
+        #expect(users.map { members[$0]?.joinOrder } == (3...8).map { Int64($0) })
+        #expect(users.map { members[$0]?.joinSequence } == (2...7).map { Int64($0) })
+        let group = try #require(try await a.store.groups(app: Fixture.app, ids: ["g"])["g"])
+        #expect(group.memberCount == 8)
+        #expect(group.latestSequence == 7)
+        #expect(group.memberVersion == created.memberVersion + 6)
+        #expect(try await Fixture.events(a.store, "g").map(\.kind) == [.groupCreated] + Array(repeating: .memberJoined, count: 6))
     }
 
     @Test("joins of distinct groups in one batch: their loads, then one statement writes them all")

@@ -43,9 +43,12 @@ enum Fixture {
         }.value.group
     }
 
-    /// `user` joins as an ordinary member.
+    /// What JoinGroup's snapshot asks beside the group and the joiner's membership.
+    static let joinParts: SnapshotRequest.Parts = [.joinedGroupCounts, .retainedMutes, .bans]
+
+    /// `user` joins as an ordinary member (loading what JoinGroup loads).
     static func join(_ store: Store, _ id: String, _ user: String) async throws {
-        _ = try await store.mutateGroup(app: app, groupID: id, operatorID: user, targets: [], at: t0) { snapshot in
+        _ = try await store.mutateGroup(app: app, groupID: id, operatorID: user, targets: [], at: t0, parts: joinParts) { snapshot in
             if snapshot.operatorMembership != nil {
                 throw GroupError(code: .failedPrecondition, reason: .alreadyMember, message: "already a member")
             }
@@ -54,6 +57,19 @@ enum Fixture {
             let member = Member(userID: user, role: .member, joinedAt: t0, joinSequence: group.latestSequence)
             return (GroupChange(group: group, insertedMembers: [member],
                                 events: [.init(kind: .memberJoined, operatorID: user, targets: [user])]), ())
+        }
+    }
+
+    /// `user` quits (loading what a join loads).
+    static func quit(_ store: Store, _ id: String, _ user: String) async throws {
+        _ = try await store.mutateGroup(app: app, groupID: id, operatorID: user, targets: [], at: t0, parts: joinParts) { snapshot in
+            guard snapshot.operatorMembership != nil else {
+                throw GroupError(code: .failedPrecondition, reason: .notAMember, message: "not a member")
+            }
+            var group = snapshot.group
+            group.memberCount -= 1
+            return (GroupChange(group: group, removedMembers: [user],
+                                events: [.init(kind: .memberQuit, operatorID: user, targets: [user])]), ())
         }
     }
 
@@ -67,6 +83,18 @@ enum Fixture {
             guard let member else { throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member") }
             return member.nameCard
         }
+    }
+
+    /// Queues `steps` in their order while commits are held, then commits them together.
+    static func inOneBatch(_ store: Store, _ steps: [@Sendable () async throws -> Void]) async throws {
+        store.holdCommits()
+        var tasks: [Task<Void, any Error>] = []
+        for (queued, step) in steps.enumerated() {
+            tasks.append(Task { try await step() })
+            await store.waitUntilQueued(queued + 1)
+        }
+        store.releaseCommits()
+        for task in tasks { try await task.value }
     }
 
     /// Every event of a group, in order.

@@ -31,9 +31,42 @@ struct HeldWrites {
         var render: (_ stamp: Int64?) -> (sql: String, arguments: [PGValue])
     }
 
+    /// A group row's held update. Every column but two is written as the batch's latest change
+    /// of the group left it, so a later change of the same group in the batch replaces the
+    /// update (``followed(by:)``) instead of writing the row a second time: `next_join_order`
+    /// moves past every member the batch's changes inserted, and `member_version` takes the
+    /// latest change of members'.
+    struct GroupUpdate {
+        /// The columns from `name` to `mute_bypass` (``PostgresTransaction/groupUpdateSQL``).
+        var values: [PGValue]
+        /// How many members the batch's changes of the group inserted (their join orders follow
+        /// the row's `next_join_order`).
+        var insertedMembers: Int
+        var latestSequence: Int64
+        var memberVersion: Int64?
+
+        /// This update followed by `later`, a change of the same group made after it.
+        func followed(by later: GroupUpdate) -> GroupUpdate {
+            var merged = later
+            merged.insertedMembers += insertedMembers
+            merged.memberVersion = later.memberVersion ?? memberVersion
+            return merged
+        }
+    }
+
+    /// A group as the batch's held changes left it (``PostgresTransaction/load(_:)`` answers its
+    /// group row from here instead of writing the held rows first).
+    struct KnownGroup {
+        var group: Group
+        var key: Int64
+    }
+
     /// The held rows of one app.
     struct Rows {
+        /// Group inserts (a creation's row).
         var groupRows: [GroupRow] = []
+        /// Group updates, by group key: one per group, however many changes of it the batch made.
+        var groupUpdates: [Int64: GroupUpdate] = [:]
         var customKeys: [Int64] = []
         var customNames: [String] = []
         var customValues: [[UInt8]] = []
@@ -87,6 +120,9 @@ struct HeldWrites {
     private(set) var groups: Set<PendingSends.GroupID> = []
     /// The users whose memberships held rows insert or delete.
     private(set) var users: Set<UserID> = []
+    /// The groups whose held rows are an update of the group row (no creation, no dismissal), as
+    /// the batch's changes left them.
+    var known: [PendingSends.GroupID: KnownGroup] = [:]
 
     var isEmpty: Bool { rows.isEmpty }
 
@@ -108,7 +144,32 @@ struct HeldWrites {
         if isEmpty { return false }
         if request.application != nil || request.inviteLink != nil || request.parts.contains(.applicationReads) { return true }
         if let group = request.group, groups.contains(PendingSends.GroupID(app: request.app, id: group)) { return true }
-        return request.users.contains { users.contains(UserID(app: request.app, user: $0)) }
+        return touches(app: request.app, users: request.users)
+    }
+
+    /// Whether held rows insert or delete a membership of one of `users`.
+    func touches(app: String, users named: some Sequence<String>) -> Bool {
+        named.contains { users.contains(UserID(app: app, user: $0)) }
+    }
+
+    /// What a load of `request` reads beside the group row when its group is ``known``: rows no
+    /// held row writes (memberships and facts of users held rows do not touch, bans, items).
+    static let partsBesideHeldRows: SnapshotRequest.Parts = [
+        .owner, .joinedGroupCounts, .retainedMutes, .bans, .banCount, .dueApplications,
+    ]
+
+    /// The group of `request` as the batch's held changes left it, when the load can take the
+    /// group row from memory and read the rest from the database without the held rows written:
+    /// it asks nothing but ``partsBesideHeldRows`` (and messages), and names no user (the owner
+    /// included, when asked) whose membership held rows insert or delete.
+    func knownGroup(for request: SnapshotRequest) -> KnownGroup? {
+        guard let id = request.group, request.application == nil, request.inviteLink == nil, request.readState == nil,
+              request.applicationReader == nil, Self.partsBesideHeldRows.isSuperset(of: request.parts),
+              let group = known[PendingSends.GroupID(app: request.app, id: id)]
+        else { return nil }
+        var named = request.users
+        if request.parts.contains(.owner), let owner = group.group.ownerID { named.append(owner) }
+        return touches(app: request.app, users: named) ? nil : group
     }
 }
 
@@ -124,6 +185,14 @@ extension HeldWrites.Rows {
             let stamp = stamps.removeValue(forKey: row.key)
             let (sql, values) = row.render(stamp)
             parts.append("hg\(index) AS (\(sql))")
+            arguments += values
+        }
+        for (index, (key, update)) in groupUpdates.sorted(by: { $0.key < $1.key }).enumerated() {
+            let (sql, values) = PostgresTransaction.groupUpdateSQL(
+                update.values, app: app, groupKey: key, insertedMembers: update.insertedMembers,
+                latestSequence: update.latestSequence, memberVersion: update.memberVersion, dismissedAt: nil,
+                stamp: stamps.removeValue(forKey: key))
+            parts.append("hu\(index) AS (\(sql))")
             arguments += values
         }
         /// A CTE deleting the rows of `table` of `app` named by the pairs (group key, `column`).

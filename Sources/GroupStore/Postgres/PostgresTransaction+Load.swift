@@ -8,16 +8,24 @@ extension PostgresTransaction {
     /// (or an earlier send to the group) read (`PostgresTransaction+Sends.swift`), otherwise from
     /// the database, after the sends held in memory are written, and the other held rows when it
     /// could read them (`PostgresTransaction+Held.swift`).
+    ///
+    /// A load of a group the batch's held changes updated takes the group row from memory
+    /// (``HeldWrites/knownGroup(for:)``) when the rest of what it asks is not in held rows, so
+    /// a batch of joins into one group writes its rows once, in the tail.
     func load(_ request: SnapshotRequest) throws -> StoreSnapshot {
         if let snapshot = try cachedSnapshot(request) { return snapshot }
         try flushSends()
-        if held.overlaps(request) { try flushHeld() }
-        let snapshot = try loadFromDatabase(request)
+        var known: HeldWrites.KnownGroup?
+        if held.overlaps(request) {
+            known = held.knownGroup(for: request)
+            if known == nil { try flushHeld() }
+        }
+        let snapshot = try loadFromDatabase(request, known: known)
         remember(snapshot, for: request)
         return snapshot
     }
 
-    private func loadFromDatabase(_ request: SnapshotRequest) throws -> StoreSnapshot {
+    private func loadFromDatabase(_ request: SnapshotRequest, known: HeldWrites.KnownGroup?) throws -> StoreSnapshot {
         let app = request.app
         var snapshot = StoreSnapshot(app: app, time: request.time)
         var groupID = request.group
@@ -30,9 +38,16 @@ extension PostgresTransaction {
         }
         let ms = request.time.millisecondsSince1970
         if let groupID {
-            let (read, memberRows, successor) = try groupAndMembers(request, groupID: groupID, into: &snapshot)
-            let group = try PostgresRows.withCustom([read], app: app, session: session)[0]
-            let key = read.key
+            let (read, memberRows, successor) = try groupAndMembers(request, groupID: groupID, known: known, into: &snapshot)
+            let group: Group
+            let key: Int64
+            if let known {
+                (group, key) = (known.group, known.key)
+            } else if let read {
+                (group, key) = (try PostgresRows.withCustom([read], app: app, session: session)[0], read.key)
+            } else {
+                throw GroupError.groupNotFound(groupID)
+            }
             snapshot.group = group
             snapshot.groupRow = GroupRowID(key)
             let members = try PostgresRows.withCustom(memberRows + [successor].compactMap { $0 }, app: app, groupKey: key, session: session)
@@ -221,9 +236,10 @@ extension PostgresTransaction {
     /// rows tagged `g` (the group's columns), `m` (a membership found: the member columns), `s`
     /// (the successor's) or by fact, each kind's columns after the ones before it.
     /// - Throws: `GROUP_NOT_FOUND`.
+    /// With `known`, the group row is not read: `g` is the group's app, key and owner.
     private func groupAndMembers(
-        _ request: SnapshotRequest, groupID: String, into snapshot: inout StoreSnapshot
-    ) throws -> (Rows.GroupRow, [Rows.MemberRow], successor: Rows.MemberRow?) {
+        _ request: SnapshotRequest, groupID: String, known: HeldWrites.KnownGroup?, into snapshot: inout StoreSnapshot
+    ) throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?) {
         var group: Rows.GroupRow?
         var members: [Rows.MemberRow] = []
         var successor: Rows.MemberRow?
@@ -237,17 +253,29 @@ extension PostgresTransaction {
         // Each user's membership is one key probe (`LATERAL … LIMIT 1`), the owner's another: a join
         // on `user_id = ANY(…) OR user_id = owner_id` let the generic plan, made while the group
         // was small, read every membership of the group (thousands per join into a big group).
-        var sql = """
-            WITH \(Self.factCTEs),
-            g AS (SELECT * FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL)
-            SELECT 'g', \(Rows.GroupColumn.list(table: "g")), \(memberNulls.dropLast(2))\(factNulls) FROM g
-            UNION ALL
+        var sql: String
+        var arguments: [PGValue] = [.integer(request.time.millisecondsSince1970), .texts(request.users)]
+        if let known {
+            sql = """
+                WITH \(Self.factCTEs),
+                g AS (SELECT ?::text AS app_id, ?::int8 AS group_key, ?::text AS owner_id)
+
+                """
+            arguments += [.text(request.app), .integer(known.key), .text(known.group.ownerID)]
+        } else {
+            sql = """
+                WITH \(Self.factCTEs),
+                g AS (SELECT * FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL)
+                SELECT 'g', \(Rows.GroupColumn.list(table: "g")), \(memberNulls.dropLast(2))\(factNulls) FROM g
+                UNION ALL
+
+                """
+            arguments += [.text(request.app), .text(groupID)]
+        }
+        sql += """
             SELECT 'm', \(groupNulls)\(Rows.memberColumns)\(factNulls) FROM g, u,
             LATERAL (\(Self.memberProbe("u.user_id"))) m
             """
-        var arguments: [PGValue] = [
-            .integer(request.time.millisecondsSince1970), .texts(request.users), .text(request.app), .text(groupID),
-        ]
         if request.parts.contains(.owner) {
             sql += """
 
@@ -288,7 +316,7 @@ extension PostgresTransaction {
                 try readFact(row, tag: tag, at: factOffset, into: &found)
             }
         }
-        guard let group else { throw GroupError.groupNotFound(groupID) }
+        if group == nil && known == nil { throw GroupError.groupNotFound(groupID) }
         snapshot = found
         return (group, members, successor)
     }

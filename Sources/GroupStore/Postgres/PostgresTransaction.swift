@@ -59,7 +59,10 @@ final class PostgresTransaction: StoreTransaction {
         // Anything else sees the sends held so far, and may change what memory holds of its groups.
         try flushSends()
         sends.forget(scope)
-        if let key = snapshot.groupRow?.value { try flushHeld(touching: key) }
+        if let key = snapshot.groupRow?.value, held.groupKeys.contains(key), !mergesWithHeld(writes, over: snapshot) {
+            try flushHeld()
+        }
+        if let group = snapshot.group { held.known[PendingSends.GroupID(app: snapshot.app, id: group.id)] = nil }
         if let plan = writes.newGroup { return try insertGroup(plan) }
         let time = snapshot.time
         let app = snapshot.app
@@ -289,11 +292,15 @@ final class PostgresTransaction: StoreTransaction {
         }
 
         // Inserted members (a dismissal inserts none): join orders continue the group's
-        // `next_join_order`, read by the insert before the group update moves it past them; their
+        // `next_join_order`, read by the insert before the group update moves it past them (and
+        // past the members the batch's earlier held changes of the group inserted); their
         // tombstones and retained mutes go.
+        let earlierInserts = held.rows[app]?.groupUpdates[key]?.insertedMembers ?? 0
         for (offset, var member) in change.insertedMembers.enumerated() {
             if let sequence = joinSequences[member.userID] { member.joinSequence = sequence }
-            holdInsert(member, app: app, groupKey: key, relativeOrder: Int64(offset), changedVersion: memberVersion ?? 0)
+            holdInsert(
+                member, app: app, groupKey: key, relativeOrder: Int64(earlierInserts + offset),
+                changedVersion: memberVersion ?? 0)
         }
         if !change.insertedMembers.isEmpty {
             hold(app: app) { rows in
@@ -336,48 +343,16 @@ final class PostgresTransaction: StoreTransaction {
             }
         }
 
-        let settings = after.settings
-        let (mode, roles) = Rows.encode(after.mute.mode)
-        let assignments: [PGValue] = [
-            .text(after.name), .text(after.introduction), .text(after.notification), .text(after.faceURL),
-            .text(after.ownerID), .integer(after.maxMembers.map { Int64($0) }), .int(after.memberCount),
-            .text(settings.joinOption.rawValue), .text(settings.joinApprovers.rawValue),
-            .text(settings.invitePermission.rawValue), .bool(settings.inviteeMustAccept),
-            .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
-            .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
-            .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
-            .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
-            .text(settings.inviteLinkPermission.rawValue),
-            .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
-            .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
-            .text(settings.pinPermission.rawValue),
-            .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
-            .text(EventJSON.encode(after.muteBypass)),
-            .int(change.insertedMembers.count), .integer(before.latestSequence + Int64(change.events.count)),
-            .integer(memberVersion), .bool(change.dismissesGroup), .integer(ms),
-        ]
-        let update = { (stamp: Int64?) -> (sql: String, arguments: [PGValue]) in
-            (
-                """
-                UPDATE groups SET
-                    name = ?, introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
-                    member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
-                    invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
-                    edit_profile_permission = ?, edit_member_info_permission = ?,
-                    edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
-                    invite_link_permission = ?,
-                    mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
-                    pin_permission = ?, pins = ?, mute_bypass = ?,
-                    next_join_order = next_join_order + ?, latest_seq = ?, member_version = coalesce(?, member_version),
-                    dismissed_at = CASE WHEN ? = 1 THEN ? ELSE dismissed_at END\(stamp == nil ? "" : ",\n    info_event_id = (SELECT base FROM t) + ?")
-                WHERE app_id = ? AND group_key = ?
-                """, assignments + (stamp.map { [.integer($0)] } ?? []) + [.text(app), .integer(key)]
-            )
-        }
+        let update = HeldWrites.GroupUpdate(
+            values: Self.groupUpdateValues(after), insertedMembers: change.insertedMembers.count,
+            latestSequence: before.latestSequence + Int64(change.events.count), memberVersion: memberVersion)
         if holding {
-            hold(app: app) { rows in rows.groupRows.append(HeldWrites.GroupRow(key: key, render: update)) }
+            // One update per group and batch: a later change of the group replaces it.
+            hold(app: app) { rows in rows.groupUpdates[key] = rows.groupUpdates[key].map { $0.followed(by: update) } ?? update }
         } else {
-            let (sql, arguments) = update(nil)
+            let (sql, arguments) = Self.groupUpdateSQL(
+                update.values, app: app, groupKey: key, insertedMembers: update.insertedMembers,
+                latestSequence: update.latestSequence, memberVersion: memberVersion, dismissedAt: ms, stamp: nil)
             try session.execute(sql, arguments)
         }
         if after.custom != before.custom {
@@ -414,9 +389,87 @@ final class PostgresTransaction: StoreTransaction {
             held.touch(
                 app: app, groupKey: key, groupID: before.id, users: change.insertedMembers.map(\.userID) + change.removedMembers)
         }
-        return try appendEvents(
+        let appended = try appendEvents(
             change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time,
             movesLatest: false)
+        if holding {
+            // What the group row reads once the held rows are written: a later load of the group
+            // in this batch takes it from here (`PostgresTransaction+Load.swift`).
+            held.known[PendingSends.GroupID(app: app, id: before.id)] = HeldWrites.KnownGroup(
+                group: Store.group(after: change, before: before, events: appended.0), key: key)
+        }
+        return appended
+    }
+
+    /// The values of a group update's columns from `name` to `mute_bypass`, in the order of
+    /// ``groupUpdateSQL``.
+    static func groupUpdateValues(_ after: Group) -> [PGValue] {
+        let settings = after.settings
+        let (mode, roles) = Rows.encode(after.mute.mode)
+        return [
+            .text(after.name), .text(after.introduction), .text(after.notification), .text(after.faceURL),
+            .text(after.ownerID), .integer(after.maxMembers.map { Int64($0) }), .int(after.memberCount),
+            .text(settings.joinOption.rawValue), .text(settings.joinApprovers.rawValue),
+            .text(settings.invitePermission.rawValue), .bool(settings.inviteeMustAccept),
+            .bool(settings.invitationNeedsApproval), .text(settings.removeMembersPermission.rawValue),
+            .text(settings.editProfilePermission.rawValue), .text(settings.editMemberInfoPermission.rawValue),
+            .text(settings.editSettingsPermission.rawValue), .text(settings.ownerQuit.rawValue),
+            .text(settings.mentionAllPermission.rawValue), .int(settings.slowModeIntervalSeconds),
+            .text(settings.inviteLinkPermission.rawValue),
+            .text(mode), .text(roles), .integer(after.mute.until?.millisecondsSince1970),
+            .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
+            .text(settings.pinPermission.rawValue),
+            .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
+            .text(EventJSON.encode(after.muteBypass)),
+        ]
+    }
+
+    /// The update of a group's row: `values` (``groupUpdateValues(_:)``), `next_join_order` moved
+    /// past `insertedMembers`, the latest sequence, the member version (`nil`: kept), the
+    /// dismissal time (`nil`: none), and (`stamp`, in the batch's tail) the ordinal of the event
+    /// whose position becomes `info_event_id`.
+    static func groupUpdateSQL(
+        _ values: [PGValue], app: String, groupKey: Int64, insertedMembers: Int, latestSequence: Int64,
+        memberVersion: Int64?, dismissedAt: Int64?, stamp: Int64?
+    ) -> (sql: String, arguments: [PGValue]) {
+        var sql = """
+            UPDATE groups SET
+                name = ?, introduction = ?, notification = ?, face_url = ?, owner_id = ?, max_members = ?,
+                member_count = ?, join_option = ?, join_approvers = ?, invite_permission = ?,
+                invitee_must_accept = ?, invitation_needs_approval = ?, remove_members_permission = ?,
+                edit_profile_permission = ?, edit_member_info_permission = ?,
+                edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
+                invite_link_permission = ?,
+                mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
+                pin_permission = ?, pins = ?, mute_bypass = ?,
+                next_join_order = next_join_order + ?, latest_seq = ?, member_version = coalesce(?, member_version)
+            """
+        var arguments = values + [.int(insertedMembers), .integer(latestSequence), .integer(memberVersion)]
+        if let dismissedAt {
+            sql += ", dismissed_at = ?"
+            arguments.append(.integer(dismissedAt))
+        }
+        if let stamp {
+            sql += ", info_event_id = (SELECT base FROM t) + ?"
+            arguments.append(.integer(stamp))
+        }
+        return (sql + "\nWHERE app_id = ? AND group_key = ?", arguments + [.text(app), .integer(groupKey)])
+    }
+
+    /// Whether `writes`, a change of a group the batch holds rows of, can be held beside them
+    /// without writing them first: the held rows are an update of the group row as the batch's
+    /// changes left it (``HeldWrites/known``; the snapshot read the group from there), and the
+    /// change neither dismisses the group nor changes its custom fields, nor names a user held
+    /// rows touch. The group row's two updates then become one (``HeldWrites/GroupUpdate``), and
+    /// no other row is written twice by one statement.
+    private func mergesWithHeld(_ writes: WriteSet, over snapshot: StoreSnapshot) -> Bool {
+        guard let change = writes.change, writes.newGroup == nil, !change.dismissesGroup, let group = snapshot.group,
+              let known = held.known[PendingSends.GroupID(app: snapshot.app, id: group.id)],
+              known.key == snapshot.groupRow?.value, change.group.custom == group.custom
+        else { return false }
+        let users = change.insertedMembers.map(\.userID) + change.updatedMembers.map(\.userID) + change.removedMembers
+            + change.retainedMutes.keys
+        return !held.touches(app: snapshot.app, users: users)
     }
 
     /// Refuses a write of `groupID` by a piece of work whose scope does not name it: another
