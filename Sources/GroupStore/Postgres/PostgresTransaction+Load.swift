@@ -154,24 +154,29 @@ extension PostgresTransaction {
         let app = request.app
         var parts: [String] = []
         var arguments: [PGValue] = []
+        // Each user's row is a key probe (`LATERAL … LIMIT 1`, which PostgreSQL does not flatten
+        // into a join): joined to `u` as a table, the generic plan (which guesses ten users)
+        // hashed the app's whole `joined_counts`, a cost that grew with the app's users.
         if let key = groupKey, request.parts.contains(.bans) {
             parts.append("""
-                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at FROM now, u, \(key.from)group_bans b
-                WHERE b.app_id = ? AND b.group_key = \(key.sql) AND b.user_id = u.user_id AND (b.until_ms IS NULL OR b.until_ms > now.ms)
+                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at FROM now, u, \(key.from)
+                LATERAL (SELECT * FROM group_bans WHERE app_id = ? AND group_key = \(key.sql) AND user_id = u.user_id LIMIT 1) b
+                WHERE b.until_ms IS NULL OR b.until_ms > now.ms
                 """)
             arguments += [.text(app)] + key.arguments
         }
         if let key = groupKey, request.parts.contains(.retainedMutes) {
             parts.append("""
-                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL FROM now, u, \(key.from)retained_mutes r
-                WHERE r.app_id = ? AND r.group_key = \(key.sql) AND r.user_id = u.user_id AND r.muted_until > now.ms
+                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL FROM now, u, \(key.from)
+                LATERAL (SELECT * FROM retained_mutes WHERE app_id = ? AND group_key = \(key.sql) AND user_id = u.user_id LIMIT 1) r
+                WHERE r.muted_until > now.ms
                 """)
             arguments += [.text(app)] + key.arguments
         }
         if request.parts.contains(.joinedGroupCounts) {
             parts.append("""
-                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL FROM u, joined_counts c
-                WHERE c.app_id = ? AND c.user_id = u.user_id
+                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL FROM u,
+                LATERAL (SELECT * FROM joined_counts WHERE app_id = ? AND user_id = u.user_id LIMIT 1) c
                 """)
             arguments.append(.text(app))
         }
