@@ -375,11 +375,19 @@ final class PostgresSession: @unchecked Sendable {
             // A session idle inside a transaction for a statement timeout is ended by the server,
             // its locks with it: the client on the other end is gone without a close (its packets
             // dropped on the way; this node's side gives up after ``answerDeadline``).
-            let timeouts = [
+            //
+            // Every statement of the store finds its rows by key, but its prepared plan is made
+            // once per connection, with the statistics of that moment: planned while a table was
+            // small (a new database, a bench's), a key probe became a sequential scan, and stayed
+            // one as the table grew, until an `ANALYZE` made PostgreSQL plan it again (a probe of
+            // `joined_counts` read thousands of rows per join). Sequential scans are priced out:
+            // a statement with no usable index still scans.
+            let commands = [
                 "SET statement_timeout = \(settings.statementTimeoutMilliseconds)",
                 "SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMilliseconds)",
+                "SET enable_seqscan = off",
             ]
-            for command in timeouts + setup {
+            for command in commands + setup {
                 _ = try connection.query(PostgresQuery(unsafeSQL: command), logger: logger).wait()
             }
             let pid = try connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger).wait()
