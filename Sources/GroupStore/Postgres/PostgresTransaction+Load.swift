@@ -76,12 +76,14 @@ extension PostgresTransaction {
                 let targets = Set(request.targets)
                 var conditions: [String] = []
                 var arguments: [PGValue] = [.text(app), .integer(key)]
+                // The values are read through subqueries, so PostgreSQL keeps the generic plan
+                // (its custom plans, made with them, looked cheaper: it planned this on every call).
                 if let kind = pendingKind {
-                    conditions.append("(a.kind = ? AND a.subject_id = ANY(?))")
+                    conditions.append("(a.kind = (SELECT ?::text) AND a.subject_id = ANY((SELECT ?::text[])))")
                     arguments += [.text(kind.rawValue), .texts(targets.sorted())]
                 }
                 if due {
-                    conditions.append("a.expires_at <= ?")
+                    conditions.append("a.expires_at <= (SELECT ?::int8)")
                     arguments.append(.integer(ms))
                 }
                 for item in try PostgresApplicationRows.fetchAll(
