@@ -79,7 +79,7 @@ extension PostgresTransaction {
                 // The values are read through subqueries, so PostgreSQL keeps the generic plan
                 // (its custom plans, made with them, looked cheaper: it planned this on every call).
                 if let kind = pendingKind {
-                    conditions.append("(a.kind = (SELECT ?::text) AND a.subject_id = ANY((SELECT ?::text[])))")
+                    conditions.append("(a.kind = (SELECT ?::text) AND a.subject_id = ANY((SELECT ?::text[])::text[]))")
                     arguments += [.text(kind.rawValue), .texts(targets.sorted())]
                 }
                 if due {
