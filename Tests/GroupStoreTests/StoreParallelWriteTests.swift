@@ -379,6 +379,36 @@ struct StoreRoundTripTests {
         }
     }
 
+    @Test("creations by one owner in one batch: one load each, whose counts include the batch's earlier creations; one statement writes them all")
+    func statementsPerBatchOfCreations() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        try await Fixture.create(a.store, "first", members: ["bob"])
+        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let batches = a.store.commitStatistics.batches
+        let counts = Mutex<[String: [String: Int]]>([:])
+        let store = a.store
+        let steps: [@Sendable () async throws -> Void] = (0..<4).map { n in
+            {
+                let request = GroupCreationRequest(
+                    type: .public, groupID: "g\(n)", name: "g", members: ["bob", "u\(n)"].map { InitialMember(userID: $0) })
+                let plan = try GroupRules.planCreation(request, appID: Fixture.app, creatorID: "alice", limits: .defaults, now: Fixture.t0)
+                let read = try await store.createGroup(plan) { counts in (plan, counts) }.value.value
+                counts.withLock { $0["g\(n)"] = read }
+            }
+        }
+        try await Fixture.inOneBatch(store, steps)
+        #expect(a.store.commitStatistics.batches == batches + 1)
+        // BEGIN, locks; one load per creation (no held rows written first); the tail; COMMIT.
+        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 4 + 2)
+        for n in 0..<4 {
+            #expect(counts.withLock { $0["g\(n)"] } == ["alice": 1 + n, "bob": 1 + n, "u\(n)": 0])
+        }
+        for (user, count) in ["alice": 5, "bob": 5, "u0": 1, "u3": 1] {
+            #expect(try await store.joinedGroupCount(app: Fixture.app, userID: user, types: Set(GroupType.allCases)) == count)
+        }
+    }
+
     @Test("a batch of sends to several groups takes about the statements of one send")
     func statementsPerBatchOfSends() async throws {
         let a = try await temporaryStore(.postgres)

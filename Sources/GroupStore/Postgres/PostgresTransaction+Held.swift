@@ -123,6 +123,9 @@ struct HeldWrites {
     /// The groups whose held rows are an update of the group row (no creation, no dismissal), as
     /// the batch's changes left them.
     var known: [PendingSends.GroupID: KnownGroup] = [:]
+    /// Per user, the memberships of counted groups (AVChatRooms are not) held rows insert, less
+    /// those they delete: what the user's `joined_counts` row gains when they are written.
+    private(set) var joinedCountChanges: [UserID: Int] = [:]
 
     var isEmpty: Bool { rows.isEmpty }
 
@@ -131,6 +134,25 @@ struct HeldWrites {
         groupKeys.insert(groupKey)
         groups.insert(PendingSends.GroupID(app: app, id: groupID))
         for user in touched { users.insert(UserID(app: app, user: user)) }
+    }
+
+    /// Counts memberships of a counted group that held rows insert and delete.
+    mutating func countJoined(app: String, inserted: some Sequence<String>, removed: some Sequence<String>) {
+        for user in inserted { joinedCountChanges[UserID(app: app, user: user), default: 0] += 1 }
+        for user in removed { joinedCountChanges[UserID(app: app, user: user), default: 0] -= 1 }
+    }
+
+    /// Whether a load of `request` reads nothing of held rows but its users' joined-group
+    /// counts, which it can read from the database and correct with ``joinedCountChanges`` (a
+    /// creation's load, in a batch whose earlier creations or joins named its users).
+    func answersCounts(_ request: SnapshotRequest) -> Bool {
+        request.group == nil && request.application == nil && request.inviteLink == nil
+            && !request.parts.contains(.applicationReads)
+    }
+
+    /// The joined-group count of `user` once held rows are written, from `stored`, the database's.
+    func joinedCount(app: String, user: String, stored: Int) -> Int {
+        stored + (joinedCountChanges[UserID(app: app, user: user)] ?? 0)
     }
 
     /// Takes the held rows, leaving none.

@@ -11,16 +11,25 @@ extension PostgresTransaction {
     ///
     /// A load of a group the batch's held changes updated takes the group row from memory
     /// (``HeldWrites/knownGroup(for:)``) when the rest of what it asks is not in held rows, so
-    /// a batch of joins into one group writes its rows once, in the tail.
+    /// a batch of joins into one group writes its rows once, in the tail. A load without a group
+    /// (a creation's) corrects the joined-group counts it reads by what held rows will change
+    /// (``HeldWrites/answersCounts(_:)``), so a batch of one owner's creations writes none first.
     func load(_ request: SnapshotRequest) throws -> StoreSnapshot {
         if let snapshot = try cachedSnapshot(request) { return snapshot }
         try flushSends()
         var known: HeldWrites.KnownGroup?
+        var countsHeld = false
         if held.overlaps(request) {
-            known = held.knownGroup(for: request)
-            if known == nil { try flushHeld() }
+            countsHeld = held.answersCounts(request)
+            known = countsHeld ? nil : held.knownGroup(for: request)
+            if known == nil && !countsHeld { try flushHeld() }
         }
-        let snapshot = try loadFromDatabase(request, known: known)
+        var snapshot = try loadFromDatabase(request, known: known)
+        if countsHeld {
+            for (user, count) in snapshot.joinedGroupCounts {
+                snapshot.joinedGroupCounts[user] = held.joinedCount(app: request.app, user: user, stored: count)
+            }
+        }
         remember(snapshot, for: request)
         return snapshot
     }

@@ -204,6 +204,7 @@ final class PostgresTransaction: StoreTransaction {
             holdInsert(member, app: app, groupKey: groupKey, relativeOrder: nil, changedVersion: 1)
         }
         held.touch(app: app, groupKey: groupKey, groupID: group.id, users: plan.members.map(\.userID))
+        if group.type != .avChatRoom { held.countJoined(app: app, inserted: plan.members.map(\.userID), removed: []) }
         let (events, ids) = try appendEvents(
             plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt,
             movesLatest: false)
@@ -388,6 +389,9 @@ final class PostgresTransaction: StoreTransaction {
         if holding {
             held.touch(
                 app: app, groupKey: key, groupID: before.id, users: change.insertedMembers.map(\.userID) + change.removedMembers)
+            if before.type != .avChatRoom {
+                held.countJoined(app: app, inserted: change.insertedMembers.map(\.userID), removed: change.removedMembers)
+            }
         }
         let appended = try appendEvents(
             change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time,
