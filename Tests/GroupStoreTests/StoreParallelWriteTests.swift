@@ -338,6 +338,40 @@ struct StoreRoundTripTests {
         }
     }
 
+    @Test("a membership probe finds the row by the whole key, also in a generic plan made while the groups were small")
+    func membershipProbesUseTheWholeKey() async throws {
+        let a = try await temporaryStore(.postgres)
+        let backend = try #require(a.backend as? PostgresBackend)
+        // Statistics taken while every group had one or two members; then the group grows.
+        for n in 0..<20 { try await Fixture.create(a.store, "g\(n)", members: ["bob"]) }
+        try backend.writerQueue.sync { try backend.writer.command("ANALYZE") }
+        try await Fixture.create(a.store, "big", members: (0..<99).map { "m\($0)" })
+        let plans = try backend.writerQueue.sync { () throws -> [String] in
+            try backend.writer.command("SET plan_cache_mode = force_generic_plan")
+            defer { try? backend.writer.command("RESET plan_cache_mode") }
+            var plans: [String] = []
+            for (n, probe) in [PostgresRows.membershipProbe, "LATERAL (\(PostgresTransaction.memberProbe("$1"))) m ON true"].enumerated() {
+                try backend.writer.command("""
+                    PREPARE probe\(n)(text, text, text) AS
+                    SELECT m.user_id FROM groups g LEFT JOIN \(probe.replacingOccurrences(of: "?", with: "$1"))
+                    WHERE g.app_id = $2 AND g.group_id = $3
+                    """)
+                var lines: [String] = []
+                try backend.writer.rows("EXPLAIN EXECUTE probe\(n)('m7', '\(Fixture.app)', 'big')", []) { lines.append(try $0.text(0)) }
+                try backend.writer.command("DEALLOCATE probe\(n)")
+                plans.append(lines.joined(separator: "\n"))
+            }
+            return plans
+        }
+        for plan in plans {
+            // The members index condition names the user; no membership is read and filtered.
+            let memberScan = plan.split(separator: "\n").first { $0.contains("Index Cond") && $0.contains("group_key = g.group_key") }
+            #expect(memberScan?.contains("user_id") == true, "\(plan)")
+            #expect(!plan.contains("Filter: ((user_id"), "\(plan)")
+            #expect(!plan.contains("Filter: (user_id"), "\(plan)")
+        }
+    }
+
     @Test("joins of one group in one batch: one load each, the group row from memory after the first; one statement writes them all")
     func statementsPerBatchOfJoinsOfOneGroup() async throws {
         let a = try await temporaryStore(.postgres)

@@ -355,9 +355,12 @@ enum PostgresRows {
     /// statement switches to, made without the values) of `g.group_id = ANY($n)` guess ten groups
     /// and a few memberships per user, and hash every membership of the user to answer one
     /// group: 1 ms a call for a user in a hundred groups. `LIMIT 1` (a user has one membership
-    /// of a group) keeps the subquery from being merged into the join.
+    /// of a group) keeps the subquery from being merged into the join. The user id is compared in
+    /// byte order so that the `(app_id, group_key, user_id COLLATE "C")` index serves the whole
+    /// condition (``PostgresTransaction/memberProbe(_:)``): compared in the database's collation,
+    /// the plan took that index for the group alone and filtered its memberships.
     static let membershipProbe = """
-        LATERAL (SELECT m.* FROM members m WHERE m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ? LIMIT 1) m
+        LATERAL (SELECT m.* FROM members m WHERE m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id COLLATE "C" = ? LIMIT 1) m
         ON true
         """
     /// The condition on a group id column for `ids` (`= ?` for one, `= ANY(?)` for several) and

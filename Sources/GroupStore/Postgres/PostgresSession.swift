@@ -380,12 +380,15 @@ final class PostgresSession: @unchecked Sendable {
             // once per connection, with the statistics of that moment: planned while a table was
             // small (a new database, a bench's), a key probe became a sequential scan, and stayed
             // one as the table grew, until an `ANALYZE` made PostgreSQL plan it again (a probe of
-            // `joined_counts` read thousands of rows per join). Sequential scans are priced out:
-            // a statement with no usable index still scans.
+            // `joined_counts` read thousands of rows per join). Sequential and bitmap scans are
+            // priced out (a bitmap scan of a group's memberships, filtered by user, looked as
+            // cheap as the probe by the whole key when a group had two members): a statement
+            // with no usable index still scans.
             let commands = [
                 "SET statement_timeout = \(settings.statementTimeoutMilliseconds)",
                 "SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMilliseconds)",
                 "SET enable_seqscan = off",
+                "SET enable_bitmapscan = off",
             ]
             for command in commands + setup {
                 _ = try connection.query(PostgresQuery(unsafeSQL: command), logger: logger).wait()

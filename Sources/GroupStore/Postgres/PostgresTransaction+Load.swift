@@ -372,7 +372,7 @@ extension PostgresTransaction {
     ) throws {
         var joinSequence: Int64 = 0
         if let (read, join) = try session.first(
-            "SELECT last_read_seq, join_seq FROM members WHERE app_id = ? AND group_key = ? AND user_id = ?",
+            "SELECT last_read_seq, join_seq FROM members WHERE app_id = ? AND group_key = ? AND user_id COLLATE \"C\" = ?",
             [.text(app), .integer(groupKey), .text(reader.user)], { (try $0.int64(0), try $0.int64(1)) })
         {
             snapshot.readSequence = read

@@ -110,7 +110,7 @@ final class PostgresTransaction: StoreTransaction {
             if let read = writes.readSequence {
                 try flushHeld(touching: key)
                 try session.execute(
-                    "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id = ?",
+                    "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id COLLATE \"C\" = ?",
                     [.integer(read.sequence), .text(app), .integer(key), .text(read.user)])
             }
             if let recall = writes.recall {
@@ -254,7 +254,7 @@ final class PostgresTransaction: StoreTransaction {
                 """
                 UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?,
                     changed_version = coalesce(?, changed_version)
-                WHERE app_id = ? AND group_key = ? AND user_id = ?
+                WHERE app_id = ? AND group_key = ? AND user_id COLLATE "C" = ?
                 """,
                 [
                     .text(member.role.rawValue), .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
