@@ -280,6 +280,8 @@ extension PostgresBackend {
         let arguments: [PGValue] =
             [.text(app)] + candidateArguments + [.integer(after)] + visibilityArguments + [.int(limit + 1)]
         return try await read { session in
+            // The trigram index serves bitmap scans only, which the store's sessions price out.
+            try session.command("SET LOCAL enable_bitmapscan = on")
             var rows: [Rows.GroupRow] = []
             try session.rows(sql, arguments) { rows.append(try Rows.group($0)) }
             var next: String?

@@ -381,9 +381,11 @@ final class PostgresSession: @unchecked Sendable {
             // small (a new database, a bench's), a key probe became a sequential scan, and stayed
             // one as the table grew, until an `ANALYZE` made PostgreSQL plan it again (a probe of
             // `joined_counts` read thousands of rows per join). Sequential and bitmap scans are
-            // priced out (a bitmap scan of a group's memberships, filtered by user, looked as
-            // cheap as the probe by the whole key when a group had two members): a statement
-            // with no usable index still scans.
+            // priced out: a bitmap scan of a group's memberships, filtered by user, looked as
+            // cheap as the probe by the whole key while the average group had two members, and
+            // read every membership of a big one. A statement with no usable index still scans;
+            // the name search, whose trigram index serves bitmap scans only, turns them back on
+            // for its transaction (``PostgresBackend/searchGroups``).
             let commands = [
                 "SET statement_timeout = \(settings.statementTimeoutMilliseconds)",
                 "SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMilliseconds)",
