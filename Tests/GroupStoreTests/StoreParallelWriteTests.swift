@@ -243,6 +243,21 @@ struct StoreRoundTripTests {
         let create = try await counted { try await Fixture.create(a.store, "g", members: ["bob", "carol"]) }
         let send = try await counted { try await Fixture.send(a.store, "g", from: "bob") }
         let join = try await counted { try await Fixture.join(a.store, "g", "dave") }
+        // JoinGroup's own path: the snapshot also reads the joiner's pending item and the group's
+        // due items.
+        let store = a.store
+        let applied = try await counted {
+            _ = try await store.mutateApplications(
+                app: Fixture.app, groupID: "g", operatorID: "erin", targets: ["erin"], kind: .join, at: Fixture.t0,
+                parts: Fixture.joinParts
+            ) { snapshot in
+                let plan = try GroupRules.planJoinApplication(
+                    snapshot.group.group, by: .user("erin", membership: snapshot.group.operatorMembership),
+                    joinedGroupCount: snapshot.group.joinedGroupCounts["erin"] ?? 0, message: "", limits: .defaults,
+                    now: Fixture.t0, retainedMute: nil, pending: snapshot.pending["erin"], newID: ApplicationID.make())
+                return (ApplicationChange(group: plan.join.change, applications: plan.application.map { [$0] } ?? []), plan)
+            }
+        }
         // BEGIN, locks; the users' counts with a key for the group and whether the id is taken;
         // the tail (with the group row, its custom fields and the three member rows); COMMIT.
         #expect(create == 5)
@@ -253,6 +268,11 @@ struct StoreRoundTripTests {
         // and counts; the tail (with the member row, its tombstone and mute gone, the group row);
         // COMMIT.
         #expect(join == 5)
+        // JoinGroup's path into a group that asks for approval: BEGIN, locks; the snapshot with the
+        // joiner's pending item and the group's due items (a statement of their own before); the
+        // filed item's insert; the held group row, written first by the approvers' load; that load
+        // and the approvers; the tail; COMMIT.
+        #expect(applied == 9)
     }
 
     @Test(

@@ -47,7 +47,8 @@ extension PostgresTransaction {
         }
         let ms = request.time.millisecondsSince1970
         if let groupID {
-            let (read, memberRows, successor) = try groupAndMembers(request, groupID: groupID, known: known, into: &snapshot)
+            let (read, memberRows, successor, items) = try groupAndMembers(
+                request, groupID: groupID, known: known, into: &snapshot)
             let group: Group
             let key: Int64
             if let known {
@@ -78,32 +79,16 @@ extension PostgresTransaction {
                     """, [.text(app), .integer(key)]
                 ) { row in snapshot.managers.append(try row.text(0)) }
             }
-            // The targets' pending items of a kind and the group's due items: one statement.
+            // The targets' pending items of a kind and the group's due items came with the
+            // snapshot's statement (``groupAndMembers``).
             let pendingKind = request.targets.isEmpty ? nil : request.pendingApplications
-            let due = request.parts.contains(.dueApplications)
-            if pendingKind != nil || due {
-                let targets = Set(request.targets)
-                var conditions: [String] = []
-                var arguments: [PGValue] = [.text(app), .integer(key)]
-                // The values are read through subqueries, so PostgreSQL keeps the generic plan
-                // (its custom plans, made with them, looked cheaper: it planned this on every call).
-                if let kind = pendingKind {
-                    conditions.append("(a.kind = (SELECT ?::text) AND a.subject_id = ANY((SELECT ?::text[])::text[]))")
-                    arguments += [.text(kind.rawValue), .texts(targets.sorted())]
+            let targets = Set(request.targets)
+            for item in items {
+                if let kind = pendingKind, item.kind == kind, targets.contains(item.subjectID) {
+                    snapshot.pendingApplications[item.subjectID] = item
                 }
-                if due {
-                    conditions.append("a.expires_at <= (SELECT ?::int8)")
-                    arguments.append(.integer(ms))
-                }
-                for item in try PostgresApplicationRows.fetchAll(
-                    session,
-                    where: "a.app_id = ? AND a.group_key = ? AND a.state = 'pending' AND (\(conditions.joined(separator: " OR ")))",
-                    arguments: arguments)
-                {
-                    if let kind = pendingKind, item.kind == kind, targets.contains(item.subjectID) {
-                        snapshot.pendingApplications[item.subjectID] = item
-                    }
-                    if due, item.expiresAt.millisecondsSince1970 <= ms { snapshot.dueApplications.append(item) }
+                if request.parts.contains(.dueApplications), item.expiresAt.millisecondsSince1970 <= ms {
+                    snapshot.dueApplications.append(item)
                 }
             }
             if request.parts.contains(.approvers) {
@@ -158,7 +143,8 @@ extension PostgresTransaction {
     /// statement), with its arguments. The users are the statement's CTE `u` and the time its CTE
     /// `now` (``factCTEs``): see there.
     private func userFactBranches(
-        _ request: SnapshotRequest, groupKey: (sql: String, from: String, arguments: [PGValue])?, padding: String
+        _ request: SnapshotRequest, groupKey: (sql: String, from: String, arguments: [PGValue])?, padding: String,
+        trailing: String = ""
     ) -> (parts: [String], arguments: [PGValue]) {
         let users = request.users
         if users.isEmpty { return ([], []) }
@@ -170,7 +156,7 @@ extension PostgresTransaction {
         // hashed the app's whole `joined_counts`, a cost that grew with the app's users.
         if let key = groupKey, request.parts.contains(.bans) {
             parts.append("""
-                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at FROM now, u, \(key.from)
+                SELECT 'ban', \(padding)b.user_id, b.until_ms, b.reason, b.operator_id, b.banned_at\(trailing) FROM now, u, \(key.from)
                 LATERAL (SELECT * FROM group_bans WHERE app_id = ? AND group_key = \(key.sql) AND user_id = u.user_id LIMIT 1) b
                 WHERE b.until_ms IS NULL OR b.until_ms > now.ms
                 """)
@@ -178,7 +164,7 @@ extension PostgresTransaction {
         }
         if let key = groupKey, request.parts.contains(.retainedMutes) {
             parts.append("""
-                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL FROM now, u, \(key.from)
+                SELECT 'mute', \(padding)r.user_id, r.muted_until, NULL, NULL, NULL\(trailing) FROM now, u, \(key.from)
                 LATERAL (SELECT * FROM retained_mutes WHERE app_id = ? AND group_key = \(key.sql) AND user_id = u.user_id LIMIT 1) r
                 WHERE r.muted_until > now.ms
                 """)
@@ -186,7 +172,7 @@ extension PostgresTransaction {
         }
         if request.parts.contains(.joinedGroupCounts) {
             parts.append("""
-                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL FROM u,
+                SELECT 'count', \(padding)c.user_id, c.count, NULL, NULL, NULL\(trailing) FROM u,
                 LATERAL (SELECT * FROM joined_counts WHERE app_id = ? AND user_id = u.user_id LIMIT 1) c
                 """)
             arguments.append(.text(app))
@@ -251,21 +237,38 @@ extension PostgresTransaction {
     /// users' facts (``userFactBranches(_:groupKey:padding:)``), in one statement (one round trip):
     /// rows tagged `g` (the group's columns), `m` (a membership found: the member columns), `s`
     /// (the successor's) or by fact, each kind's columns after the ones before it.
+    /// And, when asked, the targets' pending items of the request's kind and the group's due items
+    /// (rows tagged `a`, the item's columns after the facts'), in `app_key` order.
     /// - Throws: `GROUP_NOT_FOUND`.
-    /// With `known`, the group row is not read: `g` is the group's app, key and owner.
+    /// With `known`, the group row is not read: `g` is the group's app, key, owner, id and name.
     private func groupAndMembers(
         _ request: SnapshotRequest, groupID: String, known: HeldWrites.KnownGroup?, into snapshot: inout StoreSnapshot
-    ) throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?) {
+    ) throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?, items: [Application]) {
         var group: Rows.GroupRow?
         var members: [Rows.MemberRow] = []
         var successor: Rows.MemberRow?
+        var items: [(key: Int64, item: Application)] = []
         let groupColumns = Rows.GroupColumn.allCases.count
         let memberOffset = 1 + groupColumns
         let factOffset = memberOffset + Rows.memberColumnCount
+        let itemOffset = factOffset + 5
         let groupNulls = String(repeating: "NULL, ", count: groupColumns)
         let memberNulls = String(repeating: "NULL, ", count: Rows.memberColumnCount)
+        // The items' branch, when the request asks for items: its conditions and arguments.
+        let pendingKind = request.targets.isEmpty ? nil : request.pendingApplications
+        let due = request.parts.contains(.dueApplications)
+        var itemConditions: [String] = []
+        var itemArguments: [PGValue] = []
+        // The values are read through subqueries, so PostgreSQL keeps the generic plan (its
+        // custom plans, made with them, looked cheaper: it planned the items on every join).
+        if let kind = pendingKind {
+            itemConditions.append("(a.kind = (SELECT ?::text) AND a.subject_id = ANY((SELECT ?::text[])::text[]))")
+            itemArguments += [.text(kind.rawValue), .texts(Set(request.targets).sorted())]
+        }
+        if due { itemConditions.append("a.expires_at <= now.ms") }
         // Typed: a `UNION ALL` chain matches types pair by pair, and two untyped NULLs make `text`.
-        let factNulls = ", NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8"
+        let itemNulls = itemConditions.isEmpty ? "" : Self.itemNulls
+        let factNulls = ", NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8" + itemNulls
         // Each user's membership is one key probe (`LATERAL … LIMIT 1`), the owner's another: a join
         // on `user_id = ANY(…) OR user_id = owner_id` let the generic plan, made while the group
         // was small, read every membership of the group (thousands per join into a big group).
@@ -274,10 +277,13 @@ extension PostgresTransaction {
         if let known {
             sql = """
                 WITH \(Self.factCTEs),
-                g AS (SELECT ?::text AS app_id, ?::int8 AS group_key, ?::text AS owner_id)
+                g AS (SELECT ?::text AS app_id, ?::int8 AS group_key, ?::text AS owner_id, ?::text AS group_id, ?::text AS name)
 
                 """
-            arguments += [.text(request.app), .integer(known.key), .text(known.group.ownerID)]
+            arguments += [
+                .text(request.app), .integer(known.key), .text(known.group.ownerID), .text(known.group.id),
+                .text(known.group.name),
+            ]
         } else {
             sql = """
                 WITH \(Self.factCTEs),
@@ -313,9 +319,21 @@ extension PostgresTransaction {
         if request.parts.contains(.joinedGroupCounts) {
             for user in request.users { snapshot.joinedGroupCounts[user] = 0 }
         }
-        let facts = userFactBranches(request, groupKey: ("g.group_key", "g, ", []), padding: groupNulls + memberNulls)
+        let facts = userFactBranches(
+            request, groupKey: ("g.group_key", "g, ", []), padding: groupNulls + memberNulls, trailing: itemNulls)
         for part in facts.parts { sql += "\nUNION ALL\n" + part }
         arguments += facts.arguments
+        if !itemConditions.isEmpty {
+            sql += """
+
+                UNION ALL
+                SELECT 'a', \(groupNulls)\(memberNulls)NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8,
+                    \(ApplicationRows.columns)
+                FROM now, g JOIN applications a ON a.app_id = g.app_id AND a.group_key = g.group_key
+                WHERE a.state = 'pending' AND (\(itemConditions.joined(separator: " OR ")))
+                """
+            arguments += itemArguments
+        }
         var found: StoreSnapshot = snapshot
         // Wrapped in a `SELECT`: a statement that begins with `WITH` counts as a write
         // (``PostgresSession/writeCount``).
@@ -328,14 +346,24 @@ extension PostgresTransaction {
                 members.append(try Rows.member(row, at: memberOffset))
             case "s":
                 successor = try Rows.member(row, at: memberOffset)
+            case "a":
+                let decoded = try ApplicationRows.decode(OffsetRow(row: row, offset: itemOffset))
+                items.append((decoded.key, decoded.application))
             default:
                 try readFact(row, tag: tag, at: factOffset, into: &found)
             }
         }
         if group == nil && known == nil { throw GroupError.groupNotFound(groupID) }
         snapshot = found
-        return (group, members, successor)
+        return (group, members, successor, items.sorted { $0.key < $1.key }.map(\.item))
     }
+
+    /// The typed nulls of the item columns (``ApplicationRows/columns``) in a snapshot's other rows.
+    private static let itemNulls = """
+        , NULL::int8, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+        NULL::int8, NULL::int8, NULL::int8, NULL::text, NULL::text, NULL::text, NULL::int8,
+        NULL::text, NULL::text, NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8, NULL::text, NULL::text
+        """
 
     /// The membership of the user `user` (an SQL expression) in the group `g`, as one key probe. The
     /// user id is compared in byte order (`COLLATE "C"`, the same equality) so that the index on
