@@ -47,8 +47,8 @@ extension PostgresTransaction {
         }
         let ms = request.time.millisecondsSince1970
         if let groupID {
-            let (read, memberRows, successor, items) = try groupAndMembers(
-                request, groupID: groupID, known: known, into: &snapshot)
+            // The snapshot's statement also fills the pending and due items.
+            let (read, memberRows, successor) = try groupAndMembers(request, groupID: groupID, known: known, into: &snapshot)
             let group: Group
             let key: Int64
             if let known {
@@ -78,18 +78,6 @@ extension PostgresTransaction {
                     ORDER BY join_order
                     """, [.text(app), .integer(key)]
                 ) { row in snapshot.managers.append(try row.text(0)) }
-            }
-            // The targets' pending items of a kind and the group's due items came with the
-            // snapshot's statement (``groupAndMembers``).
-            let pendingKind = request.targets.isEmpty ? nil : request.pendingApplications
-            let targets = Set(request.targets)
-            for item in items {
-                if let kind = pendingKind, item.kind == kind, targets.contains(item.subjectID) {
-                    snapshot.pendingApplications[item.subjectID] = item
-                }
-                if request.parts.contains(.dueApplications), item.expiresAt.millisecondsSince1970 <= ms {
-                    snapshot.dueApplications.append(item)
-                }
             }
             if request.parts.contains(.approvers) {
                 snapshot.approvers = try PostgresEventRows.approvers(session, app: app, groupKey: key)
@@ -238,12 +226,12 @@ extension PostgresTransaction {
     /// rows tagged `g` (the group's columns), `m` (a membership found: the member columns), `s`
     /// (the successor's) or by fact, each kind's columns after the ones before it.
     /// And, when asked, the targets' pending items of the request's kind and the group's due items
-    /// (rows tagged `a`, the item's columns after the facts'), in `app_key` order.
+    /// (rows tagged `a`, the item's columns after the facts'), put in `snapshot` in `app_key` order.
     /// - Throws: `GROUP_NOT_FOUND`.
     /// With `known`, the group row is not read: `g` is the group's app, key, owner, id and name.
     private func groupAndMembers(
         _ request: SnapshotRequest, groupID: String, known: HeldWrites.KnownGroup?, into snapshot: inout StoreSnapshot
-    ) throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?, items: [Application]) {
+    ) throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?) {
         var group: Rows.GroupRow?
         var members: [Rows.MemberRow] = []
         var successor: Rows.MemberRow?
@@ -354,8 +342,17 @@ extension PostgresTransaction {
             }
         }
         if group == nil && known == nil { throw GroupError.groupNotFound(groupID) }
+        let targets = Set(request.targets)
+        for (_, item) in items.sorted(by: { $0.key < $1.key }) {
+            if let kind = pendingKind, item.kind == kind, targets.contains(item.subjectID) {
+                found.pendingApplications[item.subjectID] = item
+            }
+            if due, item.expiresAt.millisecondsSince1970 <= request.time.millisecondsSince1970 {
+                found.dueApplications.append(item)
+            }
+        }
         snapshot = found
-        return (group, members, successor, items.sorted { $0.key < $1.key }.map(\.item))
+        return (group, members, successor)
     }
 
     /// The typed nulls of the item columns (``ApplicationRows/columns``) in a snapshot's other rows.
