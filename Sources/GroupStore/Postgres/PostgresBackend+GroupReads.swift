@@ -9,9 +9,9 @@ public import GroupModel
 /// not listed twice), joined groups by `(joined_at, group_key)` descending, search results by
 /// `group_key`. Every statement names the app (the app-first keys of ``PostgresSchema``).
 extension PostgresBackend {
-    /// Concurrent calls are read together (``PostgresGroupReads``).
+    /// Concurrent calls are read together (``groupReads``).
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
-        try await groupReads.groups(app: app, ids: ids)
+        try await groupReads.read(GroupIDsRead(app: app, ids: ids))
     }
 
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
@@ -37,44 +37,11 @@ extension PostgresBackend {
         }
     }
 
-    /// One statement: the groups, the user's membership and remark joined to each (a second, in
-    /// one snapshot, when a group or the membership has custom fields).
+    /// The groups, the user's membership, remark and unread mentions of each: one statement for
+    /// every call that arrives together (``userGroupReads``), a second in one snapshot for a call
+    /// whose groups or membership have custom fields.
     public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
-        try await readOne { session, inSnapshot in
-            let remarkColumn = Rows.GroupColumn.allCases.count
-            var groupRows: [Rows.GroupRow] = []
-            var memberRows: [Rows.MemberRow] = []
-            var memberGroupIDs: [String] = []
-            var remarks: [String: String] = [:]
-            var mentions: [String: UnreadMention] = [:]
-            let mentionColumn = remarkColumn + 1 + Rows.memberColumnCount
-            try session.rows(
-                """
-                SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns), \(Self.unreadMentionColumns)
-                FROM groups g
-                LEFT JOIN \(PostgresRows.membershipProbe)
-                LEFT JOIN \(PostgresRows.remarkProbe)
-                    AND (m.user_id IS NOT NULL OR g.type = 'AVChatRoom')
-                WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(ids).sql) AND g.dismissed_at IS NULL
-                """,
-                [.text(userID), .text(userID), .text(app), PostgresRows.oneOrAny(ids).value]
-            ) { row in
-                let group = try Rows.group(row)
-                groupRows.append(group)
-                if let remark = try row.optionalText(remarkColumn) { remarks[group.group.id] = remark }
-                if !row.isNull(remarkColumn + 1) {
-                    memberRows.append(try Rows.member(row, at: remarkColumn + 1))
-                    memberGroupIDs.append(group.group.id)
-                    mentions[group.group.id] = UnreadMention(me: try row.bool(mentionColumn), all: try row.bool(mentionColumn + 1))
-                }
-            }
-            if !inSnapshot && (groupRows.contains(where: \.hasCustom) || memberRows.contains(where: \.hasCustom)) { return nil }
-            var answer = GroupsForUser(remarks: remarks, unreadMentions: mentions)
-            for group in try PostgresRows.withCustom(groupRows, app: app, session: session) { answer.groups[group.id] = group }
-            let members = try PostgresRows.withCustom(memberRows, app: app, userID: userID, session: session)
-            for (offset, member) in members.enumerated() { answer.memberships[memberGroupIDs[offset]] = member }
-            return answer
-        }
+        try await userGroupReads.read(UserGroupsRead(app: app, userID: userID, ids: ids))
     }
 
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
@@ -361,10 +328,15 @@ enum PostgresRows {
     /// byte order so that the `(app_id, group_key, user_id COLLATE "C")` index serves the whole
     /// condition (``PostgresTransaction/memberProbe(_:)``): compared in the database's collation,
     /// the plan took that index for the group alone and filtered its memberships.
-    static let membershipProbe = """
-        LATERAL (SELECT m.* FROM members m WHERE m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id COLLATE "C" = ? LIMIT 1) m
+    static let membershipProbe = membershipProbe(of: "?")
+
+    /// ``membershipProbe`` for the user `user` names (a placeholder or a column).
+    static func membershipProbe(of user: String) -> String {
+        """
+        LATERAL (SELECT m.* FROM members m WHERE m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id COLLATE "C" = \(user) LIMIT 1) m
         ON true
         """
+    }
     /// The condition on a group id column for `ids` (`= ?` for one, `= ANY(?)` for several) and
     /// its value. A generic plan guesses ten elements in an array, so a statement prepared with
     /// `= ANY(?)` and run with one id costs ten times what the custom plan for one id costs, and
@@ -376,11 +348,115 @@ enum PostgresRows {
 
     /// For `LEFT JOIN` after `groups g`: the remark of the user `?` for `g`, one probe per group
     /// (as ``membershipProbe``).
-    static let remarkProbe = """
-        LATERAL (SELECT r.remark FROM group_remarks r WHERE r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+    static let remarkProbe = remarkProbe(of: "?")
+
+    /// ``remarkProbe`` for the user `user` names (a placeholder or a column).
+    static func remarkProbe(of user: String) -> String {
+        """
+        LATERAL (SELECT r.remark FROM group_remarks r WHERE r.app_id = g.app_id AND r.user_id = \(user) AND r.group_key = g.group_key
             LIMIT 1) r
         ON true
         """
+    }
+
+    /// Answers reads of groups by id together: their ids merged per app, one statement per app
+    /// (``groups(_:session:inSnapshot:)``), each read given the groups it asked for.
+    static func groups(answering reads: [GroupIDsRead], readers: PostgresReaders) async throws -> [[String: Group]] {
+        var wanted: [String: [String]] = [:]
+        var seen: [String: Set<String>] = [:]
+        for read in reads {
+            for id in read.ids where seen[read.app, default: []].insert(id).inserted { wanted[read.app, default: []].append(id) }
+        }
+        let merged = wanted
+        let found = try await readers.runOne { session, inSnapshot in try groups(merged, session: session, inSnapshot: inSnapshot) }
+        return reads.map { read in
+            let groups = found[read.app] ?? [:]
+            var answer: [String: Group] = [:]
+            for id in read.ids { if let group = groups[id] { answer[id] = group } }
+            return answer
+        }
+    }
+
+    /// Answers users' views of groups together: one statement for all of `reads` (its pairs of
+    /// user and group as arrays, each group probed by id, then the user's membership, remark and
+    /// unread mentions in it), then one snapshot for the reads whose groups or memberships have
+    /// custom fields (``groupsForUsers(_:session:inSnapshot:)`` again, with their custom values).
+    static func groupsForUsers(_ reads: [UserGroupsRead], session: PostgresSession) throws -> [GroupsForUser] {
+        var answers = try groupsForUsers(reads, session: session, inSnapshot: false)
+        let again = answers.indices.filter { answers[$0] == nil }
+        if !again.isEmpty {
+            let redone = try session.readTransaction {
+                try groupsForUsers(again.map { reads[$0] }, session: session, inSnapshot: true)
+            }
+            for (index, answer) in zip(again, redone) { answers[index] = answer }
+        }
+        return try answers.map { answer in
+            guard let answer else { throw GroupError.internal("a user's view of groups read in a snapshot asked for one") }
+            return answer
+        }
+    }
+
+    /// The users' views of `reads` from one statement; outside a snapshot (`inSnapshot` false) a
+    /// read whose groups or membership have custom fields is `nil` (they are a second statement).
+    /// The statement is the same text for any number of reads: each group a `LATERAL … LIMIT 1`
+    /// probe by id, so its plan probes indexes whatever it guesses of the arrays' lengths.
+    static func groupsForUsers(_ reads: [UserGroupsRead], session: PostgresSession, inSnapshot: Bool) throws -> [GroupsForUser?] {
+        var apps: [String] = []
+        var users: [String] = []
+        var groupIDs: [String] = []
+        var readOfPair: [Int] = []
+        for (index, read) in reads.enumerated() {
+            for id in read.ids {
+                apps.append(read.app)
+                users.append(read.userID)
+                groupIDs.append(id)
+                readOfPair.append(index)
+            }
+        }
+        struct Found {
+            var groups: [Rows.GroupRow] = []
+            var members: [Rows.MemberRow] = []
+            var memberGroupIDs: [String] = []
+            var answer = GroupsForUser(unreadMentions: [:])
+        }
+        var found = Array(repeating: Found(), count: reads.count)
+        let remarkColumn = Rows.GroupColumn.allCases.count
+        let mentionColumn = remarkColumn + 1 + Rows.memberColumnCount
+        try session.rows(
+            """
+            SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns), \(PostgresBackend.unreadMentionColumns), q.n
+            FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS q(app_id, user_id, group_id, n)
+            JOIN LATERAL (SELECT g.* FROM groups g
+                WHERE g.app_id = q.app_id AND g.group_id = q.group_id AND g.dismissed_at IS NULL LIMIT 1) g
+            ON true
+            LEFT JOIN \(membershipProbe(of: "q.user_id"))
+            LEFT JOIN \(remarkProbe(of: "q.user_id"))
+                AND (m.user_id IS NOT NULL OR g.type = 'AVChatRoom')
+            """,
+            [.texts(apps), .texts(users), .texts(groupIDs)]
+        ) { row in
+            let pair = Int(try row.int64(mentionColumn + 2)) - 1
+            guard readOfPair.indices.contains(pair) else { throw GroupError.internal("a user's view of groups answered pair \(pair)") }
+            let index = readOfPair[pair]
+            let group = try Rows.group(row)
+            found[index].groups.append(group)
+            if let remark = try row.optionalText(remarkColumn) { found[index].answer.remarks[group.group.id] = remark }
+            if !row.isNull(remarkColumn + 1) {
+                found[index].members.append(try Rows.member(row, at: remarkColumn + 1))
+                found[index].memberGroupIDs.append(group.group.id)
+                found[index].answer.unreadMentions?[group.group.id] =
+                    UnreadMention(me: try row.bool(mentionColumn), all: try row.bool(mentionColumn + 1))
+            }
+        }
+        return try zip(reads, found).map { read, found in
+            if !inSnapshot && (found.groups.contains(where: \.hasCustom) || found.members.contains(where: \.hasCustom)) { return nil }
+            var answer = found.answer
+            for group in try withCustom(found.groups, app: read.app, session: session) { answer.groups[group.id] = group }
+            let members = try withCustom(found.members, app: read.app, userID: read.userID, session: session)
+            for (offset, member) in members.enumerated() { answer.memberships[found.memberGroupIDs[offset]] = member }
+            return answer
+        }
+    }
 
     /// The live groups among `wanted` (group ids per app), per app then by id: one statement
     /// per app. `nil` when a group has custom fields and the read is not in a snapshot (they are
@@ -519,4 +595,17 @@ extension PostgresBackend {
             return Page(items: items, next: next)
         }
     }
+}
+
+/// A read of groups by id (``PostgresBackend/groups(app:ids:)``).
+struct GroupIDsRead: Sendable {
+    var app: String
+    var ids: [String]
+}
+
+/// A user's view of groups by id (``PostgresBackend/groupsForUser(app:userID:ids:)``).
+struct UserGroupsRead: Sendable {
+    var app: String
+    var userID: String
+    var ids: [String]
 }

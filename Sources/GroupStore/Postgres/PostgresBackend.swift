@@ -53,7 +53,10 @@ public final class PostgresBackend: StoreBackend {
     let retriedBatches = Atomic<Int>(0)
     let readers: PostgresReaders
     /// Reads of groups by id, those that arrive together answered together.
-    let groupReads: PostgresGroupReads
+    let groupReads: PostgresCoalescedReads<GroupIDsRead, [String: Group]>
+    /// Users' views of groups by id (GetGroupsInfo with an operator), those that arrive together
+    /// answered together.
+    let userGroupReads: PostgresCoalescedReads<UserGroupsRead, GroupsForUser>
     /// The connection relaying AVChatRoom messages (without waiting for their flush: they are
     /// live only), on ``roomQueue``; ``relayed`` counts them there.
     let roomSession: PostgresSession
@@ -103,11 +106,14 @@ public final class PostgresBackend: StoreBackend {
                 PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 100 + $0)
             },
             maxWaiting: settings.maxWaiting, availability: monitor)
-        self.groupReads = PostgresGroupReads(
-            maxRunning: settings.poolSize / 2, maxWaiting: settings.maxWaiting,
-            fetch: { [readers] wanted in
-                try await readers.runOne { session, inSnapshot in try PostgresRows.groups(wanted, session: session, inSnapshot: inSnapshot) }
-            })
+        // Half the pool for reads by id, a quarter for users' views: a quarter is left for every
+        // other read when both kinds queue.
+        self.groupReads = PostgresCoalescedReads(
+            maxRunning: settings.poolSize / 2, maxWaiting: settings.maxWaiting, weight: { $0.ids.count },
+            fetch: { [readers] reads in try await PostgresRows.groups(answering: reads, readers: readers) })
+        self.userGroupReads = PostgresCoalescedReads(
+            maxRunning: settings.poolSize / 4, maxWaiting: settings.maxWaiting, weight: { $0.ids.count },
+            fetch: { [readers] reads in try await readers.run { try PostgresRows.groupsForUsers(reads, session: $0) } })
         do {
             self.appliedMigrations = try PostgresSchema.migrate(writer)
             self.follower = try PostgresEventFollower(

@@ -1,29 +1,33 @@
 import GroupModel
 import Synchronization
 
-/// Reads of groups by id (``PostgresBackend/groups(app:ids:)``: GetGroupsInfo, and every call
-/// that reads a group outside a write) answered together: the reads that arrive while the
-/// running ones wait on the database are answered by one statement per app, as the group commit
-/// writes the mutations that queue behind a running batch in one transaction.
+/// Reads that arrive while the running ones wait on the database, answered together: one
+/// statement for many callers, as the group commit writes the mutations that queue behind a
+/// running batch in one transaction. Two kinds use it (``PostgresBackend``): reads of groups by
+/// id (``PostgresBackend/groups(app:ids:)``: GetGroupsInfo, and every call that reads a group
+/// outside a write) and a user's view of groups (``PostgresBackend/groupsForUser(app:userID:ids:)``:
+/// GetGroupsInfo with an operator).
 ///
-/// - At most ``maxRunning`` batches run at once (half the read pool, so other reads always find
-///   a connection). A read that finds a free slot starts a batch at once: on an idle store a
+/// - At most ``maxRunning`` batches run at once (a share of the read pool, so other reads always
+///   find a connection). A read that finds a free slot starts a batch at once: on an idle store a
 ///   read costs what it did alone, and waits on nothing.
 /// - A read that finds every slot busy waits; the next batch to start takes every waiting read
-///   (up to ``maxIDs`` group ids), merges their ids per app and reads them in one statement each,
-///   in one connection's turn. Each read gets the groups it asked for, read after it was asked.
+///   (up to ``maxWeight`` in total: group ids asked), and `fetch` answers them in one
+///   connection's turn. Each read gets what it asked for, read after it was asked.
 /// - At most ``maxWaiting`` reads wait (the pool's `max_waiting`); the next is refused at once
 ///   with `RESOURCE_EXHAUSTED` (`STORE_BUSY`), as a read refused by the pool is.
 /// - A batch that fails fails each of its reads with the same error.
-final class PostgresGroupReads: Sendable {
-    /// Reads `ids` per app; answers the live groups found, per app then by id.
-    typealias Fetch = @Sendable (_ ids: [String: [String]]) async throws -> [String: [String: Group]]
+final class PostgresCoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
+    /// Answers `reads`, one answer per read, in their order.
+    typealias Fetch = @Sendable (_ reads: [Read]) async throws -> [Answer]
 
     private struct Request {
-        var app: String
-        var ids: [String]
-        var continuation: CheckedContinuation<[String: Group], any Error>
+        var read: Read
+        var weight: Int
+        var continuation: CheckedContinuation<Answer, any Error>
     }
+
+    private enum Next { case start, wait, refuse(Int) }
 
     private struct State {
         var waiting: [Request] = []
@@ -38,27 +42,31 @@ final class PostgresGroupReads: Sendable {
     let maxRunning: Int
     /// How many reads may wait at most.
     let maxWaiting: Int
-    /// How many group ids one batch reads at most (a single read asking for more runs alone).
-    let maxIDs: Int
+    /// How much one batch reads at most, in ``weight`` (a single read weighing more runs alone).
+    let maxWeight: Int
+    private let weight: @Sendable (Read) -> Int
     private let fetch: Fetch
 
-    init(maxRunning: Int, maxWaiting: Int, maxIDs: Int = 1000, fetch: @escaping Fetch) {
+    init(
+        maxRunning: Int, maxWaiting: Int, maxWeight: Int = 1000,
+        weight: @escaping @Sendable (Read) -> Int, fetch: @escaping Fetch
+    ) {
         self.maxRunning = max(1, maxRunning)
         self.maxWaiting = max(0, maxWaiting)
-        self.maxIDs = max(1, maxIDs)
+        self.maxWeight = max(1, maxWeight)
+        self.weight = weight
         self.fetch = fetch
     }
 
-    /// The live groups of `app` among `ids`, by id.
+    /// The answer to `read`.
     /// - Throws: `RESOURCE_EXHAUSTED` (`STORE_BUSY`) when ``maxWaiting`` reads wait already;
-    ///   what the batch's read throws.
-    func groups(app: String, ids: [String]) async throws -> [String: Group] {
+    ///   what the batch's fetch throws.
+    func read(_ read: Read) async throws -> Answer {
         try await withCheckedThrowingContinuation { continuation in
-            enum Next { case start, wait, refuse(Int) }
             let (next, observers): (Next, [CheckedContinuation<Void, Never>]) = state.withLock { state in
                 let mayStart = !state.held && state.running < maxRunning
                 if !mayStart && state.waiting.count >= maxWaiting { return (.refuse(state.waiting.count), []) }
-                state.waiting.append(Request(app: app, ids: ids, continuation: continuation))
+                state.waiting.append(Request(read: read, weight: weight(read), continuation: continuation))
                 if mayStart {
                     state.running += 1
                     return (.start, [])
@@ -77,28 +85,19 @@ final class PostgresGroupReads: Sendable {
     /// Runs batches until no read waits (or the tests hold them).
     private func drain() async {
         while let batch = takeBatch() {
-            var wanted: [String: [String]] = [:]
-            var seen: [String: Set<String>] = [:]
-            for request in batch {
-                for id in request.ids where seen[request.app, default: []].insert(id).inserted {
-                    wanted[request.app, default: []].append(id)
-                }
-            }
             do {
-                let found = try await fetch(wanted)
-                for request in batch {
-                    let groups = found[request.app] ?? [:]
-                    var answer: [String: Group] = [:]
-                    for id in request.ids { if let group = groups[id] { answer[id] = group } }
-                    request.continuation.resume(returning: answer)
+                let answers = try await fetch(batch.map(\.read))
+                guard answers.count == batch.count else {
+                    throw GroupError.internal("a coalesced read answered \(answers.count) of \(batch.count) reads")
                 }
+                for (request, answer) in zip(batch, answers) { request.continuation.resume(returning: answer) }
             } catch {
                 for request in batch { request.continuation.resume(throwing: error) }
             }
         }
     }
 
-    /// The next batch: the waiting reads from the oldest, up to ``maxIDs`` ids (at least one
+    /// The next batch: the waiting reads from the oldest, up to ``maxWeight`` (at least one
     /// read); `nil` (and the slot given back) when none waits or the tests hold the batches.
     private func takeBatch() -> [Request]? {
         state.withLock { state in
@@ -109,8 +108,8 @@ final class PostgresGroupReads: Sendable {
             var count = 0
             var taken = 0
             for request in state.waiting {
-                if taken > 0 && count + request.ids.count > maxIDs { break }
-                count += request.ids.count
+                if taken > 0 && count + request.weight > maxWeight { break }
+                count += request.weight
                 taken += 1
             }
             let batch = Array(state.waiting.prefix(taken))
@@ -129,7 +128,7 @@ final class PostgresGroupReads: Sendable {
 
     // MARK: Tests
 
-    /// How many batches have run (each one statement per app).
+    /// How many batches have run.
     var batchCount: Int { state.withLock { $0.batches } }
 
     /// Tests only: from now on no batch starts; reads wait (up to ``maxWaiting``).
@@ -138,7 +137,7 @@ final class PostgresGroupReads: Sendable {
     }
 
     /// Tests only: batches start again, as many as slots are free; the first takes every read that
-    /// waited meanwhile (up to ``maxIDs`` ids).
+    /// waited meanwhile (up to ``maxWeight``).
     func release() {
         let starts = state.withLock { state in
             state.held = false
