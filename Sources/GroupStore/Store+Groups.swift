@@ -183,19 +183,19 @@ extension Store {
         return try await read { try await backend.memberships(app: app, userID: userID, groupIDs: groupIDs) }
     }
 
-    /// Groups by id as `userID` asks for them: the live groups, the user's memberships of them and
-    /// the user's remarks (``GroupsForUser``). On a shared database one statement reads all
-    /// three, at one instant; otherwise three reads, the groups through the group cache.
+    /// Groups by id as `userID` asks for them: the live groups, the user's memberships of them,
+    /// the user's remarks and unread mentions (``GroupsForUser``). On a shared database one
+    /// statement reads them all, at one instant; otherwise the groups come through the group
+    /// cache and the rest from one read (``StoreBackend/userView(app:userID:of:)``).
     public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
         let ids = ids.count > 1 ? Array(Set(ids)) : ids
         if ids.isEmpty { return GroupsForUser() }
         if backend.isShared {
             return try await read { try await backend.groupsForUser(app: app, userID: userID, ids: ids) }
         }
-        return try await GroupsForUser.compose(
-            groups: try await groups(app: app, ids: ids),
-            memberships: { try await self.memberships(app: app, userID: userID, groupIDs: $0) },
-            remarks: { try await self.remarks(app: app, userID: userID, groupIDs: $0) })
+        let groups = try await groups(app: app, ids: ids)
+        if groups.isEmpty { return GroupsForUser() }
+        return try await read { try await backend.userView(app: app, userID: userID, of: groups) }
     }
 
     /// The group's running bans by user id, one page at a time (a user banned or unbanned during

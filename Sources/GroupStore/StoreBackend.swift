@@ -94,6 +94,11 @@ public protocol StoreBackend: Sendable {
     /// composes the answer from its group cache otherwise). `ids` are distinct.
     func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser
 
+    /// The user's view of `groups`, live groups the store read through its group cache: their
+    /// memberships, remarks and, where the backend reads them at once, unread mentions;
+    /// asked of a backend that is not shared (``groupsForUser(app:userID:ids:)`` otherwise).
+    func userView(app: String, userID: String, of groups: [String: Group]) async throws -> GroupsForUser
+
     /// Several members (with custom fields) of one live group by user id.
     /// - Throws: `GROUP_NOT_FOUND`.
     func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member]
@@ -236,8 +241,11 @@ extension StoreBackend {
     public var isShared: Bool { false }
     /// Three reads: the groups, then the user's memberships and remarks of those found.
     public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
+        try await userView(app: app, userID: userID, of: try await groups(app: app, ids: ids))
+    }
+    public func userView(app: String, userID: String, of groups: [String: Group]) async throws -> GroupsForUser {
         try await GroupsForUser.compose(
-            groups: try await groups(app: app, ids: ids),
+            groups: groups,
             memberships: { try await self.memberships(app: app, userID: userID, groupIDs: $0) },
             remarks: { try await self.remarks(app: app, userID: userID, groupIDs: $0) })
     }

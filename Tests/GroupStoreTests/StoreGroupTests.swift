@@ -91,7 +91,7 @@ struct StoreGroupTests {
         }
     }
 
-    @Test("groups for a user: the groups, the user's memberships and remarks as the three reads answer them", arguments: StoreKind.allCases)
+    @Test("groups for a user: the groups, the user's memberships, remarks and unread mentions as the separate reads answer them", arguments: StoreKind.allCases)
     func groupsForUser(kind: StoreKind) async throws {
         try await withTemporaryStore(kind) { store in
             var request = try creation("custom", members: ["carol"], custom: ["level": [7]])
@@ -116,6 +116,9 @@ struct StoreGroupTests {
                 #expect(found.groups == groups, "\(user)")
                 #expect(found.memberships == memberships, "\(user)")
                 #expect(found.remarks == (try await store.remarks(app: "app-a", userID: user, groupIDs: remarkable)), "\(user)")
+                #expect(
+                    found.unreadMentions == (try await store.unreadMentions(app: "app-a", userID: user, groupIDs: Array(memberships.keys))),
+                    "\(user)")
             }
             let carol = try await store.groupsForUser(app: "app-a", userID: "carol", ids: ids + ["custom"])
             #expect(carol.groups.keys.sorted() == ["custom", "plain", "room"])

@@ -58,42 +58,45 @@ extension SQLiteBackend {
     }
 
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
-        try await pool.read { db in
-            let padded = Rows.padded(groupIDs)
+        try await pool.read { db in try Self.memberships(app: app, userID: userID, groupIDs: groupIDs, db: db) }
+    }
+
+    /// ``memberships(app:userID:groupIDs:)`` inside a read.
+    static func memberships(app: String, userID: String, groupIDs: [String], db: Database) throws -> [String: Member] {
+        let padded = Rows.padded(groupIDs)
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT g.group_id, \(Rows.memberColumns) FROM groups g
+                JOIN members m ON m.group_key = g.group_key AND m.user_id = ?
+                WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
+                  AND g.dismissed_at IS NULL
+                """)
+        let rows = try Row.fetchCursor(statement, arguments: StatementArguments([userID, app] + padded))
+        var result: [String: Member] = [:]
+        var groupIDByKey: [Int64: String] = [:]
+        while let row = try rows.next() {
+            let groupID: String = try row.decode(atIndex: 0)
+            let read = try Rows.member(row, at: 1)
+            result[groupID] = read.member
+            if read.hasCustom { groupIDByKey[read.groupKey] = groupID }
+        }
+        if !groupIDByKey.isEmpty {
+            let keys = Rows.padded(Array(groupIDByKey.keys))
             let statement = try db.cachedStatement(
                 sql: """
-                    SELECT g.group_id, \(Rows.memberColumns) FROM groups g
-                    JOIN members m ON m.group_key = g.group_key AND m.user_id = ?
-                    WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
-                      AND g.dismissed_at IS NULL
+                    SELECT group_key, key, value FROM member_custom
+                    WHERE user_id = ? AND group_key IN (\(Rows.placeholders(keys.count)))
                     """)
-            let rows = try Row.fetchCursor(statement, arguments: StatementArguments([userID, app] + padded))
-            var result: [String: Member] = [:]
-            var groupIDByKey: [Int64: String] = [:]
-            while let row = try rows.next() {
-                let groupID: String = try row.decode(atIndex: 0)
-                let read = try Rows.member(row, at: 1)
-                result[groupID] = read.member
-                if read.hasCustom { groupIDByKey[read.groupKey] = groupID }
+            let customRows = try Row.fetchCursor(
+                statement,
+                arguments: StatementArguments([userID] + keys.map { $0 as any DatabaseValueConvertible }))
+            while let row = try customRows.next() {
+                guard let groupID = groupIDByKey[try row.decode(atIndex: 0)] else { continue }
+                let value: Data = try row.decode(atIndex: 2)
+                result[groupID]?.custom[try row.decode(String.self, atIndex: 1)] = [UInt8](value)
             }
-            if !groupIDByKey.isEmpty {
-                let keys = Rows.padded(Array(groupIDByKey.keys))
-                let statement = try db.cachedStatement(
-                    sql: """
-                        SELECT group_key, key, value FROM member_custom
-                        WHERE user_id = ? AND group_key IN (\(Rows.placeholders(keys.count)))
-                        """)
-                let customRows = try Row.fetchCursor(
-                    statement,
-                    arguments: StatementArguments([userID] + keys.map { $0 as any DatabaseValueConvertible }))
-                while let row = try customRows.next() {
-                    guard let groupID = groupIDByKey[try row.decode(atIndex: 0)] else { continue }
-                    let value: Data = try row.decode(atIndex: 2)
-                    result[groupID]?.custom[try row.decode(String.self, atIndex: 1)] = [UInt8](value)
-                }
-            }
-            return result
         }
+        return result
     }
 
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
@@ -131,21 +134,39 @@ extension SQLiteBackend {
     }
 
     public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
-        try await pool.read { db in
-            let padded = Rows.padded(groupIDs)
-            let statement = try db.cachedStatement(
-                sql: """
-                    SELECT g.group_id, r.remark FROM groups g
-                    JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
-                    WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
-                      AND g.dismissed_at IS NULL
-                    """)
-            var result: [String: String] = [:]
-            let rows = try Row.fetchCursor(statement, arguments: StatementArguments([userID, app] + padded))
-            while let row = try rows.next() {
-                result[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
-            }
-            return result
+        try await pool.read { db in try Self.remarks(app: app, userID: userID, groupIDs: groupIDs, db: db) }
+    }
+
+    /// ``remarks(app:userID:groupIDs:)`` inside a read.
+    static func remarks(app: String, userID: String, groupIDs: [String], db: Database) throws -> [String: String] {
+        let padded = Rows.padded(groupIDs)
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT g.group_id, r.remark FROM groups g
+                JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
+                WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
+                  AND g.dismissed_at IS NULL
+                """)
+        var result: [String: String] = [:]
+        let rows = try Row.fetchCursor(statement, arguments: StatementArguments([userID, app] + padded))
+        while let row = try rows.next() {
+            result[try row.decode(String.self, atIndex: 0)] = try row.decode(String.self, atIndex: 1)
+        }
+        return result
+    }
+
+    /// The user's view of `groups` (read through the store's group cache): memberships, remarks
+    /// and unread mentions in one read (three reads of their own before, each a turn of the
+    /// pool's queues).
+    public func userView(app: String, userID: String, of groups: [String: Group]) async throws -> GroupsForUser {
+        if groups.isEmpty { return GroupsForUser() }
+        return try await pool.read { db in
+            let members = try Self.memberships(app: app, userID: userID, groupIDs: Array(groups.keys), db: db)
+            let remarkable = groups.values.filter { members[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+            return GroupsForUser(
+                groups: groups, memberships: members,
+                remarks: remarkable.isEmpty ? [:] : try Self.remarks(app: app, userID: userID, groupIDs: remarkable, db: db),
+                unreadMentions: members.isEmpty ? [:] : try Self.unreadMentions(app: app, userID: userID, groupIDs: Array(members.keys), db: db))
         }
     }
 

@@ -73,26 +73,29 @@ extension SQLiteBackend {
 
     public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
         if groupIDs.isEmpty { return [:] }
-        return try await pool.read { db in
-            let padded = Rows.padded(groupIDs)
-            let rows = try Row.fetchCursor(
-                db.cachedStatement(
-                    sql: """
-                        SELECT g.group_id, g.group_key, max(m.last_read_seq, m.join_seq) FROM groups g
-                        JOIN members m ON m.group_key = g.group_key AND m.user_id = ?
-                        WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
-                        """),
-                arguments: StatementArguments([userID, app] + padded))
-            var found: [(id: String, key: Int64, after: Int64)] = []
-            while let row = try rows.next() {
-                found.append((try row.decode(atIndex: 0), try row.decode(atIndex: 1), try row.decode(atIndex: 2)))
-            }
-            var mentions: [String: UnreadMention] = [:]
-            for entry in found {
-                mentions[entry.id] = try MessageRows.unreadMention(groupKey: entry.key, userID: userID, after: entry.after, db: db)
-            }
-            return mentions
+        return try await pool.read { db in try Self.unreadMentions(app: app, userID: userID, groupIDs: groupIDs, db: db) }
+    }
+
+    /// ``unreadMentions(app:userID:groupIDs:)`` inside a read.
+    static func unreadMentions(app: String, userID: String, groupIDs: [String], db: Database) throws -> [String: UnreadMention] {
+        let padded = Rows.padded(groupIDs)
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT g.group_id, g.group_key, max(m.last_read_seq, m.join_seq) FROM groups g
+                    JOIN members m ON m.group_key = g.group_key AND m.user_id = ?
+                    WHERE g.app_id = ? AND g.group_id IN (\(Rows.placeholders(padded.count)))
+                    """),
+            arguments: StatementArguments([userID, app] + padded))
+        var found: [(id: String, key: Int64, after: Int64)] = []
+        while let row = try rows.next() {
+            found.append((try row.decode(atIndex: 0), try row.decode(atIndex: 1), try row.decode(atIndex: 2)))
         }
+        var mentions: [String: UnreadMention] = [:]
+        for entry in found {
+            mentions[entry.id] = try MessageRows.unreadMention(groupKey: entry.key, userID: userID, after: entry.after, db: db)
+        }
+        return mentions
     }
 
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
