@@ -162,7 +162,7 @@ extension SQLiteBackend {
         if groups.isEmpty { return GroupsForUser() }
         return try await pool.read { db in
             let members = try Self.memberships(app: app, userID: userID, groupIDs: Array(groups.keys), db: db)
-            let remarkable = groups.values.filter { members[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+            let remarkable = groups.values.filter { members[$0.id] != nil || $0.type == .avChatRoom }.map { $0.id }
             return GroupsForUser(
                 groups: groups, memberships: members,
                 remarks: remarkable.isEmpty ? [:] : try Self.remarks(app: app, userID: userID, groupIDs: remarkable, db: db),
