@@ -2,7 +2,8 @@
 grpcio. A write acknowledged by one node is read at once on another (no cache); events of one
 node's writes reach the streams of another, in order, once each, and a cursor of one node resumes
 on another; concurrent writes to one group through two nodes keep its sequence gap-free; a node
-SIGKILLed mid-write loses no acknowledged message and the other node goes on; a node reports
+SIGKILLed mid-write loses no acknowledged message and the other node goes on, and one killed
+between its commit and its doorbell loses no event on the other node's streams; a node reports
 NOT_SERVING and fails fast with STORE_UNAVAILABLE while its database is down, and recovers;
 PostgreSQL restarted while two nodes write loses nothing acknowledged, and both recover by
 themselves; a node cut from PostgreSQL without a close (its packets dropped in a network namespace)
@@ -506,6 +507,58 @@ def test_acknowledged_writes_of_a_killed_node_are_on_the_other(fresh_groupd):
           f"{len(set(stored) - set(acked_at_kill))} of them committed without an ack")
     a.close()
     b.close()
+
+
+def test_a_node_killed_between_its_commit_and_its_doorbell_loses_no_event_on_the_other(fresh_groupd, tmp_path):
+    """Node A commits a message and is SIGKILLed before its doorbell goes out (the server kills
+    itself there once GROUPD_TEST_DIE_BEFORE_DOORBELL names a file that exists): B's streams get
+    the message anyway, from B's poll of the heads, once and in order; B serves the group on."""
+    trigger = tmp_path / "die-before-doorbell"
+    server_a = fresh_groupd()
+    server_a.environment["GROUPD_TEST_DIE_BEFORE_DOORBELL"] = str(trigger)
+    server_a.start()
+    server_b = fresh_groupd(database=server_a.database).start()
+    a, b = Node(server_a), Node(server_b)
+    owner, bob = uid("owner"), uid("bob")
+    group = a.create(owner, [bob])
+    firehose = Stream(b, event_pb2.SubscribeRequest(group_ids=[group]), admin_md())
+    bob_b = Stream(b, event_pb2.SubscribeRequest(), user_md(bob))
+    for stream in (firehose, bob_b):
+        assert [item.WhichOneof("item") for item in stream.until_caught_up()] == ["caught_up"]
+    try:
+        # With the doorbell: B's streams follow A's writes.
+        before = a.send(group, owner, "before", client_id="before").message
+        is_message = lambda text: lambda item: item.WhichOneof("item") == "message" and item.message.text == text
+        assert [body(item).sequence for item in firehose.until(is_message("before"))] == [before.sequence]
+        assert [body(item).sequence for item in bob_b.until(is_message("before"))] == [before.sequence]
+
+        # The next commit of A is its last: it dies after COMMIT, before the doorbell.
+        trigger.touch()
+        with pytest.raises(grpc.RpcError) as caught:
+            a.send(group, owner, "last", client_id="last")
+        assert caught.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL), caught.value
+        assert server_a.wait(timeout=30) == -signal.SIGKILL
+        assert "killing this process between a commit and its doorbell" in server_a.log.read_text()
+
+        # B delivers the message A committed (no doorbell rang for it), after "before", once.
+        for stream in (firehose, bob_b):
+            got = stream.until(is_message("last"))
+            assert [body(item).sequence for item in got] == [before.sequence + 1]
+            assert got[-1].message.sender_user_id == owner
+        assert [(m.text, m.sequence) for m in b.history(group, owner)] == [("before", before.sequence), ("last", before.sequence + 1)]
+
+        # B serves on: a retry of the unacknowledged send is a duplicate, a new one is sent and
+        # reaches both streams.
+        retried = b.send(group, owner, "last", client_id="last")
+        assert retried.deduplicated and retried.message.sequence == before.sequence + 1
+        after = b.send(group, owner, "after").message
+        for stream in (firehose, bob_b):
+            assert [body(item).sequence for item in stream.until(is_message("after"))] == [after.sequence]
+            assert stream.error is None, stream.error
+            stream.cancel()
+    finally:
+        a.close()
+        b.close()
 
 
 # --- 5. readiness while the database is down ----------------------------------------------------

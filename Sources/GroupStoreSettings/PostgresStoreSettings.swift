@@ -29,6 +29,14 @@ public struct PostgresStoreSettings: Sendable, Hashable {
     /// not hear (the backstop of the doorbell `PostgresBackend` sends after each commit), in
     /// milliseconds.
     public var eventPollMilliseconds: Int
+    /// Tests only (`GROUPD_TEST_DIE_BEFORE_DOORBELL`, read by `groupd serve`): a file whose
+    /// existence, checked after each commit, makes the process kill itself with `SIGKILL` before
+    /// it rings the doorbell of that commit: a node that dies between its commit and its
+    /// wake-up. `nil` (always, outside groupd's tests): no check.
+    public var dieBeforeDoorbellFile: String?
+
+    /// The environment variable `groupd serve` reads ``dieBeforeDoorbellFile`` from.
+    public static let dieBeforeDoorbellVariable = "GROUPD_TEST_DIE_BEFORE_DOORBELL"
 
     /// Creates settings.
     public init(

@@ -50,7 +50,9 @@ struct Serve: AsyncParsableCommand {
             // write on another node would leave them stale (docs/SCALING.md).
             let backend: PostgresBackend
             do {
-                backend = try await PostgresBackend.open(settings: configuration.store.postgres, logger: logger)
+                var settings = configuration.store.postgres
+                settings.dieBeforeDoorbellFile = getenv(PostgresStoreSettings.dieBeforeDoorbellVariable).map { String(cString: $0) }
+                backend = try await PostgresBackend.open(settings: settings, logger: logger)
             } catch {
                 printError("groupd: cannot open the PostgreSQL store: \(error)")
                 throw ExitCode(1)

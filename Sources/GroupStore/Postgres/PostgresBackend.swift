@@ -287,6 +287,10 @@ public final class PostgresBackend: StoreBackend {
             return ended(error, failures: failures, at: work.count - 1)
         }
         lastBatchBases = bases
+        if let file = settings.dieBeforeDoorbellFile, !ranges.isEmpty, FileManager.default.fileExists(atPath: file) {
+            logger.critical("killing this process between a commit and its doorbell, as \(PostgresStoreSettings.dieBeforeDoorbellVariable) asks")
+            kill(getpid(), SIGKILL)
+        }
         ringDoorbells(ranges)
         return BatchOutcome(failures: failures, ending: .committed, positions: EventPositions(bases: bases))
     }
