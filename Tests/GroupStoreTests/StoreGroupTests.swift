@@ -1,5 +1,5 @@
 import GroupModel
-import GroupStore
+@testable import GroupStore
 import GroupTestSupport
 import Testing
 
@@ -131,6 +131,62 @@ struct StoreGroupTests {
             #expect(try await store.groupsForUser(app: "app-a", userID: "bob", ids: ["missing"]).groups.isEmpty)
             #expect(try await store.groupsForUser(app: "app-a", userID: "bob", ids: []).groups.isEmpty)
         }
+    }
+
+    @Test("SQLite: users' views that queue behind a running one are read together, each as the separate reads answer it")
+    func usersViewsTogetherOnSQLite() async throws {
+        let temporary = try await temporaryStore(.sqlite)
+        let store = temporary.store
+        let backend = try #require(temporary.backend as? SQLiteBackend)
+        var request = try creation("custom", members: ["carol"], custom: ["level": [7]])
+        request.members[1].custom = ["seat": [1]]
+        _ = try await store.createGroup(request)
+        _ = try await store.createGroup(try creation("plain", members: ["bob", "carol"]))
+        _ = try await store.createGroup(try creation("room", type: .avChatRoom))
+        for (user, group) in [("carol", "custom"), ("bob", "custom"), ("bob", "room")] {
+            _ = try await store.setRemark(
+                app: "app-a", groupID: group, plan: RemarkPlan(userID: user, remark: "\(user) on \(group)", events: []), at: t0)
+        }
+        let mention = GroupMessage(
+            appID: "app-a", groupID: "plain", sequence: 0, messageID: "m1", senderID: "bob",
+            content: MessageContent(text: "hi", mentionedUserIDs: ["carol"]), time: t0)
+        _ = try await store.appendMessage(mention, at: t0) { _, member, _ in try #require(member).nameCard }
+        let users = ["alice", "bob", "carol", "zed"]
+        let reads: [(user: String, ids: [String])] = (0..<20).map { n in
+            (users[n % 4], n % 2 == 0 ? ["custom", "plain", "room", "missing"] : ["plain"])
+        }
+        let before = backend.userViews.batchCount
+        backend.userViews.hold()
+        let answers = try await withThrowingTaskGroup(of: (Int, GroupsForUser).self) { tasks in
+            for (index, read) in reads.enumerated() {
+                tasks.addTask { (index, try await store.groupsForUser(app: "app-a", userID: read.user, ids: read.ids)) }
+            }
+            await backend.userViews.waitUntilWaiting(reads.count)
+            backend.userViews.release()
+            var answers: [Int: GroupsForUser] = [:]
+            for try await (index, found) in tasks { answers[index] = found }
+            return answers
+        }
+        #expect(backend.userViews.batchCount == before + 1)
+        for (index, read) in reads.enumerated() {
+            let found = try #require(answers[index])
+            let memberships = try await store.memberships(app: "app-a", userID: read.user, groupIDs: read.ids)
+            let remarkable = found.groups.values.filter { memberships[$0.id] != nil || $0.type == .avChatRoom }.map(\.id)
+            #expect(found.groups == (try await store.groups(app: "app-a", ids: read.ids)), "read \(index)")
+            #expect(found.memberships == memberships, "read \(index)")
+            #expect(found.remarks == (try await store.remarks(app: "app-a", userID: read.user, groupIDs: remarkable)), "read \(index)")
+            #expect(
+                found.unreadMentions == (try await store.unreadMentions(app: "app-a", userID: read.user, groupIDs: Array(memberships.keys))),
+                "read \(index)")
+        }
+        let carol = try #require(answers[2])
+        #expect(carol.memberships["custom"]?.custom == ["seat": [1]])
+        #expect(carol.remarks == ["custom": "carol on custom"])
+        #expect(carol.unreadMentions?["plain"] == .me)
+        #expect(try #require(answers[1]).remarks.isEmpty)  // bob's remark on custom: not a member
+        // Alone, a view is read at once, in a batch of its own.
+        #expect(try await store.groupsForUser(app: "app-a", userID: "bob", ids: ["plain"]).memberships["plain"] != nil)
+        #expect(backend.userViews.batchCount == before + 2)
     }
 
     @Test("a duplicate id fails with GROUP_ID_TAKEN and changes nothing", arguments: StoreKind.allCases)

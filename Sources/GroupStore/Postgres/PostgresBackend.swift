@@ -53,10 +53,10 @@ public final class PostgresBackend: StoreBackend {
     let retriedBatches = Atomic<Int>(0)
     let readers: PostgresReaders
     /// Reads of groups by id, those that arrive together answered together.
-    let groupReads: PostgresCoalescedReads<GroupIDsRead, [String: Group]>
+    let groupReads: CoalescedReads<GroupIDsRead, [String: Group]>
     /// Users' views of groups by id (GetGroupsInfo with an operator), those that arrive together
     /// answered together.
-    let userGroupReads: PostgresCoalescedReads<UserGroupsRead, GroupsForUser>
+    let userGroupReads: CoalescedReads<UserGroupsRead, GroupsForUser>
     /// The connection relaying AVChatRoom messages (without waiting for their flush: they are
     /// live only), on ``roomQueue``; ``relayed`` counts them there.
     let roomSession: PostgresSession
@@ -108,11 +108,12 @@ public final class PostgresBackend: StoreBackend {
             maxWaiting: settings.maxWaiting, availability: monitor)
         // Half the pool for reads by id, a quarter for users' views: a quarter is left for every
         // other read when both kinds queue.
-        self.groupReads = PostgresCoalescedReads(
-            maxRunning: settings.poolSize / 2, maxWaiting: settings.maxWaiting, weight: { $0.ids.count },
+        let refusal: @Sendable (Int) -> any Error = { PostgresStoreError.poolExhausted($0).groupError }
+        self.groupReads = CoalescedReads(
+            maxRunning: settings.poolSize / 2, maxWaiting: settings.maxWaiting, weight: { $0.ids.count }, refusal: refusal,
             fetch: { [readers] reads in try await PostgresRows.groups(answering: reads, readers: readers) })
-        self.userGroupReads = PostgresCoalescedReads(
-            maxRunning: settings.poolSize / 4, maxWaiting: settings.maxWaiting, weight: { $0.ids.count },
+        self.userGroupReads = CoalescedReads(
+            maxRunning: settings.poolSize / 4, maxWaiting: settings.maxWaiting, weight: { $0.ids.count }, refusal: refusal,
             fetch: { [readers] reads in try await readers.run { try PostgresRows.groupsForUsers(reads, session: $0) } })
         do {
             self.appliedMigrations = try PostgresSchema.migrate(writer)

@@ -156,18 +156,22 @@ extension SQLiteBackend {
     }
 
     /// The user's view of `groups` (read through the store's group cache): memberships, remarks
-    /// and unread mentions in one read (three reads of their own before, each a turn of the
-    /// pool's queues).
+    /// and unread mentions in one read, with every view asked meanwhile (``userViews``: three
+    /// reads of their own before, each a turn of the pool's queues).
     public func userView(app: String, userID: String, of groups: [String: Group]) async throws -> GroupsForUser {
         if groups.isEmpty { return GroupsForUser() }
-        return try await pool.read { db in
-            let members = try Self.memberships(app: app, userID: userID, groupIDs: Array(groups.keys), db: db)
-            let remarkable = groups.values.filter { members[$0.id] != nil || $0.type == .avChatRoom }.map { $0.id }
-            return GroupsForUser(
-                groups: groups, memberships: members,
-                remarks: remarkable.isEmpty ? [:] : try Self.remarks(app: app, userID: userID, groupIDs: remarkable, db: db),
-                unreadMentions: members.isEmpty ? [:] : try Self.unreadMentions(app: app, userID: userID, groupIDs: Array(members.keys), db: db))
-        }
+        return try await userViews.read(SQLiteUserView(app: app, userID: userID, groups: groups))
+    }
+
+    /// One user's view inside a read.
+    static func userView(_ view: SQLiteUserView, db: Database) throws -> GroupsForUser {
+        let (app, userID, groups) = (view.app, view.userID, view.groups)
+        let members = try memberships(app: app, userID: userID, groupIDs: Array(groups.keys), db: db)
+        let remarkable = groups.values.filter { members[$0.id] != nil || $0.type == .avChatRoom }.map { $0.id }
+        return GroupsForUser(
+            groups: groups, memberships: members,
+            remarks: remarkable.isEmpty ? [:] : try remarks(app: app, userID: userID, groupIDs: remarkable, db: db),
+            unreadMentions: members.isEmpty ? [:] : try unreadMentions(app: app, userID: userID, groupIDs: Array(members.keys), db: db))
     }
 
     public func listMembers(
@@ -408,4 +412,11 @@ extension SQLiteBackend {
             return Page(items: items, next: next)
         }
     }
+}
+
+/// A user's view of groups the store read through its cache (``SQLiteBackend/userView(app:userID:of:)``).
+struct SQLiteUserView: Sendable {
+    var app: String
+    var userID: String
+    var groups: [String: Group]
 }

@@ -43,6 +43,9 @@ public final class SQLiteBackend: StoreBackend {
     let storesSyncVersions: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
+    /// Users' views of groups (GetGroupsInfo with an operator) that arrive together, read in one
+    /// read transaction (``userView(app:userID:of:)``).
+    let userViews: CoalescedReads<SQLiteUserView, GroupsForUser>
 
     /// Open (creating if needed) the database at `path` and run pending migrations.
     ///
@@ -71,7 +74,14 @@ public final class SQLiteBackend: StoreBackend {
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
         }
         do {
-            self.pool = try DatabasePool(path: path, configuration: configuration)
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            self.pool = pool
+            // Two batches at once at most: the pool has five readers, and reads of other kinds
+            // keep three. Nothing is refused: a waiting read holds no connection.
+            self.userViews = CoalescedReads(
+                maxRunning: 2, maxWaiting: Int.max, weight: { $0.groups.count },
+                refusal: { GroupError.internal("\($0) users' views wait") },
+                fetch: { reads in try await pool.read { db in try reads.map { try Self.userView($0, db: db) } } })
             // DatabasePool sets `synchronous = NORMAL` on its writer after `prepareDatabase` runs
             // (when it switches to WAL), so the writer, the only connection that commits, is set
             // again here; it is kept for the pool's lifetime. The writer also keeps 64 MiB of

@@ -2,22 +2,23 @@ import GroupModel
 import Synchronization
 
 /// Reads that arrive while the running ones wait on the database, answered together: one
-/// statement for many callers, as the group commit writes the mutations that queue behind a
-/// running batch in one transaction. Two kinds use it (``PostgresBackend``): reads of groups by
-/// id (``PostgresBackend/groups(app:ids:)``: GetGroupsInfo, and every call that reads a group
-/// outside a write) and a user's view of groups (``PostgresBackend/groupsForUser(app:userID:ids:)``:
-/// GetGroupsInfo with an operator).
+/// statement (PostgreSQL) or one read transaction (SQLite) for many callers, as the group commit
+/// writes the mutations that queue behind a running batch in one transaction. On PostgreSQL,
+/// reads of groups by id (``PostgresBackend/groups(app:ids:)``: GetGroupsInfo, and every call that
+/// reads a group outside a write) and users' views of groups
+/// (``PostgresBackend/groupsForUser(app:userID:ids:)``: GetGroupsInfo with an operator); on
+/// SQLite, users' views (``SQLiteBackend/userView(app:userID:of:)``).
 ///
-/// - At most ``maxRunning`` batches run at once (a share of the read pool, so other reads always
-///   find a connection). A read that finds a free slot starts a batch at once: on an idle store a
-///   read costs what it did alone, and waits on nothing.
+/// - At most ``maxRunning`` batches run at once (a share of the backend's read connections, so
+///   other reads always find one). A read that finds a free slot starts a batch at once: on an
+///   idle store a read costs what it did alone, and waits on nothing.
 /// - A read that finds every slot busy waits; the next batch to start takes every waiting read
 ///   (up to ``maxWeight`` in total: group ids asked), and `fetch` answers them in one
 ///   connection's turn. Each read gets what it asked for, read after it was asked.
-/// - At most ``maxWaiting`` reads wait (the pool's `max_waiting`); the next is refused at once
-///   with `RESOURCE_EXHAUSTED` (`STORE_BUSY`), as a read refused by the pool is.
+/// - At most ``maxWaiting`` reads wait; the next is refused at once with what `refusal` makes
+///   (on PostgreSQL `RESOURCE_EXHAUSTED` / `STORE_BUSY`, as a read refused by the pool is).
 /// - A batch that fails fails each of its reads with the same error.
-final class PostgresCoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
+final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     /// Answers `reads`, one answer per read, in their order.
     typealias Fetch = @Sendable (_ reads: [Read]) async throws -> [Answer]
 
@@ -45,22 +46,24 @@ final class PostgresCoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     /// How much one batch reads at most, in ``weight`` (a single read weighing more runs alone).
     let maxWeight: Int
     private let weight: @Sendable (Read) -> Int
+    private let refusal: @Sendable (_ waiting: Int) -> any Error
     private let fetch: Fetch
 
     init(
-        maxRunning: Int, maxWaiting: Int, maxWeight: Int = 1000,
-        weight: @escaping @Sendable (Read) -> Int, fetch: @escaping Fetch
+        maxRunning: Int, maxWaiting: Int, maxWeight: Int = 1000, weight: @escaping @Sendable (Read) -> Int,
+        refusal: @escaping @Sendable (_ waiting: Int) -> any Error, fetch: @escaping Fetch
     ) {
         self.maxRunning = max(1, maxRunning)
         self.maxWaiting = max(0, maxWaiting)
         self.maxWeight = max(1, maxWeight)
         self.weight = weight
+        self.refusal = refusal
         self.fetch = fetch
     }
 
     /// The answer to `read`.
-    /// - Throws: `RESOURCE_EXHAUSTED` (`STORE_BUSY`) when ``maxWaiting`` reads wait already;
-    ///   what the batch's fetch throws.
+    /// - Throws: `refusal`'s error when ``maxWaiting`` reads wait already; what the batch's
+    ///   fetch throws.
     func read(_ read: Read) async throws -> Answer {
         try await withCheckedThrowingContinuation { continuation in
             let (next, observers): (Next, [CheckedContinuation<Void, Never>]) = state.withLock { state in
@@ -77,7 +80,7 @@ final class PostgresCoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
             switch next {
             case .start: Task { await self.drain() }
             case .wait: break
-            case .refuse(let count): continuation.resume(throwing: PostgresStoreError.poolExhausted(count).groupError)
+            case .refuse(let count): continuation.resume(throwing: refusal(count))
             }
         }
     }
