@@ -39,9 +39,40 @@ private func shape(_ session: PostgresSession) throws -> [String] {
     return lines.sorted()
 }
 
+/// v1's row trigger of `joined_counts` (which v12 replaced), as v1 created it.
+private let memberCountedRowTrigger: String = {
+    let v1 = PostgresSchema.v1
+    let start = v1.range(of: "CREATE FUNCTION groupd_member_counted()")!.lowerBound
+    let end = v1.range(of: "FOR EACH ROW EXECUTE FUNCTION groupd_member_counted()")!.upperBound
+    return String(v1[start..<end])
+}()
+
+/// What v12 changed, taken back: the foreign keys of the appended tables to `groups`, the row
+/// trigger of `joined_counts`.
+private let backToV11 = """
+    DROP TRIGGER members_joined_count_insert ON members;
+    DROP TRIGGER members_joined_count_delete ON members;
+    DROP FUNCTION groupd_members_inserted();
+    DROP FUNCTION groupd_members_deleted();
+    \(memberCountedRowTrigger);
+    \(PostgresSchema.appendedTables.map {
+        "ALTER TABLE \($0) ADD FOREIGN KEY (app_id, group_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE"
+    }.joined(separator: ";\n"));
+    DELETE FROM groupd_migrations WHERE id = 'v12'
+    """
+
+/// The foreign keys to `groups`, by table.
+private func foreignKeysToGroups(_ session: PostgresSession) throws -> Set<String> {
+    var tables: Set<String> = []
+    try session.rows("SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' AND confrelid = 'groups'::regclass") {
+        tables.insert(try $0.text(0))
+    }
+    return tables
+}
+
 /// What v11 changed, taken back: event ids from one sequence shared by every app (set above
 /// every id held), message bodies keyed by `event_id`, no batch lock function.
-private let backToV10 = """
+private let backToV10 = backToV11 + ";\n" + """
     DROP FUNCTION groupd_lock_batch(TEXT[], TEXT[], BIGINT[]);
     ALTER TABLE group_messages DROP CONSTRAINT group_messages_pkey;
     ALTER TABLE group_messages ADD PRIMARY KEY (app_id, event_id);
@@ -80,7 +111,7 @@ struct PostgresMigrationTests {
     private let t0 = Fixture.t0
     private let types: [(id: String, type: GroupType)] = [("w", .work), ("p", .public), ("m", .meeting), ("r", .avChatRoom)]
 
-    @Test("v6–v11 apply over groups, members and messages written before them; each type gets its defaults")
+    @Test("v6–v12 apply over groups, members and messages written before them; each type gets its defaults")
     func migrationsOverData() async throws {
         // The data, written by this groupd, then the schema taken back to v5 (checked against a
         // database migrated to v5 alone), so the migrations run over rows as an older groupd left them.
@@ -110,8 +141,15 @@ struct PostgresMigrationTests {
         }
         #expect(taken == expected)
 
+        let withKeys = try await withSession(settings) { try foreignKeysToGroups($0) }
         let backend = try await PostgresBackend.open(settings: settings)
         #expect(backend.appliedMigrations == PostgresSchema.migrations.map(\.id))
+        // v12: the appended tables' keys to groups are gone, the others' kept.
+        let keys = try await withSession(settings) { try foreignKeysToGroups($0) }
+        #expect(withKeys.isSuperset(of: ["members", "group_events", "group_messages"]))
+        #expect(keys.isDisjoint(with: PostgresSchema.appendedTables))
+        #expect(keys.isSuperset(of: withKeys.subtracting(PostgresSchema.appendedTables)))
+        #expect(keys.isSuperset(of: ["group_custom", "applications", "group_bans", "invite_links"]))
         let store = Store(backend: backend, cacheCapacity: 0)
         let groups = try await store.groups(app: app, ids: types.map(\.id))
         for (id, type) in types {
@@ -132,6 +170,13 @@ struct PostgresMigrationTests {
 
         // The new columns and tables take writes over the old rows.
         try await Fixture.join(store, "p", "dave")
+        try await Fixture.quit(store, "w", "carol")
+        // Joined-group counts kept across v12's change of triggers: rows counted before it, a
+        // join and a quit after it (the AVChatRoom has no stored audience and is not counted).
+        let every = Set(GroupType.allCases)
+        #expect(try await store.joinedGroupCount(app: app, userID: "bob", types: every) == 3)
+        #expect(try await store.joinedGroupCount(app: app, userID: "carol", types: every) == 2)
+        #expect(try await store.joinedGroupCount(app: app, userID: "dave", types: every) == 1)
         let delta = try await store.memberChanges(app: app, groupID: "p", since: 0, after: nil, limit: 10)
         #expect(delta.version == 1 && Set(delta.changed.map(\.userID)) == ["alice", "bob", "carol", "dave"])
         _ = try await store.mutateGroup(
@@ -183,7 +228,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.last == "v11")
+        #expect(backend.appliedMigrations.suffix(2) == ["v11", "v12"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")
