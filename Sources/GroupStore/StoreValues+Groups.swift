@@ -61,8 +61,9 @@ public struct Page<Item: Sendable>: Sendable {
 }
 
 /// Groups by id as one user asks for them (GetGroupsInfo): the live groups, the user's stored
-/// memberships of them and the user's remarks (one statement on PostgreSQL; three reads on
-/// SQLite, the groups through the group cache).
+/// memberships of them, the user's remarks and unread mentions (on PostgreSQL one statement for
+/// the calls that queue together; on SQLite the groups through the group cache, the rest in one
+/// read for the calls that queue together).
 public struct GroupsForUser: Sendable {
     /// The live groups found, by id.
     public var groups: [String: Group]
@@ -72,7 +73,7 @@ public struct GroupsForUser: Sendable {
     /// AVChatRooms (whose audience is not stored); groups without a remark are absent.
     public var remarks: [String: String]
     /// The user's unread mentions by group id, for every group of ``memberships``, when the
-    /// backend read them with the groups (PostgreSQL, in the same statement); `nil`: ask
+    /// backend read them with the memberships (PostgreSQL and SQLite do); `nil`: ask
     /// ``Store/unreadMentions(app:userID:groupIDs:)``.
     public var unreadMentions: [String: UnreadMention]?
 
