@@ -89,7 +89,7 @@ final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     private func drain() async {
         while let batch = takeBatch() {
             do {
-                let answers = try await fetch(batch.map(\.read))
+                let answers = try await fetch(batch.map { $0.read })
                 guard answers.count == batch.count else {
                     throw GroupError.internal("a coalesced read answered \(answers.count) of \(batch.count) reads")
                 }

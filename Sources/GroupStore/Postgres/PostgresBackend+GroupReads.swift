@@ -449,7 +449,7 @@ enum PostgresRows {
             }
         }
         return try zip(reads, found).map { read, found in
-            if !inSnapshot && (found.groups.contains(where: \.hasCustom) || found.members.contains(where: \.hasCustom)) { return nil }
+            if !inSnapshot && (found.groups.contains { $0.hasCustom } || found.members.contains { $0.hasCustom }) { return nil }
             var answer = found.answer
             for group in try withCustom(found.groups, app: read.app, session: session) { answer.groups[group.id] = group }
             let members = try withCustom(found.members, app: read.app, userID: read.userID, session: session)

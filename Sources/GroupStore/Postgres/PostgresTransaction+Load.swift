@@ -245,18 +245,20 @@ extension PostgresTransaction {
         // The items' branch, when the request asks for items: its conditions and arguments.
         let pendingKind = request.targets.isEmpty ? nil : request.pendingApplications
         let due = request.parts.contains(.dueApplications)
+        let targets = Set(request.targets)
         var itemConditions: [String] = []
         var itemArguments: [PGValue] = []
         // The values are read through subqueries, so PostgreSQL keeps the generic plan (its
         // custom plans, made with them, looked cheaper: it planned the items on every join).
         if let kind = pendingKind {
             itemConditions.append("(a.kind = (SELECT ?::text) AND a.subject_id = ANY((SELECT ?::text[])::text[]))")
-            itemArguments += [.text(kind.rawValue), .texts(Set(request.targets).sorted())]
+            itemArguments += [.text(kind.rawValue), .texts(targets.sorted())]
         }
         if due { itemConditions.append("a.expires_at <= now.ms") }
         // Typed: a `UNION ALL` chain matches types pair by pair, and two untyped NULLs make `text`.
         let itemNulls = itemConditions.isEmpty ? "" : Self.itemNulls
-        let factNulls = ", NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8" + itemNulls
+        let factTypedNulls = "NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8"
+        let factNulls = ", " + factTypedNulls + itemNulls
         // Each user's membership is one key probe (`LATERAL … LIMIT 1`), the owner's another: a join
         // on `user_id = ANY(…) OR user_id = owner_id` let the generic plan, made while the group
         // was small, read every membership of the group (thousands per join into a big group).
@@ -315,7 +317,7 @@ extension PostgresTransaction {
             sql += """
 
                 UNION ALL
-                SELECT 'a', \(groupNulls)\(memberNulls)NULL::text, NULL::int8, NULL::text, NULL::text, NULL::int8,
+                SELECT 'a', \(groupNulls)\(memberNulls)\(factTypedNulls),
                     \(ApplicationRows.columns)
                 FROM now, g JOIN applications a ON a.app_id = g.app_id AND a.group_key = g.group_key
                 WHERE a.state = 'pending' AND (\(itemConditions.joined(separator: " OR ")))
@@ -342,7 +344,6 @@ extension PostgresTransaction {
             }
         }
         if group == nil && known == nil { throw GroupError.groupNotFound(groupID) }
-        let targets = Set(request.targets)
         for (_, item) in items.sorted(by: { $0.key < $1.key }) {
             if let kind = pendingKind, item.kind == kind, targets.contains(item.subjectID) {
                 found.pendingApplications[item.subjectID] = item
