@@ -80,8 +80,9 @@ public final class GroupdService: Sendable {
             }
         }
         let health = self.health
-        health.setStoreAvailable(store.isAvailable)
+        // Observed first, then read: a change made in between is not missed.
         store.observeAvailability { health.setStoreAvailable($0) }
+        health.setStoreAvailable(store.isAvailable)
         if let metrics = telemetry.metrics { instrument(metrics) }
         events.observePresence { [weak self] app, user, at in await self?.streamPresenceChanged(app: app, user: user, at: at) }
     }

@@ -48,29 +48,31 @@ public final class HealthService: Sendable {
     /// Reports NOT_SERVING from now on and ends every `Watch` stream with `UNAVAILABLE`, so
     /// watchers move to another node while the server drains.
     public func beginShutdown() {
-        let watchers = state.withLockedValue { state in
+        // Yielded under the lock, as every change is, so no watcher sees two changes out of order.
+        state.withLockedValue { state in
             state.serving = false
-            let watchers = state.watchers
+            for continuation in state.watchers.values {
+                continuation.yield(.notServing)
+                continuation.finish()
+            }
             state.watchers.removeAll()
-            return watchers
-        }
-        for continuation in watchers.values {
-            continuation.yield(.notServing)
-            continuation.finish()
         }
     }
 
     /// The store's database became reachable (`true`) or unreachable: `Check` and `Watch` report
     /// SERVING or NOT_SERVING accordingly, so a load balancer sends calls to another node
     /// meanwhile.
+    ///
+    /// The change is yielded to the watchers under the lock that sets it (a yield only buffers it
+    /// or resumes the watcher's task): two changes made at once from two threads reach every
+    /// watcher in the order they were made, so the last status a watcher got is the one that holds.
     public func setStoreAvailable(_ available: Bool) {
-        let (watchers, status): ([AsyncStream<Status>.Continuation], Status?) = state.withLockedValue { state in
-            guard state.storeAvailable != available else { return ([], nil) }
+        state.withLockedValue { state in
+            guard state.storeAvailable != available else { return }
             state.storeAvailable = available
-            guard state.serving else { return ([], nil) }
-            return (Array(state.watchers.values), available ? .serving : .notServing)
+            guard state.serving else { return }
+            for watcher in state.watchers.values { watcher.yield(available ? .serving : .notServing) }
         }
-        if let status { for watcher in watchers { watcher.yield(status) } }
     }
 
     private func check(_ request: ByteBuffer) -> Result<ByteBuffer, GRPCStatus> {

@@ -101,12 +101,17 @@ final class PostgresReaders: Sendable {
 /// Whether the database answers: set false at once when a connection is lost, true again once a
 /// probe succeeds. While false, calls fail fast with `UNAVAILABLE` and the probe retries with
 /// back-off (50 ms doubling to 2 s); while true it probes every second.
+///
+/// One chain of probes runs at a time. A lost connection starts a new chain (probing at once) and
+/// ends the old one: a probe whose `SELECT 1` was answered before the loss was reported no longer
+/// counts, so it cannot mark the store available (and report SERVING) in the middle of an outage.
 final class PostgresAvailability: Sendable {
     private struct State {
         var available = true
         var lastError = ""
         var stopped = false
-        var probing = false
+        /// The live chain of probes; a lost connection starts the next.
+        var chain = 0
         var backoff: Double = 0.05
         var onRecovery: (@Sendable () -> Void)?
         var observers: [@Sendable (Bool) -> Void] = []
@@ -116,6 +121,8 @@ final class PostgresAvailability: Sendable {
     private let session: PostgresSession
     private let logger: Logger
     private let queue = DispatchQueue(label: "groupd.postgres.availability")
+    /// Where the observers are told of changes, one at a time, in the order the changes were made.
+    private let notifications = DispatchQueue(label: "groupd.postgres.availability.notifications")
     /// Seconds between probes while available.
     static let interval = 1.0
 
@@ -136,8 +143,11 @@ final class PostgresAvailability: Sendable {
 
     /// Starts probing; `onRecovery` runs each time the database answers again after an outage.
     func start(onRecovery: @escaping @Sendable () -> Void) {
-        state.withLock { $0.onRecovery = onRecovery }
-        schedule(after: Self.interval)
+        let chain = state.withLock { state in
+            state.onRecovery = onRecovery
+            return state.chain
+        }
+        schedule(after: Self.interval, chain: chain)
     }
 
     /// Calls `observer` with every change of availability.
@@ -150,39 +160,61 @@ final class PostgresAvailability: Sendable {
         queue.sync { session.disconnect() }
     }
 
-    /// A connection was lost: unavailable now, and probe at once.
+    /// A connection was lost: unavailable now, and a new chain of probes starts at once (while
+    /// unavailable already, the running chain goes on).
     func connectionLost() {
-        let changed = set(available: false, error: "a connection was lost")
-        if changed { queue.async { self.probe() } }
+        let chain: Int? = state.withLock { state in
+            state.lastError = "a connection was lost"
+            guard state.available else { return nil }
+            state.chain += 1
+            state.backoff = 0.05
+            Self.change(&state, to: false, notifying: notifications)
+            return state.chain
+        }
+        if let chain { queue.async { self.probe(chain) } }
     }
 
-    private func schedule(after seconds: Double) {
-        queue.asyncAfter(deadline: .now() + seconds) { self.probe() }
+    private func schedule(after seconds: Double, chain: Int) {
+        queue.asyncAfter(deadline: .now() + seconds) { self.probe(chain) }
     }
 
-    private func probe() {
-        guard !state.withLock({ $0.stopped }) else { return }
+    /// Whether `chain` is the live chain of probes (and the monitor runs).
+    private func isLive(_ chain: Int) -> Bool {
+        state.withLock { !$0.stopped && $0.chain == chain }
+    }
+
+    private func probe(_ chain: Int) {
+        guard isLive(chain) else { return }
         do {
             try session.command("SELECT 1")
-            let wasDown = !isAvailable
-            set(available: true, error: "")
-            if wasDown {
-                logger.info("the database answers again")
-                state.withLock { $0.onRecovery }?()
+            // Available again only if no connection was lost since this probe began.
+            let (live, recovered) = state.withLock { state -> (Bool, (@Sendable () -> Void)?) in
+                guard !state.stopped && state.chain == chain else { return (false, nil) }
+                state.backoff = 0.05
+                guard !state.available else { return (true, nil) }
+                Self.change(&state, to: true, notifying: notifications)
+                return (true, state.onRecovery ?? {})
             }
-            state.withLock { $0.backoff = 0.05 }
-            schedule(after: Self.interval)
+            guard live else { return }
+            if let recovered {
+                logger.info("the database answers again")
+                recovered()
+            }
+            schedule(after: Self.interval, chain: chain)
         } catch {
             session.disconnect()
             let description = (error as? PostgresStoreError)?.description ?? String(describing: error)
-            if set(available: false, error: description) {
+            let (changed, delay) = state.withLock { state in
+                state.lastError = description
+                let changed = state.available
+                if changed { Self.change(&state, to: false, notifying: notifications) }
+                defer { state.backoff = min(state.backoff * 2, 2) }
+                return (changed, state.backoff)
+            }
+            if changed {
                 logger.warning("the database cannot be reached", metadata: ["error": "\(description)"])
             }
-            let delay = state.withLock { state in
-                defer { state.backoff = min(state.backoff * 2, 2) }
-                return state.backoff
-            }
-            schedule(after: delay)
+            schedule(after: delay, chain: chain)
         }
     }
 
@@ -209,16 +241,14 @@ final class PostgresAvailability: Sendable {
         return failure.groupError
     }
 
-    /// Sets the flag; returns whether it changed (and tells the observers).
-    @discardableResult
-    private func set(available: Bool, error: String) -> Bool {
-        let (changed, observers) = state.withLock { state -> (Bool, [@Sendable (Bool) -> Void]) in
-            if !error.isEmpty { state.lastError = error }
-            guard state.available != available else { return (false, []) }
-            state.available = available
-            return (true, state.observers)
-        }
-        for observer in observers { observer(available) }
-        return changed
+    /// Sets the flag, under the lock that holds it, and queues the change for the observers there:
+    /// a call that lost its connection and the probe may change it at once from two threads, and
+    /// the observers get the changes in the order they were made, so the last one they get is the
+    /// flag's value (told outside the lock, a probe's `true` could reach them after a call's later
+    /// `false`, and health would report SERVING through a whole outage).
+    private static func change(_ state: inout State, to available: Bool, notifying notifications: DispatchQueue) {
+        state.available = available
+        let observers = state.observers
+        notifications.async { for observer in observers { observer(available) } }
     }
 }
