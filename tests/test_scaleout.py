@@ -707,19 +707,31 @@ def test_postgres_restarted_under_load_through_two_nodes_loses_nothing_acknowled
     for watch in watches:
         assert watch.next().status == SERVING
     writers = Writers(group, [(servers[n % 2], sender) for n, sender in enumerate(senders)], deadline=5.0).start()
+    down = False
     try:
         before = writers.wait_acks(200)
         own_postgres.stop_server(mode="fast")
+        down = True
         for watch in watches:
-            assert watch.next(timeout=20).status == NOT_SERVING
+            status = watch.next(timeout=20).status
+            assert status == NOT_SERVING, (status, watch.error)
         own_postgres.start_server()
+        down = False
         for watch in watches:
-            assert watch.next(timeout=30).status == SERVING
+            status = watch.next(timeout=30).status
+            assert status == SERVING, (status, watch.error)
         writers.wait_acks(len(writers.acked) + 100)
+    except BaseException:
+        # The failure above is the one to report: PostgreSQL back (the writers' retries end) and
+        # the writers stopped without a check of their own that would hide it.
+        writers.stopping.set()
+        if down:
+            own_postgres.start_server()
+        raise
     finally:
-        writers.stop()
         for watch in watches:
             watch.cancel()
+    writers.stop()
     assert writers.failures, "no call failed while PostgreSQL was down"
     writers.check_failures()
     for node in (a, b):
