@@ -29,13 +29,16 @@ build() {
     echo "error: no libFuzzer runtime (libclang_rt.fuzzer) in the Swift toolchain at $toolchain" >&2
     exit 1
   fi
-  # Swift takes ASan and libFuzzer's coverage; UBSan (which swiftc does not offer on Linux)
-  # instruments the C: protobuf-c's generated code, the plugin ABI, the fuzz plugin, the
-  # dependencies' C.
-  # swiftc keeps only the last of several -sanitize= flags, and SwiftPM writes its --sanitize
-  # set in an order that changes from run to run: alone, the Swift code got either coverage
-  # (no ASan) or ASan (no coverage, so libFuzzer fuzzed blind). The one combined flag, which
-  # comes after SwiftPM's, gives every Swift file both.
+  # Swift takes ASan and libFuzzer's coverage; the C (protobuf-c's generated code, the plugin ABI,
+  # the fuzz plugin, the dependencies' C) takes both and UBSan, which swiftc does not offer on Linux.
+  # SwiftPM gets one sanitizer, fuzzer (so it links libFuzzer's main instead of the executables'
+  # own); the others are spelled out after it, in one fixed order:
+  # - swiftc keeps only the last of several -sanitize= flags, and SwiftPM writes a --sanitize set
+  #   of two in an order that changes from process to process, so alone the Swift code got either
+  #   coverage (no ASan) or ASan (no coverage, so libFuzzer fuzzed blind);
+  # - and each product below is a SwiftPM process of its own: when its order differed from the
+  #   previous one's, every command line changed and everything already built was compiled again
+  #   (NIO, NIOSSL, BoringSSL and GRPCServer a second time: a third of the build's wall time).
   # Product by product: a plain `swift build` of the fuzz package builds every product of every
   # package it depends on (groupd's server, client, plugins and fixtures, swift-nio's and
   # swift-argument-parser's tools, ...), all instrumented; this builds the fuzz targets, the plugin
@@ -43,8 +46,8 @@ build() {
   local product
   for product in "${TARGETS[@]}" FuzzPolicyPlugin; do
     "$SWIFT" build --package-path Tests/Fuzz --scratch-path "$SCRATCH" --product "$product" \
-      --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=address,fuzzer \
-      -Xcc -fsanitize=undefined -Xcc -fno-sanitize-recover=undefined
+      --sanitize=fuzzer -Xswiftc -sanitize=address,fuzzer \
+      -Xcc -fsanitize=address,undefined -Xcc -fno-sanitize-recover=undefined
   done
   # Both instrumentations in the Swift code every target runs (readelf and nm from binutils).
   # Counted, not `grep -q`: under pipefail an early grep exit fails the pipe (SIGPIPE).
