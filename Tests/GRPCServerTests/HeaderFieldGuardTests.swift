@@ -132,7 +132,7 @@ import Testing
 
     @Test func blocksWithinTheLimitPassAsTheyCame() throws {
         let input = Self.preface + Self.settings
-            + Self.headerFrames(stream: 1, block: Self.requestFields + Self.literal("x-medium", String(repeating: "m", count: 40000)), endStream: false).joined()
+            + Self.headerFrames(stream: 1, block: Self.requestFields + Self.literal("x-medium", String(repeating: "m", count: 40000)), endStream: false).flatMap { $0 }
             + Self.frame(type: 0x0, flags: 0x1, stream: 1, payload: [0, 0, 0, 0, 0])
         for reads in [[], [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31], Array(repeating: 1000, count: 60)] {
             let (output, oversized) = Self.guarded(input, reads: reads)
@@ -146,7 +146,7 @@ import Testing
         // A small indexed field first: the table holds one entry before the oversized literal.
         let big = Self.literal(Array("x-big".utf8), Array(repeating: UInt8(ascii: "v"), count: 70000), indexing, huffmanValue: huffman)
         let block = Self.literal("x-first", "1", .incremental) + Self.requestFields + big + Self.literal("x-last", "2")
-        let input = Self.preface + Self.settings + Self.headerFrames(stream: 3, block: block).joined()
+        let input = Self.preface + Self.settings + Self.headerFrames(stream: 3, block: block).flatMap { $0 }
         let (output, oversized) = Self.guarded(input)
         #expect(oversized == [3])
         #expect(Self.frames(output).count == Self.frames(input).count)
@@ -171,7 +171,7 @@ import Testing
     @Test(arguments: Indexing.allCases)
     func anOversizedNameIsReplaced(indexing: Indexing) throws {
         let big = Self.literal(Array(repeating: UInt8(ascii: "n"), count: 70000), Array("v".utf8), indexing)
-        let input = Self.preface + Self.headerFrames(stream: 1, block: Self.requestFields + big).joined()
+        let input = Self.preface + Self.headerFrames(stream: 1, block: Self.requestFields + big).flatMap { $0 }
         let (output, oversized) = Self.guarded(input)
         #expect(oversized == [1])
         let (blocks, entries) = try Self.decode(output)
@@ -184,9 +184,9 @@ import Testing
     @Test func anyReadSplitGivesTheSameOutput() throws {
         let big = Self.literal(Array("x-big".utf8), Array(repeating: UInt8(ascii: "v"), count: 70000), .incremental)
         let input = Self.preface + Self.settings
-            + Self.headerFrames(stream: 1, block: Self.requestFields + big + Self.literal("x-after", "a"), endStream: false).joined()
+            + Self.headerFrames(stream: 1, block: Self.requestFields + big + Self.literal("x-after", "a"), endStream: false).flatMap { $0 }
             + Self.frame(type: 0x0, flags: 0x1, stream: 1, payload: [0, 0, 0, 0, 0])
-            + Self.headerFrames(stream: 3, block: Self.requestFields).joined()
+            + Self.headerFrames(stream: 3, block: Self.requestFields).flatMap { $0 }
         let (whole, reported) = Self.guarded(input)
         #expect(reported == [1])
         var generator = SystemRandomNumberGenerator()
@@ -210,7 +210,7 @@ import Testing
         let continuations = stride(from: 0, to: rest.count, by: 16384).map { start in
             Self.frame(type: 0x9, flags: start + 16384 >= rest.count ? 0x4 : 0, stream: 5, payload: Array(rest[start..<min(start + 16384, rest.count)]))
         }
-        let input = Self.preface + headers + continuations.joined()
+        let input = Self.preface + headers + continuations.flatMap { $0 }
         let (output, oversized) = Self.guarded(input)
         #expect(oversized == [5])
         let first = try #require(Self.frames(output).first)
@@ -233,7 +233,7 @@ import Testing
         let continuations = stride(from: 0, to: rest.count, by: 16384).map { start in
             frame(type: 0x9, flags: start + 16384 >= rest.count ? 0x4 : 0, stream: 1, payload: Array(rest[start..<min(start + 16384, rest.count)]))
         }
-        return preface + headers + continuations.joined() + settings
+        return preface + headers + continuations.flatMap { $0 } + settings
     }
 
     @Test(arguments: [70000, 1 << 20, 3 << 20], Indexing.allCases)
