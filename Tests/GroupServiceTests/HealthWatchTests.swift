@@ -18,11 +18,11 @@ struct HealthWatchTests {
         let health = HealthService()
         var router = ServerRouter()
         health.register(in: &router)
-        let received = Mutex<[Status]>([])
+        let (deliveries, delivered) = AsyncStream<Status>.makeStream()
         let box = Mutex<ServerStreamWriter?>(nil)
         let writer = ServerStreamWriter(capacity: 1 << 20, deliver: { buffer in
             if let response = try? Grpc_Health_V1_HealthCheckResponse(serializedBytes: Array(buffer.readableBytesView)) {
-                received.withLock { $0.append(response.status) }
+                delivered.yield(response.status)
             }
             box.withLock { $0 }?.didSend()
         })
@@ -37,13 +37,24 @@ struct HealthWatchTests {
             try await watch(ByteBuffer(bytes: Grpc_Health_V1_HealthCheckRequest().serializedBytes()), context, writer)
         }
         // The watch is registered once its first status arrived.
-        while received.withLock({ $0.isEmpty }) { await Task.yield() }
+        var iterator = deliveries.makeAsyncIterator()
+        guard let first = await iterator.next() else {
+            Issue.record("the watch ended before its first status")
+            return
+        }
+        var statuses = [first]
 
         // Two threads flip the availability as a failing call and the database probe do: each
         // change that lands is yielded; a yield made after the lock that decided it could reach
         // the watcher after a later change, and leave it with a status that no longer holds.
-        DispatchQueue.concurrentPerform(iterations: 2) { thread in
-            for step in 0..<20_000 { health.setStoreAvailable((step + thread) % 2 == 0) }
+        // On dispatch's threads, not the test's: the cooperative pool is as wide as the cores.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                DispatchQueue.concurrentPerform(iterations: 2) { thread in
+                    for step in 0..<5_000 { health.setStoreAvailable((step + thread) % 2 == 0) }
+                }
+                done.resume()
+            }
         }
         let check = try #require(router.handler(for: Grpc_Health_V1_Health.Method.check.path))
         guard case .inlineUnary(let checkBody) = check else {
@@ -54,8 +65,9 @@ struct HealthWatchTests {
             serializedBytes: Array(try checkBody(ByteBuffer(), context).get().readableBytesView)).status
         health.beginShutdown()
         _ = await call.result
+        delivered.finish()
+        while let status = await iterator.next() { statuses.append(status) }
 
-        let statuses = received.withLock { $0 }
         // First SERVING, then the changes, then NOT_SERVING at shutdown.
         #expect(statuses.first == .serving)
         #expect(statuses.last == .notServing)
