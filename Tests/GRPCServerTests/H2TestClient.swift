@@ -63,6 +63,8 @@ final class H2TestClient: @unchecked Sendable {
     private(set) var calls: [Int32: Call] = [:]
     private var waiters: [(id: Int, check: () -> Bool, continuation: CheckedContinuation<Bool, Never>)] = []
     private var nextWaiter = 0
+    /// Set when the connection closed: nothing more arrives, so a wait not met by then fails at once.
+    private var connectionClosed = false
 
     private init(channel: any Channel) {
         self.channel = channel
@@ -159,9 +161,21 @@ final class H2TestClient: @unchecked Sendable {
     private func checkWaiters() {
         var still: [(id: Int, check: () -> Bool, continuation: CheckedContinuation<Bool, Never>)] = []
         for waiter in waiters {
-            if waiter.check() { waiter.continuation.resume(returning: true) } else { still.append(waiter) }
+            if waiter.check() {
+                waiter.continuation.resume(returning: true)
+            } else if connectionClosed {
+                waiter.continuation.resume(returning: false)
+            } else {
+                still.append(waiter)
+            }
         }
         waiters = still
+    }
+
+    /// The connection closed (on the event loop).
+    fileprivate func closed() {
+        connectionClosed = true
+        checkWaiters()
     }
 
     /// The call's record.
@@ -180,6 +194,10 @@ final class H2TestClient: @unchecked Sendable {
                     continuation.resume(returning: true)
                     return
                 }
+                if self.connectionClosed {
+                    continuation.resume(returning: false)
+                    return
+                }
                 let waiter = self.nextWaiter
                 self.nextWaiter += 1
                 self.waiters.append((waiter, { condition(self.calls[id] ?? Call()) }, continuation))
@@ -189,14 +207,17 @@ final class H2TestClient: @unchecked Sendable {
                 }
             }
         }
-        let record = try await call(id)
-        guard met else { throw TimedOut(call: "\(id)", record: "\(record)") }
+        let (record, closed) = try await channel.eventLoop.submit { (self.calls[id] ?? Call(), self.connectionClosed) }.get()
+        guard met else { throw TimedOut(call: "\(id)", record: "\(record)", connectionClosed: closed) }
         return record
     }
 
+    /// A wait that was not met: within its bound, or before the connection closed.
     struct TimedOut: Error {
         var call: String
         var record: String
+        /// Whether the connection had closed (the wait failed then, not at its bound).
+        var connectionClosed: Bool
     }
 
     /// Opens a call to `path` with the usual gRPC headers and `extra` ones.
@@ -303,6 +324,11 @@ final class H2TestClient: @unchecked Sendable {
                 return
             }
             client.received(bytes)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            client?.closed()
+            context.fireChannelInactive()
         }
     }
 }
