@@ -116,14 +116,27 @@ let package = Package(
         /// The store's settings as plain values (durability, how to reach PostgreSQL): what the
         /// configuration loader shares with the store without depending on it.
         .target(name: "GroupStoreSettings", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
-        /// Persistence: ``Store`` over a ``StoreBackend``, SQLite in WAL mode through GRDB (the
-        /// default) or PostgreSQL through postgres-nio (several nodes on one database).
+        /// Persistence: ``Store`` over a ``StoreBackend`` (the rules of each mutation, group commit,
+        /// the group cache, the event feed), with no database driver (docs/STORE.md, "Modules").
+        .target(name: "GroupStore", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
+        /// The SQL both backends share: row codecs, column lists, cursors, and ``SQLDialect`` for
+        /// what differs.
+        .target(name: "GroupStoreSQL", dependencies: ["GroupModel", "GroupStore"], swiftSettings: swiftSettings),
+        /// The embedded backend (the default): SQLite in WAL mode through GRDB.
         .target(
-            name: "GroupStore",
+            name: "GroupStoreSQLite",
             dependencies: [
-                "GroupModel", "GroupStoreSettings",
+                "GroupModel", "GroupStore", "GroupStoreSettings", "GroupStoreSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        /// The shared backend: PostgreSQL through postgres-nio, several nodes on one database.
+        .target(
+            name: "GroupStorePostgres",
+            dependencies: [
+                "GroupModel", "GroupStore", "GroupStoreSettings", "GroupStoreSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -162,7 +175,8 @@ let package = Package(
         .executableTarget(
             name: "groupd",
             dependencies: [
-                "GroupService", "GRPCServer", "GroupStore", "GRPCClient", "GroupAPI", "GroupdBuildInfo",
+                "GroupService", "GRPCServer", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GRPCClient", "GroupAPI",
+                "GroupdBuildInfo",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -217,7 +231,9 @@ let package = Package(
         /// Helpers shared by the test targets: temporary stores, a server on port 0, a token minter.
         .target(
             name: "GroupTestSupport",
-            dependencies: ["GroupService", "GroupStore", "GroupModel", "GRPCServer", "GroupAPI", .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "GroupService", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GroupModel", "GRPCServer", "GroupAPI",
+                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -239,7 +255,8 @@ let package = Package(
         .testTarget(
             name: "GroupStoreTests",
             dependencies: [
-                "GroupStore", "GroupTestSupport",
+                "GroupStore", "GroupStoreSQL", "GroupStoreSQLite", "GroupStorePostgres", "GroupTestSupport", "GroupModel",
+                "GroupStoreSettings",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -247,7 +264,10 @@ let package = Package(
         ),
         .testTarget(
             name: "GroupServiceTests",
-            dependencies: ["GroupService", "GroupdConfig", "GroupTestSupport", "GroupAPI", .product(name: "Yams", package: "Yams")],
+            dependencies: [
+                "GroupService", "GroupdConfig", "GroupStoreSettings", "GroupTestSupport", "GroupAPI",
+                .product(name: "Yams", package: "Yams"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

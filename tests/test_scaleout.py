@@ -883,7 +883,7 @@ def test_a_node_cut_from_postgres_fails_fast_the_other_serves_both_recover(fresh
 
 def migration_ids():
     """The migrations groupd ships (PostgresSchema.migrations)."""
-    source = (support.ROOT / "Sources/GroupStore/Postgres/PostgresSchema.swift").read_text()
+    source = (support.ROOT / "Sources/GroupStorePostgres/PostgresSchema.swift").read_text()
     line = re.search(r"static let migrations: \[\(id: String, sql: String\)\] = \[(.*?)\]", source, re.S)
     assert line, "PostgresSchema.migrations not found"
     ids = re.findall(r'\("([^"]+)",', line.group(1))

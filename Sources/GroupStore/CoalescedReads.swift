@@ -18,9 +18,9 @@ import Synchronization
 /// - At most ``maxWaiting`` reads wait; the next is refused at once with what `refusal` makes
 ///   (on PostgreSQL `RESOURCE_EXHAUSTED` / `STORE_BUSY`, as a read refused by the pool is).
 /// - A batch that fails fails each of its reads with the same error.
-final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
+package final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     /// Answers `reads`, one answer per read, in their order.
-    typealias Fetch = @Sendable (_ reads: [Read]) async throws -> [Answer]
+    package typealias Fetch = @Sendable (_ reads: [Read]) async throws -> [Answer]
 
     private struct Request {
         var read: Read
@@ -40,16 +40,16 @@ final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
 
     private let state = Mutex(State())
     /// How many batches run at once at most.
-    let maxRunning: Int
+    package let maxRunning: Int
     /// How many reads may wait at most.
-    let maxWaiting: Int
+    package let maxWaiting: Int
     /// How much one batch reads at most, in ``weight`` (a single read weighing more runs alone).
-    let maxWeight: Int
+    package let maxWeight: Int
     private let weight: @Sendable (Read) -> Int
     private let refusal: @Sendable (_ waiting: Int) -> any Error
     private let fetch: Fetch
 
-    init(
+    package init(
         maxRunning: Int, maxWaiting: Int, maxWeight: Int = 1000, weight: @escaping @Sendable (Read) -> Int,
         refusal: @escaping @Sendable (_ waiting: Int) -> any Error, fetch: @escaping Fetch
     ) {
@@ -64,7 +64,7 @@ final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     /// The answer to `read`.
     /// - Throws: `refusal`'s error when ``maxWaiting`` reads wait already; what the batch's
     ///   fetch throws.
-    func read(_ read: Read) async throws -> Answer {
+    package func read(_ read: Read) async throws -> Answer {
         try await withCheckedThrowingContinuation { continuation in
             let (next, observers): (Next, [CheckedContinuation<Void, Never>]) = state.withLock { state in
                 let mayStart = !state.held && state.running < maxRunning
@@ -132,16 +132,16 @@ final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     // MARK: Tests
 
     /// How many batches have run.
-    var batchCount: Int { state.withLock { $0.batches } }
+    package var batchCount: Int { state.withLock { $0.batches } }
 
     /// Tests only: from now on no batch starts; reads wait (up to ``maxWaiting``).
-    func hold() {
+    package func hold() {
         state.withLock { $0.held = true }
     }
 
     /// Tests only: batches start again, as many as slots are free; the first takes every read that
     /// waited meanwhile (up to ``maxWeight``).
-    func release() {
+    package func release() {
         let starts = state.withLock { state in
             state.held = false
             let starts = state.waiting.isEmpty ? 0 : max(0, maxRunning - state.running)
@@ -152,7 +152,7 @@ final class CoalescedReads<Read: Sendable, Answer: Sendable>: Sendable {
     }
 
     /// Tests only: returns once at least `count` reads wait.
-    func waitUntilWaiting(_ count: Int) async {
+    package func waitUntilWaiting(_ count: Int) async {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state in
                 if state.waiting.count >= count { return true }

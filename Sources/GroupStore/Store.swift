@@ -302,7 +302,7 @@ public final class Store: Sendable {
     }
 
     /// The group after `change` was written over `before`, as stored.
-    static func group(after change: GroupChange, before: Group, events: [GroupEvent]) -> Group {
+    package static func group(after change: GroupChange, before: Group, events: [GroupEvent]) -> Group {
         var group = change.group
         group.appID = before.appID
         group.id = before.id

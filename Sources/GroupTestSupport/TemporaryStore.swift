@@ -1,5 +1,7 @@
 import Foundation
 public import GroupStore
+public import GroupStorePostgres
+public import GroupStoreSQLite
 
 /// A directory under the system's temporary directory, removed when this value is released.
 public final class TemporaryDirectory: Sendable {

@@ -3,6 +3,8 @@ import GRPCServer
 import GroupModel
 import GroupService
 import GroupStore
+import GroupStorePostgres
+import GroupStoreSQLite
 import Logging
 import NIOCore
 import NIOPosix

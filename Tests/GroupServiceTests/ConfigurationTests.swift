@@ -2,6 +2,7 @@ import Foundation
 import GroupModel
 import GroupService
 import GroupStore
+import GroupStoreSettings
 import GroupTestSupport
 import Testing
 import Yams

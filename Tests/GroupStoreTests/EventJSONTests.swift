@@ -1,5 +1,8 @@
 import Foundation
 @testable import GroupStore
+@testable import GroupStorePostgres
+@testable import GroupStoreSQL
+@testable import GroupStoreSQLite
 import Testing
 
 @Suite("Event JSON: targets and changes as stored")

@@ -1,5 +1,8 @@
 import GRDB
 @testable import GroupStore
+@testable import GroupStorePostgres
+@testable import GroupStoreSQL
+@testable import GroupStoreSQLite
 import Testing
 
 @Suite("Raw statements: binding and reading values as GRDB would")

@@ -1,5 +1,8 @@
 import GroupModel
 @testable import GroupStore
+@testable import GroupStorePostgres
+@testable import GroupStoreSQL
+@testable import GroupStoreSQLite
 import GroupTestSupport
 import Logging
 import NIOPosix

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GroupModel
 @testable import GroupStore
+@testable import GroupStoreSQLite
 import GroupTestSupport
 import Synchronization
 import Testing

@@ -2,6 +2,9 @@ import Foundation
 import GroupModel
 import GRDB
 @testable import GroupStore
+@testable import GroupStorePostgres
+@testable import GroupStoreSQL
+@testable import GroupStoreSQLite
 import GroupTestSupport
 import Synchronization
 import Testing

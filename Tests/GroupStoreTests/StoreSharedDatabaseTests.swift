@@ -1,6 +1,9 @@
 import Foundation
 import GroupModel
 @testable import GroupStore
+@testable import GroupStorePostgres
+@testable import GroupStoreSQL
+@testable import GroupStoreSQLite
 import GroupTestSupport
 import Logging
 import NIOPosix

@@ -1,6 +1,9 @@
 import Foundation
 import GroupModel
 @testable import GroupStore
+@testable import GroupStorePostgres
+@testable import GroupStoreSQL
+@testable import GroupStoreSQLite
 
 extension Store {
     /// The SQLite backend under this store (tests of SQLite-only behaviour: migrations, pragmas).

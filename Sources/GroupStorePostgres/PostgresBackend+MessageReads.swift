@@ -1,0 +1,202 @@
+import GroupModel
+import GroupStore
+import GroupStoreSQL
+
+/// Message reads over PostgreSQL: history and unread counts read `group_messages` alone, through
+/// `group_messages_by_seq` (as on SQLite, `SQLiteBackend+MessageReads.swift`).
+extension PostgresBackend {
+    public func message(
+        app: String, groupID: String, senderID: String, clientMessageID: String
+    ) async throws -> StoredMessage? {
+        try await read { session in
+            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
+            return try PostgresMessageRows.messageByClientID(
+                app: app, groupKey: groupKey, groupID: groupID, senderID: senderID,
+                clientMessageID: clientMessageID, session: session)
+        }
+    }
+
+    public func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage {
+        let limit = max(1, limit)
+        return try await read { session in
+            guard let group = try session.first(
+                """
+                SELECT group_key, latest_seq FROM groups
+                WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
+                """,
+                [.text(app), .text(groupID)],
+                { (try $0.int64(0), try $0.int64(1)) })
+            else { throw GroupError.groupNotFound(groupID) }
+            let (groupKey, latest) = group
+            let sql: String
+            let arguments: [PGValue]
+            switch range.direction {
+            case .older:
+                sql = """
+                    SELECT \(PostgresMessageRows.columns) FROM group_messages gm
+                    WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq < ? AND gm.seq > ?
+                    ORDER BY gm.seq DESC LIMIT ?
+                    """
+                arguments = [
+                    .text(app), .integer(groupKey), .integer(range.anchor ?? Int64.max), .integer(range.floor),
+                    .int(limit + 1),
+                ]
+            case .newer:
+                sql = """
+                    SELECT \(PostgresMessageRows.columns) FROM group_messages gm
+                    WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq > ? ORDER BY gm.seq LIMIT ?
+                    """
+                arguments = [.text(app), .integer(groupKey), .integer(max(range.anchor ?? 0, range.floor)), .int(limit + 1)]
+            }
+            var messages: [GroupMessage] = []
+            try session.rows(sql, arguments) { row in
+                messages.append(try MessageRows.message(row, appID: app, groupID: groupID).message)
+            }
+            let hasMore = messages.count > limit
+            if hasMore { messages.removeLast(messages.count - limit) }
+            if range.direction == .older { messages.reverse() }
+            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: latest)
+        }
+    }
+
+    public func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64] {
+        try await read { session in
+            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
+            var result: [Int64: Int64] = [:]
+            if sequences.isEmpty { return result }
+            try session.rows(
+                "SELECT seq, event_id FROM group_events WHERE app_id = ? AND group_key = ? AND seq = ANY(?)",
+                [.text(app), .integer(groupKey), .integers(Array(Set(sequences)))]
+            ) { row in result[try row.int64(0)] = try row.int64(1) }
+            return result
+        }
+    }
+
+    /// Two columns of a membership `m`: whether a kept mention of the member (`message_mentions`)
+    /// and whether an unrecalled @all message of another sender lies after their read position
+    /// and join, as 0/1.
+    static let unreadMentionColumns = """
+        (EXISTS (SELECT 1 FROM message_mentions mm
+         WHERE mm.app_id = m.app_id AND mm.group_key = m.group_key AND mm.user_id = m.user_id
+           AND mm.seq > GREATEST(m.last_read_seq, m.join_seq)))::int::int8,
+        (EXISTS (SELECT 1 FROM group_messages a
+         WHERE a.app_id = m.app_id AND a.group_key = m.group_key AND a.mention_all = 1
+           AND a.seq > GREATEST(m.last_read_seq, m.join_seq) AND a.sender_id <> m.user_id))::int::int8
+        """
+
+    public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
+        if groupIDs.isEmpty { return [:] }
+        return try await readStatement { session in
+            var mentions: [String: UnreadMention] = [:]
+            try session.rows(
+                """
+                SELECT g.group_id, \(Self.unreadMentionColumns)
+                FROM groups g
+                JOIN \(PostgresRows.membershipProbe)
+                WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(groupIDs).sql)
+                """,
+                [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
+            ) { row in mentions[try row.text(0)] = UnreadMention(me: try row.bool(1), all: try row.bool(2)) }
+            return mentions
+        }
+    }
+
+    public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
+        let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
+        if groupIDs.isEmpty { return [:] }
+        return try await readStatement { session in
+            // One statement: per membership, the unread count and the newest message's time
+            // (``PostgresMessageRows/unreadCount(app:groupKey:userID:after:session:)`` and
+            // ``PostgresMessageRows/lastMessageTime(app:groupKey:session:)`` as subqueries).
+            // Dismissed groups included, as on SQLite.
+            var states: [String: ReadState] = [:]
+            try session.rows(
+                """
+                SELECT g.group_id, m.last_read_seq,
+                    (SELECT COUNT(*) FROM group_messages u
+                     WHERE u.app_id = m.app_id AND u.group_key = m.group_key
+                       AND u.seq > GREATEST(m.last_read_seq, m.join_seq) AND u.sender_id <> m.user_id),
+                    (SELECT l.time FROM group_messages l
+                     WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
+                    \(Self.unreadMentionColumns)
+                FROM groups g
+                JOIN \(PostgresRows.membershipProbe)
+                WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(groupIDs).sql)
+                """,
+                [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
+            ) { row in
+                states[try row.text(0)] = ReadState(
+                    readSequence: try row.int64(1), unreadCount: try row.int(2),
+                    lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
+                    unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
+            }
+            return states
+        }
+    }
+
+    public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
+        try await read { session in
+            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            var positions: [MemberReadPosition] = []
+            try session.rows(
+                """
+                SELECT user_id, join_seq, last_read_seq FROM members
+                WHERE app_id = ? AND group_key = ? ORDER BY user_id COLLATE "C"
+                """,
+                [.text(app), .integer(groupKey)]
+            ) { row in
+                positions.append(MemberReadPosition(
+                    userID: try row.text(0), joinSequence: try row.int64(1), readSequence: try row.int64(2)))
+            }
+            return positions
+        }
+    }
+}
+
+/// The SQL of `group_messages` rows over PostgreSQL, in the caller's transaction. Rows are
+/// selected with ``columns`` and decoded by `MessageRows.message(_:appID:groupID:)`.
+enum PostgresMessageRows {
+    /// `MessageRows.messageColumns`, the body's event id read from its event row (same group and
+    /// sequence). A body is inserted before its batch's tail numbers the batch's events, with the
+    /// event's provisional id, and is never stamped with the final one (a second version of every
+    /// message row, written by the tail, made each send cost PostgreSQL more): the body's own
+    /// `event_id` is the answer only for a body of the open batch, whose event row the tail has not
+    /// inserted yet, and which only that batch can see.
+    static let columns = MessageRows.columns(
+        eventID: """
+            COALESCE((SELECT e.event_id FROM group_events e
+                WHERE e.app_id = gm.app_id AND e.group_key = gm.group_key AND e.seq = gm.seq), gm.event_id)
+            """)
+
+    /// The message `senderID` sent to the group with `clientMessageID` (`nil`: none).
+    static func messageByClientID(
+        app: String, groupKey: Int64, groupID: String, senderID: String, clientMessageID: String,
+        session: PostgresSession
+    ) throws -> StoredMessage? {
+        try session.first(
+            """
+            SELECT \(PostgresMessageRows.columns) FROM group_messages gm
+            WHERE gm.app_id = ? AND gm.group_key = ? AND gm.sender_id = ? AND gm.client_message_id = ?
+            """,
+            [.text(app), .integer(groupKey), .text(senderID), .text(clientMessageID)],
+            { try MessageRows.message($0, appID: app, groupID: groupID) })
+    }
+
+    /// When the group's newest stored message was sent (`group_messages_by_seq` finds it from the end).
+    static func lastMessageTime(app: String, groupKey: Int64, session: PostgresSession) throws -> Timestamp? {
+        try session.first(
+            "SELECT time FROM group_messages WHERE app_id = ? AND group_key = ? ORDER BY seq DESC LIMIT 1",
+            [.text(app), .integer(groupKey)],
+            { Timestamp(millisecondsSince1970: try $0.int64(0)) })
+    }
+
+    /// Messages of a group after `sequence` not sent by `userID`.
+    static func unreadCount(
+        app: String, groupKey: Int64, userID: String, after sequence: Int64, session: PostgresSession
+    ) throws -> Int {
+        try session.first(
+            "SELECT COUNT(*) FROM group_messages WHERE app_id = ? AND group_key = ? AND seq > ? AND sender_id <> ?",
+            [.text(app), .integer(groupKey), .integer(sequence), .text(userID)],
+            { try $0.int(0) }) ?? 0
+    }
+}
