@@ -4,7 +4,7 @@ import GroupStore
 /// written and read by hand: the same text `JSONEncoder` with sorted keys writes (slashes
 /// escaped), read back whatever escapes a stored row holds. Foundation's coders cost several
 /// microseconds per event on the write path; these cost a copy.
-package enum EventJSON {
+public enum EventJSON {
     /// `["a","b"]`.
     package static func encode(_ strings: [String]) -> String {
         if strings.isEmpty { return "[]" }
@@ -54,7 +54,7 @@ package enum EventJSON {
 
     /// The strings of a JSON array of strings.
     /// - Throws: ``Malformed`` when `text` is not one.
-    package static func strings(_ text: String) throws -> [String] {
+    public static func strings(_ text: String) throws -> [String] {
         var reader = Reader(text)
         var result: [String] = []
         try reader.expect(UInt8(ascii: "["))
@@ -74,7 +74,7 @@ package enum EventJSON {
 
     /// The entries of a JSON object of strings.
     /// - Throws: ``Malformed`` when `text` is not one.
-    package static func object(_ text: String) throws -> [String: String] {
+    public static func object(_ text: String) throws -> [String: String] {
         var reader = Reader(text)
         var result: [String: String] = [:]
         try reader.expect(UInt8(ascii: "{"))

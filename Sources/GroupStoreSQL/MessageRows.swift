@@ -3,7 +3,7 @@ import GroupModel
 import GroupStore
 
 /// The SQL of `group_messages` rows, run inside the caller's transaction.
-package enum MessageRows {
+public enum MessageRows {
     /// The columns ``message(_:appID:groupID:)`` decodes, in `SELECT` order.
     package static let messageColumns = columns(eventID: "gm.event_id")
 
@@ -16,7 +16,8 @@ package enum MessageRows {
     package static let messageColumnCount = 15
 
     /// Decode a row selected with ``messageColumns``, by index.
-    package static func message(_ row: some ColumnReader, appID: String, groupID: String) throws -> StoredMessage {
+    @inlinable
+    public static func message(_ row: some ColumnReader, appID: String, groupID: String) throws -> StoredMessage {
         let content = MessageContent(
             type: try row.text(5), text: try row.text(6), payload: try row.blob(7),
             priority: try Rows.parse(row.text(8), MessagePriority.init(rawValue:)),
@@ -38,7 +39,7 @@ package enum MessageRows {
     }
 
     /// The user ids of a `mentioned_ids` column (empty when malformed).
-    package static func decodeIDs(_ text: String) -> [String] {
+    public static func decodeIDs(_ text: String) -> [String] {
         if text == "[]" || text.isEmpty { return [] }
         return (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
     }

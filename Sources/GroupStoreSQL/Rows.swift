@@ -4,7 +4,7 @@ import GroupStore
 
 /// Mapping between rows and domain values, and the column lists of groups, members and events
 /// (the backends' statements extend it: `Rows+SQLite.swift`, the PostgreSQL transaction).
-package enum Rows {
+public enum Rows {
     package static func placeholders(_ count: Int) -> String {
         Array(repeating: "?", count: count).joined(separator: ", ")
     }
@@ -12,7 +12,8 @@ package enum Rows {
     /// The size an `IN (?, …)` list of `count` values is padded to (by repeating a value), so
     /// that a handful of statement texts, each prepared once per connection, serve every size:
     /// 1, 2, 4 … 64, then multiples of 64.
-    package static func paddedCount(_ count: Int) -> Int {
+    @inlinable
+    public static func paddedCount(_ count: Int) -> Int {
         if count <= 1 { return 1 }
         if count > 64 { return (count + 63) / 64 * 64 }
         var size = 2
@@ -22,7 +23,8 @@ package enum Rows {
 
     /// `values` padded to ``paddedCount(_:)`` by repeating its first value (an `IN` list
     /// ignores duplicates). `values` must not be empty.
-    package static func padded<T>(_ values: [T]) -> [T] {
+    @inlinable
+    public static func padded<T>(_ values: [T]) -> [T] {
         let size = paddedCount(values.count)
         if size == values.count { return values }
         return values + Array(repeating: values[0], count: size - values.count)
@@ -30,7 +32,8 @@ package enum Rows {
 
     /// `values` as a JSON array, the one parameter of an `IN (SELECT value FROM json_each(?))`
     /// list of any length (one statement text for every size).
-    package static func jsonArray<T: Encodable>(_ values: [T]) throws -> String {
+    @inlinable
+    public static func jsonArray<T: Encodable>(_ values: [T]) throws -> String {
         String(decoding: try JSONEncoder().encode(values), as: UTF8.self)
     }
 
@@ -55,7 +58,7 @@ package enum Rows {
 
     /// The columns ``group(_:)`` decodes, in `SELECT` order: rows are decoded by index (a
     /// lookup by name lowercases and hashes the name for every column of every row).
-    package enum GroupColumn: Int, CaseIterable {
+    public enum GroupColumn: Int, CaseIterable {
         case groupKey, appID, groupID, type, name, introduction, notification, faceURL, ownerID
         case maxMembers, memberCount, joinOption, joinApprovers, invitePermission, inviteeMustAccept
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
@@ -141,14 +144,22 @@ package enum Rows {
 
     /// A group row as read: its surrogate key, the group (without custom fields) and whether
     /// it has custom fields.
-    package struct GroupRow {
-        package var key: Int64
-        package var group: Group
-        package var hasCustom: Bool
+    public struct GroupRow {
+        public var key: Int64
+        public var group: Group
+        public var hasCustom: Bool
+
+        @inlinable
+        public init(key: Int64, group: Group, hasCustom: Bool) {
+            self.key = key
+            self.group = group
+            self.hasCustom = hasCustom
+        }
     }
 
     /// Decode a row selected with ``GroupColumn/list(table:)``, by index.
-    package static func group(_ row: some ColumnReader) throws -> GroupRow {
+    @inlinable
+    public static func group(_ row: some ColumnReader) throws -> GroupRow {
         func text(_ column: GroupColumn) throws -> String { try row.text(column.rawValue) }
         func int(_ column: GroupColumn) throws -> Int64 { try row.int64(column.rawValue) }
         let type = try parse(text(.type), GroupType.init(rawValue:))
@@ -204,7 +215,7 @@ package enum Rows {
         }
     }
 
-    package static func decodeMuteMode(_ mode: String, roles: String) throws -> GroupMuteMode {
+    public static func decodeMuteMode(_ mode: String, roles: String) throws -> GroupMuteMode {
         switch mode {
         case "none": return .none
         case "all": return .all
@@ -219,7 +230,7 @@ package enum Rows {
     // MARK: Members
 
     /// A stored join-source code.
-    package static func joinSource(_ code: Int) throws -> JoinSource {
+    public static func joinSource(_ code: Int) throws -> JoinSource {
         guard let source = JoinSource(rawValue: code) else { throw corrupt("join_source", String(code)) }
         return source
     }
@@ -241,14 +252,22 @@ package enum Rows {
 
     /// A member row as read: its group's surrogate key, the member (without custom fields) and
     /// whether it has custom fields.
-    package struct MemberRow {
-        package var groupKey: Int64
-        package var member: Member
-        package var hasCustom: Bool
+    public struct MemberRow {
+        public var groupKey: Int64
+        public var member: Member
+        public var hasCustom: Bool
+
+        @inlinable
+        public init(groupKey: Int64, member: Member, hasCustom: Bool) {
+            self.groupKey = groupKey
+            self.member = member
+            self.hasCustom = hasCustom
+        }
     }
 
     /// Decode the ``memberColumns`` of a row, starting at column `first`, by index.
-    package static func member(_ row: some ColumnReader, at first: Int = 0) throws -> MemberRow {
+    @inlinable
+    public static func member(_ row: some ColumnReader, at first: Int = 0) throws -> MemberRow {
         let mutedUntil = try row.optionalInt64(first + 7)
         let member = Member(
             userID: try row.text(first + 1),
@@ -272,7 +291,8 @@ package enum Rows {
         "app_id, group_id, seq, kind, time, operator_id, targets, changes, recipient_kind, recipient_user"
 
     /// Decode a row selected with ``eventColumns``, by index.
-    package static func event(_ row: some ColumnReader) throws -> GroupEvent {
+    @inlinable
+    public static func event(_ row: some ColumnReader) throws -> GroupEvent {
         let recipient: GroupEvent.Recipient
         switch try row.text(8) {
         case "group": recipient = .group
@@ -290,12 +310,13 @@ package enum Rows {
 
     // MARK: Helpers
 
-    package static func parse<T>(_ text: String, _ make: (String) -> T?) throws -> T {
+    @inlinable
+    public static func parse<T>(_ text: String, _ make: (String) -> T?) throws -> T {
         guard let value = make(text) else { throw corrupt(String(describing: T.self), text) }
         return value
     }
 
-    package static func corrupt(_ what: String, _ value: String) -> GroupError {
+    public static func corrupt(_ what: String, _ value: String) -> GroupError {
         GroupError(code: .dataLoss, reason: .internal, message: "stored \(what) has an unknown value '\(value)'")
     }
 }

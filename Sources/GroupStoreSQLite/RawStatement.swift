@@ -114,12 +114,12 @@ struct RawRow {
 extension RawRow: ColumnReader {}
 
 extension Row: ColumnReader {
-    package func int64(_ index: Int) throws -> Int64 { try decode(Int64.self, atIndex: index) }
-    package func optionalInt64(_ index: Int) throws -> Int64? { try decode(Int64?.self, atIndex: index) }
-    package func text(_ index: Int) throws -> String { try decode(String.self, atIndex: index) }
-    package func optionalText(_ index: Int) throws -> String? { try decode(String?.self, atIndex: index) }
-    package func bool(_ index: Int) throws -> Bool { try decode(Bool.self, atIndex: index) }
-    package func blob(_ index: Int) throws -> [UInt8] { [UInt8](try decode(Data.self, atIndex: index)) }
+    public func int64(_ index: Int) throws -> Int64 { try decode(Int64.self, atIndex: index) }
+    public func optionalInt64(_ index: Int) throws -> Int64? { try decode(Int64?.self, atIndex: index) }
+    public func text(_ index: Int) throws -> String { try decode(String.self, atIndex: index) }
+    public func optionalText(_ index: Int) throws -> String? { try decode(String?.self, atIndex: index) }
+    public func bool(_ index: Int) throws -> Bool { try decode(Bool.self, atIndex: index) }
+    public func blob(_ index: Int) throws -> [UInt8] { [UInt8](try decode(Data.self, atIndex: index)) }
 }
 
 extension SQLArgument {
