@@ -10,7 +10,7 @@ DEBUG_BIN := .build/debug/groupd
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent; skipped when GROUPD_DEPS_CHECKED is
 ## set, as make test does for the stages after its own deps stage)
@@ -90,6 +90,11 @@ PYTEST_FLAGS ?=
 test-interop:
 	GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests $(PYTEST_FLAGS)
 
+## test-instructions: the debug build's instructions per call (callgrind) against the committed
+## baseline, Benchmarks/instructions.json: fails when a row is more than 5 % above it
+test-instructions:
+	python3 scripts/bench_instructions.py $(DEBUG_BIN) --check Benchmarks/instructions.json
+
 ## test-interop-gzip: the interop tests once more with channel-wide gzip on every grpcio channel
 ## (the generated-code checks, which open no channel, run once, in test-interop)
 test-interop-gzip:
@@ -120,7 +125,7 @@ protos-check: deps
 
 ## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
 ## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
-bench: bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-sync bench-plugins bench-scale bench-scaleout
+bench: bench-instructions bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-sync bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -220,6 +225,15 @@ fuzz-build: deps
 FUZZ_SMOKE_SECONDS ?= 20
 fuzz-smoke: fuzz-build
 	scripts/fuzz.sh run $(FUZZ_SMOKE_SECONDS)
+
+## bench-instructions: instructions per call of Health/Check, GetGroupsInfo, SendGroupMessage,
+## CreateGroup and JoinGroup (callgrind, calls one at a time), on SQLite then on a throw-away
+## PostgreSQL cluster, against the release baselines in Benchmarks/instructions.json (about 5
+## minutes; how to update a baseline on purpose: docs/PERFORMANCE.md, "Instructions per call")
+bench-instructions: release
+	python3 scripts/bench_instructions.py $(RELEASE_BIN) --check Benchmarks/instructions.json
+	scripts/with_pg_cluster.sh sh -c 'python3 scripts/bench_instructions.py $(RELEASE_BIN) \
+	  --postgres "$$GROUPD_TEST_POSTGRES_URL" --check Benchmarks/instructions.json'
 
 ## bench-plugins: cost per call of no chain, an empty chain, and the keyword plugin with
 ## 10,000 words on a 1 KiB message (PolicyHost level, release build)

@@ -23,6 +23,8 @@ apt_packages=(
   libjansson-dev        # JSON for the webhook plugin's config, requests and answers
   zlib1g-dev            # zlib: gzip and deflate gRPC compression
   systemd               # systemd-analyze, which verifies deploy/groupd.service in the tests
+  valgrind              # callgrind: instructions per call (make test-instructions, bench-instructions)
+  binutils              # objcopy: a copy of groupd without DWARF 5, which valgrind 3.19 cannot read
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(

@@ -14,6 +14,8 @@
 #                      in INTEROP_POSTGRES_WORKERS (default 2) pytest-xdist workers, whole files each
 #   fuzz-smoke         regressions replayed, every fuzzer briefly (once the fuzz build and the two
 #                      SQLite passes are done, beside the PostgreSQL pass)
+#   instructions       instructions per call under callgrind against Benchmarks/instructions.json
+#                      (with fuzz-smoke; a count does not depend on the load beside it)
 #
 # The stages in turn print to the terminal; those run at once write only to their log,
 # $TEST_LOGS/<stage>.log (default .build/test-logs), and a line when they end: a failing stage's log
@@ -47,6 +49,7 @@ summary() {
     interop*) grep -E '^=*[ ]*[0-9]+ (passed|failed|error)' "$log" | tail -n 1 | sed -E 's/^=+ //; s/ =+$//' ;;
     swift|postgres-store) grep -E 'Test run with [0-9]+ tests' "$log" | tail -n 1 | sed -E 's/^.*(Test run with)/\1/' ;;
     fuzz-smoke) grep -E '^== fuzzing done' "$log" | tail -n 1 | sed 's/^== //' ;;
+    instructions) grep -cE ' ok$' "$log" | sed 's/$/ rows within 5 % of the baseline/' ;;
     *) grep -E '^Build complete|^fuzz build:' "$log" | tail -n 1 ;;
   esac
 }
@@ -176,6 +179,8 @@ await fuzz-build interop interop-gzip
 if go; then
   background[fuzz-smoke]=1
   start fuzz-smoke scripts/fuzz.sh run "$FUZZ_SMOKE_SECONDS"
+  background[instructions]=1
+  start instructions "$MAKE" --no-print-directory test-instructions
 fi
 await "${!pid[@]}"
 
