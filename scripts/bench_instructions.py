@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from support import APP_ID, APP_SECRET, free_port, mint_token  # noqa: E402
+from support import APP_ID, APP_SECRET, STORE_TEMPLATE, free_port, mint_token  # noqa: E402
 import grpc  # noqa: E402
 from grpc.health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
@@ -61,14 +61,6 @@ apps:
       max_groups_per_user: 1000000
 """
 
-STORE = """\
-store:
-  backend: postgres
-  url: {url}
-  pool_size: 8
-  statement_timeout_ms: 5000
-  tls: disable
-"""
 
 SHIM = r"""
 #define _GNU_SOURCE
@@ -121,7 +113,7 @@ class Callgrind:
         self.port = free_port()
         config = workdir / "groupd.yaml"
         config.write_text(CONFIG.format(port=self.port, data=workdir / "data", app=APP_ID, secret=APP_SECRET)
-                          + (STORE.format(url=database) if database else ""))
+                          + (STORE_TEMPLATE.format(url=database) if database else ""))
         env = dict(os.environ, LD_PRELOAD=str(self.shim), SWIFT_DETERMINISTIC_HASHING="1")
         self.out = workdir / "callgrind.out"
         self.process = subprocess.Popen(
