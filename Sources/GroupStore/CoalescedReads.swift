@@ -4,10 +4,10 @@ import Synchronization
 /// Reads that arrive while the running ones wait on the database, answered together: one
 /// statement (PostgreSQL) or one read transaction (SQLite) for many callers, as the group commit
 /// writes the mutations that queue behind a running batch in one transaction. On PostgreSQL,
-/// reads of groups by id (``PostgresBackend/groups(app:ids:)``: GetGroupsInfo, and every call that
+/// reads of groups by id (`PostgresBackend.groups(app:ids:)`: GetGroupsInfo, and every call that
 /// reads a group outside a write) and users' views of groups
-/// (``PostgresBackend/groupsForUser(app:userID:ids:)``: GetGroupsInfo with an operator); on
-/// SQLite, users' views (``SQLiteBackend/userView(app:userID:of:)``).
+/// (`PostgresBackend.groupsForUser(app:userID:ids:)`: GetGroupsInfo with an operator); on
+/// SQLite, users' views (`SQLiteBackend.userView(app:userID:of:)`).
 ///
 /// - At most ``maxRunning`` batches run at once (a share of the backend's read connections, so
 ///   other reads always find one). A read that finds a free slot starts a batch at once: on an

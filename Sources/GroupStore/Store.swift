@@ -2,7 +2,7 @@ import GroupModel
 import Synchronization
 
 /// Persistence of groups, members, applications, messages and their events: the one store the
-/// service uses, over a ``StoreBackend`` (``SQLiteBackend`` by default).
+/// service uses, over a ``StoreBackend`` (`SQLiteBackend` of `GroupStoreSQLite` by default).
 ///
 /// What it adds to the backend, the same for every database:
 /// - **The rules of each mutation**: what it loads (a ``StoreSnapshot``), the pure plan the

@@ -1,8 +1,7 @@
 import GroupStore
 
-/// What differs between the backends' SQL in the statements and the parts of statements they
-/// share: each backend module has one dialect (``sqlite``, ``postgres``) and hands it to the
-/// shared texts that need it.
+/// What the backends spell differently in the parts of statements they share: each backend
+/// builds those parts with its own dialect (``sqlite``, ``postgres``).
 ///
 /// Both backends write parameters as `?` (the PostgreSQL session numbers them), `ON CONFLICT`
 /// upserts, `LIMIT`, and store flags as integers, so most shared SQL (``Rows``,
