@@ -1,6 +1,5 @@
 import Foundation
 import GroupModel
-import GroupStore
 
 /// The SQL of the `applications` table.
 package enum ApplicationRows {

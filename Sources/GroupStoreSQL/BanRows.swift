@@ -1,5 +1,4 @@
 import GroupModel
-import GroupStore
 
 /// The SQL of ban lists (`group_bans`, v11), run inside the caller's transaction or read.
 package enum BanRows {

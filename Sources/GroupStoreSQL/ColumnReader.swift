@@ -1,5 +1,3 @@
-import GroupStore
-
 /// Reads the columns of a row by index: on SQLite a GRDB `Row` or the C API's current row
 /// (`RawRow`), on PostgreSQL a driver row (`PGRow`). The shared row decoders take any of them.
 public protocol ColumnReader {

@@ -1,5 +1,4 @@
 import GroupModel
-import GroupStore
 
 /// Opaque page cursors: numbers in base 36 joined by `.`.
 package enum Cursor {

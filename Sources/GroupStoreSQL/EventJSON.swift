@@ -1,5 +1,3 @@
-import GroupStore
-
 /// The JSON of an event's `targets` (an array of strings) and `changes` (an object of strings),
 /// written and read by hand: the same text `JSONEncoder` with sorted keys writes (slashes
 /// escaped), read back whatever escapes a stored row holds. Foundation's coders cost several

@@ -1,5 +1,4 @@
 import GroupModel
-import GroupStore
 
 /// The rows of `invite_links` (SQLite migration v14, PostgreSQL v9), shared by the write
 /// transaction and the reads; the column list, the decoder and the upsert serve both backends.

@@ -1,6 +1,5 @@
 import Foundation
 import GroupModel
-import GroupStore
 
 /// Mapping between rows and domain values, and the column lists of groups, members and events
 /// (the backends' statements extend it: `Rows+SQLite.swift`, the PostgreSQL transaction).

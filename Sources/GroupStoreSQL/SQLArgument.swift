@@ -1,5 +1,3 @@
-import GroupStore
-
 /// A value bound to a statement parameter.
 package enum SQLArgument {
     case integer(Int64)

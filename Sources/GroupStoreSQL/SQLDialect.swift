@@ -1,5 +1,3 @@
-import GroupStore
-
 /// What the backends spell differently in the parts of statements they share: each backend
 /// builds those parts with its own dialect (``sqlite``, ``postgres``).
 ///
