@@ -73,6 +73,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: GROUPD_TEST_POSTGRES_URL (make test-postgres)"))
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keeps each phase's report on the item (`item.rep_call`), for fixtures that add what they know
+    when the test failed."""
+    report = yield
+    setattr(item, "rep_" + report.when, report)
+    return report
+
+
+def _report_servers(request, servers):
+    """When the test failed: each server's exit status and the end of its log, printed in teardown
+    (pytest shows it with the failure) before the work directory is removed."""
+    report = getattr(request.node, "rep_call", None)
+    if report is None or not report.failed:
+        return
+    for server in servers:
+        process = server.process
+        status = "never started" if process is None else (
+            "running" if process.poll() is None else f"exited with {process.returncode}")
+        try:
+            lines = server.log.read_text(errors="replace").splitlines()[-80:]
+        except OSError as error:
+            lines = [f"(no log: {error})"]
+        print(f"--- groupd on {server.address}: {status}; last {len(lines)} log lines ---")
+        print("\n".join(lines))
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """The PostgreSQL cluster of GROUPD_TEST_POSTGRES_URL (create_database(), drop_database(), psql());
@@ -116,7 +143,7 @@ def groupd():
 
 
 @pytest.fixture
-def fresh_groupd():
+def fresh_groupd(request):
     """A groupd of the test's own, for tests that stop or kill it: `fresh_groupd(**Groupd keywords)`.
 
     On SQLite every server of a test shares the work directory, so a second one (started after the
@@ -142,6 +169,7 @@ def fresh_groupd():
         return server
 
     yield make
+    _report_servers(request, servers)
     for server in servers:
         server.stop()
     for database in created:

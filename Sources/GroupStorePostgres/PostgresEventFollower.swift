@@ -177,6 +177,9 @@ final class PostgresEventFollower: @unchecked Sendable {
         let connection = try PostgresConnection.connect(
             on: eventLoop, configuration: try settings.connectionConfiguration(), id: 3, logger: logger
         ).wait()
+        // Closed when LISTEN fails (the server went away meanwhile): see PostgresSession.open().
+        var listening = false
+        defer { if !listening { try? connection.close().wait() } }
         connection.addListener(channel: PostgresSchema.eventChannel) { [weak self] _, notification in
             guard let follower = self, !follower.isOwn(notification.backendPID) else { return }
             let (app, last) = Self.parseDoorbell(notification.payload)
@@ -198,6 +201,7 @@ final class PostgresEventFollower: @unchecked Sendable {
             follower.queue.async { follower.lost(connection) }
         }
         listener = connection
+        listening = true
         reconnectDelay = 0.05
     }
 

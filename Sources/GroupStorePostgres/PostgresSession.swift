@@ -374,6 +374,10 @@ final class PostgresSession: @unchecked Sendable {
             let connection = try PostgresConnection.connect(
                 on: eventLoop, configuration: try settings.connectionConfiguration(), id: id, logger: logger
             ).wait()
+            // The server may go away between the connect and the session settings: a connection
+            // dropped unclosed leaks its channel (and trips postgres-nio's assertion in a debug build).
+            var ready = false
+            defer { if !ready { try? connection.close().wait() } }
             // A session idle inside a transaction for a statement timeout is ended by the server,
             // its locks with it: the client on the other end is gone without a close (its packets
             // dropped on the way; this node's side gives up after ``answerDeadline``).
@@ -405,6 +409,7 @@ final class PostgresSession: @unchecked Sendable {
             statements = PostgresStatementCache(capacity: statements.capacity)
             preparedQueries = [:]
             self.connection = connection
+            ready = true
             return connection
         } catch {
             throw PostgresStoreError.unavailable("cannot connect to PostgreSQL: \(String(reflecting: error))", cause: error)

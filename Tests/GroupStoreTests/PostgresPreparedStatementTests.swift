@@ -215,6 +215,28 @@ struct PostgresPreparedStatementTests {
         #expect(try Self.serverStatements(session).count == 2)
     }
 
+    @Test("a connection whose session settings fail is closed, not dropped: the statement fails UNAVAILABLE and the next one tries again")
+    func failedSetupClosesTheConnection() async throws {
+        let temporary = try await temporaryStore(.postgres)
+        // Connected, then refused while being set up (as when the server goes away right after
+        // the connect). Dropped unclosed, postgres-nio's connection asserts in its deinit: this
+        // test process would crash in a debug build.
+        let session = PostgresSession(
+            settings: temporary.postgres!, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "test"),
+            id: 95, setup: ["SET no_such_setting = 1"])
+        defer { session.disconnect() }
+        for _ in 0..<2 {
+            do {
+                _ = try session.first("SELECT 1") { try $0.int(0) }
+                Issue.record("a session whose setup fails ran a statement")
+            } catch let error as PostgresStoreError {
+                guard case .unavailable(let message, _) = error else { throw error }
+                #expect(message.contains("no_such_setting"), "\(message)")
+            }
+            #expect(session.backendPID == nil)
+        }
+    }
+
     @Test("the bound: at most `capacity` statements are held on the server; evicted ones are deallocated and run again")
     func bound() async throws {
         let temporary = try await temporaryStore(.postgres)
