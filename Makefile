@@ -10,7 +10,7 @@ DEBUG_BIN := .build/debug/groupd
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent; skipped when GROUPD_DEPS_CHECKED is
 ## set, as make test does for the stages after its own deps stage)
@@ -70,8 +70,8 @@ run: release release-plugins
 	exec $(RELEASE_BIN) serve --config $(CONFIG)
 
 ## test: every test (scripts/test.sh), ending with a table of each stage's wall time: the debug build
-## (the fuzz build beside it in the idle scheduling class), the Swift Testing suites, the store suite on
-## PostgreSQL (test-postgres-store), then at once the grpcio/h2 interop tests on SQLite (test-interop),
+## (the fuzz build beside it in the idle scheduling class), the documentation build (docs-check), the
+## Swift Testing suites, the store suite on PostgreSQL (test-postgres-store), then at once the grpcio/h2 interop tests on SQLite (test-interop),
 ## again with every grpcio channel gzip-compressed (test-interop-gzip) and on two groupd nodes on
 ## PostgreSQL (test-interop-postgres), each pass in a port range of its own and the PostgreSQL pass
 ## spread over $(INTEROP_POSTGRES_WORKERS) pytest-xdist workers, then a short run of every fuzzer
@@ -95,11 +95,18 @@ test-interop:
 test-instructions:
 	python3 scripts/bench_instructions.py $(DEBUG_BIN) --check Benchmarks/instructions.json
 
+## docs-check: DocC builds each Swift module's documentation from the debug build (internal
+## declarations included) with warnings as errors: a symbol link that names nothing, a parameter a
+## comment's list leaves out (scripts/check_docs.py)
+docs-check:
+	python3 scripts/check_docs.py
+
 ## test-interop-gzip: the interop tests once more with channel-wide gzip on every grpcio channel
-## (the generated-code checks, which open no channel, run once, in test-interop)
+## (the generated-code and documentation-check tests, which open no channel, run once, in test-interop)
 test-interop-gzip:
 	GROUPD_TEST_COMPRESSION=gzip GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests \
-	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py $(PYTEST_FLAGS)
+	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py --ignore=tests/test_check_docs.py \
+	  $(PYTEST_FLAGS)
 
 ## test-postgres: the store conformance suite (GroupStoreTests) and the interop tests on throw-away
 ## PostgreSQL clusters (scripts/pg_cluster.py via scripts/with_pg_cluster.sh), the shared groupd as

@@ -6,6 +6,7 @@
 #   build              the debug build, tests included                              } at once; the fuzz
 #   fuzz-build         the libFuzzer targets in .build-fuzz, in the idle scheduling } build takes only
 #                      class (SCHED_IDLE) at the lowest I/O priority                } the idle CPU
+#   docs               DocC on every Swift module, warnings as errors (scripts/check_docs.py)
 #   swift              the Swift Testing suites                                       alone, in turn:
 #   postgres-store     GroupStoreTests on a throw-away PostgreSQL cluster             timing-sensitive
 #   interop            pytest tests/ on SQLite                                      } at once, each with
@@ -49,6 +50,7 @@ summary() {
     interop*) grep -E '^=*[ ]*[0-9]+ (passed|failed|error)' "$log" | tail -n 1 | sed -E 's/^=+ //; s/ =+$//' ;;
     swift|postgres-store) grep -E 'Test run with [0-9]+ tests' "$log" | tail -n 1 | sed -E 's/^.*(Test run with)/\1/' ;;
     fuzz-smoke) grep -E '^== fuzzing done' "$log" | tail -n 1 | sed 's/^== //' ;;
+    docs) grep -E '^check_docs:' "$log" | tail -n 1 | sed 's/^check_docs: //' ;;
     instructions) grep -cE ' ok$' "$log" | sed 's/$/ rows within 5 % of the baseline/' ;;
     *) grep -E '^Build complete|^fuzz build:' "$log" | tail -n 1 ;;
   esac
@@ -166,6 +168,7 @@ if go; then
   start fuzz-build chrt --idle 0 ionice -c 2 -n 7 "$MAKE" --no-print-directory fuzz-build
   run build "$MAKE" --no-print-directory build
 fi
+go && run docs "$MAKE" --no-print-directory docs-check
 go && run swift "$MAKE" --no-print-directory test-swift
 go && run postgres-store "$MAKE" --no-print-directory test-postgres-store
 if go; then

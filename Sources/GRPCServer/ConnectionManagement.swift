@@ -139,7 +139,10 @@ struct ConnectionManagement {
     }
 
     /// The client sent a PING (not an ACK).
-    /// - Parameter hasOpenStreams: Whether a stream is open on the connection.
+    /// - Parameters:
+    ///   - now: When the PING arrived (compared with the previous client PING's time, and recorded
+    ///     as it).
+    ///   - hasOpenStreams: Whether a stream is open on the connection.
     mutating func clientPing(at now: NIODeadline, hasOpenStreams: Bool) -> PingVerdict {
         defer { lastClientPing = now }
         if forgiveNextPing {

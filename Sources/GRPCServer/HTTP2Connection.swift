@@ -85,6 +85,11 @@ final class HTTP2Connection: ChannelInboundHandler {
 
 
     /// - Parameters:
+    ///   - router: The routes the connection's requests are matched against, with their handlers
+    ///     (and the token verifier of the calls that need one).
+    ///   - configuration: The server's configuration: its HTTP/2 settings, keepalive and connection
+    ///     limits.
+    ///   - logger: Where the connection logs its errors and the reasons it closes.
     ///   - activity: Where the connection publishes its stage and open streams (the server's).
     ///   - unauthenticatedBudget: The server's budget of calls without a verified token; `nil`:
     ///     one of this connection's own, of `configuration.limits.maxUnauthenticatedCalls`.

@@ -3,7 +3,7 @@ import CProtobufC
 /// Per-call memory for the protobuf-c structures an encode builds: a bump allocator that frees
 /// everything at once when it is released.
 ///
-/// The first chunk is caller-provided scratch memory (a stack buffer in ``_protoPack(_:_:)``), so
+/// The first chunk is caller-provided scratch memory (a stack buffer in `_protoPack`), so
 /// small messages encode without touching the heap for their C structures.
 ///
 /// - Important: Confined to the encoding call that made it; every pointer it hands out dies with it.

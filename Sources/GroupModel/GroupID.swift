@@ -14,7 +14,9 @@ public enum GroupID {
 
     /// Check a custom group id: 1–48 bytes of ASCII letters, digits and ZIM's punctuation set,
     /// not starting with `#` (ZIM) nor `@TGS#` (reserved for generated ids).
-    /// - Parameter field: The request field to name in the error.
+    /// - Parameters:
+    ///   - id: The custom group id the client chose.
+    ///   - field: The request field to name in the error.
     /// - Throws: `GroupError` `INVALID_ARGUMENT` naming `field` (and `limit` for length).
     public static func validateCustom(_ id: String, field: String = "group_id") throws {
         let bytes = Array(id.utf8)

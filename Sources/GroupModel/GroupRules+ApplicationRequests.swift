@@ -30,7 +30,7 @@ public struct InvitationApplicationsPlan: Sendable, Hashable {
 }
 
 extension GroupRules {
-    /// Plan a `JoinGroup` call as ``planJoin(_:by:joinedGroupCount:message:limits:now:retainedMute:)``
+    /// Plan a `JoinGroup` call as ``planJoin(_:by:joinedGroupCount:message:limits:now:retainedMute:ban:link:)``
     /// does, and, when the join needs an approver, the application to store.
     ///
     /// A user with a pending application to the group (`pending`, not expired) refreshes it: same
@@ -74,7 +74,7 @@ extension GroupRules {
         return JoinApplicationPlan(join: join, application: application, refreshed: refreshed)
     }
 
-    /// Plan an `InviteMembers` call as ``planInvitation(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:)``
+    /// Plan an `InviteMembers` call as ``planInvitation(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:bans:)``
     /// does, and the invitation to store for each `pending` result.
     ///
     /// An invitee with a pending invitation to the group (in `pending`, keyed by invitee, not

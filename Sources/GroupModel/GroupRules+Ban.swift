@@ -116,9 +116,22 @@ extension GroupRules {
     ///   `managers` (owner and admins) and to each banned user, changes `until`,
     ///   `duration_seconds`, `reason`.
     /// - Parameters:
+    ///   - userIDs: The users to ban, in request order.
+    ///   - seconds: How long the bans last, from `now` (0: until lifted).
+    ///   - reason: The reason the operator gave ("" when none), kept with each ban and carried by
+    ///     the events.
+    ///   - group: The group as stored.
+    ///   - op: The banning user and their membership, or the app's backend.
+    ///   - memberships: The requested users' current memberships (absent: not a member).
     ///   - bans: The running bans of the requested users.
     ///   - banCount: How many running bans the group has.
     ///   - managers: The group's owner and admins.
+    ///   - options: How a banned member leaves (`keepMuteStatus` keeps a running mute for a rejoin).
+    ///   - membersOnly: Whether only members are banned (`KickMembers` with `ban`): a non-member gets
+    ///     `notMember`, and a bad duration names `ban_duration_seconds`.
+    ///   - limits: The app's limits.
+    ///   - now: The time of the ban: the bans start at it, and running bans and mutes are compared
+    ///     with it.
     public static func planBan(
         of userIDs: [String], for seconds: Int64, reason: String = "", in group: Group, by op: GroupOperator,
         memberships: [String: Member], bans: [String: GroupBan], banCount: Int, managers: [String],

@@ -136,7 +136,7 @@ public struct GroupChange: Sendable, Hashable {
     }
 }
 
-/// A pending invitation created by ``GroupRules/planInvitation(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:)``:
+/// A pending invitation created by ``GroupRules/planInvitation(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:bans:)``:
 /// the invitee's consent and/or an approver's decision is awaited (the application itself is
 /// stored by the applications machinery).
 public struct PendingInvitation: Sendable, Hashable {

@@ -12,7 +12,7 @@ extension GroupRules {
     ///     ordinary inviter needs an approver (``GroupSettings/invitationNeedsApproval`` and the
     ///     inviter is not among ``GroupSettings/joinApprovers``); pending invitations take no seat
     ///     until accepted (their records come from
-    ///     ``planInvitationApplications(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:pending:newID:)``);
+    ///     ``planInvitationApplications(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:pending:newID:bans:)``);
     ///   - otherwise `success`: the user is an ordinary member now.
     ///   The backend adds directly (no consent, no approval), like Tencent's server API.
     /// - Events: one `MEMBER_INVITED` tip (targets: the added users), `INVITED_TO_GROUP` to each;
@@ -20,8 +20,15 @@ extension GroupRules {
     ///   needed, it comes first) or `INVITATION_RECEIVED` to the invitee.
     /// - Parameters:
     ///   - userIDs: The users to invite, in request order.
+    ///   - group: The group as stored.
+    ///   - op: The inviting user and their membership, or the app's backend.
     ///   - memberships: The requested users' current memberships (absent: not a member).
     ///   - joinedGroupCounts: Per requested user, how many counted groups they are in now.
+    ///   - message: The inviter's message (≤ ``AppLimits/applicationMessageBytes``), carried by the
+    ///     pending invitations and their events.
+    ///   - limits: The app's limits.
+    ///   - now: The time of the invitation: the join time of the users added, and what bans and
+    ///     retained mutes are compared with.
     ///   - retainedMutes: Mutes kept from earlier memberships (see ``QuitOptions``).
     ///   - bans: The requested users' bans from the group: a user whose ban runs gets `failed`
     ///     `USER_BANNED` (after `alreadyMember`).

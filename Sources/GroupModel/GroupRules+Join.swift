@@ -3,7 +3,7 @@ public enum JoinOutcome: Sendable, Hashable {
     /// The user is a member now (join option `any`).
     case joined(Member)
     /// An application awaits an approver (join option `approval`);
-    /// ``GroupRules/planJoinApplication(_:by:joinedGroupCount:message:limits:now:retainedMute:pending:newID:)``
+    /// ``GroupRules/planJoinApplication(_:by:joinedGroupCount:message:limits:now:retainedMute:pending:newID:ban:link:)``
     /// makes the record to store.
     case pendingApproval
 }
@@ -38,12 +38,15 @@ extension GroupRules {
     /// - Join option `any`: the user becomes an ordinary member now (a mute kept from an earlier
     ///   membership, `retainedMute`, applies again if it has not ended); events `MEMBER_JOINED`.
     ///   Option `approval`: nothing is written but `JOIN_APPLICATION_RECEIVED` to the approvers
-    ///   (the application itself comes from ``planJoinApplication(_:by:joinedGroupCount:message:limits:now:retainedMute:pending:newID:)``).
+    ///   (the application itself comes from ``planJoinApplication(_:by:joinedGroupCount:message:limits:now:retainedMute:pending:newID:ban:link:)``).
     /// - Parameters:
     ///   - group: The group as stored (for AVChatRoom, `memberCount` should be the live count).
     ///   - op: The joining user and their membership (`nil` if not a member).
     ///   - joinedGroupCount: How many groups that count toward the limit the user is in now.
     ///   - message: The application message (≤ ``AppLimits/applicationMessageBytes``).
+    ///   - limits: The app's limits.
+    ///   - now: The time of the join: the member's join time, and what the ban and the retained mute
+    ///     are compared with.
     ///   - retainedMute: The end of a mute kept when the user last left, if any.
     ///   - ban: The user's ban from the group, if any: while it runs the join (or application)
     ///     is refused with `PERMISSION_DENIED` / `USER_BANNED`.

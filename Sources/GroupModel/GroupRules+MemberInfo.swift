@@ -46,8 +46,14 @@ extension GroupRules {
     /// - Events: one `MEMBER_INFO_CHANGED` (targets: the member; changes `name_card`,
     ///   `custom.<key>` in Base64, empty = removed); none when nothing changed.
     /// - Parameters:
+    ///   - update: The requested changes: name card and custom fields (`nil`/empty: keep).
     ///   - userID: The member to change; `nil` means the operator (the backend must name one).
+    ///   - group: The group as stored.
+    ///   - op: The editing user and their membership, or the app's backend.
     ///   - target: That member's membership (`nil`: not a member).
+    ///   - limits: The app's limits (the name card's ``AppLimits/nameCardBytes``).
+    ///   - schema: The app's member custom field definitions, or `nil` for any non-empty key.
+    ///   - now: The time of the update (not used: a member row keeps no update time).
     /// - Throws: `GroupError`: the refusal of ``authorize(_:type:settings:actor:)``,
     ///   `MEMBER_NOT_FOUND`, `INVALID_ARGUMENT` naming the field.
     public static func planMemberInfoUpdate(

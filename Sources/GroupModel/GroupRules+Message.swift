@@ -100,7 +100,12 @@ extension GroupRules {
     /// moment allowed).
     /// - Parameters:
     ///   - message: The stored message with that sequence (`nil`: none).
-    ///   - floor: The operator's history floor (``historyFloor(in:by:)``).
+    ///   - sequence: The sequence of the message to recall (the request's).
+    ///   - group: The group as stored.
+    ///   - op: The recalling user and their membership, or the app's backend.
+    ///   - now: The time of the recall: recorded with it, and compared with the end of a member's recall
+    ///     window.
+    ///   - limits: The app's limits (``AppLimits/recallWindowSeconds``).
     /// - Returns: The recall to store and its `MESSAGE_RECALLED` event (to the group).
     public static func planRecall(
         _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator, now: Timestamp,
@@ -212,6 +217,8 @@ extension GroupRules {
     /// latest message at or below the requested sequence. The position never moves back; moving
     /// it emits one `GROUP_READ` to the user's devices (`changes["read_sequence"]`).
     /// - Parameters:
+    ///   - group: The group as stored.
+    ///   - op: The reading user and their membership.
     ///   - current: The read position now.
     ///   - latestMessage: The latest message sequence the request covers (0: none).
     /// - Returns: The new position and its events (none if it did not move).
@@ -236,7 +243,14 @@ extension GroupRules {
     /// app's backend: one `CUSTOM_NOTIFICATION` to the group when `recipients` is empty, else one
     /// to each listed member, in the order given.
     /// - Parameters:
+    ///   - text: The notification's text ("" when none; a text or a payload is needed).
+    ///   - payload: The notification's opaque payload (empty when none), passed through to the
+    ///     recipients.
+    ///   - recipients: The members to notify, in order; empty: the whole group.
+    ///   - group: The group as stored.
+    ///   - op: Who sends it: only the app's backend may.
     ///   - memberships: The memberships of the listed recipients (absent: not a member).
+    ///   - limits: The app's limits (at most ``AppLimits/maxUsersPerBatch`` recipients).
     /// - Throws: `ADMIN_TOKEN_REQUIRED` unless `op` is the backend; `INVALID_ARGUMENT` for an empty
     ///   or oversized body (`text`, `payload`), too many recipients, or a recipient who is
     ///   malformed, listed twice or not a member (`recipient_user_ids[i]`).

@@ -33,9 +33,11 @@ extension GroupRules {
     /// - Parameters:
     ///   - group: The group as stored.
     ///   - op: The quitting user and their membership.
+    ///   - options: How the user leaves (`keepMuteStatus` keeps a running mute for a rejoin).
     ///   - successor: For an owner: the longest-standing other member (`nil` if alone).
     ///   - longestStandingAdmin: For an owner under `to_longest_standing_admin`: the
     ///     longest-standing other admin (`nil` if none).
+    ///   - now: The time of the quit (the user's mute is kept only if it still runs at it).
     /// - Throws: `GroupError` as above; `INTERNAL` if an owner is not alone but no valid
     ///   successor is given.
     public static func planQuit(
@@ -101,10 +103,17 @@ extension GroupRules {
     /// - Events: `OWNER_CHANGED` (targets: the new owner; changes `previous_owner`,
     ///   `previous_owner_quit`), then, when quitting, `MEMBER_QUIT` and `QUIT_GROUP`.
     /// - Parameters:
+    ///   - group: The group as stored.
     ///   - newOwnerID: The member who becomes owner.
+    ///   - op: The owner transferring, with their membership, or the app's backend.
     ///   - newOwner: That user's membership (`nil`: not a member).
     ///   - currentOwner: The current owner's membership, when the backend transfers (a user
     ///     operator is the owner and passes it as `op.membership`).
+    ///   - quit: Whether the previous owner leaves the group once it is transferred.
+    ///   - options: How the previous owner leaves when `quit` is set (`keepMuteStatus` keeps a running
+    ///     mute for a rejoin).
+    ///   - limits: The app's limits (the new owner's id ≤ ``AppLimits/userIDBytes``).
+    ///   - now: The time of the transfer (a quitting owner's mute is kept only if it still runs at it).
     public static func planOwnershipTransfer(
         of group: Group, to newOwnerID: String, by op: GroupOperator, newOwner: Member?,
         currentOwner: Member? = nil, quit: Bool = false, options: QuitOptions = QuitOptions(), limits: AppLimits,

@@ -12,7 +12,10 @@ extension GroupRules {
     /// - Parameters:
     ///   - userID: The member whose role changes.
     ///   - role: `admin` or `member`.
+    ///   - group: The group as stored.
+    ///   - op: The owner changing the role, with their membership, or the app's backend.
     ///   - target: That user's membership (`nil`: not a member).
+    ///   - limits: The app's limits (the user id ≤ ``AppLimits/userIDBytes``).
     public static func planRoleChange(
         of userID: String, to role: MemberRole, in group: Group, by op: GroupOperator, target: Member?,
         limits: AppLimits

@@ -62,7 +62,7 @@ public struct SystemWallClock: WallClock {
 /// retention and rate limits.
 ///
 /// Periodic jobs (``repeating(every:_:)``) run when an advance reaches their next turn; a test
-/// that advanced the clock calls ``settle()`` to know that every job so woken has finished its run.
+/// that advanced the clock calls ``settle(jobs:)`` to know that every job so woken has finished its run.
 public final class ManualWallClock: WallClock {
     private struct Sleeper {
         let deadline: Timestamp

@@ -10,7 +10,7 @@ import GroupModel
 /// sees half of an old configuration and half of a new one.
 public final class ConfigurationSnapshot: Sendable {
     /// The configuration in force. After a reload, the keys that need a restart keep the
-    /// values the server started with (see ``GroupdConfiguration/restartOnlyKeys``).
+    /// values the server started with (see `GroupdConfiguration.restartOnlyKeys`).
     public let configuration: GroupdConfiguration
     /// 1 for the configuration the server started with, then one more per accepted reload.
     public let generation: Int

@@ -82,7 +82,7 @@ extension GroupdService {
     }
 
     /// Writes a creation plan with the app's joined-groups limit checked in the same write
-    /// transaction (``GroupRules/applyGroupLimit(to:joinedGroupCounts:limits:)``): an owner over
+    /// transaction (`GroupRules.applyGroupLimit(to:joinedGroupCounts:limits:)`): an owner over
     /// the limit refuses the request with `TOO_MANY_GROUPS`; other members over it are left out
     /// and answered FAILED with reason `TOO_MANY_GROUPS`.
     func commitCreation(_ plan: GroupCreationPlan, _ call: CallContext, includeOwner: Bool = false) async throws -> CreatedGroup {

@@ -41,7 +41,7 @@ extension GroupdService {
     }
 
     /// ImportGroup: a group from another system with its members, roles, join times, name cards
-    /// and mutes (``GroupRules/planImport(_:appID:limits:now:)``), written with the app's
+    /// and mutes (`GroupRules.planImport(_:appID:limits:now:)`), written with the app's
     /// joined-groups limit checked in the same transaction (see ``commitCreation(_:_:includeOwner:)``:
     /// the owner over the limit refuses the import, other members over it are left out and
     /// answered FAILED / TOO_MANY_GROUPS). One result per member listed in the request.

@@ -22,7 +22,7 @@ extension GroupdService {
 
     /// JoinGroup. Join option ANY: the user joins now. APPROVAL: an application is stored (or the
     /// user's pending one refreshed) with `JOIN_APPLICATION_RECEIVED` to the approvers, in the same
-    /// transaction, and returned. AVChatRoom audiences (kept in memory) join through ``mutate``.
+    /// transaction, and returned. AVChatRoom audiences (kept in memory) join through ``mutate(_:groupID:targets:parts:_:)``.
     func joinGroup(_ request: Groupd_V1_JoinGroupRequest, _ call: CallContext) async throws -> Groupd_V1_JoinGroupResponse {
         let limits = call.limits
         let now = clock.now()

@@ -43,7 +43,7 @@ struct Routes {
     }
 
     /// Tells the transport, when its budget of unauthenticated calls is spent, whether a call's
-    /// metadata carries a token that verifies (see ``ServerRouter/tokenVerifier``).
+    /// metadata carries a token that verifies (see `ServerRouter.tokenVerifier`).
     mutating func verifyTokens(with verifier: @escaping @Sendable (Metadata) -> Bool) {
         router.tokenVerifier = verifier
     }

@@ -15,7 +15,20 @@ extension Store {
 
     /// Runs a plan over a group and the pending items of `kind` whose subject is among `targets`
     /// (JoinGroup: the applicant; InviteMembers: the invitees), and writes its change atomically.
-    /// - Parameter parts: What the group snapshot loads besides the group and the memberships.
+    /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - operatorID: The acting user (`nil`: the backend).
+    ///   - targets: The users the request names, whose memberships and pending items the snapshot
+    ///     carries.
+    ///   - kind: The kind of pending items loaded (join applications or invitations).
+    ///   - time: The mutation's time: items whose expiry passed by it are marked expired first
+    ///     (event time).
+    ///   - parts: What the group snapshot loads besides the group and the memberships.
+    ///   - inviteLinkTokenHash: The SHA-256 of the invite link token the request carries, whose link the
+    ///     snapshot loads whatever its state (`nil`: none).
+    ///   - plan: Pure: reads the snapshot, returns the change (or throws a `GroupError`, which rolls back
+    ///     what it would write; items just marked expired are kept) and a value for the caller.
     /// - Throws: `GROUP_NOT_FOUND`; the plan's error; `INTERNAL`.
     public func mutateApplications<Value: Sendable>(
         app: String, groupID: String, operatorID: String?, targets: [String], kind: ApplicationKind, at time: Timestamp,

@@ -7,8 +7,13 @@ extension Store {
     /// counters, and writes what it decided (attributes set and deleted, counters set, events)
     /// atomically. Counters are read and written inside the transaction, so concurrent
     /// increments never lose one another.
-    /// - Parameter plan: Pure: returns the change (or throws a `GroupError`: nothing is written)
-    ///   and a value for the caller.
+    /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - operatorID: The acting user, whose membership the snapshot carries (`nil`: the backend).
+    ///   - time: The change's time.
+    ///   - plan: Pure: returns the change (or throws a `GroupError`: nothing is written)
+    ///     and a value for the caller.
     /// - Returns: The caller's value, the group after the change and the committed events.
     /// - Throws: `GROUP_NOT_FOUND`; the plan's error; `INTERNAL`.
     public func mutateAttributes<Value: Sendable>(

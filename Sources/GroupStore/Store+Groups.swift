@@ -7,7 +7,7 @@ extension Store {
     // MARK: Creation
 
     /// Creates a group with its members and events, atomically.
-    /// - Parameter plan: From ``GroupRules/planCreation(_:appID:creatorID:limits:now:generateID:)``.
+    /// - Parameter plan: From `GroupRules.planCreation(_:appID:creatorID:limits:now:generateID:)`.
     /// - Returns: The stored group (with `latestSequence`) and its numbered events.
     /// - Throws: `ALREADY_EXISTS` / `GROUP_ID_TAKEN` if the id is taken in that app (nothing is
     ///   written); `INTERNAL` on storage failure.
@@ -19,8 +19,12 @@ extension Store {
     /// Creates a group as ``createGroup(_:)`` does, after `revise` has seen, in the same write
     /// transaction, how many groups of the app each member of `plan` is in (undismissed,
     /// AVChatRoom excluded), so a limit check and the insert cannot be separated by a concurrent join.
-    /// - Parameter revise: Pure: returns the plan to write (members left out, say) and a value for
-    ///   the caller, or throws a `GroupError` (nothing is written).
+    /// - Parameters:
+    ///   - plan: The creation as planned (from
+    ///     `GroupRules.planCreation(_:appID:creatorID:limits:now:generateID:)`), whose members'
+    ///     joined-group counts `revise` is shown.
+    ///   - revise: Pure: returns the plan to write (members left out, say) and a value for
+    ///     the caller, or throws a `GroupError` (nothing is written).
     /// - Throws: `GROUP_ID_TAKEN`; what `revise` throws; `INTERNAL`.
     public func createGroup<Value: Sendable>(
         _ plan: GroupCreationPlan,
@@ -53,7 +57,7 @@ extension Store {
     /// Applies one planned change to a group, atomically with its events.
     ///
     /// One path serves every group operation: load a ``GroupSnapshot`` in the write transaction,
-    /// run the pure plan, write the ``GroupChange`` it returns (group row, members inserted with
+    /// run the pure plan, write the `GroupChange` it returns (group row, members inserted with
     /// fresh join orders, updated, removed, retained mutes, dismissal) with its events.
     /// - Parameters:
     ///   - app: The app.
@@ -105,6 +109,8 @@ extension Store {
     /// are at that moment, so the permission check and the change cannot be separated by a
     /// concurrent write (ownership transferred in between, say).
     /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group to dismiss.
     ///   - operatorID: The acting user, whose membership `plan` receives; `nil` for the backend.
     ///   - time: The time of the change (event time).
     ///   - plan: The pure rule: throws to refuse, returns the events to append.
@@ -242,7 +248,7 @@ extension Store {
     /// What changed in a group's member list after member version `version` (0: every member),
     /// one page at a time: members inserted or updated (full records, with custom fields) in the
     /// order of their change, then the user ids removed; every page describes the changes up to
-    /// the version of the first (``SyncPage/version``: the group's ``Group/memberVersion`` then).
+    /// the version of the first (``SyncPage/version``: the group's `Group.memberVersion` then).
     /// Reads only the rows changed after `version` (an index range per part). Answers
     /// ``SyncPage/fullReloadRequired`` when `version` is newer than the group's, or older than
     /// the removals it keeps (retention raised its floor past it).
@@ -302,7 +308,14 @@ extension Store {
     /// Groups whose id equals `keyword` or whose name contains it (case-insensitive), among the
     /// groups `userID` belongs to and the Public, Meeting and AVChatRoom groups; with
     /// `matchNameCards`, also the joined groups where a member's name card contains it (ZIM).
-    /// - Parameter userID: The searcher (nil: the backend, which sees every group).
+    /// - Parameters:
+    ///   - app: The app searched.
+    ///   - keyword: What a group's id or name (or a member's name card) is matched against; not empty.
+    ///   - userID: The searcher (nil: the backend, which sees every group).
+    ///   - matchNameCards: Whether the searcher's joined groups also match by a member's name card
+    ///     (ignored for the backend).
+    ///   - cursor: Where the page starts: the previous page's `next` (`nil`: the first page).
+    ///   - limit: The most groups on the page (at least 1).
     /// - Throws: `INVALID_ARGUMENT` naming `keyword` when it is empty, or `page_token`.
     public func searchGroups(
         app: String, keyword: String, userID: String?, matchNameCards: Bool, after cursor: String?, limit: Int

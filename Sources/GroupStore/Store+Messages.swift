@@ -61,7 +61,11 @@ extension Store {
 
     /// Moves a member's read position forward, with the events `plan` returns, atomically.
     /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - userID: The member whose read position moves.
     ///   - upTo: The requested sequence (`nil`: the latest).
+    ///   - time: The time of the change (event time).
     ///   - plan: Pure: refuses (throws) or returns the new position and the events to append.
     /// - Returns: The read state after the call, the group, and the committed events.
     /// - Throws: `GROUP_NOT_FOUND`; what `plan` throws; `INTERNAL`.
@@ -99,7 +103,11 @@ extension Store {
     /// turn the message into a tombstone (body and mentions cleared, its mention rows deleted)
     /// and append the event.
     /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - sequence: The sequence of the message to recall.
     ///   - operatorID: The acting user (`nil`: the backend).
+    ///   - time: The time of the recall (event time).
     ///   - plan: Pure: handed the group, the operator's membership and the message (`nil`: none);
     ///     returns the recall and its event.
     /// - Returns: The tombstone, the group after the change, and the committed events.

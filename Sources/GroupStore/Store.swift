@@ -25,7 +25,7 @@ import Synchronization
 /// - Every method is scoped by app id: nothing of one app is visible to another.
 /// - A mutation and its events commit together; the group's event sequence is assigned inside
 ///   the transaction (1, 2, 3… per group, no gaps).
-/// - Methods throw only ``GroupError`` (storage failures become `INTERNAL` with a `cause`).
+/// - Methods throw only `GroupError` (storage failures become `INTERNAL` with a `cause`).
 /// - Dismissed groups are invisible to reads but keep their id taken and their events readable
 ///   until purged.
 public final class Store: Sendable {
@@ -240,10 +240,15 @@ public final class Store: Sendable {
     /// batch runs again): it must do nothing outside the transaction but through
     /// `MutationEffects`. It writes the rows of the scope's groups only and checks the per-user
     /// limits of its users only (a backend several nodes share locks just those).
-    /// - Parameter numbered: Gives the value the positions of events it carries (``EventPositions``:
-    ///   ids taken in the transaction may be provisional until the batch commits).
+    /// - Parameters:
+    ///   - method: The mutation's name, handed to an injected fault (tests).
+    ///   - scope: The groups and users whose rows `body` writes, and the app they belong to.
+    ///   - numbered: Gives the value the positions of events it carries (``EventPositions``:
+    ///     ids taken in the transaction may be provisional until the batch commits).
+    ///   - body: The mutation: reads and writes through the batch's transaction, and reports what it
+    ///     wrote through the `MutationEffects`; returns the caller's value.
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
-    ///   the batch is stored); both as ``GroupError``.
+    ///   the batch is stored); both as `GroupError`.
     func mutate<T: Sendable>(
         _ method: String, scope: WriteScope,
         numbered: @escaping @Sendable (T, EventPositions) -> T = { value, _ in value },

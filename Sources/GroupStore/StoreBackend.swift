@@ -18,13 +18,13 @@ public import GroupModel
 /// - Every read and write is scoped by app id: nothing of one app is visible to another.
 /// - ``commit(_:scopes:then:)`` is called by one caller at a time, and its `then` before the next call.
 /// - Within a batch, each piece of work sees the writes of those before it; the batch commits
-///   once (one fsync under ``Durability/full``). A piece that throws before it wrote anything
+///   once (one fsync under `Durability.full`). A piece that throws before it wrote anything
 ///   fails alone; one that throws after writing aborts the batch (``BatchOutcome/Ending/aborted(at:)``):
 ///   nothing is stored and ``Store`` runs the other pieces again in a new batch. (Plans throw
 ///   before their writes, so aborts are rare: a constraint a write hits, an injected fault.)
 /// - Events are numbered 1, 2, 3… per group without gaps, in commit order; `event_id` grows
 ///   with commit order across the app.
-/// - Methods throw ``GroupError`` for what the caller got wrong (`GROUP_NOT_FOUND`,
+/// - Methods throw `GroupError` for what the caller got wrong (`GROUP_NOT_FOUND`,
 ///   `GROUP_ID_TAKEN`, `INVALID_ARGUMENT` for a malformed cursor); anything else is a storage
 ///   failure, which ``Store`` reports as `INTERNAL`.
 /// - Dismissed groups are invisible to reads and snapshots but keep their id taken and their
@@ -260,7 +260,7 @@ extension StoreBackend {
     public func latestEventID(app: String) async throws -> Int64 { try await latestEventID() }
 }
 
-/// An error of a backend that maps to a specific ``GroupError`` (an unreachable database:
+/// An error of a backend that maps to a specific `GroupError` (an unreachable database:
 /// `UNAVAILABLE`; an exhausted connection pool: `RESOURCE_EXHAUSTED`), not `INTERNAL`.
 public protocol StoreFailure: Error {
     /// The error callers receive.

@@ -12,7 +12,7 @@ public struct SnapshotRequest: Sendable {
         /// The owner's membership.
         public static let owner = Parts(rawValue: 1 << 0)
         /// The longest-standing member other than the operator (an owner quitting), and the
-        /// longest-standing other admin when the group's ``GroupSettings/ownerQuit`` asks for one.
+        /// longest-standing other admin when the group's `GroupSettings.ownerQuit` asks for one.
         public static let successor = Parts(rawValue: 1 << 1)
         /// How many groups of the app (AVChatRooms excluded) each of ``SnapshotRequest/users`` is in.
         public static let joinedGroupCounts = Parts(rawValue: 1 << 2)
@@ -99,7 +99,7 @@ public struct SnapshotRequest: Sendable {
 
     /// How an invite link is looked up.
     public enum InviteLinkKey: Sendable, Hashable {
-        /// By the SHA-256 of its token (``InviteLink/tokenHash``).
+        /// By the SHA-256 of its token (`InviteLink.tokenHash`).
         case tokenHash(String)
         /// By its id.
         case id(String)
@@ -139,7 +139,7 @@ public struct StoreSnapshot: Sendable {
     /// The successor (`.successor`).
     public var successor: Member?
     /// The longest-standing other admin (`.successor`, when the owner acts and the group's
-    /// ``GroupSettings/ownerQuit`` is `to_longest_standing_admin`).
+    /// `GroupSettings.ownerQuit` is `to_longest_standing_admin`).
     public var successorAdmin: Member?
     /// Per user of the request (0 when none), their joined-group count (`.joinedGroupCounts`).
     public var joinedGroupCounts: [String: Int] = [:]

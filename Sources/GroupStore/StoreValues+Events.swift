@@ -10,7 +10,7 @@ public struct LoggedEvent: Sendable, Hashable {
     public var event: GroupEvent
     /// The group's type (routing: Meeting member-change events, AVChatRoom audiences).
     public var groupType: GroupType
-    /// For a recipient of ``GroupEvent/Recipient/approvers``: the approvers when it was written
+    /// For a recipient of `GroupEvent.Recipient.approvers`: the approvers when it was written
     /// (live delivery) or read (backlog): the owner, and the admins when the group's
     /// `join_approvers` includes them; empty otherwise.
     public var approvers: [String]

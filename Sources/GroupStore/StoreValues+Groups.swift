@@ -15,7 +15,7 @@ public struct GroupSnapshot: Sendable {
     /// quitting; nil when the operator is the only member.
     public var successor: Member?
     /// The longest-standing admin other than the operator, loaded only when the owner acts on a
-    /// group whose ``GroupSettings/ownerQuit`` is `to_longest_standing_admin`; nil otherwise or
+    /// group whose `GroupSettings.ownerQuit` is `to_longest_standing_admin`; nil otherwise or
     /// when there is no other admin.
     public var successorAdmin: Member?
     /// How many (undismissed) groups of the app each of the operator and the targets is in.

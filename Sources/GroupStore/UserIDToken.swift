@@ -1,6 +1,6 @@
 public import GroupModel
 
-/// A user id in a page token: the hex of its UTF-8 (``Hex``; opaque, and free of the token's
+/// A user id in a page token: the hex of its UTF-8 (`Hex`; opaque, and free of the token's
 /// separators).
 public enum UserIDToken {
     /// The hex of `userID`'s UTF-8.

@@ -128,7 +128,7 @@ extension PostgresBackend {
     }
 }
 
-/// The SQL of `group_events` rows as the event stream reads them (``EventRows`` on SQLite).
+/// The SQL of `group_events` rows as the event stream reads them (`EventRows` on SQLite).
 enum PostgresEventRows {
     /// `EventRows.loggedEventColumns`, a message body's event id being its event's (a body's own
     /// `event_id` keeps the provisional id it was inserted with; ``PostgresMessageRows/columns``),
@@ -217,7 +217,7 @@ enum PostgresEventRows {
         return users
     }
 
-    /// Which group rows a user's stream carries after `eventID` (``EventRows/userScope(_:app:userID:after:)``).
+    /// Which group rows a user's stream carries after `eventID` (`EventRows.userScope(_:app:userID:after:)`).
     static func userScope(_ session: PostgresSession, app: String, userID: String, after eventID: Int64) throws -> UserScope {
         var scope = UserScope()
         try session.rows(

@@ -319,7 +319,7 @@ extension PostgresBackend {
 
 /// Group and member rows over PostgreSQL, read in the caller's transaction (a read snapshot or
 /// the writer's transaction): the PostgreSQL counterparts of `Rows.groupKey` and
-/// `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of ``Rows``.
+/// `Operations.withCustom`/`members`. Rows are decoded by the shared decoders of `Rows`.
 enum PostgresRows {
     /// For `JOIN` or `LEFT JOIN` after `groups g`: the membership of the user `?` in `g`, as one
     /// probe of the members key per group. A plain join lets a generic plan (the one a prepared
@@ -485,8 +485,12 @@ enum PostgresRows {
     }
 
     /// The row key of a group of `app`.
-    /// - Parameter dismissedToo: Whether a dismissed group's key is returned too (history reads).
-    /// - Throws: ``GroupError/groupNotFound(_:)`` when no such group is stored (or it is
+    /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group's id in the app.
+    ///   - dismissedToo: Whether a dismissed group's key is returned too (history reads).
+    ///   - session: The connection the query runs on (in the caller's transaction, if any).
+    /// - Throws: `GroupError.groupNotFound(_:)` when no such group is stored (or it is
     ///   dismissed and `dismissedToo` is false).
     static func groupKey(app: String, groupID: String, dismissedToo: Bool = false, session: PostgresSession) throws -> Int64 {
         let sql = dismissedToo

@@ -8,11 +8,11 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// The shared ``StoreBackend``: one PostgreSQL database that any number of groupd nodes use at
+/// The shared `StoreBackend`: one PostgreSQL database that any number of groupd nodes use at
 /// once (docs/SCALING.md).
 ///
 /// - **Writes**: each node's group commit runs its batches on one writer connection, one
-///   transaction each. A batch first locks what its mutations write (``WriteScope``): the
+///   transaction each. A batch first locks what its mutations write (`WriteScope`): the
 ///   64-bit keys of their groups and of the users whose limits they check, with the app's write
 ///   lock shared (exclusive only for a mutation of a whole app, such as a retention pass), all
 ///   in one statement and one global order, so two batches never deadlock on them. Batches of
@@ -31,10 +31,10 @@ import Synchronization
 ///   reads the app's events after the last one it delivered from the table, so a subscriber on
 ///   any node receives every event in `event_id` order (``PostgresEventFollower``). A node that
 ///   dies between its commit and its doorbell loses nothing: every node also reads the apps'
-///   heads every ``PostgresStoreSettings/eventPollMilliseconds`` and catches up what it missed.
-/// - **Reads** run on a pool of connections (``PostgresStoreSettings/poolSize``), each in one
+///   heads every `PostgresStoreSettings.eventPollMilliseconds` and catches up what it missed.
+/// - **Reads** run on a pool of connections (`PostgresStoreSettings.poolSize`), each in one
 ///   `REPEATABLE READ` snapshot; when every connection is busy up to
-///   ``PostgresStoreSettings/maxWaiting`` calls wait, and the next is refused (`STORE_BUSY`).
+///   `PostgresStoreSettings.maxWaiting` calls wait, and the next is refused (`STORE_BUSY`).
 /// - **Availability**: a connection lost makes the store unavailable at once; calls then fail
 ///   fast with `UNAVAILABLE` (`STORE_UNAVAILABLE`) while a monitor reconnects with back-off, and
 ///   the store is available again once it succeeds (``isAvailable``).
@@ -67,7 +67,7 @@ public final class PostgresBackend: StoreBackend {
     /// The connection holding the periodic passes' locks (``exclusively(_:_:)``), on ``passQueue``.
     let passSession: PostgresSession
     let passQueue = DispatchQueue(label: "groupd.postgres.passes")
-    /// The connection the doorbells go out on (``ringDoorbells(_:)``), with
+    /// The connection the doorbells go out on (`ringDoorbells(_:)`), with
     /// `synchronous_commit = off`, on ``doorbellQueue``.
     let doorbellSession: PostgresSession
     let doorbellQueue = DispatchQueue(label: "groupd.postgres.doorbell")
@@ -416,7 +416,7 @@ public final class PostgresBackend: StoreBackend {
 
     /// Called on the writer's queue right after the batch committed (``commit(_:scopes:then:)``'s
     /// `then`), so ``lastBatchBases`` are this batch's: the apps' heads before it (the events
-    /// come numbered, ``BatchOutcome/positions``).
+    /// come numbered, `BatchOutcome.positions`).
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
         follower.publishLocal(events, previousHeads: lastBatchBases, deliver: deliver)
     }

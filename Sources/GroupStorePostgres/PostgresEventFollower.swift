@@ -18,10 +18,10 @@ import Synchronization
 ///   app and the `event_id` range it committed (``PostgresBackend``); unless the mark is at the
 ///   range's end already, the follower reads the app's events after the mark from the table,
 ///   delivers them and moves the mark.
-/// - Every ``PostgresStoreSettings/eventPollMilliseconds`` it also reads the apps' heads and
+/// - Every `PostgresStoreSettings.eventPollMilliseconds` it also reads the apps' heads and
 ///   catches up every app whose head is past its mark: a doorbell lost (its node died after the
 ///   commit, or the notification connection failed) delays those events by one poll at most.
-/// - This node's commits arrive through ``publishLocal(_:deliver:)`` with their events in hand.
+/// - This node's commits arrive through ``publishLocal(_:previousHeads:deliver:)`` with their events in hand.
 ///   An app's `event_id`s are dense and in commit order (each batch takes them from the app's
 ///   ticket row in its last statement, ``PostgresStreamTail``), so every id below the batch's
 ///   first one is committed already: when the mark is lower, the ids between are read from the

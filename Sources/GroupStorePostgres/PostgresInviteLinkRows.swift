@@ -3,7 +3,7 @@ import GroupStore
 import GroupStoreSQL
 
 /// The reads and writes of `invite_links` (migration v9) over PostgreSQL, with the columns,
-/// decoder and upsert of ``InviteLinkRows``; groups are joined by app as well.
+/// decoder and upsert of `InviteLinkRows`; groups are joined by app as well.
 enum PostgresInviteLinkRows {
     /// Links of live groups matching `condition` (on `l` and `g`), oldest first.
     static func fetch(_ session: PostgresSession, where condition: String, _ arguments: [PGValue]) throws -> [InviteLink] {

@@ -16,7 +16,7 @@ enum PostgresSchema {
         static let migrations: Int32 = 0x6770_0001
         /// An app's writes (object: `hashtext(app_id)`), held for a write transaction: shared by
         /// a batch whose mutations name their groups (which then take their groups' and users'
-        /// 64-bit keys, ``WriteScope/lockKeys``), exclusive by one with a mutation of the whole
+        /// 64-bit keys, `WriteScope.lockKeys`), exclusive by one with a mutation of the whole
         /// app (``PostgresSchema/v11``'s `groupd_lock_batch`, which spells it in decimal:
         /// 1735393282).
         static let appWrites: Int32 = 0x6770_0002
@@ -42,8 +42,11 @@ enum PostgresSchema {
 
     /// Applies the migrations not yet applied, under the migration lock (two nodes starting at
     /// once migrate once: the second waits for the lock, then finds them applied).
-    /// - Parameter lastMigration: Tests only: stop after this migration, as a database of an
-    ///   older groupd would be (`nil`: apply them all).
+    /// - Parameters:
+    ///   - session: The connection that takes the migration lock and runs each migration in a
+    ///     transaction of its own.
+    ///   - lastMigration: Tests only: stop after this migration, as a database of an
+    ///     older groupd would be (`nil`: apply them all).
     /// - Returns: The identifiers of the migrations applied, in order (all of them, not only
     ///   this call's).
     static func migrate(_ session: PostgresSession, upTo lastMigration: String? = nil) throws -> [String] {
@@ -100,7 +103,7 @@ enum PostgresSchema {
 
     /// v3: two per-group settings, `edit_settings_permission` (who changes the other settings)
     /// and `owner_quit` (what an owner's quit does), with each type's default for groups stored
-    /// before (``GroupTypePreset``: owner and admins change settings in Public and Meeting groups,
+    /// before (`GroupTypePreset`: owner and admins change settings in Public and Meeting groups,
     /// the owner elsewhere; a Work owner's quit passes ownership to the longest-standing member,
     /// other owners cannot quit); and `groups_by_id_bytes`, the group ids in byte order
     /// (`COLLATE "C"`) whatever the database's collation, so a `group_id` prefix search reads an

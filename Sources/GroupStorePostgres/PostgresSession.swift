@@ -45,7 +45,7 @@ enum PGValue: Sendable {
     }
 
     /// The value as the driver's `PostgresData` (binary; a null has no type, as with
-    /// ``bind(into:)``), for ``PreparedQuery/execute(_:)``.
+    /// ``bind(into:)``), for postgres-nio's `PreparedQuery.execute(_:)`.
     func postgresData() throws -> PostgresData {
         switch self {
         case .integer(let value):
@@ -211,7 +211,7 @@ enum PGSQL {
 
 extension PGSQL {
     /// `sql` with its `?` numbered and each cast to `types[n]` (`($1::int8)`; a null's
-    /// `unknown` left bare): a statement prepared without parameter types (``PreparedQuery``)
+    /// `unknown` left bare): a statement prepared without parameter types (postgres-nio's `PreparedQuery`)
     /// then types its parameters as an unnamed statement bound with these values does.
     static func numbered(_ sql: String, types: [String]) -> String {
         var result = ""
@@ -251,7 +251,7 @@ enum PGState {
         return state == deadlockDetected || state == serializationFailure
     }
 
-    /// The SQLSTATE of a server error, if `error` is one (``PreparedQuery`` reports errors as
+    /// The SQLSTATE of a server error, if `error` is one (postgres-nio's `PreparedQuery` reports errors as
     /// the older `PostgresError`).
     static func of(_ error: any Error) -> String? {
         if case .server(let message)? = error as? PostgresError { return message.fields[.sqlState] }
@@ -654,7 +654,7 @@ enum PostgresStoreError: StoreFailure, CustomStringConvertible {
         }
     }
 
-    /// The error ``Store`` hands to callers.
+    /// The error `Store` hands to callers.
     var groupError: GroupError {
         switch self {
         case .unavailable(let message, _):

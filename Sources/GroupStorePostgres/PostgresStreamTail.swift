@@ -17,7 +17,7 @@ import GroupStoreSQL
 /// Until then the events carry *provisional* ids: the n-th event of the app in this batch is
 /// `-n`. They stand in wherever a mutation needs an id before the end (a message body's
 /// `event_id`, which keeps it: readers take a body's id from its event row,
-/// ``PostgresMessageRows/columns``; the events handed to the commit feed); the batch's ``EventPositions`` (`base`
+/// ``PostgresMessageRows/columns``; the events handed to the commit feed); the batch's `EventPositions` (`base`
 /// per app) turn them into the final ones (`base + n`) before anyone sees them.
 struct PostgresStreamTail {
     let app: String

@@ -13,7 +13,7 @@ import GroupStoreSQL
 /// row in one per group, so a statement's text depends on the number of groups only.
 ///
 /// PostgreSQL runs every CTE of a statement over one snapshot, and one statement may change a row
-/// only once. So held rows are written first, in a statement of their own (``flushHeld()``),
+/// only once. So held rows are written first, in a statement of their own (``PostgresTransaction/flushHeld()``),
 /// before anything could read them or change them a second time:
 /// - a load from the database that names a group or a user they touch (a group's rows, a user's
 ///   joined-group count) or reads applications or invite links;
@@ -39,7 +39,7 @@ struct HeldWrites {
     /// moves past every member the batch's changes inserted, and `member_version` takes the
     /// latest change of members'.
     struct GroupUpdate {
-        /// The columns from `name` to `mute_bypass` (``PostgresTransaction/groupUpdateSQL``).
+        /// The columns from `name` to `mute_bypass` (``PostgresTransaction/groupUpdateSQL(_:app:groupKey:insertedMembers:latestSequence:memberVersion:dismissedAt:stamp:)``).
         var values: [PGValue]
         /// How many members the batch's changes of the group inserted (their join orders follow
         /// the row's `next_join_order`).

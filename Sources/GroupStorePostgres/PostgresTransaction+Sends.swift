@@ -8,16 +8,16 @@ import GroupStoreSQL
 ///
 /// Alone, a send costs two statements (the group with the sender's membership; the body with the
 /// group's `latest_seq`), so a batch of n sends costs 2n. Here:
-/// - **One read for all.** After the locks, ``preloadSends(_:)`` reads every group the batch's
+/// - **One read for all.** After the locks, ``PostgresTransaction/preloadSends(_:)`` reads every group the batch's
 ///   sends go to with each sender's membership in one statement (their earlier messages by client
 ///   id in a second, and senders' last send times in a third, only when a send has a client id or
-///   a group is in slow mode). A send's ``load(_:)`` is then answered from memory
-///   (``cachedSnapshot(_:)``), its group's `latest_seq` as the batch's earlier sends moved it.
+///   a group is in slow mode). A send's ``PostgresTransaction/load(_:)`` is then answered from memory
+///   (``PostgresTransaction/cachedSnapshot(_:)``), its group's `latest_seq` as the batch's earlier sends moved it.
 /// - **One write for all, in the tail.** A send's body, its mention rows and its group's
-///   `latest_seq` wait in memory (``bufferSend(_:event:provisional:groupKey:)``) and are written
+///   `latest_seq` wait in memory (``PostgresTransaction/bufferSend(_:event:provisional:groupKey:)``) and are written
 ///   by the batch's last statement (``PostgresStreamTail``), the bodies with their final event ids.
 ///   Before any other statement that could read them (a load that memory cannot answer, another
-///   kind of write, a purge) they go in one statement per app first (``flushSends()``), with the
+///   kind of write, a purge) they go in one statement per app first (``PostgresTransaction/flushSends()``), with the
 ///   provisional ids (readers take a body's id from its event row).
 ///
 /// What memory holds stays exact: it is what the preload read, changed only by the batch's sends,
@@ -106,7 +106,7 @@ extension PostgresTransaction {
         return (request.lastSentBy ?? user) == user && (request.earlierMessage?.sender ?? user) == user
     }
 
-    /// Reads what the sends of the batch (the scopes with ``WriteScope/send``) will load, in one
+    /// Reads what the sends of the batch (the scopes with `WriteScope.send`) will load, in one
     /// statement for the groups and memberships (and one each for earlier messages and last send
     /// times, when some send needs them).
     func preloadSends(_ scopes: [WriteScope]) throws {

@@ -4,9 +4,9 @@ import GroupStoreSQL
 
 /// The rows of versioned member sync and joined-group sync, as ``SyncRows`` writes them on SQLite.
 extension PostgresTransaction {
-    /// See ``SyncRows/record(_:groupKey:before:time:eventID:db:)``. The member version, the
+    /// See `SyncRows.record(_:groupKey:before:time:eventID:db:)`. The member version, the
     /// members' `changed_version` and the inserted members' tombstones were written with the
-    /// change's own rows (``apply``); what is left: the removed members' tombstones (held for the
+    /// change's own rows (`apply`); what is left: the removed members' tombstones (held for the
     /// tail like the deletions, or one statement in a dismissal), and the joined-group rows (by
     /// the batch's tail).
     func recordSync(_ change: GroupChange, groupKey key: Int64, before: Group, time: Timestamp, eventID: Int64?) throws {
@@ -45,7 +45,7 @@ extension PostgresTransaction {
         }
     }
 
-    /// See ``SyncRows/recordCreation(_:groupKey:eventID:db:)``. The member version 1 went in
+    /// See `SyncRows.recordCreation(_:groupKey:eventID:db:)`. The member version 1 went in
     /// with the group and member rows; what is left are the joined-group rows (by the batch's tail).
     func recordSyncCreation(_ plan: GroupCreationPlan, groupKey key: Int64, eventID: Int64?) throws {
         let app = plan.group.appID
@@ -56,7 +56,7 @@ extension PostgresTransaction {
         }
     }
 
-    /// See ``SyncRows/purgeTombstones(app:before:limit:db:)``.
+    /// See `SyncRows.purgeTombstones(app:before:limit:db:)`.
     func purgeTombstones(app: String, before cutoff: Int64, limit: Int) throws -> Int {
         var ids: [Int64] = []
         var floors: [Int64: Int64] = [:]

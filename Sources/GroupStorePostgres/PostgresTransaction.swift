@@ -4,7 +4,7 @@ import GroupStore
 import GroupStoreSQL
 
 /// The write transaction of one batch on the writer connection (only valid during the piece of
-/// work it is handed to). The SQL is SQLite's (``SQLiteTransaction``), keyed by app.
+/// work it is handed to). The SQL is SQLite's (`SQLiteTransaction`), keyed by app.
 ///
 /// Unlike SQLite, PostgreSQL refuses every statement of a transaction after one failed, so
 /// nothing here lets a statement fail on purpose: a group id is checked before the insert (under
@@ -32,7 +32,7 @@ final class PostgresTransaction: StoreTransaction {
     /// The rows of the batch's creations, joins, departures and group updates not written yet
     /// (`PostgresTransaction+Held.swift`).
     var held = HeldWrites()
-    /// Per group id a creation's load asked about (``SnapshotRequest/newGroup``): the key it
+    /// Per group id a creation's load asked about (`SnapshotRequest.newGroup`): the key it
     /// reserved and whether the id was taken then; the creation's write takes it.
     var reservedGroupKeys: [PendingSends.GroupID: (key: Int64, taken: Bool)] = [:]
     /// Writes held in memory so far (the backend counts them with the session's statements to
@@ -408,7 +408,7 @@ final class PostgresTransaction: StoreTransaction {
     }
 
     /// The values of a group update's columns from `name` to `mute_bypass`, in the order of
-    /// ``groupUpdateSQL``.
+    /// ``groupUpdateSQL(_:app:groupKey:insertedMembers:latestSequence:memberVersion:dismissedAt:stamp:)``.
     static func groupUpdateValues(_ after: Group) -> [PGValue] {
         let settings = after.settings
         let (mode, roles) = Rows.encode(after.mute.mode)

@@ -107,10 +107,13 @@ public enum Rows {
         }
 
         /// `group_key, app_id, …` (prefixed with `table.` if given), for a `SELECT`.
-        /// - Parameter ownerSettings: Whether the file has `edit_settings_permission` and
-        ///   `owner_quit` (v8); if not (tests of older files), each type's default stands in, as
-        ///   migration v8 writes it, no mute operator (`mute_operator`, v10), an empty mute
-        ///   bypass list (`mute_bypass`, v11) and member version 0 (`member_version`, v15).
+        /// - Parameters:
+        ///   - table: The name or alias of the `groups` table the columns are qualified with (`nil`:
+        ///     unqualified).
+        ///   - ownerSettings: Whether the file has `edit_settings_permission` and
+        ///     `owner_quit` (v8); if not (tests of older files), each type's default stands in, as
+        ///     migration v8 writes it, no mute operator (`mute_operator`, v10), an empty mute
+        ///     bypass list (`mute_bypass`, v11) and member version 0 (`member_version`, v15).
         package static func list(table: String? = nil, ownerSettings: Bool = true) -> String {
             allCases.map { column in
                 let qualified = table.map { "\($0).\(column.name)" } ?? column.name
@@ -156,7 +159,7 @@ public enum Rows {
         }
     }
 
-    /// Decode a row selected with ``GroupColumn/list(table:)``, by index.
+    /// Decode a row selected with ``GroupColumn/list(table:ownerSettings:)``, by index.
     @inlinable
     public static func group(_ row: some ColumnReader) throws -> GroupRow {
         func text(_ column: GroupColumn) throws -> String { try row.text(column.rawValue) }

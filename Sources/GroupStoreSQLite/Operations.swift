@@ -27,9 +27,20 @@ enum Operations {
 
     /// Write `change` (not empty) and its events; returns the numbered events.
     /// - Parameters:
+    ///   - change: What to write: the group row after the change, member rows, retained mutes, bans,
+    ///     dismissal and events.
     ///   - key: The group's row.
     ///   - before: The group as the snapshot read it.
     ///   - members: The member rows the snapshot read (their custom fields before the change).
+    ///   - time: The change's time: the events' time, the dismissal time, and what ended bans are
+    ///     compared with (those are deleted).
+    ///   - memberOrigin: Whether the file has the member origin columns (`join_source`, `inviter_id`,
+    ///     v6; ``SQLiteBackend/storesMemberOrigin``).
+    ///   - ownerSettings: Whether the file has `edit_settings_permission` and `owner_quit` (v8); if not
+    ///     (tests of older files), those settings are not written.
+    ///   - inviteLinks: Whether the file has `invite_link_permission` and `members.invite_link_id` (v14);
+    ///     if not (tests of older files), they are not written.
+    ///   - db: The database, inside the caller's write transaction.
     static func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp,
         memberOrigin: Bool, ownerSettings: Bool = true, inviteLinks: Bool = true, db: Database
@@ -219,7 +230,11 @@ enum Operations {
     // MARK: Reading rows
 
     /// Members of one group by user id, with custom fields.
-    /// - Parameter inviteLinks: Whether the file has `members.invite_link_id` (v14).
+    /// - Parameters:
+    ///   - groupKey: The group's row.
+    ///   - userIDs: The users whose member rows are read (those who are not members are absent).
+    ///   - inviteLinks: Whether the file has `members.invite_link_id` (v14).
+    ///   - db: The database, inside the caller's transaction.
     static func members(groupKey: Int64, userIDs: [String], inviteLinks: Bool = true, db: Database) throws -> [String: Member] {
         let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
         if userIDs.isEmpty { return [:] }

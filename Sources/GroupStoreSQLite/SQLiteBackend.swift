@@ -7,14 +7,14 @@ import GroupStoreSQL
 import GroupStoreSettings
 import Synchronization
 
-/// The embedded ``StoreBackend``: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
+/// The embedded `StoreBackend`: one SQLite file in WAL mode, through a GRDB `DatabasePool`.
 ///
-/// - Batches (``commit(_:then:)``) run on the pool's single writer connection, one
+/// - Batches (``commit(_:scopes:then:)``) run on the pool's single writer connection, one
 ///   `BEGIN IMMEDIATE … COMMIT` each. Reads run concurrently on reader connections and see the
 ///   last committed state.
 /// - Every method runs its SQL on GRDB's own dispatch queues, never on a NIO event loop or the
 ///   Swift cooperative pool.
-/// - Durability: each connection sets `PRAGMA synchronous` from ``Durability``. With
+/// - Durability: each connection sets `PRAGMA synchronous` from `Durability`. With
 ///   `synchronous=FULL` in WAL mode, SQLite fsyncs the WAL before `COMMIT` returns, so a batch
 ///   this backend reports committed survives a process crash (and an OS crash or power loss);
 ///   with `NORMAL` it survives a process crash but the latest commits may be lost on power loss.
@@ -56,7 +56,7 @@ public final class SQLiteBackend: StoreBackend {
     ///   async code.
     /// - Parameters:
     ///   - path: The SQLite file; its directory must exist.
-    ///   - durability: `synchronous` for every connection (default ``Durability/full``).
+    ///   - durability: `synchronous` for every connection (default `Durability.full`).
     /// - Throws: `GroupError` `INTERNAL` (with the SQLite error as `cause`) if the file cannot be
     ///   opened or migrated.
     public convenience init(path: String, durability: Durability = .full) throws {

@@ -355,7 +355,7 @@ enum Schema {
 
     /// v8: two per-group settings, `edit_settings_permission` (who changes the other settings)
     /// and `owner_quit` (what an owner's quit does). Groups stored before get their type's
-    /// default (``GroupTypePreset``): owner and admins change settings in Public and Meeting
+    /// default (`GroupTypePreset`): owner and admins change settings in Public and Meeting
     /// groups, the owner elsewhere; a Work owner's quit passes ownership to the longest-standing
     /// member, other owners cannot quit. `group_id` prefix search reads the
     /// `UNIQUE (app_id, group_id)` index (BINARY collation: byte order), so it needs none here.
@@ -449,8 +449,8 @@ enum Schema {
     }
 
     /// v13: pinned messages. `pin_permission` is who may pin (NULL: the type's default,
-    /// ``GroupTypePreset``, so groups stored before need no rewrite); `pins` the group's pins
-    /// (``PinnedMessageCoding``; NULL: none). A group holds a handful (the app's
+    /// `GroupTypePreset`, so groups stored before need no rewrite); `pins` the group's pins
+    /// (`PinnedMessageCoding`; NULL: none). A group holds a handful (the app's
     /// `max_pinned_messages`), read with the group row and cached with it.
     static func v13(_ db: Database) throws {
         try db.execute(sql: """

@@ -81,7 +81,7 @@ extension GRPCStatus {
     }
 }
 
-/// A ``GroupdService`` over a temporary store, serving ``TestApps/apps``, whose router's
+/// A `GroupdService` over a temporary store, serving ``TestApps/apps``, whose router's
 /// handlers are called in process, as any caller, with serialized request bytes; no socket.
 ///
 /// Keep the harness alive while using ``store``; its file goes with it.
@@ -108,7 +108,7 @@ public final class ServiceHarness: Sendable {
     ///   - configuration: Apps and limits; ``TestApps/configuration(dataDir:)`` by default.
     ///   - clock: The service's and the authenticator's time source.
     ///   - policy: The policy plugins (chains applied by the caller); none by default.
-    ///   - store: The kind of store the service writes to.
+    ///   - kind: The kind of store the service writes to.
     ///   - telemetry: Metrics, access log and log settings; none by default.
     public init(
         configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock(),

@@ -25,8 +25,8 @@ public final class TemporaryDirectory: Sendable {
     }
 }
 
-/// A ``Store`` over a fresh database: a ``SQLiteBackend`` in a temporary file (removed when this
-/// value is released), or a ``PostgresBackend`` on a new database of the test server
+/// A `Store` over a fresh database: a `SQLiteBackend` in a temporary file (removed when this
+/// value is released), or a `PostgresBackend` on a new database of the test server
 /// (``PostgresTestServer``), closed when this value is released.
 ///
 /// Keep the value alive for as long as the store is used. ``reopen()`` closes the store and
@@ -161,11 +161,11 @@ public func withTemporaryStore<T>(durability: Durability = .full, _ body: (Store
 /// The stores the backend conformance suite runs every test against: each backend, with and
 /// without the group cache, since the cache must never change an answer.
 public enum StoreKind: String, Sendable, CaseIterable, CustomStringConvertible {
-    /// ``SQLiteBackend`` with the default group cache.
+    /// `SQLiteBackend` with the default group cache.
     case sqlite
-    /// ``SQLiteBackend`` with no group cache: every read goes to the database.
+    /// `SQLiteBackend` with no group cache: every read goes to the database.
     case sqliteWithoutCache
-    /// ``PostgresBackend`` on a fresh database of ``PostgresTestServer`` (no group cache, as
+    /// `PostgresBackend` on a fresh database of ``PostgresTestServer`` (no group cache, as
     /// groupd runs it).
     case postgres
 

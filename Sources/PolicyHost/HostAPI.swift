@@ -103,7 +103,11 @@ enum HostAPI {
 
 /// Copies a ``HookRequest`` into one byte arena and lends it to C as a `groupd_request`.
 enum RequestMarshal {
-    /// - Parameter budget: the call's time budget, lent to the plugin as `budget_ms`.
+    /// - Parameters:
+    ///   - app: The app whose chain runs, lent to the plugin as `app_id`.
+    ///   - request: What the hook is shown, copied into the arena.
+    ///   - budget: the call's time budget, lent to the plugin as `budget_ms`.
+    ///   - body: Runs with the `groupd_request`, valid only until it returns; its result is returned.
     static func withRequest<R>(app: String, _ request: HookRequest, budget: Duration = .zero, _ body: (UnsafePointer<groupd_request>) -> R) -> R {
         var bytes: [UInt8] = []
         func add(_ string: String) -> Range<Int> {

@@ -45,7 +45,12 @@ final class PluginInstance: @unchecked Sendable {
     }
 
     /// Call `on_hook` on the calling thread and return the raw decision.
-    /// - Parameter budget: the call's time budget, shown to the plugin as `budget_ms`.
+    /// - Parameters:
+    ///   - hook: The hook called, passed to the plugin as its ABI value.
+    ///   - request: What the hook is shown (lent to the plugin for the call only).
+    ///   - state: Where the plugin's answers through the host callbacks are recorded; passed to it as
+    ///     its opaque `groupd_call *`, and kept alive until it returns.
+    ///   - budget: the call's time budget, shown to the plugin as `budget_ms`.
     func onHook(_ hook: PolicyHook, request: HookRequest, state: CallState, budget: Duration = .zero) -> Int32 {
         RequestMarshal.withRequest(app: app, request, budget: budget) { request in
             withExtendedLifetime(state) {

@@ -87,7 +87,7 @@ final class AfterEventQueue: Sendable {
     }
 
     /// The next item, or `nil` when the queue is empty (the draining task then ends; the next
-    /// ``enqueue(_:)`` starts another).
+    /// ``enqueue(_:replaying:)`` starts another).
     func next() -> Item? {
         var idle: [CheckedContinuation<Void, Never>] = []
         defer { for waiter in idle { waiter.resume() } }

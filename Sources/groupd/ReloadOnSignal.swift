@@ -5,7 +5,7 @@ import ServiceLifecycle
 import UnixSignals
 
 /// Reloads the configuration file on every SIGHUP until graceful shutdown (see
-/// ``GroupdService/reload(path:)``): an invalid file is refused with a log line and the
+/// `GroupdService.reload(path:)`): an invalid file is refused with a log line and the
 /// configuration in force stays. With TLS, the certificate files are read again after each
 /// reload the service accepted (``reloadServerTLS(_:service:configPath:logger:)``).
 struct ReloadOnSignal: Service {

@@ -111,7 +111,7 @@ extension GroupdService {
 
     /// Runs ``runRetentionPass()`` now and then every `interval` of the service's clock until
     /// the task is cancelled; failures are logged and retried at the next round. (Under a
-    /// ``ManualWallClock`` a pass runs when an advance reaches its turn.)
+    /// `ManualWallClock` a pass runs when an advance reaches its turn.)
     public func runEventRetention(every interval: Duration = .seconds(60)) async {
         await clock.repeating(every: interval) { [self] in
             do {

@@ -5,7 +5,10 @@ import GroupModel
 extension GroupdService {
     /// Registers `EventService.Subscribe`, served by the event hub straight on the call's
     /// writer (items are encoded once and shared by every stream they go to).
-    /// - Parameter authenticate: The service's authentication and admission of a call.
+    /// - Parameters:
+    ///   - routes: The service's routes, which the method's handler is added to (and its path marked
+    ///     implemented).
+    ///   - authenticate: The service's authentication and admission of a call.
     func registerEventMethods(
         in routes: inout Routes, authenticate: @escaping @Sendable (ServerContext) throws -> CallContext
     ) {

@@ -31,7 +31,7 @@ enum InviteLinkToken {
         Hex.encode(SHA256.hash(data: Array(token.utf8)))
     }
 
-    /// `bytes` in base64url without padding (``Base64/encodeURL(_:)``).
+    /// `bytes` in base64url without padding (`Base64.encodeURL(_:)`).
     static func base64url(_ bytes: [UInt8]) -> String {
         String(decoding: Base64.encodeURL(bytes), as: UTF8.self)
     }

@@ -43,7 +43,7 @@ extension GroupdService {
     /// 3. A retry (same sender, same `client_message_id`) answers the first result, `deduplicated`,
     ///    before any other check: the first send succeeded. AVChatRoom messages are remembered by
     ///    this node for a while (``RoomMessageLimiter``), stored ones by the store.
-    /// 4. Check membership, mutes and @all (``GroupRules/checkSend(_:in:by:now:lastSent:)``), so
+    /// 4. Check membership, mutes and @all (`GroupRules.checkSend(_:in:by:now:lastSent:)`), so
     ///    a refusal costs no moderation. Slow mode is checked in the store's transaction, against
     ///    the sender's previous stored message (AVChatRoom has none: its type fixes slow mode off).
     /// 5. Moderation (the policy plugins' before-send-message hook).
@@ -126,7 +126,7 @@ extension GroupdService {
     }
 
     /// GetGroupMessages: a page of history walked from an anchor or a page token, ascending by
-    /// sequence. The model decides what the caller may see (``GroupRules/historyFloor(in:by:)``).
+    /// sequence. The model decides what the caller may see (`GroupRules.historyFloor(in:by:)`).
     func getGroupMessages(
         _ request: Groupd_V1_GetGroupMessagesRequest, _ call: CallContext
     ) async throws -> Groupd_V1_GetGroupMessagesResponse {
@@ -234,7 +234,7 @@ extension GroupdService {
 
     /// RecallGroupMessage: turns a stored message into a tombstone, with a `MESSAGE_RECALLED` to
     /// the group, in one transaction. The model decides who may
-    /// (``GroupRules/planRecall(_:sequence:in:by:now:limits:)``).
+    /// (`GroupRules.planRecall(_:sequence:in:by:now:limits:)`).
     func recallGroupMessage(
         _ request: Groupd_V1_RecallGroupMessageRequest, _ call: CallContext
     ) async throws -> Groupd_V1_RecallGroupMessageResponse {

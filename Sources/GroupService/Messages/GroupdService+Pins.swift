@@ -4,9 +4,9 @@ import GroupStore
 
 /// MessageService: PinGroupMessage, UnpinGroupMessage.
 extension GroupdService {
-    /// PinGroupMessage: checks the permission (``GroupAction/pinMessage``) and that the message
+    /// PinGroupMessage: checks the permission (`GroupAction.pinMessage`) and that the message
     /// is one the operator may read, then, in one transaction, the rule of
-    /// ``GroupRules/planPin(sequence:in:by:limits:now:)`` on the group as it is then (already
+    /// `GroupRules.planPin(sequence:in:by:limits:now:)` on the group as it is then (already
     /// pinned, the app's limit); the `MESSAGE_PINNED` tip commits with the pin.
     func pinGroupMessage(
         _ request: Groupd_V1_PinGroupMessageRequest, _ call: CallContext
@@ -25,7 +25,7 @@ extension GroupdService {
         return .with { $0.pinnedMessages = result.group.pins.map(APIMapping.pin) }
     }
 
-    /// UnpinGroupMessage: in one transaction, ``GroupRules/planUnpin(sequence:in:by:)`` (the
+    /// UnpinGroupMessage: in one transaction, `GroupRules.planUnpin(sequence:in:by:)` (the
     /// permission, then whether it is pinned); the `MESSAGE_UNPINNED` tip commits with it. A
     /// pinned message since purged can still be unpinned.
     func unpinGroupMessage(
@@ -40,7 +40,7 @@ extension GroupdService {
     }
 
     /// The stored message `sequence` of `group` if `op` may read it (its history floor,
-    /// ``GroupRules/historyFloor(in:by:)``).
+    /// `GroupRules.historyFloor(in:by:)`).
     /// - Throws: `MESSAGE_NOT_FOUND` naming `sequence` (no such message, an event's sequence, a
     ///   purged message, one from before the operator joined); what `historyFloor` throws.
     func readableMessage(

@@ -70,7 +70,7 @@ extension GroupdService {
     }
 
     /// Commits one `MESSAGE_READ_RECEIPT` for each due batch, with the counts as they are now
-    /// (``GroupRules/planReadReceipt(to:sequences:positions:)``). A batch of a group since
+    /// (`GroupRules.planReadReceipt(to:sequences:positions:)`). A batch of a group since
     /// dismissed, or of a sender no longer a member, is dropped.
     public func flushReadReceipts() async {
         for due in readReceipts.takeDue(now: clock.now()) {
@@ -93,7 +93,7 @@ extension GroupdService {
     }
 
     /// Runs ``flushReadReceipts()`` every ``readReceiptTickMilliseconds`` of the service's clock
-    /// until the task is cancelled (under a ``ManualWallClock``, when an advance reaches its turn).
+    /// until the task is cancelled (under a `ManualWallClock`, when an advance reaches its turn).
     public func runReadReceiptFlush() async {
         await clock.repeating(every: .milliseconds(Self.readReceiptTickMilliseconds)) { [self] in
             await flushReadReceipts()
@@ -102,7 +102,7 @@ extension GroupdService {
 }
 
 /// The page token of GetMessageReadReceipts: the filter and the last listed user id, as
-/// `r.<hex>` (read) or `u.<hex>` (unread) (``UserIDToken``).
+/// `r.<hex>` (read) or `u.<hex>` (unread) (`UserIDToken`).
 enum ReceiptToken {
     static func encode(_ user: String, unread: Bool) -> String {
         (unread ? "u." : "r.") + UserIDToken.hex(user)

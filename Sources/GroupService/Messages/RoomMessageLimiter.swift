@@ -2,7 +2,7 @@ import GroupModel
 import Synchronization
 
 /// The per-room state of AVChatRoom messages on this node: the rate at which each room admits
-/// messages (``MessageShedding``: low shed first, then normal, high kept) and the recent client
+/// messages (`MessageShedding`: low shed first, then normal, high kept) and the recent client
 /// message ids of sent messages, so that a retry answers the first result without sending again.
 ///
 /// In memory, per node, like the rooms' audiences. Both are decided under one lock, so two
@@ -57,6 +57,8 @@ final class RoomMessageLimiter: Sendable {
     /// - Parameters:
     ///   - message: The message to send (its `time` is `now`).
     ///   - rate: The app's `av_chat_room_messages_per_second`.
+    ///   - now: The time of the send: the room's rate refills up to it, and client ids remembered for
+    ///     longer than ``retrySeconds`` before it are forgotten.
     func admit(_ message: GroupMessage, rate: Int, now: Timestamp) -> SendOutcome {
         let key = Key(app: message.appID, group: message.groupID)
         let retry = message.content.clientMessageID.map { Retry(sender: message.senderID, clientMessageID: $0) }

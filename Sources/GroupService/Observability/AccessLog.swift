@@ -40,7 +40,10 @@ public final class AccessLog: Sendable {
     }
 
     /// Writes the line of `call` (when enabled; an `OK` call only when sampled).
-    /// - Parameter method: The method's metrics name (the registered path, or `unknown`).
+    /// - Parameters:
+    ///   - call: What the transport knows of the finished call: its status, duration, peer, request
+    ///     headers and the service's annotations.
+    ///   - method: The method's metrics name (the registered path, or `unknown`).
     func record(_ call: FinishedCall, method: String) {
         guard isEnabled else { return }
         let sequence = counter.add(1, ordering: .relaxed).newValue

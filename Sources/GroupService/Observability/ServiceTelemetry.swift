@@ -4,7 +4,7 @@ import GroupAPI
 import Logging
 
 /// Metrics, the access log and the log output of one server, and the transport's call
-/// observer that feeds them (``ServerConfiguration/callObserver``).
+/// observer that feeds them (`ServerConfiguration.callObserver`).
 public final class ServiceTelemetry: CallObserver {
     /// The metrics (`nil`: `metrics` is not configured).
     public let metrics: GroupdMetrics?

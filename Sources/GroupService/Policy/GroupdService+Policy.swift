@@ -26,18 +26,23 @@ enum PolicyVerdict: Sendable, Equatable {
 }
 
 extension GroupdService {
+    /// Whether the caller's app has a plugin on `hook` (no chain: the hook costs nothing).
+    func hasPolicy(_ hook: PolicyHook, _ call: CallContext) -> Bool {
+        policy.host?.hasPlugins(for: hook, app: call.caller.appID) ?? false
+    }
+
     /// Run `app`'s chain on `hook` for the caller's app, building the request only when a plugin
     /// listens. A reject throws `POLICY_REJECTED` (`INVALID_ARGUMENT` on the validate hooks,
     /// `FAILED_PRECONDITION` elsewhere) with the rejected keys in `error_keys`; a fail-closed
     /// failure throws `UNAVAILABLE` / `POLICY_UNAVAILABLE`; a discard is returned when
     /// `allowDiscard` (messages) and refused otherwise.
     /// - Parameters:
+    ///   - hook: The hook whose chain runs.
+    ///   - call: The call being checked: its caller's app picks the chain, and its operator fills the
+    ///     request's when the request names none.
+    ///   - allowDiscard: Whether a discard is returned to the handler (messages) rather than refused.
     ///   - fieldPath: the request field a hook key names, for `metadata["field"]`.
-    /// Whether the caller's app has a plugin on `hook` (no chain: the hook costs nothing).
-    func hasPolicy(_ hook: PolicyHook, _ call: CallContext) -> Bool {
-        policy.host?.hasPlugins(for: hook, app: call.caller.appID) ?? false
-    }
-
+    ///   - request: Builds what the hook is shown; called only when a plugin listens on `hook`.
     func checkPolicy(
         _ hook: PolicyHook, _ call: CallContext, allowDiscard: Bool = false,
         fieldPath: (String) -> String = { $0 }, _ request: () -> HookRequest

@@ -5,7 +5,7 @@ import Logging
 
 extension ServicePolicy {
     /// Send every committed event of `hub` to the apps' `after_event` plugins. The hub calls the
-    /// observer on a queue of its own after routing, and ``PolicyHost/notify(app:event:)``
+    /// observer on a queue of its own after routing, and `PolicyHost.notify(app:event:)`
     /// returns at once, so a plugin never delays a call or the stream.
     public func notifyAfterEvents(from hub: EventHub) {
         guard let host else { return }

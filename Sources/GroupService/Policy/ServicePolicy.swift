@@ -8,7 +8,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The service's policy plugins: a ``PolicyHost`` and the per-app chains built from the
+/// The service's policy plugins: a `PolicyHost` and the per-app chains built from the
 /// configuration's `apps[].policy`. One instance lives as long as the process; a reload builds
 /// the next chains with ``prepare(_:baseDirectory:)`` and swaps them in with ``install(_:)``.
 public final class ServicePolicy: Sendable {
@@ -62,7 +62,7 @@ public final class ServicePolicy: Sendable {
 
     /// Load and instantiate every app's chain of `configuration` without putting it in force
     /// (for a reload: build everything, then swap). `nil` when the service has no host.
-    /// - Throws: ``PolicyLoadError`` (which plugin, which app, why); nothing changes.
+    /// - Throws: `PolicyLoadError` (which plugin, which app, why); nothing changes.
     public func prepare(_ configuration: GroupdConfiguration, baseDirectory: String?) throws(PolicyLoadError) -> PreparedChains? {
         guard let host else { return nil }
         return try host.prepare(Self.chains(for: configuration, baseDirectory: baseDirectory))
@@ -76,7 +76,7 @@ public final class ServicePolicy: Sendable {
 
     /// ``prepare(_:baseDirectory:)`` then ``install(_:)``: at startup, and for a reload that has
     /// nothing else to build. A plugin that fails to load or initialise leaves the chains in force.
-    /// - Throws: ``PolicyLoadError``.
+    /// - Throws: `PolicyLoadError`.
     public func apply(_ configuration: GroupdConfiguration, baseDirectory: String?) throws(PolicyLoadError) {
         install(try prepare(configuration, baseDirectory: baseDirectory))
     }

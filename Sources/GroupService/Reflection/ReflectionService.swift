@@ -7,7 +7,7 @@ import NIOCore
 /// client calls): `ServerReflectionInfo`, a bidirectional stream on which each request gets one
 /// response, in order.
 ///
-/// It answers from the descriptors embedded at build time (``EmbeddedDescriptors``) and needs no
+/// It answers from the descriptors embedded at build time (`EmbeddedDescriptors`) and needs no
 /// token: discovery (grpcurl, grpcio-reflection) runs before a client picks one. Unknown files and
 /// symbols get an `error_response` with NOT_FOUND and the stream stays open; groupd defines no
 /// extensions, so `file_containing_extension` is NOT_FOUND and `all_extension_numbers_of_type`

@@ -275,13 +275,13 @@ extension GroupdConfiguration.App {
     }
 }
 
-/// The YAML form of ``AppLimits`` (snake_case keys, `max_members` per type, 0 = unlimited).
+/// The YAML form of `AppLimits` (snake_case keys, `max_members` per type, 0 = unlimited).
 struct LimitsCoding: Codable {
     var limits: AppLimits
 
     init(_ limits: AppLimits) { self.limits = limits }
 
-    /// The YAML keys of ``GroupType``s under `max_members`.
+    /// The YAML keys of `GroupType`s under `max_members`.
     static let typeKeys: [(key: String, type: GroupType)] = [
         ("work", .work), ("public", .public), ("meeting", .meeting), ("av_chat_room", .avChatRoom),
     ]

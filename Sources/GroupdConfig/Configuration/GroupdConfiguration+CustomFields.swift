@@ -1,7 +1,7 @@
 import GroupModel
 
 /// The YAML form of an app's custom-field definitions (`apps[].custom_fields`), turned into the
-/// model's ``CustomFieldSchema``.
+/// model's `CustomFieldSchema`.
 ///
 /// ```yaml
 /// custom_fields:

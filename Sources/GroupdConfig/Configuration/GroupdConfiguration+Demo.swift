@@ -13,7 +13,7 @@ extension GroupdConfiguration {
     ///   - secret: Its secret (default: a fresh random one).
     ///   - port: The port to listen on.
     ///   - dataDir: The data directory.
-    /// - Returns: YAML text that ``parse(yaml:file:)`` accepts.
+    /// - Returns: YAML text that ``parse(yaml:file:environment:)`` accepts.
     public static func demoYAML(
         appID: String = "demo", kid: String = "k1", secret: String = randomSecret(), port: Int = 50051,
         dataDir: String = "./data"

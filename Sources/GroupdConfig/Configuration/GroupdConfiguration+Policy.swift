@@ -23,7 +23,7 @@ public struct AppPolicySettings: Sendable, Hashable {
     /// `hook_budgets_ms`: per-hook overrides of ``budgetMilliseconds``.
     public var hookBudgetMilliseconds: [PolicyHook: Int]
     /// `failure_modes`: per-hook failure modes of this app (unset hooks take
-    /// ``PolicyHook/defaultFailureMode``: custom-field validation fails closed, the rest open).
+    /// `PolicyHook.defaultFailureMode`: custom-field validation fails closed, the rest open).
     public var failureModes: [PolicyHook: FailureMode]
 
     /// The keys `apps[].policy` accepts.
@@ -145,7 +145,7 @@ struct PolicyCoding: Codable {
     }
 }
 
-/// The YAML form of one ``PluginConfiguration``: `config` may be a string (passed as it is) or
+/// The YAML form of one `PluginConfiguration`: `config` may be a string (passed as it is) or
 /// any other YAML value (passed as compact JSON).
 struct PluginCoding: Codable {
     var plugin: PluginConfiguration

@@ -142,7 +142,7 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         public var id: String
         /// `apps[].secrets`: the app's token secrets. At least one.
         public var secrets: [Secret]
-        /// `apps[].limits`: the app's limits; every key optional (see ``AppLimits``):
+        /// `apps[].limits`: the app's limits; every key optional (see `AppLimits`):
         /// `group_name_bytes` (30), `introduction_bytes` (120), `notification_bytes` (150),
         /// `face_url_bytes` (100), `name_card_bytes` (50), `application_message_bytes` (100),
         /// `user_id_bytes` (64), `max_members` (`work` 200, `public` 2000, `meeting` 6000,
@@ -184,7 +184,7 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     /// `data_dir`: the directory of the SQLite file (`groupd.sqlite`), relative to the working
     /// directory unless absolute. Default `./data`.
     public var dataDir: String
-    /// `durability`: `full` (default) or `normal`; SQLite's `synchronous` (see ``Durability``).
+    /// `durability`: `full` (default) or `normal`; SQLite's `synchronous` (see `Durability`).
     public var durability: Durability
     /// `write_batch`: group commit (see ``WriteBatch``).
     public var writeBatch: WriteBatch = .defaults
