@@ -105,7 +105,13 @@ def test_signal_drains_calls_in_flight_and_exits_0(fresh_groupd, sig):
         assert server.wait(timeout=DRAIN_TIMEOUT + 5) == 0, server.log.read_text()[-3000:]
         elapsed = time.monotonic() - started
         assert elapsed < DRAIN_TIMEOUT, f"exit took {elapsed:.1f}s: calls were cut by the drain timeout"
-        assert "drain timeout" not in server.log.read_text(), server.log.read_text()[-3000:]
+        log = server.log.read_text()
+        assert "drain timeout" not in log, log[-3000:]
+        # The store, the plugins and the event loops are closed once, after every other service
+        # (the server's drain included) has ended, and before the process says it stopped.
+        closed = "closed the store, the policy plugins and the event loops"
+        assert log.count(closed) == 1, log[-3000:]
+        assert log.index(closed) < log.index("] stopped"), log[-3000:]
         assert refuses_connections(server.port)
     finally:
         client.close()

@@ -9,6 +9,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 #if canImport(Glibc)
@@ -73,6 +74,9 @@ struct Serve: AsyncParsableCommand {
             try policy.apply(configuration, baseDirectory: ServicePolicy.directory(of: config))
         } catch {
             printError("groupd: \(error)")
+            // The plugins loaded before the one that failed, and the store, are closed too.
+            try? await policy.shutdown()
+            try? await store.close()
             throw ExitCode(1)
         }
         let telemetry = ServiceTelemetry(configuration: configuration, logOutput: logOutput)
@@ -90,11 +94,10 @@ struct Serve: AsyncParsableCommand {
         // groupd with one line naming it, before any background work has begun. The metrics and
         // test-clock endpoints are bound first, so a client that reached the gRPC port finds them.
         var endpoints: [BoundEndpoint] = []
+        let resources = OpenResources(store: store, policy: policy, group: group, logger: logger)
         func abandonStart() async {
             for endpoint in endpoints { await endpoint.close() }
-            try? await store.close()
-            try? await policy.shutdown()
-            try? await group.shutdownGracefully()
+            await resources.close()
         }
         do {
             if let metrics = telemetry.metrics, let settings = configuration.metrics {
@@ -118,6 +121,8 @@ struct Serve: AsyncParsableCommand {
         // SIGHUP reloads the file; the reloader ends quietly at shutdown.
         let reloader = ReloadOnSignal(signals: hangups, service: service, path: config, tls: tls, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            // First, so that it is shut down last (the group shuts its services down in reverse).
+            .init(service: resources),
             .init(service: ServerService(server: server, service: service)),
             .init(service: reloader, successTerminationBehavior: .ignore),
             .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
@@ -139,10 +144,51 @@ struct Serve: AsyncParsableCommand {
         }
         defer { stopping.cancel() }
         try await serviceGroup.run()
-        try await store.close()
-        try await policy.shutdown()
-        try await group.shutdownGracefully()
         logger.info("stopped")
+    }
+}
+
+/// What `serve` opens before its services run (the store, the policy plugins, the event loops),
+/// closed once whatever ends the services: as a lifecycle service listed first, so that at a
+/// graceful shutdown the group stops it last, once the server has drained and every stream has
+/// ended; when a service throws instead, the group cancels every service, this one closes them
+/// then, and the error still ends `run()`. A start-up that fails before the services run closes
+/// them itself (`close()`).
+final class OpenResources: Service, Sendable {
+    private let store: Store
+    private let policy: ServicePolicy
+    private let group: MultiThreadedEventLoopGroup
+    private let logger: Logger
+    private let closed = Mutex(false)
+
+    init(store: Store, policy: ServicePolicy, group: MultiThreadedEventLoopGroup, logger: Logger) {
+        self.store = store
+        self.policy = policy
+        self.group = group
+        self.logger = logger
+    }
+
+    /// Waits for the graceful shutdown (or the cancellation of the service group), then closes.
+    func run() async throws {
+        try? await gracefulShutdown()
+        await close()
+    }
+
+    /// Closes the store (its last batch committed), shuts the policy plugins down (after-event
+    /// hooks still queued are run first) and the event loops; each failure is logged, and the
+    /// others are still closed. A second call does nothing.
+    func close() async {
+        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
+        do { try await store.close() } catch {
+            logger.error("closing the store failed", metadata: ["error": "\(error)"])
+        }
+        do { try await policy.shutdown() } catch {
+            logger.error("shutting the policy plugins down failed", metadata: ["error": "\(error)"])
+        }
+        do { try await group.shutdownGracefully() } catch {
+            logger.error("shutting the event loops down failed", metadata: ["error": "\(error)"])
+        }
+        logger.info("closed the store, the policy plugins and the event loops")
     }
 }
 
