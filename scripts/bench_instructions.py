@@ -237,7 +237,7 @@ def main():
     parser.add_argument("binary", type=Path)
     parser.add_argument("--calls", type=int, help="calls per row (default: the baseline's, else 1,000)")
     parser.add_argument("--json", help="also write the counts to this file")
-    parser.add_argument("--check", type=Path, help="fail when a row is more than 5 % above this baseline")
+    parser.add_argument("--check", type=Path, help="fail when a row is more than 5 %% above this baseline")
     parser.add_argument("--update", type=Path, help="write the counts as this build kind's baseline")
     parser.add_argument("--kind", choices=["debug", "release"],
                         help="the kind of build (default: from the binary's path, .build/debug or .build/release)")
