@@ -194,8 +194,10 @@ final class PostgresEventFollower: @unchecked Sendable {
             let app = notification.payload
             follower.queue.async { follower.catchUpRooms(app: app) }
         }
-        _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresSchema.eventChannel)"), logger: logger).wait()
-        _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresSchema.roomChannel)"), logger: logger).wait()
+        for channel in [PostgresSchema.eventChannel, PostgresSchema.roomChannel] {
+            _ = try PostgresSession.answer(
+                connection.query(PostgresQuery(unsafeSQL: "LISTEN \(channel)"), logger: logger), of: connection)
+        }
         connection.closeFuture.whenComplete { [weak self] _ in
             guard let follower = self else { return }
             follower.queue.async { follower.lost(connection) }

@@ -338,6 +338,9 @@ final class PostgresSession: @unchecked Sendable {
     private(set) var backendPID: Int32?
     /// Called with ``backendPID`` after each connect.
     var onConnect: (@Sendable (Int32) -> Void)?
+    /// Fails the statement being waited for (``perform(_:)``), if any: set while one waits, called
+    /// when the connection closes.
+    private let waiting = Mutex<(@Sendable (any Error) -> Void)?>(nil)
 
     /// Session settings run after each connect (besides `statement_timeout`).
     private let setup: [String]
@@ -360,6 +363,9 @@ final class PostgresSession: @unchecked Sendable {
         self.setup = setup
         self.statements = PostgresStatementCache(capacity: statementCapacity)
     }
+
+    /// The open connection, if any (tests).
+    var currentConnection: PostgresConnection? { connection }
 
     /// How many statements this session prepared on its current connection (evicted ones too).
     var preparedStatementCount: Int { statements.preparedCount }
@@ -399,12 +405,17 @@ final class PostgresSession: @unchecked Sendable {
                 "SET enable_bitmapscan = off",
             ]
             for command in commands + setup {
-                _ = try connection.query(PostgresQuery(unsafeSQL: command), logger: logger).wait()
+                _ = try Self.answer(connection.query(PostgresQuery(unsafeSQL: command), logger: logger), of: connection)
             }
-            let pid = try connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger).wait()
-                .rows.first.map { try $0.makeRandomAccess()[0].decode(Int32.self) }
+            let pid = try Self.answer(
+                connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger), of: connection
+            ).rows.first.map { try $0.makeRandomAccess()[0].decode(Int32.self) }
             backendPID = pid
             if let pid { onConnect?(pid) }
+            // A statement waiting when the connection closes fails at once (``perform(_:)``).
+            connection.closeFuture.whenComplete { [weak self] _ in
+                self?.waiting.withLock { $0 }?(ChannelError.ioOnClosedChannel)
+            }
             // A new server session holds no prepared statement.
             statements = PostgresStatementCache(capacity: statements.capacity)
             preparedQueries = [:]
@@ -414,6 +425,17 @@ final class PostgresSession: @unchecked Sendable {
         } catch {
             throw PostgresStoreError.unavailable("cannot connect to PostgreSQL: \(String(reflecting: error))", cause: error)
         }
+    }
+
+    /// Waits for `future`, a statement's answer on `connection`, or fails (as a lost connection)
+    /// when the connection closes first: a query written as the connection closes is never
+    /// answered (``perform(_:)``). For the few statements of a connect; each adds a callback to
+    /// the connection's close.
+    static func answer<T>(_ future: EventLoopFuture<T>, of connection: PostgresConnection) throws -> T {
+        let promise = connection.eventLoop.makePromise(of: T.self)
+        future.cascade(to: promise)
+        connection.closeFuture.whenComplete { _ in promise.fail(ChannelError.ioOnClosedChannel) }
+        return try promise.futureResult.wait()
     }
 
     /// Closes the connection (the next statement opens a new one).
@@ -533,7 +555,16 @@ final class PostgresSession: @unchecked Sendable {
     /// server or the network dropped the connection without a word (packets that vanish are
     /// never refused, and TCP would retry for minutes), and the caller gets `UNAVAILABLE` instead
     /// of waiting for its deadline.
-    private func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
+    ///
+    /// The wait is on a promise of the session's own, which the driver's answer completes, and so
+    /// do the connection's close (``onClose``) and the watchdog: postgres-nio writes a query to
+    /// its channel without a promise, so a query written as the connection closes (the server
+    /// ended the session at that moment) is dropped with the write, and its answer never comes;
+    /// a writer that waited for it waited forever.
+    func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
+        let promise = eventLoop.makePromise(of: T.self)
+        waiting.withLock { $0 = { promise.fail($0) } }
+        defer { waiting.withLock { $0 = nil } }
         let watched = connection
         let watchdog = watched.map { connection in
             eventLoop.scheduleTask(in: answerDeadline) {
@@ -541,11 +572,18 @@ final class PostgresSession: @unchecked Sendable {
                     "PostgreSQL did not answer a statement in time; closing the connection",
                     metadata: ["session": "\(self.id)", "after_ms": "\(self.answerDeadline.nanoseconds / 1_000_000)"])
                 let _: EventLoopFuture<Void> = connection.close()
+                promise.fail(ChannelError.ioOnClosedChannel)
             }
         }
         defer { watchdog?.cancel() }
+        if let watched, watched.isClosed {
+            // Closed since `open()` looked: nothing written now would be answered.
+            promise.fail(ChannelError.ioOnClosedChannel)
+        } else {
+            future().cascade(to: promise)
+        }
         do {
-            return try future().wait()
+            return try promise.futureResult.wait()
         } catch {
             if inTransaction { transactionFailed = true }
             if PGState.isConnectionLoss(error) {

@@ -6,7 +6,9 @@ import GroupModel
 @testable import GroupStoreSQLite
 import GroupTestSupport
 import Logging
+import NIOCore
 import NIOPosix
+import PostgresNIO
 import Testing
 
 /// Which statements a PostgreSQL session prepares, and when (no server needed).
@@ -235,6 +237,43 @@ struct PostgresPreparedStatementTests {
             }
             #expect(session.backendPID == nil)
         }
+    }
+
+    @Test("a statement whose answer never comes fails UNAVAILABLE when its connection closes, and the next one reconnects")
+    func unansweredStatementFailsWhenTheConnectionCloses() async throws {
+        let temporary = try await temporaryStore(.postgres)
+        let session = Self.session(temporary)
+        defer { session.disconnect() }
+        #expect(try session.first("SELECT 1") { try $0.int(0) } == 1)
+        let connection = try #require(session.currentConnection)
+        let first = try #require(session.backendPID)
+        // What postgres-nio does with a query written as the connection closes: its promise is
+        // dropped with the write, so no answer ever comes. The connection then closes.
+        let never = connection.eventLoop.makePromise(of: Int.self)
+        defer { never.fail(CancellationError()) }
+        do {
+            _ = try session.perform { () -> EventLoopFuture<Int> in
+                let _: EventLoopFuture<Void> = connection.close()
+                return never.futureResult
+            }
+            Issue.record("a statement without an answer returned")
+        } catch let error as PostgresStoreError {
+            guard case .unavailable = error else { throw error }
+        }
+        #expect(try session.first("SELECT 1") { try $0.int(0) } == 1)
+        #expect(session.backendPID != first)
+    }
+
+    @Test("a connect's statement whose answer never comes fails when the connection closes")
+    func unansweredConnectStatementFailsWhenTheConnectionCloses() async throws {
+        let temporary = try await temporaryStore(.postgres)
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.next(), configuration: try temporary.postgres!.connectionConfiguration(),
+            id: 94, logger: Logger(label: "test"))
+        let never = connection.eventLoop.makePromise(of: Int.self)
+        defer { never.fail(CancellationError()) }
+        try await connection.close()
+        #expect(throws: ChannelError.self) { try PostgresSession.answer(never.futureResult, of: connection) }
     }
 
     @Test("the bound: at most `capacity` statements are held on the server; evicted ones are deallocated and run again")
