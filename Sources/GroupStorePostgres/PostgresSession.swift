@@ -44,6 +44,19 @@ enum PGValue: Sendable {
         }
     }
 
+    /// ``typeName`` as one byte (the prepared-statement cache's key, ``PostgresStatementCache``).
+    var typeCode: UInt8 {
+        switch self {
+        case .integer: 0
+        case .text: 1
+        case .bytes: 2
+        case .null: 3
+        case .texts, .optionalTexts: 4
+        case .byteArrays: 5
+        case .integers, .optionalIntegers: 6
+        }
+    }
+
     /// The value as the driver's `PostgresData` (binary; a null has no type, as with
     /// ``bind(into:)``), for postgres-nio's `PreparedQuery.execute(_:)`.
     func postgresData() throws -> PostgresData {
@@ -467,13 +480,15 @@ final class PostgresSession: @unchecked Sendable {
         if !inTransaction, !statements.pendingDeallocations.isEmpty {
             try deallocateEvicted(connection)
         }
-        let types = arguments.map(\.typeName)
-        let signature = types.joined(separator: ",")
+        // The parameter types as one byte each: the key is hashed on every statement, and a
+        // string of type names (a batch's statements bind up to 90 parameters) cost more to
+        // build and hash than the lookup saves.
+        let signature = arguments.map(\.typeCode)
         switch statements.lookup(sql, types: signature) {
         case .unnamed:
             return try unnamed(connection, sql, arguments)
         case .prepare(let name):
-            let text = arguments.isEmpty ? sql : PGSQL.numbered(sql, types: types)
+            let text = arguments.isEmpty ? sql : PGSQL.numbered(sql, types: arguments.map(\.typeName))
             let query = try perform { connection.prepare(query: text) }
             preparedQueries[name] = query
             statements.prepared(sql, types: signature, name: name)
@@ -557,10 +572,10 @@ final class PostgresSession: @unchecked Sendable {
     /// of waiting for its deadline.
     ///
     /// The wait is on a promise of the session's own, which the driver's answer completes, and so
-    /// do the connection's close (``onClose``) and the watchdog: postgres-nio writes a query to
-    /// its channel without a promise, so a query written as the connection closes (the server
-    /// ended the session at that moment) is dropped with the write, and its answer never comes;
-    /// a writer that waited for it waited forever.
+    /// do the connection's close (a callback `open()` registers) and the watchdog: postgres-nio
+    /// writes a query to its channel without a promise, so a query written as the connection
+    /// closes (the server ended the session at that moment) is dropped with the write, and its
+    /// answer never comes; a writer that waited for it waited forever.
     func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
         let promise = eventLoop.makePromise(of: T.self)
         waiting.withLock { $0 = { promise.fail($0) } }

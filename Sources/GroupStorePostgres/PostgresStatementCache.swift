@@ -43,7 +43,8 @@ struct PostgresStatementCache {
     /// statement, so a text bound once with a null and once with a value is two).
     struct Key: Hashable {
         var sql: String
-        var types: String
+        /// The parameters' types (``PGValue/typeCode``).
+        var types: [UInt8]
     }
 
     private var entries: [Key: Entry] = [:]
@@ -60,23 +61,25 @@ struct PostgresStatementCache {
     /// The names prepared on the server now.
     var preparedNames: [String] { entries.values.compactMap(\.name) }
 
-    /// How the statement `sql` with parameter types `types` (see ``PGValue/typeName``) runs now;
+    /// How the statement `sql` with parameter types `types` (``PGValue/typeCode``) runs now;
     /// counts the use.
-    mutating func lookup(_ sql: String, types: String) -> Plan {
+    mutating func lookup(_ sql: String, types: [UInt8]) -> Plan {
         let key = Key(sql: sql, types: types)
-        // Only preparable texts have entries: a known one skips the (shared, locked) memo.
-        if entries[key] == nil, !Self.isPreparable(sql) { return .unnamed }
-        tick += 1
-        if var entry = entries[key] {
-            entry.uses += 1
-            entry.lastUse = tick
-            entries[key] = entry
+        // A known text is hashed once (found by index, updated in place): the texts are long.
+        if let index = entries.index(forKey: key) {
+            tick += 1
+            entries.values[index].uses += 1
+            entries.values[index].lastUse = tick
+            let entry = entries.values[index]
             if let name = entry.name { return .execute(name: name) }
             guard entry.uses >= Self.prepareOnUse else { return .unnamed }
             // The entry gets its name once the server has it (`prepared(_:types:name:)`).
             defer { nextName += 1 }
             return .prepare(name: "g\(nextName)")
         }
+        // Only preparable texts have entries: a known one skipped the (shared, locked) memo.
+        guard Self.isPreparable(sql) else { return .unnamed }
+        tick += 1
         if entries.count >= capacity, let evicted = evictLeastRecentlyUsed() {
             pendingDeallocations.append(evicted)
         }
@@ -101,7 +104,7 @@ struct PostgresStatementCache {
     }
 
     /// The server now holds `name` for `sql` with `types`.
-    mutating func prepared(_ sql: String, types: String, name: String) {
+    mutating func prepared(_ sql: String, types: [UInt8], name: String) {
         let key = Key(sql: sql, types: types)
         guard entries[key] != nil else { return }
         entries[key]?.name = name

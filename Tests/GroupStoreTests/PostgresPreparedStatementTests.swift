@@ -44,43 +44,43 @@ struct PostgresStatementCacheTests {
     func lifecycle() {
         var cache = PostgresStatementCache(capacity: 10)
         let sql = "SELECT a FROM t WHERE b = ?"
-        #expect(cache.lookup(sql, types: "int8") == .unnamed)
-        #expect(cache.lookup(sql, types: "int8") == .prepare(name: "g1"))
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .unnamed)
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .prepare(name: "g1"))
         // Not prepared yet (the preparation failed): the next use tries again, under a new name.
-        #expect(cache.lookup(sql, types: "int8") == .prepare(name: "g2"))
-        cache.prepared(sql, types: "int8", name: "g2")
-        #expect(cache.lookup(sql, types: "int8") == .execute(name: "g2"))
-        #expect(cache.lookup(sql, types: "unknown") == .unnamed)
-        #expect(cache.lookup("COMMIT", types: "") == .unnamed)
-        #expect(cache.lookup("COMMIT", types: "") == .unnamed)
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .prepare(name: "g2"))
+        cache.prepared(sql, types: [PGValue.integer(0).typeCode], name: "g2")
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .execute(name: "g2"))
+        #expect(cache.lookup(sql, types: [PGValue.null.typeCode]) == .unnamed)
+        #expect(cache.lookup("COMMIT", types: []) == .unnamed)
+        #expect(cache.lookup("COMMIT", types: []) == .unnamed)
         #expect(cache.preparedCount == 1)
         #expect(cache.preparedNames == ["g2"])
         cache.forget(name: "g2", deallocate: true)
         #expect(cache.takePendingDeallocations() == ["g2"])
-        #expect(cache.lookup(sql, types: "int8") == .prepare(name: "g3"))
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .prepare(name: "g3"))
         cache.reset()
         #expect(cache.preparedNames.isEmpty)
-        #expect(cache.lookup(sql, types: "int8") == .unnamed)
-        #expect(cache.lookup(sql, types: "int8") == .prepare(name: "g1"))
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .unnamed)
+        #expect(cache.lookup(sql, types: [PGValue.integer(0).typeCode]) == .prepare(name: "g1"))
     }
 
     @Test("at most `capacity` texts are remembered: the least recently used is evicted, and deallocated when it was prepared")
     func bound() {
         var cache = PostgresStatementCache(capacity: 2)
         for sql in ["SELECT 1", "SELECT 2"] {
-            _ = cache.lookup(sql, types: "")
-            guard case .prepare(let name) = cache.lookup(sql, types: "") else {
+            _ = cache.lookup(sql, types: [])
+            guard case .prepare(let name) = cache.lookup(sql, types: []) else {
                 Issue.record("\(sql) not prepared on its second use")
                 return
             }
-            cache.prepared(sql, types: "", name: name)
+            cache.prepared(sql, types: [], name: name)
         }
         // "SELECT 1" used last: "SELECT 2" is the least recently used.
-        #expect(cache.lookup("SELECT 1", types: "") == .execute(name: "g1"))
-        #expect(cache.lookup("SELECT 3", types: "") == .unnamed)
+        #expect(cache.lookup("SELECT 1", types: []) == .execute(name: "g1"))
+        #expect(cache.lookup("SELECT 3", types: []) == .unnamed)
         #expect(cache.pendingDeallocations == ["g2"])
         #expect(cache.preparedNames == ["g1"])
-        #expect(cache.lookup("SELECT 2", types: "") == .unnamed)
+        #expect(cache.lookup("SELECT 2", types: []) == .unnamed)
         #expect(cache.takePendingDeallocations() == ["g2", "g1"])
         #expect(cache.preparedNames.isEmpty)
     }
