@@ -351,9 +351,10 @@ final class PostgresSession: @unchecked Sendable {
     private(set) var backendPID: Int32?
     /// Called with ``backendPID`` after each connect.
     var onConnect: (@Sendable (Int32) -> Void)?
-    /// Fails the statement being waited for (``perform(_:)``), if any: set while one waits, called
-    /// when the connection closes.
-    private let waiting = Mutex<(@Sendable (any Error) -> Void)?>(nil)
+    /// Fails the statement being waited for (``perform(_:)``), if any, and the connection it was
+    /// written to: set while one waits, called when that connection closes (the close of an
+    /// earlier connection, reported late, fails nothing).
+    private let waiting = Mutex<(connection: ObjectIdentifier, fail: @Sendable (any Error) -> Void)?>(nil)
 
     /// Session settings run after each connect (besides `statement_timeout`).
     private let setup: [String]
@@ -426,8 +427,10 @@ final class PostgresSession: @unchecked Sendable {
             backendPID = pid
             if let pid { onConnect?(pid) }
             // A statement waiting when the connection closes fails at once (``perform(_:)``).
-            connection.closeFuture.whenComplete { [weak self] _ in
-                self?.waiting.withLock { $0 }?(ChannelError.ioOnClosedChannel)
+            // The callback holds the connection, so its identity is not reused before it runs.
+            connection.closeFuture.whenComplete { [weak self, connection] _ in
+                let waiter = self?.waiting.withLock { $0 }
+                if let waiter, waiter.connection == ObjectIdentifier(connection) { waiter.fail(ChannelError.ioOnClosedChannel) }
             }
             // A new server session holds no prepared statement.
             statements = PostgresStatementCache(capacity: statements.capacity)
@@ -578,9 +581,11 @@ final class PostgresSession: @unchecked Sendable {
     /// answer never comes; a writer that waited for it waited forever.
     func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
         let promise = eventLoop.makePromise(of: T.self)
-        waiting.withLock { $0 = { promise.fail($0) } }
-        defer { waiting.withLock { $0 = nil } }
         let watched = connection
+        if let watched {
+            waiting.withLock { $0 = (ObjectIdentifier(watched), { promise.fail($0) }) }
+        }
+        defer { waiting.withLock { $0 = nil } }
         let watchdog = watched.map { connection in
             eventLoop.scheduleTask(in: answerDeadline) {
                 self.logger.warning(

@@ -135,9 +135,14 @@ public struct NotOnThisBackend: Error {}
 /// a throw-away cluster and sets it). Unset: the PostgreSQL cases are not run.
 public enum PostgresTestServer {
     /// The server's settings (its URL names a database to connect to for `CREATE DATABASE`).
+    ///
+    /// The statement timeout is also the server's `idle_in_transaction_session_timeout`: 60 s, so
+    /// that a debug build on a loaded machine (a batch planning 10,000 members between two
+    /// statements took over 10 s there, and the server ended its transaction) is not mistaken for
+    /// a node gone silent. The tests of timeouts set their own.
     public static var settings: PostgresStoreSettings? {
         guard let url = ProcessInfo.processInfo.environment["GROUPD_TEST_POSTGRES_URL"], !url.isEmpty else { return nil }
-        return PostgresStoreSettings(url: url, poolSize: 2, statementTimeoutMilliseconds: 10_000)
+        return PostgresStoreSettings(url: url, poolSize: 2, statementTimeoutMilliseconds: 60_000)
     }
 
     /// `url` naming `database` instead.
