@@ -574,16 +574,16 @@ final class PostgresSession: @unchecked Sendable {
     /// never refused, and TCP would retry for minutes), and the caller gets `UNAVAILABLE` instead
     /// of waiting for its deadline.
     ///
-    /// The wait is on a promise of the session's own, which the driver's answer completes, and so
-    /// do the connection's close (a callback `open()` registers) and the watchdog: postgres-nio
-    /// writes a query to its channel without a promise, so a query written as the connection
-    /// closes (the server ended the session at that moment) is dropped with the write, and its
-    /// answer never comes; a writer that waited for it waited forever.
+    /// The wait ends at the first of the driver's answer, the connection's close (a callback
+    /// `open()` registers) and the watchdog (`Awaited`): postgres-nio writes a query to its
+    /// channel without a promise, so a query written as the connection closes (the server ended
+    /// the session at that moment) is dropped with the write, and its answer never comes; a
+    /// writer that waited for it waited forever.
     func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
-        let promise = eventLoop.makePromise(of: T.self)
+        let awaited = Awaited<T>()
         let watched = connection
         if let watched {
-            waiting.withLock { $0 = (ObjectIdentifier(watched), { promise.fail($0) }) }
+            waiting.withLock { $0 = (ObjectIdentifier(watched), { awaited.finish(.failure($0)) }) }
         }
         defer { waiting.withLock { $0 = nil } }
         let watchdog = watched.map { connection in
@@ -592,18 +592,18 @@ final class PostgresSession: @unchecked Sendable {
                     "PostgreSQL did not answer a statement in time; closing the connection",
                     metadata: ["session": "\(self.id)", "after_ms": "\(self.answerDeadline.nanoseconds / 1_000_000)"])
                 let _: EventLoopFuture<Void> = connection.close()
-                promise.fail(ChannelError.ioOnClosedChannel)
+                awaited.finish(.failure(ChannelError.ioOnClosedChannel))
             }
         }
         defer { watchdog?.cancel() }
         if let watched, watched.isClosed {
             // Closed since `open()` looked: nothing written now would be answered.
-            promise.fail(ChannelError.ioOnClosedChannel)
+            awaited.finish(.failure(ChannelError.ioOnClosedChannel))
         } else {
-            future().cascade(to: promise)
+            future().whenComplete { awaited.finish($0) }
         }
         do {
-            return try promise.futureResult.wait()
+            return try awaited.wait()
         } catch {
             if inTransaction { transactionFailed = true }
             if PGState.isConnectionLoss(error) {
@@ -684,6 +684,29 @@ final class PostgresSession: @unchecked Sendable {
             rollback()
             throw error
         }
+    }
+}
+
+/// What a session waits for (``PostgresSession/perform(_:)``): the first of the driver's answer,
+/// the connection's close and the watchdog settles it, and the waiting thread wakes. One callback
+/// on the driver's future, registered with one hop to the event loop, as the driver's own `wait()`
+/// takes; a promise of the session's own, cascaded to, took a second hop per statement.
+private final class Awaited<T>: @unchecked Sendable {
+    // @unchecked Sendable: `result` is written once, by the first `finish`, before the semaphore
+    // is signalled, and read after the wait on it.
+    private let settled = Mutex(false)
+    private var result: Result<T, any Error>?
+    private let done = DispatchSemaphore(value: 0)
+
+    func finish(_ outcome: Result<T, any Error>) {
+        guard settled.withLock({ settled in defer { settled = true }; return !settled }) else { return }
+        result = outcome
+        done.signal()
+    }
+
+    func wait() throws -> T {
+        done.wait()
+        return try result!.get()
     }
 }
 
