@@ -448,10 +448,10 @@ final class PostgresSession: @unchecked Sendable {
     /// answered (``perform(_:)``). For the few statements of a connect; each adds a callback to
     /// the connection's close.
     static func answer<T>(_ future: EventLoopFuture<T>, of connection: PostgresConnection) throws -> T {
-        let promise = connection.eventLoop.makePromise(of: T.self)
-        future.cascade(to: promise)
-        connection.closeFuture.whenComplete { _ in promise.fail(ChannelError.ioOnClosedChannel) }
-        return try promise.futureResult.wait()
+        let awaited = Awaited<T>()
+        connection.closeFuture.whenComplete { _ in awaited.finish(.failure(ChannelError.ioOnClosedChannel)) }
+        future.whenComplete { awaited.finish($0) }
+        return try awaited.wait()
     }
 
     /// Closes the connection (the next statement opens a new one).
@@ -687,10 +687,11 @@ final class PostgresSession: @unchecked Sendable {
     }
 }
 
-/// What a session waits for (``PostgresSession/perform(_:)``): the first of the driver's answer,
-/// the connection's close and the watchdog settles it, and the waiting thread wakes. One callback
-/// on the driver's future, registered with one hop to the event loop, as the driver's own `wait()`
-/// takes; a promise of the session's own, cascaded to, took a second hop per statement.
+/// What a session waits for (``PostgresSession/perform(_:)``, ``PostgresSession/answer(_:of:)``):
+/// the first of the driver's answer, the connection's close and the watchdog settles it, and the
+/// waiting thread wakes. One callback on the driver's future, registered with one hop to the event
+/// loop, as the driver's own `wait()` takes; a promise of the session's own, cascaded to, took a
+/// second hop per statement.
 private final class Awaited<T>: @unchecked Sendable {
     // @unchecked Sendable: `result` is written once, by the first `finish`, before the semaphore
     // is signalled, and read after the wait on it.
