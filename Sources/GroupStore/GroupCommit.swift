@@ -61,7 +61,7 @@ final class GroupCommitQueue: Sendable {
         /// Applies the mutation in the batch's transaction. A mutation that throws has undone its
         /// own side effects (cache marks) before throwing. It may be applied again (an aborted
         /// batch), after its earlier application was discarded.
-        let apply: @Sendable (any StoreTransaction) throws -> Applied
+        let apply: @Sendable (any StoreTransaction) async throws -> Applied
         /// Answers the caller with the mutation's own error.
         let fail: @Sendable (any Error) -> Void
     }
@@ -224,7 +224,7 @@ final class GroupCommitQueue: Sendable {
             let turn = Mutex((finished: false, returned: false))
             let slots = batch.map { _ in Slot() }
             let work: [TransactionWork] = zip(batch, slots).map { write, slot in
-                { transaction in slot.applied = try write.apply(transaction) }
+                { transaction in slot.applied = try await write.apply(transaction) }
             }
             let batchObserver = state.withLock { $0.batchObserver }
             let started = ContinuousClock.now

@@ -43,8 +43,8 @@ extension Store {
         let outcome: Outcome<Value> = try await mutate(
             "mutateApplications", scope: .groups([groupID], users: targets + [operatorID].compactMap { $0 }, app: app)
         ) { transaction, effects in
-            let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
-            return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: targets,
+            let (snapshot, swept) = try await Self.loadExpiringDue(request, transaction: transaction, effects: effects)
+            return try await Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: targets,
                                   transaction: transaction, effects: effects, plan: plan)
         }
         switch outcome {
@@ -69,13 +69,13 @@ extension Store {
             scope = .groups([item.groupID], users: [item.subjectID] + [operatorID].compactMap { $0 }, app: app)
         }
         let outcome: Outcome<Value> = try await mutate("decideApplication", scope: scope) { transaction, effects in
-            let found = try transaction.load(SnapshotRequest(app: app, application: id, time: time))
+            let found = try await transaction.load(SnapshotRequest(app: app, application: id, time: time))
             guard let subject = found.application?.subjectID else { throw GroupError.applicationNotFound(id) }
             let request = SnapshotRequest(
                 app: app, application: id, operatorID: operatorID, targets: [subject], time: time,
                 parts: Store.groupSnapshotParts.union(.dueApplications))
-            let (snapshot, swept) = try Self.loadExpiringDue(request, transaction: transaction, effects: effects)
-            return try Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: [subject],
+            let (snapshot, swept) = try await Self.loadExpiringDue(request, transaction: transaction, effects: effects)
+            return try await Self.apply(snapshot, swept: swept, operatorID: operatorID, targets: [subject],
                                   transaction: transaction, effects: effects, plan: plan)
         }
         switch outcome {
@@ -88,22 +88,22 @@ extension Store {
     /// their events first and loads again.
     private static func loadExpiringDue(
         _ request: SnapshotRequest, transaction: any StoreTransaction, effects: MutationEffects
-    ) throws -> (StoreSnapshot, swept: [GroupEvent]) {
-        let snapshot = try transaction.load(request)
+    ) async throws -> (StoreSnapshot, swept: [GroupEvent]) {
+        let snapshot = try await transaction.load(request)
         if snapshot.dueApplications.isEmpty { return (snapshot, []) }
-        let swept = try expire(snapshot, now: request.time, transaction: transaction, effects: effects)
-        return (try transaction.load(request), swept)
+        let swept = try await expire(snapshot, now: request.time, transaction: transaction, effects: effects)
+        return (try await transaction.load(request), swept)
     }
 
     /// Marks the snapshot's due items expired and appends their events.
     private static func expire(
         _ snapshot: StoreSnapshot, now: Timestamp, transaction: any StoreTransaction, effects: MutationEffects
-    ) throws -> [GroupEvent] {
+    ) async throws -> [GroupEvent] {
         var group = try loadedGroup(snapshot)
         let (expired, drafts) = GroupRules.planExpiry(of: snapshot.dueApplications, now: now)
-        let written = try transaction.write(WriteSet(events: drafts, applications: expired), over: snapshot)
+        let written = try await transaction.write(WriteSet(events: drafts, applications: expired), over: snapshot)
         group.latestSequence = written.events.last?.sequence ?? group.latestSequence
-        try effects.wrote(written, to: group, applications: expired, transaction: transaction)
+        try await effects.wrote(written, to: group, applications: expired, transaction: transaction)
         return written.events
     }
 
@@ -112,13 +112,13 @@ extension Store {
     private static func apply<Value: Sendable>(
         _ snapshot: StoreSnapshot, swept: [GroupEvent], operatorID: String?, targets: [String],
         transaction: any StoreTransaction, effects: MutationEffects,
-        plan: (ApplicationSnapshot) throws -> (ApplicationChange, Value)
-    ) throws -> Outcome<Value> {
+        plan: (ApplicationSnapshot) async throws -> (ApplicationChange, Value)
+    ) async throws -> Outcome<Value> {
         let before = try loadedGroup(snapshot)
         let change: ApplicationChange
         let value: Value
         do {
-            (change, value) = try plan(ApplicationSnapshot(
+            (change, value) = try await plan(ApplicationSnapshot(
                 group: GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets),
                 pending: snapshot.pendingApplications, application: snapshot.application, inviteLink: snapshot.inviteLink))
         } catch let error as GroupError where !swept.isEmpty {
@@ -132,12 +132,12 @@ extension Store {
         var writes = WriteSet(applications: change.applications)
         writes.inviteLinks = change.inviteLinks
         if !change.group.isEmpty { writes.change = change.group }
-        let written = try transaction.write(writes, over: snapshot)
+        let written = try await transaction.write(writes, over: snapshot)
         var group = before
         if !change.group.isEmpty {
             group = Store.group(after: change.group, before: before, events: written.events)
         }
-        try effects.wrote(
+        try await effects.wrote(
             written, to: group, dismissed: change.group.dismissesGroup, applications: change.applications,
             transaction: transaction)
         return .committed(Committed(
@@ -152,9 +152,9 @@ extension Store {
     ) async throws -> (readTime: Timestamp, unreadCount: Int) {
         try await mutate("markApplicationsRead", scope: .groups([], users: [userID], app: app)) { transaction, _ in
             let request = SnapshotRequest(app: app, time: now, parts: .applicationReads, applicationReader: userID)
-            _ = try transaction.write(
+            _ = try await transaction.write(
                 WriteSet(applicationReadTime: (user: userID, time: time)), over: StoreSnapshot(app: app, time: now))
-            let after = try transaction.load(request)
+            let after = try await transaction.load(request)
             return (readTime: after.applicationReadTime ?? time, unreadCount: after.unreadApplications)
         }
     }
@@ -167,10 +167,10 @@ extension Store {
         for groupID in groupIDs {
             do {
                 events += try await mutate("expireApplications", scope: .groups([groupID], app: app)) { transaction, effects in
-                    let snapshot = try transaction.load(
+                    let snapshot = try await transaction.load(
                         SnapshotRequest(app: app, group: groupID, time: now, parts: .dueApplications))
                     if snapshot.dueApplications.isEmpty { return [] }
-                    return try Self.expire(snapshot, now: now, transaction: transaction, effects: effects)
+                    return try await Self.expire(snapshot, now: now, transaction: transaction, effects: effects)
                 }
             } catch let error as GroupError where error.reason == .groupNotFound {
                 continue  // dismissed since it was listed

@@ -49,7 +49,7 @@ extension Store {
     /// the history). Returns how many were deleted.
     public func purgeEvents(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
         try await mutate("purgeEvents", scope: .app(app)) { transaction, _ in
-            try transaction.purge(PurgeRequest(kind: .events, app: app, before: cutoff, limit: max(0, limit)))
+            try await transaction.purge(PurgeRequest(kind: .events, app: app, before: cutoff, limit: max(0, limit)))
         }
     }
 }

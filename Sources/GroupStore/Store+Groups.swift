@@ -37,14 +37,14 @@ extension Store {
                 app: plan.group.appID, targets: plan.members.map(\.userID), time: plan.group.createdAt,
                 parts: .joinedGroupCounts)
             request.newGroup = plan.group.id
-            let snapshot = try transaction.load(request)
+            let snapshot = try await transaction.load(request)
             let (revised, value) = try revise(snapshot.joinedGroupCounts)
             var group = revised.group
-            let written = try transaction.write(WriteSet(newGroup: revised), over: snapshot)
+            let written = try await transaction.write(WriteSet(newGroup: revised), over: snapshot)
             group.memberCount = revised.members.count
             group.latestSequence = written.events.last?.sequence ?? 0
             group.memberVersion = revised.members.isEmpty ? 0 : 1
-            try effects.wrote(written, to: group, transaction: transaction)
+            try await effects.wrote(written, to: group, transaction: transaction)
             return Committed(value: (value: value, group: group), events: written.events)
         }
     }
@@ -89,16 +89,16 @@ extension Store {
         parts: SnapshotRequest.Parts, plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
     ) async throws -> Committed<(value: Value, group: Group)> {
         try await mutate(method, scope: .groups([groupID], users: targets + [operatorID].compactMap { $0 }, app: app)) { transaction, effects in
-            let snapshot = try transaction.load(SnapshotRequest(
+            let snapshot = try await transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
             let (planned, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
             let change = planned.droppingLeaversFromMuteBypass()
             try Self.refuseBanned(change, snapshot: snapshot)
             if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
-            let written = try transaction.write(WriteSet(change: change), over: snapshot)
+            let written = try await transaction.write(WriteSet(change: change), over: snapshot)
             let after = Self.group(after: change, before: before, events: written.events)
-            try effects.wrote(written, to: after, dismissed: change.dismissesGroup, transaction: transaction)
+            try await effects.wrote(written, to: after, dismissed: change.dismissesGroup, transaction: transaction)
             return Committed(value: (value: value, group: after), events: written.events)
         }
     }
@@ -133,13 +133,13 @@ extension Store {
     /// Sets or clears (nil) a user's private remark for a group, with its events.
     public func setRemark(app: String, groupID: String, plan: RemarkPlan, at time: Timestamp) async throws -> [GroupEvent] {
         try await mutate("setRemark", scope: .groups([groupID], app: app)) { transaction, effects in
-            let snapshot = try transaction.load(SnapshotRequest(app: app, group: groupID, time: time))
+            let snapshot = try await transaction.load(SnapshotRequest(app: app, group: groupID, time: time))
             var group = try Self.loadedGroup(snapshot)
-            let written = try transaction.write(
+            let written = try await transaction.write(
                 WriteSet(events: plan.events, remark: (user: plan.userID, remark: plan.remark)), over: snapshot)
             if let last = written.events.last {
                 group.latestSequence = last.sequence
-                try effects.wrote(written, to: group, transaction: transaction)
+                try await effects.wrote(written, to: group, transaction: transaction)
             }
             return written.events
         }
@@ -295,7 +295,7 @@ extension Store {
     /// `cutoff`, raising each group's floor (a sync from below it reloads the list); returns how many.
     public func purgeMemberTombstones(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
         try await mutate("purgeMemberTombstones", scope: .app(app)) { transaction, _ in
-            try transaction.purge(PurgeRequest(kind: .memberTombstones, app: app, before: cutoff, limit: max(0, limit)))
+            try await transaction.purge(PurgeRequest(kind: .memberTombstones, app: app, before: cutoff, limit: max(0, limit)))
         }
     }
 

@@ -15,17 +15,17 @@ extension Store {
         try await mutate("mutateInviteLinks", scope: .groups([groupID], app: app)) { transaction, effects in
             var request = SnapshotRequest(app: app, group: groupID, operatorID: operatorID, time: time, parts: .inviteLinks)
             request.inviteLink = linkID.map { .id($0) }
-            let snapshot = try transaction.load(request)
+            let snapshot = try await transaction.load(request)
             var group = try Self.loadedGroup(snapshot)
             let (links, events, value) = try plan(
                 GroupSnapshot(snapshot, group: group, operatorID: operatorID, targets: []), snapshot.inviteLinks,
                 snapshot.inviteLink)
             var writes = WriteSet(events: events)
             writes.inviteLinks = links
-            let written = try transaction.write(writes, over: snapshot)
+            let written = try await transaction.write(writes, over: snapshot)
             if let last = written.events.last {
                 group.latestSequence = last.sequence
-                try effects.wrote(written, to: group, transaction: transaction)
+                try await effects.wrote(written, to: group, transaction: transaction)
             }
             return Committed(value: value, events: written.events)
         }

@@ -34,7 +34,7 @@ extension Store {
                 return appended
             }
         ) { transaction, effects in
-            let snapshot = try transaction.load(SnapshotRequest(
+            let snapshot = try await transaction.load(SnapshotRequest(
                 app: message.appID, group: message.groupID, targets: [message.senderID], time: time,
                 earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) },
                 lastSentBy: message.senderID))
@@ -45,7 +45,7 @@ extension Store {
             var stored = message
             stored.senderNameCard = try check(group, snapshot.members[message.senderID], snapshot.lastSentAt)
             stored.time = time
-            let written = try transaction.write(
+            let written = try await transaction.write(
                 WriteSet(events: [GroupEvent.Draft(kind: .groupMessage, operatorID: message.senderID)], message: stored),
                 over: snapshot)
             guard let event = written.events.first, let eventID = written.messageEventID else {
@@ -54,7 +54,7 @@ extension Store {
             stored.sequence = event.sequence
             group.latestSequence = event.sequence
             let storedMessage = StoredMessage(eventID: eventID, message: stored)
-            try effects.wrote(written, to: group, message: storedMessage, transaction: transaction)
+            try await effects.wrote(written, to: group, message: storedMessage, transaction: transaction)
             return AppendedMessage(stored: storedMessage, deduplicated: false, events: written.events)
         }
     }
@@ -76,19 +76,19 @@ extension Store {
         try await mutate("markRead", scope: .groups([groupID], app: app)) { transaction, effects in
             let request = SnapshotRequest(
                 app: app, group: groupID, targets: [userID], time: time, parts: .readState, readState: (user: userID, upTo: upTo))
-            let snapshot = try transaction.load(request)
+            let snapshot = try await transaction.load(request)
             var group = try Self.loadedGroup(snapshot)
             let (position, drafts) = try plan(ReadSnapshot(
                 group: group, membership: snapshot.members[userID], readSequence: snapshot.readSequence,
                 latestMessageSequence: snapshot.latestMessageSequence))
             var writes = WriteSet(events: drafts)
             if position != snapshot.readSequence { writes.readSequence = (user: userID, sequence: position) }
-            let written = try transaction.write(writes, over: snapshot)
+            let written = try await transaction.write(writes, over: snapshot)
             if let last = written.events.last {
                 group.latestSequence = last.sequence
-                try effects.wrote(written, to: group, transaction: transaction)
+                try await effects.wrote(written, to: group, transaction: transaction)
             }
-            let after = try transaction.load(request)
+            let after = try await transaction.load(request)
             let state = ReadState(
                 readSequence: after.readSequence, unreadCount: after.unreadCount, lastMessageAt: after.lastMessageAt,
                 unreadMention: after.unreadMention)
@@ -117,15 +117,15 @@ extension Store {
         plan: @escaping @Sendable (Group, Member?, GroupMessage?) throws -> (recall: MessageRecall, event: GroupEvent.Draft)
     ) async throws -> Committed<GroupMessage> {
         try await mutate("recallMessage", scope: .groups([groupID], app: app)) { transaction, effects in
-            let snapshot = try transaction.load(SnapshotRequest(
+            let snapshot = try await transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, time: time, messageSequence: sequence))
             var group = try Self.loadedGroup(snapshot)
             let (recall, draft) = try plan(group, operatorID.flatMap { snapshot.members[$0] }, snapshot.message?.message)
             guard var message = snapshot.message?.message else { throw GroupError.internal("a recall without its message") }
-            let written = try transaction.write(
+            let written = try await transaction.write(
                 WriteSet(events: [draft], recall: (sequence: sequence, recall: recall)), over: snapshot)
             if let last = written.events.last { group.latestSequence = last.sequence }
-            try effects.wrote(written, to: group, transaction: transaction)
+            try await effects.wrote(written, to: group, transaction: transaction)
             message.content = MessageContent(priority: message.content.priority, clientMessageID: message.content.clientMessageID)
             message.recall = recall
             return Committed(value: message, events: written.events)
@@ -138,7 +138,7 @@ extension Store {
     /// - Returns: How many messages were deleted.
     public func purgeMessages(app: String, olderThan cutoff: Timestamp, limit: Int) async throws -> Int {
         try await mutate("purgeMessages", scope: .app(app)) { transaction, _ in
-            try transaction.purge(PurgeRequest(kind: .messages, app: app, before: cutoff, limit: max(0, limit)))
+            try await transaction.purge(PurgeRequest(kind: .messages, app: app, before: cutoff, limit: max(0, limit)))
         }
     }
 

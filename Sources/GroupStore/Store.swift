@@ -198,7 +198,7 @@ public final class Store: Sendable {
         func wrote(
             _ written: WriteResult, to group: Group, dismissed: Bool = false, message: StoredMessage? = nil,
             applications: [Application] = [], transaction: any StoreTransaction
-        ) throws {
+        ) async throws {
             let key = GroupCache.Key(app: group.appID, id: group.id)
             if !keys.contains(key) {
                 keys.append(key)
@@ -212,7 +212,7 @@ public final class Store: Sendable {
                     memberCount: group.memberCount)
                 if case .approvers = event.recipient {
                     if approvers == nil {
-                        approvers = dismissed ? [] : try transaction.load(SnapshotRequest(
+                        approvers = dismissed ? [] : try await transaction.load(SnapshotRequest(
                             app: group.appID, group: group.id, time: event.time, parts: .approvers)).approvers
                     }
                     logged.approvers = approvers ?? []
@@ -252,7 +252,7 @@ public final class Store: Sendable {
     func mutate<T: Sendable>(
         _ method: String, scope: WriteScope,
         numbered: @escaping @Sendable (T, EventPositions) -> T = { value, _ in value },
-        _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) throws -> T
+        _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) async throws -> T
     ) async throws -> T {
         let cache = self.cache
         return try await read {
@@ -262,7 +262,7 @@ public final class Store: Sendable {
                     apply: { transaction in
                         let effects = MutationEffects(cache: cache)
                         do {
-                            let value = try body(transaction, effects)
+                            let value = try await body(transaction, effects)
                             try self.injectedFault(method)
                             return GroupCommitQueue.Applied(
                                 answer: { error in

@@ -269,7 +269,7 @@ public protocol StoreFailure: Error {
 
 /// One piece of a batch: runs inside the batch's transaction and keeps its own result. It may
 /// be run again, in a later batch, when the batch it ran in aborted.
-public typealias TransactionWork = @Sendable (any StoreTransaction) throws -> Void
+public typealias TransactionWork = @Sendable (any StoreTransaction) async throws -> Void
 
 /// What one mutation writes, for a backend several nodes share to lock across nodes for the
 /// transaction that writes it (``StoreBackend/commit(_:scopes:then:)``).
@@ -407,13 +407,13 @@ public protocol StoreTransaction {
     /// Reads what a plan may see, as the transaction sees it (earlier work of the batch included).
     /// - Throws: `GROUP_NOT_FOUND` when ``SnapshotRequest/group`` names no live group;
     ///   `APPLICATION_NOT_FOUND` when ``SnapshotRequest/application`` names no item.
-    func load(_ request: SnapshotRequest) throws -> StoreSnapshot
+    func load(_ request: SnapshotRequest) async throws -> StoreSnapshot
 
     /// Writes what a plan decided, over the snapshot it was planned on (events are numbered
     /// after `snapshot.group.latestSequence`).
     /// - Throws: `GROUP_ID_TAKEN` when a new group's id is taken in its app; a storage failure.
-    func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult
+    func write(_ writes: WriteSet, over snapshot: StoreSnapshot) async throws -> WriteResult
 
     /// Deletes up to `request.limit` old rows (retention); returns how many.
-    func purge(_ request: PurgeRequest) throws -> Int
+    func purge(_ request: PurgeRequest) async throws -> Int
 }

@@ -6,9 +6,9 @@ import GroupStoreSQL
 /// transaction and the reads.
 enum PostgresAttributeRows {
     /// A group's attributes and counters.
-    static func load(_ session: PostgresSession, app: String, groupKey: Int64) throws -> GroupAttributeSet {
+    static func load(_ session: PostgresSession, app: String, groupKey: Int64) async throws -> GroupAttributeSet {
         var set = GroupAttributeSet()
-        try session.rows(
+        try await session.rows(
             """
             SELECT key, value, version, updated_at, updated_by FROM group_attributes
             WHERE app_id = ? AND group_key = ?
@@ -19,16 +19,16 @@ enum PostgresAttributeRows {
                 key: key, value: try row.blob(1), version: try row.int64(2),
                 updatedAt: Timestamp(millisecondsSince1970: try row.int64(3)), updatedBy: try row.optionalText(4))
         }
-        try session.rows(
+        try await session.rows(
             "SELECT key, value FROM group_counters WHERE app_id = ? AND group_key = ?", [.text(app), .integer(groupKey)]
         ) { row in set.counters[try row.text(0)] = try row.int64(1) }
         return set
     }
 
     /// Writes a change's attributes, deletions and counters.
-    static func write(_ change: AttributeChange, app: String, groupKey: Int64, session: PostgresSession) throws {
+    static func write(_ change: AttributeChange, app: String, groupKey: Int64, session: PostgresSession) async throws {
         for attribute in change.upserts {
-            _ = try session.execute(
+            _ = try await session.execute(
                 """
                 INSERT INTO group_attributes (app_id, group_key, key, value, version, updated_at, updated_by)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -42,12 +42,12 @@ enum PostgresAttributeRows {
                 ])
         }
         if !change.deletions.isEmpty {
-            _ = try session.execute(
+            _ = try await session.execute(
                 "DELETE FROM group_attributes WHERE app_id = ? AND group_key = ? AND key = ANY(?)",
                 [.text(app), .integer(groupKey), .texts(change.deletions)])
         }
         for (key, value) in change.counters {
-            _ = try session.execute(
+            _ = try await session.execute(
                 """
                 INSERT INTO group_counters (app_id, group_key, key, value) VALUES (?, ?, ?, ?)
                 ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value

@@ -8,7 +8,7 @@ import GroupStoreSQL
 extension PostgresBackend {
     public func application(app: String, id: String) async throws -> Application? {
         try await read { session in
-            try PostgresApplicationRows.fetchAll(
+            try await PostgresApplicationRows.fetchAll(
                 session, where: "a.app_id = ? AND a.application_id = ?", arguments: [.text(app), .text(id)]
             ).first
         }
@@ -26,10 +26,14 @@ extension PostgresBackend {
             // parallel, so an item whose batch commits just after the first page with a lower
             // key than the mark can still appear, on the page its creation time puts it (never
             // twice, never skipping another).
-            let mark = try position?[2]
-                ?? session.first(
-                    "SELECT COALESCE(MAX(app_key), 0) FROM applications WHERE app_id = ?", [.text(app)], { try $0.int64(0) })
-                ?? 0
+            var mark: Int64 = 0
+            if let given = position?[2] {
+                mark = given
+            } else if let highest = try await session.first(
+                "SELECT COALESCE(MAX(app_key), 0) FROM applications WHERE app_id = ?", [.text(app)], { try $0.int64(0) })
+            {
+                mark = highest
+            }
             var arguments = filter.arguments
             arguments["mark"] = .integer(mark)
             arguments["limit"] = .int(limit + 1)
@@ -49,7 +53,7 @@ extension PostgresBackend {
             var items: [ListedApplication] = []
             var keys: [Int64] = []
             let flags = ApplicationRows.columnCount
-            try session.rows(statement.sql, statement.arguments) { row in
+            try await session.rows(statement.sql, statement.arguments) { row in
                 let (key, application, name) = try ApplicationRows.decode(row)
                 var roles: Set<ApplicationRole> = []
                 if try row.bool(flags) { roles.insert(.sender) }
@@ -63,10 +67,11 @@ extension PostgresBackend {
                 items.removeLast(items.count - limit)
                 next = Cursor.encode([items[limit - 1].application.createdAt.millisecondsSince1970, keys[limit - 1], mark])
             }
-            let readTime = try query.userID.flatMap {
-                try PostgresApplicationRows.readTime(app: app, userID: $0, session: session)
+            var readTime: Timestamp?
+            if let userID = query.userID {
+                readTime = try await PostgresApplicationRows.readTime(app: app, userID: userID, session: session)
             }
-            let unread = try PostgresApplicationRows.unreadCount(filter, readTime: readTime, session: session)
+            let unread = try await PostgresApplicationRows.unreadCount(filter, readTime: readTime, session: session)
             return ApplicationListing(page: Page(items: items, next: next), unreadCount: unread, readTime: readTime)
         }
     }
@@ -74,7 +79,7 @@ extension PostgresBackend {
     public func groupsWithDueApplications(app: String, now: Timestamp, limit: Int) async throws -> [String] {
         try await read { session in
             var ids: [String] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT DISTINCT g.group_id FROM \(PostgresApplicationRows.tables)
                 WHERE a.app_id = ? AND a.state = 'pending' AND a.expires_at <= ? AND g.dismissed_at IS NULL
@@ -94,9 +99,9 @@ enum PostgresApplicationRows {
     static let tables = "applications a JOIN groups g ON g.app_id = a.app_id AND g.group_key = a.group_key"
 
     /// The items matching `condition` (over ``tables``, with `?` placeholders), by `app_key`.
-    static func fetchAll(_ session: PostgresSession, where condition: String, arguments: [PGValue]) throws -> [Application] {
+    static func fetchAll(_ session: PostgresSession, where condition: String, arguments: [PGValue]) async throws -> [Application] {
         var result: [Application] = []
-        try session.rows(
+        try await session.rows(
             "SELECT \(ApplicationRows.columns) FROM \(tables) WHERE \(condition) ORDER BY a.app_key", arguments
         ) { result.append(try ApplicationRows.decode($0).application) }
         return result
@@ -168,19 +173,19 @@ enum PostgresApplicationRows {
     }
 
     /// The user's read time of the app's items (`nil`: never reported).
-    static func readTime(app: String, userID: String, session: PostgresSession) throws -> Timestamp? {
-        try session.first(
+    static func readTime(app: String, userID: String, session: PostgresSession) async throws -> Timestamp? {
+        try await session.first(
             "SELECT read_at FROM application_reads WHERE app_id = ? AND user_id = ?", [.text(app), .text(userID)],
             { Timestamp(millisecondsSince1970: try $0.int64(0)) })
     }
 
     /// How many items match `filter` created after `readTime` (all of them when `nil`).
-    static func unreadCount(_ filter: Filter, readTime: Timestamp?, session: PostgresSession) throws -> Int {
+    static func unreadCount(_ filter: Filter, readTime: Timestamp?, session: PostgresSession) async throws -> Int {
         var arguments = filter.arguments
         arguments["read"] = .integer(readTime?.millisecondsSince1970 ?? Int64.min)
         let statement = try positional(
             "SELECT COUNT(*) FROM \(tables) WHERE \(filter.condition) AND a.created_at > :read", arguments)
-        return try session.first(statement.sql, statement.arguments) { try $0.int(0) } ?? 0
+        return try await session.first(statement.sql, statement.arguments) { try $0.int(0) } ?? 0
     }
 
     /// `sql` written with named parameters (`:name`) as positional `?` ones, with the arguments

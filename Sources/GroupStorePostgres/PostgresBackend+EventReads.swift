@@ -9,9 +9,9 @@ import GroupStoreSQL
 extension PostgresBackend {
     public func events(app: String, groupID: String, after sequence: Int64, limit: Int) async throws -> [GroupEvent] {
         try await read { session in
-            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
+            let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
             var events: [GroupEvent] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT \(Rows.eventColumns) FROM group_events
                 WHERE app_id = ? AND group_key = ? AND seq > ? ORDER BY seq LIMIT ?
@@ -23,19 +23,19 @@ extension PostgresBackend {
 
     public func latestEventID() async throws -> Int64 {
         try await readStatement { session in
-            try session.first("SELECT coalesce(max(last_event_id), 0) FROM app_event_heads") { try $0.int64(0) } ?? 0
+            try await session.first("SELECT coalesce(max(last_event_id), 0) FROM app_event_heads") { try $0.int64(0) } ?? 0
         }
     }
 
     public func latestEventID(app: String) async throws -> Int64 {
-        try await readStatement { session in try PostgresEventRows.head(session, app: app) }
+        try await readStatement { session in try await PostgresEventRows.head(session, app: app) }
     }
 
     public func appEvents(app: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
         let limit = max(1, limit)
         return try await read { session in
-            let latest = try PostgresEventRows.head(session, app: app)
-            let events = try PostgresEventRows.loggedEvents(
+            let latest = try await PostgresEventRows.head(session, app: app)
+            let events = try await PostgresEventRows.loggedEvents(
                 session, app: app, where: "e.event_id > ? ORDER BY e.event_id LIMIT ?",
                 arguments: [.integer(eventID), .int(limit)])
             let isLast = events.count < limit
@@ -48,9 +48,9 @@ extension PostgresBackend {
     public func userEvents(app: String, userID: String, after eventID: Int64, limit: Int) async throws -> EventLogPage {
         let limit = max(1, limit)
         return try await read { session in
-            let latest = try PostgresEventRows.head(session, app: app)
-            let scope = try PostgresEventRows.userScope(session, app: app, userID: userID, after: eventID)
-            let candidates = try PostgresEventRows.loggedEvents(
+            let latest = try await PostgresEventRows.head(session, app: app)
+            let scope = try await PostgresEventRows.userScope(session, app: app, userID: userID, after: eventID)
+            let candidates = try await PostgresEventRows.loggedEvents(
                 session, app: app,
                 // The candidates: the first `limit` rows after the cursor of each of the user's
                 // groups (`group_events_by_group`) and of the rows addressed to the user
@@ -95,9 +95,9 @@ extension PostgresBackend {
 
     public func streamMemberships(app: String, userID: String) async throws -> MembershipSnapshot {
         try await read { session in
-            let watermark = try PostgresEventRows.head(session, app: app)
+            let watermark = try await PostgresEventRows.head(session, app: app)
             var memberships: [StreamMembership] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT g.group_id, g.type, m.join_seq, m.receive_option FROM members m
                 JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
@@ -115,7 +115,7 @@ extension PostgresBackend {
 
     public func retainedStart(app: String, cutoff: Timestamp) async throws -> RetainedStart {
         try await read { session in
-            if let (eventID, time) = try session.first(
+            if let (eventID, time) = try await session.first(
                 """
                 SELECT event_id, time FROM group_events
                 WHERE app_id = ? AND time >= ? ORDER BY event_id LIMIT 1
@@ -123,7 +123,7 @@ extension PostgresBackend {
             {
                 return RetainedStart(afterEventID: eventID - 1, time: Timestamp(millisecondsSince1970: time))
             }
-            return RetainedStart(afterEventID: try PostgresEventRows.head(session, app: app), time: cutoff)
+            return await RetainedStart(afterEventID: try PostgresEventRows.head(session, app: app), time: cutoff)
         }
     }
 }
@@ -137,8 +137,8 @@ enum PostgresEventRows {
         messageColumns: MessageRows.columns(eventID: "CASE WHEN gm.seq IS NOT NULL THEN e.event_id END"))
 
     /// The app's highest committed `event_id` (0: none yet).
-    static func head(_ session: PostgresSession, app: String) throws -> Int64 {
-        try session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = ?", [.text(app)]) { try $0.int64(0) } ?? 0
+    static func head(_ session: PostgresSession, app: String) async throws -> Int64 {
+        try await session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = ?", [.text(app)]) { try $0.int64(0) } ?? 0
     }
 
     /// Reads the app's events matching `condition` (over `group_events e` alone, with its
@@ -151,11 +151,11 @@ enum PostgresEventRows {
     /// events of each.
     static func loggedEvents(
         _ session: PostgresSession, app: String, where condition: String, arguments: [PGValue], resolveApprovers: Bool = true
-    ) throws -> [LoggedEvent] {
+    ) async throws -> [LoggedEvent] {
         var events: [LoggedEvent] = []
         var applicationIDs: Set<String> = []
         var groupKeys: [Int] = []
-        try session.rows(
+        try await session.rows(
             """
             WITH e AS MATERIALIZED (SELECT * FROM group_events e WHERE e.app_id = ? AND \(condition))
             SELECT \(Self.loggedEventColumns) FROM e
@@ -183,13 +183,13 @@ enum PostgresEventRows {
             for index in events.indices {
                 guard case .approvers = events[index].event.recipient else { continue }
                 let key = groupKeys[index]
-                if approversByGroup[key] == nil { approversByGroup[key] = try approvers(session, app: app, groupKey: Int64(key)) }
+                if approversByGroup[key] == nil { approversByGroup[key] = try await approvers(session, app: app, groupKey: Int64(key)) }
                 events[index].approvers = approversByGroup[key] ?? []
             }
         }
         if !applicationIDs.isEmpty {
             var items: [String: Application] = [:]
-            for item in try PostgresApplicationRows.fetchAll(
+            for item in try await PostgresApplicationRows.fetchAll(
                 session, where: "a.app_id = ? AND a.application_id = ANY(?)",
                 arguments: [.text(app), .texts(applicationIDs.sorted())])
             {
@@ -204,9 +204,9 @@ enum PostgresEventRows {
 
     /// The users who approve for a group now: the owner, and the admins when its
     /// `join_approvers` is `owner_and_admins`.
-    static func approvers(_ session: PostgresSession, app: String, groupKey: Int64) throws -> [String] {
+    static func approvers(_ session: PostgresSession, app: String, groupKey: Int64) async throws -> [String] {
         var users: [String] = []
-        try session.rows(
+        try await session.rows(
             """
             SELECT m.user_id FROM members m JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
             WHERE m.app_id = ? AND m.group_key = ?
@@ -218,9 +218,9 @@ enum PostgresEventRows {
     }
 
     /// Which group rows a user's stream carries after `eventID` (`EventRows.userScope(_:app:userID:after:)`).
-    static func userScope(_ session: PostgresSession, app: String, userID: String, after eventID: Int64) throws -> UserScope {
+    static func userScope(_ session: PostgresSession, app: String, userID: String, after eventID: Int64) async throws -> UserScope {
         var scope = UserScope()
-        try session.rows(
+        try await session.rows(
             """
             SELECT g.group_id, m.join_seq, m.role, g.join_approvers, m.receive_option FROM members m
             JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
@@ -236,7 +236,7 @@ enum PostgresEventRows {
             if try row.text(4) == ReceiveOption.notReceive.rawValue { scope.notReceiving.insert(key) }
         }
         var leaves: [String: [Int64]] = [:]
-        try session.rows(
+        try await session.rows(
             """
             SELECT group_id, seq FROM group_events
             WHERE app_id = ? AND recipient_user = ? AND event_id > ? AND kind IN ('KICKED_FROM_GROUP', 'QUIT_GROUP')
@@ -244,7 +244,7 @@ enum PostgresEventRows {
         ) { leaves[try $0.text(0), default: []].append(try $0.int64(1)) }
         for (key, leaveSequences) in leaves {
             var joins: [Int64] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT seq, targets FROM group_events
                 WHERE app_id = ? AND group_id = ? AND event_id > ?

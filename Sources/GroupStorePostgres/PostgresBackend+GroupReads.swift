@@ -20,7 +20,7 @@ extension PostgresBackend {
         try await readOne { session, inSnapshot in
             var groupIDList: [String] = []
             var rows: [Rows.MemberRow] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT g.group_id, \(Rows.memberColumns) FROM groups g
                 JOIN \(PostgresRows.membershipProbe)
@@ -32,7 +32,7 @@ extension PostgresBackend {
                 rows.append(try Rows.member(row, at: 1))
             }
             if !inSnapshot && rows.contains(where: \.hasCustom) { return nil }
-            let members = try PostgresRows.withCustom(rows, app: app, userID: userID, session: session)
+            let members = try await PostgresRows.withCustom(rows, app: app, userID: userID, session: session)
             var result: [String: Member] = [:]
             for (offset, member) in members.enumerated() { result[groupIDList[offset]] = member }
             return result
@@ -48,7 +48,7 @@ extension PostgresBackend {
 
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
         try await readStatement { session in
-            guard let remark = try session.first(
+            guard let remark = try await session.first(
                 """
                 SELECT g.group_key, r.remark FROM groups g
                 LEFT JOIN group_remarks r
@@ -64,26 +64,26 @@ extension PostgresBackend {
 
     public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
         try await read { session in
-            let key = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
-            return try PostgresAttributeRows.load(session, app: app, groupKey: key)
+            let key = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            return try await PostgresAttributeRows.load(session, app: app, groupKey: key)
         }
     }
 
     public func inviteLink(app: String, tokenHash: String) async throws -> InviteLink? {
-        try await read { session in try PostgresInviteLinkRows.one(session, app: app, key: .tokenHash(tokenHash)) }
+        try await read { session in try await PostgresInviteLinkRows.one(session, app: app, key: .tokenHash(tokenHash)) }
     }
 
     public func inviteLinks(app: String, groupID: String, now: Timestamp) async throws -> [InviteLink] {
         try await read { session in
-            let key = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
-            return try PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: now)
+            let key = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            return try await PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: now)
         }
     }
 
     public func remarks(app: String, userID: String, groupIDs: [String]) async throws -> [String: String] {
         try await readStatement { session in
             var result: [String: String] = [:]
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT g.group_id, r.remark FROM groups g
                 JOIN group_remarks r ON r.app_id = g.app_id AND r.user_id = ? AND r.group_key = g.group_key
@@ -101,7 +101,7 @@ extension PostgresBackend {
         let position = try cursor.map { try Cursor.decode($0, count: 2) }
         let limit = max(1, limit)
         return try await read { session in
-            guard let group = try session.first(
+            guard let group = try await session.first(
                 """
                 SELECT group_key, next_join_order FROM groups
                 WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
@@ -133,21 +133,21 @@ extension PostgresBackend {
             }
             arguments += [.integer(after), .integer(mark), .int(limit + 1)]
             var rows: [Rows.MemberRow] = []
-            try session.rows(sql, arguments) { rows.append(try Rows.member($0)) }
+            try await session.rows(sql, arguments) { rows.append(try Rows.member($0)) }
             var next: String?
             if rows.count > limit {
                 rows.removeLast(rows.count - limit)
                 next = Cursor.encode([rows[limit - 1].member.joinOrder, mark])
             }
-            let members = try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session)
+            let members = try await PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session)
             return Page(items: members, next: next)
         }
     }
 
     public func members(app: String, groupID: String, userIDs: [String]) async throws -> [String: Member] {
         try await read { session in
-            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
-            return try PostgresRows.members(app: app, groupKey: groupKey, userIDs: userIDs, session: session)
+            let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            return try await PostgresRows.members(app: app, groupKey: groupKey, userIDs: userIDs, session: session)
         }
     }
 
@@ -176,7 +176,7 @@ extension PostgresBackend {
             var groups: [Rows.GroupRow] = []
             var memberships: [Rows.MemberRow] = []
             var remarks: [String] = []
-            try session.rows(sql, arguments) { row in
+            try await session.rows(sql, arguments) { row in
                 groups.append(try Rows.group(row))
                 memberships.append(try Rows.member(row, at: memberOffset))
                 remarks.append(try row.optionalText(memberOffset + Rows.memberColumnCount) ?? "")
@@ -188,8 +188,8 @@ extension PostgresBackend {
                 remarks.removeLast(remarks.count - limit)
                 next = Cursor.encode([memberships[limit - 1].member.joinedAt.millisecondsSince1970, groups[limit - 1].key])
             }
-            let full = try PostgresRows.withCustom(groups, app: app, session: session)
-            let members = try PostgresRows.withCustom(memberships, app: app, userID: userID, session: session)
+            let full = try await PostgresRows.withCustom(groups, app: app, session: session)
+            let members = try await PostgresRows.withCustom(memberships, app: app, userID: userID, session: session)
             let items = (0..<full.count).map {
                 JoinedGroup(group: full[$0], membership: members[$0], remark: remarks[$0])
             }
@@ -250,15 +250,15 @@ extension PostgresBackend {
             [.text(app)] + candidateArguments + [.integer(after)] + visibilityArguments + [.int(limit + 1)]
         return try await read { session in
             // The trigram index serves bitmap scans only, which the store's sessions price out.
-            try session.command("SET LOCAL enable_bitmapscan = on")
+            try await session.command("SET LOCAL enable_bitmapscan = on")
             var rows: [Rows.GroupRow] = []
-            try session.rows(sql, arguments) { rows.append(try Rows.group($0)) }
+            try await session.rows(sql, arguments) { rows.append(try Rows.group($0)) }
             var next: String?
             if rows.count > limit {
                 rows.removeLast(rows.count - limit)
                 next = Cursor.encode([rows[limit - 1].key])
             }
-            return Page(items: try PostgresRows.withCustom(rows, app: app, session: session), next: next)
+            return await Page(items: try PostgresRows.withCustom(rows, app: app, session: session), next: next)
         }
     }
 
@@ -274,7 +274,7 @@ extension PostgresBackend {
                 sql += " AND g.type = ANY(?)"
                 arguments.append(.texts(names))
             }
-            return try session.first(sql, arguments) { try $0.int(0) } ?? 0
+            return try await session.first(sql, arguments) { try $0.int(0) } ?? 0
         }
     }
 
@@ -287,7 +287,7 @@ extension PostgresBackend {
         return try await read { session in
             // Each group's first `limit` matches by join order, all groups in one statement.
             var found: [(groupID: String, groupKey: Int64, rows: [Rows.MemberRow])] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT g.group_id, \(Rows.memberColumns) FROM groups g
                 CROSS JOIN LATERAL (
@@ -309,7 +309,7 @@ extension PostgresBackend {
             }
             var result: [String: [Member]] = [:]
             for entry in found {
-                result[entry.groupID] = try PostgresRows.withCustom(
+                result[entry.groupID] = try await PostgresRows.withCustom(
                     entry.rows, app: app, groupKey: entry.groupKey, session: session)
             }
             return result
@@ -370,7 +370,7 @@ enum PostgresRows {
             for id in read.ids where seen[read.app, default: []].insert(id).inserted { wanted[read.app, default: []].append(id) }
         }
         let merged = wanted
-        let found = try await readers.runOne { session, inSnapshot in try groups(merged, session: session, inSnapshot: inSnapshot) }
+        let found = try await readers.runOne { session, inSnapshot in try await groups(merged, session: session, inSnapshot: inSnapshot) }
         return reads.map { read in
             let groups = found[read.app] ?? [:]
             var answer: [String: Group] = [:]
@@ -383,12 +383,12 @@ enum PostgresRows {
     /// user and group as arrays, each group probed by id, then the user's membership, remark and
     /// unread mentions in it), then one snapshot for the reads whose groups or memberships have
     /// custom fields (``groupsForUsers(_:session:inSnapshot:)`` again, with their custom values).
-    static func groupsForUsers(_ reads: [UserGroupsRead], session: PostgresSession) throws -> [GroupsForUser] {
-        var answers = try groupsForUsers(reads, session: session, inSnapshot: false)
+    static func groupsForUsers(_ reads: [UserGroupsRead], session: PostgresSession) async throws -> [GroupsForUser] {
+        var answers = try await groupsForUsers(reads, session: session, inSnapshot: false)
         let again = answers.indices.filter { answers[$0] == nil }
         if !again.isEmpty {
-            let redone = try session.readTransaction {
-                try groupsForUsers(again.map { reads[$0] }, session: session, inSnapshot: true)
+            let redone = try await session.readTransaction {
+                try await groupsForUsers(again.map { reads[$0] }, session: session, inSnapshot: true)
             }
             for (index, answer) in zip(again, redone) { answers[index] = answer }
         }
@@ -402,7 +402,7 @@ enum PostgresRows {
     /// read whose groups or membership have custom fields is `nil` (they are a second statement).
     /// The statement is the same text for any number of reads: each group a `LATERAL … LIMIT 1`
     /// probe by id, so its plan probes indexes whatever it guesses of the arrays' lengths.
-    static func groupsForUsers(_ reads: [UserGroupsRead], session: PostgresSession, inSnapshot: Bool) throws -> [GroupsForUser?] {
+    static func groupsForUsers(_ reads: [UserGroupsRead], session: PostgresSession, inSnapshot: Bool) async throws -> [GroupsForUser?] {
         var apps: [String] = []
         var users: [String] = []
         var groupIDs: [String] = []
@@ -424,7 +424,7 @@ enum PostgresRows {
         var found = Array(repeating: Found(), count: reads.count)
         let remarkColumn = Rows.GroupColumn.allCases.count
         let mentionColumn = remarkColumn + 1 + Rows.memberColumnCount
-        try session.rows(
+        try await session.rows(
             """
             SELECT \(Rows.GroupColumn.list(table: "g")), r.remark, \(Rows.memberColumns), \(PostgresBackend.unreadMentionColumns), q.n
             FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS q(app_id, user_id, group_id, n)
@@ -450,25 +450,31 @@ enum PostgresRows {
                     UnreadMention(me: try row.bool(mentionColumn), all: try row.bool(mentionColumn + 1))
             }
         }
-        return try zip(reads, found).map { read, found in
-            if !inSnapshot && (found.groups.contains { $0.hasCustom } || found.members.contains { $0.hasCustom }) { return nil }
+        var answers: [GroupsForUser?] = []
+        answers.reserveCapacity(reads.count)
+        for (read, found) in zip(reads, found) {
+            if !inSnapshot && (found.groups.contains { $0.hasCustom } || found.members.contains { $0.hasCustom }) {
+                answers.append(nil)
+                continue
+            }
             var answer = found.answer
-            for group in try withCustom(found.groups, app: read.app, session: session) { answer.groups[group.id] = group }
-            let members = try withCustom(found.members, app: read.app, userID: read.userID, session: session)
+            for group in try await withCustom(found.groups, app: read.app, session: session) { answer.groups[group.id] = group }
+            let members = try await withCustom(found.members, app: read.app, userID: read.userID, session: session)
             for (offset, member) in members.enumerated() { answer.memberships[found.memberGroupIDs[offset]] = member }
-            return answer
+            answers.append(answer)
         }
+        return answers
     }
 
     /// The live groups among `wanted` (group ids per app), per app then by id: one statement
     /// per app. `nil` when a group has custom fields and the read is not in a snapshot (they are
     /// a second statement).
-    static func groups(_ wanted: [String: [String]], session: PostgresSession, inSnapshot: Bool) throws -> [String: [String: Group]]? {
+    static func groups(_ wanted: [String: [String]], session: PostgresSession, inSnapshot: Bool) async throws -> [String: [String: Group]]? {
         var result: [String: [String: Group]] = [:]
         for (app, ids) in wanted.sorted(by: { $0.key < $1.key }) {
             var rows: [Rows.GroupRow] = []
             rows.reserveCapacity(ids.count)
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT \(Rows.GroupColumn.list()) FROM groups
                 WHERE app_id = ? AND group_id \(PostgresRows.oneOrAny(ids).sql) AND dismissed_at IS NULL
@@ -478,7 +484,7 @@ enum PostgresRows {
             if !inSnapshot && rows.contains(where: \.hasCustom) { return nil }
             var groups: [String: Group] = [:]
             groups.reserveCapacity(rows.count)
-            for group in try withCustom(rows, app: app, session: session) { groups[group.id] = group }
+            for group in try await withCustom(rows, app: app, session: session) { groups[group.id] = group }
             result[app] = groups
         }
         return result
@@ -492,24 +498,24 @@ enum PostgresRows {
     ///   - session: The connection the query runs on (in the caller's transaction, if any).
     /// - Throws: `GroupError.groupNotFound(_:)` when no such group is stored (or it is
     ///   dismissed and `dismissedToo` is false).
-    static func groupKey(app: String, groupID: String, dismissedToo: Bool = false, session: PostgresSession) throws -> Int64 {
+    static func groupKey(app: String, groupID: String, dismissedToo: Bool = false, session: PostgresSession) async throws -> Int64 {
         let sql = dismissedToo
             ? "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ?"
             : "SELECT group_key FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"
-        guard let key = try session.first(sql, [.text(app), .text(groupID)], { try $0.int64(0) }) else {
+        guard let key = try await session.first(sql, [.text(app), .text(groupID)], { try $0.int64(0) }) else {
             throw GroupError.groupNotFound(groupID)
         }
         return key
     }
 
     /// The groups of `rows` (all of `app`), in order, with their custom fields.
-    static func withCustom(_ rows: [Rows.GroupRow], app: String, session: PostgresSession) throws -> [Group] {
+    static func withCustom(_ rows: [Rows.GroupRow], app: String, session: PostgresSession) async throws -> [Group] {
         var groups = rows.map(\.group)
         let needing = rows.filter(\.hasCustom).map(\.key)
         if needing.isEmpty { return groups }
         var index: [Int64: [Int]] = [:]
         for (offset, row) in rows.enumerated() where row.hasCustom { index[row.key, default: []].append(offset) }
-        try session.rows(
+        try await session.rows(
             "SELECT group_key, key, value FROM group_custom WHERE app_id = ? AND group_key = ANY(?)",
             [.text(app), .integers(Array(Set(needing)))]
         ) { row in
@@ -522,7 +528,7 @@ enum PostgresRows {
     }
 
     /// The members of `rows` (all of group `groupKey` of `app`), in order, with their custom fields.
-    static func withCustom(_ rows: [Rows.MemberRow], app: String, groupKey: Int64, session: PostgresSession) throws -> [Member] {
+    static func withCustom(_ rows: [Rows.MemberRow], app: String, groupKey: Int64, session: PostgresSession) async throws -> [Member] {
         var members = rows.map(\.member)
         let needing = rows.filter(\.hasCustom).map(\.member.userID)
         if needing.isEmpty { return members }
@@ -530,7 +536,7 @@ enum PostgresRows {
         for (offset, row) in rows.enumerated() where row.hasCustom {
             index[row.member.userID, default: []].append(offset)
         }
-        try session.rows(
+        try await session.rows(
             "SELECT user_id, key, value FROM member_custom WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
             [.text(app), .integer(groupKey), .texts(Array(Set(needing)))]
         ) { row in
@@ -543,13 +549,13 @@ enum PostgresRows {
     }
 
     /// One user's memberships `rows` (of several groups of `app`), in order, with their custom fields.
-    static func withCustom(_ rows: [Rows.MemberRow], app: String, userID: String, session: PostgresSession) throws -> [Member] {
+    static func withCustom(_ rows: [Rows.MemberRow], app: String, userID: String, session: PostgresSession) async throws -> [Member] {
         var members = rows.map(\.member)
         let needing = rows.filter(\.hasCustom).map(\.groupKey)
         if needing.isEmpty { return members }
         var index: [Int64: [Int]] = [:]
         for (offset, row) in rows.enumerated() where row.hasCustom { index[row.groupKey, default: []].append(offset) }
-        try session.rows(
+        try await session.rows(
             "SELECT group_key, key, value FROM member_custom WHERE app_id = ? AND user_id = ? AND group_key = ANY(?)",
             [.text(app), .text(userID), .integers(Array(Set(needing)))]
         ) { row in
@@ -563,11 +569,11 @@ enum PostgresRows {
 
     /// Members of one group of `app` by user id, with custom fields (users who are not members
     /// are absent).
-    static func members(app: String, groupKey: Int64, userIDs: [String], session: PostgresSession) throws -> [String: Member] {
+    static func members(app: String, groupKey: Int64, userIDs: [String], session: PostgresSession) async throws -> [String: Member] {
         let userIDs = userIDs.count > 1 ? Array(Set(userIDs)) : userIDs
         if userIDs.isEmpty { return [:] }
         var rows: [Rows.MemberRow] = []
-        try session.rows(
+        try await session.rows(
             """
             SELECT \(Rows.memberColumns) FROM members m
             WHERE m.app_id = ? AND m.group_key = ? AND m.user_id = ANY(?)
@@ -575,7 +581,7 @@ enum PostgresRows {
             [.text(app), .integer(groupKey), .texts(userIDs)]
         ) { rows.append(try Rows.member($0)) }
         var result: [String: Member] = [:]
-        for member in try withCustom(rows, app: app, groupKey: groupKey, session: session) { result[member.userID] = member }
+        for member in try await withCustom(rows, app: app, groupKey: groupKey, session: session) { result[member.userID] = member }
         return result
     }
 }
@@ -583,9 +589,9 @@ enum PostgresRows {
 extension PostgresBackend {
     public func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan> {
         try await read { session in
-            let key = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            let key = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
             var items: [GroupBan] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT \(BanRows.columns) FROM group_bans
                 WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?) AND user_id COLLATE "C" > ?

@@ -9,8 +9,8 @@ extension PostgresBackend {
         app: String, groupID: String, senderID: String, clientMessageID: String
     ) async throws -> StoredMessage? {
         try await read { session in
-            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
-            return try PostgresMessageRows.messageByClientID(
+            let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
+            return try await PostgresMessageRows.messageByClientID(
                 app: app, groupKey: groupKey, groupID: groupID, senderID: senderID,
                 clientMessageID: clientMessageID, session: session)
         }
@@ -19,7 +19,7 @@ extension PostgresBackend {
     public func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage {
         let limit = max(1, limit)
         return try await read { session in
-            guard let group = try session.first(
+            guard let group = try await session.first(
                 """
                 SELECT group_key, latest_seq FROM groups
                 WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
@@ -49,7 +49,7 @@ extension PostgresBackend {
                 arguments = [.text(app), .integer(groupKey), .integer(max(range.anchor ?? 0, range.floor)), .int(limit + 1)]
             }
             var messages: [GroupMessage] = []
-            try session.rows(sql, arguments) { row in
+            try await session.rows(sql, arguments) { row in
                 messages.append(try MessageRows.message(row, appID: app, groupID: groupID).message)
             }
             let hasMore = messages.count > limit
@@ -61,10 +61,10 @@ extension PostgresBackend {
 
     public func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64] {
         try await read { session in
-            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
+            let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, dismissedToo: true, session: session)
             var result: [Int64: Int64] = [:]
             if sequences.isEmpty { return result }
-            try session.rows(
+            try await session.rows(
                 "SELECT seq, event_id FROM group_events WHERE app_id = ? AND group_key = ? AND seq = ANY(?)",
                 [.text(app), .integer(groupKey), .integers(Array(Set(sequences)))]
             ) { row in result[try row.int64(0)] = try row.int64(1) }
@@ -88,7 +88,7 @@ extension PostgresBackend {
         if groupIDs.isEmpty { return [:] }
         return try await readStatement { session in
             var mentions: [String: UnreadMention] = [:]
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT g.group_id, \(Self.unreadMentionColumns)
                 FROM groups g
@@ -110,7 +110,7 @@ extension PostgresBackend {
             // ``PostgresMessageRows/lastMessageTime(app:groupKey:session:)`` as subqueries).
             // Dismissed groups included, as on SQLite.
             var states: [String: ReadState] = [:]
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT g.group_id, m.last_read_seq,
                     (SELECT COUNT(*) FROM group_messages u
@@ -136,9 +136,9 @@ extension PostgresBackend {
 
     public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
         try await read { session in
-            let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
             var positions: [MemberReadPosition] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT user_id, join_seq, last_read_seq FROM members
                 WHERE app_id = ? AND group_key = ? ORDER BY user_id COLLATE "C"
@@ -172,8 +172,8 @@ enum PostgresMessageRows {
     static func messageByClientID(
         app: String, groupKey: Int64, groupID: String, senderID: String, clientMessageID: String,
         session: PostgresSession
-    ) throws -> StoredMessage? {
-        try session.first(
+    ) async throws -> StoredMessage? {
+        try await session.first(
             """
             SELECT \(PostgresMessageRows.columns) FROM group_messages gm
             WHERE gm.app_id = ? AND gm.group_key = ? AND gm.sender_id = ? AND gm.client_message_id = ?
@@ -183,8 +183,8 @@ enum PostgresMessageRows {
     }
 
     /// When the group's newest stored message was sent (`group_messages_by_seq` finds it from the end).
-    static func lastMessageTime(app: String, groupKey: Int64, session: PostgresSession) throws -> Timestamp? {
-        try session.first(
+    static func lastMessageTime(app: String, groupKey: Int64, session: PostgresSession) async throws -> Timestamp? {
+        try await session.first(
             "SELECT time FROM group_messages WHERE app_id = ? AND group_key = ? ORDER BY seq DESC LIMIT 1",
             [.text(app), .integer(groupKey)],
             { Timestamp(millisecondsSince1970: try $0.int64(0)) })
@@ -193,8 +193,8 @@ enum PostgresMessageRows {
     /// Messages of a group after `sequence` not sent by `userID`.
     static func unreadCount(
         app: String, groupKey: Int64, userID: String, after sequence: Int64, session: PostgresSession
-    ) throws -> Int {
-        try session.first(
+    ) async throws -> Int {
+        try await session.first(
             "SELECT COUNT(*) FROM group_messages WHERE app_id = ? AND group_key = ? AND seq > ? AND sender_id <> ?",
             [.text(app), .integer(groupKey), .integer(sequence), .text(userID)],
             { try $0.int(0) }) ?? 0

@@ -7,8 +7,8 @@ import GroupStoreSQL
 /// a lease lost in a crash is renewed by the next pass, or ends, as it would have.
 extension PostgresBackend {
     public func holdPresence(app: String, groupID: String, users: [String], until: Timestamp) async throws {
-        try await monitor.run(on: roomQueue) {
-            try self.roomSession.command(
+        try await rooms.run { session in
+            try await session.command(
                 """
                 INSERT INTO room_presence (app_id, group_id, user_id, expires_at)
                 SELECT ?, ?, u, ? FROM unnest(?::text[]) AS u
@@ -20,8 +20,8 @@ extension PostgresBackend {
     }
 
     public func renewPresence(app: String, users: [String], now: Timestamp, until: Timestamp) async throws {
-        try await monitor.run(on: roomQueue) {
-            try self.roomSession.command(
+        try await rooms.run { session in
+            try await session.command(
                 """
                 UPDATE room_presence SET expires_at = GREATEST(expires_at, ?)
                 WHERE app_id = ? AND user_id = ANY(?) AND expires_at > ?
@@ -31,13 +31,13 @@ extension PostgresBackend {
     }
 
     public func dropPresence(app: String, groupID: String, users: [String]?) async throws {
-        try await monitor.run(on: roomQueue) {
+        try await rooms.run { session in
             if let users {
-                try self.roomSession.command(
+                try await session.command(
                     "DELETE FROM room_presence WHERE app_id = ? AND group_id = ? AND user_id = ANY(?)",
                     [.text(app), .text(groupID), .texts(users)])
             } else {
-                try self.roomSession.command(
+                try await session.command(
                     "DELETE FROM room_presence WHERE app_id = ? AND group_id = ?", [.text(app), .text(groupID)])
             }
         }
@@ -46,7 +46,7 @@ extension PostgresBackend {
     public func presence(app: String, groupIDs: [String], now: Timestamp) async throws -> [String: Int] {
         try await readStatement { session in
             var counts = Dictionary(uniqueKeysWithValues: Set(groupIDs).map { ($0, 0) })
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT group_id, COUNT(*) FROM room_presence
                 WHERE app_id = ? AND group_id = ANY(?) AND expires_at > ? GROUP BY group_id
@@ -59,7 +59,7 @@ extension PostgresBackend {
     public func presentUsers(app: String, groupID: String, users: [String], now: Timestamp) async throws -> Set<String> {
         try await readStatement { session in
             var present: Set<String> = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT user_id FROM room_presence
                 WHERE app_id = ? AND group_id = ? AND user_id = ANY(?) AND expires_at > ?
@@ -70,8 +70,8 @@ extension PostgresBackend {
     }
 
     public func sweepPresence(before: Timestamp) async throws -> Int {
-        try await monitor.run(on: roomQueue) {
-            try self.roomSession.execute(
+        try await rooms.run { session in
+            try await session.execute(
                 "DELETE FROM room_presence WHERE expires_at <= ?", [.integer(before.millisecondsSince1970)])
         }
     }

@@ -13,7 +13,7 @@ extension PostgresBackend {
         let position = try cursor.map { try SyncCursor.member($0, from: version) }
         let limit = max(1, limit)
         return try await read { session in
-            guard let group = try session.first(
+            guard let group = try await session.first(
                 """
                 SELECT group_key, member_version, member_floor FROM groups
                 WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
@@ -32,7 +32,7 @@ extension PostgresBackend {
             if phase == 0 {
                 var rows: [Rows.MemberRow] = []
                 var versions: [Int64] = []
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT \(Rows.memberColumns), m.changed_version FROM members m
                     WHERE m.app_id = ? AND m.group_key = ? AND m.changed_version <= ?
@@ -52,14 +52,14 @@ extension PostgresBackend {
                     next = SyncCursor.encode(
                         from: version, target: target, phase: 0, versions[limit - 1], rows[limit - 1].member.joinOrder)
                 }
-                changed = try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session)
+                changed = try await PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session)
                 if next == nil { phase = 1 }
             }
             let room = limit - changed.count
             if phase == 1, version > 0, room > 0 {
                 let resume = position?.phase == 1 ? (position!.a, position!.b) : (lower, Int64.max)
                 var found: [(user: String, version: Int64, id: Int64)] = []
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT user_id, version, tomb_id FROM member_tombstones
                     WHERE app_id = ? AND group_key = ? AND version <= ? AND (version, tomb_id) > (?, ?)
@@ -89,14 +89,14 @@ extension PostgresBackend {
         let position = try cursor.map { try SyncCursor.joined($0, from: version) }
         let limit = max(1, limit)
         return try await read { session in
-            let latest = try session.first(
+            let latest = try await session.first(
                 "SELECT last_event_id FROM app_event_heads WHERE app_id = ?", [.text(app)]) { try $0.int64(0) } ?? 0
             let target = position?.target ?? latest
             if version > target { return .fullReload(version: latest) }
             let after = position?.groupKey ?? 0
             var keys: [Int64] = []
             if version == 0 {
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT m.group_key FROM members m JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
                     WHERE m.app_id = ? AND m.user_id = ? AND m.group_key > ?
@@ -105,7 +105,7 @@ extension PostgresBackend {
                     """, [.text(app), .text(userID), .integer(after), .int(limit + 1)]
                 ) { keys.append(try $0.int64(0)) }
             } else {
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT group_key FROM joined_changes
                     WHERE app_id = ? AND user_id = ? AND event_id > ? AND event_id <= ? AND group_key > ?
@@ -132,7 +132,7 @@ extension PostgresBackend {
             var memberships: [Rows.MemberRow] = []
             var remarks: [String] = []
             var removed: [String] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT \(Rows.GroupColumn.list(table: "g")),
                     CASE WHEN g.dismissed_at IS NULL AND g.type <> 'AVChatRoom' THEN 1 ELSE 0 END,
@@ -154,8 +154,8 @@ extension PostgresBackend {
                 memberships.append(try Rows.member(row, at: offset + 2))
                 remarks.append(try row.optionalText(offset + 2 + Rows.memberColumnCount) ?? "")
             }
-            let full = try PostgresRows.withCustom(groups, app: app, session: session)
-            let members = try PostgresRows.withCustom(memberships, app: app, userID: userID, session: session)
+            let full = try await PostgresRows.withCustom(groups, app: app, session: session)
+            let members = try await PostgresRows.withCustom(memberships, app: app, userID: userID, session: session)
             let changed = (0..<full.count).map { JoinedGroup(group: full[$0], membership: members[$0], remark: remarks[$0]) }
             return SyncPage(changed: changed, removed: removed, next: next, version: target)
         }
@@ -171,11 +171,11 @@ extension PostgresBackend {
             let after = try cursor.map(SyncCursor.userID) ?? ""
             let range = PrefixRange(prefix: keyword)
             return try await read { session in
-                let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+                let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
                 var rows: [Rows.MemberRow] = []
                 // `COLLATE "C"`: byte order whatever the database's collation (the primary key's
                 // order under it).
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT \(Rows.memberColumns) FROM members m
                     WHERE m.app_id = ? AND m.group_key = ? AND m.user_id COLLATE "C" >= ? AND m.user_id COLLATE "C" > ?
@@ -190,15 +190,15 @@ extension PostgresBackend {
                     rows.removeLast(rows.count - limit)
                     next = SyncCursor.encode(userID: rows[limit - 1].member.userID)
                 }
-                return Page(items: try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session), next: next)
+                return await Page(items: try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session), next: next)
             }
         case .nameCard:
             let after = try cursor.map { try Cursor.decode($0, count: 1)[0] } ?? 0
             let pattern = SQLDialect.containsPattern(keyword)
             return try await read { session in
-                let groupKey = try PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+                let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
                 var rows: [Rows.MemberRow] = []
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT \(Rows.memberColumns) FROM members m
                     WHERE m.app_id = ? AND m.group_key = ? AND m.join_order > ? AND m.name_card <> ''
@@ -211,7 +211,7 @@ extension PostgresBackend {
                     rows.removeLast(rows.count - limit)
                     next = Cursor.encode([rows[limit - 1].member.joinOrder])
                 }
-                return Page(items: try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session), next: next)
+                return await Page(items: try PostgresRows.withCustom(rows, app: app, groupKey: groupKey, session: session), next: next)
             }
         }
     }

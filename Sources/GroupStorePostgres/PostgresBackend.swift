@@ -38,18 +38,24 @@ import Synchronization
 /// - **Availability**: a connection lost makes the store unavailable at once; calls then fail
 ///   fast with `UNAVAILABLE` (`STORE_UNAVAILABLE`) while a monitor reconnects with back-off, and
 ///   the store is available again once it succeeds (``isAvailable``).
-/// - Every statement runs on a connection owned by the calling thread, on the backend's own
-///   threads (a dispatch queue per connection), never on an event loop.
+/// - **The driver, asynchronously**: a batch is a task on the writer connection's event loop, a
+///   read a task on its pooled connection's (a task executor preference): statements are written
+///   from the loop and the task resumes there when PostgreSQL answered, so no thread waits on a
+///   statement and a call's statements cost no thread switch. The connections spread over one
+///   event loop per core. Only the event follower and the availability probe keep a serial
+///   dispatch queue of their own and wait for their statements there.
 public final class PostgresBackend: StoreBackend {
     /// The connection settings.
     public let settings: PostgresStoreSettings
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
-    /// The writer: one batch at a time, on ``writerQueue``.
+    /// The writer: one batch at a time, each a task on the writer connection's event loop.
     let writer: PostgresSession
-    let writerQueue = DispatchQueue(label: "groupd.postgres.writer")
+    /// Where a batch's `then` runs, after its task: one at a time, off the event loops.
+    let completions = DispatchQueue(label: "groupd.postgres.writer.completions")
     /// Per app the last committed batch appended to, the position before its first event (the
-    /// app's head before it), for ``publish(_:deliver:)``; on ``writerQueue``.
+    /// app's head before it), for ``publish(_:deliver:)``; set by the batch's task before its
+    /// `then` is queued, read there.
     nonisolated(unsafe) var lastBatchBases: [String: Int64] = [:]
     /// Batches rolled back by a deadlock or a serialization failure and run again (tests).
     let retriedBatches = Atomic<Int>(0)
@@ -60,20 +66,21 @@ public final class PostgresBackend: StoreBackend {
     /// answered together.
     let userGroupReads: CoalescedReads<UserGroupsRead, GroupsForUser>
     /// The connection relaying AVChatRoom messages (without waiting for their flush: they are
-    /// live only), on ``roomQueue``; ``relayed`` counts them there.
+    /// live only), a pool of one that relays take in turn; ``relayed`` counts them there.
     let roomSession: PostgresSession
-    let roomQueue = DispatchQueue(label: "groupd.postgres.rooms")
+    let rooms: PostgresReaders
     nonisolated(unsafe) var relayed = 0
-    /// The connection holding the periodic passes' locks (``exclusively(_:_:)``), on ``passQueue``.
+    /// The connection holding the periodic passes' locks (``exclusively(_:_:)``), a pool of one.
     let passSession: PostgresSession
-    let passQueue = DispatchQueue(label: "groupd.postgres.passes")
+    let passes: PostgresReaders
     /// The connection the doorbells go out on (`ringDoorbells(_:)`), with
-    /// `synchronous_commit = off`, on ``doorbellQueue``.
+    /// `synchronous_commit = off`; one task at a time sends on it.
     let doorbellSession: PostgresSession
-    let doorbellQueue = DispatchQueue(label: "groupd.postgres.doorbell")
     /// Doorbells not sent yet: per app, the `event_id` range committed since the last one went
     /// out. Rings that come faster than one round trip are merged into one notification per app.
-    private let pendingDoorbells = Mutex<[String: ClosedRange<Int64>]>([:])
+    /// `sending`: a task sends on the doorbell connection now (and sends what is pending before
+    /// it ends).
+    private let pendingDoorbells = Mutex<(ranges: [String: ClosedRange<Int64>], sending: Bool)>(([:], false))
     /// Tests only: drop every doorbell instead of sending it (a node that dies between its commit
     /// and its doorbell).
     let doorbellFault = Mutex(false)
@@ -87,14 +94,16 @@ public final class PostgresBackend: StoreBackend {
     let commitFault = Mutex<(any Error)?>(nil)
     private let closed = Mutex(false)
 
-    private init(settings: PostgresStoreSettings, logger: Logger) throws {
+    private init(
+        settings: PostgresStoreSettings, logger: Logger, group: MultiThreadedEventLoopGroup, writer: PostgresSession,
+        appliedMigrations: [String]
+    ) {
         self.settings = settings
         self.logger = logger
-        _ = try settings.endpoint()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.group = group
-        let loop = group.next()
-        self.writer = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 0)
+        let loop = writer.executor.eventLoop
+        self.writer = writer
+        self.appliedMigrations = appliedMigrations
         self.passSession = PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 4)
         self.roomSession = PostgresSession(
             settings: settings, eventLoop: loop, logger: logger, id: 5, setup: ["SET synchronous_commit = off"])
@@ -103,11 +112,15 @@ public final class PostgresBackend: StoreBackend {
         let monitor = PostgresAvailability(
             session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 1), logger: logger)
         self.monitor = monitor
+        // The readers spread over the event loops (`next()` takes them in turn): each decodes its
+        // rows on its own loop.
         self.readers = PostgresReaders(
             sessions: (0..<settings.poolSize).map {
-                PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 100 + $0)
+                PostgresSession(settings: settings, eventLoop: group.next(), logger: logger, id: 100 + $0)
             },
             maxWaiting: settings.maxWaiting, availability: monitor)
+        self.rooms = PostgresReaders(sessions: [roomSession], maxWaiting: .max, availability: monitor)
+        self.passes = PostgresReaders(sessions: [passSession], maxWaiting: .max, availability: monitor)
         // Half the pool for reads by id, a quarter for users' views: a quarter is left for every
         // other read when both kinds queue.
         let refusal: @Sendable (Int) -> any Error = { PostgresStoreError.poolExhausted($0).groupError }
@@ -116,17 +129,10 @@ public final class PostgresBackend: StoreBackend {
             fetch: { [readers] reads in try await PostgresRows.groups(answering: reads, readers: readers) })
         self.userGroupReads = CoalescedReads(
             maxRunning: settings.poolSize / 4, maxWaiting: settings.maxWaiting, weight: { $0.ids.count }, refusal: refusal,
-            fetch: { [readers] reads in try await readers.run { try PostgresRows.groupsForUsers(reads, session: $0) } })
-        do {
-            self.appliedMigrations = try PostgresSchema.migrate(writer)
-            self.follower = try PostgresEventFollower(
-                settings: settings, eventLoop: loop, logger: logger,
-                session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 2))
-        } catch {
-            writer.disconnect()
-            try? group.syncShutdownGracefully()
-            throw error
-        }
+            fetch: { [readers] reads in try await readers.run { try await PostgresRows.groupsForUsers(reads, session: $0) } })
+        self.follower = PostgresEventFollower(
+            settings: settings, eventLoop: loop, logger: logger,
+            session: PostgresSession(settings: settings, eventLoop: loop, logger: logger, id: 2))
         monitor.start(onRecovery: { [follower] in follower.recovered() })
         // This node's own commits and relays are delivered without a read-back.
         let follower = self.follower
@@ -144,17 +150,21 @@ public final class PostgresBackend: StoreBackend {
     /// - Throws: `INVALID_ARGUMENT` for a malformed URL; `UNAVAILABLE` when the database cannot
     ///   be reached; a migration's error.
     public static func open(settings: PostgresStoreSettings, logger: Logger = Logger(label: "groupd.postgres")) async throws -> PostgresBackend {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result {
-                    do {
-                        return try PostgresBackend(settings: settings, logger: logger)
-                    } catch let error as PostgresStoreError {
-                        throw error.groupError
-                    }
-                })
-            }
+        _ = try settings.endpoint()
+        // One event loop per core, at most one per pooled connection: the writer and the other
+        // single connections share the first.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, settings.poolSize)))
+        let writer = PostgresSession(settings: settings, eventLoop: group.next(), logger: logger, id: 0)
+        let applied: [String]
+        do {
+            applied = try await writer.run { try await PostgresSchema.migrate($0) }
+        } catch {
+            await writer.disconnect()
+            try? await group.shutdownGracefully()
+            if let error = error as? PostgresStoreError { throw error.groupError }
+            throw error
         }
+        return PostgresBackend(settings: settings, logger: logger, group: group, writer: writer, appliedMigrations: applied)
     }
 
     /// Whether the database answers (the health check's readiness).
@@ -165,23 +175,18 @@ public final class PostgresBackend: StoreBackend {
     /// that dies mid-pass loses its connection, and with it the lock.
     public func exclusively<T: Sendable>(_ pass: String, _ body: @Sendable () async throws -> T) async throws -> T? {
         let arguments: [PGValue] = [.integer(Int64(PostgresSchema.Lock.passes)), .text(pass)]
-        let locked = try await onPassSession { session in
-            try session.first("SELECT pg_try_advisory_lock(?::int4, hashtext(?))", arguments) { try $0.bool(0) } ?? false
+        let locked = try await passes.run { session in
+            try await session.first("SELECT pg_try_advisory_lock(?::int4, hashtext(?))", arguments) { try $0.bool(0) } ?? false
         }
         guard locked else { return nil }
         do {
             let value = try await body()
-            _ = try? await onPassSession { session in try session.command("SELECT pg_advisory_unlock(?::int4, hashtext(?))", arguments) }
+            _ = try? await passes.run { session in try await session.command("SELECT pg_advisory_unlock(?::int4, hashtext(?))", arguments) }
             return value
         } catch {
-            _ = try? await onPassSession { session in try session.command("SELECT pg_advisory_unlock(?::int4, hashtext(?))", arguments) }
+            _ = try? await passes.run { session in try await session.command("SELECT pg_advisory_unlock(?::int4, hashtext(?))", arguments) }
             throw error
         }
-    }
-
-    /// Runs `body` on the passes' connection, on its queue.
-    private func onPassSession<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
-        try await monitor.run(on: passQueue) { try body(self.passSession) }
     }
 
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {
@@ -208,34 +213,38 @@ public final class PostgresBackend: StoreBackend {
         guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
         monitor.stop()
         follower.stop()
-        writerQueue.sync { writer.disconnect() }
-        passQueue.sync { passSession.disconnect() }
-        roomQueue.sync { roomSession.disconnect() }
-        doorbellQueue.sync { doorbellSession.disconnect() }
-        readers.closeNow()
+        writer.disconnectBlocking()
+        for pool in [passes, rooms, readers] { pool.closeNow() }
+        // A doorbell still being sent fails and is dropped (the other nodes poll).
+        doorbellSession.disconnectBlocking()
         try? group.syncShutdownGracefully()
     }
 
     /// Creates the database `name` on the server of `settings` (tests and tools: a fresh
     /// database per test), connecting to the database the settings name.
     public static func createDatabase(named name: String, settings: PostgresStoreSettings) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            DispatchQueue.global().async {
-                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-                defer { try? group.syncShutdownGracefully() }
-                let session = PostgresSession(settings: settings, eventLoop: group.next(), logger: Logger(label: "groupd.postgres"), id: 9)
-                defer { session.disconnect() }
-                let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-                continuation.resume(with: Result { try session.command("CREATE DATABASE \(quoted)") })
-            }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let session = PostgresSession(settings: settings, eventLoop: group.next(), logger: Logger(label: "groupd.postgres"), id: 9)
+        let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        var failure: (any Error)?
+        do {
+            try await session.run { try await $0.command("CREATE DATABASE \(quoted)") }
+        } catch {
+            failure = error
         }
+        await session.disconnect()
+        try? await group.shutdownGracefully()
+        if let failure { throw failure }
     }
 
     // MARK: Writes
 
     public func commit(_ work: [TransactionWork], scopes: [WriteScope], then: @escaping @Sendable (BatchOutcome) -> Void) {
-        writerQueue.async {
-            then(self.run(work, scopes: scopes))
+        Task(executorPreference: writer.executor) {
+            let outcome = await self.run(work, scopes: scopes)
+            // Off the event loop: `then` publishes the batch's events, and the follower may read
+            // other nodes' events first, waiting for it (never on an event loop).
+            self.completions.async { then(outcome) }
         }
     }
 
@@ -243,51 +252,51 @@ public final class PostgresBackend: StoreBackend {
     /// order, the tail (each app's events numbered and inserted), `COMMIT`; then the doorbell for
     /// the events it appended. A deadlock or serialization failure rolls back and the store runs
     /// the whole batch again.
-    private func run(_ work: [TransactionWork], scopes: [WriteScope]) -> BatchOutcome {
+    private func run(_ work: [TransactionWork], scopes: [WriteScope]) async -> BatchOutcome {
         if !monitor.isAvailable {
             return BatchOutcome(failures: [:], ending: .failed(monitor.unavailableError()))
         }
         var failures: [Int: any Error] = [:]
         let transaction = PostgresTransaction(session: writer)
         do {
-            try writer.begin()
-            try lock(scopes)
-            try transaction.preloadSends(scopes)
+            try await writer.begin()
+            try await lock(scopes)
+            try await transaction.preloadSends(scopes)
         } catch {
-            return ended(error, failures: [:], at: 0)
+            return await ended(error, failures: [:], at: 0)
         }
         for (index, item) in work.enumerated() {
             let writes = writer.writeCount + transaction.bufferedWrites
             transaction.scope = index < scopes.count ? scopes[index] : nil
             do {
-                try item(transaction)
+                try await item(transaction)
             } catch {
                 // The session turns a lost connection or a timeout into a PostgresStoreError.
                 if !writer.inTransaction || error is PostgresStoreError || PGState.isRetryable(error) {
                     if !PGState.isRetryable(error) { failures[index] = monitor.reported(error) }
-                    return ended(error, failures: failures, at: index)
+                    return await ended(error, failures: failures, at: index)
                 }
                 failures[index] = error
                 if !writer.transactionFailed && writer.writeCount + transaction.bufferedWrites == writes { continue }
-                writer.rollback()
+                await writer.rollback()
                 return BatchOutcome(failures: failures, ending: .aborted(at: index))
             }
         }
         var bases: [String: Int64] = [:]
         var ranges: [String: ClosedRange<Int64>] = [:]
         do {
-            for tail in try transaction.takeTails() where tail.count > 0 {
+            for tail in try await transaction.takeTails() where tail.count > 0 {
                 let (sql, arguments) = tail.statement
-                guard let base = try writer.first(sql, arguments, { try $0.int64(0) }) else {
+                guard let base = try await writer.first(sql, arguments, { try $0.int64(0) }) else {
                     throw GroupError.internal("the tail of \(tail.app)'s events returned no position")
                 }
                 bases[tail.app] = base
                 ranges[tail.app] = (base + 1)...(base + Int64(tail.count))
             }
             if let fault = commitFault.withLock({ $0 }) { throw fault }
-            try writer.commit()
+            try await writer.commit()
         } catch {
-            return ended(error, failures: failures, at: work.count - 1)
+            return await ended(error, failures: failures, at: work.count - 1)
         }
         lastBatchBases = bases
         if let file = settings.dieBeforeDoorbellFile, !ranges.isEmpty, FileManager.default.fileExists(atPath: file) {
@@ -303,7 +312,7 @@ public final class PostgresBackend: StoreBackend {
     /// and users the pieces name, ascending (``PostgresSchema/v11``). Every batch on every node
     /// takes its locks in this one order, so two batches never deadlock on them; batches writing
     /// different groups of one app hold no lock in common.
-    private func lock(_ scopes: [WriteScope]) throws {
+    private func lock(_ scopes: [WriteScope]) async throws {
         var exclusive = Set<String>()
         var shared = Set<String>()
         var keys = Set<Int64>()
@@ -316,7 +325,7 @@ public final class PostgresBackend: StoreBackend {
             }
         }
         shared.subtract(exclusive)
-        try writer.command(
+        try await writer.command(
             "SELECT groupd_lock_batch(?, ?, ?)",
             [.texts(exclusive.sorted()), .texts(shared.sorted()), .integers(keys.sorted())])
     }
@@ -327,31 +336,37 @@ public final class PostgresBackend: StoreBackend {
     /// database; a failure is logged only (the other nodes' poll of the heads catches up).
     private func ringDoorbells(_ ranges: [String: ClosedRange<Int64>]) {
         guard !ranges.isEmpty else { return }
-        let wasIdle = pendingDoorbells.withLock { pending in
-            let wasIdle = pending.isEmpty
+        let start = pendingDoorbells.withLock { pending in
             for (app, range) in ranges {
-                pending[app] = pending[app].map { min($0.lowerBound, range.lowerBound)...max($0.upperBound, range.upperBound) } ?? range
+                pending.ranges[app] = pending.ranges[app].map {
+                    min($0.lowerBound, range.lowerBound)...max($0.upperBound, range.upperBound)
+                } ?? range
             }
-            return wasIdle
+            defer { pending.sending = true }
+            return !pending.sending
         }
-        // One send in flight drains everything pending when it starts.
-        guard wasIdle else { return }
-        doorbellQueue.async {
-            let due = self.pendingDoorbells.withLock { pending in
-                defer { pending = [:] }
-                return pending
-            }
-            guard !due.isEmpty, !self.doorbellFault.withLock({ $0 }) else { return }
-            let payloads = due.keys.sorted().map { app in Self.doorbellPayload(app: app, range: due[app]!) }
-            do {
-                try self.doorbellSession.command(
-                    "SELECT pg_notify(?, payload) FROM unnest(?::text[]) AS payload",
-                    [.text(PostgresSchema.eventChannel), .texts(payloads)])
-                self.doorbellsSent.add(payloads.count, ordering: .relaxed)
-            } catch {
-                self.logger.debug(
-                    "a doorbell was not sent; the other nodes catch up at their next poll",
-                    metadata: ["error": "\(error)"])
+        // One task sends at a time; each send takes everything pending when it starts.
+        guard start else { return }
+        Task(executorPreference: doorbellSession.executor) {
+            while true {
+                let due = self.pendingDoorbells.withLock { pending in
+                    defer { pending.ranges = [:] }
+                    if pending.ranges.isEmpty { pending.sending = false }
+                    return pending.ranges
+                }
+                if due.isEmpty { return }
+                if self.doorbellFault.withLock({ $0 }) { continue }
+                let payloads = due.keys.sorted().map { app in Self.doorbellPayload(app: app, range: due[app]!) }
+                do {
+                    try await self.doorbellSession.command(
+                        "SELECT pg_notify(?, payload) FROM unnest(?::text[]) AS payload",
+                        [.text(PostgresSchema.eventChannel), .texts(payloads)])
+                    self.doorbellsSent.add(payloads.count, ordering: .relaxed)
+                } catch {
+                    self.logger.debug(
+                        "a doorbell was not sent; the other nodes catch up at their next poll",
+                        metadata: ["error": "\(error)"])
+                }
             }
         }
     }
@@ -368,8 +383,8 @@ public final class PostgresBackend: StoreBackend {
 
     /// Rolls back; a deadlock or serialization failure aborts the batch (the store runs it again
     /// at once: nothing of it is stored), anything else fails it as a whole.
-    private func ended(_ error: any Error, failures: [Int: any Error], at index: Int) -> BatchOutcome {
-        writer.rollback()
+    private func ended(_ error: any Error, failures: [Int: any Error], at index: Int) async -> BatchOutcome {
+        await writer.rollback()
         if PGState.isRetryable(error) {
             retriedBatches.add(1, ordering: .relaxed)
             return BatchOutcome(failures: failures, ending: .aborted(at: max(0, index)))
@@ -387,9 +402,9 @@ public final class PostgresBackend: StoreBackend {
 
     public func relayRoomMessage(_ message: GroupMessage) async throws {
         let node = follower.nodeID
-        try await monitor.run(on: roomQueue) {
+        try await rooms.run { session in
             let content = message.content
-            try self.roomSession.command(
+            try await session.command(
                 "SELECT groupd_relay_room_message(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     .text(message.appID), .text(node), .text(message.groupID), .text(message.messageID),
@@ -400,7 +415,7 @@ public final class PostgresBackend: StoreBackend {
             self.relayed += 1
             if self.relayed % 1000 == 0 {
                 // Every node has read them long since: relayed messages live about a minute.
-                try self.roomSession.execute(
+                try await session.execute(
                     "DELETE FROM room_messages WHERE time < ?", [.integer(message.time.millisecondsSince1970 - 60_000)])
             }
         }
@@ -411,10 +426,11 @@ public final class PostgresBackend: StoreBackend {
     }
 
     public func catchUp(app: String) async throws {
-        try await monitor.run(on: .global()) { try self.follower.catchUpNow(app: app) }
+        guard monitor.isAvailable else { throw monitor.unavailableError() }
+        try await monitor.reporting { try await follower.catchUp(app: app) }
     }
 
-    /// Called on the writer's queue right after the batch committed (``commit(_:scopes:then:)``'s
+    /// Called from the batch's `then` right after the batch committed (``commit(_:scopes:then:)``'s
     /// `then`), so ``lastBatchBases`` are this batch's: the apps' heads before it (the events
     /// come numbered, `BatchOutcome.positions`).
     public func publish(_ events: [LoggedEvent], deliver: ([LoggedEvent]) -> Void) {
@@ -426,7 +442,7 @@ public final class PostgresBackend: StoreBackend {
     /// Runs `body` on a pooled connection, first as one statement outside a transaction
     /// (`inSnapshot` false: one round trip instead of three); when it needs a second statement
     /// (custom fields to read), it returns `nil` and runs again in one read snapshot.
-    func readOne<T: Sendable>(_ body: @escaping @Sendable (PostgresSession, _ inSnapshot: Bool) throws -> T?) async throws -> T {
+    func readOne<T: Sendable>(_ body: @Sendable (PostgresSession, _ inSnapshot: Bool) async throws -> T?) async throws -> T {
         try await readers.runOne(body)
     }
 
@@ -434,17 +450,17 @@ public final class PostgresBackend: StoreBackend {
     /// transaction: one round trip instead of three (`BEGIN`, the statement, `COMMIT`), and the
     /// same consistency, since a statement reads one snapshot by itself. Debug builds check that
     /// the body ran one statement.
-    func readStatement<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+    func readStatement<T: Sendable>(_ body: @Sendable (PostgresSession) async throws -> T) async throws -> T {
         try await readers.run { session in
             let before = session.statementCount
-            let value = try body(session)
+            let value = try await body(session)
             assert(session.statementCount == before + 1, "readStatement ran \(session.statementCount - before) statements")
             return value
         }
     }
 
     /// Runs `body` on a pooled connection in one read snapshot.
-    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
-        try await readers.run { session in try session.readTransaction { try body(session) } }
+    func read<T: Sendable>(_ body: @Sendable (PostgresSession) async throws -> T) async throws -> T {
+        try await readers.run { session in try await session.readTransaction { try await body(session) } }
     }
 }

@@ -64,7 +64,7 @@ final class PostgresEventFollower: @unchecked Sendable {
     /// The most rows one catch-up read takes (it reads again until it is short).
     static let pageSize = 1000
 
-    init(settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, session: PostgresSession) throws {
+    init(settings: PostgresStoreSettings, eventLoop: any EventLoop, logger: Logger, session: PostgresSession) {
         self.settings = settings
         self.eventLoop = eventLoop
         self.logger = logger
@@ -91,7 +91,7 @@ final class PostgresEventFollower: @unchecked Sendable {
         queue.sync {
             deliverRooms = deliver
             do {
-                try session.rows("SELECT app_id, max(id) FROM room_messages GROUP BY app_id") { row in
+                for row in try session.rowsBlocking("SELECT app_id, max(id) FROM room_messages GROUP BY app_id") {
                     roomMarks[try row.text(0)] = try row.int64(1)
                 }
             } catch {
@@ -105,7 +105,7 @@ final class PostgresEventFollower: @unchecked Sendable {
             stopped = true
             if let listener { try? listener.close().wait() }
             listener = nil
-            session.disconnect()
+            session.disconnectBlocking()
         }
     }
 
@@ -151,8 +151,10 @@ final class PostgresEventFollower: @unchecked Sendable {
 
     /// Reads and delivers the app's events committed so far, before returning.
     /// - Throws: The read's failure.
-    func catchUpNow(app: String) throws {
-        try queue.sync { try catchUp(app: app, throwing: true) }
+    func catchUp(app: String) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            queue.async { continuation.resume(with: Result { try self.catchUp(app: app, throwing: true) }) }
+        }
     }
 
     /// How many times the events table was read so far, for the tests: a doorbell for events
@@ -167,7 +169,7 @@ final class PostgresEventFollower: @unchecked Sendable {
 
     private func heads() throws -> [String: Int64] {
         var heads: [String: Int64] = [:]
-        try session.rows("SELECT app_id, last_event_id FROM app_event_heads") { row in
+        for row in try session.rowsBlocking("SELECT app_id, last_event_id FROM app_event_heads") {
             heads[try row.text(0)] = try row.int64(1)
         }
         return heads
@@ -195,8 +197,10 @@ final class PostgresEventFollower: @unchecked Sendable {
             follower.queue.async { follower.catchUpRooms(app: app) }
         }
         for channel in [PostgresSchema.eventChannel, PostgresSchema.roomChannel] {
-            _ = try PostgresSession.answer(
-                connection.query(PostgresQuery(unsafeSQL: "LISTEN \(channel)"), logger: logger), of: connection)
+            let query = connection.query(PostgresQuery(unsafeSQL: "LISTEN \(channel)"), logger: logger)
+            _ = try waitBlocking(on: EventLoopTaskExecutor(connection.eventLoop)) {
+                try await PostgresSession.answer(query, of: connection)
+            }
         }
         connection.closeFuture.whenComplete { [weak self] _ in
             guard let follower = self else { return }
@@ -297,16 +301,16 @@ final class PostgresEventFollower: @unchecked Sendable {
                 var messages: [GroupMessage] = []
                 var last: Int64?
                 var count = 0
-                try session.rows(
+                for row in try session.rowsBlocking(
                     """
                     SELECT id, node, group_id, message_id, sender_id, sender_name_card, client_message_id, type, text,
                         payload, priority, time
                     FROM room_messages WHERE app_id = ? AND id > ? ORDER BY id LIMIT \(Self.pageSize)
                     """, [.text(app), .integer(roomMarks[app] ?? 0)]
-                ) { row in
+                ) {
                     last = try row.int64(0)
                     count += 1
-                    guard try row.text(1) != nodeID else { return }
+                    guard try row.text(1) != nodeID else { continue }
                     messages.append(GroupMessage(
                         appID: app, groupID: try row.text(2), sequence: 0, messageID: try row.text(3),
                         senderID: try row.text(4), senderNameCard: try row.text(5),
@@ -328,12 +332,14 @@ final class PostgresEventFollower: @unchecked Sendable {
 
     private func read(app: String, after: Int64, before: Int64?) throws -> [LoggedEvent] {
         tableReads += 1
-        return try session.readTransaction {
-            try PostgresEventRows.loggedEvents(
-                session, app: app,
-                where: "e.event_id > ?" + (before == nil ? "" : " AND e.event_id < ?")
-                    + " ORDER BY e.event_id LIMIT \(Self.pageSize)",
-                arguments: [.integer(after)] + (before.map { [PGValue.integer($0)] } ?? []))
+        return try session.blocking { session in
+            try await session.readTransaction {
+                try await PostgresEventRows.loggedEvents(
+                    session, app: app,
+                    where: "e.event_id > ?" + (before == nil ? "" : " AND e.event_id < ?")
+                        + " ORDER BY e.event_id LIMIT \(Self.pageSize)",
+                    arguments: [.integer(after)] + (before.map { [PGValue.integer($0)] } ?? []))
+            }
         }
     }
 }

@@ -6,9 +6,9 @@ import GroupStoreSQL
 /// decoder and upsert of `InviteLinkRows`; groups are joined by app as well.
 enum PostgresInviteLinkRows {
     /// Links of live groups matching `condition` (on `l` and `g`), oldest first.
-    static func fetch(_ session: PostgresSession, where condition: String, _ arguments: [PGValue]) throws -> [InviteLink] {
+    static func fetch(_ session: PostgresSession, where condition: String, _ arguments: [PGValue]) async throws -> [InviteLink] {
         var links: [InviteLink] = []
-        try session.rows(
+        try await session.rows(
             """
             SELECT \(InviteLinkRows.columns)
             FROM invite_links l JOIN groups g ON g.app_id = l.app_id AND g.group_key = l.group_key
@@ -19,18 +19,18 @@ enum PostgresInviteLinkRows {
     }
 
     /// One link by its token's hash or its id.
-    static func one(_ session: PostgresSession, app: String, key: SnapshotRequest.InviteLinkKey) throws -> InviteLink? {
+    static func one(_ session: PostgresSession, app: String, key: SnapshotRequest.InviteLinkKey) async throws -> InviteLink? {
         switch key {
         case .tokenHash(let hash):
-            try fetch(session, where: "l.app_id = ? AND l.token_hash = ?", [.text(app), .text(hash)]).first
+            try await fetch(session, where: "l.app_id = ? AND l.token_hash = ?", [.text(app), .text(hash)]).first
         case .id(let id):
-            try fetch(session, where: "l.app_id = ? AND l.link_id = ?", [.text(app), .text(id)]).first
+            try await fetch(session, where: "l.app_id = ? AND l.link_id = ?", [.text(app), .text(id)]).first
         }
     }
 
     /// A group's links live at `now`.
-    static func live(_ session: PostgresSession, app: String, groupKey: Int64, now: Timestamp) throws -> [InviteLink] {
-        try fetch(
+    static func live(_ session: PostgresSession, app: String, groupKey: Int64, now: Timestamp) async throws -> [InviteLink] {
+        try await fetch(
             session,
             where: """
                 l.app_id = ? AND l.group_key = ? AND l.revoked_at IS NULL
@@ -40,8 +40,8 @@ enum PostgresInviteLinkRows {
     }
 
     /// Inserts a link, or updates its use count and revocation.
-    static func upsert(_ link: InviteLink, groupKey: Int64, session: PostgresSession) throws {
-        _ = try session.execute(
+    static func upsert(_ link: InviteLink, groupKey: Int64, session: PostgresSession) async throws {
+        _ = try await session.execute(
             InviteLinkRows.upsertSQL, InviteLinkRows.upsertArguments(link, groupKey: groupKey).map(PGValue.init))
     }
 }

@@ -6,8 +6,9 @@ import GroupStoreSQL
 import Logging
 import Synchronization
 
-/// The read connections: a call takes a free one, runs on a dispatch thread (the statements
-/// block) and gives it back. When all are busy up to `maxWaiting` calls queue, first come
+/// A pool of connections: a call takes a free one, runs on its event loop (the statements are
+/// awaited there) and gives it back. The reads use one; the AVChatRoom relay and the periodic
+/// passes' locks each use a pool of one connection, which their calls take in turn. When all are busy up to `maxWaiting` calls queue, first come
 /// first served; the next is refused with `RESOURCE_EXHAUSTED` (`STORE_BUSY`) at once.
 final class PostgresReaders: Sendable {
     private struct State {
@@ -28,26 +29,24 @@ final class PostgresReaders: Sendable {
         self.availability = availability
     }
 
-    /// Runs `body` on a free connection, off the calling thread.
+    /// Runs `body` on a free connection, on that connection's event loop.
     /// - Throws: `UNAVAILABLE` (the database cannot be reached), `RESOURCE_EXHAUSTED` (pool and
     ///   queue full), or what `body` throws (a lost connection as `UNAVAILABLE`).
-    func run<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+    func run<T: Sendable>(_ body: @Sendable (PostgresSession) async throws -> T) async throws -> T {
         guard availability.isAvailable else { throw availability.unavailableError() }
         let session = try await checkout()
-        return try await availability.perform(on: .global()) {
-            defer { self.checkin(session) }
-            return try body(session)
-        }
+        defer { checkin(session) }
+        return try await availability.reporting { try await session.run(body) }
     }
 
     /// Runs `body` on a free connection, first as one statement outside a transaction
     /// (`inSnapshot` false: one round trip instead of three); when it needs a second statement
     /// (custom fields to read), it returns `nil` and runs again in one read snapshot.
-    func runOne<T: Sendable>(_ body: @escaping @Sendable (PostgresSession, _ inSnapshot: Bool) throws -> T?) async throws -> T {
+    func runOne<T: Sendable>(_ body: @Sendable (PostgresSession, _ inSnapshot: Bool) async throws -> T?) async throws -> T {
         try await run { session in
-            if let value = try body(session, false) { return value }
-            return try session.readTransaction {
-                guard let value = try body(session, true) else { throw GroupError.internal("a read in a snapshot asked for one") }
+            if let value = try await body(session, false) { return value }
+            return try await session.readTransaction {
+                guard let value = try await body(session, true) else { throw GroupError.internal("a read in a snapshot asked for one") }
                 return value
             }
         }
@@ -96,7 +95,7 @@ final class PostgresReaders: Sendable {
             return state.waiting
         }
         for waiter in waiting { waiter.resume(throwing: GroupError.internal("the store is closed")) }
-        for session in all { session.disconnect() }
+        for session in all { session.disconnectBlocking() }
     }
 }
 
@@ -159,7 +158,7 @@ final class PostgresAvailability: Sendable {
 
     func stop() {
         state.withLock { $0.stopped = true }
-        queue.sync { session.disconnect() }
+        queue.sync { session.disconnectBlocking() }
     }
 
     /// A connection was lost: unavailable now, and a new chain of probes starts at once (while
@@ -188,7 +187,7 @@ final class PostgresAvailability: Sendable {
     private func probe(_ chain: Int) {
         guard isLive(chain) else { return }
         do {
-            try session.command("SELECT 1")
+            try session.commandBlocking("SELECT 1")
             // Available again only if no connection was lost since this probe began.
             let (live, recovered) = state.withLock { state -> (Bool, (@Sendable () -> Void)?) in
                 guard !state.stopped && state.chain == chain else { return (false, nil) }
@@ -204,7 +203,7 @@ final class PostgresAvailability: Sendable {
             }
             schedule(after: Self.interval, chain: chain)
         } catch {
-            session.disconnect()
+            session.disconnectBlocking()
             let description = (error as? PostgresStoreError)?.description ?? String(describing: error)
             let (changed, delay) = state.withLock { state in
                 state.lastError = description
@@ -220,18 +219,19 @@ final class PostgresAvailability: Sendable {
         }
     }
 
-    /// Runs `body` on `queue` (its statements block), or fails at once while the database cannot
-    /// be reached; errors come out as ``reported(_:)`` makes them.
-    func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `body` (on its session's event loop), or fails at once while the database cannot be
+    /// reached; errors come out as ``reported(_:)`` makes them.
+    func run<T: Sendable>(on session: PostgresSession, _ body: (PostgresSession) async throws -> T) async throws -> T {
         guard isAvailable else { throw unavailableError() }
-        return try await perform(on: queue, body)
+        return try await reporting { try await session.run(body) }
     }
 
-    /// Runs `body` on `queue`, whatever the availability; errors come out as ``reported(_:)``
-    /// makes them.
-    func perform<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result(catching: body).mapError(self.reported)) }
+    /// Runs `body`, whatever the availability; errors come out as ``reported(_:)`` makes them.
+    func reporting<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw reported(error)
         }
     }
 

@@ -49,26 +49,38 @@ enum PostgresSchema {
     ///     older groupd would be (`nil`: apply them all).
     /// - Returns: The identifiers of the migrations applied, in order (all of them, not only
     ///   this call's).
-    static func migrate(_ session: PostgresSession, upTo lastMigration: String? = nil) throws -> [String] {
-        try session.command("SELECT pg_advisory_lock(?::int4, 0)", [.integer(Int64(Lock.migrations))])
-        defer { try? session.command("SELECT pg_advisory_unlock(?::int4, 0)", [.integer(Int64(Lock.migrations))]) }
-        try session.command("""
+    static func migrate(_ session: PostgresSession, upTo lastMigration: String? = nil) async throws -> [String] {
+        let lock: [PGValue] = [.integer(Int64(Lock.migrations))]
+        try await session.command("SELECT pg_advisory_lock(?::int4, 0)", lock)
+        do {
+            let applied = try await migrateLocked(session, upTo: lastMigration)
+            try? await session.command("SELECT pg_advisory_unlock(?::int4, 0)", lock)
+            return applied
+        } catch {
+            try? await session.command("SELECT pg_advisory_unlock(?::int4, 0)", lock)
+            throw error
+        }
+    }
+
+    /// ``migrate(_:upTo:)`` under the migration lock.
+    private static func migrateLocked(_ session: PostgresSession, upTo lastMigration: String?) async throws -> [String] {
+        try await session.command("""
             CREATE TABLE IF NOT EXISTS groupd_migrations (
                 id TEXT PRIMARY KEY,
                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
             """)
         var applied: [String] = []
-        try session.rows("SELECT id FROM groupd_migrations ORDER BY id") { applied.append(try $0.text(0)) }
+        try await session.rows("SELECT id FROM groupd_migrations ORDER BY id") { applied.append(try $0.text(0)) }
         let wanted = lastMigration.flatMap { last in migrations.firstIndex { $0.id == last } }.map { migrations[...$0] }
             ?? migrations[...]
         for migration in wanted where !applied.contains(migration.id) {
-            try session.begin()
+            try await session.begin()
             do {
-                for statement in statements(of: migration.sql) { try session.command(statement) }
-                try session.execute("INSERT INTO groupd_migrations (id) VALUES (?)", [.text(migration.id)])
-                try session.commit()
+                for statement in statements(of: migration.sql) { try await session.command(statement) }
+                try await session.execute("INSERT INTO groupd_migrations (id) VALUES (?)", [.text(migration.id)])
+                try await session.commit()
             } catch {
-                session.rollback()
+                await session.rollback()
                 throw error
             }
             applied.append(migration.id)

@@ -299,9 +299,13 @@ enum PGState {
     }
 }
 
-/// One PostgreSQL connection used synchronously, from one thread at a time (never an event
-/// loop: every call blocks until the server answered). The store's writer and each reader own
-/// one; it connects on first use and again after the connection was lost.
+/// One PostgreSQL connection used by one caller at a time, through async statements that run on
+/// the connection's event loop (``executor``): a statement is written from the loop, and the
+/// caller resumes there when the server answered, so a call's statements cost no thread switch
+/// and no thread blocks while PostgreSQL works. The store's writer and each reader own one; it
+/// connects on first use and again after the connection was lost. Two background parts that keep
+/// their own serial queue (the event follower and the availability probe) use the `blocking`
+/// forms, which run the same statements on the loop and wait for them on that queue.
 ///
 /// Queries (``rows(_:_:_:)``, ``first(_:_:_:)``, ``command(_:_:)``) run twice or more become
 /// named prepared statements of the connection (``PostgresStatementCache``): Parse (and Describe)
@@ -328,10 +332,14 @@ enum PGState {
 /// Prepared statements are not transactional: one prepared inside a transaction that then fails
 /// and rolls back stays usable. The cache is dropped with the connection.
 final class PostgresSession: @unchecked Sendable {
-    // @unchecked Sendable: used by one thread at a time (the writer's queue, or a reader that
-    // checked it out of the pool).
+    // @unchecked Sendable: used by one caller at a time (the writer's batch, a reader that
+    // checked it out of the pool, a background part on its queue); each hands it on only after
+    // its statement's answer.
     private let settings: PostgresStoreSettings
     private let eventLoop: any EventLoop
+    /// Where a task that prefers it runs: the session's event loop. ``run(_:)`` runs its body
+    /// there, so the statements are written and answered without a thread switch.
+    let executor: EventLoopTaskExecutor
     private let logger: Logger
     private let id: Int
     private var connection: PostgresConnection?
@@ -372,6 +380,7 @@ final class PostgresSession: @unchecked Sendable {
     ) {
         self.settings = settings
         self.eventLoop = eventLoop
+        self.executor = EventLoopTaskExecutor(eventLoop)
         self.logger = logger
         self.id = id
         self.setup = setup
@@ -386,46 +395,36 @@ final class PostgresSession: @unchecked Sendable {
     /// The names of the statements prepared on the current connection now.
     var preparedStatementNames: [String] { statements.preparedNames }
 
+    /// Runs `body` with this session on its event loop (a task executor preference): the
+    /// statements it awaits are written from the loop and resume there.
+    func run<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+        try await withTaskExecutorPreference(executor) { try await body(self) }
+    }
+
+    /// Runs `body` on the session's event loop and waits for it, blocking the calling thread:
+    /// for the parts that keep a serial dispatch queue of their own (the event follower, the
+    /// availability probe). Never call it from an event loop or from a task.
+    func blocking<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) async throws -> T) throws -> T {
+        try waitBlocking(on: executor) { try await body(self) }
+    }
+
     /// The connection, opened (with the session settings) if there is none.
-    private func open() throws -> PostgresConnection {
+    private func open() async throws -> PostgresConnection {
         if let connection, !connection.isClosed { return connection }
         connection = nil
         do {
-            let connection = try PostgresConnection.connect(
+            let connection = try await PostgresConnection.connect(
                 on: eventLoop, configuration: try settings.connectionConfiguration(), id: id, logger: logger
-            ).wait()
-            // The server may go away between the connect and the session settings: a connection
-            // dropped unclosed leaks its channel (and trips postgres-nio's assertion in a debug build).
-            var ready = false
-            defer { if !ready { try? connection.close().wait() } }
-            // A session idle inside a transaction for a statement timeout is ended by the server,
-            // its locks with it: the client on the other end is gone without a close (its packets
-            // dropped on the way; this node's side gives up after ``answerDeadline``).
-            //
-            // Every statement of the store finds its rows by key, but its prepared plan is made
-            // once per connection, with the statistics of that moment: planned while a table was
-            // small (a new database, a bench's), a key probe became a sequential scan, and stayed
-            // one as the table grew, until an `ANALYZE` made PostgreSQL plan it again (a probe of
-            // `joined_counts` read thousands of rows per join). Sequential and bitmap scans are
-            // priced out: a bitmap scan of a group's memberships, filtered by user, looked as
-            // cheap as the probe by the whole key while the average group had two members, and
-            // read every membership of a big one. A statement with no usable index still scans;
-            // the name search, whose trigram index serves bitmap scans only, turns them back on
-            // for its transaction (``PostgresBackend/searchGroups``).
-            let commands = [
-                "SET statement_timeout = \(settings.statementTimeoutMilliseconds)",
-                "SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMilliseconds)",
-                "SET enable_seqscan = off",
-                "SET enable_bitmapscan = off",
-            ]
-            for command in commands + setup {
-                _ = try Self.answer(connection.query(PostgresQuery(unsafeSQL: command), logger: logger), of: connection)
+            ).get()
+            do {
+                try await prepareSession(connection)
+            } catch {
+                // The server may go away between the connect and the session settings: a
+                // connection dropped unclosed leaks its channel (and trips postgres-nio's
+                // assertion in a debug build).
+                try? await connection.close().get()
+                throw error
             }
-            let pid = try Self.answer(
-                connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger), of: connection
-            ).rows.first.map { try $0.makeRandomAccess()[0].decode(Int32.self) }
-            backendPID = pid
-            if let pid { onConnect?(pid) }
             // A statement waiting when the connection closes fails at once (``perform(_:)``).
             // The callback holds the connection, so its identity is not reused before it runs.
             connection.closeFuture.whenComplete { [weak self, connection] _ in
@@ -436,27 +435,68 @@ final class PostgresSession: @unchecked Sendable {
             statements = PostgresStatementCache(capacity: statements.capacity)
             preparedQueries = [:]
             self.connection = connection
-            ready = true
             return connection
         } catch {
             throw PostgresStoreError.unavailable("cannot connect to PostgreSQL: \(String(reflecting: error))", cause: error)
         }
     }
 
+    /// The session settings of a new connection, and its server process id.
+    private func prepareSession(_ connection: PostgresConnection) async throws {
+        // A session idle inside a transaction for a statement timeout is ended by the server,
+        // its locks with it: the client on the other end is gone without a close (its packets
+        // dropped on the way; this node's side gives up after ``answerDeadline``).
+        //
+        // Every statement of the store finds its rows by key, but its prepared plan is made
+        // once per connection, with the statistics of that moment: planned while a table was
+        // small (a new database, a bench's), a key probe became a sequential scan, and stayed
+        // one as the table grew, until an `ANALYZE` made PostgreSQL plan it again (a probe of
+        // `joined_counts` read thousands of rows per join). Sequential and bitmap scans are
+        // priced out: a bitmap scan of a group's memberships, filtered by user, looked as
+        // cheap as the probe by the whole key while the average group had two members, and
+        // read every membership of a big one. A statement with no usable index still scans;
+        // the name search, whose trigram index serves bitmap scans only, turns them back on
+        // for its transaction (``PostgresBackend/searchGroups``).
+        let commands = [
+            "SET statement_timeout = \(settings.statementTimeoutMilliseconds)",
+            "SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMilliseconds)",
+            "SET enable_seqscan = off",
+            "SET enable_bitmapscan = off",
+        ]
+        for command in commands + setup {
+            _ = try await Self.answer(connection.query(PostgresQuery(unsafeSQL: command), logger: logger), of: connection)
+        }
+        let pid = try await Self.answer(
+            connection.query(PostgresQuery(unsafeSQL: "SELECT pg_backend_pid()"), logger: logger), of: connection
+        ).rows.first.map { try $0.makeRandomAccess()[0].decode(Int32.self) }
+        backendPID = pid
+        if let pid { onConnect?(pid) }
+    }
+
     /// Waits for `future`, a statement's answer on `connection`, or fails (as a lost connection)
     /// when the connection closes first: a query written as the connection closes is never
     /// answered (``perform(_:)``). For the few statements of a connect; each adds a callback to
     /// the connection's close.
-    static func answer<T>(_ future: EventLoopFuture<T>, of connection: PostgresConnection) throws -> T {
-        let awaited = Awaited<T>()
-        connection.closeFuture.whenComplete { _ in awaited.finish(.failure(ChannelError.ioOnClosedChannel)) }
-        future.whenComplete { awaited.finish($0) }
-        return try awaited.wait()
+    static func answer<T: Sendable>(_ future: EventLoopFuture<T>, of connection: PostgresConnection) async throws -> T {
+        try await Awaited<T>().value { awaited in
+            connection.closeFuture.whenComplete { _ in awaited.finish(.failure(ChannelError.ioOnClosedChannel)) }
+            future.whenComplete { awaited.finish($0) }
+        }
     }
 
     /// Closes the connection (the next statement opens a new one).
-    func disconnect() {
+    func disconnect() async {
+        if let connection { try? await connection.close().get() }
+        forgetConnection()
+    }
+
+    /// Closes the connection, blocking (see ``blocking(_:)``).
+    func disconnectBlocking() {
         if let connection { try? connection.close().wait() }
+        forgetConnection()
+    }
+
+    private func forgetConnection() {
         connection = nil
         statements = PostgresStatementCache(capacity: statements.capacity)
         preparedQueries = [:]
@@ -465,7 +505,7 @@ final class PostgresSession: @unchecked Sendable {
     }
 
     /// What a statement answered.
-    struct Answer {
+    struct Answer: Sendable {
         var rows: [PostgresRow]
         /// The command tag (`nil` for a prepared statement: the driver does not report it).
         var metadata: PostgresQueryMetadata?
@@ -474,14 +514,14 @@ final class PostgresSession: @unchecked Sendable {
     /// Runs `sql` (with `?` placeholders) and returns its rows (and, unnamed, its command tag):
     /// as a prepared statement of the connection when `mayPrepare` and ``PostgresStatementCache``
     /// says so.
-    private func run(_ sql: String, _ arguments: [PGValue], mayPrepare: Bool) throws -> Answer {
-        let connection = try open()
+    private func run(_ sql: String, _ arguments: [PGValue], mayPrepare: Bool) async throws -> Answer {
+        let connection = try await open()
         statementCount += 1
         if Self.mayWrite(sql) { writeCount += 1 }
         // A failed transaction refuses every statement but ROLLBACK: nothing to prepare then.
-        guard mayPrepare, !transactionFailed else { return try unnamed(connection, sql, arguments) }
+        guard mayPrepare, !transactionFailed else { return try await unnamed(connection, sql, arguments) }
         if !inTransaction, !statements.pendingDeallocations.isEmpty {
-            try deallocateEvicted(connection)
+            try await deallocateEvicted(connection)
         }
         // The parameter types as one byte each: the key is hashed on every statement, and a
         // string of type names (a batch's statements bind up to 90 parameters) cost more to
@@ -489,27 +529,27 @@ final class PostgresSession: @unchecked Sendable {
         let signature = arguments.map(\.typeCode)
         switch statements.lookup(sql, types: signature) {
         case .unnamed:
-            return try unnamed(connection, sql, arguments)
+            return try await unnamed(connection, sql, arguments)
         case .prepare(let name):
             let text = arguments.isEmpty ? sql : PGSQL.numbered(sql, types: arguments.map(\.typeName))
-            let query = try perform { connection.prepare(query: text) }
+            let query = try await perform { connection.prepare(query: text) }
             preparedQueries[name] = query
             statements.prepared(sql, types: signature, name: name)
-            return try execute(query, named: name, arguments)
+            return try await execute(query, named: name, arguments)
         case .execute(let name):
             guard let query = preparedQueries[name] else {
                 statements.forget(name: name, deallocate: false)
-                return try unnamed(connection, sql, arguments)
+                return try await unnamed(connection, sql, arguments)
             }
-            return try execute(query, named: name, arguments)
+            return try await execute(query, named: name, arguments)
         }
     }
 
     /// Bind and Execute of the prepared `query`.
-    private func execute(_ query: PreparedQuery, named name: String, _ arguments: [PGValue]) throws -> Answer {
+    private func execute(_ query: PreparedQuery, named name: String, _ arguments: [PGValue]) async throws -> Answer {
         let binds = try arguments.map { try $0.postgresData() }
         do {
-            return Answer(rows: try perform { query.execute(binds) }, metadata: nil)
+            return Answer(rows: try await perform { query.execute(binds) }, metadata: nil)
         } catch {
             switch PGState.of(error) {
             case PGState.unknownPreparedStatement?:
@@ -528,12 +568,12 @@ final class PostgresSession: @unchecked Sendable {
 
     /// Deallocates the prepared statements evicted from the cache (outside a transaction: a
     /// failed `Close` changes nothing then).
-    private func deallocateEvicted(_ connection: PostgresConnection) throws {
+    private func deallocateEvicted(_ connection: PostgresConnection) async throws {
         var names = statements.takePendingDeallocations()[...]
         while let name = names.popFirst() {
             guard let query = preparedQueries.removeValue(forKey: name) else { continue }
             do {
-                try perform { query.deallocate() }
+                try await perform { query.deallocate() }
             } catch let failure as PostgresStoreError {
                 // Timed out: try again before a later statement. (A lost connection took every
                 // prepared statement with it, and `disconnect()` emptied the cache.)
@@ -551,11 +591,11 @@ final class PostgresSession: @unchecked Sendable {
     }
 
     /// Runs `sql` as an unnamed statement.
-    private func unnamed(_ connection: PostgresConnection, _ sql: String, _ arguments: [PGValue]) throws -> Answer {
+    private func unnamed(_ connection: PostgresConnection, _ sql: String, _ arguments: [PGValue]) async throws -> Answer {
         var bindings = PostgresBindings(capacity: arguments.count)
         for argument in arguments { argument.bind(into: &bindings) }
         let query = PostgresQuery(unsafeSQL: arguments.isEmpty ? sql : PGSQL.numbered(sql), binds: bindings)
-        let result = try perform { connection.query(query, logger: logger) }
+        let result = try await perform { connection.query(query, logger: logger) }
         return Answer(rows: result.rows, metadata: result.metadata)
     }
 
@@ -579,35 +619,35 @@ final class PostgresSession: @unchecked Sendable {
     /// channel without a promise, so a query written as the connection closes (the server ended
     /// the session at that moment) is dropped with the write, and its answer never comes; a
     /// writer that waited for it waited forever.
-    func perform<T>(_ future: () -> EventLoopFuture<T>) throws -> T {
-        let awaited = Awaited<T>()
+    func perform<T: Sendable>(_ future: () -> EventLoopFuture<T>) async throws -> T {
         let watched = connection
-        if let watched {
-            waiting.withLock { $0 = (ObjectIdentifier(watched), { awaited.finish(.failure($0)) }) }
-        }
-        defer { waiting.withLock { $0 = nil } }
-        let watchdog = watched.map { connection in
-            eventLoop.scheduleTask(in: answerDeadline) {
-                self.logger.warning(
-                    "PostgreSQL did not answer a statement in time; closing the connection",
-                    metadata: ["session": "\(self.id)", "after_ms": "\(self.answerDeadline.nanoseconds / 1_000_000)"])
-                let _: EventLoopFuture<Void> = connection.close()
-                awaited.finish(.failure(ChannelError.ioOnClosedChannel))
-            }
-        }
-        defer { watchdog?.cancel() }
-        if let watched, watched.isClosed {
-            // Closed since `open()` looked: nothing written now would be answered.
-            awaited.finish(.failure(ChannelError.ioOnClosedChannel))
-        } else {
-            future().whenComplete { awaited.finish($0) }
+        var watchdog: Scheduled<Void>?
+        defer {
+            watchdog?.cancel()
+            if watched != nil { waiting.withLock { $0 = nil } }
         }
         do {
-            return try awaited.wait()
+            return try await Awaited<T>().value { awaited in
+                guard let watched else { return future().whenComplete { awaited.finish($0) } }
+                waiting.withLock { $0 = (ObjectIdentifier(watched), { awaited.finish(.failure($0)) }) }
+                watchdog = eventLoop.scheduleTask(in: answerDeadline) { [logger, id, answerDeadline] in
+                    logger.warning(
+                        "PostgreSQL did not answer a statement in time; closing the connection",
+                        metadata: ["session": "\(id)", "after_ms": "\(answerDeadline.nanoseconds / 1_000_000)"])
+                    let _: EventLoopFuture<Void> = watched.close()
+                    awaited.finish(.failure(ChannelError.ioOnClosedChannel))
+                }
+                if watched.isClosed {
+                    // Closed since `open()` looked: nothing written now would be answered.
+                    awaited.finish(.failure(ChannelError.ioOnClosedChannel))
+                } else {
+                    future().whenComplete { awaited.finish($0) }
+                }
+            }
         } catch {
             if inTransaction { transactionFailed = true }
             if PGState.isConnectionLoss(error) {
-                disconnect()
+                await disconnect()
                 throw PostgresStoreError.unavailable("the PostgreSQL connection was lost: \(String(reflecting: error))", cause: error)
             }
             if PGState.of(error) == PGState.queryCanceled {
@@ -618,21 +658,21 @@ final class PostgresSession: @unchecked Sendable {
     }
 
     /// Runs a query, calling `body` with each row.
-    func rows(_ sql: String, _ arguments: [PGValue] = [], _ body: (PGRow) throws -> Void) throws {
-        for row in try run(sql, arguments, mayPrepare: true).rows { try body(PGRow(row)) }
+    func rows(_ sql: String, _ arguments: [PGValue] = [], _ body: (PGRow) throws -> Void) async throws {
+        for row in try await run(sql, arguments, mayPrepare: true).rows { try body(PGRow(row)) }
     }
 
     /// The first row decoded by `decode`, or `nil` when there is none.
-    func first<T>(_ sql: String, _ arguments: [PGValue] = [], _ decode: (PGRow) throws -> T) throws -> T? {
-        guard let row = try run(sql, arguments, mayPrepare: true).rows.first else { return nil }
+    func first<T>(_ sql: String, _ arguments: [PGValue] = [], _ decode: (PGRow) throws -> T) async throws -> T? {
+        guard let row = try await run(sql, arguments, mayPrepare: true).rows.first else { return nil }
         return try decode(PGRow(row))
     }
 
     /// Runs a statement that changes rows; returns how many it changed. Always unnamed: the
     /// count is in the command tag, which the driver reports for unnamed statements only.
     @discardableResult
-    func execute(_ sql: String, _ arguments: [PGValue] = []) throws -> Int {
-        try run(sql, arguments, mayPrepare: false).metadata?.rows ?? 0
+    func execute(_ sql: String, _ arguments: [PGValue] = []) async throws -> Int {
+        try await run(sql, arguments, mayPrepare: false).metadata?.rows ?? 0
     }
 
     /// Whether `sql` may change rows (see ``writeCount``).
@@ -642,76 +682,127 @@ final class PostgresSession: @unchecked Sendable {
     }
 
     /// Runs a statement that returns nothing of interest (session commands, locks).
-    func command(_ sql: String, _ arguments: [PGValue] = []) throws {
-        _ = try run(sql, arguments, mayPrepare: true)
+    func command(_ sql: String, _ arguments: [PGValue] = []) async throws {
+        _ = try await run(sql, arguments, mayPrepare: true)
+    }
+
+    /// The rows of a query, blocking (see ``blocking(_:)``).
+    func rowsBlocking(_ sql: String, _ arguments: [PGValue] = []) throws -> [PGRow] {
+        try blocking { try await $0.run(sql, arguments, mayPrepare: true) }.rows.map(PGRow.init)
+    }
+
+    /// Runs a statement that returns nothing of interest, blocking (see ``blocking(_:)``).
+    func commandBlocking(_ sql: String, _ arguments: [PGValue] = []) throws {
+        _ = try blocking { try await $0.run(sql, arguments, mayPrepare: true) }
     }
 
     // MARK: Transactions
 
-    func begin(_ mode: String = "BEGIN") throws {
-        try command(mode)
+    func begin(_ mode: String = "BEGIN") async throws {
+        try await command(mode)
         inTransaction = true
         transactionFailed = false
     }
 
-    func commit() throws {
+    func commit() async throws {
         defer {
             inTransaction = false
             transactionFailed = false
         }
-        let result = try run("COMMIT", [], mayPrepare: false)
+        let result = try await run("COMMIT", [], mayPrepare: false)
         // A transaction in the failed state answers COMMIT with ROLLBACK.
         if result.metadata?.command == "ROLLBACK" {
             throw PostgresStoreError.rolledBack
         }
     }
 
-    func rollback() {
+    func rollback() async {
         guard inTransaction else { return }
         inTransaction = false
         transactionFailed = false
-        if let connection, !connection.isClosed { _ = try? unnamed(connection, "ROLLBACK", []) }
+        if let connection, !connection.isClosed { _ = try? await unnamed(connection, "ROLLBACK", []) }
     }
 
     /// Runs `body` in a read-only transaction that sees one snapshot (`REPEATABLE READ`).
-    func readTransaction<T>(_ body: () throws -> T) throws -> T {
-        try begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    func readTransaction<T>(_ body: () async throws -> T) async throws -> T {
+        try await begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         do {
-            let value = try body()
-            try commit()
+            let value = try await body()
+            try await commit()
             return value
         } catch {
-            rollback()
+            await rollback()
             throw error
         }
     }
 }
 
-/// What a session waits for (``PostgresSession/perform(_:)``, ``PostgresSession/answer(_:of:)``):
-/// the first of the driver's answer, the connection's close and the watchdog settles it, and the
-/// waiting thread wakes. One callback on the driver's future, registered with one hop to the event
-/// loop, as the driver's own `wait()` takes; a promise of the session's own, cascaded to, took a
-/// second hop per statement.
-private final class Awaited<T>: @unchecked Sendable {
-    // @unchecked Sendable: `result` is written once, by the first `finish`, before the semaphore
-    // is signalled, and read after the wait on it.
-    private let settled = Mutex(false)
-    private var result: Result<T, any Error>?
-    private let done = DispatchSemaphore(value: 0)
-
-    func finish(_ outcome: Result<T, any Error>) {
-        guard settled.withLock({ settled in defer { settled = true }; return !settled }) else { return }
-        result = outcome
+/// Runs `body` in a task on `executor` (an event loop's: never the cooperative pool, whose few
+/// threads may all be blocked) and waits for it, blocking the calling thread: for the parts of the
+/// PostgreSQL store that keep a serial dispatch queue of their own. Never call it from an event
+/// loop or from a task.
+func waitBlocking<T: Sendable>(on executor: EventLoopTaskExecutor, _ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    Task(executorPreference: executor) {
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        outcome.withLock { $0 = result }
         done.signal()
     }
+    done.wait()
+    return try outcome.withLock { $0! }.get()
+}
 
-    func wait() throws -> T {
-        done.wait()
-        return try result!.get()
+/// What a session waits for (``PostgresSession/perform(_:)``, ``PostgresSession/answer(_:of:)``):
+/// the first of the driver's answer, the connection's close and the watchdog settles it and
+/// resumes the waiting task.
+private final class Awaited<T: Sendable>: Sendable {
+    private struct State {
+        var settled = false
+        var continuation: UnsafeContinuation<T, any Error>?
+    }
+
+    private let state = Mutex(State())
+
+    /// Suspends until the first ``finish(_:)``; `start` (which arranges the calls of
+    /// ``finish(_:)``) runs once the continuation is in place, so an answer that comes at once
+    /// is not lost.
+    func value(_ start: (Awaited<T>) -> Void) async throws -> T {
+        try await withUnsafeThrowingContinuation { continuation in
+            state.withLock { $0.continuation = continuation }
+            start(self)
+        }
+    }
+
+    func finish(_ outcome: Result<T, any Error>) {
+        let continuation = state.withLock { state -> UnsafeContinuation<T, any Error>? in
+            guard !state.settled else { return nil }
+            state.settled = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(with: outcome)
     }
 }
 
-/// Failures of the PostgreSQL store that are not the caller's mistake.
+/// A task executor that runs jobs on a NIO event loop: a task that prefers it runs its
+/// nonisolated code there, so the PostgreSQL statements it awaits are written from the loop
+/// and it resumes on the loop when they are answered (one `execute` per resumption, no
+/// wake-up of another thread).
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
+
 enum PostgresStoreError: StoreFailure, CustomStringConvertible {
     /// The database cannot be reached (connect failed, connection lost, in back-off).
     case unavailable(String, cause: (any Error)?)

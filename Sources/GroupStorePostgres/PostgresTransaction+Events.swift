@@ -13,13 +13,13 @@ extension PostgresTransaction {
     func appendEvents(
         _ drafts: [GroupEvent.Draft], groupKey: Int64, appID: String, groupID: String, after sequence: Int64,
         time: Timestamp, movesLatest: Bool = true
-    ) throws -> ([GroupEvent], [Int64]) {
+    ) async throws -> ([GroupEvent], [Int64]) {
         if drafts.isEmpty { return ([], []) }
         let (events, ids) = numberEvents(drafts, groupKey: groupKey, appID: appID, groupID: groupID, after: sequence, time: time)
         if movesLatest {
             // A held update of the group's row would write its `latest_seq` after this.
-            try flushHeld(touching: groupKey)
-            try session.execute(
+            try await flushHeld(touching: groupKey)
+            try await session.execute(
                 "UPDATE groups SET latest_seq = ? WHERE app_id = ? AND group_key = ?",
                 [.integer(events[events.count - 1].sequence), .text(appID), .integer(groupKey)])
         }
@@ -48,7 +48,7 @@ extension PostgresTransaction {
     /// other rows held in memory (written by the tail; sends that move the `latest_seq` of a group
     /// whose `info_event_id` the tail moves, and the rows of an app without events, are written
     /// here first).
-    func takeTails() throws -> [PostgresStreamTail] {
+    func takeTails() async throws -> [PostgresStreamTail] {
         defer { tails = [:] }
         var taken: [PostgresStreamTail] = []
         for app in tails.keys.sorted() {
@@ -60,8 +60,8 @@ extension PostgresTransaction {
             if tail.count > 0 { tail.held = held.rows.removeValue(forKey: app) }
             taken.append(tail)
         }
-        try flushSends()
-        try flushHeld()
+        try await flushSends()
+        try await flushHeld()
         return taken
     }
 

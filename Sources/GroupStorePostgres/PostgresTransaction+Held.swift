@@ -306,11 +306,11 @@ extension PostgresTransaction {
     /// Writes the rows held in memory, per app in one statement (group rows without their
     /// `info_event_id` stamps: the tail writes those). A failure fails the whole batch (the rows
     /// belong to earlier mutations of it).
-    func flushHeld() throws {
+    func flushHeld() async throws {
         guard !held.isEmpty else { return }
         for (app, rows) in held.take().sorted(by: { $0.key < $1.key }) {
             var none: [Int64: Int64] = [:]
-            try writeHeld(rows.statement(app: app, stamps: &none))
+            try await writeHeld(rows.statement(app: app, stamps: &none))
         }
     }
 
@@ -318,9 +318,9 @@ extension PostgresTransaction {
     /// statement of its own. A refusal fails the whole batch (the rows belong to earlier pieces of
     /// work): it is ``PostgresStoreError/heldRowsRefused(_:)``, unless the store's own errors or a
     /// retryable one (the batch runs again).
-    func writeHeld(_ statement: (sql: String, arguments: [PGValue])) throws {
+    func writeHeld(_ statement: (sql: String, arguments: [PGValue])) async throws {
         do {
-            try session.command("WITH \(statement.sql) SELECT 1", statement.arguments)
+            try await session.command("WITH \(statement.sql) SELECT 1", statement.arguments)
         } catch let error as PostgresStoreError {
             throw error
         } catch where PGState.isRetryable(error) {
@@ -331,8 +331,8 @@ extension PostgresTransaction {
     }
 
     /// Writes the held rows first when `groupKey` has some.
-    func flushHeld(touching groupKey: Int64) throws {
-        if held.groupKeys.contains(groupKey) { try flushHeld() }
+    func flushHeld(touching groupKey: Int64) async throws {
+        if held.groupKeys.contains(groupKey) { try await flushHeld() }
     }
 
     /// Holds `member`'s insert into the group `groupKey` (with its custom fields).

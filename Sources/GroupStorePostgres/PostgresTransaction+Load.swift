@@ -16,17 +16,17 @@ extension PostgresTransaction {
     /// a batch of joins into one group writes its rows once, in the tail. A load without a group
     /// (a creation's) corrects the joined-group counts it reads by what held rows will change
     /// (``HeldWrites/answersCounts(_:)``), so a batch of one owner's creations writes none first.
-    func load(_ request: SnapshotRequest) throws -> StoreSnapshot {
+    func load(_ request: SnapshotRequest) async throws -> StoreSnapshot {
         if let snapshot = try cachedSnapshot(request) { return snapshot }
-        try flushSends()
+        try await flushSends()
         var known: HeldWrites.KnownGroup?
         var countsHeld = false
         if held.overlaps(request) {
             countsHeld = held.answersCounts(request)
             known = countsHeld ? nil : held.knownGroup(for: request)
-            if known == nil && !countsHeld { try flushHeld() }
+            if known == nil && !countsHeld { try await flushHeld() }
         }
-        var snapshot = try loadFromDatabase(request, known: known)
+        var snapshot = try await loadFromDatabase(request, known: known)
         if countsHeld {
             for (user, count) in snapshot.joinedGroupCounts {
                 snapshot.joinedGroupCounts[user] = held.joinedCount(app: request.app, user: user, stored: count)
@@ -36,12 +36,12 @@ extension PostgresTransaction {
         return snapshot
     }
 
-    private func loadFromDatabase(_ request: SnapshotRequest, known: HeldWrites.KnownGroup?) throws -> StoreSnapshot {
+    private func loadFromDatabase(_ request: SnapshotRequest, known: HeldWrites.KnownGroup?) async throws -> StoreSnapshot {
         let app = request.app
         var snapshot = StoreSnapshot(app: app, time: request.time)
         var groupID = request.group
         if let id = request.application {
-            guard let item = try PostgresApplicationRows.fetchAll(
+            guard let item = try await PostgresApplicationRows.fetchAll(
                 session, where: "a.app_id = ? AND a.application_id = ?", arguments: [.text(app), .text(id)]
             ).first else { throw GroupError.applicationNotFound(id) }
             snapshot.application = item
@@ -50,31 +50,31 @@ extension PostgresTransaction {
         let ms = request.time.millisecondsSince1970
         if let groupID {
             // The snapshot's statement also fills the pending and due items.
-            let (read, memberRows, successor) = try groupAndMembers(request, groupID: groupID, known: known, into: &snapshot)
+            let (read, memberRows, successor) = try await groupAndMembers(request, groupID: groupID, known: known, into: &snapshot)
             let group: Group
             let key: Int64
             if let known {
                 (group, key) = (known.group, known.key)
             } else if let read {
-                (group, key) = (try PostgresRows.withCustom([read], app: app, session: session)[0], read.key)
+                (group, key) = await (try PostgresRows.withCustom([read], app: app, session: session)[0], read.key)
             } else {
                 throw GroupError.groupNotFound(groupID)
             }
             snapshot.group = group
             snapshot.groupRow = GroupRowID(key)
-            let members = try PostgresRows.withCustom(memberRows + [successor].compactMap { $0 }, app: app, groupKey: key, session: session)
+            let members = try await PostgresRows.withCustom(memberRows + [successor].compactMap { $0 }, app: app, groupKey: key, session: session)
             for member in members {
                 snapshot.members[member.userID] = member
             }
             if successor != nil, let last = members.last { snapshot.successor = last }
-            try loadSuccessorAdmin(request, group: group, groupKey: key, into: &snapshot)
+            try await loadSuccessorAdmin(request, group: group, groupKey: key, into: &snapshot)
             if request.parts.contains(.banCount) {
-                snapshot.banCount = try session.first(
+                snapshot.banCount = try await session.first(
                     "SELECT COUNT(*) FROM group_bans WHERE app_id = ? AND group_key = ? AND (until_ms IS NULL OR until_ms > ?)",
                     [.text(app), .integer(key), .integer(ms)], { try $0.int64(0) }).map { Int($0) } ?? 0
             }
             if request.parts.contains(.managers) {
-                try session.rows(
+                try await session.rows(
                     """
                     SELECT user_id FROM members WHERE app_id = ? AND group_key = ? AND role IN ('owner', 'admin')
                     ORDER BY join_order
@@ -82,25 +82,25 @@ extension PostgresTransaction {
                 ) { row in snapshot.managers.append(try row.text(0)) }
             }
             if request.parts.contains(.approvers) {
-                snapshot.approvers = try PostgresEventRows.approvers(session, app: app, groupKey: key)
+                snapshot.approvers = try await PostgresEventRows.approvers(session, app: app, groupKey: key)
             }
             if request.parts.contains(.attributes) {
-                snapshot.attributes = try PostgresAttributeRows.load(session, app: app, groupKey: key)
+                snapshot.attributes = try await PostgresAttributeRows.load(session, app: app, groupKey: key)
             }
             if request.parts.contains(.inviteLinks) {
-                snapshot.inviteLinks = try PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: request.time)
+                snapshot.inviteLinks = try await PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: request.time)
             }
             if request.parts.contains(.readState), let reader = request.readState {
-                try loadReadState(reader, app: app, groupKey: key, into: &snapshot)
+                try await loadReadState(reader, app: app, groupKey: key, into: &snapshot)
             }
             if let sequence = request.messageSequence {
-                snapshot.message = try session.first(
+                snapshot.message = try await session.first(
                     "SELECT \(PostgresMessageRows.columns) FROM group_messages gm WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq = ?",
                     [.text(app), .integer(key), .integer(sequence)],
                     { try MessageRows.message($0, appID: app, groupID: groupID) })
             }
             if let sender = request.lastSentBy, let group = snapshot.group, group.settings.slowModeIntervalSeconds > 0 {
-                snapshot.lastSentAt = try session.first(
+                snapshot.lastSentAt = try await session.first(
                     """
                     SELECT time FROM group_messages WHERE app_id = ? AND group_key = ? AND sender_id = ?
                     ORDER BY seq DESC LIMIT 1
@@ -108,19 +108,19 @@ extension PostgresTransaction {
                     [.text(app), .integer(key), .text(sender)], { Timestamp(millisecondsSince1970: try $0.int64(0)) })
             }
             if let earlier = request.earlierMessage {
-                snapshot.earlierMessage = try PostgresMessageRows.messageByClientID(
+                snapshot.earlierMessage = try await PostgresMessageRows.messageByClientID(
                     app: app, groupKey: key, groupID: groupID, senderID: earlier.sender,
                     clientMessageID: earlier.clientMessageID, session: session)
             }
         }
         if let key = request.inviteLink {
-            snapshot.inviteLink = try PostgresInviteLinkRows.one(session, app: app, key: key)
+            snapshot.inviteLink = try await PostgresInviteLinkRows.one(session, app: app, key: key)
         }
-        if groupID == nil { try loadUserFacts(request, into: &snapshot) }
+        if groupID == nil { try await loadUserFacts(request, into: &snapshot) }
         if request.parts.contains(.applicationReads), let reader = request.applicationReader {
-            snapshot.applicationReadTime = try PostgresApplicationRows.readTime(app: app, userID: reader, session: session)
+            snapshot.applicationReadTime = try await PostgresApplicationRows.readTime(app: app, userID: reader, session: session)
             let filter = PostgresApplicationRows.Filter(app: app, query: ApplicationQuery(userID: reader, now: request.time))
-            snapshot.unreadApplications = try PostgresApplicationRows.unreadCount(
+            snapshot.unreadApplications = try await PostgresApplicationRows.unreadCount(
                 filter, readTime: snapshot.applicationReadTime, session: session)
         }
         return snapshot
@@ -196,7 +196,7 @@ extension PostgresTransaction {
     /// The users' facts of a snapshot without a group (a creation's joined-group counts), and
     /// for a creation (``SnapshotRequest/newGroup``) in the same statement a key for the group
     /// from its sequence and whether the id is taken (kept for the creation's write).
-    private func loadUserFacts(_ request: SnapshotRequest, into snapshot: inout StoreSnapshot) throws {
+    private func loadUserFacts(_ request: SnapshotRequest, into snapshot: inout StoreSnapshot) async throws {
         if request.parts.contains(.joinedGroupCounts) {
             for user in request.users { snapshot.joinedGroupCounts[user] = 0 }
         }
@@ -209,7 +209,7 @@ extension PostgresTransaction {
             arguments += [.text(request.app), .text(id)]
         }
         if parts.isEmpty { return }
-        try session.rows(
+        try await session.rows(
             "SELECT * FROM (WITH \(Self.factCTEs)\n" + parts.joined(separator: "\nUNION ALL\n") + ") facts",
             [.integer(request.time.millisecondsSince1970), .texts(request.users)] + arguments
         ) { row in
@@ -233,7 +233,7 @@ extension PostgresTransaction {
     /// With `known`, the group row is not read: `g` is the group's app, key, owner, id and name.
     private func groupAndMembers(
         _ request: SnapshotRequest, groupID: String, known: HeldWrites.KnownGroup?, into snapshot: inout StoreSnapshot
-    ) throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?) {
+    ) async throws -> (Rows.GroupRow?, [Rows.MemberRow], successor: Rows.MemberRow?) {
         var group: Rows.GroupRow?
         var members: [Rows.MemberRow] = []
         var successor: Rows.MemberRow?
@@ -329,7 +329,7 @@ extension PostgresTransaction {
         var found: StoreSnapshot = snapshot
         // Wrapped in a `SELECT`: a statement that begins with `WITH` counts as a write
         // (``PostgresSession/writeCount``).
-        try session.rows("SELECT * FROM (" + sql + ") snapshot", arguments) { row in
+        try await session.rows("SELECT * FROM (" + sql + ") snapshot", arguments) { row in
             let tag = try row.text(0)
             switch tag {
             case "g":
@@ -377,19 +377,19 @@ extension PostgresTransaction {
 
     /// The longest-standing other admin's membership, when the group's owner-quit setting asks for
     /// one and the operator is the owner quitting (with the successor, ``groupAndMembers``).
-    private func loadSuccessorAdmin(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) throws {
+    private func loadSuccessorAdmin(_ request: SnapshotRequest, group: Group, groupKey: Int64, into snapshot: inout StoreSnapshot) async throws {
         guard request.parts.contains(.successor), group.settings.ownerQuit == .longestStandingAdminElseMember,
               let op = request.operatorID, group.ownerID == op
         else { return }
         var admins: [Rows.MemberRow] = []
-        try session.rows(
+        try await session.rows(
             """
             SELECT \(Rows.memberColumns) FROM members m
             WHERE m.app_id = ? AND m.group_key = ? AND m.role = 'admin' AND m.user_id <> ?
             ORDER BY m.join_order LIMIT 1
             """, [.text(request.app), .integer(groupKey), .text(op)]
         ) { admins.append(try Rows.member($0)) }
-        if let admin = try PostgresRows.withCustom(admins, app: request.app, groupKey: groupKey, session: session).first {
+        if let admin = try await PostgresRows.withCustom(admins, app: request.app, groupKey: groupKey, session: session).first {
             snapshot.successorAdmin = admin
             snapshot.members[admin.userID] = admin
         }
@@ -397,23 +397,23 @@ extension PostgresTransaction {
 
     private func loadReadState(
         _ reader: (user: String, upTo: Int64?), app: String, groupKey: Int64, into snapshot: inout StoreSnapshot
-    ) throws {
+    ) async throws {
         var joinSequence: Int64 = 0
-        if let (read, join) = try session.first(
+        if let (read, join) = try await session.first(
             "SELECT last_read_seq, join_seq FROM members WHERE app_id = ? AND group_key = ? AND user_id COLLATE \"C\" = ?",
             [.text(app), .integer(groupKey), .text(reader.user)], { (try $0.int64(0), try $0.int64(1)) })
         {
             snapshot.readSequence = read
             joinSequence = join
         }
-        snapshot.latestMessageSequence = try session.first(
+        snapshot.latestMessageSequence = try await session.first(
             "SELECT max(seq) FROM group_messages WHERE app_id = ? AND group_key = ? AND seq <= ?",
             [.text(app), .integer(groupKey), .integer(reader.upTo ?? Int64.max)], { try $0.optionalInt64(0) }
         ).flatMap { $0 } ?? 0
-        snapshot.unreadCount = try PostgresMessageRows.unreadCount(
+        snapshot.unreadCount = try await PostgresMessageRows.unreadCount(
             app: app, groupKey: groupKey, userID: reader.user, after: max(snapshot.readSequence, joinSequence), session: session)
-        snapshot.lastMessageAt = try PostgresMessageRows.lastMessageTime(app: app, groupKey: groupKey, session: session)
-        try session.rows(
+        snapshot.lastMessageAt = try await PostgresMessageRows.lastMessageTime(app: app, groupKey: groupKey, session: session)
+        try await session.rows(
             """
             SELECT (EXISTS (SELECT 1 FROM message_mentions WHERE app_id = ? AND group_key = ? AND user_id = ? AND seq > ?))::int::int8,
                 (EXISTS (SELECT 1 FROM group_messages

@@ -5,14 +5,14 @@ import GroupStoreSQL
 
 /// Retention: old events, old messages with their mentions, old member tombstones, of one app.
 extension PostgresTransaction {
-    func purge(_ request: PurgeRequest) throws -> Int {
-        try flushSends()
-        try flushHeld()
+    func purge(_ request: PurgeRequest) async throws -> Int {
+        try await flushSends()
+        try await flushHeld()
         sends.forget(.app(request.app))
         let cutoff = request.before.millisecondsSince1970
         switch request.kind {
         case .events:
-            return try session.execute(
+            return try await session.execute(
                 """
                 DELETE FROM group_events WHERE app_id = ? AND event_id IN (
                     SELECT event_id FROM group_events
@@ -23,7 +23,7 @@ extension PostgresTransaction {
             var ids: [Int64] = []
             var groupKeys: [Int64] = []
             var sequences: [Int64] = []
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT event_id, group_key, seq FROM group_events
                 WHERE app_id = ? AND time < ? AND kind = 'GROUP_MESSAGE' LIMIT ?
@@ -36,21 +36,21 @@ extension PostgresTransaction {
             if ids.isEmpty { return 0 }
             // Bodies are keyed by group and sequence, as their event is.
             let bodies: [PGValue] = [.text(request.app), .integers(groupKeys), .integers(sequences)]
-            try session.execute(
+            try await session.execute(
                 """
                 DELETE FROM message_mentions mm USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)
                 WHERE mm.app_id = ? AND mm.group_key = m.group_key AND mm.seq = m.seq
                 """, [.integers(groupKeys), .integers(sequences), .text(request.app)])
-            try session.execute(
+            try await session.execute(
                 """
                 DELETE FROM group_messages gm USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)
                 WHERE gm.app_id = ? AND gm.group_key = m.group_key AND gm.seq = m.seq
                 """, Array(bodies[1...]) + [bodies[0]])
-            try session.execute(
+            try await session.execute(
                 "DELETE FROM group_events WHERE app_id = ? AND event_id = ANY(?)", [.text(request.app), .integers(ids)])
             return ids.count
         case .memberTombstones:
-            return try purgeTombstones(app: request.app, before: cutoff, limit: request.limit)
+            return try await purgeTombstones(app: request.app, before: cutoff, limit: request.limit)
         }
     }
 }

@@ -109,18 +109,18 @@ extension PostgresTransaction {
     /// Reads what the sends of the batch (the scopes with `WriteScope.send`) will load, in one
     /// statement for the groups and memberships (and one each for earlier messages and last send
     /// times, when some send needs them).
-    func preloadSends(_ scopes: [WriteScope]) throws {
+    func preloadSends(_ scopes: [WriteScope]) async throws {
         var wanted: [String: [(group: String, send: WriteScope.Send)]] = [:]
         for scope in scopes {
             guard let send = scope.send, let group = scope.groups?.first else { continue }
             wanted[scope.app, default: []].append((group, send))
         }
         for (app, sends) in wanted.sorted(by: { $0.key < $1.key }) {
-            try preload(app: app, sends)
+            try await preload(app: app, sends)
         }
     }
 
-    private func preload(app: String, _ wanted: [(group: String, send: WriteScope.Send)]) throws {
+    private func preload(app: String, _ wanted: [(group: String, send: WriteScope.Send)]) async throws {
         var pairs = Set<[String]>()
         var seenGroups = Set<String>()
         var groupIDs: [String] = []
@@ -133,7 +133,7 @@ extension PostgresTransaction {
         }
         var groupRows: [String: PostgresRowsBox] = [:]
         let offset = Rows.GroupColumn.allCases.count
-        try session.rows(
+        try await session.rows(
             """
             SELECT \(Rows.GroupColumn.list(table: "g")), \(Rows.memberColumns) FROM groups g
             LEFT JOIN members m ON m.app_id = g.app_id AND m.group_key = g.group_key AND m.user_id = ANY(
@@ -148,11 +148,11 @@ extension PostgresTransaction {
             groupRows[read.group.id] = box
         }
         let boxes = Array(groupRows.values)
-        let groups = try PostgresRows.withCustom(boxes.map(\.group), app: app, session: session)
+        let groups = try await PostgresRows.withCustom(boxes.map(\.group), app: app, session: session)
         var states: [String: PendingSends.GroupState] = [:]
         for (box, group) in zip(boxes, groups) {
             var state = PendingSends.GroupState(group: group, key: box.group.key)
-            for member in try PostgresRows.withCustom(box.members, app: app, groupKey: box.group.key, session: session) {
+            for member in try await PostgresRows.withCustom(box.members, app: app, groupKey: box.group.key, session: session) {
                 state.members[member.userID] = member
             }
             states[group.id] = state
@@ -177,7 +177,7 @@ extension PostgresTransaction {
                 states[lookup.group]?.earlier[PendingSends.ClientKey(sender: lookup.sender, clientMessageID: lookup.client)] =
                     .some(nil)
             }
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT q.group_id, \(PostgresMessageRows.columns)
                 FROM unnest(?::int8[], ?::text[], ?::text[], ?::text[]) AS q(group_key, group_id, sender_id, client_id)
@@ -197,7 +197,7 @@ extension PostgresTransaction {
             }
         }
         if !slow.isEmpty {
-            try session.rows(
+            try await session.rows(
                 """
                 SELECT q.group_id, q.sender_id, (SELECT time FROM group_messages
                     WHERE app_id = ? AND group_key = q.group_key AND sender_id = q.sender_id ORDER BY seq DESC LIMIT 1)
@@ -307,12 +307,12 @@ extension PostgresTransaction {
     /// Writes the sends held in memory: per app, their bodies, their mention rows and their groups'
     /// `latest_seq`, in one statement. A failure fails the whole batch (the rows belong to earlier
     /// pieces of work).
-    func flushSends() throws {
+    func flushSends() async throws {
         guard !sends.isEmpty else { return }
         let pending = sends.rows
         sends.rows = [:]
         for (app, rows) in pending.sorted(by: { $0.key < $1.key }) {
-            try writeHeld(rows.statement(app: app, from: "", eventID: "b.event_id"))
+            try await writeHeld(rows.statement(app: app, from: "", eventID: "b.event_id"))
         }
     }
 }

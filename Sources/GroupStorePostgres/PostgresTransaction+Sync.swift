@@ -9,7 +9,7 @@ extension PostgresTransaction {
     /// change's own rows (`apply`); what is left: the removed members' tombstones (held for the
     /// tail like the deletions, or one statement in a dismissal), and the joined-group rows (by
     /// the batch's tail).
-    func recordSync(_ change: GroupChange, groupKey key: Int64, before: Group, time: Timestamp, eventID: Int64?) throws {
+    func recordSync(_ change: GroupChange, groupKey key: Int64, before: Group, time: Timestamp, eventID: Int64?) async throws {
         let app = before.appID
         if !change.removedMembers.isEmpty, !change.dismissesGroup {
             // Held with the member deletions (`PostgresTransaction+Held.swift`).
@@ -22,7 +22,7 @@ extension PostgresTransaction {
                 }
             }
         } else if !change.removedMembers.isEmpty {
-            try session.execute(
+            try await session.execute(
                 """
                 INSERT INTO member_tombstones (app_id, group_key, user_id, version, removed_at)
                 SELECT ?, ?, user_id, ?, ? FROM unnest(?::text[]) AS user_id
@@ -57,10 +57,10 @@ extension PostgresTransaction {
     }
 
     /// See `SyncRows.purgeTombstones(app:before:limit:db:)`.
-    func purgeTombstones(app: String, before cutoff: Int64, limit: Int) throws -> Int {
+    func purgeTombstones(app: String, before cutoff: Int64, limit: Int) async throws -> Int {
         var ids: [Int64] = []
         var floors: [Int64: Int64] = [:]
-        try session.rows(
+        try await session.rows(
             """
             SELECT tomb_id, group_key, version FROM member_tombstones
             WHERE app_id = ? AND removed_at < ? ORDER BY removed_at LIMIT ?
@@ -72,11 +72,11 @@ extension PostgresTransaction {
         }
         if ids.isEmpty { return 0 }
         for (group, floor) in floors.sorted(by: { $0.key < $1.key }) {
-            try session.execute(
+            try await session.execute(
                 "UPDATE groups SET member_floor = greatest(member_floor, ?) WHERE app_id = ? AND group_key = ?",
                 [.integer(floor), .text(app), .integer(group)])
         }
-        try session.execute(
+        try await session.execute(
             "DELETE FROM member_tombstones WHERE app_id = ? AND tomb_id = ANY(?)", [.text(app), .integers(ids)])
         return ids.count
     }

@@ -45,11 +45,11 @@ final class PostgresTransaction: StoreTransaction {
 
     // MARK: Write
 
-    func write(_ writes: WriteSet, over snapshot: StoreSnapshot) throws -> WriteResult {
+    func write(_ writes: WriteSet, over snapshot: StoreSnapshot) async throws -> WriteResult {
         try checkScope(writes.newGroup?.group.id ?? snapshot.group?.id)
         if Self.isSend(writes), let message = writes.message, let key = snapshot.groupRow?.value, let group = snapshot.group {
             // Held in memory; written with the batch's other sends (+Sends).
-            try flushHeld(touching: key)
+            try await flushHeld(touching: key)
             let (events, ids) = numberEvents(
                 writes.events, groupKey: key, appID: snapshot.app, groupID: group.id, after: group.latestSequence,
                 time: snapshot.time)
@@ -59,24 +59,24 @@ final class PostgresTransaction: StoreTransaction {
             return result
         }
         // Anything else sees the sends held so far, and may change what memory holds of its groups.
-        try flushSends()
+        try await flushSends()
         sends.forget(scope)
         if let key = snapshot.groupRow?.value, held.groupKeys.contains(key), !mergesWithHeld(writes, over: snapshot) {
-            try flushHeld()
+            try await flushHeld()
         }
         if let group = snapshot.group { held.known[PendingSends.GroupID(app: snapshot.app, id: group.id)] = nil }
-        if let plan = writes.newGroup { return try insertGroup(plan) }
+        if let plan = writes.newGroup { return try await insertGroup(plan) }
         let time = snapshot.time
         let app = snapshot.app
         var result = WriteResult(events: [], eventIDs: [])
         if let key = snapshot.groupRow?.value, let group = snapshot.group {
             var latest = group.latestSequence
             if let change = writes.change {
-                (result.events, result.eventIDs) = try apply(change, groupKey: key, before: group, members: snapshot.members, time: time)
+                (result.events, result.eventIDs) = try await apply(change, groupKey: key, before: group, members: snapshot.members, time: time)
                 latest = result.events.last?.sequence ?? latest
             }
             if !writes.events.isEmpty {
-                let (appended, ids) = try appendEvents(
+                let (appended, ids) = try await appendEvents(
                     writes.events, groupKey: key, appID: app, groupID: group.id, after: latest, time: time)
                 if let message = writes.message {
                     // Its body and mention rows are written as every send's are (+Sends).
@@ -87,36 +87,36 @@ final class PostgresTransaction: StoreTransaction {
                 result.eventIDs += ids
             }
             for application in writes.applications {
-                try upsert(application, groupKey: key)
+                try await upsert(application, groupKey: key)
             }
             if let remark = writes.remark {
                 if let text = remark.remark {
-                    try session.execute(
+                    try await session.execute(
                         """
                         INSERT INTO group_remarks (app_id, user_id, group_key, remark, updated_at) VALUES (?, ?, ?, ?, ?)
                         ON CONFLICT (app_id, user_id, group_key)
                         DO UPDATE SET remark = excluded.remark, updated_at = excluded.updated_at
                         """, [.text(app), .text(remark.user), .integer(key), .text(text), .integer(time.millisecondsSince1970)])
                 } else {
-                    try session.execute(
+                    try await session.execute(
                         "DELETE FROM group_remarks WHERE app_id = ? AND user_id = ? AND group_key = ?",
                         [.text(app), .text(remark.user), .integer(key)])
                 }
             }
             if let attributes = writes.attributes {
-                try PostgresAttributeRows.write(attributes, app: app, groupKey: key, session: session)
+                try await PostgresAttributeRows.write(attributes, app: app, groupKey: key, session: session)
             }
             for link in writes.inviteLinks {
-                try PostgresInviteLinkRows.upsert(link, groupKey: key, session: session)
+                try await PostgresInviteLinkRows.upsert(link, groupKey: key, session: session)
             }
             if let read = writes.readSequence {
-                try flushHeld(touching: key)
-                try session.execute(
+                try await flushHeld(touching: key)
+                try await session.execute(
                     "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id COLLATE \"C\" = ?",
                     [.integer(read.sequence), .text(app), .integer(key), .text(read.user)])
             }
             if let recall = writes.recall {
-                try session.execute(
+                try await session.execute(
                     """
                     UPDATE group_messages SET type = '', text = '', payload = '\\x', mention_all = 0, mentioned_ids = '[]',
                         recalled_by = ?, recall_time = ?
@@ -126,12 +126,12 @@ final class PostgresTransaction: StoreTransaction {
                         .text(recall.recall.by), .integer(recall.recall.time.millisecondsSince1970), .text(app), .integer(key),
                         .integer(recall.sequence),
                     ])
-                try session.execute(
+                try await session.execute(
                     "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
             if let change = writes.change {
-                try recordSync(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last)
+                try await recordSync(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last)
             }
             if let remark = writes.remark, let eventID = result.eventIDs.last, group.type != .avChatRoom {
                 joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
@@ -143,7 +143,7 @@ final class PostgresTransaction: StoreTransaction {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
         if let read = writes.applicationReadTime {
-            try session.execute(
+            try await session.execute(
                 """
                 INSERT INTO application_reads (app_id, user_id, read_at) VALUES (?, ?, ?)
                 ON CONFLICT (app_id, user_id) DO UPDATE SET read_at = greatest(application_reads.read_at, excluded.read_at)
@@ -154,21 +154,23 @@ final class PostgresTransaction: StoreTransaction {
 
     /// Holds a group's insert (row, custom fields, members; its events go to the tail), with a
     /// key taken from the group key sequence now.
-    private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
+    private func insertGroup(_ plan: GroupCreationPlan) async throws -> WriteResult {
         let group = plan.group
         let app = group.appID
         // A taken id (a dismissed group's included, or one created earlier in this batch) is
         // refused before anything is held: a failed INSERT would end the whole transaction. The
         // batch holds the lock of this group id (its scope), so no other node takes it meanwhile.
         let id = PendingSends.GroupID(app: app, id: group.id)
-        guard !held.groups.contains(id),
-              let (groupKey, taken) = try reservedGroupKeys.removeValue(forKey: id) ?? session.first(
-                  """
-                  SELECT nextval('groups_group_key_seq'),
-                      (EXISTS (SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?))::int::int8
-                  """, [.text(app), .text(group.id)], { (try $0.int64(0), try $0.bool(1)) }),
-              !taken
-        else { throw GroupError.groupIDTaken(group.id) }
+        guard !held.groups.contains(id) else { throw GroupError.groupIDTaken(group.id) }
+        var reserved = reservedGroupKeys.removeValue(forKey: id)
+        if reserved == nil {
+            reserved = try await session.first(
+                """
+                SELECT nextval('groups_group_key_seq'),
+                    (EXISTS (SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?))::int::int8
+                """, [.text(app), .text(group.id)], { (key: try $0.int64(0), taken: try $0.bool(1)) })
+        }
+        guard let (groupKey, taken) = reserved, !taken else { throw GroupError.groupIDTaken(group.id) }
         // The group's latest sequence, member version and link and pin permissions (NULL: the
         // type's default, v8) go in with the row.
         let pinPermission = group.settings.pinPermission == group.type.preset.defaultSettings.pinPermission
@@ -207,7 +209,7 @@ final class PostgresTransaction: StoreTransaction {
         }
         held.touch(app: app, groupKey: groupKey, groupID: group.id, users: plan.members.map(\.userID))
         if group.type != .avChatRoom { held.countJoined(app: app, inserted: plan.members.map(\.userID), removed: []) }
-        let (events, ids) = try appendEvents(
+        let (events, ids) = try await appendEvents(
             plan.events, groupKey: groupKey, appID: app, groupID: group.id, after: 0, time: group.updatedAt,
             movesLatest: false)
         try recordSyncCreation(plan, groupKey: groupKey, eventID: ids.last)
@@ -220,7 +222,7 @@ final class PostgresTransaction: StoreTransaction {
     /// existing members, bans and retained mutes are written now.
     private func apply(
         _ change: GroupChange, groupKey key: Int64, before: Group, members: [String: Member], time: Timestamp
-    ) throws -> ([GroupEvent], [Int64]) {
+    ) async throws -> ([GroupEvent], [Int64]) {
         let app = before.appID
         let after = change.group
         let ms = time.millisecondsSince1970
@@ -245,14 +247,14 @@ final class PostgresTransaction: StoreTransaction {
                     }
                 }
             } else {
-                try session.execute(
+                try await session.execute(
                     "DELETE FROM members WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
                     [.text(app), .integer(key), .texts(Array(change.removedMembers))])
             }
         }
 
         for member in change.updatedMembers {
-            let changed = try session.execute(
+            let changed = try await session.execute(
                 """
                 UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?,
                     changed_version = coalesce(?, changed_version)
@@ -271,7 +273,7 @@ final class PostgresTransaction: StoreTransaction {
                 old = known.custom
             } else {
                 var read: [String: [UInt8]] = [:]
-                try session.rows(
+                try await session.rows(
                     "SELECT key, value FROM member_custom WHERE app_id = ? AND group_key = ? AND user_id = ?",
                     [.text(app), .integer(key), .text(member.userID)]
                 ) { read[try $0.text(0)] = try $0.blob(1) }
@@ -280,12 +282,12 @@ final class PostgresTransaction: StoreTransaction {
             if old != member.custom {
                 let removed = old.keys.filter { member.custom[$0] == nil }
                 if !removed.isEmpty {
-                    try session.execute(
+                    try await session.execute(
                         "DELETE FROM member_custom WHERE app_id = ? AND group_key = ? AND user_id = ? AND key = ANY(?)",
                         [.text(app), .integer(key), .text(member.userID), .texts(removed)])
                 }
                 for (name, value) in member.custom.sorted(by: { $0.key < $1.key }) where old[name] != value {
-                    try session.execute(
+                    try await session.execute(
                         """
                         INSERT INTO member_custom (app_id, group_key, user_id, key, value) VALUES (?, ?, ?, ?, ?)
                         ON CONFLICT (app_id, group_key, user_id, key) DO UPDATE SET value = excluded.value
@@ -315,7 +317,7 @@ final class PostgresTransaction: StoreTransaction {
         }
 
         for (user, until) in change.retainedMutes.sorted(by: { $0.key < $1.key }) {
-            try session.execute(
+            try await session.execute(
                 """
                 INSERT INTO retained_mutes (app_id, group_key, user_id, muted_until) VALUES (?, ?, ?, ?)
                 ON CONFLICT (app_id, group_key, user_id) DO UPDATE SET muted_until = excluded.muted_until
@@ -324,16 +326,16 @@ final class PostgresTransaction: StoreTransaction {
 
         if !change.bans.isEmpty || !change.liftedBans.isEmpty {
             // Ended bans are ignored by reads and deleted here, lazily.
-            try session.execute(
+            try await session.execute(
                 "DELETE FROM group_bans WHERE app_id = ? AND group_key = ? AND until_ms IS NOT NULL AND until_ms <= ?",
                 [.text(app), .integer(key), .integer(ms)])
             if !change.liftedBans.isEmpty {
-                try session.execute(
+                try await session.execute(
                     "DELETE FROM group_bans WHERE app_id = ? AND group_key = ? AND user_id = ANY(?)",
                     [.text(app), .integer(key), .texts(change.liftedBans)])
             }
             for ban in change.bans {
-                try session.execute(
+                try await session.execute(
                     """
                     INSERT INTO group_bans (app_id, group_key, user_id, until_ms, reason, operator_id, banned_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -356,7 +358,7 @@ final class PostgresTransaction: StoreTransaction {
             let (sql, arguments) = Self.groupUpdateSQL(
                 update.values, app: app, groupKey: key, insertedMembers: update.insertedMembers,
                 latestSequence: update.latestSequence, memberVersion: memberVersion, dismissedAt: ms, stamp: nil)
-            try session.execute(sql, arguments)
+            try await session.execute(sql, arguments)
         }
         if after.custom != before.custom {
             let removed = before.custom.keys.filter { after.custom[$0] == nil }.sorted()
@@ -375,12 +377,12 @@ final class PostgresTransaction: StoreTransaction {
                 }
             } else {
                 if !removed.isEmpty {
-                    try session.execute(
+                    try await session.execute(
                         "DELETE FROM group_custom WHERE app_id = ? AND group_key = ? AND key = ANY(?)",
                         [.text(app), .integer(key), .texts(removed)])
                 }
                 for (name, value) in changed {
-                    try session.execute(
+                    try await session.execute(
                         """
                         INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)
                         ON CONFLICT (app_id, group_key, key) DO UPDATE SET value = excluded.value
@@ -395,7 +397,7 @@ final class PostgresTransaction: StoreTransaction {
                 held.countJoined(app: app, inserted: change.insertedMembers.map(\.userID), removed: change.removedMembers)
             }
         }
-        let appended = try appendEvents(
+        let appended = try await appendEvents(
             change.events, groupKey: key, appID: app, groupID: before.id, after: before.latestSequence, time: time,
             movesLatest: false)
         if holding {
@@ -486,8 +488,8 @@ final class PostgresTransaction: StoreTransaction {
     }
 
     /// Inserts the item, or updates it when its id exists in the app (SQLite's statement).
-    private func upsert(_ a: Application, groupKey: Int64) throws {
-        try session.execute(ApplicationRows.upsertSQL, ApplicationRows.upsertArguments(a, groupKey: groupKey).map(PGValue.init))
+    private func upsert(_ a: Application, groupKey: Int64) async throws {
+        try await session.execute(ApplicationRows.upsertSQL, ApplicationRows.upsertArguments(a, groupKey: groupKey).map(PGValue.init))
     }
 }
 

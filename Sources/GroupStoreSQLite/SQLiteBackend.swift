@@ -165,7 +165,8 @@ public final class SQLiteBackend: StoreBackend {
 
     public func commit(_ work: [TransactionWork], scopes: [WriteScope], then: @escaping @Sendable (BatchOutcome) -> Void) {
         pool.asyncWriteWithoutTransaction { db in
-            then(self.run(work, db: db))
+            let db = OnThisThread(value: db)
+            then(InlineTaskExecutor.run { await self.run(work, db: db.value) })
         }
     }
 
@@ -175,7 +176,7 @@ public final class SQLiteBackend: StoreBackend {
     /// statement journal, several pages per mutation. A piece that throws having changed no row
     /// (`total_changes` did not move: plans throw before they write) needs no undo; one that
     /// changed rows aborts the transaction, and the store runs the others again.
-    private func run(_ work: [TransactionWork], db: Database) -> BatchOutcome {
+    private func run(_ work: [TransactionWork], db: Database) async -> BatchOutcome {
         var failures: [Int: any Error] = [:]
         do {
             try db.beginTransaction(.immediate)
@@ -189,7 +190,7 @@ public final class SQLiteBackend: StoreBackend {
         for (index, item) in work.enumerated() {
             let changes = db.totalChangesCount
             do {
-                try item(transaction)
+                try await item(transaction)
             } catch {
                 failures[index] = error
                 if db.isInsideTransaction && db.totalChangesCount == changes { continue }

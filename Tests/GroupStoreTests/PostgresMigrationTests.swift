@@ -9,36 +9,36 @@ import Logging
 import NIOPosix
 import Testing
 
-/// Runs `body` with a connection of its own to `settings`' database, off the cooperative pool
-/// (a session blocks its thread on each statement).
+/// Runs `body` with a connection of its own to `settings`' database, closed afterwards.
 private func withSession<T: Sendable>(
-    _ settings: PostgresStoreSettings, _ body: @escaping @Sendable (PostgresSession) throws -> T
+    _ settings: PostgresStoreSettings, _ body: (PostgresSession) async throws -> T
 ) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            let session = PostgresSession(
-                settings: settings, eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
-                logger: Logger(label: "test"), id: 900)
-            defer { session.disconnect() }
-            continuation.resume(with: Result { try body(session) })
-        }
+    let session = PostgresSession(
+        settings: settings, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "test"), id: 900)
+    do {
+        let value = try await session.run(body)
+        await session.disconnect()
+        return value
+    } catch {
+        await session.disconnect()
+        throw error
     }
 }
 
 /// The database's tables, columns, indexes and triggers, one line each, sorted.
-private func shape(_ session: PostgresSession) throws -> [String] {
+private func shape(_ session: PostgresSession) async throws -> [String] {
     var lines: [String] = []
-    try session.rows(
+    try await session.rows(
         """
         SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' '
                || coalesce(column_default, '') FROM information_schema.columns WHERE table_schema = 'public'
         """
     ) { lines.append(try $0.text(0)) }
-    try session.rows("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public'") { lines.append(try $0.text(0)) }
-    try session.rows(
+    try await session.rows("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public'") { lines.append(try $0.text(0)) }
+    try await session.rows(
         "SELECT trigger_name || ' ' || event_object_table FROM information_schema.triggers WHERE trigger_schema = 'public'"
     ) { lines.append(try $0.text(0)) }
-    try session.rows("SELECT id FROM groupd_migrations") { lines.append("migration " + (try $0.text(0))) }
+    try await session.rows("SELECT id FROM groupd_migrations") { lines.append("migration " + (try $0.text(0))) }
     return lines.sorted()
 }
 
@@ -65,9 +65,9 @@ private let backToV11 = """
     """
 
 /// The foreign keys to `groups`, by table.
-private func foreignKeysToGroups(_ session: PostgresSession) throws -> Set<String> {
+private func foreignKeysToGroups(_ session: PostgresSession) async throws -> Set<String> {
     var tables: Set<String> = []
-    try session.rows("SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' AND confrelid = 'groups'::regclass") {
+    try await session.rows("SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' AND confrelid = 'groups'::regclass") {
         tables.insert(try $0.text(0))
     }
     return tables
@@ -135,20 +135,20 @@ struct PostgresMigrationTests {
         var v5 = server
         v5.url = PostgresTestServer.url(server.url, database: v5Name)
         let (applied, expected) = try await withSession(v5) { session in
-            (try PostgresSchema.migrate(session, upTo: "v5"), try shape(session))
+            await (try PostgresSchema.migrate(session, upTo: "v5"), try shape(session))
         }
         #expect(applied == ["v1", "v2", "v3", "v4", "v5"])
         let taken = try await withSession(settings) { session in
-            for statement in PostgresSchema.statements(of: backToV5) { try session.command(statement) }
-            return try shape(session)
+            for statement in PostgresSchema.statements(of: backToV5) { try await session.command(statement) }
+            return try await shape(session)
         }
         #expect(taken == expected)
 
-        let withKeys = try await withSession(settings) { try foreignKeysToGroups($0) }
+        let withKeys = try await withSession(settings) { try await foreignKeysToGroups($0) }
         let backend = try await PostgresBackend.open(settings: settings)
         #expect(backend.appliedMigrations == PostgresSchema.migrations.map(\.id))
         // v12: the appended tables' keys to groups are gone, the others' kept.
-        let keys = try await withSession(settings) { try foreignKeysToGroups($0) }
+        let keys = try await withSession(settings) { try await foreignKeysToGroups($0) }
         #expect(withKeys.isSuperset(of: ["members", "group_events", "group_messages"]))
         #expect(keys.isDisjoint(with: PostgresSchema.appendedTables))
         #expect(keys.isSuperset(of: withKeys.subtracting(PostgresSchema.appendedTables)))
@@ -210,10 +210,10 @@ struct PostgresMigrationTests {
         // As groupd before v11 left it: ids from one sequence, which other apps moved far ahead,
         // the app's head its highest id.
         let before = try await withSession(settings) { session -> (head: Int64, ids: [Int64]) in
-            for statement in PostgresSchema.statements(of: backToV10) { try session.command(statement) }
-            try session.command("SELECT setval('group_events_event_id_seq', 5000)")
+            for statement in PostgresSchema.statements(of: backToV10) { try await session.command(statement) }
+            try await session.command("SELECT setval('group_events_event_id_seq', 5000)")
             for _ in 0..<3 {
-                try session.command("""
+                try await session.command("""
                     WITH ins AS (
                         INSERT INTO group_events (app_id, group_key, group_id, seq, kind, time, recipient_kind)
                         SELECT app_id, group_key, group_id, latest_seq + 1, 'GROUP_INFO_CHANGED', 0, 'group'
@@ -221,11 +221,11 @@ struct PostgresMigrationTests {
                     latest AS (UPDATE groups SET latest_seq = (SELECT seq FROM ins) WHERE app_id = 'app' AND group_id = 'g')
                     UPDATE app_event_heads SET last_event_id = (SELECT event_id FROM ins) WHERE app_id = 'app'
                     """)
-                try session.command("SELECT nextval('group_events_event_id_seq')")  // another app's id
+                try await session.command("SELECT nextval('group_events_event_id_seq')")  // another app's id
             }
             var ids: [Int64] = []
-            try session.rows("SELECT event_id FROM group_events WHERE app_id = 'app' ORDER BY event_id") { ids.append(try $0.int64(0)) }
-            let head = try session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = 'app'") { try $0.int64(0) }
+            try await session.rows("SELECT event_id FROM group_events WHERE app_id = 'app' ORDER BY event_id") { ids.append(try $0.int64(0)) }
+            let head = try await session.first("SELECT last_event_id FROM app_event_heads WHERE app_id = 'app'") { try $0.int64(0) }
             return (try #require(head), ids)
         }
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])

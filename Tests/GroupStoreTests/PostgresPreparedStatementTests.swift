@@ -99,10 +99,10 @@ struct PostgresPreparedStatementTests {
 
     /// The prepared statements the server holds for `session`'s connection, by name (read with
     /// `TABLE`, a statement the session never prepares, so reading changes nothing).
-    static func serverStatements(_ session: PostgresSession) throws -> [String: String] {
+    static func serverStatements(_ session: PostgresSession) async throws -> [String: String] {
         #expect(!PostgresStatementCache.isPreparable("TABLE pg_prepared_statements"))
         var statements: [String: String] = [:]
-        try session.rows("TABLE pg_prepared_statements") {
+        try await session.rows("TABLE pg_prepared_statements") {
             statements[try $0.text(0)] = try $0.text(1)
         }
         return statements
@@ -117,29 +117,29 @@ struct PostgresPreparedStatementTests {
         let temporary = try await temporaryStore(.postgres)
         try await Fixture.create(temporary.store, "g")
         let session = Self.session(temporary)
-        defer { session.disconnect() }
+        defer { session.disconnectBlocking() }
         for _ in 0..<4 {
-            #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
+            await #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
         }
         #expect(session.preparedStatementCount == 1)
         #expect(session.preparedStatementNames == ["g1"])
-        let held = try Self.serverStatements(session)
+        let held = try await Self.serverStatements(session)
         #expect(held.count == 1)
         // Each parameter cast to the type of its bind: typed as the unnamed statement's are.
         #expect(held.values.first?.contains("FROM groups WHERE app_id = ($1::text) AND group_id = ($2::text)") == true)
 
         // `execute` stays unnamed (its count is the command tag): nothing prepared, counts right.
         for _ in 0..<3 {
-            #expect(try session.execute("UPDATE groups SET name = name WHERE app_id = ? AND group_id = ?", [.text(Fixture.app), .text("g")]) == 1)
-            #expect(try session.execute("UPDATE groups SET name = name WHERE app_id = ? AND group_id = ?", [.text(Fixture.app), .text("none")]) == 0)
+            await #expect(try session.execute("UPDATE groups SET name = name WHERE app_id = ? AND group_id = ?", [.text(Fixture.app), .text("g")]) == 1)
+            await #expect(try session.execute("UPDATE groups SET name = name WHERE app_id = ? AND group_id = ?", [.text(Fixture.app), .text("none")]) == 0)
         }
         // A null bind: its type is inferred from the statement, as for an unnamed statement.
         for value in [PGValue.null, .null, .null, .text("x"), .text("x"), .text("x")] {
-            let answer = try session.first("SELECT coalesce(?, 'none')", [value]) { try $0.text(0) }
+            let answer = try await session.first("SELECT coalesce(?, 'none')", [value]) { try $0.text(0) }
             #expect(answer == (value.isNull ? "none" : "x"))
         }
         #expect(session.preparedStatementCount == 3)
-        #expect(try Self.serverStatements(session).count == 3)
+        await #expect(try Self.serverStatements(session).count == 3)
     }
 
     @Test("a reconnect empties the cache: after the backend is terminated the statement runs again and is prepared anew")
@@ -147,36 +147,36 @@ struct PostgresPreparedStatementTests {
         let temporary = try await temporaryStore(.postgres)
         try await Fixture.create(temporary.store, "g")
         let session = Self.session(temporary)
-        defer { session.disconnect() }
+        defer { session.disconnectBlocking() }
         let other = Self.session(temporary, id: 96)
-        defer { other.disconnect() }
+        defer { other.disconnectBlocking() }
         for _ in 0..<3 {
-            #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
+            await #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
         }
         #expect(session.preparedStatementNames == ["g1"])
         let first = try #require(session.backendPID)
-        #expect(try other.first("SELECT pg_terminate_backend(?::int4)", [.int(Int(first))]) { try $0.bool(0) } == true)
+        await #expect(try other.first("SELECT pg_terminate_backend(?::int4)", [.int(Int(first))]) { try $0.bool(0) } == true)
         // Wait until the server ended it.
-        while try other.first("SELECT count(*) FROM pg_stat_activity WHERE pid = ?::int4", [.int(Int(first))]) { try $0.int(0) } != 0 {
+        while try await other.first("SELECT count(*) FROM pg_stat_activity WHERE pid = ?::int4", [.int(Int(first))], { try $0.int(0) }) != 0 {
             await Task.yield()
         }
         // The session learns of the loss on its next statement (UNAVAILABLE) or before it (the
         // server's notice closed the channel); either way the statement works on the new connection.
         var answer: String?
         do {
-            answer = try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) }
+            answer = try await session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) }
         } catch let error as PostgresStoreError {
             guard case .unavailable = error else { throw error }
-            answer = try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) }
+            answer = try await session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) }
         }
         #expect(answer == Self.name)
         #expect(session.backendPID != first)
         // The first use on the new connection ran unnamed: nothing prepared; the second prepares it.
         #expect(session.preparedStatementNames.isEmpty)
-        #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
+        await #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
         #expect(session.preparedStatementNames == ["g1"])
         #expect(session.preparedStatementCount == 1)
-        #expect(try Self.serverStatements(session).count == 1)
+        await #expect(try Self.serverStatements(session).count == 1)
     }
 
     @Test("a statement failing inside a transaction, then ROLLBACK: the prepared statements keep working, none is prepared again")
@@ -184,37 +184,37 @@ struct PostgresPreparedStatementTests {
         let temporary = try await temporaryStore(.postgres)
         try await Fixture.create(temporary.store, "g")
         let session = Self.session(temporary)
-        defer { session.disconnect() }
+        defer { session.disconnectBlocking() }
         let divide = "SELECT 10 / ?::int8"
-        for _ in 0..<2 { #expect(try session.first(divide, [.int(2)]) { try $0.int(0) } == 5) }
+        for _ in 0..<2 { await #expect(try session.first(divide, [.int(2)]) { try $0.int(0) } == 5) }
         #expect(session.preparedStatementNames == ["g1"])
 
-        try session.begin()
+        try await session.begin()
         // Used for the first time, then prepared inside the transaction that fails.
         for _ in 0..<2 {
-            #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
+            await #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
         }
         #expect(session.preparedStatementCount == 2)
         // The prepared statement fails when executed: division by zero.
-        #expect(throws: (any Error).self) { try session.first(divide, [.int(0)]) { try $0.int(0) } }
+        await #expect(throws: (any Error).self) { try await session.first(divide, [.int(0)]) { try $0.int(0) } }
         #expect(session.transactionFailed)
         // PostgreSQL refuses every statement of the failed transaction until ROLLBACK.
-        #expect(throws: (any Error).self) {
-            try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) }
+        await #expect(throws: (any Error).self) {
+            try await session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) }
         }
-        session.rollback()
+        await session.rollback()
         #expect(!session.transactionFailed)
 
-        #expect(try session.first(divide, [.int(5)]) { try $0.int(0) } == 2)
-        #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
+        await #expect(try session.first(divide, [.int(5)]) { try $0.int(0) } == 2)
+        await #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == Self.name)
         // The same transaction again: it commits.
-        try session.begin()
-        #expect(try session.first(divide, [.int(1)]) { try $0.int(0) } == 10)
-        #expect(try session.execute("UPDATE groups SET name = ? WHERE app_id = ? AND group_id = ?", [.text("renamed"), .text(Fixture.app), .text("g")]) == 1)
-        try session.commit()
-        #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == "renamed")
+        try await session.begin()
+        await #expect(try session.first(divide, [.int(1)]) { try $0.int(0) } == 10)
+        await #expect(try session.execute("UPDATE groups SET name = ? WHERE app_id = ? AND group_id = ?", [.text("renamed"), .text(Fixture.app), .text("g")]) == 1)
+        try await session.commit()
+        await #expect(try session.first(Self.groupName, [.text(Fixture.app), .text("g")]) { try $0.text(0) } == "renamed")
         #expect(session.preparedStatementCount == 2)
-        #expect(try Self.serverStatements(session).count == 2)
+        await #expect(try Self.serverStatements(session).count == 2)
     }
 
     @Test("a connection whose session settings fail is closed, not dropped: the statement fails UNAVAILABLE and the next one tries again")
@@ -226,10 +226,10 @@ struct PostgresPreparedStatementTests {
         let session = PostgresSession(
             settings: temporary.postgres!, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "test"),
             id: 95, setup: ["SET no_such_setting = 1"])
-        defer { session.disconnect() }
+        defer { session.disconnectBlocking() }
         for _ in 0..<2 {
             do {
-                _ = try session.first("SELECT 1") { try $0.int(0) }
+                _ = try await session.first("SELECT 1") { try $0.int(0) }
                 Issue.record("a session whose setup fails ran a statement")
             } catch let error as PostgresStoreError {
                 guard case .unavailable(let message, _) = error else { throw error }
@@ -243,8 +243,8 @@ struct PostgresPreparedStatementTests {
     func unansweredStatementFailsWhenTheConnectionCloses() async throws {
         let temporary = try await temporaryStore(.postgres)
         let session = Self.session(temporary)
-        defer { session.disconnect() }
-        #expect(try session.first("SELECT 1") { try $0.int(0) } == 1)
+        defer { session.disconnectBlocking() }
+        await #expect(try session.first("SELECT 1") { try $0.int(0) } == 1)
         let connection = try #require(session.currentConnection)
         let first = try #require(session.backendPID)
         // What postgres-nio does with a query written as the connection closes: its promise is
@@ -252,7 +252,7 @@ struct PostgresPreparedStatementTests {
         let never = connection.eventLoop.makePromise(of: Int.self)
         defer { never.fail(CancellationError()) }
         do {
-            _ = try session.perform { () -> EventLoopFuture<Int> in
+            _ = try await session.perform { () -> EventLoopFuture<Int> in
                 let _: EventLoopFuture<Void> = connection.close()
                 return never.futureResult
             }
@@ -260,7 +260,7 @@ struct PostgresPreparedStatementTests {
         } catch let error as PostgresStoreError {
             guard case .unavailable = error else { throw error }
         }
-        #expect(try session.first("SELECT 1") { try $0.int(0) } == 1)
+        await #expect(try session.first("SELECT 1") { try $0.int(0) } == 1)
         #expect(session.backendPID != first)
     }
 
@@ -273,33 +273,33 @@ struct PostgresPreparedStatementTests {
         let never = connection.eventLoop.makePromise(of: Int.self)
         defer { never.fail(CancellationError()) }
         try await connection.close()
-        #expect(throws: ChannelError.self) { try PostgresSession.answer(never.futureResult, of: connection) }
+        await #expect(throws: ChannelError.self) { try await PostgresSession.answer(never.futureResult, of: connection) }
     }
 
     @Test("the bound: at most `capacity` statements are held on the server; evicted ones are deallocated and run again")
     func bound() async throws {
         let temporary = try await temporaryStore(.postgres)
         let session = Self.session(temporary, capacity: 3)
-        defer { session.disconnect() }
+        defer { session.disconnectBlocking() }
         // Eight texts, each used twice (so each is prepared), as an `IN (?, ?, …)` of growing
         // length would make them.
         for count in 1...8 {
             let sql = "SELECT count(*) FROM (VALUES " + Array(repeating: "(?::int8)", count: count).joined(separator: ", ") + ") v"
             for _ in 0..<2 {
-                #expect(try session.first(sql, Array(repeating: .int(1), count: count)) { try $0.int(0) } == count)
-                let held = try Self.serverStatements(session)
+                await #expect(try session.first(sql, Array(repeating: .int(1), count: count)) { try $0.int(0) } == count)
+                let held = try await Self.serverStatements(session)
                 #expect(held.count <= 3)
             }
         }
         #expect(session.preparedStatementCount == 8)
-        let held = try Self.serverStatements(session)
+        let held = try await Self.serverStatements(session)
         #expect(held.count <= 3)
         #expect(session.preparedStatementNames.count <= held.count)
         // An evicted text runs again (unnamed, then prepared anew).
         for _ in 0..<2 {
-            #expect(try session.first("SELECT count(*) FROM (VALUES (?::int8)) v", [.int(1)]) { try $0.int(0) } == 1)
+            await #expect(try session.first("SELECT count(*) FROM (VALUES (?::int8)) v", [.int(1)]) { try $0.int(0) } == 1)
         }
         #expect(session.preparedStatementCount == 9)
-        #expect(try Self.serverStatements(session).count <= 3)
+        await #expect(try Self.serverStatements(session).count <= 3)
     }
 }

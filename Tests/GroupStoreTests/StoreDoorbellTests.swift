@@ -63,8 +63,8 @@ struct StoreDoorbellTests {
         // the follower handles after the repeated one: one read.
         let bell = PostgresSession(
             settings: a.postgres!, eventLoop: reader.group.next(), logger: .init(label: "test"), id: 97)
-        defer { bell.disconnect() }
-        try bell.command(
+        defer { bell.disconnectBlocking() }
+        try await bell.command(
             "SELECT pg_notify(?, ?)",
             [.text(PostgresSchema.eventChannel), .text(PostgresBackend.doorbellPayload(app: Fixture.app, range: delivered...delivered))])
         _ = try await Fixture.send(a.store, "g", from: "bob")

@@ -192,9 +192,9 @@ struct StoreGroupReadTests {
         let holder = PostgresSession(
             settings: try #require(seed.postgres), eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
             logger: Logger(label: "test"), id: 98)
-        defer { holder.disconnect() }
-        try holder.begin()
-        try holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
+        defer { holder.disconnectBlocking() }
+        try await holder.begin()
+        try await holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
         backend.groupReads.hold()
         let failures = await withTaskGroup(of: GroupError?.self) { tasks in
             for _ in 0..<4 {
@@ -206,7 +206,7 @@ struct StoreGroupReadTests {
             for await failure in tasks { failures.append(failure) }
             return failures
         }
-        holder.rollback()
+        await holder.rollback()
         #expect(failures.count == 4)
         #expect(failures.allSatisfy { $0?.code == .unavailable }, "\(failures)")
         // The store reports itself unavailable after a timeout only while a probe fails; the

@@ -17,10 +17,9 @@ import Testing
     "Parallel writes: batches of different groups of one app on two nodes hold no lock in common",
     .enabled(if: PostgresTestServer.settings != nil), .timeLimit(.minutes(2)))
 struct StoreParallelWriteTests {
-    /// A connection of the test's own, its statements run one at a time on a thread of its own
-    /// (a transaction can stay open across awaits).
+    /// A connection of the test's own, used by one task at a time (a transaction can stay open
+    /// across awaits).
     final class Connection: Sendable {
-        private let queue = DispatchQueue(label: "test.postgres.connection")
         private let session: PostgresSession
 
         init(_ settings: PostgresStoreSettings) {
@@ -29,20 +28,18 @@ struct StoreParallelWriteTests {
                 id: 950)
         }
 
-        func run<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
-            try await withCheckedThrowingContinuation { continuation in
-                queue.async { continuation.resume(with: Result { try body(self.session) }) }
-            }
+        func run<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+            try await session.run(body)
         }
 
         func close() async {
-            _ = try? await run { $0.disconnect() }
+            await session.disconnect()
         }
 
         // A test that throws before `close()` must not leave the driver's connection unclosed
         // (a debug build of the driver stops the process then).
         deinit {
-            queue.sync { session.disconnect() }
+            session.disconnectBlocking()
         }
     }
 
@@ -58,9 +55,9 @@ struct StoreParallelWriteTests {
     }
 
     /// The lock waits of the database's other backends now.
-    static func lockWaits(_ session: PostgresSession) throws -> [LockWait] {
+    static func lockWaits(_ session: PostgresSession) async throws -> [LockWait] {
         var waits: [LockWait] = []
-        try session.rows(
+        try await session.rows(
             """
             SELECT coalesce(l.locktype, a.wait_event), left(a.query, 40) FROM pg_stat_activity a
             LEFT JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
@@ -86,7 +83,7 @@ struct StoreParallelWriteTests {
             self.connection = connection
             done = Task {
                 while !samples.state.withLock({ $0.stopped }) {
-                    let waits = try await connection.run { try StoreParallelWriteTests.lockWaits($0) }
+                    let waits = try await connection.run { try await StoreParallelWriteTests.lockWaits($0) }
                     samples.state.withLock { $0.count += 1; $0.waits += waits }
                 }
             }
@@ -114,8 +111,8 @@ struct StoreParallelWriteTests {
         let other = Connection(try #require(a.postgres))
         // Another node's batch writing g, as far as the locks go.
         try await other.run { session in
-            try session.begin()
-            try session.command("SELECT groupd_lock_batch('{}', ?, ?)", [.texts([Fixture.app]), .integers([Self.key("g")])])
+            try await session.begin()
+            try await session.command("SELECT groupd_lock_batch('{}', ?, ?)", [.texts([Fixture.app]), .integers([Self.key("g")])])
         }
         // h is free on either node, at once.
         #expect(try await Fixture.send(b.store, "h", from: "bob").stored.message.sequence == 2)
@@ -124,11 +121,11 @@ struct StoreParallelWriteTests {
         let blocked = Task { try await Fixture.send(b.store, "g", from: "bob") }
         var waits: [LockWait] = []
         while waits.isEmpty {
-            waits = try await other.run { session in try Self.lockWaits(session) }
+            waits = try await other.run { session in try await Self.lockWaits(session) }
             await Task.yield()
         }
         #expect(waits.map(\.lockType) == ["advisory"])
-        try await other.run { session in try session.commit() }
+        try await other.run { session in try await session.commit() }
         #expect(try await blocked.value.stored.message.sequence == 2)
         await other.close()
         let events = try await a.store.appEvents(app: Fixture.app, after: 0, limit: 100).events
@@ -186,9 +183,9 @@ struct StoreParallelWriteTests {
         let watcher = Connection(settings)
         // The other transaction holds g's row.
         try await other.run { session in
-            try session.command("SET deadlock_timeout = '60s'")  // it never looks for the cycle itself
-            try session.begin()
-            try session.command("SELECT 1 FROM groups WHERE app_id = ? AND group_id = 'g' FOR UPDATE", [.text(Fixture.app)])
+            try await session.command("SET deadlock_timeout = '60s'")  // it never looks for the cycle itself
+            try await session.begin()
+            try await session.command("SELECT 1 FROM groups WHERE app_id = ? AND group_id = 'g' FOR UPDATE", [.text(Fixture.app)])
         }
         // One batch: a send to h, then one to g. It holds both groups' keys from its start; the
         // first send stops (once) until the other transaction waits for g's key.
@@ -209,13 +206,13 @@ struct StoreParallelWriteTests {
         var iterator = reached.makeAsyncIterator()
         _ = await iterator.next()
         // The other transaction asks for g's key and waits for the batch ...
-        let locked = Task { try await other.run { session in try session.command("SELECT pg_advisory_xact_lock(?)", [.integer(Self.key("g"))]) } }
-        while try await watcher.run({ try Self.lockWaits($0) }).isEmpty { await Task.yield() }
+        let locked = Task { try await other.run { session in try await session.command("SELECT pg_advisory_xact_lock(?)", [.integer(Self.key("g"))]) } }
+        while try await watcher.run({ try await Self.lockWaits($0) }).isEmpty { await Task.yield() }
         // ... then the batch's send to g waits for g's row: a cycle, which the batch (the last to
         // wait) finds after its deadlock_timeout and breaks by failing.
         release.signal()
         try await locked.value
-        try await other.run { session in try session.commit() }
+        try await other.run { session in try await session.commit() }
         #expect(try await first.value.stored.message.sequence == 2)
         let message = try await second.value
         #expect(message.stored.message.sequence == 2)
@@ -239,9 +236,9 @@ struct StoreRoundTripTests {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
         func counted(_ body: () async throws -> Void) async throws -> Int {
-            let before = backend.writerQueue.sync { backend.writer.statementCount }
+            let before = backend.writer.statementCount
             try await body()
-            return backend.writerQueue.sync { backend.writer.statementCount } - before
+            return backend.writer.statementCount - before
         }
         let create = try await counted { try await Fixture.create(a.store, "g", members: ["bob", "carol"]) }
         let send = try await counted { try await Fixture.send(a.store, "g", from: "bob") }
@@ -288,11 +285,11 @@ struct StoreRoundTripTests {
         // A trigger of the test's own refuses the member row of "poison".
         let other = StoreParallelWriteTests.Connection(settings)
         try await other.run { session in
-            try session.command("""
+            try await session.command("""
                 CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN RAISE EXCEPTION 'poison refused'; END $$
                 """)
-            try session.command("""
+            try await session.command("""
                 CREATE TRIGGER refuse_poison BEFORE INSERT ON members FOR EACH ROW
                 WHEN (NEW.user_id = 'poison') EXECUTE FUNCTION refuse_poison()
                 """)
@@ -344,9 +341,9 @@ struct StoreRoundTripTests {
             steps.append { try await Fixture.quit(store, "g", "user\(round)-0") }
             try await Fixture.inOneBatch(store, steps)
         }
-        let plans = try backend.writerQueue.sync { () throws -> [(generic: Int64, custom: Int64, text: String)] in
+        let plans = try await backend.writer.run { _ throws -> [(generic: Int64, custom: Int64, text: String)] in
             var plans: [(generic: Int64, custom: Int64, text: String)] = []
-            try backend.writer.rows("SELECT generic_plans, custom_plans, statement FROM pg_prepared_statements") { row in
+            try await backend.writer.rows("SELECT generic_plans, custom_plans, statement FROM pg_prepared_statements") { row in
                 plans.append((try row.int64(0), try row.int64(1), try row.text(2)))
             }
             return plans
@@ -367,23 +364,23 @@ struct StoreRoundTripTests {
         let backend = try #require(a.backend as? PostgresBackend)
         // Statistics taken while every group had one or two members; then the group grows.
         for n in 0..<20 { try await Fixture.create(a.store, "g\(n)", members: ["bob"]) }
-        try backend.writerQueue.sync { try backend.writer.command("ANALYZE") }
+        try await backend.writer.run { try await $0.command("ANALYZE") }
         try await Fixture.create(a.store, "big", members: (0..<99).map { "m\($0)" })
-        let plans = try backend.writerQueue.sync { () throws -> [String] in
-            try backend.writer.command("SET plan_cache_mode = force_generic_plan")
-            defer { try? backend.writer.command("RESET plan_cache_mode") }
+        let plans = try await backend.writer.run { _ throws -> [String] in
+            try await backend.writer.command("SET plan_cache_mode = force_generic_plan")
             var plans: [String] = []
             for (n, probe) in [PostgresRows.membershipProbe, "LATERAL (\(PostgresTransaction.memberProbe("$1"))) m ON true"].enumerated() {
-                try backend.writer.command("""
+                try await backend.writer.command("""
                     PREPARE probe\(n)(text, text, text) AS
                     SELECT m.user_id FROM groups g LEFT JOIN \(probe.replacingOccurrences(of: "?", with: "$1"))
                     WHERE g.app_id = $2 AND g.group_id = $3
                     """)
                 var lines: [String] = []
-                try backend.writer.rows("EXPLAIN EXECUTE probe\(n)('m7', '\(Fixture.app)', 'big')", []) { lines.append(try $0.text(0)) }
-                try backend.writer.command("DEALLOCATE probe\(n)")
+                try await backend.writer.rows("EXPLAIN EXECUTE probe\(n)('m7', '\(Fixture.app)', 'big')", []) { lines.append(try $0.text(0)) }
+                try await backend.writer.command("DEALLOCATE probe\(n)")
                 plans.append(lines.joined(separator: "\n"))
             }
+            try await backend.writer.command("RESET plan_cache_mode")
             return plans
         }
         for plan in plans {
@@ -400,13 +397,13 @@ struct StoreRoundTripTests {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
         let created = try await Fixture.create(a.store, "g", members: ["bob"])
-        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let before = backend.writer.statementCount
         let batches = a.store.commitStatistics.batches
         let users = (0..<6).map { "user\($0)" }
         try await Self.joinInOneBatch(a.store, users.map { ("g", $0) })
         #expect(a.store.commitStatistics.batches == batches + 1)
         // BEGIN, locks; one load per join; the tail; COMMIT.
-        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 6 + 2)
+        #expect(backend.writer.statementCount - before == 2 + 6 + 2)
         let members = try await a.store.members(app: Fixture.app, groupID: "g", userIDs: users)
         #expect(users.map { members[$0]?.joinOrder } == (3...8).map { Int64($0) })
         #expect(users.map { members[$0]?.joinSequence } == (2...7).map { Int64($0) })
@@ -422,12 +419,12 @@ struct StoreRoundTripTests {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
         for n in 0..<5 { try await Fixture.create(a.store, "g\(n)", members: ["bob"]) }
-        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let before = backend.writer.statementCount
         let batches = a.store.commitStatistics.batches
         try await Self.joinInOneBatch(a.store, (0..<5).map { ("g\($0)", "user\($0)") })
         #expect(a.store.commitStatistics.batches == batches + 1)
         // BEGIN, locks; one load per join; the tail; COMMIT.
-        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 5 + 2)
+        #expect(backend.writer.statementCount - before == 2 + 5 + 2)
         for n in 0..<5 {
             let members = try await a.store.members(app: Fixture.app, groupID: "g\(n)", userIDs: ["user\(n)"])
             #expect(members["user\(n)"]?.joinOrder == 3)
@@ -441,7 +438,7 @@ struct StoreRoundTripTests {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
         try await Fixture.create(a.store, "first", members: ["bob"])
-        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let before = backend.writer.statementCount
         let batches = a.store.commitStatistics.batches
         let counts = Mutex<[String: [String: Int]]>([:])
         let store = a.store
@@ -457,7 +454,7 @@ struct StoreRoundTripTests {
         try await Fixture.inOneBatch(store, steps)
         #expect(a.store.commitStatistics.batches == batches + 1)
         // BEGIN, locks; one load per creation (no held rows written first); the tail; COMMIT.
-        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 2 + 4 + 2)
+        #expect(backend.writer.statementCount - before == 2 + 4 + 2)
         for n in 0..<4 {
             #expect(counts.withLock { $0["g\(n)"] } == ["alice": 1 + n, "bob": 1 + n, "u\(n)": 0])
         }
@@ -471,7 +468,7 @@ struct StoreRoundTripTests {
         let a = try await temporaryStore(.postgres)
         let backend = try #require(a.backend as? PostgresBackend)
         for n in 0..<5 { try await Fixture.create(a.store, "g\(n)", members: ["bob", "carol"]) }
-        let before = backend.writerQueue.sync { backend.writer.statementCount }
+        let before = backend.writer.statementCount
         let batches = a.store.commitStatistics.batches
         a.store.holdCommits()
         async let sent = withThrowingTaskGroup(of: AppendedMessage.self) { tasks in
@@ -489,7 +486,7 @@ struct StoreRoundTripTests {
         #expect(a.store.commitStatistics.batches == batches + 1)
         // BEGIN, locks; the groups with the senders' memberships; the earlier messages by client id;
         // the tail (with every body and the groups' latest_seq); COMMIT.
-        #expect(backend.writerQueue.sync { backend.writer.statementCount } - before == 6)
+        #expect(backend.writer.statementCount - before == 6)
         for n in 0..<5 {
             #expect(try await Fixture.events(a.store, "g\(n)").filter { $0.kind == .groupMessage }.map(\.sequence) == [2, 3, 4, 5])
         }

@@ -172,12 +172,12 @@ struct StoreSharedDatabaseTests {
         // A lock another connection holds makes the one pooled read wait.
         let holder = PostgresSession(
             settings: settings, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "test"), id: 98)
-        defer { holder.disconnect() }
-        try holder.begin()
-        try holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
+        defer { holder.disconnectBlocking() }
+        try await holder.begin()
+        try await holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
         let blocked = Task { try await store.groups(app: Fixture.app, ids: ["g"]) }
         // Wait until the pooled read waits on the lock (pg_locks shows it not granted).
-        while try holder.first(
+        while try await holder.first(
             """
             SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
             WHERE NOT l.granted AND d.datname = current_database()
@@ -188,17 +188,17 @@ struct StoreSharedDatabaseTests {
         let refused = await Fixture.groupError { _ = try await store.groups(app: Fixture.app, ids: ["g"]) }
         #expect(refused?.code == .resourceExhausted)
         #expect(refused?.reason == .storeBusy)
-        holder.rollback()
+        await holder.rollback()
         #expect(try await blocked.value["g"] != nil)
 
         settings.poolSize = 2
         settings.statementTimeoutMilliseconds = 100
         let timed = try await PostgresBackend.open(settings: settings)
         defer { timed.closeNow() }
-        try holder.begin()
-        try holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
+        try await holder.begin()
+        try await holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
         let timeout = await Fixture.groupError { _ = try await Store(backend: timed, cacheCapacity: 0).groups(app: Fixture.app, ids: ["g"]) }
-        holder.rollback()
+        await holder.rollback()
         #expect(timeout?.code == .unavailable)
         #expect(timeout?.reason == .storeTimeout)
     }
@@ -215,11 +215,11 @@ struct StoreSharedDatabaseTests {
         // connection of the database, as a crash or a failover would, under the waiting write.
         let holder = PostgresSession(
             settings: temporary.postgres!, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "test"), id: 98)
-        defer { holder.disconnect() }
-        try holder.begin()
-        try holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
+        defer { holder.disconnectBlocking() }
+        try await holder.begin()
+        try await holder.command("LOCK TABLE groups IN ACCESS EXCLUSIVE MODE")
         let write = Task { await Fixture.groupError { try await Fixture.send(store, "g", from: "bob") } }
-        while try holder.first(
+        while try await holder.first(
             """
             SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
             WHERE NOT l.granted AND d.datname = current_database()
@@ -227,12 +227,12 @@ struct StoreSharedDatabaseTests {
         {
             await Task.yield()
         }
-        try holder.command("""
+        try await holder.command("""
             SELECT pg_terminate_backend(pid) FROM pg_stat_activity
             WHERE datname = current_database() AND pid <> pg_backend_pid()
             """)
         let failed = await write.value
-        holder.rollback()
+        await holder.rollback()
         #expect(failed?.code == .unavailable)
         #expect(failed?.reason == .storeUnavailable)
         guard failed != nil else { return }
@@ -288,7 +288,7 @@ struct StoreSharedDatabaseTests {
         #expect(a.appliedMigrations == PostgresSchema.migrations.map(\.id))
         #expect(b.appliedMigrations == PostgresSchema.migrations.map(\.id))
         let rows = try await a.read { session in
-            try session.first("SELECT count(*) FROM groupd_migrations", []) { try $0.int64(0) } ?? 0
+            try await session.first("SELECT count(*) FROM groupd_migrations", []) { try $0.int64(0) } ?? 0
         }
         #expect(rows == Int64(PostgresSchema.migrations.count))
     }
