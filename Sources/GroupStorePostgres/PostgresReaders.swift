@@ -219,13 +219,6 @@ final class PostgresAvailability: Sendable {
         }
     }
 
-    /// Runs `body` (on its session's event loop), or fails at once while the database cannot be
-    /// reached; errors come out as ``reported(_:)`` makes them.
-    func run<T: Sendable>(on session: PostgresSession, _ body: (PostgresSession) async throws -> T) async throws -> T {
-        guard isAvailable else { throw unavailableError() }
-        return try await reporting { try await session.run(body) }
-    }
-
     /// Runs `body`, whatever the availability; errors come out as ``reported(_:)`` makes them.
     func reporting<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         do {
