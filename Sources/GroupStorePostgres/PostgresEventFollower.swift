@@ -26,7 +26,9 @@ import Synchronization
 ///   ticket row in its last statement, ``PostgresStreamTail``), so every id below the batch's
 ///   first one is committed already: when the mark is lower, the ids between are read from the
 ///   table and delivered first.
-/// - All of it runs on one serial queue, so an app's deliveries never interleave.
+/// - All of it runs on one serial queue, so an app's deliveries never interleave. Its statements
+///   run on its connection's event loop while the queue waits for them (`PostgresSession`'s
+///   blocking forms): the writer's `publish` waits on the queue, off the event loops.
 /// - When the listening connection is lost, it reconnects (with back-off) and catches every
 ///   known app up from the table: a notification missed meanwhile loses nothing.
 final class PostgresEventFollower: @unchecked Sendable {
