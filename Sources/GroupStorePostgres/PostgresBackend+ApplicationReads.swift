@@ -26,13 +26,12 @@ extension PostgresBackend {
             // parallel, so an item whose batch commits just after the first page with a lower
             // key than the mark can still appear, on the page its creation time puts it (never
             // twice, never skipping another).
-            var mark: Int64 = 0
+            let mark: Int64
             if let given = position?[2] {
                 mark = given
-            } else if let highest = try await session.first(
-                "SELECT COALESCE(MAX(app_key), 0) FROM applications WHERE app_id = ?", [.text(app)], { try $0.int64(0) })
-            {
-                mark = highest
+            } else {
+                mark = try await session.first(
+                    "SELECT COALESCE(MAX(app_key), 0) FROM applications WHERE app_id = ?", [.text(app)], { try $0.int64(0) }) ?? 0
             }
             var arguments = filter.arguments
             arguments["mark"] = .integer(mark)
