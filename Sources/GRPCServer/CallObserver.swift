@@ -191,7 +191,7 @@ extension HTTP2Connection {
     /// A stream is gone: a call still without an outcome ends as cancelled.
     func observeStreamGone(_ stream: HTTP2Stream) {
         guard let observer = configuration.callObserver else { return }
-        if stream.trailers == nil {
+        if !stream.state.outcomeKnown {
             observeCallEnd(stream, status: GRPCStatus(.cancelled, "the stream was reset or its connection lost"))
         }
         observer.streamClosed()

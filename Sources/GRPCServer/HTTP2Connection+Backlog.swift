@@ -78,10 +78,8 @@ extension HTTP2Connection {
         streams.removeValue(forKey: stream.id)
         accountQueued(-stream.queuedBytes)
         stream.dropOutbound()
-        if stream.trailers == nil {
-            let status = GRPCStatus(.resourceExhausted, "the client does not read its responses")
-            stream.trailers = status
-            observeCallEnd(stream, status: status)
+        if stream.state.shed() {
+            observeCallEnd(stream, status: GRPCStatus(.resourceExhausted, "the client does not read its responses"))
         }
         if stream.receivedBytes > stream.consumedBytes {
             nghttp2_session_consume_connection(session, stream.receivedBytes - stream.consumedBytes)

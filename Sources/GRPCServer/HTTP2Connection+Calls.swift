@@ -14,9 +14,7 @@ extension HTTP2Connection {
         readyCalls.removeAll(keepingCapacity: ready.count <= 1024)
         guard !terminating else { return }
         for streamID in ready {
-            guard let stream = streams[streamID], stream.trailers == nil, stream.task == nil, let handler = stream.handler else {
-                continue
-            }
+            guard let stream = streams[streamID], let handler = stream.handler, stream.state.startCall() else { continue }
             dispatch(stream, handler: handler)
         }
     }
@@ -34,7 +32,6 @@ extension HTTP2Connection {
             path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop,
             annotations: stream.annotations)
         let streamID = stream.id
-        stream.dispatched = true
         releaseUnauthenticatedPlaceAtDispatch(stream)
         switch handler {
         case .inlineUnary(let body):
@@ -62,7 +59,6 @@ extension HTTP2Connection {
         guard let context else { return }
         let eventLoop = context.eventLoop
         let streamID = stream.id
-        stream.dispatched = true
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let (requests, source) = ServerRequestStream.makeStream(onTake: { wireBytes in
             Self.onLoop(eventLoop) { bound.value.requestTaken(streamID: streamID, wireBytes: wireBytes) }
@@ -245,19 +241,18 @@ extension HTTP2Connection {
     }
 
     func complete(_ stream: HTTP2Stream, with result: Result<ByteBuffer, GRPCStatus>) {
-        guard stream.trailers == nil else { return }
+        guard !stream.state.outcomeKnown else { return }
         switch result {
         case .success(let response):
             let queuedBefore = stream.queuedBytes
             stream.appendMessage(response, fromWriter: false)
             accountQueued(stream.queuedBytes - queuedBefore)
-            stream.trailers = .ok
-            observeCallEnd(stream, status: .ok)
+            perform(stream.state.messageQueued(), on: stream)
+            finish(stream, status: .ok)
             // The request is answered: a response the client does not read keeps only itself
             // (not the request, nor the finished task's handle).
             stream.releaseRequestState()
             stream.task = nil
-            submitResponseHeaders(stream)
             checkQueuedBytes()
         case .failure(let status):
             respond(stream, .status(status))
@@ -280,17 +275,24 @@ extension HTTP2Connection {
     }
 
     func enqueue(_ message: ByteBuffer, onStream streamID: Int32) {
-        guard let stream = streams[streamID], stream.trailers == nil else { return }
+        guard let stream = streams[streamID], !stream.state.outcomeKnown else { return }
         let queuedBefore = stream.queuedBytes
         stream.appendMessage(message, fromWriter: true)
         accountQueued(stream.queuedBytes - queuedBefore)
-        if !stream.responseHeadersSent {
-            submitResponseHeaders(stream)
-        } else if stream.dataDeferred, let session {
-            stream.dataDeferred = false
-            nghttp2_session_resume_data(session, streamID)
-        }
+        perform(stream.state.messageQueued(), on: stream)
         checkQueuedBytes()
+    }
+
+    /// Does what a queued response message calls for.
+    private func perform(_ action: HTTP2StreamState.MessageQueuedAction, on stream: HTTP2Stream) {
+        switch action {
+        case .submitHeaders:
+            submitResponseHeaders(stream)
+        case .resumeData:
+            if let session { nghttp2_session_resume_data(session, stream.id) }
+        case .none, .drop:
+            break
+        }
     }
 
     /// Ends a detached call from its writer: its queued messages first, then the trailers.
@@ -300,27 +302,14 @@ extension HTTP2Connection {
         flush()
     }
 
+    /// Decides the call's outcome (once): the trailers follow the queued messages, or go as a
+    /// Trailers-Only response when nothing went out.
     func finish(_ stream: HTTP2Stream, status: GRPCStatus) {
-        guard stream.trailers == nil else { return }
-        // No write is taken once the outcome is known; a detached call's owner learns it here.
-        defer {
-            stream.writer?.close()
-            stream.requests?.cancel()
-        }
-        guard stream.responseHeadersSent else {
-            respond(stream, .status(status))
-            return
-        }
-        stream.trailers = status
-        observeCallEnd(stream, status: status)
-        if stream.dataDeferred, let session {
-            stream.dataDeferred = false
-            nghttp2_session_resume_data(session, stream.id)
-        }
+        end(stream, status: status, httpStatus: 200)
     }
 
     func deadlineExpired(streamID: Int32) {
-        guard let stream = streams[streamID], stream.trailers == nil else { return }
+        guard let stream = streams[streamID], !stream.state.outcomeKnown else { return }
         stream.task?.cancel()
         finish(stream, status: GRPCStatus(.deadlineExceeded, "deadline exceeded"))
         scheduleFlush()

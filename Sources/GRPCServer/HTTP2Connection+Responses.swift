@@ -31,43 +31,55 @@ extension HTTP2Connection {
         case httpStatus(Int, GRPCStatus)
     }
 
+    /// Ends the call at once with `response` (Trailers-Only when nothing went out yet).
     func respond(_ stream: HTTP2Stream, _ response: ImmediateResponse) {
-        guard let session, stream.trailers == nil else { return }
-        stream.deadlineTask?.cancel()
-        stream.task?.cancel()
+        switch response {
+        case .status(let status):
+            end(stream, status: status, httpStatus: 200)
+        case .unsupportedEncoding(let encoding):
+            let status = GRPCStatus(
+                .unimplemented,
+                "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
+            end(stream, status: status, httpStatus: 200)
+        case .httpStatus(let code, let status):
+            end(stream, status: status, httpStatus: code)
+        }
+    }
+
+    /// Decides the call's outcome, unless it is known already; no write is taken from then on,
+    /// and a detached call's owner learns it here.
+    func end(_ stream: HTTP2Stream, status: GRPCStatus, httpStatus: Int) {
+        guard let session else { return }
+        let action = stream.state.finish(status)
+        if action == .alreadyKnown { return }
         defer {
             stream.writer?.close()
             stream.requests?.cancel()
         }
-        let status: GRPCStatus
-        var httpStatus = 200
-        switch response {
-        case .status(let s):
-            status = s
-        case .unsupportedEncoding(let encoding):
-            status = GRPCStatus(
-                .unimplemented,
-                "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
-        case .httpStatus(let code, let s):
-            httpStatus = code
-            status = s
-        }
-        stream.trailers = status
         observeCallEnd(stream, status: status)
-        stream.responseHeadersSent = true
-        var fields = HeaderFields()
-        fields.append(StaticHeaders.shared.status(httpStatus))
-        fields.append(StaticHeaders.shared.contentType)
-        fields.append(StaticHeaders.shared.acceptEncoding)
-        fields.appendStatus(status)
-        fields.withNVArray { nva, count in
-            _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
+        switch action {
+        case .trailersOnly:
+            stream.deadlineTask?.cancel()
+            stream.task?.cancel()
+            var fields = HeaderFields()
+            fields.append(StaticHeaders.shared.status(httpStatus))
+            fields.append(StaticHeaders.shared.contentType)
+            fields.append(StaticHeaders.shared.acceptEncoding)
+            fields.appendStatus(status)
+            fields.withNVArray { nva, count in
+                _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
+            }
+        case .trailersAfterMessages(let resume):
+            if resume { nghttp2_session_resume_data(session, stream.id) }
+        case .alreadyKnown:
+            break
         }
     }
 
+    /// Submits the response headers with the data provider that sends the queued messages (the
+    /// stream's state says when: ``HTTP2StreamState/messageQueued()``).
     func submitResponseHeaders(_ stream: HTTP2Stream) {
-        guard let session, !stream.responseHeadersSent else { return }
-        stream.responseHeadersSent = true
+        guard let session else { return }
         var provider = nghttp2_data_provider()
         provider.read_callback = NGHTTP2Callbacks.readCallback
         let headers = StaticHeaders.shared.responseHeaders(stream.responseCompression)

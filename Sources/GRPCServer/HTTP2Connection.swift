@@ -442,21 +442,25 @@ final class HTTP2Connection: ChannelInboundHandler {
         if case .bidirectionalStreaming = handler {
             // Its requests stream to the handler: it starts at the end of this read, not at the
             // end of the request.
-            prepareBidirectional(stream)
+            if stream.state.routed(streaming: true) == .prepareRequestStream { prepareBidirectional(stream) }
+        } else {
+            _ = stream.state.routed(streaming: false)
         }
         if endStream { onEndOfRequest(streamID: streamID) }
     }
 
     func onDataChunk(streamID: Int32, data: UnsafeRawBufferPointer) {
         guard let session else { return }
-        if let stream = streams[streamID], stream.trailers == nil, let requests = stream.requests {
+        let stream = streams[streamID]
+        let action = stream?.state.dataReceived() ?? .discard
+        if action == .deliverToHandler, let stream, let requests = stream.requests {
             receiveStreamingRequest(stream, requests: requests, data: data)
             return
         }
         // Taking the bytes into the stream's deframer is what reopens the window: the deframer's
         // memory is bounded by the message limit, which it enforces from each length prefix.
         nghttp2_session_consume(session, streamID, data.count)
-        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched else { return }
+        guard action == .readRequest, let stream else { return }
         stream.deframer.append(data)
         do {
             while let message = try stream.deframer.next() {
@@ -509,28 +513,22 @@ final class HTTP2Connection: ChannelInboundHandler {
     }
 
     func onEndOfRequest(streamID: Int32) {
-        if let stream = streams[streamID], stream.trailers == nil, let requests = stream.requests {
+        guard let stream = streams[streamID] else { return }
+        switch stream.state.requestEnded(partialMessage: stream.deframer.hasPartialMessage, hasRequest: stream.request != nil) {
+        case .finishRequestStream:
             // The client half-closed a streaming call: the handler's sequence ends.
-            if stream.deframer.hasPartialMessage {
-                endStreamingCall(stream, status: GRPCStatus(.internal, "request ended inside a message"))
-                return
-            }
             stream.deframer.release()
-            requests.finish()
-            return
+            stream.requests?.finish()
+        case .endStreamingCall(let status):
+            endStreamingCall(stream, status: status)
+        case .refuse(let status):
+            respond(stream, .status(status))
+        case .startAtEndOfRead:
+            // Started at the end of this read (startReadyCalls), unless the client resets it first.
+            readyCalls.append(streamID)
+        case .none:
+            break
         }
-        guard let stream = streams[streamID], stream.trailers == nil, !stream.dispatched, stream.handler != nil else { return }
-        if stream.deframer.hasPartialMessage {
-            respond(stream, .status(GRPCStatus(.internal, "request ended inside a message")))
-            return
-        }
-        guard stream.request != nil else {
-            respond(stream, .status(GRPCStatus(.internal, "request stream ended without a message")))
-            return
-        }
-        // Started at the end of this read (startReadyCalls), unless the client resets it first.
-        stream.dispatched = true
-        readyCalls.append(streamID)
     }
 
     func onFrameSent(streamID: Int32, endStream: Bool) {
@@ -565,16 +563,16 @@ final class HTTP2Connection: ChannelInboundHandler {
         let written = stream.drainOutbound(into: buffer)
         accountQueued(stream.queuedBytes - queuedBefore)
         if written > 0 { backlog.progressed = true }
-        if stream.outbound.isEmpty, let trailers = stream.trailers {
+        switch stream.state.dataRead(written: written, outboundEmpty: stream.outbound.isEmpty) {
+        case .send:
+            return written
+        case .sendTrailers(let trailers):
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
             submitTrailers(session: session, streamID: streamID, status: trailers)
             stream.deadlineTask?.cancel()
             return written
-        }
-        if written == 0 {
-            stream.dataDeferred = true
+        case .deferred:
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
-        return written
     }
 }

@@ -30,9 +30,8 @@ final class HTTP2Stream {
     var messageCount = 0
     var request: ByteBuffer?
     var task: Task<Void, Never>?
-    /// Set once the request is complete and its call ready to start (or, bidirectional, once its
-    /// headers are in); later DATA and END_STREAM go to the handler's sequence or are ignored.
-    var dispatched = false
+    /// How far the call and its response have come (``HTTP2StreamState``).
+    var state = HTTP2StreamState()
     /// Whether and until when the call holds a place in the budget of calls without a verified token.
     var unauthenticatedPlace = UnauthenticatedPlace.none
     var deadlineTask: Scheduled<Void>?
@@ -47,10 +46,6 @@ final class HTTP2Stream {
     var consumedBytes = 0
     /// The wire size of the request messages queued for the handler and not yet taken.
     var untakenBytes = 0
-    var responseHeadersSent = false
-    /// Set once the call's outcome is known; the trailers go out after the queued messages.
-    var trailers: GRPCStatus?
-    var dataDeferred = false
     /// When an observed call started (monotonic nanoseconds); 0: not observed, or its outcome
     /// was reported.
     var observedStart: UInt64 = 0
