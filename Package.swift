@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "WebhookPolicy", type: .dynamic, targets: ["WebhookPolicy"]),
         // The libraries the fuzz targets (Tests/Fuzz, `make fuzz`) link: a package outside this
         // one sees only products.
+        .library(name: "GRPCProtocol", targets: ["GRPCProtocol"]),
         .library(name: "GRPCServer", targets: ["GRPCServer"]),
         .library(name: "GroupAPI", targets: ["GroupAPI"]),
         .library(name: "GroupdConfig", targets: ["GroupdConfig"]),
@@ -77,12 +78,23 @@ let package = Package(
         ),
 
         // MARK: Transport
-        /// HTTP/2 over nghttp2, gRPC framing and routing. Knows nothing of groups.
+        /// The gRPC vocabulary, without a transport: status and error details, metadata, the
+        /// router, handlers and their context (no event loop), the stream writer and request
+        /// sequence, framing and deframing, compression and its negotiation. Of NIO it uses
+        /// `ByteBuffer` alone (NIOCore), the messages' bytes.
+        .target(
+            name: "GRPCProtocol",
+            dependencies: ["CZlib", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+
+        /// The HTTP/2 transport: nghttp2 sessions on NIO channels, TLS, keepalive and the defences
+        /// against hostile clients, serving a `GRPCProtocol` router. Knows nothing of groups.
         .target(
             name: "GRPCServer",
             dependencies: [
                 "CNGHTTP2",
-                "CZlib",
+                "GRPCProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -98,7 +110,7 @@ let package = Package(
         .target(
             name: "GRPCClient",
             dependencies: [
-                "CNGHTTP2", "GRPCServer", "GroupAPI",
+                "CNGHTTP2", "GRPCProtocol", "GroupAPI",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -156,7 +168,7 @@ let package = Package(
         .target(
             name: "GroupdConfig",
             dependencies: [
-                "GroupAPI", "GroupModel", "GroupStoreSettings", "GRPCServer", "PolicyHost",
+                "GroupAPI", "GroupModel", "GroupStoreSettings", "GRPCProtocol", "GRPCServer", "PolicyHost",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Yams", package: "Yams"),
@@ -168,7 +180,7 @@ let package = Package(
         .target(
             name: "GroupService",
             dependencies: [
-                "GroupAPI", "GroupdConfig", "GroupModel", "GroupStore", "GRPCServer", "PolicyHost",
+                "GroupAPI", "GroupdConfig", "GroupModel", "GroupStore", "GRPCProtocol", "GRPCServer", "PolicyHost",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -181,7 +193,7 @@ let package = Package(
         .executableTarget(
             name: "groupd",
             dependencies: [
-                "GroupService", "GRPCServer", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GRPCClient", "GroupAPI",
+                "GroupService", "GRPCProtocol", "GRPCServer", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GRPCClient", "GroupAPI",
                 "GroupdBuildInfo",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -238,14 +250,14 @@ let package = Package(
         .target(
             name: "GroupTestSupport",
             dependencies: [
-                "GroupService", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GroupModel", "GRPCServer", "GroupAPI",
+                "GroupService", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GroupModel", "GRPCProtocol", "GRPCServer", "GroupAPI",
                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "GRPCServerTests",
             dependencies: [
-                "GRPCServer", "CNGHTTP2", "CZlib", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "GRPCProtocol", "GRPCServer", "CNGHTTP2", "CZlib", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -253,7 +265,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GRPCClientTests",
-            dependencies: ["GRPCClient", "GRPCServer", "GroupAPI", "GroupService", "GroupModel", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
+            dependencies: ["GRPCClient", "GRPCProtocol", "GRPCServer", "GroupAPI", "GroupService", "GroupModel", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "GroupAPITests", dependencies: ["GroupAPI"], swiftSettings: swiftSettings),
@@ -271,7 +283,7 @@ let package = Package(
         .testTarget(
             name: "GroupServiceTests",
             dependencies: [
-                "GroupService", "GroupdConfig", "GroupStoreSettings", "GroupTestSupport", "GroupAPI",
+                "GroupService", "GroupdConfig", "GroupStoreSettings", "GroupTestSupport", "GroupAPI", "GRPCProtocol",
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings

@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 import GroupAPI
 
 /// How a call ended when it did not end with OK: the gRPC status, and what its

@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 import NIOCore
 
 /// The response side of one client call as a value-type state machine, fed what nghttp2 reports

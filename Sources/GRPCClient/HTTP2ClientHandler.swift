@@ -1,5 +1,5 @@
 import CNGHTTP2
-import GRPCServer
+import GRPCProtocol
 import NIOCore
 import Synchronization
 

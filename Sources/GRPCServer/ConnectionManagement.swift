@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// The keepalive, idle, age and ping-policing rules of one connection, and its preface and

@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 import Synchronization
 

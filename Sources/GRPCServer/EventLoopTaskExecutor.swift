@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// A `TaskExecutor` that runs jobs on one event loop. A call's task prefers the executor of its

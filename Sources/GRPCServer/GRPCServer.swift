@@ -1,3 +1,4 @@
+import GRPCProtocol
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

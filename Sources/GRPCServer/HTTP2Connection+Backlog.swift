@@ -1,3 +1,4 @@
+import GRPCProtocol
 import CNGHTTP2
 import Logging
 import NIOCore

@@ -1,3 +1,4 @@
+import GRPCProtocol
 import CNGHTTP2
 import NIOCore
 
@@ -29,8 +30,7 @@ extension HTTP2Connection {
         }
         guard let request = stream.request else { return }
         let callContext = ServerContext(
-            path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: context.eventLoop,
-            annotations: stream.annotations)
+            path: stream.path, metadata: stream.metadata, deadline: stream.contextDeadline, annotations: stream.annotations)
         let streamID = stream.id
         releaseUnauthenticatedPlaceAtDispatch(stream)
         switch handler {
@@ -39,15 +39,16 @@ extension HTTP2Connection {
         case .unary(let body):
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             stream.task = Self.startUnary(
-                body, request: request, context: callContext, streamID: streamID, connection: bound, executor: taskExecutor)
+                body, request: request, context: callContext, streamID: streamID, connection: bound,
+                eventLoop: context.eventLoop, executor: taskExecutor)
         case .serverStreaming(let body):
             stream.releaseRequestState()
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             let writer = makeWriter(streamID: streamID, eventLoop: context.eventLoop)
             stream.writer = writer
             stream.task = Self.startStreaming(
-                { try await body(request, callContext, writer) }, context: callContext, writer: writer, streamID: streamID,
-                connection: bound, executor: taskExecutor)
+                { try await body(request, callContext, writer) }, writer: writer, streamID: streamID,
+                connection: bound, eventLoop: context.eventLoop, executor: taskExecutor)
         case .bidirectionalStreaming:
             break  // above
         }
@@ -77,8 +78,7 @@ extension HTTP2Connection {
         stream.pendingRequests = nil
         let eventLoop = context.eventLoop
         let callContext = ServerContext(
-            path: stream.path, metadata: stream.metadata, deadline: stream.deadline, eventLoop: eventLoop,
-            annotations: stream.annotations)
+            path: stream.path, metadata: stream.metadata, deadline: stream.contextDeadline, annotations: stream.annotations)
         let streamID = stream.id
         releaseUnauthenticatedPlaceAtDispatch(stream)
         if stream.observedStart != 0 { stream.observedMetadata = stream.metadata }  // for the access log
@@ -87,8 +87,8 @@ extension HTTP2Connection {
         let writer = makeWriter(streamID: streamID, eventLoop: eventLoop)
         stream.writer = writer
         stream.task = Self.startStreaming(
-            { try await body(requests, callContext, writer) }, context: callContext, writer: writer, streamID: streamID,
-            connection: bound, executor: taskExecutor)
+            { try await body(requests, callContext, writer) }, writer: writer, streamID: streamID,
+            connection: bound, eventLoop: eventLoop, executor: taskExecutor)
     }
 
     /// DATA of a bidirectional-streaming call: whole messages go to the handler's sequence. The
@@ -179,7 +179,7 @@ extension HTTP2Connection {
     private static func startUnary(
         _ body: @escaping @Sendable (ByteBuffer, ServerContext) async throws -> ByteBuffer,
         request: ByteBuffer, context: ServerContext, streamID: Int32, connection: NIOLoopBound<HTTP2Connection>,
-        executor: EventLoopTaskExecutor?
+        eventLoop: any EventLoop, executor: EventLoopTaskExecutor?
     ) -> Task<Void, Never> {
         Task(executorPreference: executor) {
             let result: Result<ByteBuffer, GRPCStatus>
@@ -188,7 +188,7 @@ extension HTTP2Connection {
             } catch {
                 result = .failure(status(for: error))
             }
-            onLoop(context.eventLoop) {
+            onLoop(eventLoop) {
                 let connection = connection.value
                 guard let stream = connection.streams[streamID] else { return }
                 connection.complete(stream, with: result)
@@ -205,8 +205,8 @@ extension HTTP2Connection {
 
     private static func startStreaming(
         _ body: @escaping @Sendable () async throws -> Void,
-        context: ServerContext, writer: ServerStreamWriter, streamID: Int32,
-        connection: NIOLoopBound<HTTP2Connection>, executor: EventLoopTaskExecutor?
+        writer: ServerStreamWriter, streamID: Int32,
+        connection: NIOLoopBound<HTTP2Connection>, eventLoop: any EventLoop, executor: EventLoopTaskExecutor?
     ) -> Task<Void, Never> {
         Task(executorPreference: executor) {
             let status: GRPCStatus?
@@ -217,7 +217,7 @@ extension HTTP2Connection {
             } catch {
                 status = self.status(for: error)
             }
-            onLoop(context.eventLoop) {
+            onLoop(eventLoop) {
                 let connection = connection.value
                 guard let stream = connection.streams[streamID] else { return }
                 guard let status else {

@@ -1,3 +1,4 @@
+import GRPCProtocol
 import CNGHTTP2
 import Logging
 import NIOCore
@@ -434,6 +435,7 @@ final class HTTP2Connection: ChannelInboundHandler {
         if let timeout = stream.timeoutNanos {
             let deadline = NIODeadline.now() + .nanoseconds(timeout)
             stream.deadline = deadline
+            stream.contextDeadline = .now + .nanoseconds(timeout)
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             stream.deadlineTask = context.eventLoop.scheduleTask(deadline: deadline) {
                 bound.value.deadlineExpired(streamID: streamID)

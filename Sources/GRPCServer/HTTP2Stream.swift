@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// The state of one request stream, owned by its connection's event loop.
@@ -8,12 +9,14 @@ final class HTTP2Stream {
     var contentTypeIsGRPC = false
     var malformedTimeout = false
     var timeoutNanos: Int64?
+    /// When the call must be over (`grpc-timeout`): the loop's timer, and the handler's context.
     var deadline: NIODeadline?
+    var contextDeadline: ContinuousClock.Instant?
     /// The value of `grpc-encoding` when it names an encoding this server does not know.
     var encoding: [UInt8]?
     /// The request's `grpc-encoding` when it is one this server inflates.
     var requestCompression: GRPCCompression?
-    /// The encodings `grpc-accept-encoding` lists (``GRPCCompression/bit``s), over all its lines.
+    /// The encodings `grpc-accept-encoding` lists (`GRPCCompression.bit`s), over all its lines.
     var acceptedEncodings: UInt8 = 0
     /// How response messages are compressed; nil: not at all (identity).
     var responseCompression: GRPCCompression?

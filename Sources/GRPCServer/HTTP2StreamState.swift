@@ -1,3 +1,5 @@
+import GRPCProtocol
+
 /// The life of one request stream as a value without I/O: how far its call has come (headers,
 /// request, ready, started) and how far its response has gone (nothing, headers with DATA to
 /// follow, the outcome known and the trailers waiting behind the queued messages, ended).

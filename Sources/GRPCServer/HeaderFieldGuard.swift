@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// Keeps one request header field too long for nghttp2's HPACK inflater from ending the whole

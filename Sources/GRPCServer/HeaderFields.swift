@@ -1,3 +1,4 @@
+import GRPCProtocol
 import CNGHTTP2
 
 /// Header fields that never change, in memory that lives as long as the process, so nghttp2

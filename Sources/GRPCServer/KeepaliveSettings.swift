@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// How a connection is kept alive, aged and policed, after grpc-go's

@@ -1,3 +1,4 @@
+import GRPCProtocol
 import CNGHTTP2
 
 /// The nghttp2 callback table, made once and shared by every session, and the session options of

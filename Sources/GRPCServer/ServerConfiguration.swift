@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// The HTTP/2 settings groupd announces and enforces, chosen for many small RPCs and a few

@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOConcurrencyHelpers
 import NIOSSL
 

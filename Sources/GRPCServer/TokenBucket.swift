@@ -1,3 +1,4 @@
+import GRPCProtocol
 import NIOCore
 
 /// A token bucket read against a clock the caller passes in (the event loop's `now`, so an

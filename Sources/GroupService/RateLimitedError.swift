@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 import GroupModel
 
 /// A call refused by a rate limit: `RESOURCE_EXHAUSTED` with the `ErrorInfo` of every groupd

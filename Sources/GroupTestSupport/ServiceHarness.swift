@@ -1,4 +1,4 @@
-public import GRPCServer
+public import GRPCProtocol
 public import GroupAPI
 public import GroupModel
 public import GroupService
@@ -96,10 +96,6 @@ public final class ServiceHarness: Sendable {
     public let configuration: GroupdConfiguration
     /// The clock of the service and the authenticator; tokens are minted at its `now()`.
     public let clock: any WallClock
-    /// The loop every harness's `ServerContext` names: thread-safe and never released (the
-    /// handlers under test do not run on it; the transport's contexts always carry a loop).
-    private static let eventLoop = NIOAsyncTestingEventLoop()
-
     /// The store the service writes to.
     public var store: Store { temporary.store }
 
@@ -164,7 +160,7 @@ public final class ServiceHarness: Sendable {
     /// would: thrown errors become their status (anything not `GRPCStatusConvertible` is `INTERNAL`).
     /// Paths with no handler answer `UNIMPLEMENTED`, as the transport does.
     public func callRaw(path: String, bytes: [UInt8], metadata: Metadata) async -> Result<[UInt8], GRPCStatus> {
-        let context = ServerContext(path: path, metadata: metadata, deadline: nil, eventLoop: Self.eventLoop)
+        let context = ServerContext(path: path, metadata: metadata)
         let buffer = ByteBuffer(bytes: bytes)
         guard let handler = router.handler(for: path) else {
             return .failure(GRPCStatus(.unimplemented, "unknown method \(path)"))

@@ -1,6 +1,6 @@
 import ArgumentParser
 import GRPCClient
-import GRPCServer
+import GRPCProtocol
 import GroupAPI
 import GroupService
 import UnixSignals

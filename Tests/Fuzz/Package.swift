@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "FuzzSupport"),
         .executableTarget(
             name: "FuzzDeframer",
-            dependencies: ["FuzzSupport", .product(name: "GRPCServer", package: "groupd"), .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: fuzzTarget),
         .executableTarget(
             name: "FuzzProtoDecode",
@@ -33,8 +33,9 @@ let package = Package(
         .executableTarget(
             name: "FuzzHTTP2",
             dependencies: [
-                "FuzzSupport", .product(name: "GRPCServer", package: "groupd"), .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+                "FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: fuzzTarget),
         .executableTarget(

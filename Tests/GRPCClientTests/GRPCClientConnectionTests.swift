@@ -1,4 +1,5 @@
 import GRPCClient
+import GRPCProtocol
 import GRPCServer
 import GroupAPI
 import GroupModel

@@ -1,5 +1,5 @@
 @testable import GRPCClient
-import GRPCServer
+import GRPCProtocol
 @testable import GroupAPI
 import GroupModel
 import GroupService

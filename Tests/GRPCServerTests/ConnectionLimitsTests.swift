@@ -6,6 +6,7 @@ import NIOEmbedded
 import NIOTLS
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The defences against silent, half-open and unused connections and the budget of calls without

@@ -1,6 +1,7 @@
 import NIOCore
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The keepalive, idle, age and PING rules as plain values: events in, timer actions out.

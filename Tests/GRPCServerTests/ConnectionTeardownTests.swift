@@ -4,6 +4,7 @@ import NIOCore
 import NIOEmbedded
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// nghttp2 holds the connection as unretained user data (`Unmanaged.passUnretained`), so the

@@ -3,6 +3,7 @@ import NIOCore
 import Synchronization
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The defences' log: one line per defence and message a second, the rest counted.

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// A client written frame by frame against a real `HTTP2Connection` (nghttp2 inside) in an

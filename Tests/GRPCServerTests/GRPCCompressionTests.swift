@@ -2,6 +2,7 @@ import CZlib
 import NIOCore
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// gzip and deflate at the message level: the inflate bound, corrupt bodies, the accepted set.

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 @Suite struct GRPCMessageDeframerTests {

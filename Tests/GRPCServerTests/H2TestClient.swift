@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// A gRPC client over one HTTP/2 connection for the transport tests: nghttp2's client session

@@ -3,6 +3,7 @@ import NIOCore
 import NIOEmbedded
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// A client whose socket takes nothing (the channel stays unwritable): the stalled-write timeout

@@ -3,6 +3,7 @@ import NIOCore
 import NIOEmbedded
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// Keepalive PINGs, idle and age GOAWAYs and PING policing on a real `HTTP2Connection` (nghttp2

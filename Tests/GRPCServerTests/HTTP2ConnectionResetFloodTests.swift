@@ -4,6 +4,7 @@ import NIOEmbedded
 import Synchronization
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The rapid-reset defence (CVE-2023-44487) and the start of calls at the end of a read, on a real

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The stream's state machine as a plain value: every event in every reachable state, with the

@@ -2,6 +2,7 @@ import CNGHTTP2
 import NIOCore
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The guard that turns a header field too long for nghttp2's HPACK inflater into a refusal of

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// Loading TLS credentials: every file problem is refused naming the file, and a reload that

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The batched path from streaming calls to DATA frames: the connection's outbox and the

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// A real server on port 0 with a router of test handlers, and the raw HTTP/2 client.

@@ -4,6 +4,7 @@ import NIOEmbedded
 import NIOTLS
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The handler between TLS and HTTP/2: only a handshake that negotiated `h2`, completed in time,

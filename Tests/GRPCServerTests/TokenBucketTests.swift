@@ -1,6 +1,7 @@
 import NIOCore
 import Testing
 
+@testable import GRPCProtocol
 @testable import GRPCServer
 
 /// The reset budget's token bucket, on a clock the test sets.

@@ -1,5 +1,5 @@
 import Foundation
-import GRPCServer
+import GRPCProtocol
 import GroupService
 import Testing
 import Yams

@@ -1,4 +1,5 @@
 import Foundation
+import GRPCProtocol
 import GRPCServer
 import GroupService
 import Testing

@@ -1,3 +1,4 @@
+import GRPCProtocol
 import GRPCServer
 import GroupService
 import NIOCore

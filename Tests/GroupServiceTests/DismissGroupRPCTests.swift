@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 import GroupAPI
 import GroupModel
 import GroupService

@@ -1,3 +1,4 @@
+@testable import GRPCProtocol
 @testable import GRPCServer
 import GroupModel
 @testable import GroupService

@@ -1,3 +1,4 @@
+@testable import GRPCProtocol
 @testable import GRPCServer
 import Dispatch
 import GroupAPI
@@ -32,7 +33,7 @@ struct HealthWatchTests {
             Issue.record("Watch is not server-streaming")
             return
         }
-        let context = ServerContext(path: path, metadata: Metadata(), deadline: nil, eventLoop: NIOAsyncTestingEventLoop())
+        let context = ServerContext(path: path, metadata: Metadata())
         let call = Task {
             try await watch(ByteBuffer(bytes: Grpc_Health_V1_HealthCheckRequest().serializedBytes()), context, writer)
         }

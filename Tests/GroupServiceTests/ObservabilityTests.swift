@@ -1,5 +1,5 @@
 import Foundation
-import GRPCServer
+import GRPCProtocol
 import GroupAPI
 import GroupModel
 @testable import GroupService
@@ -322,8 +322,8 @@ struct ServiceTelemetryTests {
         guard case .unary(let body) = handler else { Issue.record("DismissGroup is unary"); return }
         let annotations = CallAnnotations()
         let context = ServerContext(
-            path: Methods.dismissGroup.path, metadata: Metadata([("authorization", authorization!)]), deadline: nil,
-            eventLoop: NIOAsyncTestingEventLoop(), annotations: annotations)
+            path: Methods.dismissGroup.path, metadata: Metadata([("authorization", authorization!)]),
+            annotations: annotations)
         let request = Groupd_V1_DismissGroupRequest.with { $0.groupID = "missing" }
         do {
             _ = try await body(ByteBuffer(bytes: request.serializedBytes()), context)

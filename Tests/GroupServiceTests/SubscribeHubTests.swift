@@ -1,5 +1,5 @@
 import Dispatch
-import GRPCServer
+import GRPCProtocol
 import GroupAPI
 import GroupModel
 @testable import GroupService

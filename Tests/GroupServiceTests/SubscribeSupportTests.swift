@@ -1,3 +1,4 @@
+@testable import GRPCProtocol
 @testable import GRPCServer
 import GroupAPI
 import GroupModel
@@ -61,7 +62,7 @@ final class TestStream: Sendable {
             Issue.record("Subscribe is not server-streaming")
             return
         }
-        let context = ServerContext(path: path, metadata: metadata, deadline: nil, eventLoop: TestStream.eventLoop)
+        let context = ServerContext(path: path, metadata: metadata)
         let bytes = ByteBuffer(bytes: request.serializedBytes())
         task.withLock {
             $0 = Task { [self] in
@@ -79,8 +80,6 @@ final class TestStream: Sendable {
             }
         }
     }
-
-    private static let eventLoop = NIOAsyncTestingEventLoop()
 
     /// The call ended with `status` (the first end wins); the writer closes, as the transport's does.
     private func finished(_ status: GRPCStatus) {

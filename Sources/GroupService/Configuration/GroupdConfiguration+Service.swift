@@ -5,7 +5,7 @@
 // reload's restart-only keys, the transport's refusal as a gRPC status).
 @_exported public import GroupdConfig
 public import GroupStore
-public import GRPCServer
+import GRPCServer
 import GroupModel
 import NIOCore
 

@@ -1,6 +1,6 @@
 import Crypto
 import GroupModel
-import GRPCServer
+import GRPCProtocol
 
 /// Invite link tokens: made from the operating system's CSPRNG, kept only as their SHA-256.
 enum InviteLinkToken {

@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 import Logging
 import Synchronization
 

@@ -1,5 +1,5 @@
 import CoreMetrics
-import GRPCServer
+import GRPCProtocol
 import Prometheus
 import Synchronization
 

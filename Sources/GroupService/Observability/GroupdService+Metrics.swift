@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 import GroupStore
 import PolicyHost
 import Synchronization

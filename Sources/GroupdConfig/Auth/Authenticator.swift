@@ -1,6 +1,6 @@
 import Foundation
 import GroupModel
-import GRPCServer
+import GRPCProtocol
 import JWTKit
 
 /// Verifies the bearer token of every call and says who is calling.

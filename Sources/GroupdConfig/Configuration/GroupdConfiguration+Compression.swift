@@ -1,4 +1,4 @@
-import GRPCServer
+import GRPCProtocol
 
 extension GroupdConfiguration {
     /// `compression`: how responses are compressed. Requests compressed with `gzip` or

@@ -1,4 +1,4 @@
-public import GRPCServer
+import GRPCServer
 import GroupModel
 
 /// `transport`: the transport's defences against hostile or broken clients, each with a default

@@ -1,5 +1,5 @@
 import FuzzSupport
-import GRPCServer
+import GRPCProtocol
 import NIOCore
 
 /// The gRPC deframer fed a stream in arbitrary chunks must hand out exactly what a one-pass

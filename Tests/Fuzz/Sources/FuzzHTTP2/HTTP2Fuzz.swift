@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 
+import GRPCProtocol
 @testable import GRPCServer
 
 /// A server connection — nghttp2's session and groupd's callbacks, streams and handlers — fed

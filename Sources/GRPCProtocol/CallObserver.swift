@@ -1,6 +1,3 @@
-import NIOCore
-import Synchronization
-
 /// Told by the transport when connections, streams and calls begin and end: the hook for
 /// metrics and access logs. The transport knows nothing of what the observer does with it.
 ///
@@ -35,7 +32,7 @@ extension CallObserver {
     public func defenceTriggered(_ defence: TransportDefence) {}
 }
 
-/// A defence of the transport against hostile clients (``TransportLimits``), as counted by the
+/// A defence of the transport against hostile clients (the transport's `TransportLimits`), as counted by the
 /// call observer: `groupd_transport_<name>_total`.
 public struct TransportDefence: Sendable, Hashable, CustomStringConvertible {
     /// The counter's name without the `groupd_transport_` prefix and the `_total` suffix.
@@ -107,100 +104,5 @@ public struct FinishedCall: Sendable {
         self.peer = peer
         self.metadata = metadata
         self.annotations = annotations
-    }
-}
-
-/// What a handler tells about its call for the observer: the caller's app and operator and the
-/// stable reason of its error. One per observed call, reached from ``ServerContext/annotations``.
-public final class CallAnnotations: Sendable {
-    /// The values, set by the handler's task and read on the event loop when the call ends.
-    public struct Values: Sendable, Equatable {
-        /// The caller's app, once authenticated.
-        public var app: String?
-        /// The user the call acts as (`nil`: the app's backend, or not authenticated).
-        public var operatorID: String?
-        /// The stable reason of the call's error (the `ErrorInfo.reason` sent to the client).
-        public var reason: String?
-
-        /// No value.
-        public init(app: String? = nil, operatorID: String? = nil, reason: String? = nil) {
-            self.app = app
-            self.operatorID = operatorID
-            self.reason = reason
-        }
-    }
-
-    /// Inline in the object: one allocation per observed call.
-    private let box = Mutex(Values())
-
-    /// Creates empty annotations.
-    public init() {}
-
-    /// The values set so far.
-    public var values: Values { box.withLock { $0 } }
-
-    /// Records the authenticated caller.
-    public func setCaller(app: String, operatorID: String?) {
-        box.withLock {
-            $0.app = app
-            $0.operatorID = operatorID
-        }
-    }
-
-    /// Records the stable reason of the call's error.
-    public func setReason(_ reason: String) {
-        box.withLock { $0.reason = reason }
-    }
-}
-
-extension SocketAddress {
-    /// `ip:port`, `[ip]:port` for IPv6, the path for a Unix socket.
-    var peerDescription: String {
-        switch self {
-        case .v4:
-            return "\(ipAddress ?? "?"):\(port ?? 0)"
-        case .v6:
-            return "[\(ipAddress ?? "?")]:\(port ?? 0)"
-        case .unixDomainSocket:
-            return pathname ?? "unix"
-        }
-    }
-}
-
-// MARK: The connection's observation points
-
-extension HTTP2Connection {
-    /// A call's request headers are complete: stamp its start.
-    func observeCallStart(_ stream: HTTP2Stream) {
-        guard let observer = configuration.callObserver, observer.observesCalls else { return }
-        stream.observedStart = DispatchTimeNanos.now()
-        stream.annotations = CallAnnotations()
-        observer.callStarted(path: stream.path)
-    }
-
-    /// A call's outcome is decided (first time only).
-    func observeCallEnd(_ stream: HTTP2Stream, status: GRPCStatus) {
-        guard stream.observedStart != 0, let observer = configuration.callObserver else { return }
-        let elapsed = DispatchTimeNanos.now() &- stream.observedStart
-        stream.observedStart = 0
-        observer.callFinished(FinishedCall(
-            path: stream.path, status: status, durationNanoseconds: Int64(truncatingIfNeeded: elapsed),
-            peer: peer, metadata: stream.observedMetadata ?? stream.metadata, annotations: stream.annotations))
-    }
-
-    /// A stream is gone: a call still without an outcome ends as cancelled.
-    func observeStreamGone(_ stream: HTTP2Stream) {
-        guard let observer = configuration.callObserver else { return }
-        if !stream.state.outcomeKnown {
-            observeCallEnd(stream, status: GRPCStatus(.cancelled, "the stream was reset or its connection lost"))
-        }
-        observer.streamClosed()
-    }
-}
-
-/// The monotonic clock, in nanoseconds (never 0 once the machine is up).
-enum DispatchTimeNanos {
-    static func now() -> UInt64 {
-        UInt64(NIODeadline.now().uptimeNanoseconds) | 1
     }
 }

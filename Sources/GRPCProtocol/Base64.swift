@@ -5,7 +5,7 @@ public enum Base64 {
     private static let url: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Encodes bytes as standard base64 with padding.
-    static func encode(_ bytes: [UInt8]) -> [UInt8] {
+    package static func encode(_ bytes: [UInt8]) -> [UInt8] {
         encode(bytes, alphabet: standard, padded: true)
     }
 

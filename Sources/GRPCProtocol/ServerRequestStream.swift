@@ -1,5 +1,5 @@
-import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// The request messages of a client- or bidirectional-streaming call, in the order they arrive.
 ///
@@ -35,13 +35,13 @@ public struct ServerRequestStream: AsyncSequence, Sendable {
 
     /// Creates a stream and its source; `onTake` runs with each message's size on the wire
     /// when the handler takes it (the transport reopens the flow-control window there).
-    static func makeStream(onTake: @escaping @Sendable (Int) -> Void) -> (ServerRequestStream, Source) {
+    package static func makeStream(onTake: @escaping @Sendable (Int) -> Void) -> (ServerRequestStream, Source) {
         let source = Source(onTake: onTake)
         return (ServerRequestStream(source: source), source)
     }
 
     /// The producer side, fed by the connection on its event loop.
-    final class Source: Sendable {
+    package final class Source: Sendable {
         private struct State {
             /// Messages received and not taken, with their size on the wire.
             var queue = CircularBuffer<(message: ByteBuffer, wireBytes: Int)>(initialCapacity: 2)
@@ -60,16 +60,16 @@ public struct ServerRequestStream: AsyncSequence, Sendable {
             case wait
         }
 
-        private let state = NIOLockedValueBox(State())
+        private let state = Mutex(State())
         private let onTake: @Sendable (Int) -> Void
 
-        init(onTake: @escaping @Sendable (Int) -> Void) {
+        package init(onTake: @escaping @Sendable (Int) -> Void) {
             self.onTake = onTake
         }
 
         /// Delivers a message (dropped once the call is over).
-        func yield(_ message: ByteBuffer, wireBytes: Int) {
-            let waiter = state.withLockedValue { state -> CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>? in
+        package func yield(_ message: ByteBuffer, wireBytes: Int) {
+            let waiter = state.withLock { state -> CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>? in
                 if state.cancelled { return nil }
                 if let waiter = state.waiter {
                     state.waiter = nil
@@ -82,8 +82,8 @@ public struct ServerRequestStream: AsyncSequence, Sendable {
         }
 
         /// The client half-closed: the iteration ends after the queued messages.
-        func finish() {
-            let waiter = state.withLockedValue { state -> CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>? in
+        package func finish() {
+            let waiter = state.withLock { state -> CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>? in
                 state.finished = true
                 guard state.queue.isEmpty, let waiter = state.waiter else { return nil }
                 state.waiter = nil
@@ -93,8 +93,8 @@ public struct ServerRequestStream: AsyncSequence, Sendable {
         }
 
         /// The call is over: a waiting or later `next()` throws `CancellationError`.
-        func cancel() {
-            let waiter = state.withLockedValue { state -> CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>? in
+        package func cancel() {
+            let waiter = state.withLock { state -> CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>? in
                 state.cancelled = true
                 state.queue.removeAll()
                 let waiter = state.waiter
@@ -105,7 +105,7 @@ public struct ServerRequestStream: AsyncSequence, Sendable {
         }
 
         private func step(registering continuation: CheckedContinuation<(message: ByteBuffer, wireBytes: Int)?, any Error>?) -> Step {
-            state.withLockedValue { state -> Step in
+            state.withLock { state -> Step in
                 if state.cancelled { return .fail }
                 if let first = state.queue.popFirst() { return .take(first) }
                 if state.finished { return .end }

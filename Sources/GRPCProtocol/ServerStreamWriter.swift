@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import NIOCore
 import Synchronization
 
@@ -34,7 +33,7 @@ public final class ServerStreamWriter: Sendable {
 
     /// The most messages that may wait to be sent.
     public let capacity: Int
-    private let state = NIOLockedValueBox(State())
+    private let state = Mutex(State())
     /// Messages queued and not yet sent. Counted without the lock: a fan-out writes to thousands
     /// of writers, and each message is counted in and out.
     private let queued = Atomic<Int>(0)
@@ -50,7 +49,7 @@ public final class ServerStreamWriter: Sendable {
     ///   - capacity: The queue bound.
     ///   - finish: Ends the call with a status after the queued messages (hops to its event loop).
     ///   - deliver: Hands a serialized message to the connection (hops to its event loop).
-    init(
+    package init(
         capacity: Int, finish: @escaping @Sendable (GRPCStatus) -> Void = { _ in },
         deliver: @escaping @Sendable (ByteBuffer) -> Void
     ) {
@@ -60,13 +59,13 @@ public final class ServerStreamWriter: Sendable {
     }
 
     /// Whether the handler detached the call from its return.
-    var isDetached: Bool { state.withLockedValue { $0.detached } }
+    package var isDetached: Bool { state.withLock { $0.detached } }
 
     /// Keeps the call open after the handler returns: it ends with ``finish(_:)``, or when the
     /// client goes (cancel, reset, lost connection, deadline), which runs the ``onClose(_:)``
     /// handler. A handler that throws still ends the call with the error's status.
     public func detach() {
-        state.withLockedValue { $0.detached = true }
+        state.withLock { $0.detached = true }
     }
 
     /// Ends the call with `status` once the queued messages are sent (a no-op once the call is
@@ -79,7 +78,7 @@ public final class ServerStreamWriter: Sendable {
     /// Runs `handler` once when the call is over (at once if it already is). One handler; a
     /// second replaces the first.
     public func onClose(_ handler: @escaping @Sendable () -> Void) {
-        let runNow = state.withLockedValue { state -> Bool in
+        let runNow = state.withLock { state -> Bool in
             if state.closed { return true }
             state.onClose = handler
             return false
@@ -107,7 +106,7 @@ public final class ServerStreamWriter: Sendable {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                     // Registered first, then the count checked again: a send that lowered it
                     // meanwhile either sees the flag or is seen here.
-                    let resumeNow = state.withLockedValue { state -> Bool in
+                    let resumeNow = state.withLock { state -> Bool in
                         if state.closed { return true }
                         state.waiters.append(continuation)
                         hasWaiters.store(true, ordering: .sequentiallyConsistent)
@@ -143,10 +142,10 @@ public final class ServerStreamWriter: Sendable {
     }
 
     /// Called by the connection when a queued message has been handed to HTTP/2.
-    func didSend() {
+    package func didSend() {
         queued.subtract(1, ordering: .sequentiallyConsistent)
         guard hasWaiters.load(ordering: .sequentiallyConsistent) else { return }
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, any Error>] in
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             hasWaiters.store(false, ordering: .sequentiallyConsistent)
             let waiters = state.waiters
             state.waiters.removeAll()
@@ -157,8 +156,8 @@ public final class ServerStreamWriter: Sendable {
 
     /// Called by the connection when the call is over; wakes every waiting writer and runs the
     /// ``onClose(_:)`` handler.
-    func close() {
-        let (waiters, onClose) = state.withLockedValue { state -> ([CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) in
+    package func close() {
+        let (waiters, onClose) = state.withLock { state -> ([CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) in
             if state.closed { return ([], nil) }
             state.closed = true
             closedFlag.store(true, ordering: .sequentiallyConsistent)

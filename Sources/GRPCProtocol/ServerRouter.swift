@@ -34,23 +34,18 @@ public struct ServerContext: Sendable {
     public let path: String
     /// The request metadata.
     public let metadata: Metadata
-    /// When the call must be over, from `grpc-timeout`; nil when the client set none.
-    public let deadline: NIODeadline?
-    /// The event loop that owns the call's connection.
-    public let eventLoop: any EventLoop
+    /// When the call must be over, from `grpc-timeout`; nil when the client set none. The
+    /// transport also cancels the handler's task then.
+    public let deadline: ContinuousClock.Instant?
     /// Where the handler tells the call observer about the call (app, operator, error reason);
     /// `nil` when calls are not observed.
     public let annotations: CallAnnotations?
 
     /// Creates a context (the transport does; tests may too).
-    public init(
-        path: String, metadata: Metadata, deadline: NIODeadline?, eventLoop: any EventLoop,
-        annotations: CallAnnotations? = nil
-    ) {
+    public init(path: String, metadata: Metadata, deadline: ContinuousClock.Instant? = nil, annotations: CallAnnotations? = nil) {
         self.path = path
         self.metadata = metadata
         self.deadline = deadline
-        self.eventLoop = eventLoop
         self.annotations = annotations
     }
 }
@@ -89,7 +84,7 @@ public struct ServerRouter: Sendable {
 
     private var routes: [String: Route] = [:]
     /// Whether request metadata carries a token that verifies; asked on the event loop, only when
-    /// the budget of calls without a verified token (``TransportLimits/maxUnauthenticatedCalls``)
+    /// the budget of calls without a verified token (`TransportLimits.maxUnauthenticatedCalls`)
     /// is spent, for a call of a method that needs a token. `nil`: such calls are refused then.
     /// Must be cheap and never block.
     public var tokenVerifier: (@Sendable (Metadata) -> Bool)?

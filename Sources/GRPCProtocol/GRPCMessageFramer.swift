@@ -97,7 +97,7 @@ public enum GRPCMessageFramer {
     /// flag, then the length, big-endian. For writers that fill the prefix into a frame byte by
     /// byte instead of copying the message behind it.
     @inline(__always)
-    static func prefixByte(_ index: Int, length: UInt32, compressed: Bool = false) -> UInt8 {
+    package static func prefixByte(_ index: Int, length: UInt32, compressed: Bool = false) -> UInt8 {
         index == 0 ? (compressed ? 1 : 0) : UInt8(truncatingIfNeeded: length >> (8 * (4 - index)))
     }
 }

@@ -22,7 +22,7 @@ public enum GRPCCompression: Sendable, Hashable, CaseIterable {
     public static let acceptEncoding = "identity,deflate,gzip"
 
     /// The encoding named by a `grpc-encoding` value; nil for one this server does not know.
-    init?(name: UnsafeBufferPointer<UInt8>) {
+    package init?(name: UnsafeBufferPointer<UInt8>) {
         if name.elementsEqual(Self.gzipName) {
             self = .gzip
         } else if name.elementsEqual(Self.deflateName) {
@@ -36,7 +36,7 @@ public enum GRPCCompression: Sendable, Hashable, CaseIterable {
     private static let deflateName: [UInt8] = Array("deflate".utf8)
 
     /// This encoding's bit in a set of accepted encodings (``acceptedSet(_:)``).
-    var bit: UInt8 {
+    package var bit: UInt8 {
         switch self {
         case .gzip: 1
         case .deflate: 2
@@ -53,7 +53,7 @@ public enum GRPCCompression: Sendable, Hashable, CaseIterable {
 
     /// The encodings a `grpc-accept-encoding` value lists (comma-separated names, spaces allowed),
     /// as a set of ``bit``s; names this server does not write are skipped.
-    static func acceptedSet(_ value: UnsafeBufferPointer<UInt8>) -> UInt8 {
+    package static func acceptedSet(_ value: UnsafeBufferPointer<UInt8>) -> UInt8 {
         var set: UInt8 = 0
         var start = value.startIndex
         while start < value.endIndex {
