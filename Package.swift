@@ -250,8 +250,8 @@ let package = Package(
         .target(
             name: "GroupTestSupport",
             dependencies: [
-                "GroupService", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GroupModel", "GRPCProtocol", "GRPCServer", "GroupAPI",
-                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
+                "GroupService", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GroupModel", "GRPCProtocol", "GRPCServer", "GRPCClient",
+                "GroupAPI", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -263,6 +263,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "GRPCProtocolTests", dependencies: ["GRPCProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "GRPCClientTests",
             dependencies: ["GRPCClient", "GRPCProtocol", "GRPCServer", "GroupAPI", "GroupService", "GroupModel", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],

@@ -84,3 +84,18 @@ public protocol GRPCStatusConvertible: Error {
 extension GRPCStatus: GRPCStatusConvertible {
     public var grpcStatus: GRPCStatus { self }
 }
+
+extension GRPCStatus {
+    /// The status a call ends with when its handler throws `error`: the error's own
+    /// (``GRPCStatusConvertible``), `CANCELLED` for a cancelled task, `INTERNAL` for anything
+    /// else (whose text is not shown to the client).
+    public init(for error: any Error) {
+        if let convertible = error as? any GRPCStatusConvertible {
+            self = convertible.grpcStatus
+        } else if error is CancellationError {
+            self = GRPCStatus(.cancelled, "the call was cancelled")
+        } else {
+            self = GRPCStatus(.internal, "internal error")
+        }
+    }
+}

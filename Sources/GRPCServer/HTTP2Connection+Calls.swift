@@ -235,9 +235,7 @@ extension HTTP2Connection {
     }
 
     static func status(for error: any Error) -> GRPCStatus {
-        if let convertible = error as? any GRPCStatusConvertible { return convertible.grpcStatus }
-        if error is CancellationError { return GRPCStatus(.cancelled, "the call was cancelled") }
-        return GRPCStatus(.internal, "internal error")
+        GRPCStatus(for: error)
     }
 
     func complete(_ stream: HTTP2Stream, with result: Result<ByteBuffer, GRPCStatus>) {

@@ -3,9 +3,11 @@ public import GroupAPI
 public import GroupModel
 public import GroupService
 public import GroupStore
+import GRPCClient
+import GRPCServer
 import Logging
 import NIOCore
-import NIOEmbedded
+import NIOPosix
 
 /// Who a test call comes from: the `authorization` and `x-operator-id` metadata it carries.
 public enum TestIdentity: Sendable, Hashable {
@@ -24,7 +26,18 @@ public enum TestIdentity: Sendable, Hashable {
     public static var admin: Self { .admin(app: TestApps.appA) }
 }
 
-/// The outcome of one in-process call: the decoded response, or the status the call ended with.
+/// How a harness's calls reach the service's router: one test body runs in both modes.
+public enum TestTransport: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// In process, through `InProcessTransport`: no socket.
+    case inProcess
+    /// Live over HTTP/2: the router served by `GRPCServer` on a loopback port, called through
+    /// `GRPCClientConnection`.
+    case live
+
+    public var description: String { rawValue }
+}
+
+/// The outcome of one call: the decoded response, or the status the call ended with.
 public struct RPCOutcome<Response: ProtoMessage>: Sendable {
     /// The response or the status.
     public let result: Result<Response, GRPCStatus>
@@ -81,10 +94,12 @@ extension GRPCStatus {
     }
 }
 
-/// A `GroupdService` over a temporary store, serving ``TestApps/apps``, whose router's
-/// handlers are called in process, as any caller, with serialized request bytes; no socket.
+/// A `GroupdService` over a temporary store, serving ``TestApps/apps``, whose router is called
+/// with serialized request bytes, in process (no socket) or live over HTTP/2
+/// (``TestTransport``).
 ///
-/// Keep the harness alive while using ``store``; its file goes with it.
+/// Keep the harness alive while using ``store``; its file goes with it. A live harness holds a
+/// server and a connection: ``close()`` ends them.
 public final class ServiceHarness: Sendable {
     /// The temporary store (and its directory).
     public let temporary: TemporaryStore
@@ -98,6 +113,11 @@ public final class ServiceHarness: Sendable {
     public let clock: any WallClock
     /// The store the service writes to.
     public var store: Store { temporary.store }
+    /// How calls reach the router.
+    public let transport: TestTransport
+    private let inProcess: InProcessTransport
+    /// The server and the connection of a live harness.
+    private let live: (server: GRPCServer, connection: GRPCClientConnection)?
 
     /// Builds the service.
     /// - Parameters:
@@ -106,9 +126,11 @@ public final class ServiceHarness: Sendable {
     ///   - policy: The policy plugins (chains applied by the caller); none by default.
     ///   - kind: The kind of store the service writes to.
     ///   - telemetry: Metrics, access log and log settings; none by default.
+    ///   - transport: How calls reach the router; in process by default.
     public init(
         configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock(),
-        policy: ServicePolicy = .disabled, store kind: StoreKind = .sqlite, telemetry: ServiceTelemetry = .disabled
+        policy: ServicePolicy = .disabled, store kind: StoreKind = .sqlite, telemetry: ServiceTelemetry = .disabled,
+        transport: TestTransport = .inProcess
     ) async throws {
         let temporary = try await temporaryStore(kind)
         let authenticator = await Authenticator(apps: configuration.apps, clock: clock)
@@ -119,6 +141,34 @@ public final class ServiceHarness: Sendable {
             configuration: configuration, store: temporary.store, authenticator: authenticator, clock: clock,
             logger: Logger(label: "groupd-test"), policy: policy, telemetry: telemetry)
         self.router = service.makeRouter()
+        self.transport = transport
+        self.inProcess = InProcessTransport(router: router)
+        switch transport {
+        case .inProcess:
+            self.live = nil
+        case .live:
+            var server = ServerConfiguration()
+            server.host = "127.0.0.1"
+            server.port = 0
+            let grpc = GRPCServer(
+                configuration: server, router: router, group: MultiThreadedEventLoopGroup.singleton,
+                logger: Logger(label: "groupd-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            try await grpc.start()
+            do {
+                let connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: grpc.localPort!))
+                self.live = (grpc, connection)
+            } catch {
+                await grpc.shutdownGracefully()
+                throw error
+            }
+        }
+    }
+
+    /// Ends a live harness's connection and server (nothing to do in process).
+    public func close() async {
+        guard let live else { return }
+        await live.connection.close()
+        await live.server.shutdownGracefully()
     }
 
     /// The `authorization` and `x-operator-id` values of `identity` (tokens valid for an hour from now).
@@ -156,31 +206,29 @@ public final class ServiceHarness: Sendable {
         }
     }
 
-    /// Calls whatever handler serves `path` with raw request bytes and metadata, as the transport
-    /// would: thrown errors become their status (anything not `GRPCStatusConvertible` is `INTERNAL`).
-    /// Paths with no handler answer `UNIMPLEMENTED`, as the transport does.
+    /// Calls the method at `path` with raw request bytes and metadata through the harness's
+    /// transport: the status the call ends with, or its one response message.
     public func callRaw(path: String, bytes: [UInt8], metadata: Metadata) async -> Result<[UInt8], GRPCStatus> {
-        let context = ServerContext(path: path, metadata: metadata)
-        let buffer = ByteBuffer(bytes: bytes)
-        guard let handler = router.handler(for: path) else {
-            return .failure(GRPCStatus(.unimplemented, "unknown method \(path)"))
-        }
+        var messages: [[UInt8]] = []
         do {
-            switch handler {
-            case .inlineUnary(let body):
-                return body(buffer, context).map { Array($0.readableBytesView) }
-            case .unary(let body):
-                return .success(Array(try await body(buffer, context).readableBytesView))
-            case .serverStreaming:
-                return .failure(GRPCStatus(.internal, "test harness: \(path) is server-streaming"))
-            case .bidirectionalStreaming:
-                return .failure(GRPCStatus(.internal, "test harness: \(path) is bidirectional-streaming"))
+            if let live {
+                for try await message in live.connection.call(path: path, request: bytes, metadata: metadata.entries) {
+                    messages.append(Array(message.readableBytesView))
+                }
+            } else {
+                for try await message in inProcess.call(path: path, request: ByteBuffer(bytes: bytes), metadata: metadata) {
+                    messages.append(Array(message.readableBytesView))
+                }
             }
-        } catch let error as any GRPCStatusConvertible {
-            return .failure(error.grpcStatus)
+        } catch let error as GRPCCallError {
+            return .failure(GRPCStatus(error.code, error.message, details: error.details?.serializedBytes()))
         } catch {
-            return .failure(GRPCStatus(.internal, "test harness: unexpected error \(error)"))
+            return .failure(GRPCStatus(for: error))
         }
+        guard messages.count == 1 else {
+            return .failure(GRPCStatus(.internal, "test harness: \(path) answered \(messages.count) messages"))
+        }
+        return .success(messages[0])
     }
 }
 
@@ -204,4 +252,19 @@ extension ServiceHarness {
             Groupd_V1_GroupService.Method.getGroupsInfo, .with { $0.groupIds = [groupID] }, as: .admin(app: app))
         return response.groups.first?.memberCount ?? 0
     }
+}
+
+/// Runs `body` with a harness of `transport` (and `clock`), then closes it, also when `body`
+/// throws: for test bodies that run in process and live over HTTP/2.
+public func withServiceHarness(
+    _ transport: TestTransport, clock: any WallClock = SystemWallClock(), _ body: (ServiceHarness) async throws -> Void
+) async throws {
+    let harness = try await ServiceHarness(clock: clock, transport: transport)
+    do {
+        try await body(harness)
+    } catch {
+        await harness.close()
+        throw error
+    }
+    await harness.close()
 }

@@ -10,7 +10,9 @@ import NIOPosix
 import Testing
 
 /// The client against groupd's own transport (GRPCServer on port 0) with handlers made for the test:
-/// unary and streamed answers, errors with details, deadlines, cancellation, an unreachable port.
+/// what only a client on a wire meets (answers that are not the response, a slow reader's window,
+/// a lost connection, an unreachable port, a TLS listener). The calls' semantics, the same in
+/// process and live, are `CallSemanticsTests`.
 @Suite("The gRPC client against a live server")
 struct GRPCClientConnectionTests {
     /// Told by the streaming handler when the server sees a call end (the client's RST_STREAM).
@@ -45,8 +47,8 @@ struct GRPCClientConnectionTests {
         }
     }
 
-    static func withServer(_ body: (GRPCClientConnection, Events) async throws -> Void) async throws {
-        let events = Events()
+    /// The test methods: a checked unary, streams, a call that never answers, a flood, garbage.
+    static func router(events: Events) -> ServerRouter {
         var router = ServerRouter()
         router.register(Grpc_Health_V1_Health.Method.check.path, .unary { request, context in
             let check = try request.withUnsafeReadableBytes { try Grpc_Health_V1_HealthCheckRequest(serializedBytes: $0) }
@@ -99,6 +101,12 @@ struct GRPCClientConnectionTests {
             }
         })
         router.register("/test.Echo/Garbage", .unary { _, _ in ByteBuffer(bytes: [0xFF]) })
+        return router
+    }
+
+    static func withServer(_ body: (GRPCClientConnection, Events) async throws -> Void) async throws {
+        let events = Events()
+        let router = router(events: events)
         var configuration = ServerConfiguration()
         configuration.port = 0
         let server = GRPCServer(configuration: configuration, router: router, group: MultiThreadedEventLoopGroup.singleton,
@@ -114,55 +122,6 @@ struct GRPCClientConnectionTests {
         }
         await connection.close()
         await server.shutdownGracefully()
-    }
-
-    @Test("a typed unary call with metadata and a deadline")
-    func unary() async throws {
-        try await Self.withServer { connection, _ in
-            let response = try await connection.unary(
-                Grpc_Health_V1_Health.Method.check, .init(), metadata: [("authorization", "Bearer t0ken")], timeout: .seconds(5))
-            #expect(response.status == .serving)
-            // Many calls on one connection, concurrently.
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<20 {
-                    group.addTask {
-                        let again = try await connection.unary(Grpc_Health_V1_Health.Method.check, .init(), metadata: [("authorization", "Bearer t0ken")])
-                        #expect(again.status == .serving)
-                    }
-                }
-                try await group.waitForAll()
-            }
-        }
-    }
-
-    @Test("a failed call throws the status with the reason and field of its details")
-    func failure() async throws {
-        try await Self.withServer { connection, _ in
-            await #expect {
-                _ = try await connection.unary(Grpc_Health_V1_Health.Method.check, .with { $0.service = "nope" })
-            } throws: { error in
-                guard let error = error as? GRPCCallError else { return false }
-                return error.code == .invalidArgument && error.reason == "INVALID_ARGUMENT" && error.field == "service"
-                    && error.domain == "groupd" && error.message == "unknown service nope"
-            }
-            await #expect(throws: GRPCCallError(.unauthenticated, "no token")) {
-                _ = try await connection.unary(Grpc_Health_V1_Health.Method.check, .init())
-            }
-            await #expect(throws: GRPCCallError(.unimplemented, "Method not found: /no.Such/Method")) {
-                for try await _ in connection.call(path: "/no.Such/Method", request: []) {}
-            }
-        }
-    }
-
-    @Test("a server stream delivers every message in order, then ends OK")
-    func stream() async throws {
-        try await Self.withServer { connection, _ in
-            var received: [UInt8] = []
-            for try await message in connection.call(path: "/test.Echo/Stream", request: [200]) {
-                received.append(message.getInteger(at: message.readerIndex)!)
-            }
-            #expect(received == Array(0..<200))
-        }
     }
 
     @Test("a unary call answered with two messages, or with bytes that are not its response, is INTERNAL")
@@ -181,30 +140,6 @@ struct GRPCClientConnectionTests {
                 guard let error = error as? GRPCCallError else { return false }
                 return error.code == .internal && error.message.hasPrefix("the response is not a valid grpc.health.v1.HealthCheckResponse")
             }
-        }
-    }
-
-    @Test("the deadline ends a call the server does not answer")
-    func deadline() async throws {
-        try await Self.withServer { connection, _ in
-            await #expect {
-                for try await _ in connection.call(path: "/test.Echo/Hang", request: [], timeout: .milliseconds(200)) {}
-            } throws: { error in
-                (error as? GRPCCallError)?.code == .deadlineExceeded
-            }
-        }
-    }
-
-    @Test("leaving a stream early cancels the call on the server")
-    func cancel() async throws {
-        try await Self.withServer { connection, events in
-            for try await message in connection.call(path: "/test.Echo/Stream", request: [255]) {
-                if message.getInteger(at: message.readerIndex, as: UInt8.self) == 254 { break }
-            }
-            await events.waitClosed()
-            // The connection goes on serving.
-            let response = try await connection.unary(Grpc_Health_V1_Health.Method.check, .init(), metadata: [("authorization", "Bearer t0ken")])
-            #expect(response.status == .serving)
         }
     }
 
