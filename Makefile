@@ -211,7 +211,7 @@ test-sanitize: deps
 	  --filter 'PolicyHostTests.(ChainTests|FailureTests|ConcurrencyTests|PluginLoadingTests|PolicyConfigurationTests|ExampleCPolicyTests|PreparedChainsTests)'
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
 	ASAN_OPTIONS=detect_leaks=0 \
-	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter 'GRPCServerTests|GRPCClientTests'
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter 'GRPCProtocolTests|GRPCServerTests|GRPCClientTests'
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-xctest.supp:print_suppressions=0 \
 	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter ConnectionTeardownTests
 
