@@ -71,23 +71,19 @@ final class H2TestClient: @unchecked Sendable {
         self.channel = channel
     }
 
-    /// Connects to `127.0.0.1:port` and sends the preface.
+    /// Connects to `127.0.0.1:port`; the preface goes out from the event loop as soon as the
+    /// connection is up, whatever the test's task is doing (a server closes a connection whose
+    /// preface is late: its preface timeout).
     static func connect(port: Int, group: any EventLoopGroup) async throws -> H2TestClient {
         let handler = Handler()
         let channel = try await ClientBootstrap(group: group)
-            .channelInitializer { channel in channel.pipeline.addHandler(handler) }
-            .connect(host: "127.0.0.1", port: port).get()
-        let client = H2TestClient(channel: channel)
-        try await channel.eventLoop.submit {
-            handler.client = client
-            client.start()
-            // Whatever the server sent before the session existed (its SETTINGS).
-            if let early = handler.early {
-                handler.early = nil
-                client.received(early)
+            .channelInitializer { channel in
+                handler.client = H2TestClient(channel: channel)
+                return channel.pipeline.addHandler(handler)
             }
-        }.get()
-        return client
+            .connect(host: "127.0.0.1", port: port).get()
+        // Set on the loop before `connect` completed.
+        return try await channel.eventLoop.submit { handler.client! }.get()
     }
 
     /// Closes the connection and deletes the session.
@@ -99,7 +95,7 @@ final class H2TestClient: @unchecked Sendable {
         }.get()
     }
 
-    private func start() {
+    fileprivate func start() {
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
@@ -315,16 +311,17 @@ final class H2TestClient: @unchecked Sendable {
     private final class Handler: ChannelInboundHandler, @unchecked Sendable {
         // @unchecked Sendable: used on its channel's event loop only.
         typealias InboundIn = ByteBuffer
+        /// Set by the channel initializer, before any event.
         var client: H2TestClient?
-        var early: ByteBuffer?
+
+        /// Starts the session and sends the preface the moment the connection is up.
+        func channelActive(context: ChannelHandlerContext) {
+            client?.start()
+            context.fireChannelActive()
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            var bytes = unwrapInboundIn(data)
-            guard let client else {
-                if early == nil { early = bytes } else { early!.writeBuffer(&bytes) }
-                return
-            }
-            client.received(bytes)
+            client?.received(unwrapInboundIn(data))
         }
 
         func channelInactive(context: ChannelHandlerContext) {
