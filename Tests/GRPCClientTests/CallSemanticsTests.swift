@@ -1,12 +1,7 @@
 import GRPCClient
 import GRPCProtocol
-import GRPCServer
 import GroupAPI
-import GroupModel
-import GroupService
-import Logging
 import NIOCore
-import NIOPosix
 import Testing
 
 /// How a test body reaches the router: in process (`InProcessTransport`, no socket) or live (the
@@ -46,25 +41,11 @@ struct Caller: Sendable {
                 Self.relay(transport.call(path: path, request: ByteBuffer(bytes: request), metadata: metadata, timeout: timeout))
             })
         case .live:
-            var configuration = ServerConfiguration()
-            configuration.port = 0
-            let server = GRPCServer(
-                configuration: configuration, router: router, group: MultiThreadedEventLoopGroup.singleton,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-            try await server.start()
-            let connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: server.localPort!))
-            let caller = Caller { path, request, metadata, timeout in
-                Self.relay(connection.call(path: path, request: request, metadata: metadata.entries, timeout: timeout))
+            try await GRPCClientConnectionTests.withLiveServer(router) { connection in
+                try await body(Caller { path, request, metadata, timeout in
+                    Self.relay(connection.call(path: path, request: request, metadata: metadata.entries, timeout: timeout))
+                })
             }
-            do {
-                try await body(caller)
-            } catch {
-                await connection.close()
-                await server.shutdownGracefully()
-                throw error
-            }
-            await connection.close()
-            await server.shutdownGracefully()
         }
     }
 

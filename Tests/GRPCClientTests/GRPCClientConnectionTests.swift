@@ -106,15 +106,25 @@ struct GRPCClientConnectionTests {
 
     static func withServer(_ body: (GRPCClientConnection, Events) async throws -> Void) async throws {
         let events = Events()
-        let router = router(events: events)
+        try await withLiveServer(router(events: events)) { connection in try await body(connection, events) }
+    }
+
+    /// Serves `router` on port 0 and runs `body` with a connection to it; ends both after.
+    static func withLiveServer(_ router: ServerRouter, _ body: (GRPCClientConnection) async throws -> Void) async throws {
         var configuration = ServerConfiguration()
         configuration.port = 0
         let server = GRPCServer(configuration: configuration, router: router, group: MultiThreadedEventLoopGroup.singleton,
                                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         try await server.start()
-        let connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: server.localPort!))
+        let connection: GRPCClientConnection
         do {
-            try await body(connection, events)
+            connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: server.localPort!))
+        } catch {
+            await server.shutdownGracefully()
+            throw error
+        }
+        do {
+            try await body(connection)
         } catch {
             await connection.close()
             await server.shutdownGracefully()
