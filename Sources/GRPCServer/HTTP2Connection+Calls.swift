@@ -1,5 +1,5 @@
-import GRPCProtocol
 import CNGHTTP2
+import GRPCProtocol
 import NIOCore
 
 /// Calls: dispatching a request to its handler, the handler's task, completing the call, and

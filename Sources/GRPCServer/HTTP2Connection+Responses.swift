@@ -1,5 +1,5 @@
-import GRPCProtocol
 import CNGHTTP2
+import GRPCProtocol
 import NIOCore
 
 /// Responses (Trailers-Only refusals, response headers, trailers) and the graceful shutdown.

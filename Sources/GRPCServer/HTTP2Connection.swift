@@ -1,5 +1,5 @@
-import GRPCProtocol
 import CNGHTTP2
+import GRPCProtocol
 import Logging
 import NIOCore
 import NIOTLS

@@ -1,5 +1,5 @@
-import GRPCProtocol
 import CNGHTTP2
+import GRPCProtocol
 
 /// Header fields that never change, in memory that lives as long as the process, so nghttp2
 /// may reference them without copying (`NGHTTP2_NV_FLAG_NO_COPY_*`).

@@ -1,5 +1,5 @@
-import GRPCProtocol
 import CNGHTTP2
+import GRPCProtocol
 
 /// The nghttp2 callback table, made once and shared by every session, and the session options of
 /// each (nghttp2 copies both at `nghttp2_session_server_new2`).

@@ -1,5 +1,5 @@
-import GRPCProtocol
 import Dispatch
+import GRPCProtocol
 import Synchronization
 
 #if canImport(Glibc)
