@@ -47,13 +47,22 @@ public struct GRPCMessageDeframer: Sendable {
 
     /// Appends the payload of a DATA frame.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        compact()
         buffer.writeBytes(bytes)
     }
 
     /// Appends bytes from a buffer.
     public mutating func append(_ bytes: ByteBuffer) {
+        compact()
         var bytes = bytes
         buffer.writeBuffer(&bytes)
+    }
+
+    /// Nothing partial held: the next bytes start at the front of the storage. Done here rather
+    /// than when the last message is taken, so a call whose one message was taken (its slice
+    /// still shares the storage) never pays for a fresh storage it will not use.
+    private mutating func compact() {
+        if buffer.readableBytes == 0, buffer.readerIndex > 0 { buffer.clear() }
     }
 
     /// Takes the next complete message, if one is there.
@@ -71,10 +80,6 @@ public struct GRPCMessageDeframer: Sendable {
         guard buffer.readableBytes >= 5 + length else { return nil }
         buffer.moveReaderIndex(forwardBy: 5)
         let bytes = buffer.readSlice(length: length)!
-        if buffer.readableBytes == 0 {
-            // Nothing partial left: let the next message start at the front of the storage.
-            buffer.clear()
-        }
         return Message(compressed: flags & 1 == 1, bytes: bytes)
     }
 }
@@ -96,7 +101,7 @@ public enum GRPCMessageFramer {
     /// Byte `index` (0–4) of the 5-byte prefix of a message of `length` bytes: the compressed
     /// flag, then the length, big-endian. For writers that fill the prefix into a frame byte by
     /// byte instead of copying the message behind it.
-    @inline(__always)
+    @inlinable
     package static func prefixByte(_ index: Int, length: UInt32, compressed: Bool = false) -> UInt8 {
         index == 0 ? (compressed ? 1 : 0) : UInt8(truncatingIfNeeded: length >> (8 * (4 - index)))
     }
