@@ -38,7 +38,7 @@ build() {
   #   coverage (no ASan) or ASan (no coverage, so libFuzzer fuzzed blind);
   # - and each product below is a SwiftPM process of its own: when its order differed from the
   #   previous one's, every command line changed and everything already built was compiled again
-  #   (NIO, NIOSSL, BoringSSL and GRPCServer a second time: a third of the build's wall time).
+  #   (NIO, NIOSSL, BoringSSL and the gRPC modules a second time: a third of the build's wall time).
   # Product by product: a plain `swift build` of the fuzz package builds every product of every
   # package it depends on (groupd's server, client, plugins and fixtures, swift-nio's and
   # swift-argument-parser's tools, ...), all instrumented; this builds the fuzz targets, the plugin
@@ -51,7 +51,7 @@ build() {
   done
   # Both instrumentations in the Swift code every target runs (readelf and nm from binutils).
   # Counted, not `grep -q`: under pipefail an early grep exit fails the pipe (SIGPIPE).
-  local object="$SCRATCH/debug/GRPCServer.build/GRPCMessageFramer.swift.o" counters asan
+  local object="$SCRATCH/debug/GRPCProtocol.build/GRPCMessageFramer.swift.o" counters asan
   counters=$(readelf -SW "$object" | grep -c __sancov_cntrs || true)
   asan=$(nm "$object" | grep -c __asan_report || true)
   if [ "$counters" -eq 0 ] || [ "$asan" -eq 0 ]; then
