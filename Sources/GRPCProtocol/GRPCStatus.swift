@@ -99,3 +99,24 @@ extension GRPCStatus {
         }
     }
 }
+
+/// The statuses a transport ends a call with for the call's own shape, the same in every
+/// transport (HTTP/2 and in process).
+extension GRPCStatus {
+    /// No route for the path.
+    package static func methodNotFound(_ path: String) -> GRPCStatus {
+        GRPCStatus(.unimplemented, "Method not found: \(path)")
+    }
+
+    /// A second request message for a unary or server-streaming method.
+    package static let moreThanOneRequest = GRPCStatus(.internal, "more than one request message for a method that takes one")
+
+    /// A unary or server-streaming request that ended without its message.
+    package static let noRequestMessage = GRPCStatus(.internal, "request stream ended without a message")
+
+    /// The request ended with a message incomplete.
+    package static let endedInsideMessage = GRPCStatus(.internal, "request ended inside a message")
+
+    /// The call's deadline passed.
+    package static let deadlineExceeded = GRPCStatus(.deadlineExceeded, "deadline exceeded")
+}

@@ -48,7 +48,7 @@ public struct InProcessTransport: Sendable {
     ) -> InProcessResponses {
         let call = InProcessResponses.Call()
         guard let handler = router.handler(for: path) else {
-            call.end(GRPCStatus(.unimplemented, "Method not found: \(path)"))
+            call.end(.methodNotFound(path))
             return InProcessResponses(call: call)
         }
         let context = ServerContext(path: path, metadata: metadata, deadline: timeout.map { .now + $0 })
@@ -66,7 +66,7 @@ public struct InProcessTransport: Sendable {
         if let timeout {
             let deadline = Task {
                 try await Task.sleep(for: timeout)
-                call.end(GRPCStatus(.deadlineExceeded, "deadline exceeded"))
+                call.end(.deadlineExceeded)
             }
             call.onEnd { deadline.cancel() }
         }
@@ -85,7 +85,19 @@ public struct InProcessTransport: Sendable {
     private static func serve(
         _ handler: RPCHandler, requests: [ByteBuffer], context: ServerContext, call: InProcessResponses.Call, capacity: Int
     ) async throws -> GRPCStatus? {
-        if case .bidirectionalStreaming(let body) = handler {
+        switch handler {
+        case .inlineUnary(let body):
+            call.deliver(try body(try single(requests), context).get())
+            return .ok
+        case .unary(let body):
+            call.deliver(try await body(try single(requests), context))
+            return .ok
+        case .serverStreaming(let body):
+            let request = try single(requests)
+            let writer = call.makeWriter(capacity: capacity)
+            try await body(request, context, writer)
+            return writer.isDetached ? nil : .ok
+        case .bidirectionalStreaming(let body):
             let (stream, source) = ServerRequestStream.makeStream(onTake: { _ in })
             for request in requests { source.yield(request, wireBytes: 5 + request.readableBytes) }
             source.finish()
@@ -94,26 +106,13 @@ public struct InProcessTransport: Sendable {
             try await body(stream, context, writer)
             return writer.isDetached ? nil : .ok
         }
-        guard requests.count <= 1 else {
-            throw GRPCStatus(.internal, "more than one request message for a method that takes one")
-        }
-        guard let request = requests.first else {
-            throw GRPCStatus(.internal, "request stream ended without a message")
-        }
-        switch handler {
-        case .inlineUnary(let body):
-            call.deliver(try body(request, context).get())
-            return .ok
-        case .unary(let body):
-            call.deliver(try await body(request, context))
-            return .ok
-        case .serverStreaming(let body):
-            let writer = call.makeWriter(capacity: capacity)
-            try await body(request, context, writer)
-            return writer.isDetached ? nil : .ok
-        case .bidirectionalStreaming:
-            return nil  // above
-        }
+    }
+
+    /// The one request message of a unary or server-streaming call.
+    private static func single(_ requests: [ByteBuffer]) throws(GRPCStatus) -> ByteBuffer {
+        guard requests.count <= 1 else { throw .moreThanOneRequest }
+        guard let request = requests.first else { throw .noRequestMessage }
+        return request
     }
 }
 

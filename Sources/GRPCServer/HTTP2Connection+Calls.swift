@@ -106,15 +106,7 @@ extension HTTP2Connection {
                     stream.untakenBytes += wireBytes
                     requests.yield(bytes, wireBytes: wireBytes)
                 case .failure(let refusal):
-                    let status: GRPCStatus
-                    switch refusal {
-                    case .status(let s), .httpStatus(_, let s): status = s
-                    case .unsupportedEncoding(let encoding):
-                        status = GRPCStatus(
-                            .unimplemented,
-                            "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
-                    }
-                    endStreamingCall(stream, status: status)
+                    endStreamingCall(stream, status: refusal.status)
                     return
                 }
             }
@@ -186,7 +178,7 @@ extension HTTP2Connection {
             do {
                 result = .success(try await body(request, context))
             } catch {
-                result = .failure(status(for: error))
+                result = .failure(GRPCStatus(for: error))
             }
             onLoop(eventLoop) {
                 let connection = connection.value
@@ -215,7 +207,7 @@ extension HTTP2Connection {
                 // A detached call stays open; it ends through the writer.
                 status = writer.isDetached ? nil : .ok
             } catch {
-                status = self.status(for: error)
+                status = GRPCStatus(for: error)
             }
             onLoop(eventLoop) {
                 let connection = connection.value
@@ -232,10 +224,6 @@ extension HTTP2Connection {
                 connection.scheduleFlush()
             }
         }
-    }
-
-    static func status(for error: any Error) -> GRPCStatus {
-        GRPCStatus(for: error)
     }
 
     func complete(_ stream: HTTP2Stream, with result: Result<ByteBuffer, GRPCStatus>) {
@@ -309,7 +297,7 @@ extension HTTP2Connection {
     func deadlineExpired(streamID: Int32) {
         guard let stream = streams[streamID], !stream.state.outcomeKnown else { return }
         stream.task?.cancel()
-        finish(stream, status: GRPCStatus(.deadlineExceeded, "deadline exceeded"))
+        finish(stream, status: .deadlineExceeded)
         scheduleFlush()
     }
 }

@@ -30,21 +30,28 @@ extension HTTP2Connection {
         case status(GRPCStatus)
         case unsupportedEncoding([UInt8])
         case httpStatus(Int, GRPCStatus)
+
+        /// The call's status.
+        var status: GRPCStatus {
+            switch self {
+            case .status(let status), .httpStatus(_, let status):
+                status
+            case .unsupportedEncoding(let encoding):
+                GRPCStatus(
+                    .unimplemented,
+                    "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
+            }
+        }
+
+        /// The HTTP status of its HEADERS frame.
+        var httpStatus: Int {
+            if case .httpStatus(let code, _) = self { code } else { 200 }
+        }
     }
 
     /// Ends the call at once with `response` (Trailers-Only when nothing went out yet).
     func respond(_ stream: HTTP2Stream, _ response: ImmediateResponse) {
-        switch response {
-        case .status(let status):
-            end(stream, status: status, httpStatus: 200)
-        case .unsupportedEncoding(let encoding):
-            let status = GRPCStatus(
-                .unimplemented,
-                "grpc-encoding \(String(decoding: encoding, as: UTF8.self)) is not supported; use one of \(GRPCCompression.acceptEncoding)")
-            end(stream, status: status, httpStatus: 200)
-        case .httpStatus(let code, let status):
-            end(stream, status: status, httpStatus: code)
-        }
+        end(stream, status: response.status, httpStatus: response.httpStatus)
     }
 
     /// Decides the call's outcome, unless it is known already; no write is taken from then on,

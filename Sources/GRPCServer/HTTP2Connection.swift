@@ -420,7 +420,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             return
         }
         guard let route = router.route(for: stream.path) else {
-            respond(stream, .status(GRPCStatus(.unimplemented, "Method not found: \(stream.path)")))
+            respond(stream, .status(.methodNotFound(stream.path)))
             return
         }
         let handler = route.handler
@@ -468,7 +468,7 @@ final class HTTP2Connection: ChannelInboundHandler {
             while let message = try stream.deframer.next() {
                 stream.messageCount += 1
                 if stream.messageCount > 1 {
-                    respond(stream, .status(GRPCStatus(.internal, "more than one request message for a method that takes one")))
+                    respond(stream, .status(.moreThanOneRequest))
                     return
                 }
                 switch requestMessage(message, on: stream) {

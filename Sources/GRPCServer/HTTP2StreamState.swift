@@ -105,16 +105,14 @@ struct HTTP2StreamState: Hashable {
     mutating func requestEnded(partialMessage: Bool, hasRequest: Bool) -> EndOfRequestAction {
         guard !outcomeKnown else { return .none }
         if streamsRequests {
-            return partialMessage ? .endStreamingCall(Self.endedInsideMessage) : .finishRequestStream
+            return partialMessage ? .endStreamingCall(.endedInsideMessage) : .finishRequestStream
         }
         guard call == .readingRequest else { return .none }
-        if partialMessage { return .refuse(Self.endedInsideMessage) }
-        guard hasRequest else { return .refuse(GRPCStatus(.internal, "request stream ended without a message")) }
+        if partialMessage { return .refuse(.endedInsideMessage) }
+        guard hasRequest else { return .refuse(.noRequestMessage) }
         call = .ready
         return .startAtEndOfRead
     }
-
-    static let endedInsideMessage = GRPCStatus(.internal, "request ended inside a message")
 
     /// The read is over: whether the handler starts now (a ready call whose stream is open).
     mutating func startCall() -> Bool {

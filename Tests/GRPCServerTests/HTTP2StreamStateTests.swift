@@ -251,13 +251,13 @@ import Testing
                                   .requestEnded(partialMessage: false, hasRequest: true): .none, .messageQueued: .submitHeaders, .finish(.ok): .trailersOnly],
             "reading the request": [.routed(streaming: true): .none, .dataReceived: .readRequest, .startCall: .notStarted,
                                     .requestEnded(partialMessage: false, hasRequest: true): .startAtEndOfRead,
-                                    .requestEnded(partialMessage: true, hasRequest: true): .refuse(HTTP2StreamState.endedInsideMessage),
+                                    .requestEnded(partialMessage: true, hasRequest: true): .refuse(GRPCStatus.endedInsideMessage),
                                     .requestEnded(partialMessage: false, hasRequest: false): .refuse(GRPCStatus(.internal, "request stream ended without a message")),
                                     .finish(.ok): .trailersOnly],
             "ready": [.dataReceived: .discard, .startCall: .started, .requestEnded(partialMessage: false, hasRequest: true): .none, .finish(.ok): .trailersOnly],
             "bidirectional ready": [.dataReceived: .deliverToHandler, .startCall: .started,
                                     .requestEnded(partialMessage: false, hasRequest: false): .finishRequestStream,
-                                    .requestEnded(partialMessage: true, hasRequest: false): .endStreamingCall(HTTP2StreamState.endedInsideMessage),
+                                    .requestEnded(partialMessage: true, hasRequest: false): .endStreamingCall(GRPCStatus.endedInsideMessage),
                                     .routed(streaming: true): .none],
             "started": [.dataReceived: .discard, .startCall: .notStarted, .messageQueued: .submitHeaders, .finish(.ok): .trailersOnly,
                         .requestEnded(partialMessage: false, hasRequest: true): .none, .shed: .shedUnknown],
@@ -360,8 +360,8 @@ import Testing
         var refused = HTTP2StreamState()
         _ = refused.routed(streaming: false)
         let answer25 = refused.requestEnded(partialMessage: true, hasRequest: false)
-        #expect(answer25 == .refuse(HTTP2StreamState.endedInsideMessage))
-        let answer26 = refused.finish(HTTP2StreamState.endedInsideMessage)
+        #expect(answer25 == .refuse(GRPCStatus.endedInsideMessage))
+        let answer26 = refused.finish(GRPCStatus.endedInsideMessage)
         #expect(answer26 == .trailersOnly)
         let answer27 = refused.requestEnded(partialMessage: false, hasRequest: true)
         #expect(answer27 == .none)
