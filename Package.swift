@@ -266,7 +266,7 @@ let package = Package(
         .testTarget(name: "GRPCProtocolTests", dependencies: ["GRPCProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "GRPCClientTests",
-            dependencies: ["GRPCClient", "GRPCProtocol", "GRPCServer", "GroupAPI", "GroupService", "GroupModel", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
+            dependencies: ["GRPCClient", "GRPCProtocol", "GRPCServer", "GroupAPI", "GroupService", "GroupTestSupport", "GroupModel", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "GroupAPITests", dependencies: ["GroupAPI"], swiftSettings: swiftSettings),

@@ -117,7 +117,7 @@ public final class ServiceHarness: Sendable {
     public let transport: TestTransport
     private let inProcess: InProcessTransport
     /// The server and the connection of a live harness.
-    private let live: (server: GRPCServer, connection: GRPCClientConnection)?
+    private let live: LiveEndpoint?
 
     /// Builds the service.
     /// - Parameters:
@@ -147,28 +147,13 @@ public final class ServiceHarness: Sendable {
         case .inProcess:
             self.live = nil
         case .live:
-            var server = ServerConfiguration()
-            server.host = "127.0.0.1"
-            server.port = 0
-            let grpc = GRPCServer(
-                configuration: server, router: router, group: MultiThreadedEventLoopGroup.singleton,
-                logger: Logger(label: "groupd-test", factory: { _ in SwiftLogNoOpLogHandler() }))
-            try await grpc.start()
-            do {
-                let connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: grpc.localPort!))
-                self.live = (grpc, connection)
-            } catch {
-                await grpc.shutdownGracefully()
-                throw error
-            }
+            self.live = try await LiveEndpoint.start(router)
         }
     }
 
     /// Ends a live harness's connection and server (nothing to do in process).
     public func close() async {
-        guard let live else { return }
-        await live.connection.close()
-        await live.server.shutdownGracefully()
+        await live?.stop()
     }
 
     /// The `authorization` and `x-operator-id` values of `identity` (tokens valid for an hour from now).
@@ -267,4 +252,50 @@ public func withServiceHarness(
         throw error
     }
     await harness.close()
+}
+
+/// A router served by `GRPCServer` on a loopback port, with a client connection to it: the live
+/// side of tests that run in process and over HTTP/2.
+public struct LiveEndpoint: Sendable {
+    /// The server.
+    public let server: GRPCServer
+    /// A connection to it.
+    public let connection: GRPCClientConnection
+
+    /// Serves `router` on a free loopback port and connects to it.
+    public static func start(_ router: ServerRouter) async throws -> LiveEndpoint {
+        var configuration = ServerConfiguration()
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        let server = GRPCServer(
+            configuration: configuration, router: router, group: MultiThreadedEventLoopGroup.singleton,
+            logger: Logger(label: "groupd-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        try await server.start()
+        do {
+            return LiveEndpoint(
+                server: server, connection: try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: server.localPort!)))
+        } catch {
+            await server.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// Closes the connection, then the server.
+    public func stop() async {
+        await connection.close()
+        await server.shutdownGracefully()
+    }
+
+    /// Runs `body` with a connection to `router` served live, then stops both, also when `body`
+    /// throws.
+    public static func with(_ router: ServerRouter, _ body: (GRPCClientConnection) async throws -> Void) async throws {
+        let endpoint = try await start(router)
+        do {
+            try await body(endpoint.connection)
+        } catch {
+            await endpoint.stop()
+            throw error
+        }
+        await endpoint.stop()
+    }
 }

@@ -1,6 +1,7 @@
 import GRPCClient
 import GRPCProtocol
 import GroupAPI
+import GroupTestSupport
 import NIOCore
 import Testing
 
@@ -41,7 +42,7 @@ struct Caller: Sendable {
                 Self.relay(transport.call(path: path, request: ByteBuffer(bytes: request), metadata: metadata, timeout: timeout))
             })
         case .live:
-            try await GRPCClientConnectionTests.withLiveServer(router) { connection in
+            try await LiveEndpoint.with(router) { connection in
                 try await body(Caller { path, request, metadata, timeout in
                     Self.relay(connection.call(path: path, request: request, metadata: metadata.entries, timeout: timeout))
                 })

@@ -1,10 +1,9 @@
 import GRPCClient
 import GRPCProtocol
-import GRPCServer
 import GroupAPI
 import GroupModel
 import GroupService
-import Logging
+import GroupTestSupport
 import NIOCore
 import NIOPosix
 import Testing
@@ -106,32 +105,7 @@ struct GRPCClientConnectionTests {
 
     static func withServer(_ body: (GRPCClientConnection, Events) async throws -> Void) async throws {
         let events = Events()
-        try await withLiveServer(router(events: events)) { connection in try await body(connection, events) }
-    }
-
-    /// Serves `router` on port 0 and runs `body` with a connection to it; ends both after.
-    static func withLiveServer(_ router: ServerRouter, _ body: (GRPCClientConnection) async throws -> Void) async throws {
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        let server = GRPCServer(configuration: configuration, router: router, group: MultiThreadedEventLoopGroup.singleton,
-                                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        try await server.start()
-        let connection: GRPCClientConnection
-        do {
-            connection = try await GRPCClientConnection.connect(to: .init(host: "127.0.0.1", port: server.localPort!))
-        } catch {
-            await server.shutdownGracefully()
-            throw error
-        }
-        do {
-            try await body(connection)
-        } catch {
-            await connection.close()
-            await server.shutdownGracefully()
-            throw error
-        }
-        await connection.close()
-        await server.shutdownGracefully()
+        try await LiveEndpoint.with(router(events: events)) { connection in try await body(connection, events) }
     }
 
     @Test("a unary call answered with two messages, or with bytes that are not its response, is INTERNAL")
