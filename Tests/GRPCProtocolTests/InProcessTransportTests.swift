@@ -7,33 +7,17 @@ import Testing
 /// runs in both modes: the writer's queue freeing as the caller takes messages, detached calls,
 /// request messages of each kind of method, handler errors.
 @Suite struct InProcessTransportTests {
-    /// A one-shot signal a handler or the test waits on.
-    final class Signal: Sendable {
-        private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-        func fire() {
-            let waiters = state.withLock { state in
-                state.fired = true
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume() }
-        }
-        func wait() async {
-            await withCheckedContinuation { continuation in
-                let fired = state.withLock { state -> Bool in
-                    if !state.fired { state.waiters.append(continuation) }
-                    return state.fired
-                }
-                if fired { continuation.resume() }
-            }
-        }
+    /// A signal a handler gives and the test waits for: an `AsyncStream` that keeps the first.
+    private static func signal() -> (wait: AsyncStream<Void>, fire: AsyncStream<Void>.Continuation) {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingOldest(1))
+        return (stream, continuation)
     }
 
     private static func text(_ buffer: ByteBuffer) -> String { String(buffer: buffer) }
 
     @Test("a full writer queue frees a slot as the caller takes each message")
     func backPressure() async throws {
-        let full = Signal()
+        let full = Self.signal()
         let counts = Mutex<[Int]>([])
         var router = ServerRouter()
         router.register("/t.T/Flood", .serverStreaming { _, _, writer in
@@ -44,7 +28,7 @@ import Testing
                 case .closed: return
                 case .full:
                     counts.withLock { $0.append(written) }
-                    full.fire()
+                    full.fire.yield()
                     try await writer.write(ByteBuffer(string: "\(written)"))
                     written += 1
                 }
@@ -52,7 +36,7 @@ import Testing
         })
         let transport = InProcessTransport(router: router, streamQueueCapacity: 2)
         var iterator = transport.call(path: "/t.T/Flood", request: ByteBuffer()).makeAsyncIterator()
-        await full.wait()
+        for await _ in full.wait { break }
         // Two messages wait; the handler is held at the third until one is taken.
         #expect(counts.withLock { $0 } == [2])
         var received: [String] = []
@@ -63,18 +47,18 @@ import Testing
     @Test("a detached call stays open after its handler returns, until its writer finishes it")
     func detached() async throws {
         let writerBox = Mutex<ServerStreamWriter?>(nil)
-        let ready = Signal()
+        let ready = Self.signal()
         var router = ServerRouter()
         router.register("/t.T/Detached", .serverStreaming { _, _, writer in
             writer.detach()
             try await writer.write(ByteBuffer(string: "hello"))
             writerBox.withLock { $0 = writer }
-            ready.fire()
+            ready.fire.yield()
         })
         let transport = InProcessTransport(router: router)
         var iterator = transport.call(path: "/t.T/Detached", request: ByteBuffer()).makeAsyncIterator()
         #expect(try await iterator.next().map(Self.text) == "hello")
-        await ready.wait()
+        for await _ in ready.wait { break }
         let writer = try #require(writerBox.withLock { $0 })
         try await writer.write(ByteBuffer(string: "later"))
         #expect(try await iterator.next().map(Self.text) == "later")
