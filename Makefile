@@ -130,8 +130,9 @@ protos: deps
 protos-check: deps
 	python3 scripts/genproto.py --check
 
-## bench: every benchmark below, one after the other (figures in docs/PERFORMANCE.md); the
-## scale part seeds 1,000,000 groups and takes the longest (10–30 minutes on 2 cores)
+## bench: every benchmark below but the hour-long bench-soak, one after the other (figures in
+## docs/PERFORMANCE.md); the scale part seeds 1,000,000 groups and takes the longest (10–30
+## minutes on 2 cores)
 bench: bench-instructions bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-sync bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
@@ -199,6 +200,17 @@ bench-sync: release
 ## minutes; every figure also in .build/bench/scaleout-<time>.json)
 bench-scaleout: release bench-deps
 	python3 scripts/bench_scaleout.py $(RELEASE_BIN)
+
+## bench-soak: a steady 400 calls/s (80 % sends, the rest reads) with a Subscribe stream per member
+## (300 streams) for SOAK_MINUTES (30) on SQLite, then the same on a throw-away PostgreSQL cluster;
+## each minute groupd's RSS and the p99; fails when RSS passes its ceiling after the warm-up, the
+## last minute's p99 passes 1.5x the second's, a call fails or a delivery is missing (docs/PERFORMANCE.md,
+## "Nothing creeps"); about an hour at the default
+SOAK_MINUTES ?= 30
+bench-soak: release
+	python3 scripts/bench_soak.py $(RELEASE_BIN) --minutes $(SOAK_MINUTES) --json .build/bench/soak-sqlite.json
+	scripts/with_pg_cluster.sh sh -c 'python3 scripts/bench_soak.py $(RELEASE_BIN) --minutes $(SOAK_MINUTES) \
+	  --postgres "$$GROUPD_TEST_POSTGRES_URL" --json .build/bench/soak-postgres.json'
 
 ## test-sanitize: the policy host and the C plugins under ThreadSanitizer (many callers on one
 ## instance while a reload swaps it, among others), built in .build-tsan; then the transport (the

@@ -117,6 +117,10 @@ public final class Store: Sendable {
     /// events, and ``catchUp(app:)`` brings it up to date before a read of it.
     public var isShared: Bool { backend.isShared }
 
+    /// The bytes the backend's database library holds in this process (SQLite: its page caches,
+    /// schemas and statements); nil when the database runs elsewhere (PostgreSQL).
+    public var libraryMemoryBytes: Int? { backend.libraryMemoryBytes }
+
     /// Returns once every event of `app` committed before the call, by any node, has reached
     /// ``observeCommittedEvents(_:)``'s observers (at once when no other node writes).
     public func catchUp(app: String) async throws {

@@ -61,6 +61,10 @@ public protocol StoreBackend: Sendable {
     /// Calls `observer` with every change of ``isAvailable``.
     func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void)
 
+    /// The bytes the database library holds in this process now (its page caches, schemas and
+    /// prepared statements), when it lives in the process (SQLite); nil otherwise.
+    var libraryMemoryBytes: Int? { get }
+
     /// Hands an AVChatRoom message (live only, no history) to the other nodes' streams; a backend
     /// only one process uses does nothing.
     func relayRoomMessage(_ message: GroupMessage) async throws
@@ -239,6 +243,7 @@ extension StoreBackend {
     public var isAvailable: Bool { true }
     public func observeAvailability(_ observer: @escaping @Sendable (Bool) -> Void) {}
     public var isShared: Bool { false }
+    public var libraryMemoryBytes: Int? { nil }
     /// Three reads: the groups, then the user's memberships and remarks of those found.
     public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
         try await userView(app: app, userID: userID, of: try await groups(app: app, ids: ids))

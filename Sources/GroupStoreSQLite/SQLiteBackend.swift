@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GRDB
+import GRDBSQLite
 import GroupModel
 import GroupStore
 import GroupStoreSQL
@@ -160,6 +161,10 @@ public final class SQLiteBackend: StoreBackend {
     public func close() async throws {
         try pool.close()
     }
+
+    /// SQLite's heap in this process (`sqlite3_memory_used`): the page caches of the writer
+    /// (64 MiB at most) and the readers, the schemas, the prepared statements.
+    public var libraryMemoryBytes: Int? { Int(sqlite3_memory_used()) }
 
     // MARK: Writes
 

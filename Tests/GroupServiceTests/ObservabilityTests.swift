@@ -334,6 +334,22 @@ struct ServiceTelemetryTests {
         #expect(annotations.values == CallAnnotations.Values(app: TestApps.appA, operatorID: nil, reason: "GROUP_NOT_FOUND"))
     }
 
+    @Test("each scrape reports SQLite's heap")
+    func memoryGauges() async throws {
+        let (telemetry, _) = Self.telemetry { $0.metrics = MetricsSettings(port: 0) }
+        let h = try await ServiceHarness(telemetry: telemetry)
+        let metrics = try #require(telemetry.metrics)
+        // A write, so that the store's writer has pages in its cache.
+        try await h.create(.work, owner: "owner", as: .admin(app: TestApps.appA))
+        let text = String(decoding: metrics.render(), as: UTF8.self)
+        func gauge(_ name: String) -> Double? {
+            text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        let sqlite = try #require(gauge("groupd_store_library_memory_bytes"), "\(text)")
+        // At least the writer's one page of the group just written.
+        #expect(sqlite >= 4096)
+    }
+
     @Test("a reload puts the new log level, format and access-log settings in force")
     func reload() async throws {
         let (telemetry, _) = Self.telemetry()

@@ -6,7 +6,7 @@ import Synchronization
 extension GroupdService {
     /// Feeds `metrics` from the store's batches and the policy plugins' calls, and sets the
     /// gauges read at each scrape: the event streams, the plugins' breakers, the configuration
-    /// generation.
+    /// generation, the store library's memory.
     func instrument(_ metrics: GroupdMetrics) {
         store.observeCommitBatches { mutations, duration in
             metrics.storeCommitted(mutations: mutations, duration: duration)
@@ -21,6 +21,7 @@ extension GroupdService {
             gauges.set("groupd_event_subscribers", to: Double(streams.subscribers))
             gauges.set("groupd_event_subscriber_queued_messages", to: Double(streams.queuedMessages))
             gauges.set("groupd_event_subscriber_queue_depth_max", to: Double(streams.deepestQueue))
+            if let bytes = self.store.libraryMemoryBytes { gauges.set("groupd_store_library_memory_bytes", to: Double(bytes)) }
             for breaker in self.policy.host?.breakerStates() ?? [] {
                 gauges.set(
                     "groupd_policy_circuit_breaker_state", [("app", breaker.app), ("plugin", breaker.plugin)],
