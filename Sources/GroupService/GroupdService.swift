@@ -125,7 +125,7 @@ public final class GroupdService: Sendable {
         registerSyncMethods(in: &routes)
         registerLifecycleMethods(in: &routes)
         registerMessageMethods(in: &routes)
-        registerEventMethods(in: &routes, authenticate: { [self] server in try authenticate(server) })
+        EventServiceHandler(service: self).register(in: &routes)
         return routes.finish()
     }
 

@@ -7,7 +7,8 @@ import NIOCore
 /// and `UNIMPLEMENTED` for every method of the API that has no handler yet.
 struct Routes {
     private(set) var router = ServerRouter()
-    private var implemented: Set<String> = []
+    /// The paths registered so far (a handler's, in a fresh `Routes`: the methods it serves).
+    private(set) var implemented: Set<String> = []
     private let authenticate: @Sendable (ServerContext) throws -> CallContext
 
     init(authenticate: @escaping @Sendable (ServerContext) throws -> CallContext) {
@@ -28,17 +29,18 @@ struct Routes {
         })
     }
 
-    /// Serves a server-streaming method: authenticate, decode, run `body` with a typed sink.
+    /// Serves a server-streaming method: authenticate, decode, run `body` with the call's writer
+    /// (the body encodes what it writes: Subscribe encodes an item once for every stream).
     mutating func serverStreaming<Request, Response>(
         _ method: ProtoMethod<Request, Response>,
-        _ body: @escaping @Sendable (Request, CallContext, _ send: @Sendable (Response) async throws -> Void) async throws -> Void
+        _ body: @escaping @Sendable (Request, CallContext, ServerStreamWriter) async throws -> Void
     ) {
         let authenticate = self.authenticate
         implemented.insert(method.path)
         router.register(method.path, .serverStreaming { bytes, server, writer in
             let call = try authenticate(server)
             let request = try MessageCoding.decode(Request.self, from: bytes)
-            try await body(request, call) { response in try await writer.write(MessageCoding.encode(response)) }
+            try await body(request, call, writer)
         })
     }
 
