@@ -120,11 +120,11 @@ public final class GroupdService: Sendable {
         registerMembershipMethods(in: &routes)
         registerBanMethods(in: &routes)
         registerInviteLinkMethods(in: &routes)
-        registerApplicationMethods(in: &routes)
         registerMemberMethods(in: &routes)
         registerSyncMethods(in: &routes)
         registerLifecycleMethods(in: &routes)
         registerMessageMethods(in: &routes)
+        ApplicationServiceHandler(service: self).register(in: &routes)
         EventServiceHandler(service: self).register(in: &routes)
         return routes.finish()
     }
