@@ -123,8 +123,8 @@ public final class GroupdService: Sendable {
         registerMemberMethods(in: &routes)
         registerSyncMethods(in: &routes)
         registerLifecycleMethods(in: &routes)
-        registerMessageMethods(in: &routes)
         ApplicationServiceHandler(service: self).register(in: &routes)
+        MessageServiceHandler(service: self).register(in: &routes)
         EventServiceHandler(service: self).register(in: &routes)
         return routes.finish()
     }

@@ -2,8 +2,8 @@ import GroupAPI
 import GroupModel
 import PolicyHost
 
-/// The policy hooks of joining, inviting and sending messages. The handlers (JoinGroup,
-/// InviteMembers, SendGroupMessage) call these at one point each, before anything is written.
+/// The policy hooks of joining and inviting. The handlers (JoinGroup, InviteMembers) call these
+/// at one point each, before anything is written.
 extension GroupdService {
     /// JoinGroup: `before_apply_to_join` on the request's `apply_message`. A reject refuses the
     /// join (`FAILED_PRECONDITION`, `POLICY_REJECTED`); a rewrite (masking) changes the stored message.
@@ -68,28 +68,5 @@ extension GroupdService {
             }
         }
         return merged + remaining
-    }
-
-    /// SendGroupMessage: `before_send_group_message` on `message.text` and `message.payload`
-    /// (payload bytes as UTF-8 text). A reject refuses the send; a rewrite changes what is stored
-    /// and delivered.
-    /// - Returns: `false` when a plugin discarded the message: answer success, store and deliver nothing.
-    func checkMessagePolicy(_ content: inout MessageContent, groupID: String, groupType: GroupType, _ call: CallContext) async throws -> Bool {
-        let type = Self.hookGroupType(groupType)
-        var fields: [HookField] = []
-        if !content.text.isEmpty { fields.append(HookField("message.text", content.text)) }
-        if !content.payload.isEmpty { fields.append(HookField("message.payload", String(decoding: content.payload, as: UTF8.self))) }
-        let named = fields
-        let verdict = try await checkPolicy(
-            .beforeSendGroupMessage, call, allowDiscard: true,
-            fieldPath: { $0 == "message.text" ? "text" : $0 == "message.payload" ? "payload" : $0 }
-        ) {
-            HookRequest(groupID: groupID, groupType: type, fields: named)
-        }
-        if verdict == .discard { return false }
-        let changes = verdict.changes
-        content.text = Self.rewritten("message.text", content.text, changes)
-        if let payload = changes["message.payload"] { content.payload = Array((payload ?? "").utf8) }
-        return true
     }
 }

@@ -3,7 +3,7 @@ import GroupModel
 import GroupStore
 
 /// MessageService: PinGroupMessage, UnpinGroupMessage.
-extension GroupdService {
+extension MessageServiceHandler {
     /// PinGroupMessage: checks the permission (`GroupAction.pinMessage`) and that the message
     /// is one the operator may read, then, in one transaction, the rule of
     /// `GroupRules.planPin(sequence:in:by:limits:now:)` on the group as it is then (already
@@ -11,15 +11,15 @@ extension GroupdService {
     func pinGroupMessage(
         _ request: Groupd_V1_PinGroupMessageRequest, _ call: CallContext
     ) async throws -> Groupd_V1_PinGroupMessageResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let sequence = try GroupRules.messageSequence(request.sequence)
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         try GroupRules.authorize(.pinMessage, type: group.type, settings: group.settings, actor: op.role).get()
         _ = try await readableMessage(sequence, in: group, by: op, call: call)
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
             (try GroupRules.planPin(sequence: sequence, in: snapshot.group, by: op, limits: limits, now: now), ())
         }
         return .with { $0.pinnedMessages = result.group.pins.map(APIMapping.pin) }
@@ -31,9 +31,9 @@ extension GroupdService {
     func unpinGroupMessage(
         _ request: Groupd_V1_UnpinGroupMessageRequest, _ call: CallContext
     ) async throws -> Groupd_V1_UnpinGroupMessageResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let sequence = try GroupRules.messageSequence(request.sequence)
-        let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
             (try GroupRules.planUnpin(sequence: sequence, in: snapshot.group, by: op), ())
         }
         return .with { $0.pinnedMessages = result.group.pins.map(APIMapping.pin) }

@@ -4,11 +4,14 @@ import GroupStore
 import PolicyHost
 import Synchronization
 
-/// MessageService: SendGroupMessage, GetGroupMessages, MarkGroupRead, SendSystemNotification,
-/// RecallGroupMessage (pins and read receipts: GroupdService+Pins.swift,
-/// GroupdService+ReadReceipts.swift).
-extension GroupdService {
-    func registerMessageMethods(in routes: inout Routes) {
+/// The handler of `groupd.v1.MessageService` (message.proto). This file holds SendGroupMessage,
+/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; pins and read
+/// receipts are in `MessageServiceHandler+Pins.swift` and `MessageServiceHandler+ReadReceipts.swift`.
+struct MessageServiceHandler: GroupdHandler {
+    let service: GroupdService
+
+    /// Registers every MessageService method, in the order of message.proto.
+    func register(in routes: inout Routes) {
         routes.unary(Groupd_V1_MessageService.Method.sendGroupMessage) { [self] request, call in
             try await sendGroupMessage(request, call)
         }
@@ -57,7 +60,7 @@ extension GroupdService {
     func sendGroupMessage(
         _ request: Groupd_V1_SendGroupMessageRequest, _ call: CallContext
     ) async throws -> Groupd_V1_SendGroupMessageResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let content = MessageContent(
             type: request.type, text: request.text, payload: request.payload,
             priority: try MessageMapping.priority(request.priority),
@@ -68,7 +71,7 @@ extension GroupdService {
         guard let sender = call.caller.operatorID else { throw GroupRules.senderRequired }
         let app = call.caller.appID
         let groupID = request.groupID
-        if !hasPolicy(.beforeSendGroupMessage, call), let type = try await store.groupType(app: app, id: groupID),
+        if !service.hasPolicy(.beforeSendGroupMessage, call), let type = try await store.groupType(app: app, id: groupID),
             type.preset.behaviour.historyKept
         {
             // No moderation to spare a refusal: steps 2–4 are the store's, in its transaction.
@@ -79,7 +82,7 @@ extension GroupdService {
             return Self.sendResponse(try await storeMessage(message, sender: sender, now: now))
         }
 
-        let (group, membership) = try await loadGroup(call, groupID: groupID)
+        let (group, membership) = try await service.loadGroup(call, groupID: groupID)
         let stored = group.type.preset.behaviour.historyKept
         let now = clock.now()
         if let clientID = content.clientMessageID {
@@ -89,7 +92,7 @@ extension GroupdService {
             if let earlier { return Self.sendResponse(.sent(earlier, deduplicated: true)) }
         }
         _ = try GroupRules.checkSend(
-            content, in: group, by: Self.groupOperator(call.caller, membership: membership), now: now, lastSent: nil)
+            content, in: group, by: GroupdService.groupOperator(call.caller, membership: membership), now: now, lastSent: nil)
 
         // Moderation: the policy plugins' before-send-message hook runs here, before anything is
         // stored or delivered. It may refuse (throw), rewrite the text, or discard the message
@@ -107,7 +110,7 @@ extension GroupdService {
                 // Other nodes' viewers get it through the shared database (nothing to do on
                 // SQLite); if it cannot be relayed, nobody gets it and the sender is told.
                 try await store.relayRoomMessage(sent)
-                publishRoomMessage(sent)
+                service.publishRoomMessage(sent)
             }
             return Self.sendResponse(outcome)
         }
@@ -130,8 +133,8 @@ extension GroupdService {
     func getGroupMessages(
         _ request: Groupd_V1_GetGroupMessagesRequest, _ call: CallContext
     ) async throws -> Groupd_V1_GetGroupMessagesResponse {
-        try Self.requireGroupID(request.groupID)
-        let size = try Self.pageSize(request.pageSize, fallback: 20, max: 100)
+        try GroupdService.requireGroupID(request.groupID)
+        let size = try GroupdService.pageSize(request.pageSize, fallback: 20, max: 100)
         var direction: MessageRange.Direction
         var anchor: Int64?
         if request.pageToken.isEmpty {
@@ -145,8 +148,8 @@ extension GroupdService {
         } else {
             (direction, anchor) = try HistoryToken.decode(request.pageToken)
         }
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let floor = try GroupRules.historyFloor(in: group, by: Self.groupOperator(call.caller, membership: membership))
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let floor = try GroupRules.historyFloor(in: group, by: GroupdService.groupOperator(call.caller, membership: membership))
         let page = try await store.messages(
             app: call.caller.appID, groupID: request.groupID,
             range: MessageRange(direction: direction, anchor: anchor, floor: floor), limit: size)
@@ -175,7 +178,7 @@ extension GroupdService {
     func markGroupRead(
         _ request: Groupd_V1_MarkGroupReadRequest, _ call: CallContext
     ) async throws -> Groupd_V1_MarkGroupReadResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         guard let user = call.caller.operatorID else {
             throw GroupError.operatorRequired("marking a group read")
         }
@@ -213,12 +216,12 @@ extension GroupdService {
                 code: .permissionDenied, reason: .adminTokenRequired,
                 message: "only the app's backend (admin token without x-operator-id) sends system notifications")
         }
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let text = request.text
         let payload = request.payload
         let recipients = request.recipientUserIds
         let limits = call.limits
-        let result = try await mutate(call, groupID: request.groupID, targets: recipients) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID, targets: recipients) { snapshot, op in
             let change = try GroupRules.planCustomNotification(
                 text: text, payload: payload, recipients: recipients, in: snapshot.group, by: op,
                 memberships: snapshot.targets, limits: limits)
@@ -238,7 +241,7 @@ extension GroupdService {
     func recallGroupMessage(
         _ request: Groupd_V1_RecallGroupMessageRequest, _ call: CallContext
     ) async throws -> Groupd_V1_RecallGroupMessageResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         if request.sequence == 0 {
             throw GroupError.invalidArgument(field: "sequence", "sequence must name a message (above 0)")
         }
@@ -250,7 +253,7 @@ extension GroupdService {
             app: caller.appID, groupID: request.groupID, sequence: sequence, operatorID: caller.operatorID, at: now
         ) { group, member, message in
             try GroupRules.planRecall(
-                message, sequence: sequence, in: group, by: Self.groupOperator(caller, membership: member), now: now,
+                message, sequence: sequence, in: group, by: GroupdService.groupOperator(caller, membership: member), now: now,
                 limits: limits)
         }
         return .with { $0.message = MessageMapping.message(committed.value) }
@@ -271,6 +274,17 @@ extension GroupdService {
                 $0.message = MessageMapping.message(message)
             }
         }
+    }
+
+    /// A stored `CUSTOM_NOTIFICATION` in the API's form, as the event stream shows it; for a
+    /// notification to listed members (one stored event each) the first, listing every recipient.
+    static func notificationView(
+        _ event: GroupEvent, eventID: Int64, group: Group, recipients: [String]
+    ) -> Groupd_V1_GroupEvent {
+        var view = EventMapping.event(LoggedEvent(eventID: eventID, event: event, groupType: group.type))
+        view.recipientUserIds = recipients
+        view.groupName = group.name
+        return view
     }
 
     /// A new message id: 128 random bits as 32 lowercase hex digits.

@@ -1,0 +1,30 @@
+import GroupAPI
+import GroupModel
+import PolicyHost
+
+/// The policy hook of sending a message. SendGroupMessage calls it once, before anything is
+/// stored or delivered.
+extension MessageServiceHandler {
+    /// SendGroupMessage: `before_send_group_message` on `message.text` and `message.payload`
+    /// (payload bytes as UTF-8 text). A reject refuses the send; a rewrite changes what is stored
+    /// and delivered.
+    /// - Returns: `false` when a plugin discarded the message: answer success, store and deliver nothing.
+    func checkMessagePolicy(_ content: inout MessageContent, groupID: String, groupType: GroupType, _ call: CallContext) async throws -> Bool {
+        let type = GroupdService.hookGroupType(groupType)
+        var fields: [HookField] = []
+        if !content.text.isEmpty { fields.append(HookField("message.text", content.text)) }
+        if !content.payload.isEmpty { fields.append(HookField("message.payload", String(decoding: content.payload, as: UTF8.self))) }
+        let named = fields
+        let verdict = try await service.checkPolicy(
+            .beforeSendGroupMessage, call, allowDiscard: true,
+            fieldPath: { $0 == "message.text" ? "text" : $0 == "message.payload" ? "payload" : $0 }
+        ) {
+            HookRequest(groupID: groupID, groupType: type, fields: named)
+        }
+        if verdict == .discard { return false }
+        let changes = verdict.changes
+        content.text = GroupdService.rewritten("message.text", content.text, changes)
+        if let payload = changes["message.payload"] { content.payload = Array((payload ?? "").utf8) }
+        return true
+    }
+}
