@@ -2,8 +2,7 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// The ban list (MemberService BanMembers, UnbanMembers, ListBannedMembers) and the mute bypass
-/// list (GroupService UpdateMuteBypassList).
+/// MemberService methods of the ban list: BanMembers, UnbanMembers, ListBannedMembers.
 extension GroupdService {
     func registerBanMethods(in routes: inout Routes) {
         routes.unary(Groupd_V1_MemberService.Method.banMembers) { [self] request, call in
@@ -14,9 +13,6 @@ extension GroupdService {
         }
         routes.unary(Groupd_V1_MemberService.Method.listBannedMembers) { [self] request, call in
             try await listBannedMembers(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.updateMuteBypassList) { [self] request, call in
-            try await updateMuteBypassList(request, call)
         }
     }
 
@@ -72,21 +68,6 @@ extension GroupdService {
             $0.bans = page.items.map(Self.bannedMember)
             $0.nextPageToken = page.next ?? ""
         }
-    }
-
-    func updateMuteBypassList(
-        _ request: Groupd_V1_UpdateMuteBypassListRequest, _ call: CallContext
-    ) async throws -> Groupd_V1_UpdateMuteBypassListResponse {
-        let add = request.addUserIds
-        let remove = request.removeUserIds
-        let limits = call.limits
-        let result = try await mutate(
-            call, groupID: request.groupID, targets: Self.distinctTargets(add, limits: limits)
-        ) { snapshot, op in
-            (try GroupRules.planMuteBypassUpdate(
-                add: add, remove: remove, in: snapshot.group, by: op, memberships: snapshot.targets, limits: limits), ())
-        }
-        return .with { $0.muteBypassUserIds = result.group.muteBypass }
     }
 
     // MARK: Views

@@ -204,12 +204,4 @@ extension GroupdService {
         case .invalid(let error): MemberResult(userID: result.userID, outcome: .invalid(error))
         }
     }
-
-    /// The distinct non-empty user ids of a batch, for the snapshot (the model checks the batch
-    /// itself; an over-long list loads nothing, since the model refuses it).
-    static func distinctTargets(_ users: [String], limits: AppLimits) -> [String] {
-        guard users.count <= limits.maxUsersPerBatch else { return [] }
-        var seen: Set<String> = []
-        return users.filter { !$0.isEmpty && seen.insert($0).inserted }
-    }
 }

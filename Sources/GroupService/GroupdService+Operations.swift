@@ -210,6 +210,14 @@ extension GroupdService {
         }
     }
 
+    /// The distinct non-empty user ids of a batch, for the snapshot (the model checks the batch
+    /// itself; an over-long list loads nothing, since the model refuses it).
+    static func distinctTargets(_ users: [String], limits: AppLimits) -> [String] {
+        guard users.count <= limits.maxUsersPerBatch else { return [] }
+        var seen: Set<String> = []
+        return users.filter { !$0.isEmpty && seen.insert($0).inserted }
+    }
+
     /// Quit options from the API (absent: the defaults).
     static func quitOptions(_ options: Groupd_V1_QuitOptions?) -> QuitOptions {
         QuitOptions(keepMuteStatus: options?.keepMuteStatus ?? false)
@@ -221,5 +229,12 @@ extension GroupdService {
             throw GroupError.invalidArgument(field: "page_size", "page_size must not be negative", limit: max)
         }
         return size == 0 ? fallback : min(Int(size), max)
+    }
+
+    /// The `version` of a sync answer: the page's version, or 0 with `full_reload_required`, whose
+    /// answer fills nothing else (a client that keeps every answer's version must not keep one
+    /// with no list behind it).
+    static func syncVersion<Item>(_ page: SyncPage<Item>) -> UInt64 {
+        page.fullReloadRequired ? 0 : UInt64(max(page.version, 0))
     }
 }

@@ -2,8 +2,7 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// Versioned sync and member search: SyncMembers, SearchMembers (MemberService) and
-/// SyncJoinedGroups (GroupService).
+/// MemberService's versioned sync and member search: SyncMembers, SearchMembers.
 extension GroupdService {
     /// The longest SearchMembers keyword, in bytes (a user id's limit).
     static let memberSearchKeywordBytes = 48
@@ -14,9 +13,6 @@ extension GroupdService {
         }
         routes.unary(Groupd_V1_MemberService.Method.searchMembers) { [self] request, call in
             try await searchMembers(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.syncJoinedGroups) { [self] request, call in
-            try await syncJoinedGroups(request, call)
         }
     }
 
@@ -33,13 +29,6 @@ extension GroupdService {
                 metadata: ["field": "group_id"])
         }
         return (group, op)
-    }
-
-    /// The `version` of a sync answer: the page's version, or 0 with `full_reload_required`, whose
-    /// answer fills nothing else (a client that keeps every answer's version must not keep one
-    /// with no list behind it).
-    private static func syncVersion<Item>(_ page: SyncPage<Item>) -> UInt64 {
-        page.fullReloadRequired ? 0 : UInt64(max(page.version, 0))
     }
 
     /// SyncMembers: the changes of a group's member list after the client's version.
@@ -89,34 +78,6 @@ extension GroupdService {
         return .with {
             $0.members = members
             $0.nextPageToken = page.next ?? ""
-        }
-    }
-
-    /// SyncJoinedGroups: the changes of the operator's joined-group list after the client's version.
-    func syncJoinedGroups(_ request: Groupd_V1_SyncJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_SyncJoinedGroupsResponse {
-        guard let user = call.caller.operatorID else {
-            throw GroupError.operatorRequired("syncing joined groups")
-        }
-        let size = try Self.pageSize(request.pageSize, fallback: 50, max: 100)
-        guard request.version <= UInt64(Int64.max) else {
-            throw GroupError.invalidArgument(field: "version", "version is out of range")
-        }
-        let page = try await store.joinedGroupChanges(
-            app: call.caller.appID, userID: user, since: Int64(request.version),
-            after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
-        var views: [Groupd_V1_Group] = []
-        for item in page.changed {
-            var view = Self.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
-            await filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
-            views.append(view)
-        }
-        let groups = views
-        return .with {
-            $0.groups = groups
-            $0.removedGroupIds = page.removed
-            $0.nextPageToken = page.next ?? ""
-            $0.version = Self.syncVersion(page)
-            $0.fullReloadRequired = page.fullReloadRequired
         }
     }
 }

@@ -113,16 +113,12 @@ public final class GroupdService: Sendable {
         // Reflection needs no token: discovery runs before a client picks one.
         let reflection = configuration.reflection
         routes.registerExternally({ ReflectionService().register(in: &$0, enabled: reflection) }, paths: ReflectionService.paths)
-        registerGroupMethods(in: &routes)
-        registerGroupOperationMethods(in: &routes)
-        registerAttributeMethods(in: &routes)
-        registerListingMethods(in: &routes)
         registerMembershipMethods(in: &routes)
         registerBanMethods(in: &routes)
         registerInviteLinkMethods(in: &routes)
         registerMemberMethods(in: &routes)
         registerSyncMethods(in: &routes)
-        registerLifecycleMethods(in: &routes)
+        GroupServiceHandler(service: self).register(in: &routes)
         ApplicationServiceHandler(service: self).register(in: &routes)
         MessageServiceHandler(service: self).register(in: &routes)
         EventServiceHandler(service: self).register(in: &routes)

@@ -110,6 +110,15 @@ extension GroupdService {
         return change ?? ""
     }
 
+    /// The request field a hook key names: `custom.group.k` / `custom.member.k` → `custom.k`;
+    /// other keys (`name`, `name_card`, ...) as they are.
+    static func requestPath(_ key: String) -> String {
+        for prefix in ["custom.group.", "custom.member."] where key.hasPrefix(prefix) {
+            return "custom." + key.dropFirst(prefix.count)
+        }
+        return key
+    }
+
     /// The `reader_role` of the filter hook for an acting role (the backend reads as the owner).
     static func readerRole(_ role: ActingRole) -> String {
         switch role {

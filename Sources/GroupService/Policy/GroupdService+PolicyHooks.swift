@@ -2,91 +2,9 @@ import GroupAPI
 import GroupModel
 import PolicyHost
 
-/// The policy hooks of the group and member writes: each runs the app's chain, throws its
-/// refusal, and applies its rewrites to what is then stored.
+/// The policy hooks of UpdateMemberInfo: each runs the app's chain, throws its refusal, and
+/// applies its rewrites to what is then stored.
 extension GroupdService {
-    /// CreateGroup: `validate_group_custom` on the group's custom values,
-    /// `validate_member_custom` on each initial member's, `before_set_member_info` on each
-    /// initial member's name card and custom values (`users[0]`: the member; error fields
-    /// `members[i].name_card`), then `before_create_group` on the profile and custom values.
-    func checkCreationPolicy(
-        type: GroupType, groupID: String, profile: inout Groupd_V1_GroupProfile, custom: inout [String: [UInt8]],
-        members: inout [InitialMember], _ call: CallContext
-    ) async throws {
-        let groupType = Self.hookGroupType(type)
-        if !custom.isEmpty {
-            let fields = Self.hookFields(custom: custom, prefix: "custom.group.")
-            let verdict = try await checkPolicy(.validateGroupCustom, call, fieldPath: Self.requestPath) {
-                HookRequest(groupID: groupID, groupType: groupType, fields: fields)
-            }
-            Self.applyCustom(verdict.changes, prefix: "custom.group.", to: &custom)
-        }
-        for index in members.indices where !members[index].custom.isEmpty {
-            let member = members[index]
-            let fields = Self.hookFields(custom: member.custom, prefix: "custom.member.")
-            let verdict = try await checkPolicy(.validateMemberCustom, call, fieldPath: { "members[\(index)]." + Self.requestPath($0) }) {
-                HookRequest(groupID: groupID, groupType: groupType, fields: fields, users: [member.userID])
-            }
-            Self.applyCustom(verdict.changes, prefix: "custom.member.", to: &members[index].custom)
-        }
-        // Each initial member's name card and custom values, as UpdateMemberInfo would set them.
-        for index in members.indices where !members[index].nameCard.isEmpty || !members[index].custom.isEmpty {
-            let member = members[index]
-            let fields = (member.nameCard.isEmpty ? [] : [HookField("name_card", member.nameCard)])
-                + Self.hookFields(custom: member.custom, prefix: "custom.member.")
-            let verdict = try await checkPolicy(
-                .beforeSetMemberInfo, call, fieldPath: { "members[\(index)]." + Self.requestPath($0) }
-            ) {
-                HookRequest(groupID: groupID, groupType: groupType, fields: fields, users: [member.userID])
-            }
-            members[index].nameCard = Self.rewritten("name_card", member.nameCard, verdict.changes)
-            Self.applyCustom(verdict.changes, prefix: "custom.member.", to: &members[index].custom)
-        }
-        let named: [HookField] = [
-            HookField("name", profile.name), HookField("introduction", profile.introduction),
-            HookField("notification", profile.notification), HookField("face_url", profile.faceURL),
-        ].filter { !$0.value.isEmpty } + Self.hookFields(custom: custom, prefix: "custom.group.")
-        let invitees = members.map(\.userID)
-        let verdict = try await checkPolicy(.beforeCreateGroup, call, fieldPath: Self.profilePath) {
-            HookRequest(groupID: groupID, groupType: groupType, fields: named, users: invitees)
-        }
-        let changes = verdict.changes
-        profile.name = Self.rewritten("name", profile.name, changes)
-        profile.introduction = Self.rewritten("introduction", profile.introduction, changes)
-        profile.notification = Self.rewritten("notification", profile.notification, changes)
-        profile.faceURL = Self.rewritten("face_url", profile.faceURL, changes)
-        Self.applyCustom(changes, prefix: "custom.group.", to: &custom)
-    }
-
-    /// UpdateGroupProfile: `validate_group_custom` on the custom values written (not the
-    /// removed ones), then `before_update_profile` on the changed fields.
-    func checkProfilePolicy(_ update: inout ProfileUpdate, groupID: String, _ call: CallContext) async throws {
-        let written = update.custom.filter { !$0.value.isEmpty }
-        if !written.isEmpty {
-            let fields = Self.hookFields(custom: written, prefix: "custom.group.")
-            let verdict = try await checkPolicy(.validateGroupCustom, call, fieldPath: Self.requestPath) {
-                HookRequest(groupID: groupID, fields: fields)
-            }
-            Self.applyCustom(verdict.changes, prefix: "custom.group.", to: &update.custom)
-        }
-        var named: [HookField] = []
-        if let name = update.name { named.append(HookField("name", name)) }
-        if let introduction = update.introduction { named.append(HookField("introduction", introduction)) }
-        if let notification = update.notification { named.append(HookField("notification", notification)) }
-        if let faceURL = update.faceURL { named.append(HookField("face_url", faceURL)) }
-        named += Self.hookFields(custom: update.custom, prefix: "custom.group.")
-        let fields = named
-        let verdict = try await checkPolicy(.beforeUpdateProfile, call, fieldPath: Self.profilePath) {
-            HookRequest(groupID: groupID, fields: fields)
-        }
-        let changes = verdict.changes
-        if let name = update.name { update.name = Self.rewritten("name", name, changes) }
-        if let introduction = update.introduction { update.introduction = Self.rewritten("introduction", introduction, changes) }
-        if let notification = update.notification { update.notification = Self.rewritten("notification", notification, changes) }
-        if let faceURL = update.faceURL { update.faceURL = Self.rewritten("face_url", faceURL, changes) }
-        Self.applyCustom(changes, prefix: "custom.group.", to: &update.custom)
-    }
-
     /// UpdateMemberInfo: `validate_member_custom` on the custom values written, then
     /// `before_set_member_info` on the name card and custom values (`users[0]`: the member).
     func checkMemberInfoPolicy(_ update: inout MemberInfoUpdate, user: String?, groupID: String, _ call: CallContext) async throws {
@@ -108,19 +26,5 @@ extension GroupdService {
         }
         if let nameCard = update.nameCard { update.nameCard = Self.rewritten("name_card", nameCard, verdict.changes) }
         Self.applyCustom(verdict.changes, prefix: "custom.member.", to: &update.custom)
-    }
-
-    /// The request field a profile hook key names: `name` → `profile.name`, `custom.group.k` → `custom.k`.
-    static func profilePath(_ key: String) -> String {
-        ["name", "introduction", "notification", "face_url"].contains(key) ? "profile." + key : requestPath(key)
-    }
-
-    /// The request field a hook key names: `custom.group.k` / `custom.member.k` → `custom.k`;
-    /// other keys (`name`, `name_card`, ...) as they are.
-    static func requestPath(_ key: String) -> String {
-        for prefix in ["custom.group.", "custom.member."] where key.hasPrefix(prefix) {
-            return "custom." + key.dropFirst(prefix.count)
-        }
-        return key
     }
 }

@@ -3,23 +3,8 @@ import GroupModel
 import GroupStore
 
 /// GroupService methods that change an existing group: UpdateGroupProfile, UpdateGroupSettings,
-/// TransferOwnership, SetGroupMute.
-extension GroupdService {
-    func registerGroupOperationMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_GroupService.Method.updateGroupProfile) { [self] request, call in
-            try await updateGroupProfile(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.updateGroupSettings) { [self] request, call in
-            try await updateGroupSettings(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.transferOwnership) { [self] request, call in
-            try await transferOwnership(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.setGroupMute) { [self] request, call in
-            try await setGroupMute(request, call)
-        }
-    }
-
+/// TransferOwnership, SetGroupMute, UpdateMuteBypassList.
+extension GroupServiceHandler {
     /// The profile update a field mask names (`name`, `introduction`, `notification`, `face_url`,
     /// `custom.<key>`; a masked key absent from `custom` is removed).
     static func profileUpdate(_ request: Groupd_V1_UpdateGroupProfileRequest) throws -> ProfileUpdate {
@@ -56,10 +41,10 @@ extension GroupdService {
         let schema = call.customFields
         let now = clock.now()
         do {
-            let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+            let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
                 (try GroupRules.planProfileUpdate(update, of: snapshot.group, by: op, limits: limits, customFields: schema, now: now), ())
             }
-            return .with { $0.group = Self.groupView(result.group, membership: result.membership, call: call) }
+            return .with { $0.group = GroupdService.groupView(result.group, membership: result.membership, call: call) }
         } catch var error as GroupError {
             if let field = error.metadata["field"], ["name", "introduction", "notification", "face_url"].contains(field) {
                 error.metadata["field"] = "profile.\(field)"
@@ -119,29 +104,29 @@ extension GroupdService {
         let maxMembers: Int? = maskedMax ? Int(request.maxMemberCount) : nil
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
             let group = snapshot.group
             // Type- and role-level refusals come before the values are read.
             var changes = try APIMapping.settingsChanges(masked, type: group.type, field: "settings")
             if let slowMode { changes.slowModeIntervalSeconds = slowMode }
             return (try GroupRules.planSettingsUpdate(changes, maxMembers: maxMembers, of: group, by: op, limits: limits, now: now), ())
         }
-        return .with { $0.group = Self.groupView(result.group, membership: result.membership, call: call) }
+        return .with { $0.group = GroupdService.groupView(result.group, membership: result.membership, call: call) }
     }
 
     func transferOwnership(_ request: Groupd_V1_TransferOwnershipRequest, _ call: CallContext) async throws -> Groupd_V1_TransferOwnershipResponse {
         let newOwner = request.newOwnerUserID
         let quit = request.quitAfterTransfer
-        let options = Self.quitOptions(request.quitOptions)
+        let options = GroupdService.quitOptions(request.quitOptions)
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID, targets: newOwner.isEmpty ? [] : [newOwner]) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID, targets: newOwner.isEmpty ? [] : [newOwner]) { snapshot, op in
             let change = try GroupRules.planOwnershipTransfer(
                 of: snapshot.group, to: newOwner, by: op, newOwner: snapshot.targets[newOwner], currentOwner: snapshot.owner,
                 quit: quit, options: options, limits: limits, now: now)
             return (change, ())
         }
-        return .with { $0.group = Self.groupView(result.group, membership: result.membership, call: call) }
+        return .with { $0.group = GroupdService.groupView(result.group, membership: result.membership, call: call) }
     }
 
     func setGroupMute(_ request: Groupd_V1_SetGroupMuteRequest, _ call: CallContext) async throws -> Groupd_V1_SetGroupMuteResponse {
@@ -170,11 +155,26 @@ extension GroupdService {
         }
         let seconds = Int64(request.durationSeconds)
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
             (try GroupRules.planGroupMute(mode, for: seconds, of: snapshot.group, by: op, now: now), ())
         }
         return .with {
             if let mute = APIMapping.muteState(result.group.mute, now: now) { $0.mute = mute }
         }
+    }
+
+    func updateMuteBypassList(
+        _ request: Groupd_V1_UpdateMuteBypassListRequest, _ call: CallContext
+    ) async throws -> Groupd_V1_UpdateMuteBypassListResponse {
+        let add = request.addUserIds
+        let remove = request.removeUserIds
+        let limits = call.limits
+        let result = try await service.mutate(
+            call, groupID: request.groupID, targets: GroupdService.distinctTargets(add, limits: limits)
+        ) { snapshot, op in
+            (try GroupRules.planMuteBypassUpdate(
+                add: add, remove: remove, in: snapshot.group, by: op, memberships: snapshot.targets, limits: limits), ())
+        }
+        return .with { $0.muteBypassUserIds = result.group.muteBypass }
     }
 }

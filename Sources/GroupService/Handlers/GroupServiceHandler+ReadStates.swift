@@ -3,7 +3,7 @@ import GroupModel
 import GroupStore
 
 /// The caller's read position and unread count on group views.
-extension GroupdService {
+extension GroupServiceHandler {
     /// Fills `read_sequence` and `last_message_time` on the views of groups the caller belongs to
     /// (those with `self_info`), and `unread_count` and `unread_mention` where the type counts
     /// unread messages (Work and Public).

@@ -2,17 +2,68 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// GroupService methods that create, read and dismiss groups: CreateGroup, GetGroupsInfo, DismissGroup.
-extension GroupdService {
-    func registerGroupMethods(in routes: inout Routes) {
+/// The handler of `groupd.v1.GroupService` (group.proto): groups, their settings, listings,
+/// attributes and counters, and the backend's revoke and import. This file holds CreateGroup,
+/// GetGroupsInfo and DismissGroup; the others are in the extensions named after this type
+/// (`+Updates`, `+Listings`, `+Lifecycle`, `+Attributes`).
+struct GroupServiceHandler: GroupdHandler {
+    let service: GroupdService
+
+    /// Registers every GroupService method, in the order of group.proto.
+    func register(in routes: inout Routes) {
         routes.unary(Groupd_V1_GroupService.Method.createGroup) { [self] request, call in
             try await createGroup(request, call)
         }
         routes.unary(Groupd_V1_GroupService.Method.getGroupsInfo) { [self] request, call in
             try await getGroupsInfo(request, call)
         }
+        routes.unary(Groupd_V1_GroupService.Method.updateGroupProfile) { [self] request, call in
+            try await updateGroupProfile(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.updateGroupSettings) { [self] request, call in
+            try await updateGroupSettings(request, call)
+        }
         routes.unary(Groupd_V1_GroupService.Method.dismissGroup) { [self] request, call in
             try await dismissGroup(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.revokeGroup) { [self] request, call in
+            try await revokeGroup(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.transferOwnership) { [self] request, call in
+            try await transferOwnership(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.setGroupMute) { [self] request, call in
+            try await setGroupMute(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.updateMuteBypassList) { [self] request, call in
+            try await updateMuteBypassList(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.listJoinedGroups) { [self] request, call in
+            try await listJoinedGroups(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.searchGroups) { [self] request, call in
+            try await searchGroups(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.importGroup) { [self] request, call in
+            try await importGroup(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.setGroupAttributes) { [self] request, call in
+            try await setGroupAttributes(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.deleteGroupAttributes) { [self] request, call in
+            try await deleteGroupAttributes(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.getGroupAttributes) { [self] request, call in
+            try await getGroupAttributes(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.incrementGroupCounters) { [self] request, call in
+            try await incrementGroupCounters(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.getGroupCounters) { [self] request, call in
+            try await getGroupCounters(request, call)
+        }
+        routes.unary(Groupd_V1_GroupService.Method.syncJoinedGroups) { [self] request, call in
+            try await syncJoinedGroups(request, call)
         }
     }
 
@@ -110,7 +161,7 @@ extension GroupdService {
                     $0.userID = stored.userID
                     $0.result = .success
                     $0.member = APIMapping.member(stored, now: call.now)
-                    $0.member?.receiveMessageOption = Self.receiveOptionView(stored, call: call)
+                    $0.member?.receiveMessageOption = GroupdService.receiveOptionView(stored, call: call)
                 })
             }
         }
@@ -202,9 +253,9 @@ extension GroupdService {
             }
             if !group.type.preset.behaviour.membershipStored {
                 // AVChatRoom: the viewers online count, and the caller may be one of them.
-                group.memberCount += try await onlineCounts(app: app, groupIDs: [id])[id] ?? 0
+                group.memberCount += try await service.onlineCounts(app: app, groupIDs: [id])[id] ?? 0
                 if membership == nil, let user = call.caller.operatorID {
-                    membership = try await presentAudienceMember(app: app, groupID: id, user: user)
+                    membership = try await service.presentAudienceMember(app: app, groupID: id, user: user)
                 }
             }
             let visibility = GroupRules.visibility(of: group.type, for: call.caller.actingRole(membership: membership?.role))
@@ -218,8 +269,8 @@ extension GroupdService {
                 continue
             }
             let remark = membership == nil ? "" : remarks[id] ?? ""
-            var view = Self.groupView(group, membership: membership, call: call, remark: remark)
-            await filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
+            var view = GroupdService.groupView(group, membership: membership, call: call, remark: remark)
+            await service.filterGroupView(&view, role: call.caller.actingRole(membership: membership?.role), call)
             response.groups.append(view)
         }
         try await fillUnreadMentions(&response.groups, known: found.unreadMentions, call: call)
@@ -244,7 +295,7 @@ extension GroupdService {
             }
             return try GroupRules.planDismissal(of: group, by: actor, operatorID: caller.operatorID)
         }
-        try await forgetRoom(app: caller.appID, groupID: request.groupID)
+        try await service.forgetRoom(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_DismissGroupResponse()
     }
 }

@@ -4,29 +4,11 @@ import GroupStore
 
 /// GroupService methods of group attributes and counters: SetGroupAttributes,
 /// DeleteGroupAttributes, GetGroupAttributes, IncrementGroupCounters, GetGroupCounters.
-extension GroupdService {
-    func registerAttributeMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_GroupService.Method.setGroupAttributes) { [self] request, call in
-            try await setGroupAttributes(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.deleteGroupAttributes) { [self] request, call in
-            try await deleteGroupAttributes(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.getGroupAttributes) { [self] request, call in
-            try await getGroupAttributes(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.incrementGroupCounters) { [self] request, call in
-            try await incrementGroupCounters(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.getGroupCounters) { [self] request, call in
-            try await getGroupCounters(request, call)
-        }
-    }
-
+extension GroupServiceHandler {
     func setGroupAttributes(
         _ request: Groupd_V1_SetGroupAttributesRequest, _ call: CallContext
     ) async throws -> Groupd_V1_SetGroupAttributesResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let writes = try request.attributes.enumerated().map { index, write in
             AttributeWrite(
                 key: write.key, value: Array(write.value),
@@ -46,7 +28,7 @@ extension GroupdService {
     func deleteGroupAttributes(
         _ request: Groupd_V1_DeleteGroupAttributesRequest, _ call: CallContext
     ) async throws -> Groupd_V1_DeleteGroupAttributesResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let deletions = try request.keys.enumerated().map { index, key in
             AttributeDeletion(
                 key: key.key,
@@ -76,7 +58,7 @@ extension GroupdService {
     func incrementGroupCounters(
         _ request: Groupd_V1_IncrementGroupCountersRequest, _ call: CallContext
     ) async throws -> Groupd_V1_IncrementGroupCountersResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let deltas = request.deltas
         let limits = call.limits
         let values = try await mutateAttributes(call, groupID: request.groupID) { snapshot, op, stored in
@@ -109,17 +91,17 @@ extension GroupdService {
         _ plan: @escaping @Sendable (GroupSnapshot, GroupOperator, GroupAttributeSet) throws -> (AttributeChange, Value)
     ) async throws -> Value {
         let caller = call.caller
-        try await syncAudience(app: caller.appID, groupID: groupID)
+        try await service.syncAudience(app: caller.appID, groupID: groupID)
         var viewer: Member?
         if let user = caller.operatorID, try await store.groupType(app: caller.appID, id: groupID) == .avChatRoom {
-            viewer = try await presentAudienceMember(app: caller.appID, groupID: groupID, user: user)
+            viewer = try await service.presentAudienceMember(app: caller.appID, groupID: groupID, user: user)
         }
         let audienceMember = viewer
         let committed = try await store.mutateAttributes(
             app: caller.appID, groupID: groupID, operatorID: caller.operatorID, at: clock.now()
         ) { snapshot, stored in
             let membership = snapshot.operatorMembership ?? audienceMember
-            return try plan(snapshot, Self.groupOperator(caller, membership: membership), stored)
+            return try plan(snapshot, GroupdService.groupOperator(caller, membership: membership), stored)
         }
         return committed.value.value
     }
@@ -130,7 +112,7 @@ extension GroupdService {
         _ call: CallContext, groupID: String, keys: [String], maxKeys: Int
     ) async throws -> GroupAttributeSet {
         if !keys.isEmpty { try GroupRules.checkReadKeys(keys, maxKeys: maxKeys, limits: call.limits) }
-        let (group, membership) = try await loadGroup(call, groupID: groupID)
+        let (group, membership) = try await service.loadGroup(call, groupID: groupID)
         try GroupRules.authorize(
             .readAttributes, type: group.type, settings: group.settings,
             actor: call.caller.actingRole(membership: membership?.role)

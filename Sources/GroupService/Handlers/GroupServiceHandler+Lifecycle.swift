@@ -3,16 +3,7 @@ import GroupModel
 import GroupStore
 
 /// GroupService methods of the app's backend: RevokeGroup, ImportGroup.
-extension GroupdService {
-    func registerLifecycleMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_GroupService.Method.revokeGroup) { [self] request, call in
-            try await revokeGroup(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.importGroup) { [self] request, call in
-            try await importGroup(request, call)
-        }
-    }
-
+extension GroupServiceHandler {
     /// `ADMIN_TOKEN_REQUIRED` unless the caller is the app's backend (an admin token acting for
     /// no user: with `x-operator-id` that user's permissions apply). Checked before the group is
     /// looked up, so a user learns nothing about which ids exist.
@@ -29,14 +20,14 @@ extension GroupdService {
     /// `GROUP_DISMISSED`; an AVChatRoom's audience on this node is dropped.
     func revokeGroup(_ request: Groupd_V1_RevokeGroupRequest, _ call: CallContext) async throws -> Groupd_V1_RevokeGroupResponse {
         try Self.requireBackend(call, "RevokeGroup")
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let caller = call.caller
         let limits = call.limits
         let reason = request.reason
         _ = try await store.dismissGroup(app: caller.appID, groupID: request.groupID, operatorID: nil, at: clock.now()) { group, _ in
             try GroupRules.planRevocation(of: group, by: caller.actingRole(membership: nil), reason: reason, limits: limits)
         }
-        try await forgetRoom(app: caller.appID, groupID: request.groupID)
+        try await service.forgetRoom(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_RevokeGroupResponse()
     }
 

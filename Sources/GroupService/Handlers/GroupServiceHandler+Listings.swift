@@ -2,17 +2,8 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// GroupService listings: ListJoinedGroups, SearchGroups.
-extension GroupdService {
-    func registerListingMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_GroupService.Method.listJoinedGroups) { [self] request, call in
-            try await listJoinedGroups(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.searchGroups) { [self] request, call in
-            try await searchGroups(request, call)
-        }
-    }
-
+/// GroupService listings: ListJoinedGroups, SearchGroups, SyncJoinedGroups.
+extension GroupServiceHandler {
     /// ListJoinedGroups: the operator's groups, newest join first (the backend must act for a user),
     /// each with the user's read position and, for Work and Public groups, unread count.
     /// A type filter is applied to each page the store returns, so a filtered page may be short
@@ -27,7 +18,7 @@ extension GroupdService {
         for (index, type) in request.types.enumerated() {
             types.insert(try APIMapping.groupType(type, field: "types[\(index)]"))
         }
-        let size = try Self.pageSize(request.pageSize, fallback: 50, max: 100)
+        let size = try GroupdService.pageSize(request.pageSize, fallback: 50, max: 100)
         let page = try await store.joinedGroups(
             app: call.caller.appID, userID: user, after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
         // AVChatRoom is never listed, so never counted (its owner's row is stored).
@@ -36,9 +27,9 @@ extension GroupdService {
             ? 0 : try await store.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
         var views: [Groupd_V1_Group] = []
         for item in page.items where types.isEmpty || types.contains(item.group.type) {
-            var view = Self.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
+            var view = GroupdService.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
             // Custom values as the app's read filter leaves them for the user's role there.
-            await filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
+            await service.filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
             views.append(view)
         }
         // Read positions and unread counts, read after the page.
@@ -71,7 +62,7 @@ extension GroupdService {
         if request.joinedOnly, call.caller.operatorID == nil {
             throw GroupError.operatorRequired("joined_only")
         }
-        let size = try Self.pageSize(request.pageSize, fallback: 20, max: 100)
+        let size = try GroupdService.pageSize(request.pageSize, fallback: 20, max: 100)
         let app = call.caller.appID
         let user = call.caller.operatorID
         let page = try await store.searchGroups(
@@ -102,10 +93,10 @@ extension GroupdService {
             // Nothing the caller asked for matched (a name card changed since the page was read).
             if matched.isEmpty { continue }
             // Custom values as the app's read filter leaves them for the caller's role there.
-            var view = Self.groupView(group, membership: membership, call: call)
-            await filterGroupView(&view, role: actor, call)
-            var members = cards.map { Self.memberView($0, actor: actor, call: call) }
-            await filterMemberViews(&members, role: actor, group: group, call)
+            var view = GroupdService.groupView(group, membership: membership, call: call)
+            await service.filterGroupView(&view, role: actor, call)
+            var members = cards.map { GroupdService.memberView($0, actor: actor, call: call) }
+            await service.filterMemberViews(&members, role: actor, group: group, call)
             results.append(.with {
                 $0.group = view
                 $0.matchedFields = matched
@@ -120,4 +111,32 @@ extension GroupdService {
 
     /// The most members one SearchGroups hit lists in `matched_members`.
     static let matchedMembersPerGroup = 20
+
+    /// SyncJoinedGroups: the changes of the operator's joined-group list after the client's version.
+    func syncJoinedGroups(_ request: Groupd_V1_SyncJoinedGroupsRequest, _ call: CallContext) async throws -> Groupd_V1_SyncJoinedGroupsResponse {
+        guard let user = call.caller.operatorID else {
+            throw GroupError.operatorRequired("syncing joined groups")
+        }
+        let size = try GroupdService.pageSize(request.pageSize, fallback: 50, max: 100)
+        guard request.version <= UInt64(Int64.max) else {
+            throw GroupError.invalidArgument(field: "version", "version is out of range")
+        }
+        let page = try await store.joinedGroupChanges(
+            app: call.caller.appID, userID: user, since: Int64(request.version),
+            after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
+        var views: [Groupd_V1_Group] = []
+        for item in page.changed {
+            var view = GroupdService.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
+            await service.filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
+            views.append(view)
+        }
+        let groups = views
+        return .with {
+            $0.groups = groups
+            $0.removedGroupIds = page.removed
+            $0.nextPageToken = page.next ?? ""
+            $0.version = GroupdService.syncVersion(page)
+            $0.fullReloadRequired = page.fullReloadRequired
+        }
+    }
 }
