@@ -113,12 +113,9 @@ public final class GroupdService: Sendable {
         // Reflection needs no token: discovery runs before a client picks one.
         let reflection = configuration.reflection
         routes.registerExternally({ ReflectionService().register(in: &$0, enabled: reflection) }, paths: ReflectionService.paths)
-        registerMembershipMethods(in: &routes)
-        registerBanMethods(in: &routes)
-        registerInviteLinkMethods(in: &routes)
-        registerMemberMethods(in: &routes)
-        registerSyncMethods(in: &routes)
+        // One handler per proto service (Handlers/).
         GroupServiceHandler(service: self).register(in: &routes)
+        MemberServiceHandler(service: self).register(in: &routes)
         ApplicationServiceHandler(service: self).register(in: &routes)
         MessageServiceHandler(service: self).register(in: &routes)
         EventServiceHandler(service: self).register(in: &routes)

@@ -4,8 +4,8 @@ import GroupStore
 
 /// The handler of `groupd.v1.ApplicationService` (application.proto): ListApplications,
 /// ReportApplicationsRead, AcceptApplication, RefuseApplication, WithdrawApplication. Items are
-/// created by JoinGroup and InviteMembers (``GroupdService/joinGroup(_:_:)``,
-/// ``GroupdService/inviteMembers(_:_:)``).
+/// created by JoinGroup and InviteMembers (``MemberServiceHandler/joinGroup(_:_:)``,
+/// ``MemberServiceHandler/inviteMembers(_:_:)``).
 struct ApplicationServiceHandler: GroupdHandler {
     let service: GroupdService
 

@@ -2,10 +2,14 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// MemberService methods that change who is in a group: JoinGroup, QuitGroup, InviteMembers,
-/// KickMembers.
-extension GroupdService {
-    func registerMembershipMethods(in routes: inout Routes) {
+/// The handler of `groupd.v1.MemberService` (member.proto): who is in a group and their records.
+/// This file holds JoinGroup, QuitGroup, InviteMembers and KickMembers; the others are in the
+/// extensions named after this type (`+Members`, `+Bans`, `+InviteLinks`, `+Sync`).
+struct MemberServiceHandler: GroupdHandler {
+    let service: GroupdService
+
+    /// Registers every MemberService method, in the order of member.proto.
+    func register(in routes: inout Routes) {
         routes.unary(Groupd_V1_MemberService.Method.joinGroup) { [self] request, call in
             try await joinGroup(request, call)
         }
@@ -18,23 +22,75 @@ extension GroupdService {
         routes.unary(Groupd_V1_MemberService.Method.kickMembers) { [self] request, call in
             try await kickMembers(request, call)
         }
+        routes.unary(Groupd_V1_MemberService.Method.banMembers) { [self] request, call in
+            try await banMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.unbanMembers) { [self] request, call in
+            try await unbanMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.listBannedMembers) { [self] request, call in
+            try await listBannedMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.listMembers) { [self] request, call in
+            try await listMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.getMembersInfo) { [self] request, call in
+            try await getMembersInfo(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.getSelfMemberInfo) { [self] request, call in
+            try await getSelfMemberInfo(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.setMemberRole) { [self] request, call in
+            try await setMemberRole(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.muteMembers) { [self] request, call in
+            try await muteMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.updateMemberInfo) { [self] request, call in
+            try await updateMemberInfo(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.setReceiveMessageOption) { [self] request, call in
+            try await setReceiveMessageOption(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.setGroupRemark) { [self] request, call in
+            try await setGroupRemark(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.createInviteLink) { [self] request, call in
+            try await createInviteLink(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.revokeInviteLink) { [self] request, call in
+            try await revokeInviteLink(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.listInviteLinks) { [self] request, call in
+            try await listInviteLinks(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.joinByInviteLink) { [self] request, call in
+            try await joinByInviteLink(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.syncMembers) { [self] request, call in
+            try await syncMembers(request, call)
+        }
+        routes.unary(Groupd_V1_MemberService.Method.searchMembers) { [self] request, call in
+            try await searchMembers(request, call)
+        }
     }
 
     /// JoinGroup. Join option ANY: the user joins now. APPROVAL: an application is stored (or the
     /// user's pending one refreshed) with `JOIN_APPLICATION_RECEIVED` to the approvers, in the same
-    /// transaction, and returned. AVChatRoom audiences (kept in memory) join through ``mutate(_:groupID:targets:parts:_:)``.
+    /// transaction, and returned. AVChatRoom audiences (kept in memory) join through
+    /// ``GroupdService/mutate(_:groupID:targets:parts:_:)``.
     func joinGroup(_ request: Groupd_V1_JoinGroupRequest, _ call: CallContext) async throws -> Groupd_V1_JoinGroupResponse {
         let limits = call.limits
         let now = clock.now()
         let user = call.caller.operatorID
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         guard let type = try await store.groupType(app: call.caller.appID, id: request.groupID) else {
             throw GroupError.groupNotFound(request.groupID)
         }
         // Policy plugins: before_apply_to_join may refuse the join or rewrite (mask) the message.
         let message = try await checkJoinPolicy(message: request.message, groupID: request.groupID, groupType: type, call)
         if !type.preset.behaviour.membershipStored {
-            let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+            let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
                 let plan = try GroupRules.planJoin(
                     snapshot.group, by: op, joinedGroupCount: user.flatMap { snapshot.joinedGroupCounts[$0] } ?? 0,
                     message: message, limits: limits, now: now, retainedMute: user.flatMap { snapshot.retainedMutes[$0] },
@@ -45,7 +101,7 @@ extension GroupdService {
             return .with {
                 $0.outcome = .joined
                 if case .joined(let member) = result.value {
-                    $0.member = Self.memberView(result.membership ?? member, actor: actor, call: call)
+                    $0.member = GroupdService.memberView(result.membership ?? member, actor: actor, call: call)
                 }
             }
         }
@@ -67,7 +123,7 @@ extension GroupdService {
             at: now, parts: [.joinedGroupCounts, .retainedMutes, .bans], inviteLinkTokenHash: inviteLinkTokenHash
         ) { snapshot in
             let link = try inviteLinkTokenHash.map { _ in try GroupRules.checkInviteLink(snapshot.inviteLink, now: now) }
-            let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
+            let op = GroupdService.groupOperator(caller, membership: snapshot.group.operatorMembership)
             let plan = try GroupRules.planJoinApplication(
                 snapshot.group.group, by: op,
                 joinedGroupCount: user.flatMap { snapshot.group.joinedGroupCounts[$0] } ?? 0, message: message,
@@ -93,11 +149,11 @@ extension GroupdService {
             switch plan.join.outcome {
             case .joined(let member):
                 $0.outcome = .joined
-                $0.member = memberView(member, actor: caller.actingRole(membership: member.role), call: call)
+                $0.member = GroupdService.memberView(member, actor: caller.actingRole(membership: member.role), call: call)
             case .pendingApproval:
                 $0.outcome = .pendingApproval
                 if let application = plan.application {
-                    $0.application = applicationView(
+                    $0.application = GroupdService.applicationView(
                         application, groupName: groupName, roles: [.sender], caller: caller, now: now)
                 }
             }
@@ -105,15 +161,15 @@ extension GroupdService {
     }
 
     func quitGroup(_ request: Groupd_V1_QuitGroupRequest, _ call: CallContext) async throws -> Groupd_V1_QuitGroupResponse {
-        let options = Self.quitOptions(request.options)
+        let options = GroupdService.quitOptions(request.options)
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
             let plan = try GroupRules.planQuit(
                 snapshot.group, by: op, options: options, successor: snapshot.successor,
                 longestStandingAdmin: snapshot.successorAdmin, now: now)
             return (plan.change, plan)
         }
-        if result.value.groupDismissed { try await forgetRoom(app: call.caller.appID, groupID: request.groupID) }
+        if result.value.groupDismissed { try await service.forgetRoom(app: call.caller.appID, groupID: request.groupID) }
         return .with {
             $0.newOwnerUserID = result.value.newOwnerID ?? ""
             $0.groupDismissed = result.value.groupDismissed
@@ -128,18 +184,18 @@ extension GroupdService {
         let limits = call.limits
         let now = clock.now()
         let caller = call.caller
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         // Policy plugins: before_invite may refuse some invitees (FAILED, POLICY_REJECTED); the others go on.
         let (users, refused) = try await checkInvitePolicy(users: request.userIds, groupID: request.groupID, call)
         if users.isEmpty, !refused.isEmpty {
             return .with { $0.results = refused.map(Self.policyRefusedResult) }
         }
-        let targets = Self.distinctTargets(users, limits: limits)
+        let targets = GroupdService.distinctTargets(users, limits: limits)
         let committed = try await store.mutateApplications(
             app: caller.appID, groupID: request.groupID, operatorID: caller.operatorID, targets: targets,
             kind: .invitation, at: now
         ) { snapshot in
-            let op = Self.groupOperator(caller, membership: snapshot.group.operatorMembership)
+            let op = GroupdService.groupOperator(caller, membership: snapshot.group.operatorMembership)
             let plan = try GroupRules.planInvitationApplications(
                 of: users, to: snapshot.group.group, by: op, memberships: snapshot.group.targets,
                 joinedGroupCounts: snapshot.group.joinedGroupCounts, message: message, limits: limits, now: now,
@@ -152,7 +208,7 @@ extension GroupdService {
         let actor = caller.actingRole(membership: membership?.role)
         return .with {
             $0.results = Self.mergingPolicyRefusals(plan.batch.results.map { result in
-                var out = Self.memberResult(result, actor: actor, call: call)
+                var out = GroupdService.memberResult(result, actor: actor, call: call)
                 if case .pending = result.outcome, let invitation = plan.invitations[result.userID] {
                     out.applicationID = invitation.id
                 }
@@ -164,7 +220,7 @@ extension GroupdService {
     func kickMembers(_ request: Groupd_V1_KickMembersRequest, _ call: CallContext) async throws -> Groupd_V1_KickMembersResponse {
         let users = request.userIds
         let reason = request.reason
-        let options = Self.quitOptions(request.options)
+        let options = GroupdService.quitOptions(request.options)
         let limits = call.limits
         let now = clock.now()
         let ban = request.ban
@@ -172,8 +228,8 @@ extension GroupdService {
         if !ban, request.banDurationSeconds != 0 {
             throw GroupError.invalidArgument(field: "ban_duration_seconds", "ban_duration_seconds is only given with ban")
         }
-        let result = try await mutate(
-            call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits),
+        let result = try await service.mutate(
+            call, groupID: request.groupID, targets: GroupdService.distinctTargets(users, limits: limits),
             parts: ban ? Self.banSnapshotParts : Store.groupSnapshotParts
         ) { snapshot, op in
             guard ban else {
@@ -192,7 +248,7 @@ extension GroupdService {
             return (plan.change, plan.results.map(Self.kickResult))
         }
         let actor = call.caller.actingRole(membership: result.membership?.role)
-        return .with { $0.results = result.value.map { Self.memberResult($0, actor: actor, call: call) } }
+        return .with { $0.results = result.value.map { GroupdService.memberResult($0, actor: actor, call: call) } }
     }
 
     /// A ban result as a KickMembers result (the removed member on success).

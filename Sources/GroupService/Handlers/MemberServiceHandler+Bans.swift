@@ -3,19 +3,7 @@ import GroupModel
 import GroupStore
 
 /// MemberService methods of the ban list: BanMembers, UnbanMembers, ListBannedMembers.
-extension GroupdService {
-    func registerBanMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_MemberService.Method.banMembers) { [self] request, call in
-            try await banMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.unbanMembers) { [self] request, call in
-            try await unbanMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.listBannedMembers) { [self] request, call in
-            try await listBannedMembers(request, call)
-        }
-    }
-
+extension MemberServiceHandler {
     /// The snapshot parts a ban or unban reads: the usual ones, the group's ban count and its
     /// owner and admins (the recipients of the notices).
     static let banSnapshotParts: SnapshotRequest.Parts = Store.groupSnapshotParts.union([.banCount, .managers])
@@ -24,11 +12,11 @@ extension GroupdService {
         let users = request.userIds
         let seconds = Int64(request.durationSeconds)
         let reason = request.reason
-        let options = Self.quitOptions(request.options)
+        let options = GroupdService.quitOptions(request.options)
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(
-            call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits), parts: Self.banSnapshotParts
+        let result = try await service.mutate(
+            call, groupID: request.groupID, targets: GroupdService.distinctTargets(users, limits: limits), parts: Self.banSnapshotParts
         ) { snapshot, op in
             let plan = try GroupRules.planBan(
                 of: users, for: seconds, reason: reason, in: snapshot.group, by: op, memberships: snapshot.targets,
@@ -43,8 +31,8 @@ extension GroupdService {
         let users = request.userIds
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(
-            call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits), parts: Self.banSnapshotParts
+        let result = try await service.mutate(
+            call, groupID: request.groupID, targets: GroupdService.distinctTargets(users, limits: limits), parts: Self.banSnapshotParts
         ) { snapshot, op in
             let plan = try GroupRules.planUnban(
                 of: users, in: snapshot.group, by: op, bans: snapshot.bans, managers: snapshot.managers, limits: limits,
@@ -57,9 +45,9 @@ extension GroupdService {
     func listBannedMembers(
         _ request: Groupd_V1_ListBannedMembersRequest, _ call: CallContext
     ) async throws -> Groupd_V1_ListBannedMembersResponse {
-        let size = try Self.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let size = try GroupdService.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         try GroupRules.authorize(.manageBans, type: group.type, settings: group.settings, actor: op.role).get()
         let page = try await store.bans(
             app: call.caller.appID, groupID: group.id, after: request.pageToken.isEmpty ? nil : request.pageToken,

@@ -4,28 +4,13 @@ import GroupStore
 
 /// MemberService methods of invite links: CreateInviteLink, RevokeInviteLink, ListInviteLinks,
 /// JoinByInviteLink.
-extension GroupdService {
-    func registerInviteLinkMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_MemberService.Method.createInviteLink) { [self] request, call in
-            try await createInviteLink(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.revokeInviteLink) { [self] request, call in
-            try await revokeInviteLink(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.listInviteLinks) { [self] request, call in
-            try await listInviteLinks(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.joinByInviteLink) { [self] request, call in
-            try await joinByInviteLink(request, call)
-        }
-    }
-
+extension MemberServiceHandler {
     /// CreateInviteLink: a new token (returned once, stored as its SHA-256) and the link, with
     /// `INVITE_LINK_CREATED` to the approvers, in one transaction that also counts the live links.
     func createInviteLink(
         _ request: Groupd_V1_CreateInviteLinkRequest, _ call: CallContext
     ) async throws -> Groupd_V1_CreateInviteLinkResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         let token = InviteLinkToken.make()
         let hash = InviteLinkToken.hash(token)
         let id = InviteLinkToken.makeID()
@@ -38,7 +23,7 @@ extension GroupdService {
         let committed = try await store.mutateInviteLinks(
             app: caller.appID, groupID: request.groupID, operatorID: caller.operatorID, at: now
         ) { snapshot, live, _ in
-            let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
+            let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
             let (link, events) = try GroupRules.planCreateInviteLink(
                 spec, in: snapshot.group, by: op, liveLinks: live.count, limits: limits, now: now, id: id, tokenHash: hash)
             return ([link], events, link)
@@ -49,7 +34,7 @@ extension GroupdService {
     func revokeInviteLink(
         _ request: Groupd_V1_RevokeInviteLinkRequest, _ call: CallContext
     ) async throws -> Groupd_V1_RevokeInviteLinkResponse {
-        try Self.requireGroupID(request.groupID)
+        try GroupdService.requireGroupID(request.groupID)
         if request.linkID.isEmpty { throw GroupError.invalidArgument(field: "link_id", "link_id must not be empty") }
         let caller = call.caller
         let now = clock.now()
@@ -57,7 +42,7 @@ extension GroupdService {
         let committed = try await store.mutateInviteLinks(
             app: caller.appID, groupID: request.groupID, operatorID: caller.operatorID, linkID: linkID, at: now
         ) { snapshot, _, named in
-            let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
+            let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
             let (link, events) = try GroupRules.planRevokeInviteLink(named, linkID: linkID, in: snapshot.group, by: op, now: now)
             return ([link], events, link)
         }
@@ -67,7 +52,7 @@ extension GroupdService {
     func listInviteLinks(
         _ request: Groupd_V1_ListInviteLinksRequest, _ call: CallContext
     ) async throws -> Groupd_V1_ListInviteLinksResponse {
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         try GroupRules.authorize(
             .manageInviteLinks, type: group.type, settings: group.settings,
             actor: call.caller.actingRole(membership: membership?.role)

@@ -3,24 +3,15 @@ import GroupModel
 import GroupStore
 
 /// MemberService's versioned sync and member search: SyncMembers, SearchMembers.
-extension GroupdService {
+extension MemberServiceHandler {
     /// The longest SearchMembers keyword, in bytes (a user id's limit).
     static let memberSearchKeywordBytes = 48
-
-    func registerSyncMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_MemberService.Method.syncMembers) { [self] request, call in
-            try await syncMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.searchMembers) { [self] request, call in
-            try await searchMembers(request, call)
-        }
-    }
 
     /// The group of a member sync or search, for a caller who may list its members; refuses a
     /// type whose members are not stored (AVChatRoom).
     private func memberListGroup(_ call: CallContext, groupID: String) async throws -> (Group, GroupOperator) {
-        let (group, membership) = try await loadGroup(call, groupID: groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let (group, membership) = try await service.loadGroup(call, groupID: groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         try GroupRules.authorize(.listMembers, type: group.type, settings: group.settings, actor: op.role).get()
         guard group.type.preset.behaviour.membershipStored else {
             throw GroupError(
@@ -33,7 +24,7 @@ extension GroupdService {
 
     /// SyncMembers: the changes of a group's member list after the client's version.
     func syncMembers(_ request: Groupd_V1_SyncMembersRequest, _ call: CallContext) async throws -> Groupd_V1_SyncMembersResponse {
-        let size = try Self.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
+        let size = try GroupdService.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
         guard request.version <= UInt64(Int64.max) else {
             throw GroupError.invalidArgument(field: "version", "version is out of range")
         }
@@ -41,14 +32,14 @@ extension GroupdService {
         let page = try await store.memberChanges(
             app: call.caller.appID, groupID: group.id, since: Int64(request.version),
             after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
-        var views = page.changed.map { Self.memberView($0, actor: op.role, call: call) }
-        await filterMemberViews(&views, role: op.role, group: group, call)
+        var views = page.changed.map { GroupdService.memberView($0, actor: op.role, call: call) }
+        await service.filterMemberViews(&views, role: op.role, group: group, call)
         let changed = views
         return .with {
             $0.changedMembers = changed
             $0.removedUserIds = page.removed
             $0.nextPageToken = page.next ?? ""
-            $0.version = Self.syncVersion(page)
+            $0.version = GroupdService.syncVersion(page)
             $0.fullReloadRequired = page.fullReloadRequired
         }
     }
@@ -67,17 +58,18 @@ extension GroupdService {
         case .unspecified, .UNRECOGNIZED:
             throw GroupError.invalidArgument(field: "by", "by must be USER_ID_PREFIX or NAME_CARD")
         }
-        let size = try Self.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
+        let size = try GroupdService.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
         let (group, op) = try await memberListGroup(call, groupID: request.groupID)
         let page = try await store.searchMembers(
             app: call.caller.appID, groupID: group.id, keyword: keyword, field: field,
             after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
-        var views = page.items.map { Self.memberView($0, actor: op.role, call: call) }
-        await filterMemberViews(&views, role: op.role, group: group, call)
+        var views = page.items.map { GroupdService.memberView($0, actor: op.role, call: call) }
+        await service.filterMemberViews(&views, role: op.role, group: group, call)
         let members = views
         return .with {
             $0.members = members
             $0.nextPageToken = page.next ?? ""
         }
     }
+
 }

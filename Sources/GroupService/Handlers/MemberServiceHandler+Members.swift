@@ -5,34 +5,7 @@ import GroupStore
 /// MemberService methods that read members or change a member's record: ListMembers,
 /// GetMembersInfo, GetSelfMemberInfo, SetMemberRole, MuteMembers, UpdateMemberInfo,
 /// SetReceiveMessageOption, SetGroupRemark.
-extension GroupdService {
-    func registerMemberMethods(in routes: inout Routes) {
-        routes.unary(Groupd_V1_MemberService.Method.listMembers) { [self] request, call in
-            try await listMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.getMembersInfo) { [self] request, call in
-            try await getMembersInfo(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.getSelfMemberInfo) { [self] request, call in
-            try await getSelfMemberInfo(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.setMemberRole) { [self] request, call in
-            try await setMemberRole(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.muteMembers) { [self] request, call in
-            try await muteMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.updateMemberInfo) { [self] request, call in
-            try await updateMemberInfo(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.setReceiveMessageOption) { [self] request, call in
-            try await setReceiveMessageOption(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.setGroupRemark) { [self] request, call in
-            try await setGroupRemark(request, call)
-        }
-    }
-
+extension MemberServiceHandler {
     static func memberFilter(_ filter: Groupd_V1_MemberFilter) throws -> MemberListFilter {
         switch filter {
         case .unspecified, .all: .all
@@ -47,8 +20,8 @@ extension GroupdService {
     /// node holds who are online, newest first, with the online count.
     func listMembers(_ request: Groupd_V1_ListMembersRequest, _ call: CallContext) async throws -> Groupd_V1_ListMembersResponse {
         let filter = try Self.memberFilter(request.filter)
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         let size = try GroupRules.checkMemberList(of: group, by: op, pageSize: Int(request.pageSize), limits: call.limits)
         let app = call.caller.appID
         let keys = Set(request.customKeys)
@@ -74,8 +47,8 @@ extension GroupdService {
             }
             members = Array(members.prefix(size))
         }
-        var views = members.map { Self.memberView($0, actor: op.role, call: call, keys: keys) }
-        await filterMemberViews(&views, role: op.role, group: group, call)
+        var views = members.map { GroupdService.memberView($0, actor: op.role, call: call, keys: keys) }
+        await service.filterMemberViews(&views, role: op.role, group: group, call)
         let page = views
         return .with {
             $0.members = page
@@ -94,11 +67,11 @@ extension GroupdService {
                 field: "user_ids", "\(users.count) users exceed the limit of \(call.limits.maxUsersPerBatch) per call",
                 limit: call.limits.maxUsersPerBatch)
         }
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         try GroupRules.authorize(.viewMemberInfo, type: group.type, settings: group.settings, actor: op.role).get()
         let app = call.caller.appID
-        let wanted = Self.distinctTargets(users, limits: call.limits)
+        let wanted = GroupdService.distinctTargets(users, limits: call.limits)
         var found = try await store.members(app: app, groupID: group.id, userIDs: wanted)
         if !group.type.preset.behaviour.membershipStored {
             let listeners = audience.members(app: app, group: group.id, users: wanted)
@@ -121,11 +94,11 @@ extension GroupdService {
                 results.append(MemberResult(userID: user, outcome: .notMember))
             }
         }
-        var views = results.map { Self.memberResult($0, actor: op.role, call: call) }
+        var views = results.map { GroupdService.memberResult($0, actor: op.role, call: call) }
         for index in views.indices {
             guard var member = views[index].member else { continue }
             var one = [member]
-            await filterMemberViews(&one, role: op.role, group: group, call)
+            await service.filterMemberViews(&one, role: op.role, group: group, call)
             member = one[0]
             views[index].member = member
         }
@@ -134,16 +107,16 @@ extension GroupdService {
     }
 
     func getSelfMemberInfo(_ request: Groupd_V1_GetSelfMemberInfoRequest, _ call: CallContext) async throws -> Groupd_V1_GetSelfMemberInfoResponse {
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         // The same gate as the member's own preferences: a member, acting as themselves.
         try GroupRules.authorize(.setOwnPreferences, type: group.type, settings: group.settings, actor: op.role).get()
         guard let user = call.caller.operatorID, let membership else {
             throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
         }
         let remark = try await store.remark(app: call.caller.appID, groupID: group.id, userID: user)
-        var views = [Self.memberView(membership, actor: op.role, call: call)]
-        await filterMemberViews(&views, role: op.role, group: group, call)
+        var views = [GroupdService.memberView(membership, actor: op.role, call: call)]
+        await service.filterMemberViews(&views, role: op.role, group: group, call)
         let own = views[0]
         return .with {
             $0.member = own
@@ -157,13 +130,13 @@ extension GroupdService {
         }
         let user = request.userID
         let limits = call.limits
-        let result = try await mutate(call, groupID: request.groupID, targets: user.isEmpty ? [] : [user]) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID, targets: user.isEmpty ? [] : [user]) { snapshot, op in
             let change = try GroupRules.planRoleChange(
                 of: user, to: role, in: snapshot.group, by: op, target: snapshot.targets[user], limits: limits)
             return (change, change.updatedMembers.first { $0.userID == user } ?? snapshot.targets[user])
         }
         let actor = call.caller.actingRole(membership: result.membership?.role)
-        return .with { $0.member = result.value.map { Self.memberView($0, actor: actor, call: call) } }
+        return .with { $0.member = result.value.map { GroupdService.memberView($0, actor: actor, call: call) } }
     }
 
     func muteMembers(_ request: Groupd_V1_MuteMembersRequest, _ call: CallContext) async throws -> Groupd_V1_MuteMembersResponse {
@@ -171,13 +144,13 @@ extension GroupdService {
         let seconds = Int64(request.durationSeconds)
         let limits = call.limits
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID, targets: Self.distinctTargets(users, limits: limits)) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID, targets: GroupdService.distinctTargets(users, limits: limits)) { snapshot, op in
             let plan = try GroupRules.planMemberMute(
                 of: users, for: seconds, in: snapshot.group, by: op, memberships: snapshot.targets, limits: limits, now: now)
             return (plan.change, plan.results)
         }
         let actor = call.caller.actingRole(membership: result.membership?.role)
-        return .with { $0.results = result.value.map { Self.memberResult($0, actor: actor, call: call) } }
+        return .with { $0.results = result.value.map { GroupdService.memberResult($0, actor: actor, call: call) } }
     }
 
     /// The member update a field mask names (`name_card`, `custom.<key>`).
@@ -208,7 +181,7 @@ extension GroupdService {
         let limits = call.limits
         let schema = call.customFields
         let now = clock.now()
-        let result = try await mutate(call, groupID: request.groupID, targets: user.map { [$0] } ?? []) { snapshot, op in
+        let result = try await service.mutate(call, groupID: request.groupID, targets: user.map { [$0] } ?? []) { snapshot, op in
             let change = try GroupRules.planMemberInfoUpdate(
                 update, of: user, in: snapshot.group, by: op, target: user.flatMap { snapshot.targets[$0] }, limits: limits,
                 customFields: schema, now: now)
@@ -217,7 +190,7 @@ extension GroupdService {
             return (change, change.updatedMembers.first { $0.userID == target } ?? before)
         }
         let actor = call.caller.actingRole(membership: result.membership?.role)
-        return .with { $0.member = result.value.map { Self.memberView($0, actor: actor, call: call) } }
+        return .with { $0.member = result.value.map { GroupdService.memberView($0, actor: actor, call: call) } }
     }
 
     func setReceiveMessageOption(_ request: Groupd_V1_SetReceiveMessageOptionRequest, _ call: CallContext) async throws -> Groupd_V1_SetReceiveMessageOptionResponse {
@@ -229,15 +202,15 @@ extension GroupdService {
         case .unspecified, .UNRECOGNIZED:
             throw GroupError.invalidArgument(field: "option", "option must be RECEIVE, NOT_RECEIVE or RECEIVE_WITHOUT_PUSH")
         }
-        _ = try await mutate(call, groupID: request.groupID) { snapshot, op in
+        _ = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
             (try GroupRules.planReceiveOption(option, in: snapshot.group, by: op), ())
         }
         return Groupd_V1_SetReceiveMessageOptionResponse()
     }
 
     func setGroupRemark(_ request: Groupd_V1_SetGroupRemarkRequest, _ call: CallContext) async throws -> Groupd_V1_SetGroupRemarkResponse {
-        let (group, membership) = try await loadGroup(call, groupID: request.groupID)
-        let op = Self.groupOperator(call.caller, membership: membership)
+        let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         let app = call.caller.appID
         // Check the operator before reading their remark.
         try GroupRules.authorize(.setOwnPreferences, type: group.type, settings: group.settings, actor: op.role).get()

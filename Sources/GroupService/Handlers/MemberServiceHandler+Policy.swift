@@ -2,18 +2,19 @@ import GroupAPI
 import GroupModel
 import PolicyHost
 
-/// The policy hooks of joining and inviting. The handlers (JoinGroup, InviteMembers) call these
-/// at one point each, before anything is written.
-extension GroupdService {
+/// The policy hooks of joining, inviting and changing a member's record. The handlers (JoinGroup,
+/// JoinByInviteLink, InviteMembers, UpdateMemberInfo) call these at one point each, before
+/// anything is written.
+extension MemberServiceHandler {
     /// JoinGroup: `before_apply_to_join` on the request's `apply_message`. A reject refuses the
     /// join (`FAILED_PRECONDITION`, `POLICY_REJECTED`); a rewrite (masking) changes the stored message.
     /// - Returns: the message to store.
     func checkJoinPolicy(message: String, groupID: String, groupType: GroupType, _ call: CallContext) async throws -> String {
-        let type = Self.hookGroupType(groupType)
-        let verdict = try await checkPolicy(.beforeApplyToJoin, call, fieldPath: { $0 == "apply_message" ? "message" : $0 }) {
+        let type = GroupdService.hookGroupType(groupType)
+        let verdict = try await service.checkPolicy(.beforeApplyToJoin, call, fieldPath: { $0 == "apply_message" ? "message" : $0 }) {
             HookRequest(groupID: groupID, groupType: type, fields: [HookField("apply_message", message)])
         }
-        return Self.rewritten("apply_message", message, verdict.changes)
+        return GroupdService.rewritten("apply_message", message, verdict.changes)
     }
 
     /// InviteMembers: `before_invite` with the invitees as `users`. A plugin that refuses some
@@ -28,13 +29,13 @@ extension GroupdService {
             let refused = Set(rejection.rejectedMembers)
             return (users.filter { !refused.contains($0) }, users.filter { refused.contains($0) })
         case .reject(let rejection):
-            throw Self.policyRejection(rejection, hook: .beforeInvite, fieldPath: { $0 })
+            throw GroupdService.policyRejection(rejection, hook: .beforeInvite, fieldPath: { $0 })
         case .error(let failure):
             throw GroupError(
                 code: .unavailable, reason: .policyUnavailable, message: "policy check unavailable: \(failure.message)",
                 metadata: ["plugin": failure.plugin, "kind": failure.kind.rawValue])
         case .discard:
-            throw Self.policyRejection(
+            throw GroupdService.policyRejection(
                 PolicyRejection(plugin: "", errorKeys: [], message: "the invitation was discarded by policy"),
                 hook: .beforeInvite, fieldPath: { $0 })
         case .allow, .rewrite:
@@ -68,5 +69,28 @@ extension GroupdService {
             }
         }
         return merged + remaining
+    }
+
+    /// UpdateMemberInfo: `validate_member_custom` on the custom values written, then
+    /// `before_set_member_info` on the name card and custom values (`users[0]`: the member).
+    func checkMemberInfoPolicy(_ update: inout MemberInfoUpdate, user: String?, groupID: String, _ call: CallContext) async throws {
+        let target = user ?? call.caller.operatorID ?? ""
+        let written = update.custom.filter { !$0.value.isEmpty }
+        if !written.isEmpty {
+            let fields = GroupdService.hookFields(custom: written, prefix: "custom.member.")
+            let verdict = try await service.checkPolicy(.validateMemberCustom, call, fieldPath: GroupdService.requestPath) {
+                HookRequest(groupID: groupID, fields: fields, users: [target])
+            }
+            GroupdService.applyCustom(verdict.changes, prefix: "custom.member.", to: &update.custom)
+        }
+        var named: [HookField] = []
+        if let nameCard = update.nameCard { named.append(HookField("name_card", nameCard)) }
+        named += GroupdService.hookFields(custom: update.custom, prefix: "custom.member.")
+        let fields = named
+        let verdict = try await service.checkPolicy(.beforeSetMemberInfo, call, fieldPath: GroupdService.requestPath) {
+            HookRequest(groupID: groupID, fields: fields, users: [target])
+        }
+        if let nameCard = update.nameCard { update.nameCard = GroupdService.rewritten("name_card", nameCard, verdict.changes) }
+        GroupdService.applyCustom(verdict.changes, prefix: "custom.member.", to: &update.custom)
     }
 }
