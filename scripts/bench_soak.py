@@ -164,7 +164,7 @@ async def load(address, groups, minutes, rate, send_share, sample, on_minute):
     infos = [group_pb2_grpc.GroupServiceStub(channel) for channel in channels]
     rng = random.Random(7)
     minute_stats = []
-    current = {"latencies": [], "calls": 0, "errors": 0, "error_codes": {}}
+    current = new_bucket()
     sent = {}  # group -> sequences acknowledged
     pending = set()
     counter = 0
@@ -174,6 +174,7 @@ async def load(address, groups, minutes, rate, send_share, sample, on_minute):
         bucket = current
         channel = index % len(channels)
         start = time.perf_counter()
+        kind = "sends"
         try:
             if rng.random() < send_share:
                 sender = rng.choice(members)
@@ -182,12 +183,16 @@ async def load(address, groups, minutes, rate, send_share, sample, on_minute):
                     metadata=[admin, ("x-operator-id", sender)], timeout=30)
                 sent.setdefault(group, []).append(response.message.sequence)
             elif rng.random() < 0.5:
+                kind = "reads"
                 await infos[channel].GetGroupsInfo(group_pb2.GetGroupsInfoRequest(group_ids=[group]),
                                                    metadata=[admin], timeout=30)
             else:
+                kind = "reads"
                 await messages[channel].GetGroupMessages(
                     message_pb2.GetGroupMessagesRequest(group_id=group, page_size=20), metadata=[admin], timeout=30)
-            bucket["latencies"].append(time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            bucket["latencies"].append(elapsed)
+            bucket[kind].append(elapsed)
         except grpc.aio.AioRpcError as error:
             bucket["errors"] += 1
             code = error.code().name
@@ -207,7 +212,7 @@ async def load(address, groups, minutes, rate, send_share, sample, on_minute):
                      "load": float(Path("/proc/loadavg").read_text().split()[0])}
             minute_stats.append(stats)
             on_minute(stats)
-            current = {"latencies": [], "calls": 0, "errors": 0, "error_codes": {}}
+            current = new_bucket()
             next_minute += 60
         if now >= end:
             break
@@ -227,10 +232,16 @@ async def load(address, groups, minutes, rate, send_share, sample, on_minute):
     return minute_stats, sent
 
 
+def new_bucket():
+    return {"latencies": [], "sends": [], "reads": [], "calls": 0, "errors": 0, "error_codes": {}}
+
+
 def summary(bucket):
     latencies = bucket["latencies"]
     return {"calls": bucket["calls"], "errors": bucket["errors"], "error_codes": bucket["error_codes"],
-            "p50_ms": percentile(latencies, 0.50) * 1e3, "p99_ms": percentile(latencies, 0.99) * 1e3}
+            "p50_ms": percentile(latencies, 0.50) * 1e3, "p99_ms": percentile(latencies, 0.99) * 1e3,
+            "send_p50_ms": percentile(bucket["sends"], 0.50) * 1e3, "send_p99_ms": percentile(bucket["sends"], 0.99) * 1e3,
+            "read_p50_ms": percentile(bucket["reads"], 0.50) * 1e3, "read_p99_ms": percentile(bucket["reads"], 0.99) * 1e3}
 
 
 # SQLite's caches as groupd configures them (GroupStoreSQLite/SQLiteBackend.swift): the writer's
@@ -310,8 +321,8 @@ def main():
     print(f"soak: {kind}, {args.minutes} min, {args.rate} calls/s ({args.send_share:.0%} sends), "
           f"{len(groups)} groups × {args.members} members, {len(members)} Subscribe streams; "
           f"groupd on core 0, clients on core 1; workdir {workdir}", flush=True)
-    print("| minute | RSS MiB | SQLite heap MiB | calls | errors | p50 ms | p99 ms | load average | SQLite files MiB |\n"
-          "|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("| minute | RSS MiB | SQLite heap MiB | calls | errors | p50 ms | p99 ms | sends p50 / p99 ms | reads p50 / p99 ms "
+          "| load average | SQLite files MiB |\n|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     metrics_port = free_port()
     server.start("full", metrics=metrics_port)
     os.sched_setaffinity(0, {1})
@@ -338,7 +349,8 @@ def main():
                 threading.Thread(target=lambda: stats.update(probe=probe(server.pid, stats["minute"], workdir))).start()
             print(f"| {stats['minute']} | {stats['rss_mib']:.1f} | {fmt(stats['sqlite_mib'])} | {stats['calls']:,} | "
                   f"{stats['errors']} | "
-                  f"{stats['p50_ms']:.1f} | {stats['p99_ms']:.1f} | {stats['load']:.1f} | {stats['data_mib']:.0f} |",
+                  f"{stats['p50_ms']:.1f} | {stats['p99_ms']:.1f} | {stats['send_p50_ms']:.1f} / {stats['send_p99_ms']:.1f} | "
+                  f"{stats['read_p50_ms']:.1f} / {stats['read_p99_ms']:.1f} | {stats['load']:.1f} | {stats['data_mib']:.0f} |",
                   flush=True)
 
         minutes, sent = asyncio.run(load(server.address, groups, args.minutes, args.rate, args.send_share,
