@@ -21,6 +21,7 @@ extension Schema {
         migrator.registerMigration("v13", migrate: Schema.v13)
         migrator.registerMigration("v14", migrate: Schema.v14)
         migrator.registerMigration("v15", migrate: Schema.v15)
+        migrator.registerMigration("v16", migrate: Schema.v16)
         return migrator
     }
 }
@@ -551,5 +552,50 @@ enum Schema {
             ) WITHOUT ROWID;
             CREATE INDEX joined_changes_by_version ON joined_changes(app_id, user_id, event_id);
             """)
+    }
+
+    /// The `CHECK (column IN (…))` constraints of three values or more, and what v16 makes of
+    /// them: the same test as comparisons joined by `OR`.
+    static let listChecks: [(table: String, column: String, values: [String])] = [
+        ("groups", "type", ["Work", "Public", "Meeting", "AVChatRoom"]),
+        ("members", "role", ["owner", "admin", "member"]),
+        ("group_events", "recipient_kind", ["group", "user", "approvers"]),
+        ("applications", "state", ["pending", "accepted", "refused", "expired", "withdrawn"]),
+        ("applications", "approval_state", ["none", "pending", "accepted", "refused"]),
+        ("applications", "consent_state", ["none", "pending", "accepted", "refused"]),
+        ("group_messages", "priority", ["high", "normal", "low"]),
+    ]
+
+    /// v16: each `CHECK (column IN ('a', 'b', 'c'…))` becomes `CHECK (column = 'a' OR column =
+    /// 'b' OR …)`, the same constraint (a NULL passes both; the columns are `NOT NULL`).
+    ///
+    /// SQLite evaluates a list of more than two constants by building a temporary b-tree of the
+    /// list for every row it inserts (two pages zeroed, a table created and dropped): a send, one
+    /// event and one message, paid about 30,000 instructions for its two checks. Comparisons cost
+    /// a few instructions. The rows on disk do not change, so the table definitions are edited in
+    /// place (`PRAGMA writable_schema`, the way SQLite documents for a constraint change that
+    /// leaves the stored rows valid: https://sqlite.org/lang_altertable.html#otheralter); the
+    /// schema version moves and the schema is reloaded, so every connection reads the new
+    /// definitions.
+    static func v16(_ db: Database) throws {
+        let version = try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+        try db.execute(sql: "PRAGMA writable_schema = ON")
+        for check in listChecks {
+            let list = check.values.map { "'\($0)'" }
+            let before = "CHECK (\(check.column) IN (\(list.joined(separator: ", "))))"
+            let after = "CHECK (\(list.map { "\(check.column) = \($0)" }.joined(separator: " OR ")))"
+            try db.execute(
+                sql: "UPDATE sqlite_schema SET sql = replace(sql, ?, ?) WHERE type = 'table' AND name = ? AND instr(sql, ?) > 0",
+                arguments: [before, after, check.table, before])
+            guard db.changesCount == 1 else {
+                throw DatabaseError(message: "v16: \(check.table) has no constraint \(before)")
+            }
+        }
+        try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+        // RESET, not OFF: this connection (the writer, which runs the migrations and keeps its
+        // parsed schema) reads the new definitions too; with OFF it would keep checking the lists
+        // until reopened, since its schema version is the file's.
+        try db.execute(sql: "PRAGMA writable_schema = RESET")
+        db.clearSchemaCache()
     }
 }

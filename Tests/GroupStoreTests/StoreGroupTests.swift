@@ -1,3 +1,4 @@
+import GRDB
 import GroupModel
 @testable import GroupStore
 @testable import GroupStorePostgres
@@ -36,12 +37,45 @@ struct StoreGroupTests {
     @Test("migrations run on an empty file and are idempotent on reopen")
     func migrations() async throws {
         let temporary = try await temporaryStore()
-        #expect(try await temporary.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15"])
+        #expect(try await temporary.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16"])
         _ = try await temporary.store.createGroup(try creation("g1"))
         let reopened = try await temporary.reopen()
-        #expect(try await reopened.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15"])
+        #expect(try await reopened.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16"])
         #expect(try await reopened.store.groups(app: "app-a", ids: ["g1"]).count == 1)
         try await reopened.store.close()
+    }
+
+    @Test("v16: the list checks are comparisons, and still refuse a value outside the list")
+    func listChecks() async throws {
+        let temporary = try await temporaryStore()
+        let pool = try temporary.sqliteBackend.pool
+        let tables = try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT sql FROM sqlite_schema WHERE type = 'table'")
+        }
+        for check in GroupStoreSQLite.Schema.listChecks {
+            #expect(!tables.contains { $0.contains("\(check.column) IN (") }, "\(check.table).\(check.column)")
+            #expect(tables.contains { $0.contains("\(check.column) = '\(check.values[0])' OR ") })
+        }
+        #expect(try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+        // The writer, which ran the migration, compiles the new checks too: an event's insert
+        // builds no temporary b-tree.
+        let temporaryTrees = try await pool.write { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    EXPLAIN INSERT INTO group_events (app_id, group_key, group_id, seq, kind, time, recipient_kind)
+                    VALUES ('a', 1, 'g', 1, 'GROUP_MESSAGE', 0, 'group')
+                    """
+            ).filter { ($0[1] as String?) == "OpenEphemeral" }.count
+        }
+        #expect(temporaryTrees == 0)
+        _ = try await temporary.store.createGroup(try creation("g1"))
+        await #expect(throws: DatabaseError.self) {
+            try await pool.write { db in
+                try db.execute(sql: "UPDATE members SET role = 'guest' WHERE user_id = (SELECT min(user_id) FROM members)")
+            }
+        }
+        try await pool.write { db in try db.execute(sql: "UPDATE members SET role = role") }
     }
 
     @Test("synchronous follows the durability setting", arguments: Durability.allCases)
