@@ -240,17 +240,27 @@ enum Operations {
         if userIDs.isEmpty { return [:] }
         let padded = Rows.padded(userIDs)
         var rows: [Rows.MemberRow] = []
-        try RawStatement(
-            db,
-            """
-            SELECT \(Rows.memberColumns(inviteLinks: inviteLinks)) FROM members m
-            WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(padded.count)))
-            """
-        ).rows([.integer(groupKey)] + padded.map { .text($0) }) { rows.append(try Rows.member($0)) }
+        let sql =
+            padded.count > 1 ? membersSQL(inviteLinks: inviteLinks, count: padded.count)
+            : inviteLinks ? oneMemberSQL : oneMemberSQLBeforeV14
+        try RawStatement(db, sql).rows([.integer(groupKey)] + padded.map { .text($0) }) { rows.append(try Rows.member($0)) }
         var result: [String: Member] = [:]
         for member in try withCustom(rows, groupKey: groupKey, db: db) { result[member.userID] = member }
         return result
     }
+
+    /// The text of ``members(groupKey:userIDs:inviteLinks:db:)``'s read of `count` users.
+    private static func membersSQL(inviteLinks: Bool, count: Int) -> String {
+        """
+        SELECT \(Rows.memberColumns(inviteLinks: inviteLinks)) FROM members m
+        WHERE m.group_key = ? AND m.user_id IN (\(Rows.placeholders(count)))
+        """
+    }
+
+    /// ``membersSQL(inviteLinks:count:)`` of one user (a mutation's operator, a send's sender),
+    /// built once rather than on every read.
+    private static let oneMemberSQL = membersSQL(inviteLinks: true, count: 1)
+    private static let oneMemberSQLBeforeV14 = membersSQL(inviteLinks: false, count: 1)
 
     static func memberCustom(groupKey: Int64, userID: String, db: Database) throws -> [String: [UInt8]] {
         var custom: [String: [UInt8]] = [:]
