@@ -288,10 +288,10 @@ def check_deliveries(groups, sent, received, ended):
                 extra = len(got) - len(set(got))
                 problems.append(f"{user} in {group}: {len(got)} received of {len(expected)} "
                                 f"({missing} missing, {extra} repeated, in order: {got == sorted(got)})")
-        for user in members:
-            for other in received.get(user, {}):
-                if other not in groups or user not in groups[other]:
-                    problems.append(f"{user} received messages of {other}, not one of its groups")
+    for user, per_group in received.items():
+        for other in per_group:
+            if other not in groups or user not in groups[other]:
+                problems.append(f"{user} received messages of {other}, not one of its groups")
     problems += [f"{user}'s stream ended" for user in ended]
     return problems
 
