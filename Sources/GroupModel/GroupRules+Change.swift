@@ -134,6 +134,13 @@ public struct GroupChange: Sendable, Hashable {
         change.group.muteBypass.removeAll { gone.contains($0) }
         return change
     }
+
+    /// `user`'s membership after the change, given the one before it (`nil`: not a member, or
+    /// no user).
+    public func membership(of user: String?, before: Member?) -> Member? {
+        guard let user, !removedMembers.contains(user) else { return nil }
+        return insertedMembers.first { $0.userID == user } ?? updatedMembers.first { $0.userID == user } ?? before
+    }
 }
 
 /// A pending invitation created by ``GroupRules/planInvitation(of:to:by:memberships:joinedGroupCounts:message:limits:now:retainedMutes:bans:)``:

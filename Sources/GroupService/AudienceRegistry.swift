@@ -4,13 +4,14 @@ import Synchronization
 /// The audience of AVChatRoom groups, held in memory on this node ("membership in
 /// memory, per node"). Only the room's owner is stored; everyone who joins is kept here, per app
 /// and group, with the most recent joiners for a partial member list. Who is online, and so the
-/// room's count, is the presence leases in the store (`GroupdService+Presence.swift`): a member
-/// here whose presence ended is out of the audience for the service.
+/// room's count, is the presence leases in the store (``LiveRooms``, which owns this registry):
+/// a member here whose presence ended is out of the audience for the service.
 ///
 /// Lost on restart, by design: an audience reconnects and joins again. On a database several
 /// nodes share, each node's registry follows the rooms' events from every node (``replay(_:)``),
-/// and a node catches up with them before it reads a room's audience (``GroupdService``'s
-/// `syncAudience`), so a room's audience is the same wherever its members connect.
+/// and a node catches up with them before it reads a room's audience
+/// (``LiveRooms/sync(app:groupID:)``), so a room's audience is the same wherever its members
+/// connect.
 final class AudienceRegistry: Sendable {
     /// How many recent joiners each room keeps for its partial member list.
     static let recentLimit = 100

@@ -2,9 +2,9 @@ import GroupAPI
 import GroupModel
 import GroupStore
 
-/// The shared machinery of the issue-3 operations: the one write path (snapshot → pure plan →
-/// store), the AVChatRoom audience kept in memory around it, and the caller's view of groups and
-/// members (visibility, readable custom fields).
+/// The shared machinery of the group operations: the one write path (snapshot → pure plan →
+/// store, with an AVChatRoom's audience through ``LiveRooms``), and the caller's view of groups
+/// and members (visibility, readable custom fields).
 extension GroupdService {
     /// The model's operator for the caller, with their membership (nil: none, or the backend).
     static func groupOperator(_ caller: Caller, membership: Member?) -> GroupOperator {
@@ -17,108 +17,56 @@ extension GroupdService {
         if id.isEmpty { throw GroupError.invalidArgument(field: "group_id", "group_id must not be empty") }
     }
 
-    /// What the plan closure hands out of the transaction.
-    struct MutationOutcome<Value: Sendable>: Sendable {
-        var value: Value
-        var upserts: [Member] = []
-        var removals: [String] = []
-        var live: Bool = false
-        var membership: Member?
-    }
-
-    /// What a committed mutation gives back.
-    struct Mutation<Value: Sendable>: Sendable {
-        var value: Value
-        /// The group after the change (for AVChatRoom, `memberCount` counts the live audience).
-        var group: Group
-        /// The operator's membership after the change.
-        var membership: Member?
-        var events: [GroupEvent]
-    }
-
     /// Runs `plan` against the group's snapshot in one write transaction and applies its change.
     ///
-    /// For an AVChatRoom the snapshot is completed with the node's audience (operator and target
-    /// memberships, live member count) before the plan runs; the audience's part of the change
-    /// (joins, leaves, member updates of users not stored) is taken out of what the store writes
-    /// and applied to the in-memory registry after the commit. The events are stored either way.
+    /// For an AVChatRoom (``LiveRooms``) the transaction's snapshot carries the room's presences;
+    /// the snapshot is completed with the node's audience (operator and target memberships, live
+    /// member count) before the plan runs; the audience's part of the change (joins, leaves,
+    /// member updates of users not stored) is taken out of what the store writes to its rows, its
+    /// presences are held and dropped in the same transaction, and it is handed to the in-memory
+    /// audience after the commit. The events are stored either way.
+    /// - Returns: The plan's value, the group after the change (for an AVChatRoom, `memberCount`
+    ///   counts the live audience) and the committed events.
     func mutate<Value: Sendable>(
         _ call: CallContext, groupID: String, targets: [String] = [], parts: SnapshotRequest.Parts = Store.groupSnapshotParts,
         _ plan: @escaping @Sendable (GroupSnapshot, GroupOperator) throws -> (GroupChange, Value)
-    ) async throws -> Mutation<Value> {
+    ) async throws -> Committed<Value> {
         try Self.requireGroupID(groupID)
         let caller = call.caller
         let app = caller.appID
-        try await syncAudience(app: app, groupID: groupID)
-        let audience = self.audience
-        // AVChatRoom: the online count, and which of the operator and targets are present (a
-        // viewer whose presence ended is no longer in the audience).
-        var online = 0
-        var present: Set<String> = []
-        if try await store.groupType(app: app, id: groupID) == .avChatRoom {
-            let now = clock.now()
-            online = try await onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
-            let users = Array(Set(targets + [caller.operatorID].compactMap { $0 }))
-            present = try await store.presentUsers(app: app, groupID: groupID, users: users, now: now)
-        }
-        let (counted, presentUsers) = (online, present)
+        try await rooms.sync(app: app, groupID: groupID)
+        let rooms = self.rooms
+        let now = clock.now()
         let committed = try await store.mutateGroup(
-            app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: clock.now(), parts: parts
-        ) { stored in
-            var snapshot = stored
-            let live = !stored.group.type.preset.behaviour.membershipStored
-            var storedIDs: Set<String> = Set(stored.targets.keys)
-            if let owner = stored.owner { storedIDs.insert(owner.userID) }
-            if let own = stored.operatorMembership { storedIDs.insert(own.userID) }
-            if live {
-                let listeners = audience.members(app: app, group: groupID, users: targets + [caller.operatorID].compactMap { $0 })
-                    .filter { presentUsers.contains($0.key) }
-                for (user, member) in listeners where snapshot.targets[user] == nil { snapshot.targets[user] = member }
-                if snapshot.operatorMembership == nil, let user = caller.operatorID { snapshot.operatorMembership = listeners[user] }
-                snapshot.group.memberCount = stored.group.memberCount + counted
-            }
-            let op = Self.groupOperator(caller, membership: snapshot.operatorMembership)
-            var (change, value) = try plan(snapshot, op)
+            app: app, groupID: groupID, operatorID: caller.operatorID, targets: targets, at: now, parts: parts.union(.presence)
+        ) { stored, presence in
+            let room = rooms.complete(stored, presence: presence, app: app, operatorID: caller.operatorID, targets: targets)
+            let snapshot = room?.snapshot ?? stored
+            var (change, value) = try plan(snapshot, Self.groupOperator(caller, membership: snapshot.operatorMembership))
             // Here as well as in the store: below, an AVChatRoom's viewers leave `removedMembers`
             // (their audience is not stored), and a viewer kicked or banned must leave the list too.
             change = change.droppingLeaversFromMuteBypass()
-            var outcome = MutationOutcome(value: value, live: live)
-            let operatorID = caller.operatorID
-            outcome.membership = operatorID.flatMap { user in
-                if change.removedMembers.contains(user) { return nil }
-                return change.insertedMembers.first { $0.userID == user }
-                    ?? change.updatedMembers.first { $0.userID == user } ?? snapshot.operatorMembership
-            }
-            if live {
-                outcome.upserts = change.insertedMembers + change.updatedMembers.filter { !storedIDs.contains($0.userID) }
-                outcome.removals = change.removedMembers.filter { !storedIDs.contains($0) }
-                change.insertedMembers = []
-                change.updatedMembers.removeAll { !storedIDs.contains($0.userID) }
-                change.removedMembers.removeAll { !storedIDs.contains($0) }
-                change.group.memberCount = stored.group.memberCount - change.removedMembers.count
-            }
-            return (change, outcome)
+            guard let room else { return (change, nil, RoomMutation(value: value)) }
+            // The operator's membership may be the audience's: taken before the audience's part
+            // leaves the change.
+            let membership = change.membership(of: caller.operatorID, before: snapshot.operatorMembership)
+            let roomChange = room.split(&change, until: LiveRooms.presenceEnd(from: now))
+            return (change, roomChange.presence, RoomMutation(value: value, room: roomChange, membership: membership))
         }
-        let outcome = committed.value.value
-        var group = committed.value.group
-        if outcome.live {
-            audience.apply(app: app, group: groupID, upserts: outcome.upserts, removals: outcome.removals)
-            let joined = committed.events.filter { $0.kind == .memberJoined || $0.kind == .memberInvited }.flatMap(\.targets)
-            let left = committed.events.filter { $0.kind == .memberQuit || $0.kind == .memberKicked }.flatMap(\.targets)
-            let now = clock.now()
-            try await store.holdPresence(app: app, groupID: groupID, users: joined, until: Self.presenceEnd(from: now))
-            try await store.dropPresence(app: app, groupID: groupID, users: left)
-            group.memberCount += try await onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
-        }
-        return Mutation(value: outcome.value, group: group, membership: outcome.membership, events: committed.events)
+        var result = committed.map(\.value)
+        guard let roomChange = committed.value.room else { return result }
+        rooms.apply(roomChange, app: app, groupID: groupID)
+        result.group.memberCount += roomChange.online
+        result.membership = committed.value.membership
+        return result
     }
 
-    /// On a database other nodes write: when the group is an AVChatRoom, waits until this node's
-    /// audiences hold every event of the app committed so far, by any node (a join answered on
-    /// another node is seen here). Otherwise returns at once.
-    func syncAudience(app: String, groupID: String) async throws {
-        guard store.isShared, try await store.groupType(app: app, id: groupID) == .avChatRoom else { return }
-        try await store.catchUp(app: app)
+    /// What ``mutate(_:groupID:targets:parts:_:)``'s transaction hands out: the plan's value and,
+    /// for an AVChatRoom, the audience's part of the change and the operator's membership after it.
+    private struct RoomMutation<Value: Sendable>: Sendable {
+        var value: Value
+        var room: LiveRooms.RoomChange?
+        var membership: Member?
     }
 
     /// The group and the operator's membership, outside a transaction (reads and checks that need
@@ -127,7 +75,7 @@ extension GroupdService {
     func loadGroup(_ call: CallContext, groupID: String) async throws -> (group: Group, membership: Member?) {
         try Self.requireGroupID(groupID)
         let app = call.caller.appID
-        try await syncAudience(app: app, groupID: groupID)
+        try await rooms.sync(app: app, groupID: groupID)
         guard var group = try await store.groups(app: app, ids: [groupID])[groupID] else {
             throw GroupError.groupNotFound(groupID)
         }
@@ -136,9 +84,9 @@ extension GroupdService {
             membership = try await store.memberships(app: app, userID: user, groupIDs: [groupID])[groupID]
         }
         if !group.type.preset.behaviour.membershipStored {
-            group.memberCount += try await onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
+            group.memberCount += try await rooms.onlineCounts(app: app, groupIDs: [groupID])[groupID] ?? 0
             if membership == nil, let user = call.caller.operatorID {
-                membership = try await presentAudienceMember(app: app, groupID: groupID, user: user)
+                membership = try await rooms.presentMember(app: app, groupID: groupID, user: user)
             }
         }
         return (group, membership)

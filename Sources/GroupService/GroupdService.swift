@@ -18,8 +18,8 @@ public final class GroupdService: Sendable {
     private let current: Mutex<ConfigurationSnapshot>
     /// Whether a reload is under way (reloads run one at a time).
     let reloading = Mutex(false)
-    /// The AVChatRoom audiences this node holds in memory.
-    let audience = AudienceRegistry()
+    /// AVChatRoom membership: the audiences this node holds in memory, presences, online counts.
+    let rooms: LiveRooms
     /// The AVChatRoom message rates and recent client message ids this node holds in memory.
     let roomMessages = RoomMessageLimiter()
     /// The read receipts waiting to be reported to senders (``flushReadReceipts()``).
@@ -53,6 +53,7 @@ public final class GroupdService: Sendable {
         })
         self.store = store
         self.clock = clock
+        self.rooms = LiveRooms(store: store, clock: clock)
         self.logger = logger
         self.current = Mutex(ConfigurationSnapshot(
             configuration: configuration, authenticator: authenticator,
@@ -73,10 +74,10 @@ public final class GroupdService: Sendable {
                 }
             }
             // Rooms' audiences follow every node's events (AudienceRegistry.replay).
-            let audience = self.audience
+            let rooms = self.rooms
             store.observeCommittedEvents { result in
                 guard case .success(let events) = result else { return }
-                for logged in events where logged.groupType == .avChatRoom { audience.replay(logged.event) }
+                for logged in events where logged.groupType == .avChatRoom { rooms.replay(logged.event) }
             }
         }
         let health = self.health

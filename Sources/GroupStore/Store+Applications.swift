@@ -87,7 +87,7 @@ extension Store {
     /// Loads `request`; when the group has items whose expiry passed, marks them expired with
     /// their events first and loads again.
     private static func loadExpiringDue(
-        _ request: SnapshotRequest, transaction: any StoreTransaction, effects: MutationEffects
+        _ request: SnapshotRequest, transaction: any StoreTransaction, effects: WriteRecorder
     ) async throws -> (StoreSnapshot, swept: [GroupEvent]) {
         let snapshot = try await transaction.load(request)
         if snapshot.dueApplications.isEmpty { return (snapshot, []) }
@@ -97,7 +97,7 @@ extension Store {
 
     /// Marks the snapshot's due items expired and appends their events.
     private static func expire(
-        _ snapshot: StoreSnapshot, now: Timestamp, transaction: any StoreTransaction, effects: MutationEffects
+        _ snapshot: StoreSnapshot, now: Timestamp, transaction: any StoreTransaction, effects: WriteRecorder
     ) async throws -> [GroupEvent] {
         var group = try loadedGroup(snapshot)
         let (expired, drafts) = GroupRules.planExpiry(of: snapshot.dueApplications, now: now)
@@ -111,7 +111,7 @@ extension Store {
     /// when items were just marked expired (those are kept), thrown otherwise.
     private static func apply<Value: Sendable>(
         _ snapshot: StoreSnapshot, swept: [GroupEvent], operatorID: String?, targets: [String],
-        transaction: any StoreTransaction, effects: MutationEffects,
+        transaction: any StoreTransaction, effects: WriteRecorder,
         plan: (ApplicationSnapshot) async throws -> (ApplicationChange, Value)
     ) async throws -> Outcome<Value> {
         let before = try loadedGroup(snapshot)
@@ -141,7 +141,7 @@ extension Store {
             written, to: group, dismissed: change.group.dismissesGroup, applications: change.applications,
             transaction: transaction)
         return .committed(Committed(
-            value: ApplicationCommit(value: value, group: group, applications: change.applications),
+            value: ApplicationCommit(value: value, applications: change.applications), group: group,
             events: swept + written.events))
     }
 

@@ -19,20 +19,20 @@ extension Store {
     public func mutateAttributes<Value: Sendable>(
         app: String, groupID: String, operatorID: String?, at time: Timestamp,
         plan: @escaping @Sendable (GroupSnapshot, GroupAttributeSet) throws -> (AttributeChange, Value)
-    ) async throws -> Committed<(value: Value, group: Group)> {
+    ) async throws -> Committed<Value> {
         try await mutate("mutateAttributes", scope: .groups([groupID], app: app)) { transaction, effects in
             let snapshot = try await transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, time: time, parts: .attributes))
             var group = try Self.loadedGroup(snapshot)
             let (change, value) = try plan(
                 GroupSnapshot(snapshot, group: group, operatorID: operatorID, targets: []), snapshot.attributes)
-            if change.isEmpty { return Committed(value: (value: value, group: group), events: []) }
+            if change.isEmpty { return Committed(value: value, group: group, events: []) }
             let written = try await transaction.write(WriteSet(events: change.events, attributes: change), over: snapshot)
             if let last = written.events.last {
                 group.latestSequence = last.sequence
                 try await effects.wrote(written, to: group, transaction: transaction)
             }
-            return Committed(value: (value: value, group: group), events: written.events)
+            return Committed(value: value, group: group, events: written.events)
         }
     }
 

@@ -13,7 +13,7 @@ extension Store {
     ///   written); `INTERNAL` on storage failure.
     public func createGroup(_ plan: GroupCreationPlan) async throws -> Committed<Group> {
         let committed = try await createGroup(plan) { _ in (plan, ()) }
-        return Committed(value: committed.value.group, events: committed.events)
+        return committed.map { _ in committed.group }
     }
 
     /// Creates a group as ``createGroup(_:)`` does, after `revise` has seen, in the same write
@@ -29,7 +29,7 @@ extension Store {
     public func createGroup<Value: Sendable>(
         _ plan: GroupCreationPlan,
         revise: @escaping @Sendable (_ joinedGroupCounts: [String: Int]) throws -> (GroupCreationPlan, Value)
-    ) async throws -> Committed<(value: Value, group: Group)> {
+    ) async throws -> Committed<Value> {
         try await mutate(
             "createGroup", scope: .groups([plan.group.id], users: plan.members.map(\.userID), app: plan.group.appID)
         ) { transaction, effects in
@@ -45,7 +45,7 @@ extension Store {
             group.latestSequence = written.events.last?.sequence ?? 0
             group.memberVersion = revised.members.isEmpty ? 0 : 1
             try await effects.wrote(written, to: group, transaction: transaction)
-            return Committed(value: (value: value, group: group), events: written.events)
+            return Committed(value: value, group: group, events: written.events)
         }
     }
 
@@ -69,37 +69,62 @@ extension Store {
     ///     reads nothing else).
     ///   - plan: Pure: reads the snapshot, returns the change (or throws a `GroupError`, which
     ///     rolls back and is rethrown) and a value for the caller.
-    /// - Returns: The caller's value, the group after the change, and the committed events.
+    /// - Returns: The caller's value, the group and the operator's membership after the change,
+    ///   and the committed events.
     /// - Throws: `NOT_FOUND` / `GROUP_NOT_FOUND` when the group does not exist (or is dismissed);
     ///   the plan's error; `INTERNAL` on storage failure.
     public func mutateGroup<Value: Sendable>(
         app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
         parts: SnapshotRequest.Parts = Store.groupSnapshotParts,
         plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
-    ) async throws -> Committed<(value: Value, group: Group)> {
+    ) async throws -> Committed<Value> {
+        try await mutateGroup(
+            "mutateGroup", app: app, groupID: groupID, operatorID: operatorID, targets: targets, at: time, parts: parts
+        ) { snapshot, _ in
+            let (change, value) = try plan(snapshot)
+            return (change, nil, value)
+        }
+    }
+
+    /// ``mutateGroup(app:groupID:operatorID:targets:at:parts:plan:)`` for a plan that also reads
+    /// and writes an AVChatRoom's presences in the same transaction: with `.presence` in
+    /// `parts`, the plan is handed the room's ``RoomPresence`` (`nil` for other group types), and
+    /// the ``PresenceChange`` it returns is written with the change and its events.
+    public func mutateGroup<Value: Sendable>(
+        app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
+        parts: SnapshotRequest.Parts = Store.groupSnapshotParts,
+        presencePlan plan: @escaping @Sendable (GroupSnapshot, RoomPresence?) throws -> (GroupChange, PresenceChange?, Value)
+    ) async throws -> Committed<Value> {
         try await mutateGroup(
             "mutateGroup", app: app, groupID: groupID, operatorID: operatorID, targets: targets, at: time, parts: parts,
             plan: plan)
     }
 
-    /// ``mutateGroup(app:groupID:operatorID:targets:at:parts:plan:)`` under the name `method`
-    /// (fault injection).
+    /// ``mutateGroup(app:groupID:operatorID:targets:at:parts:presencePlan:)`` under the name
+    /// `method` (fault injection).
     private func mutateGroup<Value: Sendable>(
         _ method: String, app: String, groupID: String, operatorID: String?, targets: [String], at time: Timestamp,
-        parts: SnapshotRequest.Parts, plan: @escaping @Sendable (GroupSnapshot) throws -> (GroupChange, Value)
-    ) async throws -> Committed<(value: Value, group: Group)> {
+        parts: SnapshotRequest.Parts,
+        plan: @escaping @Sendable (GroupSnapshot, RoomPresence?) throws -> (GroupChange, PresenceChange?, Value)
+    ) async throws -> Committed<Value> {
         try await mutate(method, scope: .groups([groupID], users: targets + [operatorID].compactMap { $0 }, app: app)) { transaction, effects in
             let snapshot = try await transaction.load(SnapshotRequest(
                 app: app, group: groupID, operatorID: operatorID, targets: targets, time: time, parts: parts))
             let before = try Self.loadedGroup(snapshot)
-            let (planned, value) = try plan(GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets))
+            let (planned, presence, value) = try plan(
+                GroupSnapshot(snapshot, group: before, operatorID: operatorID, targets: targets), snapshot.presence)
             let change = planned.droppingLeaversFromMuteBypass()
             try Self.refuseBanned(change, snapshot: snapshot)
-            if change.isEmpty { return Committed(value: (value: value, group: before), events: []) }
-            let written = try await transaction.write(WriteSet(change: change), over: snapshot)
-            let after = Self.group(after: change, before: before, events: written.events)
+            let membership = change.membership(of: operatorID, before: operatorID.flatMap { snapshot.members[$0] })
+            if change.isEmpty && (presence?.isEmpty ?? true) {
+                return Committed(value: value, group: before, membership: membership, events: [])
+            }
+            var writes = WriteSet(change: change.isEmpty ? nil : change)
+            writes.presence = presence.flatMap { $0.isEmpty ? nil : $0 }
+            let written = try await transaction.write(writes, over: snapshot)
+            let after = change.isEmpty ? before : Self.group(after: change, before: before, events: written.events)
             try await effects.wrote(written, to: after, dismissed: change.dismissesGroup, transaction: transaction)
-            return Committed(value: (value: value, group: after), events: written.events)
+            return Committed(value: value, group: after, membership: membership, events: written.events)
         }
     }
 
@@ -122,11 +147,11 @@ extension Store {
     ) async throws -> [GroupEvent] {
         try await mutateGroup(
             "dismissGroup", app: app, groupID: groupID, operatorID: operatorID, targets: [], at: time, parts: []
-        ) { snapshot in
+        ) { snapshot, _ in
             let drafts = try plan(snapshot.group, snapshot.operatorMembership)
             var group = snapshot.group
             group.updatedAt = time
-            return (GroupChange(group: group, dismissesGroup: true, events: drafts), ())
+            return (GroupChange(group: group, dismissesGroup: true, events: drafts), nil, ())
         }.events
     }
 

@@ -27,7 +27,7 @@ extension Store {
                 group.latestSequence = last.sequence
                 try await effects.wrote(written, to: group, transaction: transaction)
             }
-            return Committed(value: value, events: written.events)
+            return Committed(value: value, group: group, events: written.events)
         }
     }
 

@@ -67,12 +67,12 @@ extension Store {
     ///   - upTo: The requested sequence (`nil`: the latest).
     ///   - time: The time of the change (event time).
     ///   - plan: Pure: refuses (throws) or returns the new position and the events to append.
-    /// - Returns: The read state after the call, the group, and the committed events.
+    /// - Returns: The read state after the call, with the group and the committed events.
     /// - Throws: `GROUP_NOT_FOUND`; what `plan` throws; `INTERNAL`.
     public func markRead(
         app: String, groupID: String, userID: String, upTo: Int64?, at time: Timestamp,
         plan: @escaping @Sendable (ReadSnapshot) throws -> (readSequence: Int64, events: [GroupEvent.Draft])
-    ) async throws -> Committed<(state: ReadState, group: Group)> {
+    ) async throws -> Committed<ReadState> {
         try await mutate("markRead", scope: .groups([groupID], app: app)) { transaction, effects in
             let request = SnapshotRequest(
                 app: app, group: groupID, targets: [userID], time: time, parts: .readState, readState: (user: userID, upTo: upTo))
@@ -92,7 +92,7 @@ extension Store {
             let state = ReadState(
                 readSequence: after.readSequence, unreadCount: after.unreadCount, lastMessageAt: after.lastMessageAt,
                 unreadMention: after.unreadMention)
-            return Committed(value: (state: state, group: group), events: written.events)
+            return Committed(value: state, group: group, events: written.events)
         }
     }
 
@@ -128,7 +128,7 @@ extension Store {
             try await effects.wrote(written, to: group, transaction: transaction)
             message.content = MessageContent(priority: message.content.priority, clientMessageID: message.content.clientMessageID)
             message.recall = recall
-            return Committed(value: message, events: written.events)
+            return Committed(value: message, group: group, events: written.events)
         }
     }
 

@@ -179,9 +179,10 @@ public final class Store: Sendable {
 
     // MARK: Mutations
 
-    /// What a mutation leaves besides its rows: the group records it changes, as they are after
-    /// it (write-through), and the events it appended as the commit feed hands them over.
-    final class MutationEffects: @unchecked Sendable {
+    /// Records what a mutation leaves besides its rows, for the end of its batch: the group
+    /// records it changes, as they are after it (write-through), and the events it appended as the
+    /// commit feed hands them over. Not a result: a mutation's result is ``Committed``.
+    final class WriteRecorder: @unchecked Sendable {
         // @unchecked Sendable: filled by one mutation on the backend's writer, then read by the
         // commit queue once that batch has ended; never touched concurrently.
         private let cache: GroupCache
@@ -242,7 +243,7 @@ public final class Store: Sendable {
     /// Runs `body` (a mutation of the rows `scope` names) as one mutation of the next batch and
     /// returns its value once that batch has committed. `body` may run more than once (an aborted
     /// batch runs again): it must do nothing outside the transaction but through
-    /// `MutationEffects`. It writes the rows of the scope's groups only and checks the per-user
+    /// `WriteRecorder`. It writes the rows of the scope's groups only and checks the per-user
     /// limits of its users only (a backend several nodes share locks just those).
     /// - Parameters:
     ///   - method: The mutation's name, handed to an injected fault (tests).
@@ -250,13 +251,13 @@ public final class Store: Sendable {
     ///   - numbered: Gives the value the positions of events it carries (``EventPositions``:
     ///     ids taken in the transaction may be provisional until the batch commits).
     ///   - body: The mutation: reads and writes through the batch's transaction, and reports what it
-    ///     wrote through the `MutationEffects`; returns the caller's value.
+    ///     wrote through the `WriteRecorder`; returns the caller's value.
     /// - Throws: What `body` throws (nothing of it is stored); the commit's error (nothing of
     ///   the batch is stored); both as `GroupError`.
     func mutate<T: Sendable>(
         _ method: String, scope: WriteScope,
         numbered: @escaping @Sendable (T, EventPositions) -> T = { value, _ in value },
-        _ body: @escaping @Sendable (any StoreTransaction, MutationEffects) async throws -> T
+        _ body: @escaping @Sendable (any StoreTransaction, WriteRecorder) async throws -> T
     ) async throws -> T {
         let cache = self.cache
         return try await read {
@@ -264,7 +265,7 @@ public final class Store: Sendable {
                 self.commits.enqueue(GroupCommitQueue.PendingWrite(
                     scope: scope,
                     apply: { transaction in
-                        let effects = MutationEffects(cache: cache)
+                        let effects = WriteRecorder(cache: cache)
                         do {
                             let value = try await body(transaction, effects)
                             try self.injectedFault(method)

@@ -37,6 +37,10 @@ public struct SnapshotRequest: Sendable {
         public static let attributes = Parts(rawValue: 1 << 11)
         /// The group's invite links live at ``SnapshotRequest/time`` (``StoreSnapshot/inviteLinks``).
         public static let inviteLinks = Parts(rawValue: 1 << 12)
+        /// For an AVChatRoom: which of ``SnapshotRequest/users`` hold a presence that has not
+        /// ended at ``SnapshotRequest/time``, and the room's online count (``StoreSnapshot/presence``;
+        /// other group types load nothing).
+        public static let presence = Parts(rawValue: 1 << 13)
     }
 
     /// The app.
@@ -186,6 +190,8 @@ public struct StoreSnapshot: Sendable {
     public var inviteLink: InviteLink?
     /// The group's live invite links, oldest first (`.inviteLinks`).
     public var inviteLinks: [InviteLink] = []
+    /// The room's presences (`.presence`, AVChatRoom only; `nil` otherwise).
+    public var presence: RoomPresence?
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
@@ -222,6 +228,8 @@ public struct WriteSet: Sendable {
     public var attributes: AttributeChange?
     /// Invite links of the snapshot's group to insert (new id) or update (use count, revocation).
     public var inviteLinks: [InviteLink] = []
+    /// Presences of the snapshot's group (an AVChatRoom) to hold and drop.
+    public var presence: PresenceChange?
 
     /// Creates a write set.
     public init(

@@ -45,15 +45,12 @@ public struct ApplicationChange: Sendable {
 public struct ApplicationCommit<Value: Sendable>: Sendable {
     /// The plan's value.
     public var value: Value
-    /// The group after the change.
-    public var group: Group
     /// The items as written.
     public var applications: [Application]
 
     /// Creates a result.
-    public init(value: Value, group: Group, applications: [Application]) {
+    public init(value: Value, applications: [Application]) {
         self.value = value
-        self.group = group
         self.applications = applications
     }
 }

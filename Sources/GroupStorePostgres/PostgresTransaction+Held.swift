@@ -177,9 +177,10 @@ struct HeldWrites {
     }
 
     /// What a load of `request` reads beside the group row when its group is ``known``: rows no
-    /// held row writes (memberships and facts of users held rows do not touch, bans, items).
+    /// held row writes (memberships and facts of users held rows do not touch, bans, items, a
+    /// room's presences, which a mutation writes at once).
     static let partsBesideHeldRows: SnapshotRequest.Parts = [
-        .owner, .joinedGroupCounts, .retainedMutes, .bans, .banCount, .dueApplications,
+        .owner, .joinedGroupCounts, .retainedMutes, .bans, .banCount, .dueApplications, .presence,
     ]
 
     /// The group of `request` as the batch's held changes left it, when the load can take the

@@ -90,6 +90,10 @@ extension PostgresTransaction {
             if request.parts.contains(.inviteLinks) {
                 snapshot.inviteLinks = try await PostgresInviteLinkRows.live(session, app: app, groupKey: key, now: request.time)
             }
+            if request.parts.contains(.presence), group.type == .avChatRoom {
+                snapshot.presence = try await PostgresPresenceRows.read(
+                    session, app: app, groupID: groupID, users: request.users, now: request.time)
+            }
             if request.parts.contains(.readState), let reader = request.readState {
                 try await loadReadState(reader, app: app, groupKey: key, into: &snapshot)
             }

@@ -130,6 +130,16 @@ final class PostgresTransaction: StoreTransaction {
                     "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
+            if let presence = writes.presence {
+                if !presence.hold.isEmpty {
+                    try await session.command(
+                        PostgresPresenceRows.hold,
+                        PostgresPresenceRows.holdArguments(app: app, groupID: group.id, users: presence.hold, until: presence.until))
+                }
+                if !presence.drop.isEmpty {
+                    try await session.command(PostgresPresenceRows.drop, [.text(app), .text(group.id), .texts(presence.drop)])
+                }
+            }
             if let change = writes.change {
                 try await recordSync(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last)
             }
@@ -137,7 +147,7 @@ final class PostgresTransaction: StoreTransaction {
                 joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
+            || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil || writes.presence != nil
             || !writes.inviteLinks.isEmpty
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")

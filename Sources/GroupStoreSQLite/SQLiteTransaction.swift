@@ -76,6 +76,11 @@ struct SQLiteTransaction: StoreTransaction {
             if request.parts.contains(.inviteLinks) {
                 snapshot.inviteLinks = try InviteLinkRows.live(db, groupKey: key, now: request.time)
             }
+            if request.parts.contains(.presence), group.type == .avChatRoom {
+                snapshot.presence = RoomPresence(
+                    present: try PresenceRows.present(db, app: request.app, groupID: groupID, users: users, now: request.time),
+                    online: try PresenceRows.online(db, app: request.app, groupID: groupID, now: request.time))
+            }
             if request.parts.contains(.readState), let reader = request.readState {
                 try loadReadState(reader, groupKey: key, into: &snapshot)
             }
@@ -219,6 +224,12 @@ struct SQLiteTransaction: StoreTransaction {
             if let recall = writes.recall {
                 try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
             }
+            if let presence = writes.presence {
+                try PresenceRows.hold(db, app: group.appID, groupID: group.id, users: presence.hold, until: presence.until)
+                if !presence.drop.isEmpty {
+                    try PresenceRows.drop(db, app: group.appID, groupID: group.id, users: presence.drop)
+                }
+            }
             if storesSyncVersions {
                 if let change = writes.change {
                     try SyncRows.record(change, groupKey: key, before: group, time: time, eventID: result.eventIDs.last, db: db)
@@ -229,7 +240,7 @@ struct SQLiteTransaction: StoreTransaction {
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
-            || !writes.inviteLinks.isEmpty
+            || !writes.inviteLinks.isEmpty || writes.presence != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }

@@ -18,7 +18,7 @@ private func set(_ store: Store, _ id: String, by user: String?, _ writes: [Attr
         let change = try GroupRules.planSetAttributes(
             snapshot.group, by: op, current: stored.attributes, writes: writes, limits: .defaults, now: t0)
         return (change, change.upserts)
-    }.value.value
+    }.value
 }
 
 private func increment(_ store: Store, _ id: String, _ deltas: [String: Int64]) async throws -> [String: Int64] {
@@ -27,7 +27,7 @@ private func increment(_ store: Store, _ id: String, _ deltas: [String: Int64]) 
             snapshot.group, by: GroupOperator(userID: "bob", membership: snapshot.operatorMembership),
             current: stored.counters, deltas: deltas, limits: .defaults)
         return (change, change.counters)
-    }.value.value
+    }.value
 }
 
 @Suite("Store conformance: group attributes and counters")

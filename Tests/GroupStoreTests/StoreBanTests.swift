@@ -26,7 +26,7 @@ private func write(
     _ store: Store, _ id: String, targets: [String], at time: Timestamp,
     parts: SnapshotRequest.Parts = Store.groupSnapshotParts.union([.banCount, .managers]),
     _ plan: @escaping @Sendable (GroupSnapshot) throws -> GroupChange
-) async throws -> Committed<(value: GroupSnapshot, group: Group)> {
+) async throws -> Committed<GroupSnapshot> {
     try await store.mutateGroup(app: "app-a", groupID: id, operatorID: nil, targets: targets, at: time, parts: parts) {
         snapshot in (try plan(snapshot), snapshot)
     }
@@ -47,7 +47,7 @@ struct StoreBanTests {
                 return change
             }
             let seen = try await write(store, "g1", targets: ["dave", "erin", "frank"], at: at(1)) { .unchanged($0.group) }
-                .value.value
+                .value
             #expect(seen.bans == ["dave": forever, "erin": brief])
             #expect(seen.banCount == 2)
             #expect(seen.managers == ["alice", "bob"])
@@ -58,7 +58,7 @@ struct StoreBanTests {
             let rest = try await store.bans(app: "app-a", groupID: "g1", after: page.next, limit: 1, now: at(1))
             #expect(rest.items == [brief] && rest.next == nil)
             #expect(try await store.bans(app: "app-a", groupID: "g1", after: nil, limit: 10, now: at(60)).items == [forever])
-            let ended = try await write(store, "g1", targets: ["erin"], at: at(60)) { .unchanged($0.group) }.value.value
+            let ended = try await write(store, "g1", targets: ["erin"], at: at(60)) { .unchanged($0.group) }.value
             #expect(ended.bans.isEmpty && ended.banCount == 1)
 
             // Replaced, then lifted.

@@ -264,7 +264,7 @@ struct StoreBatchingTests {
             let request = GroupCreationRequest(
                 type: .public, groupID: "third", name: "third", members: ["carol", "dave"].map { InitialMember(userID: $0) })
             let plan = try GroupRules.planCreation(request, appID: Fixture.app, creatorID: "alice", limits: .defaults, now: Fixture.t0)
-            let counted = Task { try await store.createGroup(plan) { counts in (plan, counts) }.value.value }
+            let counted = Task { try await store.createGroup(plan) { counts in (plan, counts) }.value }
             await store.waitUntilQueued(6)
             store.releaseCommits()
 

@@ -215,15 +215,15 @@ struct StoreMessageTests {
         }
         // Up to a sequence between messages: the latest message at or below it.
         let partial = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: m3 - 1, at: t0, plan: plan)
-        #expect(partial.value.state == ReadState(readSequence: m2, unreadCount: 1, lastMessageAt: t0))
+        #expect(partial.value == ReadState(readSequence: m2, unreadCount: 1, lastMessageAt: t0))
         #expect(partial.events.map(\.kind) == [.groupRead])
         #expect(partial.events.first?.recipient == .user("alice"))
         let back = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: 1, at: t0, plan: plan)
-        #expect(back.value.state.readSequence == m2)
+        #expect(back.value.readSequence == m2)
         #expect(back.events.isEmpty)
         let latest = try await store.markRead(app: "app", groupID: "g1", userID: "alice", upTo: nil, at: t0, plan: plan)
-        #expect(latest.value.state.unreadCount == 0)
-        #expect(try await store.readStates(app: "app", userID: "alice", groupIDs: ["g1"])["g1"] == latest.value.state)
+        #expect(latest.value.unreadCount == 0)
+        #expect(try await store.readStates(app: "app", userID: "alice", groupIDs: ["g1"])["g1"] == latest.value)
     }
 
     // MARK: Mentions, recall, slow mode
@@ -278,9 +278,9 @@ struct StoreMessageTests {
 
         let partial = try await store.markRead(
             app: "app", groupID: "g1", userID: "carol", upTo: first.message.sequence, at: t0, plan: readPlan)
-        #expect(partial.value.state.unreadMention == .all)
+        #expect(partial.value.unreadMention == .all)
         let all = try await store.markRead(app: "app", groupID: "g1", userID: "carol", upTo: nil, at: t0, plan: readPlan)
-        #expect(all.value.state.unreadMention == UnreadMention.none)
+        #expect(all.value.unreadMention == UnreadMention.none)
         #expect(try await mention("carol") == UnreadMention.none)
         #expect(second.message.content.mentionAll)
     }
@@ -400,7 +400,7 @@ struct StoreMessageTests {
         let unpinned = try await store.mutateGroup(app: "app", groupID: "g1", operatorID: nil, targets: [], at: t0) { snapshot in
             (try GroupRules.planUnpin(sequence: m1, in: snapshot.group, by: .backend), ())
         }
-        #expect(unpinned.value.group.pins.isEmpty)
+        #expect(unpinned.group.pins.isEmpty)
         #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.pins == [])
 
         // A group created with a setting other than its type's default keeps it.
@@ -501,7 +501,7 @@ struct StoreMessageTests {
         await store.waitUntilQueued(4)
         store.releaseCommits()
         #expect(try await first.stored.message.sequence == g1.latestSequence + 1)
-        #expect(try await quit.value.group.memberCount == g1.memberCount - 1)
+        #expect(try await quit.group.memberCount == g1.memberCount - 1)
         #expect(await after?.reason == .notAMember)
         #expect(try await other.stored.message.sequence == g1.latestSequence + 3)
         let events = try await store.events(app: "app", groupID: "g1", after: g1.latestSequence, limit: 10)

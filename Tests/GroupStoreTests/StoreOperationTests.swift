@@ -43,7 +43,7 @@ private func create(
 @discardableResult
 private func join(
     _ store: Store, _ id: String, _ user: String, app: String = "app-a", at time: Timestamp = t0
-) async throws -> Committed<(value: Member, group: Group)> {
+) async throws -> Committed<Member> {
     try await store.mutateGroup(app: app, groupID: id, operatorID: user, targets: [], at: time) { snapshot in
         if snapshot.operatorMembership != nil {
             throw GroupError(code: .failedPrecondition, reason: .alreadyMember, message: "already")
@@ -62,7 +62,7 @@ private func join(
 @discardableResult
 private func quit(
     _ store: Store, _ id: String, _ user: String, keepMute: Timestamp? = nil, at time: Timestamp = t0
-) async throws -> Committed<(value: Void, group: Group)> {
+) async throws -> Committed<Void> {
     try await store.mutateGroup(app: "app-a", groupID: id, operatorID: user, targets: [], at: time) { snapshot in
         guard snapshot.operatorMembership != nil else {
             throw GroupError(code: .failedPrecondition, reason: .notAMember, message: "not a member")
@@ -157,12 +157,12 @@ struct StoreOperationTests {
                     ])
                 return (change, "ok")
             }
-            #expect(committed.value.value == "ok")
+            #expect(committed.value == "ok")
             #expect(committed.events.map(\.sequence) == [2, 3, 4, 5])
             #expect(committed.events.map(\.kind) == [.groupInfoChanged, .memberInvited, .memberKicked, .ownerChanged])
 
             let stored = try #require(try await store.groups(app: "app-a", ids: ["g1"])["g1"])
-            #expect(stored == committed.value.group)
+            #expect(stored == committed.group)
             #expect(stored.name == "renamed")
             #expect(stored.introduction == "new intro")
             #expect(stored.notification == "new notice")
@@ -201,13 +201,13 @@ struct StoreOperationTests {
 
             // The retained mute comes back in the snapshot and is consumed by the rejoin.
             let rejoined = try await join(store, "g1", "carol", at: at(20))
-            #expect(rejoined.value.value.mutedUntil == muteEnd)
+            #expect(rejoined.value.mutedUntil == muteEnd)
             #expect(try await store.members(app: "app-a", groupID: "g1", userIDs: ["carol"])["carol"]?.mutedUntil == muteEnd)
-            #expect(rejoined.value.value.joinOrder == 0)  // the plan's value; the store numbered the row:
+            #expect(rejoined.value.joinOrder == 0)  // the plan's value; the store numbered the row:
             #expect(try await store.members(app: "app-a", groupID: "g1", userIDs: ["carol"])["carol"]?.joinOrder == 5)
             try await quit(store, "g1", "carol", at: at(30))
             let again = try await join(store, "g1", "carol", at: at(40))
-            #expect(again.value.value.mutedUntil == nil)
+            #expect(again.value.mutedUntil == nil)
         }
     }
 
@@ -223,7 +223,7 @@ struct StoreOperationTests {
                 return (GroupChange(group: unchangedButDifferent), 1)
             }
             #expect(result.events.isEmpty)
-            #expect(result.value.group == group)
+            #expect(result.group == group)
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.events(app: "app-a", groupID: "g1", after: 0, limit: 10).count == 1)
         }
@@ -237,7 +237,7 @@ struct StoreOperationTests {
             let refused = await Fixture.groupError {
                 _ = try await store.mutateGroup(app: "app-a", groupID: "g1", operatorID: "bob", targets: [], at: at(1)) { _ in
                     throw GroupError(code: .permissionDenied, reason: .permissionDenied, message: "no")
-                } as Committed<(value: Int, group: Group)>
+                } as Committed<Int>
             }
             #expect(refused?.reason == .permissionDenied)
 
@@ -860,7 +860,7 @@ struct StoreOperationTests {
         #expect(try await kept().filter { $0.value != 0 } == recount.filter { $0.value != 0 })
         let snapshot = try await store.mutateGroup(app: "app-a", groupID: "p1", operatorID: "carol", targets: ["bob", "alice"], at: t0) {
             ($0.unchangedChange, $0.joinedGroupCounts)
-        }.value.value
+        }.value
         #expect(snapshot == recount)
         try await store.close()
     }
@@ -952,7 +952,7 @@ struct StoreOperationTests {
         let store = Store(backend: try await SQLiteBackend.open(path: path))
         try await quit(store, "g1", "bob", keepMute: at(999))
         let rejoined = try await join(store, "g1", "bob")
-        #expect(rejoined.value.value.mutedUntil == at(999))
+        #expect(rejoined.value.mutedUntil == at(999))
         try await store.close()
     }
 }
@@ -979,8 +979,8 @@ struct StoreCreationTests {
                     return limits
                 }())
             }
-            #expect(committed.value.value == ["bob"])
-            #expect(committed.value.group.memberCount == 2)
+            #expect(committed.value == ["bob"])
+            #expect(committed.group.memberCount == 2)
             #expect(committed.events.first?.targets == ["carol", "dan"])
             let members = try await store.members(app: "app-a", groupID: "c", userIDs: ["carol", "bob", "dan"])
             #expect(members.keys.sorted() == ["carol", "dan"])

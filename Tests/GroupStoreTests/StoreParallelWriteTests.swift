@@ -447,7 +447,7 @@ struct StoreRoundTripTests {
                 let request = GroupCreationRequest(
                     type: .public, groupID: "g\(n)", name: "g", members: ["bob", "u\(n)"].map { InitialMember(userID: $0) })
                 let plan = try GroupRules.planCreation(request, appID: Fixture.app, creatorID: "alice", limits: .defaults, now: Fixture.t0)
-                let read = try await store.createGroup(plan) { counts in (plan, counts) }.value.value
+                let read = try await store.createGroup(plan) { counts in (plan, counts) }.value
                 counts.withLock { $0["g\(n)"] = read }
             }
         }

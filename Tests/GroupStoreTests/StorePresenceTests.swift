@@ -42,4 +42,67 @@ struct StorePresenceTests {
             #expect(try await store.presence(app: app, groupIDs: ["room"], now: Self.at(0)) == ["room": 1])
         }
     }
+
+    private static func create(_ store: Store, _ id: String, type: GroupType) async throws {
+        let request = GroupCreationRequest(type: type, groupID: id, name: id)
+        _ = try await store.createGroup(
+            try GroupRules.planCreation(request, appID: TestApps.appA, creatorID: "owner", limits: .defaults, now: t0))
+    }
+
+    /// `user` joins `room` in one mutation: the plan sees the presences `seen` receives and holds
+    /// `user`'s, dropping `leaving`'s.
+    private static func join(
+        _ store: Store, _ room: String, _ user: String, leaving: [String] = [], targets: [String] = [],
+        seen: @escaping @Sendable (RoomPresence?) throws -> Void = { _ in }
+    ) async throws -> Committed<RoomPresence?> {
+        try await store.mutateGroup(
+            app: TestApps.appA, groupID: room, operatorID: user, targets: targets, at: at(0), parts: [.presence]
+        ) { snapshot, presence in
+            try seen(presence)
+            let change = GroupChange(
+                group: snapshot.group, events: [.init(kind: .memberJoined, operatorID: user, targets: [user])])
+            return (change, PresenceChange(hold: [user], until: at(60), drop: leaving), presence)
+        }
+    }
+
+    @Test("A room's mutation reads its presences and writes its holds and drops in its own transaction; a refused plan or an aborted batch writes none", arguments: StoreKind.allCases)
+    func inTheTransaction(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            let app = TestApps.appA
+            try await Self.create(store, "room", type: .avChatRoom)
+            try await Self.create(store, "work", type: .work)
+            try await store.holdPresence(app: app, groupID: "room", users: ["ann", "old"], until: Self.at(60))
+            try await store.holdPresence(app: app, groupID: "room", users: ["gone"], until: Self.at(-1))
+            // The snapshot: the online count, and which of the operator and targets are present
+            // (an ended lease is not).
+            let first = try await Self.join(store, "room", "cat", leaving: ["old"], targets: ["ann", "gone", "nobody"])
+            #expect(first.value == RoomPresence(present: ["ann"], online: 2))
+            #expect(first.events.map(\.kind) == [.memberJoined])
+            #expect(try await store.presence(app: app, groupIDs: ["room"], now: Self.at(0)) == ["room": 2])
+            #expect(try await store.presentUsers(app: app, groupID: "room", users: ["ann", "cat", "old"], now: Self.at(0))
+                == ["ann", "cat"])
+            // A group whose members are stored reads none.
+            let work = try await Self.join(store, "work", "dan")
+            #expect(work.value == nil)
+            // A refused plan, and a batch aborted after the plan: nothing held, nothing dropped.
+            let refused = await Fixture.groupError {
+                _ = try await Self.join(store, "room", "eve", leaving: ["ann"]) { _ in
+                    throw GroupError(code: .permissionDenied, reason: .permissionDenied, message: "refused")
+                }
+            }
+            #expect(refused?.code == .permissionDenied)
+            store.injectFault { method in
+                if method == "mutateGroup" { throw GroupError.internal("injected") }
+            }
+            let aborted = await Fixture.groupError { _ = try await Self.join(store, "room", "eve", leaving: ["ann"]) }
+            #expect(aborted?.code == .internal)
+            store.injectFault(nil)
+            #expect(try await store.presentUsers(app: app, groupID: "room", users: ["ann", "cat", "eve"], now: Self.at(0))
+                == ["ann", "cat"])
+            // The next mutation sees what the first one wrote.
+            let second = try await Self.join(store, "room", "eve", targets: ["cat"])
+            #expect(second.value == RoomPresence(present: ["cat"], online: 2))
+            #expect(try await store.presence(app: app, groupIDs: ["room"], now: Self.at(0)) == ["room": 3])
+        }
+    }
 }

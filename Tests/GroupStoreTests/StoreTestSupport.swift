@@ -43,7 +43,7 @@ enum Fixture {
             var group = snapshot.group
             group.name = name
             return (GroupChange(group: group, events: [.init(kind: .groupInfoChanged, operatorID: user)]), ())
-        }.value.group
+        }.group
     }
 
     /// What JoinGroup's snapshot asks beside the group and the joiner's membership.

@@ -142,7 +142,7 @@ struct ApplicationServiceHandler: GroupdHandler {
         }
         let value = committed.value.value
         let view = GroupdService.applicationView(
-            value.plan.application, groupName: committed.value.group.name, roles: value.roles, caller: caller, now: now)
+            value.plan.application, groupName: committed.group.name, roles: value.roles, caller: caller, now: now)
         return DecidedApplication(plan: value.plan, membership: value.membership, view: view)
     }
 

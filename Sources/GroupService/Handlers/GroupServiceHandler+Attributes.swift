@@ -91,10 +91,10 @@ extension GroupServiceHandler {
         _ plan: @escaping @Sendable (GroupSnapshot, GroupOperator, GroupAttributeSet) throws -> (AttributeChange, Value)
     ) async throws -> Value {
         let caller = call.caller
-        try await service.syncAudience(app: caller.appID, groupID: groupID)
+        try await rooms.sync(app: caller.appID, groupID: groupID)
         var viewer: Member?
         if let user = caller.operatorID, try await store.groupType(app: caller.appID, id: groupID) == .avChatRoom {
-            viewer = try await service.presentAudienceMember(app: caller.appID, groupID: groupID, user: user)
+            viewer = try await rooms.presentMember(app: caller.appID, groupID: groupID, user: user)
         }
         let audienceMember = viewer
         let committed = try await store.mutateAttributes(
@@ -103,7 +103,7 @@ extension GroupServiceHandler {
             let membership = snapshot.operatorMembership ?? audienceMember
             return try plan(snapshot, GroupdService.groupOperator(caller, membership: membership), stored)
         }
-        return committed.value.value
+        return committed.value
     }
 
     /// Reads the group's attributes and counters for a member (or the backend), after checking

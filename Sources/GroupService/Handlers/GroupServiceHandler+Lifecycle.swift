@@ -27,7 +27,7 @@ extension GroupServiceHandler {
         _ = try await store.dismissGroup(app: caller.appID, groupID: request.groupID, operatorID: nil, at: clock.now()) { group, _ in
             try GroupRules.planRevocation(of: group, by: caller.actingRole(membership: nil), reason: reason, limits: limits)
         }
-        try await service.forgetRoom(app: caller.appID, groupID: request.groupID)
+        try await rooms.forget(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_RevokeGroupResponse()
     }
 

@@ -142,9 +142,9 @@ struct GroupServiceHandler: GroupdHandler {
             let (revised, refused) = try GroupRules.applyGroupLimit(to: plan, joinedGroupCounts: counts, limits: limits)
             return (revised, (members: revised.members, refused: refused))
         }
-        let group = committed.value.group
-        let stored = committed.value.value.members
-        let refused = Set(committed.value.value.refused)
+        let group = committed.group
+        let stored = committed.value.members
+        let refused = Set(committed.value.refused)
         let owner = stored.first { $0.role == .owner }
         var byUser: [String: Member] = [:]
         for member in stored { byUser[member.userID] = member }
@@ -253,9 +253,9 @@ struct GroupServiceHandler: GroupdHandler {
             }
             if !group.type.preset.behaviour.membershipStored {
                 // AVChatRoom: the viewers online count, and the caller may be one of them.
-                group.memberCount += try await service.onlineCounts(app: app, groupIDs: [id])[id] ?? 0
+                group.memberCount += try await rooms.onlineCounts(app: app, groupIDs: [id])[id] ?? 0
                 if membership == nil, let user = call.caller.operatorID {
-                    membership = try await service.presentAudienceMember(app: app, groupID: id, user: user)
+                    membership = try await rooms.presentMember(app: app, groupID: id, user: user)
                 }
             }
             let visibility = GroupRules.visibility(of: group.type, for: call.caller.actingRole(membership: membership?.role))
@@ -295,7 +295,7 @@ struct GroupServiceHandler: GroupdHandler {
             }
             return try GroupRules.planDismissal(of: group, by: actor, operatorID: caller.operatorID)
         }
-        try await service.forgetRoom(app: caller.appID, groupID: request.groupID)
+        try await rooms.forget(app: caller.appID, groupID: request.groupID)
         return Groupd_V1_DismissGroupResponse()
     }
 }

@@ -25,8 +25,8 @@ extension GroupdHandler {
     var clock: any WallClock { service.clock }
     /// Where the service logs unexpected failures.
     var logger: Logger { service.logger }
-    /// The AVChatRoom audiences this node holds in memory.
-    var audience: AudienceRegistry { service.audience }
+    /// AVChatRoom membership: audiences, presences, online counts.
+    var rooms: LiveRooms { service.rooms }
     /// The AVChatRoom message rates and recent client message ids this node holds in memory.
     var roomMessages: RoomMessageLimiter { service.roomMessages }
     /// The read receipts waiting to be reported to senders.

@@ -40,10 +40,8 @@ extension MemberServiceHandler {
                 members.append(stored)
             }
             if filter.includes(.member) {
-                let recent = audience.recent(app: app, group: group.id, limit: size).filter { filter.includes($0.role) }
-                let present = try await store.presentUsers(
-                    app: app, groupID: group.id, users: recent.map(\.userID), now: clock.now())
-                members += recent.filter { present.contains($0.userID) }
+                members += try await rooms.recentMembers(app: app, groupID: group.id, limit: size)
+                    .filter { filter.includes($0.role) }
             }
             members = Array(members.prefix(size))
         }
@@ -74,10 +72,8 @@ extension MemberServiceHandler {
         let wanted = GroupdService.distinctTargets(users, limits: call.limits)
         var found = try await store.members(app: app, groupID: group.id, userIDs: wanted)
         if !group.type.preset.behaviour.membershipStored {
-            let listeners = audience.members(app: app, group: group.id, users: wanted)
-            let present = try await store.presentUsers(
-                app: app, groupID: group.id, users: Array(listeners.keys), now: clock.now())
-            found.merge(listeners.filter { present.contains($0.key) }) { stored, _ in stored }
+            let listeners = try await rooms.presentMembers(app: app, groupID: group.id, users: wanted)
+            found.merge(listeners) { stored, _ in stored }
         }
         var seen: Set<String> = []
         var results: [MemberResult] = []

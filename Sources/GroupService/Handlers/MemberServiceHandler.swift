@@ -97,11 +97,11 @@ struct MemberServiceHandler: GroupdHandler {
                     ban: user.flatMap { snapshot.bans[$0] })
                 return (plan.change, plan.outcome)
             }
-            let actor = call.caller.actingRole(membership: result.membership?.role)
             return .with {
                 $0.outcome = .joined
                 if case .joined(let member) = result.value {
-                    $0.member = GroupdService.memberView(result.membership ?? member, actor: actor, call: call)
+                    $0.member = GroupdService.memberView(
+                        member, actor: call.caller.actingRole(membership: member.role), call: call)
                 }
             }
         }
@@ -136,7 +136,7 @@ struct MemberServiceHandler: GroupdHandler {
                 group: plan.join.change, applications: plan.application.map { [$0] } ?? [],
                 inviteLinks: used.map { [$0] } ?? []), plan)
         }
-        return Self.joinResponse(committed.value.value, groupName: committed.value.group.name, call: call, now: now)
+        return Self.joinResponse(committed.value.value, groupName: committed.group.name, call: call, now: now)
     }
 
     /// A JoinGroup (or JoinByInviteLink) answer: the member who joined, or the join application
@@ -169,7 +169,7 @@ struct MemberServiceHandler: GroupdHandler {
                 longestStandingAdmin: snapshot.successorAdmin, now: now)
             return (plan.change, plan)
         }
-        if result.value.groupDismissed { try await service.forgetRoom(app: call.caller.appID, groupID: request.groupID) }
+        if result.value.groupDismissed { try await rooms.forget(app: call.caller.appID, groupID: request.groupID) }
         return .with {
             $0.newOwnerUserID = result.value.newOwnerID ?? ""
             $0.groupDismissed = result.value.groupDismissed

@@ -192,7 +192,7 @@ struct MessageServiceHandler: GroupdHandler {
                 in: snapshot.group, by: .user(user, membership: snapshot.membership), current: snapshot.readSequence,
                 latestMessage: snapshot.latestMessageSequence)
         }
-        let (state, group) = committed.value
+        let (state, group) = (committed.value, committed.group)
         let previous = before.withLock { $0 }
         if state.readSequence > previous, GroupRules.readReceiptsKept(group, limits: call.limits) {
             try await noteReadReceipts(
