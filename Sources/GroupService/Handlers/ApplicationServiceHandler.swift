@@ -11,21 +11,11 @@ struct ApplicationServiceHandler: GroupdHandler {
 
     /// Registers every ApplicationService method, in the order of application.proto.
     func register(in routes: inout Routes) {
-        routes.unary(Groupd_V1_ApplicationService.Method.listApplications) { [self] request, call in
-            try await listApplications(request, call)
-        }
-        routes.unary(Groupd_V1_ApplicationService.Method.reportApplicationsRead) { [self] request, call in
-            try await reportApplicationsRead(request, call)
-        }
-        routes.unary(Groupd_V1_ApplicationService.Method.acceptApplication) { [self] request, call in
-            try await acceptApplication(request, call)
-        }
-        routes.unary(Groupd_V1_ApplicationService.Method.refuseApplication) { [self] request, call in
-            try await refuseApplication(request, call)
-        }
-        routes.unary(Groupd_V1_ApplicationService.Method.withdrawApplication) { [self] request, call in
-            try await withdrawApplication(request, call)
-        }
+        routes.unary(Groupd_V1_ApplicationService.Method.listApplications, listApplications)
+        routes.unary(Groupd_V1_ApplicationService.Method.reportApplicationsRead, reportApplicationsRead)
+        routes.unary(Groupd_V1_ApplicationService.Method.acceptApplication, acceptApplication)
+        routes.unary(Groupd_V1_ApplicationService.Method.refuseApplication, refuseApplication)
+        routes.unary(Groupd_V1_ApplicationService.Method.withdrawApplication, withdrawApplication)
     }
 
     /// Default and maximum page sizes of ListApplications (application.proto).

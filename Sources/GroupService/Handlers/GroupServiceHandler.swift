@@ -11,60 +11,24 @@ struct GroupServiceHandler: GroupdHandler {
 
     /// Registers every GroupService method, in the order of group.proto.
     func register(in routes: inout Routes) {
-        routes.unary(Groupd_V1_GroupService.Method.createGroup) { [self] request, call in
-            try await createGroup(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.getGroupsInfo) { [self] request, call in
-            try await getGroupsInfo(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.updateGroupProfile) { [self] request, call in
-            try await updateGroupProfile(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.updateGroupSettings) { [self] request, call in
-            try await updateGroupSettings(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.dismissGroup) { [self] request, call in
-            try await dismissGroup(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.revokeGroup) { [self] request, call in
-            try await revokeGroup(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.transferOwnership) { [self] request, call in
-            try await transferOwnership(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.setGroupMute) { [self] request, call in
-            try await setGroupMute(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.updateMuteBypassList) { [self] request, call in
-            try await updateMuteBypassList(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.listJoinedGroups) { [self] request, call in
-            try await listJoinedGroups(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.searchGroups) { [self] request, call in
-            try await searchGroups(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.importGroup) { [self] request, call in
-            try await importGroup(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.setGroupAttributes) { [self] request, call in
-            try await setGroupAttributes(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.deleteGroupAttributes) { [self] request, call in
-            try await deleteGroupAttributes(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.getGroupAttributes) { [self] request, call in
-            try await getGroupAttributes(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.incrementGroupCounters) { [self] request, call in
-            try await incrementGroupCounters(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.getGroupCounters) { [self] request, call in
-            try await getGroupCounters(request, call)
-        }
-        routes.unary(Groupd_V1_GroupService.Method.syncJoinedGroups) { [self] request, call in
-            try await syncJoinedGroups(request, call)
-        }
+        routes.unary(Groupd_V1_GroupService.Method.createGroup, createGroup)
+        routes.unary(Groupd_V1_GroupService.Method.getGroupsInfo, getGroupsInfo)
+        routes.unary(Groupd_V1_GroupService.Method.updateGroupProfile, updateGroupProfile)
+        routes.unary(Groupd_V1_GroupService.Method.updateGroupSettings, updateGroupSettings)
+        routes.unary(Groupd_V1_GroupService.Method.dismissGroup, dismissGroup)
+        routes.unary(Groupd_V1_GroupService.Method.revokeGroup, revokeGroup)
+        routes.unary(Groupd_V1_GroupService.Method.transferOwnership, transferOwnership)
+        routes.unary(Groupd_V1_GroupService.Method.setGroupMute, setGroupMute)
+        routes.unary(Groupd_V1_GroupService.Method.updateMuteBypassList, updateMuteBypassList)
+        routes.unary(Groupd_V1_GroupService.Method.listJoinedGroups, listJoinedGroups)
+        routes.unary(Groupd_V1_GroupService.Method.searchGroups, searchGroups)
+        routes.unary(Groupd_V1_GroupService.Method.importGroup, importGroup)
+        routes.unary(Groupd_V1_GroupService.Method.setGroupAttributes, setGroupAttributes)
+        routes.unary(Groupd_V1_GroupService.Method.deleteGroupAttributes, deleteGroupAttributes)
+        routes.unary(Groupd_V1_GroupService.Method.getGroupAttributes, getGroupAttributes)
+        routes.unary(Groupd_V1_GroupService.Method.incrementGroupCounters, incrementGroupCounters)
+        routes.unary(Groupd_V1_GroupService.Method.getGroupCounters, getGroupCounters)
+        routes.unary(Groupd_V1_GroupService.Method.syncJoinedGroups, syncJoinedGroups)
     }
 
     func createGroup(_ request: Groupd_V1_CreateGroupRequest, _ call: CallContext) async throws -> Groupd_V1_CreateGroupResponse {

@@ -10,69 +10,27 @@ struct MemberServiceHandler: GroupdHandler {
 
     /// Registers every MemberService method, in the order of member.proto.
     func register(in routes: inout Routes) {
-        routes.unary(Groupd_V1_MemberService.Method.joinGroup) { [self] request, call in
-            try await joinGroup(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.quitGroup) { [self] request, call in
-            try await quitGroup(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.inviteMembers) { [self] request, call in
-            try await inviteMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.kickMembers) { [self] request, call in
-            try await kickMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.banMembers) { [self] request, call in
-            try await banMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.unbanMembers) { [self] request, call in
-            try await unbanMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.listBannedMembers) { [self] request, call in
-            try await listBannedMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.listMembers) { [self] request, call in
-            try await listMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.getMembersInfo) { [self] request, call in
-            try await getMembersInfo(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.getSelfMemberInfo) { [self] request, call in
-            try await getSelfMemberInfo(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.setMemberRole) { [self] request, call in
-            try await setMemberRole(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.muteMembers) { [self] request, call in
-            try await muteMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.updateMemberInfo) { [self] request, call in
-            try await updateMemberInfo(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.setReceiveMessageOption) { [self] request, call in
-            try await setReceiveMessageOption(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.setGroupRemark) { [self] request, call in
-            try await setGroupRemark(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.createInviteLink) { [self] request, call in
-            try await createInviteLink(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.revokeInviteLink) { [self] request, call in
-            try await revokeInviteLink(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.listInviteLinks) { [self] request, call in
-            try await listInviteLinks(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.joinByInviteLink) { [self] request, call in
-            try await joinByInviteLink(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.syncMembers) { [self] request, call in
-            try await syncMembers(request, call)
-        }
-        routes.unary(Groupd_V1_MemberService.Method.searchMembers) { [self] request, call in
-            try await searchMembers(request, call)
-        }
+        routes.unary(Groupd_V1_MemberService.Method.joinGroup, joinGroup)
+        routes.unary(Groupd_V1_MemberService.Method.quitGroup, quitGroup)
+        routes.unary(Groupd_V1_MemberService.Method.inviteMembers, inviteMembers)
+        routes.unary(Groupd_V1_MemberService.Method.kickMembers, kickMembers)
+        routes.unary(Groupd_V1_MemberService.Method.banMembers, banMembers)
+        routes.unary(Groupd_V1_MemberService.Method.unbanMembers, unbanMembers)
+        routes.unary(Groupd_V1_MemberService.Method.listBannedMembers, listBannedMembers)
+        routes.unary(Groupd_V1_MemberService.Method.listMembers, listMembers)
+        routes.unary(Groupd_V1_MemberService.Method.getMembersInfo, getMembersInfo)
+        routes.unary(Groupd_V1_MemberService.Method.getSelfMemberInfo, getSelfMemberInfo)
+        routes.unary(Groupd_V1_MemberService.Method.setMemberRole, setMemberRole)
+        routes.unary(Groupd_V1_MemberService.Method.muteMembers, muteMembers)
+        routes.unary(Groupd_V1_MemberService.Method.updateMemberInfo, updateMemberInfo)
+        routes.unary(Groupd_V1_MemberService.Method.setReceiveMessageOption, setReceiveMessageOption)
+        routes.unary(Groupd_V1_MemberService.Method.setGroupRemark, setGroupRemark)
+        routes.unary(Groupd_V1_MemberService.Method.createInviteLink, createInviteLink)
+        routes.unary(Groupd_V1_MemberService.Method.revokeInviteLink, revokeInviteLink)
+        routes.unary(Groupd_V1_MemberService.Method.listInviteLinks, listInviteLinks)
+        routes.unary(Groupd_V1_MemberService.Method.joinByInviteLink, joinByInviteLink)
+        routes.unary(Groupd_V1_MemberService.Method.syncMembers, syncMembers)
+        routes.unary(Groupd_V1_MemberService.Method.searchMembers, searchMembers)
     }
 
     /// JoinGroup. Join option ANY: the user joins now. APPROVAL: an application is stored (or the

@@ -12,30 +12,14 @@ struct MessageServiceHandler: GroupdHandler {
 
     /// Registers every MessageService method, in the order of message.proto.
     func register(in routes: inout Routes) {
-        routes.unary(Groupd_V1_MessageService.Method.sendGroupMessage) { [self] request, call in
-            try await sendGroupMessage(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.getGroupMessages) { [self] request, call in
-            try await getGroupMessages(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.markGroupRead) { [self] request, call in
-            try await markGroupRead(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.sendSystemNotification) { [self] request, call in
-            try await sendSystemNotification(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.recallGroupMessage) { [self] request, call in
-            try await recallGroupMessage(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage) { [self] request, call in
-            try await pinGroupMessage(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage) { [self] request, call in
-            try await unpinGroupMessage(request, call)
-        }
-        routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts) { [self] request, call in
-            try await getMessageReadReceipts(request, call)
-        }
+        routes.unary(Groupd_V1_MessageService.Method.sendGroupMessage, sendGroupMessage)
+        routes.unary(Groupd_V1_MessageService.Method.getGroupMessages, getGroupMessages)
+        routes.unary(Groupd_V1_MessageService.Method.markGroupRead, markGroupRead)
+        routes.unary(Groupd_V1_MessageService.Method.sendSystemNotification, sendSystemNotification)
+        routes.unary(Groupd_V1_MessageService.Method.recallGroupMessage, recallGroupMessage)
+        routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage, pinGroupMessage)
+        routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage, unpinGroupMessage)
+        routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts, getMessageReadReceipts)
     }
 
     /// SendGroupMessage.
