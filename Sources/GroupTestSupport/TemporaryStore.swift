@@ -139,10 +139,13 @@ public enum PostgresTestServer {
     /// The statement timeout is also the server's `idle_in_transaction_session_timeout`: 60 s, so
     /// that a debug build on a loaded machine (a batch planning 10,000 members between two
     /// statements took over 10 s there, and the server ended its transaction) is not mistaken for
-    /// a node gone silent. The tests of timeouts set their own.
+    /// a node gone silent. The tests of timeouts set their own. The connect timeout is 10 s, not
+    /// the default 2 s: a connection's handshake waited over 2 s on a machine busy with a build
+    /// beside the tests, and the suite failed with a connect timeout.
     public static var settings: PostgresStoreSettings? {
         guard let url = ProcessInfo.processInfo.environment["GROUPD_TEST_POSTGRES_URL"], !url.isEmpty else { return nil }
-        return PostgresStoreSettings(url: url, poolSize: 2, statementTimeoutMilliseconds: 60_000)
+        return PostgresStoreSettings(
+            url: url, poolSize: 2, statementTimeoutMilliseconds: 60_000, connectTimeoutMilliseconds: 10_000)
     }
 
     /// `url` naming `database` instead.
