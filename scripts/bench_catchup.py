@@ -9,31 +9,20 @@ rows). The figure is the time from the call to `caught_up` (median of --rounds r
 items delivered), groupd pinned to core 0 and the client on core 1. Seeding uses
 `durability: normal` and grpc.aio with 256 calls in flight.
 """
-import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import Server, run_calls  # noqa: E402
+from benchlib import arguments, auth_md, client_and_server, run_calls  # noqa: E402
 import grpc  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+import support  # noqa: F401,E402  (generates the stubs and puts them on sys.path)
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, message_pb2,  # noqa: E402
                        message_pb2_grpc)
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-"""
 READER = "reader"
 
 
@@ -44,7 +33,7 @@ def reader_groups(args):
 
 
 def seed_groups(server, args):
-    md = [("authorization", f"Bearer {mint_token(exp_in=24 * 3600)}")]
+    md = auth_md()
     mine = reader_groups(args)
 
     async def create(channel, n):
@@ -57,26 +46,26 @@ def seed_groups(server, args):
 
 
 def seed_messages(server, args):
-    tokens = {}
+    mds = {}
 
     async def send(channel, index):
         n = index % args.groups
         owner = f"owner{n}"
-        token = tokens.get(owner) or tokens.setdefault(owner, mint_token(sub=owner, role="user", exp_in=24 * 3600))
+        md = mds.get(owner) or mds.setdefault(owner, auth_md(owner))
         await message_pb2_grpc.MessageServiceStub(channel).SendGroupMessage(message_pb2.SendGroupMessageRequest(
-            group_id=f"g{n}", type="text", text=f"message {index}"), metadata=[("authorization", f"Bearer {token}")])
+            group_id=f"g{n}", type="text", text=f"message {index}"), metadata=md)
 
     return asyncio.run(run_calls(server.address, send, args.groups * args.messages))[1]
 
 
 def subscribe(server, cursor):
     """Subscribes as the reader from `cursor`; returns (seconds to caught_up, items before it, its cursor)."""
-    token = mint_token(sub=READER, role="user", exp_in=24 * 3600)
+    md = auth_md(READER)
     with grpc.insecure_channel(server.address) as channel:
         grpc.channel_ready_future(channel).result(timeout=10)
         stub = event_pb2_grpc.EventServiceStub(channel)
         start = time.perf_counter()
-        call = stub.Subscribe(event_pb2.SubscribeRequest(cursor=cursor), metadata=[("authorization", f"Bearer {token}")])
+        call = stub.Subscribe(event_pb2.SubscribeRequest(cursor=cursor), metadata=md)
         items = 0
         for item in call:
             if item.WhichOneof("item") == "caught_up":
@@ -88,17 +77,8 @@ def subscribe(server, cursor):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("binary")
-    parser.add_argument("--groups", type=int, default=10_000)
-    parser.add_argument("--messages", type=int, default=10)
-    parser.add_argument("--member-of", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=9)
-    args = parser.parse_args()
-    os.sched_setaffinity(0, {1})
-    workdir = Path(tempfile.mkdtemp(prefix="groupd-catchup-"))
-    server = Server(Path(args.binary).resolve(), workdir, CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; groupd on core 0, client on core 1; workdir {workdir}")
+    args = arguments(groups=10_000, messages=10, member_of=10, rounds=9)
+    server = client_and_server(args.binary, "catchup")
     try:
         server.start("normal")
         seconds = seed_groups(server, args)
@@ -118,7 +98,7 @@ def main():
               f"min {times[0]:.1f} ms, max {times[-1]:.1f} ms over {args.rounds} resumes")
     finally:
         server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(server.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

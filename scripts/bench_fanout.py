@@ -15,13 +15,10 @@ counts gRPC messages per stream), so that the client is not what is measured. gr
 core 0 (taskset), this client on core 1; the machine is shared, so figures are noisy.
     python3 scripts/bench_fanout.py .build/release/groupd [--subscribers 10000] [--rounds 30]
 """
-import argparse
 import asyncio
 import os
-import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,25 +27,14 @@ from pathlib import Path
 import grpc
 import hpack
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import Server, arguments, auth_md, frame, wait_all  # noqa: E402
+from support import mint_token  # noqa: E402
 from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2,  # noqa: E402
                        member_pb2_grpc, message_pb2, message_pb2_grpc)
 from google.protobuf import field_mask_pb2  # noqa: E402
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: full
-max_concurrent_streams: 256
-max_connections: 1000
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ work: 200, public: 1000000, meeting: 6000, av_chat_room: 0 }}
-      max_users_per_batch: 500
-"""
+LIMITS = {"max_members": {"work": 200, "public": 1000000, "meeting": 6000, "av_chat_room": 0}, "max_users_per_batch": 500}
 
 SUBSCRIBE = "/groupd.v1.EventService/Subscribe"
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -57,11 +43,6 @@ DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0, 1, 3, 4, 6, 7
 
 def h2frame(kind, flags, stream_id, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream_id) + payload
-
-
-def grpc_frame(message) -> bytes:
-    payload = message.SerializeToString()
-    return struct.pack(">BI", 0, len(payload)) + payload
 
 
 class Stream:
@@ -161,50 +142,9 @@ class Connection:
         self.writer.close()
 
 
-class Server:
-    def __init__(self, binary, workdir):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        config = workdir / "groupd.yaml"
-        config.write_text(CONFIG.format(port=self.port, data=workdir / "data", app=APP_ID, secret=APP_SECRET))
-        self.process = subprocess.Popen(["taskset", "-c", "0", str(binary), "serve", "--config", str(config)],
-                                        stdout=open(workdir / "groupd.log", "ab"), stderr=subprocess.STDOUT)
-        for _ in range(300):
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("groupd did not start")
-
-    def rss_kib(self):
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
-
-    def cpu_seconds(self):
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
 def pct(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p))]
-
-
-async def wait_all(streams, count, timeout):
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        if all(len(stream.arrivals) >= count for stream in streams):
-            return True
-        await asyncio.sleep(0.002)
-    return False
 
 
 async def seed_group(channel, md, group_id, users):
@@ -236,12 +176,12 @@ def subscribe_all(connections, users, per_connection, request):
 
 
 async def fanout(server, args):
-    md = [("authorization", "Bearer " + mint_token(exp_in=3600))]
+    md = auth_md(exp_in=3600)
     users = [f"u{n}" for n in range(1, args.subscribers + 1)]
     per_connection = args.subscribers // args.connections
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         await seed_group(channel, md, "fan", users)
-        request = grpc_frame(event_pb2.SubscribeRequest())
+        request = frame(event_pb2.SubscribeRequest())
         # Memory: the slope of the server's RSS between the first and the second half of the
         # streams (what the first streams grow once, such as allocator arenas, SQLite page caches
         # and the token cache, is in the first half), and the plain delta over all of them.
@@ -264,7 +204,7 @@ async def fanout(server, args):
               f"{(rss_all - rss_half) * 1024 / (len(streams) - half):,.0f} bytes per idle stream (second half), "
               f"{(rss_all - rss_start) * 1024 / len(streams):,.0f} bytes (all, first-use growth included)")
         groups = group_pb2_grpc.GroupServiceStub(channel)
-        owner = [("authorization", "Bearer " + mint_token(sub="owner", role="user", exp_in=3600))]
+        owner = auth_md("owner", exp_in=3600)
         last, per_stream, after_ack = [], [], []
         cpu_before = server.cpu_seconds()
         for round_index in range(args.rounds):
@@ -295,18 +235,18 @@ async def fanout(server, args):
 
 
 async def messages(server, args):
-    md = [("authorization", "Bearer " + mint_token(exp_in=3600))]
+    md = auth_md(exp_in=3600)
     users = [f"m{n}" for n in range(1, args.members + 1)]
     per_connection = 100
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         await seed_group(channel, md, "chat", users)
         connections = await open_streams(server.port, users, per_connection)
-        request = grpc_frame(event_pb2.SubscribeRequest())
+        request = frame(event_pb2.SubscribeRequest())
         streams = subscribe_all(connections, users, per_connection, request)
         if not await wait_all(streams, 1, 60):
             raise RuntimeError("not every stream caught up")
         sender = message_pb2_grpc.MessageServiceStub(channel)
-        owner = [("authorization", "Bearer " + mint_token(sub="owner", role="user", exp_in=3600))]
+        owner = auth_md("owner", exp_in=3600)
         total, in_flight = args.messages, 16
         numbers = iter(range(total))
         start = time.perf_counter()
@@ -331,19 +271,13 @@ async def messages(server, args):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("binary")
-    parser.add_argument("--subscribers", type=int, default=10_000)
-    parser.add_argument("--connections", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--members", type=int, default=1000)
-    parser.add_argument("--messages", type=int, default=500)
-    args = parser.parse_args()
+    args = arguments(subscribers=10_000, connections=100, rounds=30, members=1000, messages=500)
     if os.cpu_count() > 1:
         os.sched_setaffinity(0, {1})
     workdir = Path(tempfile.mkdtemp(prefix="groupd-fanout-"))
     print(f"machine: {os.cpu_count()} cores (shared); groupd on core 0, client on core 1; workdir {workdir}")
-    server = Server(Path(args.binary).resolve(), workdir)
+    server = Server(Path(args.binary).resolve(), workdir, limits=LIMITS,
+                    extra="max_concurrent_streams: 256\nmax_connections: 1000\n").start()
     try:
         asyncio.run(fanout(server, args))
         asyncio.run(messages(server, args))

@@ -114,10 +114,17 @@ class Stats:
             offset += 9 + length
 
 
-async def open_connection(port, stats):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    stats.connections += 1
-    return reader, writer
+async def connections(port, stats, stop):
+    """Connections to `port`, counted, one after another until `stop` (when one cannot be opened,
+    the listener's backlog is full: a short back-off, then again)."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        stats.connections += 1
+        yield reader, writer
 
 
 async def drain_reads(reader, stats, read=True):
@@ -134,12 +141,7 @@ async def drain_reads(reader, stats, read=True):
 
 async def slowloris(port, token, stop, stats):
     async def one():
-        while not stop.is_set():
-            try:
-                reader, writer = await open_connection(port, stats)
-            except OSError:
-                await asyncio.sleep(0.05)  # the listener's backlog is full: back off a little
-                continue
+        async for reader, writer in connections(port, stats, stop):
             await drain_reads(reader, stats)
             writer.close()
     await asyncio.gather(*(one() for _ in range(MAX_CONNECTIONS)))
@@ -150,12 +152,7 @@ async def zero_window(port, token, stop, stats):
     info = header_block(GET_GROUPS_INFO, token)
 
     async def one():
-        while not stop.is_set():
-            try:
-                reader, writer = await open_connection(port, stats)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
+        async for reader, writer in connections(port, stats, stop):
             # Window 0 for every stream: no response DATA can ever be sent; then as many calls as
             # the server lets one connection have, held open.
             writer.write(PREFACE + settings(initial_window_size=0))
@@ -195,12 +192,7 @@ async def big_header(port, token, stop, stats):
     block = header_block(HEALTH, extra=[("x-big", "a" * (70 << 10))])
 
     async def one():
-        while not stop.is_set():
-            try:
-                reader, writer = await open_connection(port, stats)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
+        async for reader, writer in connections(port, stats, stop):
             # Requests whose one header value is 70 KiB, one after another on the connection
             # (before the per-stream refusal, each ended the connection: then it reconnects).
             writer.write(PREFACE + settings())

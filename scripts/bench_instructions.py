@@ -43,23 +43,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from support import APP_ID, APP_SECRET, STORE_TEMPLATE, free_port, mint_token  # noqa: E402
+from benchlib import auth_md, free_port, server_config  # noqa: E402
+from support import STORE_TEMPLATE  # noqa: E402
 import grpc  # noqa: E402
 from grpc.health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
 from groupd.v1 import message_pb2, message_pb2_grpc  # noqa: E402
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: full
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ work: 200, public: 0, meeting: 6000, av_chat_room: 0 }}
-      max_groups_per_user: 1000000
-"""
+LIMITS = {"max_members": {"work": 200, "public": 0, "meeting": 6000, "av_chat_room": 0}, "max_groups_per_user": 1000000}
 
 
 SHIM = r"""
@@ -112,8 +103,8 @@ class Callgrind:
         subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(self.shim), str(shim_source)], check=True)
         self.port = free_port()
         config = workdir / "groupd.yaml"
-        config.write_text(CONFIG.format(port=self.port, data=workdir / "data", app=APP_ID, secret=APP_SECRET)
-                          + (STORE_TEMPLATE.format(url=database) if database else ""))
+        config.write_text(server_config(self.port, workdir / "data", limits=LIMITS,
+                                        store=STORE_TEMPLATE.format(url=database) if database else ""))
         env = dict(os.environ, LD_PRELOAD=str(self.shim), SWIFT_DETERMINISTIC_HASHING="1")
         self.out = workdir / "callgrind.out"
         self.process = subprocess.Popen(
@@ -177,7 +168,7 @@ def measure(binary: Path, calls: int, cluster_url=None, profiles=None) -> dict:
 
         database = PostgresCluster.attach(cluster_url).create_database()
     server = Callgrind(binary, workdir, database)
-    md = [("authorization", f"Bearer {mint_token(exp_in=24 * 3600)}")]
+    md = auth_md()
     results = {}
     try:
         with grpc.insecure_channel(server.address) as channel:

@@ -11,55 +11,29 @@ all from 256 calls in flight, one MarkGroupRead by a member interleaved with eac
 receipt events the sender received against the reads (the batching, `read_receipt_interval_ms`
 1000), and the recall phase's calls/s with the tombstones history then shows. groupd on core 0 (durability full), the client on core 1.
 """
-import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import Server, run_calls  # noqa: E402
+from benchlib import arguments, auth_md, client_and_server, run_calls  # noqa: E402
 import grpc  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+import support  # noqa: F401,E402  (generates the stubs and puts them on sys.path)
 from groupd.v1 import (common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc, message_pb2,  # noqa: E402
                        message_pb2_grpc)
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits: {{ max_users_per_batch: 1000 }}
-"""
 GROUP, OWNER = "receipts", "owner"
 
 
-def md(user=None):
-    token = mint_token(exp_in=24 * 3600) if user is None else mint_token(sub=user, role="user", exp_in=24 * 3600)
-    return [("authorization", f"Bearer {token}")]
-
-
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("binary")
-    parser.add_argument("--members", type=int, default=200)
-    parser.add_argument("--messages", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--recalls", type=int, default=2000)
-    args = parser.parse_args()
-    os.sched_setaffinity(0, {1})
-    workdir = Path(tempfile.mkdtemp(prefix="groupd-receipts-"))
-    server = Server(Path(args.binary).resolve(), workdir, CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; groupd on core 0, client on core 1; workdir {workdir}")
+    args = arguments(members=200, messages=100, seconds=10.0, recalls=2000)
+    server = client_and_server(args.binary, "receipts", limits={"max_users_per_batch": 1000})
     readers = [f"m{n:03}" for n in range(args.members - 1)]
-    tokens = {user: md(user) for user in readers + [OWNER]}
+    tokens = {user: auth_md(user) for user in readers + [OWNER]}
     try:
         server.start("full")
         with grpc.insecure_channel(server.address) as channel:
@@ -68,7 +42,7 @@ def main():
                 group_id=GROUP, type=common_pb2.GROUP_TYPE_WORK, owner_user_id=OWNER,
                 profile=common_pb2.GroupProfile(name="receipts"),
                 members=[group_pb2.InitialMember(user_id=user, role=common_pb2.MEMBER_ROLE_MEMBER) for user in readers]),
-                metadata=md(), timeout=30)
+                metadata=auth_md(), timeout=30)
             messages = message_pb2_grpc.MessageServiceStub(channel)
             sequences = [messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
                 group_id=GROUP, type="text", text=f"message {n}"), metadata=tokens[OWNER], timeout=10).message.sequence
@@ -164,7 +138,7 @@ def main():
               f"history shows {tombstones} of {len(to_recall)} messages recalled")
     finally:
         server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(server.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ load bounded in time:
 Seeding uses `durability: normal` (an fsync per commit would make a million creations take an
 hour); the measurement phases restart groupd on the same data with `durability: full`.
 """
-import argparse
 import asyncio
 import os
 import random
@@ -25,22 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
-from benchlib import Server, frame, run_calls  # noqa: E402
+from benchlib import Server, arguments, frame, run_calls  # noqa: E402
 import grpc  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from support import mint_token  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ work: 200, public: 1000000, meeting: 6000, av_chat_room: 0 }}
-      max_users_per_batch: 500
-"""
+LIMITS = {"max_members": {"work": 200, "public": 1000000, "meeting": 6000, "av_chat_room": 0}, "max_users_per_batch": 500}
 
 
 def h2load(server, path, body: bytes, token, clients, streams, seconds, workdir):
@@ -84,16 +73,10 @@ def random_reads(server, groups, token, seconds=10):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("binary")
-    parser.add_argument("--groups", type=int, default=1_000_000)
-    parser.add_argument("--members", type=int, default=100_000)
-    parser.add_argument("--seconds", type=int, default=10)
-    args = parser.parse_args()
+    args = arguments(groups=1_000_000, members=100_000, seconds=10)
     workdir = Path(tempfile.mkdtemp(prefix="groupd-scale-"))
     token = mint_token(exp_in=24 * 3600)
-    server = Server(Path(args.binary).resolve(), workdir,
-                    CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
+    server = Server(Path(args.binary).resolve(), workdir, limits=LIMITS)
     print(f"machine: {os.cpu_count()} cores; groupd on core 0, load on core 1; workdir {workdir}")
     try:
         # 1. GetGroupsInfo at 1,000 groups, then at --groups.

@@ -59,34 +59,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
-from benchlib import ROOT, Server, build_tool, cpu_seconds, frame, write_requests  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from benchlib import (POSTGRES_STORE, ROOT, Server, auth_md, build_tool, cpu_seconds, frame, wait_all,  # noqa: E402
+                      write_requests)
+from support import mint_token  # noqa: E402
 import grpc  # noqa: E402
 from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2,  # noqa: E402
                        member_pb2_grpc, message_pb2, message_pb2_grpc)
 
 SERVER_CORE, LOAD_CORE = "0", "1"
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-{store}apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ work: 200, public: 0, meeting: 6000, av_chat_room: 0 }}
-      max_groups_per_user: 1000000
-      max_users_per_batch: 500
-""".replace("{app}", APP_ID).replace("{secret}", APP_SECRET)
-
-STORE = """\
-store:
-  backend: postgres
-  url: {url}
-  pool_size: 8
-"""
+LIMITS = {"max_members": {"work": 200, "public": 0, "meeting": 6000, "av_chat_room": 0},
+          "max_groups_per_user": 1000000, "max_users_per_batch": 500}
 
 SEND = "/groupd.v1.MessageService/SendGroupMessage"
 CREATE = "/groupd.v1.GroupService/CreateGroup"
@@ -308,10 +291,6 @@ def summarize(parts, cpu, postgres):
 
 # --- set-up -------------------------------------------------------------------------------------
 
-def admin_md():
-    return [("authorization", "Bearer " + mint_token(exp_in=24 * 3600))]
-
-
 def seed(address, md):
     """The groups of the throughput loads: `hot` (one group), `open` (join option ANY), g0..g999."""
     with grpc.insecure_channel(address) as channel:
@@ -377,12 +356,12 @@ def start_nodes(binary, workdir, count, url=None):
     """`count` groupd nodes on core 0, on SQLite (url None, one node) or the PostgreSQL database
     `url`; started one after the other (the first applies the migrations)."""
     nodes = []
-    store = STORE.format(url=url) if url else ""
+    store = POSTGRES_STORE.format(url=url) if url else ""
     try:
         for n in range(count):
             directory = Path(workdir) / f"node-{'ab'[n]}"
             directory.mkdir(parents=True, exist_ok=True)
-            nodes.append(Server(binary, directory, CONFIG, core=SERVER_CORE).start("full", store=store))
+            nodes.append(Server(binary, directory, core=SERVER_CORE, limits=LIMITS, store=store).start("full"))
     except BaseException:
         for node in nodes:
             node.stop()
@@ -405,7 +384,7 @@ def log_problems(nodes):
 # --- part 1: throughput -------------------------------------------------------------------------
 
 def throughput(name, binary, workdir, args, cluster, url, node_count, results):
-    md = admin_md()
+    md = auth_md()
     auth = md[0]
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -473,7 +452,7 @@ async def subscribe_streams(port, tokens, group):
     for an item without the marker (the caught_up marker) and (message number, latency ns) for
     a marked message, the clock read when its bytes arrived."""
     import hpack
-    from bench_fanout import Connection, grpc_frame
+    from bench_fanout import Connection
 
     class LatencyConnection(Connection):
         def __init__(self, port):
@@ -501,7 +480,7 @@ async def subscribe_streams(port, tokens, group):
             self.streams[stream_id].ended = True
             self.trailers[stream_id] = {"rst_stream": int.from_bytes(payload[:4], "big")}
 
-    request = grpc_frame(event_pb2.SubscribeRequest(group_ids=[group]))
+    request = frame(event_pb2.SubscribeRequest(group_ids=[group]))
     connections, streams = [], []
     for token in tokens:
         connection = LatencyConnection(port)
@@ -510,15 +489,6 @@ async def subscribe_streams(port, tokens, group):
         connections.append(connection)
         streams.append(connection.streams[connection.next_id - 2])
     return connections, streams
-
-
-async def wait_for(streams, count, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(len(stream.arrivals) >= count for stream in streams):
-            return True
-        await asyncio.sleep(0.01)
-    return False
 
 
 async def latency_run(label, writer_node, reader_node, group, rate, args, md):
@@ -533,7 +503,7 @@ async def latency_run(label, writer_node, reader_node, group, rate, args, md):
     tokens = [mint_token(sub=user, role="user", exp_in=3600) for user in users]
     connections, streams = await subscribe_streams(reader_node.port, tokens, group)
     try:
-        if not await wait_for(streams, 1, 30):
+        if not await wait_all(streams, 1, 30, poll=0.01):
             raise RuntimeError(f"{label}: not every stream caught up")
         command = [sys.executable, str(Path(__file__).resolve()), "--writer-process", "--target", writer_node.address,
                    "--group", group, "--rate", str(rate), "--latency-seconds", str(args.latency_seconds)]
@@ -605,7 +575,7 @@ async def latency_run(label, writer_node, reader_node, group, rate, args, md):
 def latency(name, binary, workdir, args, url, results, where=""):
     """Cross-node (writer on A, subscribers on B) and same-node runs on PostgreSQL (url), or the
     same-node run on one SQLite node (url None); `where` is added to the labels."""
-    md = admin_md()
+    md = auth_md()
     nodes = start_nodes(binary, workdir, 2 if url else 1, url)
     runs = {}
     try:
@@ -635,7 +605,7 @@ async def writer_process(args):
     """Sends --rate messages/s for --latency-seconds into --group through --target (open loop);
     prints a JSON summary. Each text starts with `lat:<CLOCK_MONOTONIC ns>:<number>:`, the clock
     read just before the call is made."""
-    md = [("authorization", "Bearer " + mint_token(exp_in=3600)), ("x-operator-id", "writer")]
+    md = auth_md(exp_in=3600) + [("x-operator-id", "writer")]
     total = int(args.rate * args.latency_seconds)
     acks, failures = [], []
     async with grpc.aio.insecure_channel(args.target) as channel:
@@ -693,17 +663,22 @@ def report(results, args):
     latency_table(results, args)
 
 
+def side_by_side(labels, first, second):
+    """(label, first's row, second's row, second's calls/s over first's as "1.23×" or "–") for
+    each workload of `labels` that either ran."""
+    for key, label in labels.items():
+        a, b = first.get(key), second.get(key)
+        if a or b:
+            yield label, a, b, f"{b['rate'] / a['rate']:.2f}×" if a and b and a["rate"] else "–"
+
+
 def throughput_tables(sqlite, pg1, pg2, labels):
     say("\n## 1. SQLite vs PostgreSQL, one node (server side on core 0)\n")
     say("| workload | SQLite calls/s | SQLite p99 ms | SQLite groupd µs/call | PostgreSQL calls/s | PostgreSQL p99 ms "
         "| PG groupd µs/call | postgres µs/call | PG total µs/call | PG/SQLite calls/s | failed (SQLite / PG) |")
     say("|---|---|---|---|---|---|---|---|---|---|---|")
-    for key in labels:
-        s, p = sqlite.get(key), pg1.get(key)
-        if not s and not p:
-            continue
-        ratio = f"{p['rate'] / s['rate']:.2f}×" if s and p and s["rate"] else "–"
-        say(f"| {labels[key]} | {fmt_rate(s)} | {s['p99_us'] / 1000 if s else 0:.1f} | {us(s and s['groupd_cpu_us'])} "
+    for label, s, p, ratio in side_by_side(labels, sqlite, pg1):
+        say(f"| {label} | {fmt_rate(s)} | {s['p99_us'] / 1000 if s else 0:.1f} | {us(s and s['groupd_cpu_us'])} "
             f"| {fmt_rate(p)} | {p['p99_us'] / 1000 if p else 0:.1f} | {us(p and p['groupd_cpu_us'])} "
             f"| {us(p and p['postgres_cpu_us'])} | {us(p and p['total_cpu_us'])} | {ratio} "
             f"| {s['failed'] if s else '–'} / {p['failed'] if p else '–'} |")
@@ -712,11 +687,7 @@ def throughput_tables(sqlite, pg1, pg2, labels):
         "| 2 nodes p99 ms | node A µs/call | node B µs/call | 2 nodes postgres µs/call | 2/1 calls/s | failed (1 / 2) "
         "| projected 2 nodes, own cores (calls/s) |")
     say("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for key in labels:
-        a, b = pg1.get(key), pg2.get(key)
-        if not a and not b:
-            continue
-        ratio = f"{b['rate'] / a['rate']:.2f}×" if a and b and a["rate"] else "–"
+    for label, a, b, ratio in side_by_side(labels, pg1, pg2):
         split = " + ".join(f"{part['rate']:,.0f}" for part in b["per_node"]) if b else "–"
         node_us = b["node_cpu_us"] if b else []
         projection = "–"
@@ -726,7 +697,7 @@ def throughput_tables(sqlite, pg1, pg2, labels):
             node_bound = sum(1e6 / max(u, 1e-9) for u in node_us)
             pg_cores = node_bound * b["postgres_cpu_us"] / 1e6
             projection = f"≤ {node_bound:,.0f} (CPU only; postgres would need {pg_cores:.1f} cores)"
-        say(f"| {labels[key]} | {fmt_rate(a)} | {us(a and a['groupd_cpu_us'])} | {us(a and a['postgres_cpu_us'])} "
+        say(f"| {label} | {fmt_rate(a)} | {us(a and a['groupd_cpu_us'])} | {us(a and a['postgres_cpu_us'])} "
             f"| {fmt_rate(b)} ({split}) | {b['p99_us'] / 1000 if b else 0:.1f} "
             f"| {us(node_us[0] if node_us else None)} | {us(node_us[1] if len(node_us) > 1 else None)} "
             f"| {us(b and b['postgres_cpu_us'])} | {ratio} | {a['failed'] if a else '–'} / {b['failed'] if b else '–'} "

@@ -36,42 +36,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import Server, free_port  # noqa: E402
-from bench_fanout import Connection, grpc_frame  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from benchlib import POSTGRES_STORE, Server, auth_md, frame, free_port, rss_kib  # noqa: E402
+from bench_fanout import Connection  # noqa: E402
+from support import mint_token  # noqa: E402
 import grpc  # noqa: E402
 from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, message_pb2,  # noqa: E402
                        message_pb2_grpc)
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-max_connections: 1000
-metrics: {{ host: 127.0.0.1, port: {metrics} }}
-{store}apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ work: 200, public: 1000, meeting: 6000, av_chat_room: 0 }}
-""".replace("{app}", APP_ID).replace("{secret}", APP_SECRET)
-
-STORE = """\
-store:
-  backend: postgres
-  url: {url}
-  pool_size: 8
-"""
-
+LIMITS = {"max_members": {"work": 200, "public": 1000, "meeting": 6000, "av_chat_room": 0}}
 TEXT = "a group message of sixty-four bytes, as a short chat line is...."
 TOKEN_LIFETIME = 6 * 3600
-
-
-def rss_kib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def probe(pid, minute, workdir):
@@ -130,7 +104,7 @@ def subscribers(port, members, ready, stop, results):
             connection = connections[index % len(connections)]
             stream_id = connection.next_id
             connection.subscribe(mint_token(sub=user, role="user", exp_in=TOKEN_LIFETIME),
-                                 grpc_frame(event_pb2.SubscribeRequest()))
+                                 frame(event_pb2.SubscribeRequest()))
             streams[user] = connection.streams[stream_id]
         for connection in connections:
             await connection.writer.drain()
@@ -266,7 +240,7 @@ def fmt(value):
 
 
 def setup(address, groups):
-    admin = [("authorization", "Bearer " + mint_token(exp_in=TOKEN_LIFETIME))]
+    admin = auth_md(exp_in=TOKEN_LIFETIME)
     with grpc.insecure_channel(address) as channel:
         stub = group_pb2_grpc.GroupServiceStub(channel)
         for group, members in groups.items():
@@ -313,8 +287,10 @@ def main():
                         "totals and 10 s of perf are taken (see probe())")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="groupd-soak-"))
-    store = STORE.format(url=args.postgres) if args.postgres else ""
-    server = Server(Path(args.binary).resolve(), workdir, CONFIG.replace("{store}", store))
+    store = POSTGRES_STORE.format(url=args.postgres) if args.postgres else ""
+    metrics_port = free_port()
+    server = Server(Path(args.binary).resolve(), workdir, limits=LIMITS, store=store,
+                    extra=f"max_connections: 1000\nmetrics: {{ host: 127.0.0.1, port: {metrics_port} }}\n")
     groups = {f"soak{g}": [f"u{g}-{m}" for m in range(args.members)] for g in range(args.groups)}
     members = [user for users in groups.values() for user in users]
     kind = "PostgreSQL" if args.postgres else "SQLite"
@@ -323,8 +299,7 @@ def main():
           f"groupd on core 0, clients on core 1; workdir {workdir}", flush=True)
     print("| minute | RSS MiB | SQLite heap MiB | calls | errors | p50 ms | p99 ms | sends p50 / p99 ms | reads p50 / p99 ms "
           "| load average | SQLite files MiB |\n|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
-    metrics_port = free_port()
-    server.start("full", metrics=metrics_port)
+    server.start("full")
     os.sched_setaffinity(0, {1})
     context = multiprocessing.get_context("spawn")
     ready, stop, results = context.Event(), context.Event(), context.Queue()

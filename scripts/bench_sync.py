@@ -16,44 +16,26 @@ half kicks of the user). The figures: SyncJoinedGroups from that version (median
 full reload through ListJoinedGroups (pages of 100), and SyncJoinedGroups from version 0 (pages
 of 100), medians of 3.
 """
-import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import Server, run_calls  # noqa: E402
+from benchlib import arguments, auth_md, client_and_server, run_calls  # noqa: E402
 import grpc  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+import support  # noqa: F401,E402  (generates the stubs and puts them on sys.path)
 from google.protobuf import field_mask_pb2  # noqa: E402
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc  # noqa: E402
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ meeting: 0 }}
-      max_users_per_batch: 1000
-"""
 GROUP = "big"
 BATCH = 1000
 
 
-def admin_md():
-    return [("authorization", f"Bearer {mint_token(exp_in=24 * 3600)}")]
-
-
 def seed(server, args):
-    md = admin_md()
+    md = auth_md()
     with grpc.insecure_channel(server.address) as channel:
         group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
             group_id=GROUP, type=common_pb2.GROUP_TYPE_MEETING, owner_user_id="owner",
@@ -72,8 +54,8 @@ def seed(server, args):
 def joined_groups(server, args):
     """The SyncJoinedGroups figures (see the module's text)."""
     hub = "hub"
-    md = admin_md()
-    hub_md = [("authorization", f"Bearer {mint_token(sub=hub, role='user', exp_in=3600)}")]
+    md = auth_md()
+    hub_md = auth_md(hub, exp_in=3600)
 
     async def create(channel, index):
         await group_pb2_grpc.GroupServiceStub(channel).CreateGroup(group_pb2.CreateGroupRequest(
@@ -155,21 +137,12 @@ def measure(delta, reloads, rounds):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("binary")
-    parser.add_argument("--members", type=int, default=100_000)
-    parser.add_argument("--changes", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=21)
-    parser.add_argument("--groups", type=int, default=1000)
-    args = parser.parse_args()
-    os.sched_setaffinity(0, {1})
-    workdir = Path(tempfile.mkdtemp(prefix="groupd-sync-"))
-    server = Server(Path(args.binary).resolve(), workdir, CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; groupd on core 0, client on core 1; workdir {workdir}")
+    args = arguments(members=100_000, changes=10, rounds=21, groups=1000)
+    server = client_and_server(args.binary, "sync", limits={"max_members": {"meeting": 0}, "max_users_per_batch": 1000})
     try:
         server.start("full")
         seconds = seed(server, args)
-        md = admin_md()
+        md = auth_md()
         with grpc.insecure_channel(server.address) as channel:
             members = member_pb2_grpc.MemberServiceStub(channel)
             groups = group_pb2_grpc.GroupServiceStub(channel)
@@ -180,7 +153,7 @@ def main():
             for n in range(joins):
                 user = f"newcomer{n}"
                 members.JoinGroup(member_pb2.JoinGroupRequest(group_id=GROUP), timeout=10,
-                                  metadata=[("authorization", f"Bearer {mint_token(sub=user, role='user', exp_in=3600)}")])
+                                  metadata=auth_md(user, exp_in=3600))
             for n in range(args.changes - joins):
                 members.KickMembers(member_pb2.KickMembersRequest(group_id=GROUP, user_ids=[f"user{n * 7:06d}"]),
                                     metadata=md, timeout=10)
@@ -213,7 +186,7 @@ def main():
         joined_groups(server, args)
     finally:
         server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(server.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

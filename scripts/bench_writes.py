@@ -24,21 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import Peer, Server, frame, h2load, loadgen, write_requests  # noqa: E402
-from support import APP_ID, APP_SECRET, mint_token  # noqa: E402
+from support import mint_token  # noqa: E402
 import grpc  # noqa: E402
 from groupd.v1 import common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, message_pb2  # noqa: E402
 
-CONFIG = """\
-listen: {{ host: 127.0.0.1, port: {port} }}
-data_dir: {data}
-durability: {durability}
-apps:
-  - id: {app}
-    secrets: [{{ kid: k1, secret: {secret} }}]
-    limits:
-      max_members: {{ work: 200, public: 0, meeting: 6000, av_chat_room: 0 }}
-      max_groups_per_user: 1000000
-"""
+LIMITS = {"max_members": {"work": 200, "public": 0, "meeting": 6000, "av_chat_room": 0}, "max_groups_per_user": 1000000}
 
 SEND = "/groupd.v1.MessageService/SendGroupMessage"
 TEXT = "a group message of sixty-four bytes, as a short chat line is...."
@@ -63,8 +53,7 @@ def main():
     auth = ("authorization", f"Bearer {token}")
     md = [auth]
     results = {}
-    server = Server(Path(args.binary).resolve(), workdir,
-                    CONFIG.replace("{app}", APP_ID).replace("{secret}", APP_SECRET))
+    server = Server(Path(args.binary).resolve(), workdir, limits=LIMITS)
     peer = Peer()
     print(f"machine: {os.cpu_count()} cores; groupd and the C++ peer on core 0, load on core 1; "
           f"durability full; {args.seconds} s per load; workdir {workdir}")

@@ -1,8 +1,10 @@
-"""What the benchmark scripts share: a pinned groupd on a free port with its own config and data,
-its CPU time from /proc, h2load runs with latency percentiles, the C++ load generator and peer
+"""What the benchmark scripts share: their command line (`arguments`), a pinned groupd on a free
+port with its own config (`server_config`) and data, bearer-token metadata (`auth_md`), its CPU
+time and RSS from /proc, h2load runs with latency percentiles, the C++ load generator and peer
 of Benchmarks/LoadGen (built on first use), gRPC framing, and many grpcio calls kept in flight
 (`run_calls`).
 """
+import argparse
 import asyncio
 import json
 import os
@@ -11,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,6 +22,50 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 LOADGEN_DIR = ROOT / "Benchmarks" / "LoadGen"
 TOOLS_DIR = ROOT / ".build" / "bench-tools"
+
+# The `store:` block of a PostgreSQL store (`url` to fill in), for server_config's `store`.
+POSTGRES_STORE = """\
+store:
+  backend: postgres
+  url: {url}
+  pool_size: 8
+"""
+
+
+def arguments(**options):
+    """The command line of a benchmark: the groupd binary, then an option --NAME (NAME with `-`
+    for `_`) for each keyword, of the type of its default."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    for name, default in options.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=type(default), default=default)
+    return parser.parse_args()
+
+
+def server_config(port, data, durability="full", limits=None, extra="", store=""):
+    """groupd's YAML for a benchmark: 127.0.0.1:`port`, `data_dir`, `durability`, the top-level
+    lines `extra` (e.g. "max_connections: 1000\n") and `store` (e.g. POSTGRES_STORE filled in),
+    and one app, the tests' APP_ID and its secret, with `limits` (a dict; a dict value, such as
+    max_members, is written on one line)."""
+    from support import APP_ID, APP_SECRET  # tests/support.py generates the stubs: only where needed
+
+    text = (f"listen: {{ host: 127.0.0.1, port: {port} }}\ndata_dir: {data}\ndurability: {durability}\n{extra}{store}"
+            f"apps:\n  - id: {APP_ID}\n    secrets: [{{ kid: k1, secret: {APP_SECRET} }}]\n")
+    if limits:
+        text += "    limits:\n"
+        for name, value in limits.items():
+            if isinstance(value, dict):
+                value = "{ " + ", ".join(f"{key}: {number}" for key, number in value.items()) + " }"
+            text += f"      {name}: {value}\n"
+    return text
+
+
+def auth_md(user=None, exp_in=24 * 3600):
+    """Call metadata with a bearer token of the app's admin (`user` None) or of `user` (role user)."""
+    from support import mint_token
+
+    token = mint_token(exp_in=exp_in) if user is None else mint_token(sub=user, role="user", exp_in=exp_in)
+    return [("authorization", f"Bearer {token}")]
 
 
 def frame(message) -> bytes:
@@ -52,19 +99,33 @@ def cpu_seconds(pid) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Server:
-    """groupd pinned to core 0 (`taskset -c 0`), on a free port, with `config` (a template with
-    `{port}`, `{data}` and `{durability}`) written into `workdir`."""
+def rss_kib(pid):
+    """A process's resident set size in KiB (VmRSS), from /proc; 0 when it has none."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
 
-    def __init__(self, binary, workdir, config, core="0"):
+
+class Server:
+    """groupd pinned to core 0 (`taskset -c 0`), on a free port, with its config written into
+    `workdir` at each start: server_config() with `settings` (limits, extra, store), or, given
+    `config`, that template with `{port}`, `{data}` and `{durability}` filled in."""
+
+    def __init__(self, binary, workdir, config=None, core="0", **settings):
         self.binary, self.workdir, self.config, self.core = Path(binary), Path(workdir), config, core
+        self.settings = settings
         self.process = None
         self.port = None
 
-    def start(self, durability="full", **extra):
+    def start(self, durability="full"):
         self.port = free_port()
         path = self.workdir / f"groupd-{durability}.yaml"
-        path.write_text(self.config.format(port=self.port, data=self.workdir / "data", durability=durability, **extra))
+        data = self.workdir / "data"
+        if self.config is None:
+            path.write_text(server_config(self.port, data, durability, **self.settings))
+        else:
+            path.write_text(self.config.format(port=self.port, data=data, durability=durability))
         self.process = subprocess.Popen(["taskset", "-c", self.core, str(self.binary), "serve", "--config", str(path)],
                                         stdout=open(self.workdir / "groupd.log", "ab"), stderr=subprocess.STDOUT)
         wait_listening(self.port, self.process)
@@ -79,6 +140,9 @@ class Server:
     def cpu_seconds(self):
         return cpu_seconds(self.process.pid)
 
+    def rss_kib(self):
+        return rss_kib(self.process.pid)
+
     @property
     def pid(self):
         return self.process.pid
@@ -86,6 +150,18 @@ class Server:
     @property
     def address(self):
         return f"127.0.0.1:{self.port}"
+
+
+def client_and_server(binary, name, **settings):
+    """The start of a script whose client is this process: this process on core 1, a Server of
+    `binary` (server_config with `settings`) in a new work directory groupd-NAME-*, not started,
+    and the machine line printed."""
+    os.sched_setaffinity(0, {1})
+    workdir = Path(tempfile.mkdtemp(prefix=f"groupd-{name}-"))
+    server = Server(Path(binary).resolve(), workdir, **settings)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; groupd on core 0, client on core 1; "
+          f"workdir {workdir}")
+    return server
 
 
 def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir, scheme="http", options=()):
@@ -187,6 +263,17 @@ class Peer:
     @property
     def address(self):
         return f"127.0.0.1:{self.port}"
+
+
+async def wait_all(streams, count, timeout, poll=0.002):
+    """Whether every stream (anything with a list `arrivals`, such as bench_fanout's) has `count`
+    arrivals within `timeout` s, looked at every `poll` s."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if all(len(stream.arrivals) >= count for stream in streams):
+            return True
+        await asyncio.sleep(poll)
+    return False
 
 
 async def run_calls(address, make_call, total, in_flight=256, seconds=None):
