@@ -123,8 +123,8 @@ final class LiveRooms: Sendable {
     }
 
     /// The room's entry for a mutation: the stored snapshot with the present audience members
-    /// among the operator and the targets, and the live member count; `nil` when `presence` is
-    /// (the group keeps its members in the store).
+    /// among the operator and the targets, and the live member count; `nil` without a `presence`
+    /// (a group that keeps its members in the store).
     func complete(
         _ stored: GroupSnapshot, presence: RoomPresence?, app: String, operatorID: String?, targets: [String]
     ) -> Entry? {
