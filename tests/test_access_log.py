@@ -211,9 +211,10 @@ def test_access_log_off_by_default(server):
 
 
 def junk_connection(server):
-    """A connection that sends no HTTP/2 preface: groupd closes it and logs that at debug level."""
+    """A connection that starts like the HTTP/2 preface and breaks it: groupd closes it and logs that
+    at debug level."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(b"this is not HTTP/2 at all, not even close to a preface\r\n\r\n")
+        sock.sendall(b"PRI * this is not HTTP/2 at all, only close to a preface\r\n\r\n")
         try:
             while sock.recv(4096):
                 pass

@@ -281,15 +281,24 @@ def test_zero_window_increment_on_the_connection_is_goaway_protocol_error(server
 
 # --- Prefaces and SETTINGS ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("sent", [b"", CLIENT_PREFACE[:10], CLIENT_PREFACE], ids=["nothing", "truncated", "whole"])
+@pytest.mark.parametrize("sent", [CLIENT_PREFACE[:10], CLIENT_PREFACE], ids=["truncated", "whole"])
 def test_preface_then_close_closes_at_once(server, sent):
-    """A client that closes its side after nothing, part of or the whole preface: the server's
-    own preface (SETTINGS, connection WINDOW_UPDATE) and no GOAWAY, then the server closes."""
+    """A client that closes its side after part of or the whole preface: the server's own
+    preface (SETTINGS, connection WINDOW_UPDATE) and no GOAWAY, then the server closes."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(sent)
         sock.shutdown(socket.SHUT_WR)
         frames, leftover = parse_frames(read_until_closed(sock))
     assert [f[0] for f in frames] == [SETTINGS, WINDOW_UPDATE] and not leftover, frames
+
+
+def test_nothing_then_close_closes_at_once_without_a_byte(server):
+    """The server speaks only after the client's first bytes (they tell HTTP/2 from HTTP/1.1, on
+    which the server's SETTINGS would read as a broken response): a client that closes its side
+    without sending anything gets no byte, and the server closes."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.shutdown(socket.SHUT_WR)
+        assert read_until_closed(sock) == b""
 
 
 def test_first_frame_other_than_settings_is_goaway_protocol_error(server):

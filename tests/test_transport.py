@@ -399,7 +399,8 @@ def test_get_is_405(groupd, raw):
     assert_still_serving(groupd, raw)
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/json", "application/grpcx", None])
+# application/json and application/proto are Connect's (tests/test_connect.py).
+@pytest.mark.parametrize("content_type", ["text/plain", "application/grpcx", None])
 def test_non_grpc_content_type_is_415(groupd, raw, content_type):
     result = raw.request(CHECK, [grpc_frame(check_request())], content_type=content_type)
     assert result.http_status == 415, result
@@ -413,11 +414,11 @@ def test_grpc_content_type_variants_are_served(raw, content_type):
 
 # --- HTTP/2 ----------------------------------------------------------------------------------
 
+# An HTTP/1.1 request line is not garbage: it is a Connect call over HTTP/1.1 (tests/test_connect.py).
 @pytest.mark.parametrize("garbage", [
-    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
     b"\x00" * 64,
     b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n" + b"\x00" * 16,
-], ids=["http1", "zeros", "bad-magic"])
+], ids=["zeros", "bad-magic"])
 def test_garbage_instead_of_the_preface_closes_only_that_connection(groupd, raw, bystander, garbage):
     assert_check_served(raw.request(CHECK, [grpc_frame(check_request())]))
     _, closed = send_raw_bytes(groupd.port, garbage, timeout=5)

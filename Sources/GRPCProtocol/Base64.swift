@@ -9,6 +9,11 @@ public enum Base64 {
         encode(bytes, alphabet: standard, padded: true)
     }
 
+    /// Encodes bytes as standard base64 without padding (Connect's error details).
+    package static func encodeUnpadded(_ bytes: [UInt8]) -> [UInt8] {
+        encode(bytes, alphabet: standard, padded: false)
+    }
+
     /// Encodes bytes as base64url without padding.
     public static func encodeURL(_ bytes: [UInt8]) -> [UInt8] {
         encode(bytes, alphabet: url, padded: false)

@@ -92,12 +92,15 @@ public struct FinishedCall: Sendable {
     public var metadata: Metadata
     /// What the handler told of the call (app, operator, error reason).
     public var annotations: CallAnnotations?
+    /// The protocol the call came in.
+    public var callProtocol: CallProtocol
 
     /// Creates a record (the transport does; tests may too).
     public init(
         path: String, status: GRPCStatus, durationNanoseconds: Int64, peer: String, metadata: Metadata,
-        annotations: CallAnnotations?
+        annotations: CallAnnotations?, callProtocol: CallProtocol = .grpc
     ) {
+        self.callProtocol = callProtocol
         self.path = path
         self.status = status
         self.durationNanoseconds = durationNanoseconds
@@ -105,4 +108,12 @@ public struct FinishedCall: Sendable {
         self.metadata = metadata
         self.annotations = annotations
     }
+}
+
+/// The protocol of a call: what the `protocol` label of the metrics and the access log say.
+public enum CallProtocol: String, Sendable, Hashable, CaseIterable {
+    /// gRPC over HTTP/2.
+    case grpc
+    /// Connect (JSON or binary protobuf over HTTP/1.1 or HTTP/2).
+    case connect
 }

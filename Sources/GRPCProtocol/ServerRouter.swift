@@ -80,6 +80,15 @@ public struct ServerRouter: Sendable {
         public var handler: RPCHandler
         /// Whether its handler checks a token before doing any work.
         public var needsToken: Bool
+
+        /// A route.
+        /// - Parameters:
+        ///   - handler: How the method is served.
+        ///   - needsToken: Whether its handler checks a token.
+        public init(handler: RPCHandler, needsToken: Bool) {
+            self.handler = handler
+            self.needsToken = needsToken
+        }
     }
 
     private var routes: [String: Route] = [:]

@@ -63,6 +63,11 @@ public final class GRPCServer: Sendable {
         let unauthenticatedBudget = self.unauthenticatedBudget
         let queuedBytesBudget = self.queuedBytesBudget
         let defenceLog = self.defenceLog
+        let connect = configuration.connectEnabled
+            ? ConnectProtocol(
+                router: router, codec: configuration.connectCodec, maxMessageBytes: configuration.maxMessageBytes,
+                responseCompression: configuration.responseCompression)
+            : nil
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -84,7 +89,7 @@ public final class GRPCServer: Sendable {
                         HTTP2Connection(
                             router: router, configuration: configuration, logger: logger, activity: activity,
                             unauthenticatedBudget: unauthenticatedBudget, queuedBytesBudget: queuedBytesBudget,
-                            defenceLog: defenceLog)
+                            defenceLog: defenceLog, connect: connect)
                     )
                     self.track(channel, activity: activity)
                 }

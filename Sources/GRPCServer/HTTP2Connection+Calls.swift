@@ -159,9 +159,13 @@ extension HTTP2Connection {
     private func makeWriter(streamID: Int32, eventLoop: any EventLoop) -> ServerStreamWriter {
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let outbox = self.outbox
+        // A Connect stream's messages go out in Connect's envelopes (JSON when the call is).
+        let connectCall = streams[streamID]?.connectCall
+        let allocator = context?.channel.allocator ?? ByteBufferAllocator()
         return ServerStreamWriter(capacity: configuration.streamQueueCapacity, finish: { status in
             eventLoop.execute { bound.value.finishDetached(streamID: streamID, status: status) }
         }, deliver: { message in
+            let message = connectCall?.streamMessage(message, allocator: allocator) ?? message
             if outbox.post(message, toStream: streamID) {
                 eventLoop.execute { bound.value.drainOutbox() }
             }
@@ -228,6 +232,10 @@ extension HTTP2Connection {
 
     func complete(_ stream: HTTP2Stream, with result: Result<ByteBuffer, GRPCStatus>) {
         guard !stream.state.outcomeKnown else { return }
+        if let call = stream.connectCall {
+            completeConnect(stream, call: call, with: result)
+            return
+        }
         switch result {
         case .success(let response):
             let queuedBefore = stream.queuedBytes
@@ -270,7 +278,7 @@ extension HTTP2Connection {
     }
 
     /// Does what a queued response message calls for.
-    private func perform(_ action: HTTP2StreamState.MessageQueuedAction, on stream: HTTP2Stream) {
+    func perform(_ action: HTTP2StreamState.MessageQueuedAction, on stream: HTTP2Stream) {
         switch action {
         case .submitHeaders:
             submitResponseHeaders(stream)

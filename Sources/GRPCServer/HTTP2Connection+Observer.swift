@@ -34,7 +34,8 @@ extension HTTP2Connection {
         stream.observedStart = 0
         observer.callFinished(FinishedCall(
             path: stream.path, status: status, durationNanoseconds: Int64(truncatingIfNeeded: elapsed),
-            peer: peer, metadata: stream.observedMetadata ?? stream.metadata, annotations: stream.annotations))
+            peer: peer, metadata: stream.observedMetadata ?? stream.metadata, annotations: stream.annotations,
+            callProtocol: stream.isConnect ? .connect : .grpc))
     }
 
     /// A stream is gone: a call still without an outcome ends as cancelled.

@@ -58,6 +58,7 @@ extension HTTP2Connection {
     /// and a detached call's owner learns it here.
     func end(_ stream: HTTP2Stream, status: GRPCStatus, httpStatus: Int) {
         guard let session else { return }
+        if stream.isConnect, !stream.state.outcomeKnown { queueConnectOutcome(stream, status: status) }
         let action = stream.state.finish(status)
         if action == .alreadyKnown { return }
         defer {
@@ -90,6 +91,16 @@ extension HTTP2Connection {
         guard let session else { return }
         var provider = nghttp2_data_provider()
         provider.read_callback = NGHTTP2Callbacks.readCallback
+        if stream.isConnect {
+            let head = stream.connectHead ?? ConnectResponseHead(status: 200, headers: [])
+            var fields = HeaderFields()
+            fields.append(name: ":status", value: Array(String(head.status).utf8))
+            for header in head.headers { fields.append(name: header.name, value: Array(header.value.utf8)) }
+            fields.withNVArray { nva, count in
+                _ = nghttp2_submit_response(session, stream.id, nva, count, &provider)
+            }
+            return
+        }
         let headers = StaticHeaders.shared.responseHeaders(stream.responseCompression)
         _ = headers.withUnsafeBufferPointer { nva in
             nghttp2_submit_response(session, stream.id, nva.baseAddress, nva.count, &provider)

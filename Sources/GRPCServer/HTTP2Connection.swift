@@ -2,6 +2,7 @@ import CNGHTTP2
 import GRPCProtocol
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOTLS
 
 /// One HTTP/2 connection: an nghttp2 server session used as a sans-I/O codec, driven by the
@@ -10,7 +11,7 @@ import NIOTLS
 /// Everything here runs on the channel's event loop; the session is never touched elsewhere.
 /// Handlers run as tasks on the loop's own `EventLoopTaskExecutor` and finish their calls
 /// through `NIOLoopBound` (off the loop, they hop back).
-final class HTTP2Connection: ChannelInboundHandler {
+final class HTTP2Connection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -83,6 +84,15 @@ final class HTTP2Connection: ChannelInboundHandler {
     var readyCalls: [Int32] = []
     /// Where the connections a defence ended are logged (shared by the server's connections).
     let defenceLog: DefenceLog
+    /// The Connect protocol, served beside gRPC on this connection's streams, and over HTTP/1.1
+    /// when the client's first bytes are not the HTTP/2 preface; nil: gRPC only.
+    let connect: ConnectProtocol?
+    /// Whether the client's first bytes are still awaited to tell HTTP/2 from HTTP/1.1 (only when
+    /// Connect is served): nothing is sent before, not even the server's SETTINGS, which an
+    /// HTTP/1.1 client would take for a broken response.
+    var awaitingFirstBytes: Bool
+    /// The first bytes while fewer than ``HTTP2Connection/prefaceProbe`` have come.
+    var heldFirstBytes: ByteBuffer?
 
 
     /// - Parameters:
@@ -101,8 +111,10 @@ final class HTTP2Connection: ChannelInboundHandler {
     init(
         router: ServerRouter, configuration: ServerConfiguration, logger: Logger, activity: ConnectionActivity? = nil,
         unauthenticatedBudget: UnauthenticatedCallBudget? = nil, queuedBytesBudget: QueuedBytesBudget? = nil,
-        defenceLog: DefenceLog? = nil
+        defenceLog: DefenceLog? = nil, connect: ConnectProtocol? = nil
     ) {
+        self.connect = connect
+        self.awaitingFirstBytes = connect != nil
         self.router = router
         self.configuration = configuration
         self.logger = logger
@@ -163,7 +175,25 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session, !closing, !terminating else { return }
-        var buffer = headerGuard.process(unwrapInboundIn(data), allocator: context.channel.allocator, oversized: &guardReported)
+        var input = unwrapInboundIn(data)
+        if awaitingFirstBytes {
+            if var held = heldFirstBytes {
+                heldFirstBytes = nil
+                held.writeBuffer(&input)
+                input = held
+            }
+            switch Self.sniff(input) {
+            case .undecided:
+                heldFirstBytes = input
+                return
+            case .http1:
+                handOffToHTTP1(context: context, bytes: input)
+                return
+            case .http2:
+                awaitingFirstBytes = false
+            }
+        }
+        var buffer = headerGuard.process(input, allocator: context.channel.allocator, oversized: &guardReported)
         if !guardReported.isEmpty {
             for streamID in guardReported { oversizedHeaderField(streamID: streamID) }
             guardReported.removeAll(keepingCapacity: true)
@@ -304,7 +334,7 @@ final class HTTP2Connection: ChannelInboundHandler {
     /// Serialises every frame nghttp2 has queued and writes it in one buffer.
     func flush() {
         precondition(!inSession, "flush() re-entered from an nghttp2 callback")
-        guard let session, let context, !closing else { return }
+        guard let session, let context, !closing, !awaitingFirstBytes else { return }
         guard context.channel.isWritable else {
             // Resumed by channelWritabilityChanged; a client that never reads meets the stall timer.
             if backlog.stallCheck == nil { armStallCheck() }
@@ -414,14 +444,23 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onRequestHeadersComplete(streamID: Int32, endStream: Bool) {
         guard let stream = streams[streamID], let context else { return }
+        // A content type other than gRPC's is Connect's to judge, when Connect is served (none: gRPC's refusal).
+        stream.isConnect = connect != nil && stream.otherContentType != nil
         observeCallStart(stream)
-        if let refusal = stream.refusalAfterHeaders(maxHeaderListSize: configuration.http2.maxHeaderListSize) {
+        if let refusal = stream.refusalAfterHeaders(maxHeaderListSize: configuration.http2.maxHeaderListSize, connect: stream.isConnect) {
             respond(stream, refusal)
             return
         }
-        guard let route = router.route(for: stream.path) else {
-            respond(stream, .status(.methodNotFound(stream.path)))
-            return
+        let route: ServerRouter.Route
+        if stream.isConnect {
+            guard let connectRoute = startConnect(stream, allocator: context.channel.allocator) else { return }
+            route = connectRoute
+        } else {
+            guard let grpcRoute = router.route(for: stream.path) else {
+                respond(stream, .status(.methodNotFound(stream.path)))
+                return
+            }
+            route = grpcRoute
         }
         let handler = route.handler
         guard admitUnauthenticated(stream, route: route) else { return }
@@ -463,6 +502,15 @@ final class HTTP2Connection: ChannelInboundHandler {
         // memory is bounded by the message limit, which it enforces from each length prefix.
         nghttp2_session_consume(session, streamID, data.count)
         guard action == .readRequest, let stream else { return }
+        if let call = stream.connectCall {
+            // A Connect body is gathered whole, up to the message limit.
+            guard (stream.connectBody?.readableBytes ?? 0) + data.count <= call.maxBodyBytes else {
+                respond(stream, .status(call.bodyTooLarge))
+                return
+            }
+            stream.connectBody?.writeBytes(data)
+            return
+        }
         stream.deframer.append(data)
         do {
             while let message = try stream.deframer.next() {
@@ -516,6 +564,15 @@ final class HTTP2Connection: ChannelInboundHandler {
 
     func onEndOfRequest(streamID: Int32) {
         guard let stream = streams[streamID] else { return }
+        if let call = stream.connectCall, stream.state.dataReceived() == .readRequest, let body = stream.connectBody {
+            stream.connectBody = nil
+            do {
+                stream.request = try call.request(from: body, allocator: context?.channel.allocator ?? ByteBufferAllocator())
+            } catch {
+                respond(stream, .status(error))
+                return
+            }
+        }
         switch stream.state.requestEnded(partialMessage: stream.deframer.hasPartialMessage, hasRequest: stream.request != nil) {
         case .finishRequestStream:
             // The client half-closed a streaming call: the handler's sequence ends.
@@ -569,12 +626,57 @@ final class HTTP2Connection: ChannelInboundHandler {
         case .send:
             return written
         case .sendTrailers(let trailers):
-            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
-            submitTrailers(session: session, streamID: streamID, status: trailers)
+            if stream.isConnect {
+                // Connect ends with the body: END_STREAM on this DATA, no trailers.
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            } else {
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+                submitTrailers(session: session, streamID: streamID, status: trailers)
+            }
             stream.deadlineTask?.cancel()
             return written
         case .deferred:
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
+    }
+}
+
+// MARK: HTTP/1.1 beside HTTP/2
+
+extension HTTP2Connection {
+    /// The first bytes of the HTTP/2 client preface that tell it from an HTTP/1.1 request line
+    /// (no HTTP/1.1 method is `PRI`).
+    static let prefaceProbe: [UInt8] = Array("PRI".utf8)
+
+    enum FirstBytes: Equatable {
+        case http2, http1, undecided
+    }
+
+    /// What the client's first bytes are.
+    static func sniff(_ bytes: ByteBuffer) -> FirstBytes {
+        let count = min(bytes.readableBytes, prefaceProbe.count)
+        let matches = bytes.withUnsafeReadableBytes { raw in raw.prefix(count).elementsEqual(prefaceProbe.prefix(count)) }
+        if !matches { return .http1 }
+        return count == prefaceProbe.count ? .http2 : .undecided
+    }
+
+    /// Hands the connection to HTTP/1.1 (NIO's HTTP/1.1 codec, then ``HTTP1Connection``): the
+    /// bytes read so far go to it, and this handler leaves the pipeline with its session.
+    func handOffToHTTP1(context: ChannelHandlerContext, bytes: ByteBuffer) {
+        guard let connect else { return }
+        // awaitingFirstBytes stays set: nothing of HTTP/2 is ever sent on this connection.
+        let pipeline = context.pipeline.syncOperations
+        do {
+            try pipeline.configureHTTPServerPipeline(
+                position: .last, withPipeliningAssistance: true, withServerUpgrade: nil, withErrorHandling: true)
+            try pipeline.addHandler(
+                HTTP1Connection(connect: connect, configuration: configuration, logger: logger, activity: activity), position: .last)
+        } catch {
+            logger.error("could not set up HTTP/1.1", metadata: ["error": "\(error)"])
+            closeConnection()
+            return
+        }
+        context.fireChannelRead(NIOAny(bytes))
+        pipeline.removeHandler(context: context, promise: nil)
     }
 }

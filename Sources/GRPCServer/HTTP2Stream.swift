@@ -7,6 +7,21 @@ final class HTTP2Stream {
     var path = ""
     var isPost = false
     var contentTypeIsGRPC = false
+    /// The `content-type` when it is not gRPC's (for the Connect protocol).
+    var otherContentType: String?
+    /// The `:method`.
+    var method = ""
+    /// A Connect call (``ConnectProtocol``): its request is gathered whole, its responses go
+    /// out as they are (no gRPC prefix) and it ends with END_STREAM on DATA, not with trailers.
+    var isConnect = false
+    /// The Connect call, once its head is accepted.
+    var connectCall: ConnectCall?
+    /// A Connect call's request body as it arrives.
+    var connectBody: ByteBuffer?
+    /// A Connect response's head, submitted with the first queued bytes.
+    var connectHead: ConnectResponseHead?
+    /// Whether the Connect call's last bytes (its response, error or end of stream) are queued.
+    var connectOutcomeQueued = false
     var malformedTimeout = false
     var timeoutNanos: Int64?
     /// When the call must be over (`grpc-timeout`): the loop's timer, and the handler's context.
@@ -94,11 +109,13 @@ final class HTTP2Stream {
                 path = String(decoding: value, as: UTF8.self)
             } else if name.elementsEqual(HeaderName.method) {
                 isPost = value.elementsEqual(HeaderName.post)
+                method = String(decoding: value, as: UTF8.self)
             }
             return
         }
         if name.elementsEqual(HeaderName.contentType) {
             contentTypeIsGRPC = Self.isGRPCContentType(value)
+            otherContentType = contentTypeIsGRPC ? nil : String(decoding: value, as: UTF8.self)
         } else if name.elementsEqual(HeaderName.te) || name.elementsEqual(HeaderName.userAgent) {
             return
         } else if name.elementsEqual(HeaderName.grpcAcceptEncoding) {
@@ -133,13 +150,16 @@ final class HTTP2Stream {
     }
 
     /// Why the request must be refused as soon as its headers are in, if it must.
-    func refusalAfterHeaders(maxHeaderListSize: Int) -> HTTP2Connection.ImmediateResponse? {
+    func refusalAfterHeaders(maxHeaderListSize: Int, connect: Bool = false) -> HTTP2Connection.ImmediateResponse? {
         if headerFieldTooLarge {
             return .status(GRPCStatus(
                 .resourceExhausted, "a request header field exceeds \(HeaderFieldGuard.maxLiteralLength) bytes (request headers are limited to \(maxHeaderListSize) bytes)"))
         }
         if headersTooLarge {
             return .status(GRPCStatus(.resourceExhausted, "request headers exceed \(maxHeaderListSize) bytes"))
+        }
+        if connect {
+            return nil  // ConnectProtocol checks the method and the content type.
         }
         if !isPost {
             return .httpStatus(405, GRPCStatus(.internal, "gRPC requests use POST"))
@@ -157,6 +177,12 @@ final class HTTP2Stream {
     /// responses are and the message is large enough to gain from it.
     func appendMessage(_ message: ByteBuffer, fromWriter: Bool) {
         if outbound.isEmpty { queuedBytes += Self.waitingStreamBytes }
+        if isConnect {
+            // Framed (or not) by the Connect call already: sent as it is, no gRPC prefix.
+            queuedBytes += message.readableBytes
+            outbound.append(OutboundMessage(bytes: message, prefixSent: 5, fromWriter: fromWriter))
+            return
+        }
         if let compression = responseCompression, message.readableBytes >= responseCompressionMinBytes,
             let compressed = compression.deflate(message, allocator: allocator)
         {
@@ -215,6 +241,7 @@ final class HTTP2Stream {
         if observedStart != 0 { observedMetadata = metadata }
         metadata = Metadata()
         request = nil
+        connectBody = nil
         deframer.release()
     }
 

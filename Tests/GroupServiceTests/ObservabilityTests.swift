@@ -260,10 +260,10 @@ struct MetricsTests {
         let text = String(decoding: metrics.render(), as: UTF8.self)
         let lines = Set(text.split(separator: "\n").map(String.init))
         for expected in [
-            #"groupd_rpc_calls_total{method="/a.S/One",code="OK",reason=""} 2"#,
-            #"groupd_rpc_calls_total{method="/a.S/One",code="NOT_FOUND",reason="GROUP_NOT_FOUND"} 1"#,
-            #"groupd_rpc_calls_total{method="/a.S/Two",code="OK",reason=""} 0"#,
-            #"groupd_rpc_calls_total{method="unknown",code="UNIMPLEMENTED",reason=""} 1"#,
+            #"groupd_rpc_calls_total{method="/a.S/One",code="OK",reason="",protocol="grpc"} 2"#,
+            #"groupd_rpc_calls_total{method="/a.S/One",code="NOT_FOUND",reason="GROUP_NOT_FOUND",protocol="grpc"} 1"#,
+            #"groupd_rpc_calls_total{method="/a.S/Two",code="OK",reason="",protocol="grpc"} 0"#,
+            #"groupd_rpc_calls_total{method="unknown",code="UNIMPLEMENTED",reason="",protocol="grpc"} 1"#,
             #"groupd_rpc_duration_seconds_count{method="/a.S/One"} 3"#,
             #"groupd_rpc_duration_seconds_bucket{method="/a.S/One",le="0.00005"} 2"#,
             #"groupd_rpc_duration_seconds_bucket{method="/a.S/One",le="+Inf"} 3"#,
@@ -383,7 +383,7 @@ struct ServiceTelemetryTests {
         telemetry.streamClosed()
         telemetry.connectionClosed()
         text = String(decoding: metrics.render(), as: UTF8.self)
-        #expect(text.contains(#"groupd_rpc_calls_total{method="\#(path)",code="OK",reason=""} 1"#), "\(text)")
+        #expect(text.contains(#"groupd_rpc_calls_total{method="\#(path)",code="OK",reason="",protocol="grpc"} 1"#), "\(text)")
         #expect(text.contains("groupd_rpc_calls_in_flight 0.0") && text.contains("groupd_streams_open 0.0"))
         #expect(captured.lines.count == 1 && captured.lines[0].contains("method=\(path) "))
     }

@@ -85,6 +85,7 @@ public final class AccessLog: Sendable {
         if let trace { fields.append(("parent_id", .string(trace.parentID))) }
         if method == GroupdMetrics.unknownMethod { fields.append(("path", .string(Self.printable(call.path, limit: 256)))) }
         fields.append(("peer", .string(call.peer)))
+        fields.append(("protocol", .string(call.callProtocol.rawValue)))
         if let reason = annotations.reason { fields.append(("reason", .string(reason))) }
         fields.append(("request_id", .string(requestID)))
         if let trace {

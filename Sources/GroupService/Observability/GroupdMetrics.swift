@@ -85,8 +85,9 @@ public final class GroupdMetrics: Sendable {
     ///   - code: Its status code.
     ///   - reason: The stable reason of its error (`nil`: none).
     ///   - nanoseconds: How long it took.
-    public func callFinished(path: String, code: GRPCStatus.Code, reason: String?, nanoseconds: Int64) {
-        (methods[path] ?? unknown).finished(code: code, reason: reason, nanoseconds: nanoseconds)
+    ///   - callProtocol: The protocol it came in (the `protocol` label).
+    public func callFinished(path: String, code: GRPCStatus.Code, reason: String?, nanoseconds: Int64, callProtocol: CallProtocol = .grpc) {
+        (methods[path] ?? unknown).finished(code: code, reason: reason, nanoseconds: nanoseconds, callProtocol: callProtocol)
     }
 
     /// Counts a call refused by the rate limit `limit` (`app`, `operator`, `operator_writes`).
@@ -205,7 +206,8 @@ public struct ScrapedGauges: Sendable {
 final class MethodMetrics: Sendable {
     let name: String
     private let factory: PrometheusMetricsFactory
-    private let ok: CoreMetrics.Counter
+    /// Calls that ended OK, by ``CallProtocol`` (in `allCases` order).
+    private let ok: [CoreMetrics.Counter]
     private let duration: CoreMetrics.Timer
     /// Failures by `code|reason`; found under this method's own lock (never every call's).
     private let failures: Mutex<[String: CoreMetrics.Counter]> = Mutex([:])
@@ -213,25 +215,28 @@ final class MethodMetrics: Sendable {
     init(name: String, factory: PrometheusMetricsFactory) {
         self.name = name
         self.factory = factory
-        self.ok = CoreMetrics.Counter(
-            label: "groupd_rpc_calls_total", dimensions: [("method", name), ("code", "OK"), ("reason", "")],
-            factory: factory)
+        self.ok = CallProtocol.allCases.map { callProtocol in
+            CoreMetrics.Counter(
+                label: "groupd_rpc_calls_total",
+                dimensions: [("method", name), ("code", "OK"), ("reason", ""), ("protocol", callProtocol.rawValue)],
+                factory: factory)
+        }
         self.duration = CoreMetrics.Timer(label: "groupd_rpc_duration_seconds", dimensions: [("method", name)], factory: factory)
     }
 
-    func finished(code: GRPCStatus.Code, reason: String?, nanoseconds: Int64) {
+    func finished(code: GRPCStatus.Code, reason: String?, nanoseconds: Int64, callProtocol: CallProtocol) {
         duration.recordNanoseconds(nanoseconds)
         if code == .ok, reason == nil {
-            ok.increment()
+            ok[callProtocol == .grpc ? 0 : 1].increment()
             return
         }
         let codeName = code.description
         let reasonName = reason ?? ""
-        let key = codeName + "|" + reasonName
+        let key = codeName + "|" + reasonName + "|" + callProtocol.rawValue
         let counter = failures.withLock { counters in
             if let counter = counters[key] { return counter }
             let counter = CoreMetrics.Counter(
-                label: "groupd_rpc_calls_total", dimensions: [("method", name), ("code", codeName), ("reason", reasonName)],
+                label: "groupd_rpc_calls_total", dimensions: [("method", name), ("code", codeName), ("reason", reasonName), ("protocol", callProtocol.rawValue)],
                 factory: factory)
             counters[key] = counter
             return counter

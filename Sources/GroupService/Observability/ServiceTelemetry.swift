@@ -53,7 +53,8 @@ public final class ServiceTelemetry: CallObserver {
         let reason = call.status.code == .ok ? nil : call.annotations?.values.reason
         if let metrics {
             metrics.inFlight.decrement()
-            metrics.callFinished(path: call.path, code: call.status.code, reason: reason, nanoseconds: call.durationNanoseconds)
+            metrics.callFinished(path: call.path, code: call.status.code, reason: reason, nanoseconds: call.durationNanoseconds,
+                callProtocol: call.callProtocol)
         }
         if accessLog.isEnabled {
             accessLog.record(call, method: paths.contains(call.path) ? call.path : GroupdMetrics.unknownMethod)
