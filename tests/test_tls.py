@@ -193,14 +193,21 @@ def test_secure_channel_serves_calls(pki, workdir, servers):
     assert "certificate_serial=0101" in server.log.read_text(), "the start-up line names the certificate"
 
 
-def test_client_without_h2_alpn_is_closed(pki, workdir, servers):
+def test_client_without_alpn_is_closed_and_http1_serves_connect(pki, workdir, servers):
     server = servers(Groupd(workdir, tls=tls_keys(pki)))
-    for alpn in (("http/1.1",), ()):
-        with tls_connect(server, pki, alpn=alpn) as sock:
-            assert sock.selected_alpn_protocol() is None
-            sock.sendall(h2raw.CLIENT_PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0))
-            received, _ = read_until_closed(sock)
-            assert received == b"", f"a connection without ALPN h2 got HTTP/2 bytes: {received[:64]!r}"
+    with tls_connect(server, pki, alpn=()) as sock:
+        assert sock.selected_alpn_protocol() is None
+        sock.sendall(h2raw.CLIENT_PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0))
+        received, _ = read_until_closed(sock)
+        assert received == b"", f"a connection without ALPN got HTTP/2 bytes: {received[:64]!r}"
+    # ALPN http/1.1: a Connect call over HTTP/1.1 in TLS (an empty HealthCheckRequest, binary).
+    with tls_connect(server, pki, alpn=("http/1.1",)) as sock:
+        assert sock.selected_alpn_protocol() == "http/1.1"
+        sock.sendall(b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nHost: x\r\ncontent-type: application/proto\r\n"
+                     b"content-length: 0\r\nconnection: close\r\n\r\n")
+        received, _ = read_until_closed(sock)
+        assert received.startswith(b"HTTP/1.1 200 OK\r\n"), received[:64]
+        assert received.endswith(b"\r\n\r\n\x08\x01"), received  # status: SERVING
     # And with h2 the server speaks HTTP/2 at once: its SETTINGS.
     with tls_connect(server, pki) as sock:
         sock.sendall(h2raw.CLIENT_PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0))

@@ -82,7 +82,8 @@ public final class GRPCServer: Sendable {
                         // The context in force now: a reload (certificate rotation) reaches the
                         // connections accepted after it; open ones keep theirs.
                         try pipeline.addHandler(NIOSSLServerHandler(context: tls.context))
-                        try pipeline.addHandler(TLSHandshakeGate(handshakeTimeout: configuration.tlsHandshakeTimeout, logger: logger))
+                        try pipeline.addHandler(TLSHandshakeGate(
+                            handshakeTimeout: configuration.tlsHandshakeTimeout, logger: logger, acceptsHTTP1: connect != nil))
                     }
                     let activity = ConnectionActivity(acceptedAt: channel.eventLoop.now)
                     try pipeline.addHandler(

@@ -174,7 +174,9 @@ public final class ServerTLS: Sendable {
             configuration.sendCANameList = true
         }
         configuration.minimumTLSVersion = .tlsv12
-        configuration.applicationProtocols = ["h2"]
+        // h2 first: the server's order decides. http/1.1 serves Connect calls; a server without
+        // Connect refuses it after the handshake (TLSHandshakeGate).
+        configuration.applicationProtocols = ["h2", "http/1.1"]
 
         let context: NIOSSLContext
         do {

@@ -4,12 +4,12 @@ import NIOCore
 import NIOTLS
 
 /// Sits between the TLS handler and the HTTP/2 connection: closes a connection whose handshake
-/// did not negotiate ALPN `h2` (gRPC is HTTP/2 only; a client offering only `http/1.1`, or no
-/// ALPN at all, is not a gRPC client), and one whose handshake has not completed within the
-/// handshake timeout (a client that connects and stays silent, or a plaintext client that
-/// waits for the server to speak first).
+/// did not negotiate ALPN `h2`, or `http/1.1` when Connect calls are served over HTTP/1.1 (a
+/// client with no ALPN at all is neither a gRPC nor a Connect client), and one whose handshake
+/// has not completed within the handshake timeout (a client that connects and stays silent, or
+/// a plaintext client that waits for the server to speak first).
 ///
-/// Reads reach the HTTP/2 connection only after the handshake completed with `h2`.
+/// Reads reach the connection only after the handshake completed with an accepted protocol.
 final class TLSHandshakeGate: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -18,7 +18,7 @@ final class TLSHandshakeGate: ChannelInboundHandler {
     enum State: Equatable {
         /// Waiting for `TLSUserEvent.handshakeCompleted`.
         case handshaking
-        /// Completed with `h2`: everything passes.
+        /// Completed with an accepted protocol: everything passes.
         case open
         /// Refused (wrong ALPN or timeout): nothing passes, the channel is closing.
         case refused
@@ -26,15 +26,19 @@ final class TLSHandshakeGate: ChannelInboundHandler {
 
     private let handshakeTimeout: TimeAmount
     private let logger: Logger
+    /// Whether ALPN `http/1.1` is accepted beside `h2`.
+    private let acceptsHTTP1: Bool
     private(set) var state = State.handshaking
     private var timeoutTask: Scheduled<Void>?
 
     /// - Parameters:
     ///   - handshakeTimeout: How long the handshake may take from the connection's start.
     ///   - logger: Where refusals are logged (at debug: clients cause them, not the server).
-    init(handshakeTimeout: TimeAmount, logger: Logger) {
+    ///   - acceptsHTTP1: Whether ALPN `http/1.1` is accepted beside `h2` (Connect served).
+    init(handshakeTimeout: TimeAmount, logger: Logger, acceptsHTTP1: Bool = false) {
         self.handshakeTimeout = handshakeTimeout
         self.logger = logger
+        self.acceptsHTTP1 = acceptsHTTP1
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -61,10 +65,11 @@ final class TLSHandshakeGate: ChannelInboundHandler {
         if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, state == .handshaking {
             timeoutTask?.cancel()
             timeoutTask = nil
-            if negotiated == "h2" {
+            if negotiated == "h2" || (acceptsHTTP1 && negotiated == "http/1.1") {
                 state = .open
             } else {
-                refuse(context: context, because: "the client did not negotiate ALPN h2 (negotiated: \(negotiated ?? "none"))")
+                let accepted = acceptsHTTP1 ? "h2 or http/1.1" : "h2"
+                refuse(context: context, because: "the client did not negotiate ALPN \(accepted) (negotiated: \(negotiated ?? "none"))")
                 return
             }
         }

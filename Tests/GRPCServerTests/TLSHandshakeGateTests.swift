@@ -19,10 +19,11 @@ import Testing
         }
     }
 
-    private func channel(timeout: TimeAmount = .seconds(120)) throws -> (EmbeddedChannel, Reads) {
+    private func channel(timeout: TimeAmount = .seconds(120), acceptsHTTP1: Bool = false) throws -> (EmbeddedChannel, Reads) {
         let reads = Reads()
         let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(TLSHandshakeGate(handshakeTimeout: timeout, logger: Logger(label: "test")))
+        try channel.pipeline.syncOperations.addHandler(
+            TLSHandshakeGate(handshakeTimeout: timeout, logger: Logger(label: "test"), acceptsHTTP1: acceptsHTTP1))
         try channel.pipeline.syncOperations.addHandler(reads)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return (channel, reads)
@@ -35,6 +36,14 @@ import Testing
         #expect(reads.bytes == [1, 2, 3])
         // The handshake timeout no longer applies.
         channel.embeddedEventLoop.advanceTime(by: .seconds(500))
+        #expect(channel.isActive)
+    }
+
+    @Test func http1PassesWhenConnectIsServed() throws {
+        let (channel, reads) = try channel(acceptsHTTP1: true)
+        channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: "http/1.1"))
+        try channel.writeInbound(ByteBuffer(bytes: [4, 5]))
+        #expect(reads.bytes == [4, 5])
         #expect(channel.isActive)
     }
 
