@@ -1,4 +1,4 @@
-"""make bench-ecosystem: what TLS, gzip and the access log cost on the RPC benchmark, same run.
+"""make bench-ecosystem: what TLS, gzip, the access log and Connect cost on the RPC benchmark, same run.
 
 One release groupd at a time on core 0 (benchlib.Server), h2load on core 1; the same 1,000 groups
 (scripts/bench_prepare.py) and the same bodies. Variants, each measured ROUNDS times in turn so that
@@ -9,6 +9,12 @@ drift on the noisy machine spreads over all of them:
               compressed (`grpc-accept-encoding: gzip`)
   access_log  h2c with `access_log: {enabled: true}`: one line per call to groupd's log file
   metrics     h2c with the Prometheus endpoint on (`metrics: {port}`): every call counted and timed
+  connect_h2  the same calls as Connect unary calls in JSON (`application/json`, proto3 JSON bodies)
+              over HTTP/2 (h2c): what the JSON transcoding and Connect's response shape cost
+  connect_h1  the same JSON calls over HTTP/1.1 (h2load --h1: keep-alive, one request in flight per
+              connection at a time, so -m streams mean nothing there; -c connections do)
+Methods: Health/Check, GetGroupsInfo (one of the 1,000 groups) and CreateGroup (a new PUBLIC group,
+server-assigned id, every call a write).
 Prints a Markdown table (req/s, p50/p99 µs, the server's CPU µs per call) and writes every figure
 to .build/bench/ecosystem-<time>.json.
 
@@ -65,6 +71,8 @@ def main():
         "gzip": ("", "http", ["grpc-encoding: gzip", "grpc-accept-encoding: gzip"]),
         "access_log": ("access_log:\n  enabled: true\n", "http", []),
         "metrics": (f"metrics:\n  port: {free_port()}\n", "http", []),
+        "connect_h2": ("", "http", ["content-type: application/json"]),
+        "connect_h1": ("", "http", ["content-type: application/json"]),
     }
     # The groups, once, on a plain server over the data directory every variant then opens.
     seed = Server(binary, work, config()).start()
@@ -72,7 +80,11 @@ def main():
     seed.stop()
     token = (work / "token").read_text().strip()
     bodies = {"Health/Check": ("/grpc.health.v1.Health/Check", (work / "health.bin").read_bytes()),
-              "GetGroupsInfo": ("/groupd.v1.GroupService/GetGroupsInfo", (work / "getgroupsinfo.bin").read_bytes())}
+              "GetGroupsInfo": ("/groupd.v1.GroupService/GetGroupsInfo", (work / "getgroupsinfo.bin").read_bytes()),
+              "CreateGroup": ("/groupd.v1.GroupService/CreateGroup", (work / "creategroup.bin").read_bytes())}
+    # The same requests as proto3 JSON, for the Connect variants.
+    json_bodies = {"Health/Check": b"{}", "GetGroupsInfo": b'{"groupIds":["bench-7"]}',
+                   "CreateGroup": b'{"type":"GROUP_TYPE_PUBLIC","ownerUserId":"owner-1","profile":{"name":"bench group"}}'}
     results = {name: {method: [] for method in bodies} for name in variants}
     for round_ in range(ROUNDS):
         for name, (extra, scheme, headers) in variants.items():
@@ -81,8 +93,12 @@ def main():
                 for method, (path, body) in bodies.items():
                     if name == "gzip":
                         body = gzip_frame(body) if len(body) > 5 else body
-                    result = h2load(server.address, server.pid, path, body, [f"authorization: Bearer {token}", *headers],
-                                    CLIENTS, STREAMS, DUR, work, scheme=scheme)
+                    connect = name.startswith("connect_")
+                    result = h2load(server.address, server.pid, path, json_bodies[method] if connect else body,
+                                    [f"authorization: Bearer {token}", *headers], CLIENTS, STREAMS, DUR, work, scheme=scheme,
+                                    options=["--h1"] if name == "connect_h1" else (), grpc=not connect)
+                    if connect and result["ok_2xx"] < result["calls"]:
+                        raise SystemExit(f"{name} {method}: {result['calls'] - result['ok_2xx']} calls did not answer 2xx")
                     results[name][method].append(result)
                     print(f"round {round_ + 1} {name:10} {method:14} {result['rate']:9.0f}/s p50 {result['p50_us']} µs "
                           f"p99 {result['p99_us']} µs cpu {result['cpu_us']:.1f} µs failed {result['failed']}", flush=True)

@@ -40,6 +40,8 @@ def main():
                     raise
     (out / "health.bin").write_bytes(b"\0\0\0\0\0")
     (out / "getgroupsinfo.bin").write_bytes(frame(group_pb2.GetGroupsInfoRequest(group_ids=["bench-7"])))
+    (out / "creategroup.bin").write_bytes(frame(group_pb2.CreateGroupRequest(
+        type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id="owner-1", profile=common_pb2.GroupProfile(name="bench group"))))
     (out / "token").write_text(mint_token(exp_in=24 * 3600))
 
 

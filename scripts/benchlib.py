@@ -164,10 +164,12 @@ def client_and_server(binary, name, **settings):
     return server
 
 
-def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir, scheme="http", options=()):
+def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, workdir, scheme="http", options=(),
+           grpc=True):
     """h2load on core 1 against `address` (`body` None: a GET without gRPC headers; `scheme` https:
-    TLS with ALPN h2; `options`: more h2load flags, e.g. --rps); returns req/s, p50/p99 µs,
-    failures and, when `pid` is given, that server's CPU µs per request over the run."""
+    TLS with ALPN h2; `options`: more h2load flags, e.g. --rps or --h1; `grpc` False: the body goes
+    without the gRPC content type and `te`, which `headers` then give); returns req/s, p50/p99 µs,
+    failures, 2xx responses and, when `pid` is given, that server's CPU µs per request over the run."""
     cpu_before = cpu_seconds(pid) if pid else 0
     workdir = Path(workdir)
     log = workdir / "h2.log"
@@ -177,7 +179,9 @@ def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, 
     if body is not None:  # None: a plain GET (a reference HTTP/2 server), no gRPC headers
         body_file = workdir / "body.bin"
         body_file.write_bytes(body)
-        command += ["-d", str(body_file), "-H", "content-type: application/grpc", "-H", "te: trailers"]
+        command += ["-d", str(body_file)]
+        if grpc:
+            command += ["-H", "content-type: application/grpc", "-H", "te: trailers"]
     for header in headers:
         command += ["-H", header]
     command += list(options)
@@ -187,7 +191,9 @@ def h2load(address, pid, path, body: bytes, headers, clients, streams, seconds, 
     done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
     lat = sorted(int(line.split()[2]) for line in open(log) if line.strip())
     pct = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] if lat else 0
-    result = {"rate": rps, "p50_us": pct(.5), "p99_us": pct(.99), "failed": failed, "calls": done}
+    status_2xx = re.search(r"status codes: (\d+) 2xx", out)
+    result = {"rate": rps, "p50_us": pct(.5), "p99_us": pct(.99), "failed": failed, "calls": done,
+              "ok_2xx": int(status_2xx.group(1)) if status_2xx else 0}
     if pid:
         result["cpu_us"] = (cpu_seconds(pid) - cpu_before) / max(done, 1) * 1e6
     return result

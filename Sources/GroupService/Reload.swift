@@ -58,7 +58,7 @@ extension GroupdConfiguration {
     /// keeps the running value. `auth` and `apps` (everything under them) reload. `tls` is TLS
     /// turned on or off; the TLS files themselves are read again on every reload.
     public static let restartOnlyKeys = [
-        "listen.host", "listen.port", "data_dir", "durability", "write_batch.max_writes",
+        "listen.host", "listen.port", "listen.connect", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
         "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics", "compression", "reflection", "transport",
@@ -76,6 +76,7 @@ extension GroupdConfiguration {
         }
         keep("listen.host", \.listen.host)
         keep("listen.port", \.listen.port)
+        keep("listen.connect", \.listen.connect)
         keep("data_dir", \.dataDir)
         keep("durability", \.durability)
         keep("write_batch.max_writes", \.writeBatch.maxWrites)

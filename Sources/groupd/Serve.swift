@@ -231,6 +231,7 @@ extension GroupdConfiguration {
         var server = ServerConfiguration()
         server.host = listen.host
         server.port = listen.port
+        server.connectEnabled = listen.connect
         server.maxMessageBytes = maxMessageBytes
         server.http2.maxConcurrentStreams = maxConcurrentStreams
         server.maxConnections = maxConnections

@@ -16,6 +16,7 @@ struct ConfigurationTests {
         let c = try GroupdConfiguration.parse(yaml: minimal)
         #expect(c.listen.host == "127.0.0.1")
         #expect(c.listen.port == 50051)
+        #expect(c.listen.connect)
         #expect(c.dataDir == "./data")
         #expect(c.databasePath == "./data/groupd.sqlite")
         #expect(c.durability == .full)
@@ -37,7 +38,7 @@ struct ConfigurationTests {
     @Test("given values override defaults, limits included")
     func overrides() throws {
         let c = try GroupdConfiguration.parse(yaml: """
-            listen: {host: 0.0.0.0, port: 0}
+            listen: {host: 0.0.0.0, port: 0, connect: false}
             data_dir: /var/lib/groupd
             durability: normal
             write_batch: {max_writes: 64, max_wait_microseconds: 500}
@@ -50,7 +51,7 @@ struct ConfigurationTests {
                   group_name_bytes: 64
                   max_members: {work: 50, av_chat_room: 0}
             """)
-        #expect(c.listen == .init(host: "0.0.0.0", port: 0))
+        #expect(c.listen == .init(host: "0.0.0.0", port: 0, connect: false))
         #expect(c.dataDir == "/var/lib/groupd")
         #expect(c.durability == .normal)
         #expect(c.writeBatching == WriteBatching(maxWrites: 64, maxWait: .microseconds(500)))
@@ -107,6 +108,8 @@ struct ConfigurationTests {
                 keyPath: "apps[0].id", expected: "A-Z a-z 0-9"),
         Mistake(name: "port is not a number", yaml: "listen: {port: fifty}\n" + minimal, keyPath: "listen.port",
                 expected: "an integer"),
+        Mistake(name: "connect is not a boolean", yaml: "listen: {connect: maybe}\n" + minimal, keyPath: "listen.connect",
+                expected: "true or false"),
         Mistake(name: "port out of range", yaml: "listen: {port: 70000}\n" + minimal, keyPath: "listen.port",
                 expected: "0 to 65535"),
         Mistake(name: "apps is not a list", yaml: "apps: 5", keyPath: "apps", expected: "a list"),

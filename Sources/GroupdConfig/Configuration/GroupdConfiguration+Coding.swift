@@ -155,9 +155,10 @@ extension GroupdConfiguration {
 extension GroupdConfiguration.Listen {
     /// Decode, taking the default for every absent key and refusing unknown keys.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.configMapping(allowing: ["host", "port"])
+        let c = try decoder.configMapping(allowing: ["host", "port", "connect"])
         self.host = try c.value("host", or: Self.defaults.host)
         self.port = try c.value("port", or: Self.defaults.port)
+        self.connect = try c.value("connect", or: Self.defaults.connect)
     }
 
     /// Encode every key.
@@ -165,6 +166,7 @@ extension GroupdConfiguration.Listen {
         var c = encoder.container(keyedBy: ConfigKey.self)
         try c.encode(self.host, forKey: ConfigKey("host"))
         try c.encode(self.port, forKey: ConfigKey("port"))
+        try c.encode(self.connect, forKey: ConfigKey("connect"))
     }
 }
 

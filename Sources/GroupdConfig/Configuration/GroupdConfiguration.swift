@@ -15,14 +15,22 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         public var host: String
         /// `listen.port`: the TCP port. Default `50051`; `0` picks a free port (tests).
         public var port: Int
+        /// `listen.connect`: whether Connect calls (JSON or binary protobuf over HTTP/1.1 and
+        /// HTTP/2, docs/HTTP.md) are served beside gRPC on the port. Default `true`.
+        public var connect: Bool
 
-        /// The defaults: `127.0.0.1:50051`.
+        /// The defaults: `127.0.0.1:50051`, Connect served.
         public static var defaults: Listen { Listen(host: "127.0.0.1", port: 50051) }
 
         /// Create a listen address.
-        public init(host: String, port: Int) {
+        /// - Parameters:
+        ///   - host: The address to bind.
+        ///   - port: The TCP port.
+        ///   - connect: Whether Connect calls are served beside gRPC.
+        public init(host: String, port: Int, connect: Bool = true) {
             self.host = host
             self.port = port
+            self.connect = connect
         }
     }
 
