@@ -141,7 +141,7 @@ public enum ProtoJSON {
 
     /// The key and value fields of a map's entry message (protoc-c generates maps as repeated
     /// `<Name>Entry` messages with `key = 1` and `value = 2`).
-    private static func mapEntry(_ field: ProtobufCFieldDescriptor) -> (key: ProtobufCFieldDescriptor, value: ProtobufCFieldDescriptor)? {
+    static func mapEntry(_ field: ProtobufCFieldDescriptor) -> (key: ProtobufCFieldDescriptor, value: ProtobufCFieldDescriptor)? {
         guard field.type == PROTOBUF_C_TYPE_MESSAGE, let raw = field.descriptor else { return nil }
         let entry = raw.assumingMemoryBound(to: ProtobufCMessageDescriptor.self).pointee
         guard entry.n_fields == 2, String(cString: entry.short_name).hasSuffix("Entry") else { return nil }
