@@ -3,7 +3,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// One HTTP/1.1 connection serving Connect calls (``ConnectProtocol``): the requests come one at
+/// One HTTP/1.1 connection serving Connect calls (`ConnectProtocol`): the requests come one at
 /// a time (NIO's pipelining helper holds back a pipelined one until the response before it is
 /// out), each body gathered up to the message limit, each call run by the route's handler as its
 /// gRPC twin is, on a task that prefers the connection's event loop.
@@ -64,6 +64,11 @@ final class HTTP1Connection: ChannelInboundHandler {
     private var closeAfterResponse = false
     private var closing = false
 
+    /// - Parameters:
+    ///   - connect: The protocol the requests are judged and answered by.
+    ///   - configuration: The server's limits, timeouts and observer.
+    ///   - logger: Where connection problems are logged (at debug).
+    ///   - activity: The connection's stage and open streams, for eviction under `maxConnections`.
     init(connect: ConnectProtocol, configuration: ServerConfiguration, logger: Logger, activity: ConnectionActivity?) {
         self.connect = connect
         self.configuration = configuration

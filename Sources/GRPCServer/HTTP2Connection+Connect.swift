@@ -1,7 +1,7 @@
 import GRPCProtocol
 import NIOCore
 
-/// Connect calls on HTTP/2 streams (``ConnectProtocol``): a stream whose `content-type` is not
+/// Connect calls on HTTP/2 streams (`ConnectProtocol`): a stream whose `content-type` is not
 /// gRPC's is judged by the Connect protocol, its body gathered whole, its handler run as a gRPC
 /// call's, and its response (a unary message, a stream's envelopes, or the error object) sent
 /// as it is, ending with END_STREAM on the last DATA frame instead of trailers.

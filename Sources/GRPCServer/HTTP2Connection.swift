@@ -108,6 +108,8 @@ final class HTTP2Connection: ChannelInboundHandler, RemovableChannelHandler {
     ///     one of this connection's own, of `configuration.limits.maxQueuedBytes`.
     ///   - defenceLog: Where the connections a defence ended are logged (the server's); `nil`: one
     ///     of this connection's own.
+    ///   - connect: The Connect protocol to serve beside gRPC (and over HTTP/1.1); `nil`: gRPC only,
+    ///     and the server's SETTINGS go out at once.
     init(
         router: ServerRouter, configuration: ServerConfiguration, logger: Logger, activity: ConnectionActivity? = nil,
         unauthenticatedBudget: UnauthenticatedCallBudget? = nil, queuedBytesBudget: QueuedBytesBudget? = nil,

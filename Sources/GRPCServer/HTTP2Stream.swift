@@ -11,7 +11,7 @@ final class HTTP2Stream {
     var otherContentType: String?
     /// The `:method`.
     var method = ""
-    /// A Connect call (``ConnectProtocol``): its request is gathered whole, its responses go
+    /// A Connect call (`ConnectProtocol`): its request is gathered whole, its responses go
     /// out as they are (no gRPC prefix) and it ends with END_STREAM on DATA, not with trailers.
     var isConnect = false
     /// The Connect call, once its head is accepted.

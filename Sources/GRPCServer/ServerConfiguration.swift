@@ -57,7 +57,7 @@ public struct ServerConfiguration: Sendable {
     /// Budgets and timeouts that keep hostile clients from exhausting the server.
     public var limits: TransportLimits = .defaults
     /// Whether Connect calls (JSON or binary protobuf over HTTP/1.1 or HTTP/2) are served beside
-    /// gRPC on the same port (``ConnectProtocol``).
+    /// gRPC on the same port (`ConnectProtocol`).
     public var connectEnabled: Bool = true
     /// JSON for the Connect protocol's messages; nil: Connect serves `application/proto` only.
     public var connectCodec: (any ConnectCodec)? = nil

@@ -89,6 +89,7 @@ struct Serve: AsyncParsableCommand {
         var serverConfiguration = configuration.serverConfiguration
         serverConfiguration.tls = tls
         serverConfiguration.callObserver = telemetry
+        serverConfiguration.connectCodec = ConnectJSONCodec()
         let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
         // Listen before anything else runs: an address that cannot be bound (a port in use) stops
         // groupd with one line naming it, before any background work has begun. The metrics and

@@ -3,14 +3,12 @@ import NIOCore
 /// The Connect protocol (connectrpc.com/docs/protocol) as a second protocol over the same router
 /// and handlers as gRPC: what a transport asks of it and what it answers, with no I/O.
 ///
-/// A transport (HTTP/1.1 or HTTP/2) hands over the request head (``start(_:)``): the answer is
-/// either a refusal to send at once (``ConnectResponse``) or a ``ConnectCall``. The transport
-/// gathers the body, asks the call for the request message (``ConnectCall/request(from:allocator:)``),
-/// runs the route's handler as it runs a gRPC call's, and writes what the call makes of the
-/// outcome: a unary response (``ConnectCall/unaryResponse(_:allocator:)``) or, for a server
-/// stream, the head (``ConnectCall/streamHead``), each message in its envelope
-/// (``ConnectCall/streamMessage(_:allocator:)``) and the end-of-stream envelope
-/// (``ConnectCall/endOfStream(_:allocator:)``).
+/// A transport (HTTP/1.1 or HTTP/2) hands over the request head (`start`): the answer is either
+/// a refusal to send at once (``ConnectResponse``) or a ``ConnectCall``. The transport gathers
+/// the body, asks the call for the request message (`request(from:allocator:)`), runs the route's
+/// handler as it runs a gRPC call's, and writes what the call makes of the outcome: a unary
+/// response (`unaryResponse`) or, for a server stream, the head (`streamHead`), each message in
+/// its envelope (`streamMessage`) and the end-of-stream envelope (`endOfStream`).
 ///
 /// What a request may be:
 /// - unary: `POST` with `Content-Type: application/json` (`; charset=utf-8` allowed) or

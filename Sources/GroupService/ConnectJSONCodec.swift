@@ -1,0 +1,65 @@
+import GRPCProtocol
+import GroupAPI
+import GroupModel
+import NIOCore
+
+/// The Connect protocol's JSON for every method of `Protos/`: proto3 JSON from and to the
+/// messages, by the request and response types of each method path (`ProtoJSON`).
+///
+/// A request body that is not JSON ends the call with `INVALID_ARGUMENT` / `INVALID_JSON`; one
+/// that names an unknown field, gives a field a value of the wrong type, or sets a field twice
+/// ends it with `INVALID_ARGUMENT` / `INVALID_ARGUMENT`, metadata `field` naming the field (and a
+/// `google.rpc.BadRequest` with it), as a bad value of a decoded request does.
+public struct ConnectJSONCodec: ConnectCodec {
+    private let messages: [String: (request: String, response: String)]
+
+    /// A codec for `methods` (every method of `Protos/` by default).
+    /// - Parameter methods: The methods whose messages it converts.
+    public init(methods: [AnyProtoMethod] = GroupAPI.allMethods) {
+        var messages: [String: (request: String, response: String)] = [:]
+        for method in methods {
+            messages[method.path] = (method.requestType.protoMessageName, method.responseType.protoMessageName)
+        }
+        self.messages = messages
+    }
+
+    /// The reason of a request body that is not JSON at all.
+    public static let invalidJSON = GroupError.Reason(rawValue: "INVALID_JSON")
+
+    public func request(fromJSON json: ByteBuffer, path: String) throws(GRPCStatus) -> ByteBuffer {
+        guard let names = messages[path] else { throw GRPCStatus(.unimplemented, "Method not found: \(path)") }
+        let result = json.withUnsafeReadableBytes { bytes -> Result<[UInt8], ProtoJSONError> in
+            Result { () throws(ProtoJSONError) in try ProtoJSON.decode(json: bytes, messageName: names.request) }
+        }
+        switch result {
+        case .success(let bytes):
+            return ByteBuffer(bytes: bytes)
+        case .failure(let error):
+            throw Self.error(error).grpcStatus
+        }
+    }
+
+    /// The domain error a JSON decoding failure stands for.
+    static func error(_ error: ProtoJSONError) -> GroupError {
+        if error.code == .syntax {
+            return GroupError(
+                code: .invalidArgument, reason: invalidJSON, message: "the request body is not JSON: \(error.message)",
+                metadata: error.field.isEmpty ? [:] : ["field": error.field])
+        }
+        return .invalidArgument(field: error.field, error.message)
+    }
+
+    public func responseJSON(_ message: ByteBuffer, path: String) -> ByteBuffer {
+        guard let names = messages[path],
+              let json = try? ProtoJSON.encode(serializedBytes: Array(message.readableBytesView), messageName: names.response)
+        else {
+            // The handler's own bytes always decode as its response type.
+            return ByteBuffer(string: "{}")
+        }
+        return ByteBuffer(string: json)
+    }
+
+    public func detailJSON(typeName: String, value: [UInt8]) -> String? {
+        (try? ProtoJSON.encode(serializedBytes: value, messageName: typeName)) ?? nil
+    }
+}
