@@ -77,6 +77,32 @@ if COMPRESSION:
     _grpc.insecure_channel = _compressed_insecure_channel
 
 
+# GROUPD_TEST_PROTOCOL=connect (make test-interop-connect) or connect-proto: the suites that open
+# their channel with api_channel() (test_contract.py, test_isolation.py) carry every stub call over
+# the Connect protocol (tests/connect_client.py), in JSON or binary protobuf, instead of gRPC.
+PROTOCOL = os.environ.get("GROUPD_TEST_PROTOCOL") or "grpc"
+if PROTOCOL not in ("grpc", "connect", "connect-proto"):
+    raise RuntimeError(f"GROUPD_TEST_PROTOCOL={PROTOCOL}: not one of grpc, connect, connect-proto")
+
+
+def api_channel(address):
+    """A channel to groupd at `address` for the generated stubs: grpcio's, or with
+    GROUPD_TEST_PROTOCOL=connect / connect-proto a ConnectChannel (JSON / binary)."""
+    if PROTOCOL == "grpc":
+        return _grpc.insecure_channel(address)
+    from connect_client import ConnectChannel
+
+    return ConnectChannel(address, codec="proto" if PROTOCOL == "connect-proto" else "json")
+
+
+def skip_over_connect(why):
+    """Skips the calling test when its calls go over Connect (GROUPD_TEST_PROTOCOL), saying why."""
+    import pytest
+
+    if PROTOCOL != "grpc":
+        pytest.skip(f"not over Connect: {why}")
+
+
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 

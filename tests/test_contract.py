@@ -30,8 +30,8 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from support import (PROTOS, OTHER_APP_ID, OTHER_APP_SECRET, EventStream, admin_md, error_info, expect_error,
-                     mint_token, uid, user_md)
+from support import (PROTOS, OTHER_APP_ID, OTHER_APP_SECRET, EventStream, admin_md, api_channel, error_info,
+                     expect_error, mint_token, uid, user_md)
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, group_pb2,
                        group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
 
@@ -1502,7 +1502,7 @@ def _(api):
 
 @pytest.fixture(scope="module")
 def api(groupd):
-    with grpc.insecure_channel(groupd.address) as channel:
+    with api_channel(groupd.address) as channel:
         yield API(channel)
 
 

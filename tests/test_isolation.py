@@ -11,7 +11,7 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, error_info, uid, user_md
+from support import OTHER_APP_ID, OTHER_APP_SECRET, admin_md, api_channel, error_info, uid, user_md
 from groupd.v1 import (application_pb2, application_pb2_grpc, common_pb2, event_pb2, event_pb2_grpc, group_pb2,
                        group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2, message_pb2_grpc)
 
@@ -103,8 +103,10 @@ class AppOne:
 
 
 @pytest.fixture
-def stubs(channel):
-    return Stubs(channel)
+def stubs(groupd):
+    # grpcio's channel, or a ConnectChannel under GROUPD_TEST_PROTOCOL (support.api_channel).
+    with api_channel(groupd.address) as channel:
+        yield Stubs(channel)
 
 
 # Every method: (call, which answers are allowed besides NOT_FOUND / neutral refusals).
