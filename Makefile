@@ -10,7 +10,7 @@ DEBUG_BIN := .build/debug/groupd
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-interop-connect test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent; skipped when GROUPD_DEPS_CHECKED is
 ## set, as make test does for the stages after its own deps stage)
@@ -72,7 +72,8 @@ run: release release-plugins
 ## test: every test (scripts/test.sh), ending with a table of each stage's wall time: the debug build
 ## (the fuzz build beside it in the idle scheduling class), the documentation build (docs-check), the
 ## Swift Testing suites, the store suite on PostgreSQL (test-postgres-store), then at once the grpcio/h2 interop tests on SQLite (test-interop),
-## again with every grpcio channel gzip-compressed (test-interop-gzip) and on two groupd nodes on
+## again with every grpcio channel gzip-compressed (test-interop-gzip), the contract and isolation tables
+## over Connect JSON (test-interop-connect), and on two groupd nodes on
 ## PostgreSQL (test-interop-postgres), each pass in a port range of its own and the PostgreSQL pass
 ## spread over $(INTEROP_POSTGRES_WORKERS) pytest-xdist workers, then a short run of every fuzzer
 ## (fuzz-smoke) beside the PostgreSQL pass. The parallel stages write to .build/test-logs/<stage>.log;
@@ -106,6 +107,14 @@ docs-check:
 test-interop-gzip:
 	GROUPD_TEST_COMPRESSION=gzip GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests \
 	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py --ignore=tests/test_check_docs.py \
+	  --ignore=tests/test_connect.py --ignore=tests/test_connect_client.py \
+	  $(PYTEST_FLAGS)
+
+## test-interop-connect: the contract and isolation tables once more with every stub call carried over
+## the Connect protocol in JSON (GROUPD_TEST_PROTOCOL=connect: tests/connect_client.py's ConnectChannel
+## instead of a grpcio channel; GROUPD_TEST_PROTOCOL=connect-proto for binary protobuf)
+test-interop-connect:
+	GROUPD_TEST_PROTOCOL=connect GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests/test_contract.py tests/test_isolation.py \
 	  $(PYTEST_FLAGS)
 
 ## test-postgres: the store conformance suite (GroupStoreTests) and the interop tests on throw-away

@@ -33,7 +33,8 @@ if [ "${1:-}" = "--bench" ]; then
   )
 fi
 # pytest-xdist: make test spreads the PostgreSQL interop pass over two pytest workers.
-pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist)
+# connectrpc and protoc-gen-connectrpc: a Connect client no one here wrote (tests/test_connect_client.py).
+pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist connectrpc protoc-gen-connectrpc)
 
 missing=()
 for package in "${apt_packages[@]}"; do

@@ -11,7 +11,8 @@
 #   postgres-store     GroupStoreTests on a throw-away PostgreSQL cluster             timing-sensitive
 #   interop            pytest tests/ on SQLite                                      } at once, each with
 #   interop-gzip       the same with every grpcio channel gzip-compressed           } its own ports and
-#   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster) } PostgreSQL cluster
+#   interop-connect    test_contract and test_isolation over Connect JSON           } PostgreSQL cluster
+#   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster)}
 #                      in INTEROP_POSTGRES_WORKERS (default 2) pytest-xdist workers, whole files each
 #   fuzz-smoke         regressions replayed, every fuzzer briefly (once the fuzz build and the two
 #                      SQLite passes are done, beside the PostgreSQL pass)
@@ -172,13 +173,15 @@ go && run docs "$MAKE" --no-print-directory docs-check
 go && run swift "$MAKE" --no-print-directory test-swift
 go && run postgres-store "$MAKE" --no-print-directory test-postgres-store
 if go; then
-  background[interop]=1 background[interop-gzip]=1 background[interop-postgres]=1
+  background[interop]=1 background[interop-gzip]=1 background[interop-connect]=1 background[interop-postgres]=1
   GROUPD_TEST_PORTS=20000-23999 start interop "$MAKE" --no-print-directory test-interop
   GROUPD_TEST_PORTS=24000-27999 start interop-gzip "$MAKE" --no-print-directory test-interop-gzip
+  # One shared groupd: a few ports, below the kernel's ephemeral range (32768 on).
+  GROUPD_TEST_PORTS=32000-32699 start interop-connect "$MAKE" --no-print-directory test-interop-connect
   GROUPD_TEST_PORTS=28000-31999 start interop-postgres "$MAKE" --no-print-directory test-interop-postgres \
     PYTEST_FLAGS="$postgres_flags"
 fi
-await fuzz-build interop interop-gzip
+await fuzz-build interop interop-gzip interop-connect
 if go; then
   background[fuzz-smoke]=1
   start fuzz-smoke scripts/fuzz.sh run "$FUZZ_SMOKE_SECONDS"
