@@ -12,7 +12,7 @@
 #   interop            pytest tests/ on SQLite                                      } at once, each with
 #   interop-gzip       the same with every grpcio channel gzip-compressed           } its own ports and
 #   interop-connect    test_contract and test_isolation over Connect JSON           } PostgreSQL cluster
-#   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster)}
+#   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster) }
 #                      in INTEROP_POSTGRES_WORKERS (default 2) pytest-xdist workers, whole files each
 #   fuzz-smoke         regressions replayed, every fuzzer briefly (once the fuzz build and the two
 #                      SQLite passes are done, beside the PostgreSQL pass)
