@@ -95,14 +95,6 @@ def api_channel(address):
     return ConnectChannel(address, codec="proto" if PROTOCOL == "connect-proto" else "json")
 
 
-def skip_over_connect(why):
-    """Skips the calling test when its calls go over Connect (GROUPD_TEST_PROTOCOL), saying why."""
-    import pytest
-
-    if PROTOCOL != "grpc":
-        pytest.skip(f"not over Connect: {why}")
-
-
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
