@@ -14,7 +14,7 @@
 #   interop-connect    test_contract and test_isolation over Connect JSON           } PostgreSQL cluster
 #   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster) }
 #                      in INTEROP_POSTGRES_WORKERS (default 2) pytest-xdist workers, whole files each
-#   fuzz-smoke         regressions replayed, every fuzzer briefly (once the fuzz build and the two
+#   fuzz-smoke         regressions replayed, every fuzzer briefly (once the fuzz build and the three
 #                      SQLite passes are done, beside the PostgreSQL pass)
 #   instructions       instructions per call under callgrind against Benchmarks/instructions.json
 #                      (with fuzz-smoke; a count does not depend on the load beside it)
