@@ -18,7 +18,8 @@ server-assigned id, every call a write).
 Prints a Markdown table (req/s, p50/p99 µs, the server's CPU µs per call) and writes every figure
 to .build/bench/ecosystem-<time>.json.
 
-usage: bench_ecosystem.py BINARY      (DUR=8 seconds per load, ROUNDS=3, LEVEL=8x32)
+usage: bench_ecosystem.py BINARY      (DUR=8 seconds per load, ROUNDS=3, LEVEL=8x32, VARIANTS=plain,connect_h2
+                                      to run some of the variants; plain always runs, the baseline)
 """
 import gzip
 import json
@@ -74,6 +75,9 @@ def main():
         "connect_h2": ("", "http", ["content-type: application/json"]),
         "connect_h1": ("", "http", ["content-type: application/json"]),
     }
+    if os.environ.get("VARIANTS"):
+        chosen = {"plain", *os.environ["VARIANTS"].split(",")}
+        variants = {name: value for name, value in variants.items() if name in chosen}
     # The groups, once, on a plain server over the data directory every variant then opens.
     seed = Server(binary, work, config()).start()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_prepare.py"), str(seed.port), str(work), "1000"], check=True)

@@ -21,6 +21,8 @@ extension HTTP2Connection {
             stream.metadata = call.metadata
             stream.timeoutNanos = call.timeoutNanos
             stream.connectBody = allocator.buffer(capacity: 0)
+            // A stream's head goes out with its first message, whoever queues it.
+            if call.streaming { stream.connectHead = call.streamHead }
             return ServerRouter.Route(handler: call.handler, needsToken: call.needsToken)
         }
     }
