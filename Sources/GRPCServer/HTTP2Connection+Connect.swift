@@ -11,7 +11,7 @@ extension HTTP2Connection {
         guard let connect else { return nil }
         var headers = stream.metadata.entries
         if let contentType = stream.otherContentType { headers.append((name: "content-type", value: contentType)) }
-        switch connect.start(method: stream.method, path: stream.path, headers: headers) {
+        switch connect.start(method: stream.isPost ? "POST" : stream.method, path: stream.path, headers: headers) {
         case .refuse(let response):
             sendConnectResponse(stream, response)
             end(stream, status: response.status, httpStatus: response.head.status)

@@ -9,7 +9,7 @@ final class HTTP2Stream {
     var contentTypeIsGRPC = false
     /// The `content-type` when it is not gRPC's (for the Connect protocol).
     var otherContentType: String?
-    /// The `:method`.
+    /// The `:method` when it is not `POST` (for the Connect protocol's refusal).
     var method = ""
     /// A Connect call (`ConnectProtocol`): its request is gathered whole, its responses go
     /// out as they are (no gRPC prefix) and it ends with END_STREAM on DATA, not with trailers.
@@ -109,7 +109,7 @@ final class HTTP2Stream {
                 path = String(decoding: value, as: UTF8.self)
             } else if name.elementsEqual(HeaderName.method) {
                 isPost = value.elementsEqual(HeaderName.post)
-                method = String(decoding: value, as: UTF8.self)
+                if !isPost { method = String(decoding: value, as: UTF8.self) }
             }
             return
         }
