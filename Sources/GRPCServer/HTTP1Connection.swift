@@ -146,16 +146,18 @@ final class HTTP1Connection: ChannelInboundHandler {
     private func begin(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         activity?.streamOpened(openStreams: 1)
         configuration.callObserver?.streamOpened()
-        let observer = configuration.callObserver
-        let observed = observer?.observesCalls ?? false
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? head.uri
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(head.headers.count)
         for (name, value) in head.headers { headers.append((name.lowercased(), value)) }
+        // A static file (the console's listener) is answered as a refusal is, and is not a call.
+        let file = configuration.staticFiles?.response(method: head.method.rawValue, path: path, headers: headers)
+        let observer = configuration.callObserver
+        let observed = file == nil && (observer?.observesCalls ?? false)
         if !head.isKeepAlive { closeAfterResponse = true }
         let exchange: Exchange
         exchangeCount += 1
-        switch connect.start(method: head.method.rawValue, path: path, headers: headers) {
+        switch file.map(ConnectProtocol.Start.refuse) ?? connect.start(method: head.method.rawValue, path: path, headers: headers) {
         case .call(let call):
             exchange = Exchange(id: exchangeCount, head: head, call: call, refusal: nil, allocator: context.channel.allocator, observed: observed)
             if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
@@ -274,7 +276,9 @@ final class HTTP1Connection: ChannelInboundHandler {
     private func respond(_ exchange: Exchange, _ response: ConnectResponse) {
         guard let context, !exchange.ended else { return }
         var head = response.head
-        head.headers.append(.init(name: "content-length", value: String(response.body.readableBytes)))
+        if !head.headers.contains(where: { $0.name == "content-length" }) {
+            head.headers.append(.init(name: "content-length", value: String(response.body.readableBytes)))
+        }
         writeHead(exchange, head, context: context)
         if response.body.readableBytes > 0 {
             context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)

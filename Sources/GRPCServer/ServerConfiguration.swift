@@ -61,6 +61,9 @@ public struct ServerConfiguration: Sendable {
     public var connectEnabled: Bool = true
     /// JSON for the Connect protocol's messages; nil: Connect serves `application/proto` only.
     public var connectCodec: (any ConnectCodec)? = nil
+    /// Files answered to HTTP/1.1 `GET` and `HEAD` requests before Connect sees them (the operator
+    /// console's listener); nil: those requests get Connect's refusal, as on the gRPC port.
+    public var staticFiles: StaticFiles? = nil
 
     /// The defaults above.
     public static var defaults: ServerConfiguration { ServerConfiguration() }

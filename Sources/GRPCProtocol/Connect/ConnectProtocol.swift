@@ -219,6 +219,17 @@ public struct ConnectResponse: Sendable {
     /// The call's outcome, for the access log and the metrics (not sent as such).
     public var status: GRPCStatus
 
+    /// A response.
+    /// - Parameters:
+    ///   - head: The status and headers.
+    ///   - body: The body.
+    ///   - status: The outcome, for the access log and the metrics.
+    public init(head: ConnectResponseHead, body: ByteBuffer, status: GRPCStatus) {
+        self.head = head
+        self.body = body
+        self.status = status
+    }
+
     /// The response of a unary call that failed: the Connect error object as JSON, under the HTTP
     /// status Connect maps the code to (or `httpStatus`).
     /// - Parameters:
