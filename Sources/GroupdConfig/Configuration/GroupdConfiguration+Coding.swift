@@ -95,7 +95,7 @@ extension GroupdConfiguration {
     private static let keys = [
         "listen", "data_dir", "durability", "write_batch", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads", "auth", "apps",
-        "tls", "keepalive", "compression", "reflection", "transport", "testing",
+        "tls", "keepalive", "compression", "reflection", "transport", "testing", "console",
     ] + observabilityKeys
 
     /// Decode, taking the default for every absent key and refusing unknown keys.
@@ -124,6 +124,7 @@ extension GroupdConfiguration {
         self.compression = try c.value("compression", or: d.compression)
         self.reflection = try c.value("reflection", or: d.reflection)
         self.testing = try c.value("testing", or: d.testing)
+        self.console = try c.decodeIfPresent(ConsoleSettings.self, forKey: ConfigKey("console"))
     }
 
     /// Encode every key, defaults included.
@@ -149,6 +150,7 @@ extension GroupdConfiguration {
         try c.encode(self.compression, forKey: ConfigKey("compression"))
         try c.encode(self.reflection, forKey: ConfigKey("reflection"))
         try c.encode(self.testing, forKey: ConfigKey("testing"))
+        try c.encodeIfPresent(self.console, forKey: ConfigKey("console"))
     }
 }
 

@@ -50,6 +50,9 @@ extension GroupdConfiguration {
             # metrics:                   # Prometheus text format at GET /metrics; absent = off
             #   host: 127.0.0.1
             #   port: 9464
+            # console:                   # the operator console in a browser (docs/CONSOLE.md); absent = off
+            #   host: 127.0.0.1          # no login of its own: keep it on loopback
+            #   port: 8080
             # tls:                       # absent = plaintext h2c; paths relative to this file
             #   cert_file: server.crt    # PEM chain, leaf first
             #   key_file: server.key

@@ -108,6 +108,7 @@ extension GroupdConfiguration {
         validateTransport(&problems)
         validateTransportLimits(&problems)
         validateObservability(&problems)
+        validateConsole(&problems)
         validateTesting(&problems, environment: environment)
 
         problems.require(!self.apps.isEmpty, "apps", "expected at least one app")

@@ -166,13 +166,7 @@ extension GroupdConfiguration {
     /// or either one a wildcard (`0.0.0.0` covers every IPv4 address, `::` every address).
     func validateObservability(_ problems: inout ConfigurationProblems) {
         if let metrics {
-            problems.require(!metrics.host.isEmpty, "metrics.host", "expected an address, found an empty string")
-            problems.inRange(metrics.port, 0...65535, "metrics.port")
-            if metrics.port != 0, metrics.port == listen.port, Self.addressesOverlap(metrics.host, listen.host) {
-                problems.add(
-                    "metrics.port",
-                    "expected a port other than listen.port (\(listen.port)): \(metrics.host) and \(listen.host) share it")
-            }
+            validateEndpoint("metrics", host: metrics.host, port: metrics.port, &problems)
         }
         if !(accessLog.sampleRate.isFinite && (0...1).contains(accessLog.sampleRate)) {
             problems.add("access_log.sample_rate", "expected a share from 0 to 1, found \(accessLog.sampleRate)")

@@ -233,6 +233,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var apps: [App]
     /// `metrics`: the Prometheus endpoint (see ``MetricsSettings``); absent = no metrics.
     public var metrics: MetricsSettings? = nil
+    /// `console`: the operator console's listener (see ``ConsoleSettings``); absent = none.
+    public var console: ConsoleSettings? = nil
     /// `access_log`: one line per call (see ``AccessLogSettings``); off by default.
     public var accessLog: AccessLogSettings = .defaults
     /// `log`: level and format of the log (see ``LogSettings``); `info`, `text` by default.
