@@ -10,7 +10,7 @@ DEBUG_BIN := .build/debug/groupd
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-interop-connect test-postgres test-postgres-store test-interop-postgres protos protos-check bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-interop-connect test-postgres test-postgres-store test-interop-postgres protos protos-check console console-check test-console bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent; skipped when GROUPD_DEPS_CHECKED is
 ## set, as make test does for the stages after its own deps stage)
@@ -108,7 +108,7 @@ test-interop-gzip:
 	GROUPD_TEST_COMPRESSION=gzip GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests \
 	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py --ignore=tests/test_check_docs.py \
 	  --ignore=tests/test_connect.py --ignore=tests/test_connect_client.py \
-	  $(PYTEST_FLAGS)
+	  --ignore=tests/test_console.py $(PYTEST_FLAGS)
 
 ## test-interop-connect: the contract and isolation tables once more with every stub call carried over
 ## the Connect protocol in JSON (GROUPD_TEST_PROTOCOL=connect: tests/connect_client.py's ConnectChannel
@@ -135,9 +135,22 @@ test-interop-postgres:
 ## protos: regenerate the protobuf-c C and the Swift message types from Protos/
 protos: deps
 	python3 scripts/genproto.py
+	python3 scripts/genconsole.py
 
 protos-check: deps
 	python3 scripts/genproto.py --check
+
+## console: write Sources/GroupdConsole/ConsoleAssets.swift from the console's files in
+## Sources/GroupdConsole/Assets (also run by `make protos`; tests/test_console_assets.py checks it)
+console:
+	python3 scripts/genconsole.py
+
+console-check:
+	python3 scripts/genconsole.py --check
+
+## test-console: the operator console in headless Chromium and its static serving (tests/test_console.py)
+test-console:
+	GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests/test_console.py $(PYTEST_FLAGS)
 
 ## bench: every benchmark below but the hour-long bench-soak, one after the other (figures in
 ## docs/PERFORMANCE.md); the scale part seeds 1,000,000 groups and takes the longest (10–30

@@ -190,12 +190,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        /// The operator console's static files (HTML, CSS, JavaScript), embedded in the binary:
+        /// `ConsoleAssets.swift` is written from `Assets/` by `scripts/genconsole.py`
+        /// (`make console`); committed, never edited.
+        .target(name: "GroupdConsole", exclude: ["Assets"], swiftSettings: swiftSettings),
+
         /// The server executable: configuration, wiring, signals, lifecycle.
         .executableTarget(
             name: "groupd",
             dependencies: [
                 "GroupService", "GRPCProtocol", "GRPCServer", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GRPCClient", "GroupAPI",
-                "GroupdBuildInfo",
+                "GroupdBuildInfo", "GroupdConsole",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
