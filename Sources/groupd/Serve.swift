@@ -1,6 +1,7 @@
 import ArgumentParser
 import GRPCServer
 import GroupModel
+import GroupdConsole
 import GroupService
 import GroupStore
 import GroupStorePostgres
@@ -90,7 +91,15 @@ struct Serve: AsyncParsableCommand {
         serverConfiguration.tls = tls
         serverConfiguration.callObserver = telemetry
         serverConfiguration.connectCodec = ConnectJSONCodec()
-        let server = GRPCServer(configuration: serverConfiguration, router: service.makeRouter(), group: group, logger: logger)
+        let router = service.makeRouter()
+        let server = GRPCServer(configuration: serverConfiguration, router: router, group: group, logger: logger)
+        // The operator console: the same router, codec, limits and observer on a port of its own,
+        // which also answers GET with the console's files.
+        let console = configuration.console.map { settings in
+            GRPCServer(
+                configuration: serverConfiguration.console(settings), router: router, group: group,
+                logger: Logger(label: "groupd.console"))
+        }
         // Listen before anything else runs: an address that cannot be bound (a port in use) stops
         // groupd with one line naming it, before any background work has begun. The metrics and
         // test-clock endpoints are bound first, so a client that reached the gRPC port finds them.
@@ -118,13 +127,27 @@ struct Serve: AsyncParsableCommand {
             await abandonStart()
             throw ExitCode(1)
         }
+        if let console, let settings = configuration.console {
+            do {
+                try await console.start()
+            } catch {
+                printError("groupd: cannot listen on \(listenAddress(settings.host, settings.port)) (console): \(bindFailure(error))")
+                await server.shutdownGracefully()
+                await abandonStart()
+                throw ExitCode(1)
+            }
+            logger.info("console listening", metadata: [
+                "address": "\(listenAddress(settings.host, console.localPort ?? settings.port))",
+                "url": "\(serverConfiguration.tls == nil ? "http" : "https")://\(listenAddress(settings.host, console.localPort ?? settings.port))/",
+            ])
+        }
 
         // SIGHUP reloads the file; the reloader ends quietly at shutdown.
         let reloader = ReloadOnSignal(signals: hangups, service: service, path: config, tls: tls, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             // First, so that it is shut down last (the group shuts its services down in reverse).
             .init(service: resources),
-            .init(service: ServerService(server: server, service: service)),
+            .init(service: ServerService(servers: [server] + (console.map { [$0] } ?? []), service: service)),
             .init(service: reloader, successTerminationBehavior: .ignore),
             .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
         ]
@@ -193,17 +216,20 @@ final class OpenResources: Service, Sendable {
     }
 }
 
-/// The gRPC server as a lifecycle service: serve until graceful shutdown, then end long-lived
-/// streams, send GOAWAY and drain calls in flight.
+/// The gRPC server (and the console's listener, when there is one) as a lifecycle service: serve
+/// until graceful shutdown, then end long-lived streams, send GOAWAY and drain calls in flight on
+/// every listener at once.
 struct ServerService: Service {
-    let server: GRPCServer
+    let servers: [GRPCServer]
     let service: GroupdService
 
-    /// Serves until graceful shutdown (``Serve`` has started the server: it listens already).
+    /// Serves until graceful shutdown (``Serve`` has started the servers: they listen already).
     func run() async throws {
         try? await gracefulShutdown()
         service.beginShutdown()
-        await server.shutdownGracefully()
+        await withTaskGroup(of: Void.self) { group in
+            for server in servers { group.addTask { await server.shutdownGracefully() } }
+        }
     }
 }
 
@@ -224,6 +250,21 @@ func listenAddress(_ host: String, _ port: Int) -> String {
 func bindFailure(_ error: any Error) -> String {
     if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
     return "\(error)"
+}
+
+extension ServerConfiguration {
+    /// This configuration on the console's address, answering `GET` and `HEAD` with the console's
+    /// embedded files (Connect on, whatever `listen.connect` says: the console calls through it).
+    func console(_ settings: ConsoleSettings) -> ServerConfiguration {
+        var console = self
+        console.host = settings.host
+        console.port = settings.port
+        console.connectEnabled = true
+        console.staticFiles = StaticFiles { path in
+            ConsoleFile.file(at: path).map { StaticFile(contentType: $0.contentType, body: $0.body, etag: $0.etag) }
+        }
+        return console
+    }
 }
 
 extension GroupdConfiguration {
