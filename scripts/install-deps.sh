@@ -25,6 +25,8 @@ apt_packages=(
   systemd               # systemd-analyze, which verifies deploy/groupd.service in the tests
   valgrind              # callgrind: instructions per call (make test-instructions, bench-instructions)
   binutils              # objcopy: a copy of groupd without DWARF 5, which valgrind 3.19 cannot read
+  chromium              # headless Chromium: the operator console's tests (tests/test_console.py)
+  chromium-driver       # chromedriver, which selenium drives it through
 )
 if [ "${1:-}" = "--bench" ]; then
   apt_packages+=(
@@ -34,7 +36,8 @@ if [ "${1:-}" = "--bench" ]; then
 fi
 # pytest-xdist: make test spreads the PostgreSQL interop pass over two pytest workers.
 # connectrpc and protoc-gen-connectrpc: a Connect client no one here wrote (tests/test_connect_client.py).
-pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist connectrpc protoc-gen-connectrpc)
+# selenium drives Chromium in the console's tests (tests/test_console.py).
+pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist connectrpc protoc-gen-connectrpc selenium)
 
 missing=()
 for package in "${apt_packages[@]}"; do
