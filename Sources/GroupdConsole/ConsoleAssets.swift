@@ -111,7 +111,7 @@ dialog input, dialog select { width: 100%; }
 """#),
         "/console.js": ConsoleFile(
             contentType: "text/javascript; charset=utf-8",
-            etag: "\"becdddf56a974703\"",
+            etag: "\"f57de2fbbf843d1b\"",
             text: ##"""
 // groupd operator console: one page, hash routes, the Connect JSON API of this origin.
 // The admin token lives in a variable of this closure only: never in localStorage, sessionStorage,
@@ -226,7 +226,10 @@ dialog input, dialog select { width: 100%; }
   function record(reason) {
     const now = performance.now();
     stats.calls.push(now);
-    if (reason) stats.errors.set(reason, (stats.errors.get(reason) || 0) + 1);
+    if (reason) {
+      stats.errors.set(reason, (stats.errors.get(reason) || 0) + 1);
+      showStats();
+    }
   }
 
   function showStats() {
@@ -550,8 +553,15 @@ dialog input, dialog select { width: 100%; }
       h("div", { class: "grid2" }, sections.profile, sections.settings),
       h("div", { class: "grid2" }, sections.pins, sections.links),
       sections.attributes);
-    const reload = () => { if (stillCurrent()) renderGroup(view, groupID, stillCurrent); };
-    const members = new MemberList(sections.members, groupID, stillCurrent, reload);
+    // After an action: the parts it may have changed, the member table staying on its page.
+    let members;
+    const reload = () => {
+      if (!stillCurrent()) return;
+      members.load(members.tokens[members.page]);
+      loadGroupInfo(sections, groupID, stillCurrent, reload);
+      loadApplications(sections.applications, groupID, stillCurrent, reload);
+    };
+    members = new MemberList(sections.members, groupID, stillCurrent, reload);
     // Every part at once; the member table first on screen.
     await Promise.all([
       members.load(""),
@@ -953,7 +963,7 @@ dialog input, dialog select { width: 100%; }
       return;
     }
     record(null);
-    setTailStatus("live", "");
+    setTailStatus("connecting", "catching up");
     const reader = response.body.getReader();
     let buffer = new Uint8Array(0);
     const decoder = new TextDecoder();
@@ -1012,7 +1022,11 @@ dialog input, dialog select { width: 100%; }
 
   function tailItem(item) {
     if (item.cursor) tail.cursor = item.cursor;
-    if (item.caughtUp) return;
+    if (item.caughtUp) {
+      // Every event committed from here on arrives.
+      setTailStatus("live", "");
+      return;
+    }
     tail.received.push(performance.now());
     const row = item.event ? eventRow(item.event) : item.message ? messageRow(item.message) : null;
     if (!row) return;

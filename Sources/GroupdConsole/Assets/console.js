@@ -111,7 +111,10 @@
   function record(reason) {
     const now = performance.now();
     stats.calls.push(now);
-    if (reason) stats.errors.set(reason, (stats.errors.get(reason) || 0) + 1);
+    if (reason) {
+      stats.errors.set(reason, (stats.errors.get(reason) || 0) + 1);
+      showStats();
+    }
   }
 
   function showStats() {
@@ -435,8 +438,15 @@
       h("div", { class: "grid2" }, sections.profile, sections.settings),
       h("div", { class: "grid2" }, sections.pins, sections.links),
       sections.attributes);
-    const reload = () => { if (stillCurrent()) renderGroup(view, groupID, stillCurrent); };
-    const members = new MemberList(sections.members, groupID, stillCurrent, reload);
+    // After an action: the parts it may have changed, the member table staying on its page.
+    let members;
+    const reload = () => {
+      if (!stillCurrent()) return;
+      members.load(members.tokens[members.page]);
+      loadGroupInfo(sections, groupID, stillCurrent, reload);
+      loadApplications(sections.applications, groupID, stillCurrent, reload);
+    };
+    members = new MemberList(sections.members, groupID, stillCurrent, reload);
     // Every part at once; the member table first on screen.
     await Promise.all([
       members.load(""),
