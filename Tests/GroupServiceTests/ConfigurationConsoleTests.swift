@@ -9,46 +9,34 @@ struct ConfigurationConsoleTests {
         #expect(try GroupdConfiguration.parse(yaml: app).console == nil)
     }
 
-    @Test("console parses; host defaults to loopback")
-    func parse() throws {
-        let c = try GroupdConfiguration.parse(yaml: "console: {port: 8080}\n" + app)
-        #expect(c.console == ConsoleSettings(host: "127.0.0.1", port: 8080))
-        let wide = try GroupdConfiguration.parse(yaml: "console: {host: 0.0.0.0, port: 0}\n" + app)
-        #expect(wide.console == ConsoleSettings(host: "0.0.0.0", port: 0))
+    @Test("console parses; host defaults to loopback", arguments: [
+        ("console: {port: 8080}", ConsoleSettings(host: "127.0.0.1", port: 8080)),
+        ("console: {host: 0.0.0.0, port: 0}", ConsoleSettings(host: "0.0.0.0", port: 0)),
+    ])
+    func parse(_ yaml: String, _ expected: ConsoleSettings) throws {
+        #expect(try GroupdConfiguration.parse(yaml: yaml + "\n" + app).console == expected)
     }
 
-    /// A mistake: its text, the key path and a part of the message.
-    struct Mistake: Sendable, CustomTestStringConvertible {
-        var name: String
-        var yaml: String
-        var keyPath: String
-        var expected: String
-        var testDescription: String { name }
-    }
-
-    static let mistakes: [Mistake] = [
-        Mistake(name: "console without port", yaml: "console: {host: 127.0.0.1}\n" + app,
+    static let mistakes: [ConfigurationMistake] = [
+        ConfigurationMistake(name: "console without port", yaml: "console: {host: 127.0.0.1}\n" + app,
                 keyPath: "console.port", expected: "required key is missing"),
-        Mistake(name: "console port out of range", yaml: "console: {port: 65536}\n" + app,
+        ConfigurationMistake(name: "console port out of range", yaml: "console: {port: 65536}\n" + app,
                 keyPath: "console.port", expected: "from 0 to 65535"),
-        Mistake(name: "console port of the gRPC listener", yaml: "listen: {port: 7000}\nconsole: {port: 7000}\n" + app,
+        ConfigurationMistake(name: "console port of the gRPC listener", yaml: "listen: {port: 7000}\nconsole: {port: 7000}\n" + app,
                 keyPath: "console.port", expected: "other than listen.port"),
-        Mistake(name: "console on the wildcard at the listener's port", yaml: "listen: {port: 7000}\nconsole: {host: 0.0.0.0, port: 7000}\n" + app,
+        ConfigurationMistake(name: "console on the wildcard at the listener's port", yaml: "listen: {port: 7000}\nconsole: {host: 0.0.0.0, port: 7000}\n" + app,
                 keyPath: "console.port", expected: "other than listen.port"),
-        Mistake(name: "console port of the metrics endpoint", yaml: "metrics: {port: 9100}\nconsole: {port: 9100}\n" + app,
+        ConfigurationMistake(name: "console port of the metrics endpoint", yaml: "metrics: {port: 9100}\nconsole: {port: 9100}\n" + app,
                 keyPath: "console.port", expected: "other than metrics.port"),
-        Mistake(name: "console host empty", yaml: "console: {host: '', port: 8080}\n" + app,
+        ConfigurationMistake(name: "console host empty", yaml: "console: {host: '', port: 8080}\n" + app,
                 keyPath: "console.host", expected: "an address"),
-        Mistake(name: "unknown console key", yaml: "console: {port: 8080, token: x}\n" + app,
+        ConfigurationMistake(name: "unknown console key", yaml: "console: {port: 8080, token: x}\n" + app,
                 keyPath: "console.token", expected: "unknown key; expected one of: host, port"),
     ]
 
     @Test("each mistake names the key path and what was expected", arguments: mistakes)
-    func mistake(_ m: Mistake) throws {
-        let error = try #require(configError(m.yaml))
-        #expect(error.file == "groupd.yaml")
-        #expect(error.keyPath == m.keyPath, "\(error)")
-        #expect(error.message.contains(m.expected), "\(error)")
+    func mistake(_ m: ConfigurationMistake) throws {
+        try m.check()
     }
 
     @Test("the same port on addresses that do not overlap is allowed")

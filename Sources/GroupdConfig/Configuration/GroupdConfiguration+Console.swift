@@ -4,38 +4,9 @@
 /// ```yaml
 /// console:
 ///   host: 127.0.0.1   # default; the console has no login of its own: keep it on loopback
-///   port: 8080        # required; 0 picks a free port
+///   port: 8080        # required; 0 picks a free port, logged as `console listening`
 /// ```
-public struct ConsoleSettings: Sendable, Hashable {
-    /// `console.host`: the address the console listener binds. Default `127.0.0.1`.
-    public var host: String
-    /// `console.port`: its TCP port (required; `0` picks a free one, logged as `console listening`).
-    public var port: Int
-
-    /// Create console settings.
-    /// - Parameters:
-    ///   - host: The address to bind.
-    ///   - port: The TCP port.
-    public init(host: String = "127.0.0.1", port: Int) {
-        self.host = host
-        self.port = port
-    }
-}
-
-extension ConsoleSettings: Codable {
-    /// Decode; `port` is required, unknown keys refused.
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.configMapping(allowing: ["host", "port"])
-        self.init(host: try c.value("host", or: "127.0.0.1"), port: try c.required("port"))
-    }
-
-    /// Encode both keys.
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: ConfigKey.self)
-        try c.encode(host, forKey: ConfigKey("host"))
-        try c.encode(port, forKey: ConfigKey("port"))
-    }
-}
+public typealias ConsoleSettings = EndpointSettings
 
 extension GroupdConfiguration {
     /// Checks `console`: an address, a port in range, and a port that neither the gRPC listener

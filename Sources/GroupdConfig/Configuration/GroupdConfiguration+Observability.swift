@@ -6,25 +6,32 @@ import Musl
 import Darwin
 #endif
 
-/// `metrics`: the Prometheus endpoint. Absent: no metrics are kept and nothing listens.
+/// An HTTP listener of its own beside the gRPC one: `metrics` (``MetricsSettings``) and `console`
+/// (``ConsoleSettings``). Absent from the file: nothing listens.
 ///
 /// ```yaml
 /// metrics:
 ///   host: 127.0.0.1   # default
 ///   port: 9090        # required; 0 picks a free port
 /// ```
-public struct MetricsSettings: Sendable, Hashable {
-    /// `metrics.host`: the address the HTTP endpoint binds. Default `127.0.0.1`.
+public struct EndpointSettings: Sendable, Hashable {
+    /// `<key>.host`: the address the listener binds. Default `127.0.0.1`.
     public var host: String
-    /// `metrics.port`: its TCP port (required; `0` picks a free one, logged at start-up).
+    /// `<key>.port`: its TCP port (required; `0` picks a free one, logged at start-up).
     public var port: Int
 
     /// Create endpoint settings.
+    /// - Parameters:
+    ///   - host: The address to bind.
+    ///   - port: The TCP port.
     public init(host: String = "127.0.0.1", port: Int) {
         self.host = host
         self.port = port
     }
 }
+
+/// `metrics`: the Prometheus endpoint. Absent: no metrics are kept and nothing listens.
+public typealias MetricsSettings = EndpointSettings
 
 /// `access_log`: one log line per call.
 ///
@@ -89,7 +96,7 @@ public struct LogSettings: Sendable, Hashable {
 
 // MARK: Decoding and encoding
 
-extension MetricsSettings: Codable {
+extension EndpointSettings: Codable {
     /// Decode; `port` is required, unknown keys refused.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.configMapping(allowing: ["host", "port"])
