@@ -111,7 +111,7 @@ dialog input, dialog select { width: 100%; }
 """#),
         "/console.js": ConsoleFile(
             contentType: "text/javascript; charset=utf-8",
-            etag: "\"f57de2fbbf843d1b\"",
+            etag: "\"b30706e1a61576d9\"",
             text: ##"""
 // groupd operator console: one page, hash routes, the Connect JSON API of this origin.
 // The admin token lives in a variable of this closure only: never in localStorage, sessionStorage,
@@ -970,6 +970,8 @@ dialog input, dialog select { width: 100%; }
     try {
       for (;;) {
         const { value, done } = await reader.read();
+        // A stream replaced (new filters) or stopped: what it still had is not shown.
+        if (tail.controller !== controller) return;
         if (done) break;
         const joined = new Uint8Array(buffer.length + value.length);
         joined.set(buffer);

@@ -855,6 +855,8 @@
     try {
       for (;;) {
         const { value, done } = await reader.read();
+        // A stream replaced (new filters) or stopped: what it still had is not shown.
+        if (tail.controller !== controller) return;
         if (done) break;
         const joined = new Uint8Array(buffer.length + value.length);
         joined.set(buffer);
