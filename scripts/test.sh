@@ -9,7 +9,8 @@
 #   docs               DocC on every Swift module, warnings as errors (scripts/check_docs.py)
 #   swift              the Swift Testing suites                                       alone, in turn:
 #   postgres-store     GroupStoreTests on a throw-away PostgreSQL cluster             timing-sensitive
-#   interop            pytest tests/ on SQLite                                      } at once, each with
+#   interop            pytest tests/ on SQLite (the console's, in headless Chromium, } at once, each with
+#                      only here: about 15 s)                                       }
 #   interop-gzip       the same with every grpcio channel gzip-compressed           } its own ports and
 #   interop-connect    test_contract and test_isolation over Connect JSON           } PostgreSQL cluster
 #   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster) }
