@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -33,8 +34,8 @@ SCREENSHOTS = os.environ.get("GROUPD_CONSOLE_SCREENSHOTS")
 # A groupd with a console port, and what the tests make through gRPC
 
 
-def start_console_groupd(workdir: Path) -> Groupd:
-    server = Groupd(workdir)
+def start_console_groupd(workdir: Path, tls=None) -> Groupd:
+    server = Groupd(workdir, tls=tls)
     server.console_port = free_port()
     server.set_top_level(f"console:\n  host: 127.0.0.1\n  port: {server.console_port}\n")
     server.start()
@@ -168,6 +169,22 @@ def test_without_the_key_nothing_listens(tmp_path):
     server.start()
     try:
         assert "console listening" not in server.log.read_text()
+    finally:
+        server.stop()
+
+
+def test_console_is_plain_http_when_the_api_uses_tls(tmp_path):
+    """With `tls` the main port is TLS, the console's stays plain HTTP/1.1: a browser offered ALPN
+    h2 there would take HTTP/2, where the files are not served."""
+    key, cert = tmp_path / "server.key", tmp_path / "server.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    server = start_console_groupd(tmp_path, tls={"cert_file": cert, "key_file": key})
+    try:
+        status, headers, body = http_request(server.console_port, "GET", "/")
+        assert status == 200 and b"groupd console" in body
+        assert f"url=http://127.0.0.1:{server.console_port}/" in server.log.read_text()
     finally:
         server.stop()
 

@@ -93,8 +93,8 @@ struct Serve: AsyncParsableCommand {
         serverConfiguration.connectCodec = ConnectJSONCodec()
         let router = service.makeRouter()
         let server = GRPCServer(configuration: serverConfiguration, router: router, group: group, logger: logger)
-        // The operator console: the same router, codec, limits and observer on a port of its own,
-        // which also answers GET with the console's files.
+        // The operator console: the same router, codec, limits and observer on a port of its own
+        // (plain HTTP), which also answers GET with the console's files.
         let console = configuration.console.map { settings in
             GRPCServer(
                 configuration: serverConfiguration.console(settings), router: router, group: group,
@@ -138,7 +138,7 @@ struct Serve: AsyncParsableCommand {
             }
             logger.info("console listening", metadata: [
                 "address": "\(listenAddress(settings.host, console.localPort ?? settings.port))",
-                "url": "\(serverConfiguration.tls == nil ? "http" : "https")://\(listenAddress(settings.host, console.localPort ?? settings.port))/",
+                "url": "http://\(listenAddress(settings.host, console.localPort ?? settings.port))/",
             ])
         }
 
@@ -255,10 +255,14 @@ func bindFailure(_ error: any Error) -> String {
 extension ServerConfiguration {
     /// This configuration on the console's address, answering `GET` and `HEAD` with the console's
     /// embedded files (Connect on, whatever `listen.connect` says: the console calls through it).
+    ///
+    /// Without TLS: the files are served over HTTP/1.1 only, and a browser offered ALPN `h2` takes
+    /// it, so over TLS the page would get Connect's refusal instead (docs/CONSOLE.md, "Security notes").
     func console(_ settings: ConsoleSettings) -> ServerConfiguration {
         var console = self
         console.host = settings.host
         console.port = settings.port
+        console.tls = nil
         console.connectEnabled = true
         console.staticFiles = StaticFiles { path in
             ConsoleFile.file(at: path).map { StaticFile(contentType: $0.contentType, body: $0.body, etag: $0.etag) }
