@@ -6,8 +6,9 @@ an event made by the test arrive in the live tail, and see a refused action's re
 
 The browser tests wait on DOM conditions (WebDriverWait), never on time. With
 GROUPD_CONSOLE_SCREENSHOTS=<dir> they save the group page and the live tail there
-(console-group.png, console-tail.png: the pictures of docs/CONSOLE.md).
+(console-group and console-tail, as PNG and as SVG: the pictures of docs/CONSOLE.md are the SVGs).
 """
+import base64
 import http.client
 import json
 import os
@@ -30,6 +31,22 @@ pytestmark = pytest.mark.sqlite_only("the console's tests are about the page, no
 SCREENSHOTS = os.environ.get("GROUPD_CONSOLE_SCREENSHOTS")
 
 
+def save_screenshot(driver, name, title):
+    """Writes the window as `<name>.png` into GROUPD_CONSOLE_SCREENSHOTS, and the same picture as
+    `<name>.svg`, the PNG inside as base64: the repository holds text files only
+    (tests/test_fuzz_corpus.py), so docs/CONSOLE.md shows the SVGs."""
+    directory = Path(SCREENSHOTS)
+    png = driver.get_screenshot_as_png()
+    (directory / f"{name}.png").write_bytes(png)
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    data = base64.b64encode(png).decode()
+    lines = "\n".join(data[i:i + 100] for i in range(0, len(data), 100))
+    (directory / f"{name}.svg").write_text(
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">\n'
+        f"<title>{title}</title>\n"
+        f'<image width="{width}" height="{height}" href="data:image/png;base64,\n{lines}"/>\n</svg>\n')
+
+
 # -------------------------------------------------------------------------------------------------
 # A groupd with a console port, and what the tests make through gRPC
 
@@ -37,7 +54,7 @@ SCREENSHOTS = os.environ.get("GROUPD_CONSOLE_SCREENSHOTS")
 def start_console_groupd(workdir: Path, tls=None) -> Groupd:
     server = Groupd(workdir, tls=tls)
     server.console_port = free_port()
-    server.set_top_level(f"console:\n  host: 127.0.0.1\n  port: {server.console_port}\n")
+    server.set_top_level(f"console:\n  host: 127.0.0.1\n  port: {server.console_port}\naccess_log:\n  enabled: true\n")
     server.start()
     wait_for(lambda: "console listening" in server.log.read_text(), "the console's listener")
     return server
@@ -364,7 +381,7 @@ def test_console_end_to_end(console_groupd, api, browser):
         browser.set_window_size(1440, 1400)
         browser.execute_script("window.scrollTo(0, 0)")
         wait(browser, present(f'#members-table tr[data-user="{target}"][data-muted="yes"]'))
-        browser.save_screenshot(str(Path(SCREENSHOTS) / "console-group.png"))
+        save_screenshot(browser, "console-group", "groupd console: a group's page")
         browser.set_window_size(1440, 1000)
 
     # A refused action shows its reason: the new owner must be a member.
@@ -373,6 +390,10 @@ def test_console_end_to_end(console_groupd, api, browser):
     reason = wait(browser, present("#flash-reason"))
     assert reason.get_attribute("data-reason") == "MEMBER_NOT_FOUND"
     assert "Transfer ownership refused" in css(browser, "#flash").text
+    # The console's calls are calls like any other: in the access log, as Connect.
+    wait_for(lambda: any("groupd.access" in line and "TransferOwnership" in line and "MEMBER_NOT_FOUND" in line
+                         and "protocol=connect" in line for line in console_groupd.log.read_text().splitlines()),
+             "the refused transfer's access-log line")
 
     # The live tail: an event made by the test arrives.
     browser.execute_script("location.hash = '#/tail'")
@@ -397,7 +418,7 @@ def test_console_end_to_end(console_groupd, api, browser):
     kicked = wait(browser, present(f'#tail-table tr[data-kind="MEMBER_KICKED"][data-group="{gid}"]'))
     assert members[0] in kicked.text
     if SCREENSHOTS:
-        browser.save_screenshot(str(Path(SCREENSHOTS) / "console-tail.png"))
+        save_screenshot(browser, "console-tail", "groupd console: the live event tail")
     # The stats the page keeps of its own calls saw the refusal.
     wait(browser, lambda d: "MEMBER_NOT_FOUND" in css(d, "#stats-errors").text)
 

@@ -111,7 +111,7 @@ dialog input, dialog select { width: 100%; }
 """#),
         "/console.js": ConsoleFile(
             contentType: "text/javascript; charset=utf-8",
-            etag: "\"b30706e1a61576d9\"",
+            etag: "\"0e323611e5eef24f\"",
             text: ##"""
 // groupd operator console: one page, hash routes, the Connect JSON API of this origin.
 // The admin token lives in a variable of this closure only: never in localStorage, sessionStorage,
@@ -870,7 +870,7 @@ dialog input, dialog select { width: 100%; }
   }
 
   // ---------------------------------------------------------------------------------------------
-  // A user's page: ListJoinedGroups as that user (x-operator-id), their pending items
+  // A user's page: ListJoinedGroups as that user (x-operator-id)
 
   async function renderUser(view, userID, stillCurrent) {
     const input = h("input", { id: "user-id", value: userID, placeholder: "user id", size: 30 });

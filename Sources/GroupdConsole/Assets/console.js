@@ -755,7 +755,7 @@
   }
 
   // ---------------------------------------------------------------------------------------------
-  // A user's page: ListJoinedGroups as that user (x-operator-id), their pending items
+  // A user's page: ListJoinedGroups as that user (x-operator-id)
 
   async function renderUser(view, userID, stillCurrent) {
     const input = h("input", { id: "user-id", value: userID, placeholder: "user id", size: 30 });
