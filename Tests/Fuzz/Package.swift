@@ -31,6 +31,10 @@ let package = Package(
             dependencies: ["FuzzSupport", .product(name: "GroupAPI", package: "groupd")],
             swiftSettings: fuzzTarget),
         .executableTarget(
+            name: "FuzzJSON",
+            dependencies: ["FuzzSupport", .product(name: "GroupAPI", package: "groupd")],
+            swiftSettings: fuzzTarget),
+        .executableTarget(
             name: "FuzzHTTP2",
             dependencies: [
                 "FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),

@@ -49,7 +49,7 @@ def deframer_seeds():
     write("FuzzDeframer", "bad-flags", bytes([0, 5]) + b"\x02" + struct.pack(">I", 1) + b"x")
 
 
-# MARK: FuzzProtoDecode: [2 × method index (+1 for the response)][message]
+# MARK: FuzzProtoDecode: [2 × method index (+1 for the response)][message]; FuzzJSON: [the same][JSON]
 
 def descriptor_pool():
     from google.protobuf import descriptor_pb2, descriptor_pool as pool_module
@@ -112,7 +112,7 @@ def sample(field):
 
 
 def proto_seeds():
-    from google.protobuf import message_factory
+    from google.protobuf import json_format, message_factory
     pool = descriptor_pool()
     # The order of GroupAPI.allMethods (Sources/GroupAPI/Generated/AllServices.swift).
     services = ["groupd.v1.ApplicationService", "groupd.v1.EventService", "groupd.v1.GroupService",
@@ -130,6 +130,10 @@ def proto_seeds():
                 base = f"{service.name}-{method.name}-{'request' if offset == 0 else 'response'}"
                 write("FuzzProtoDecode", base + "-full", bytes([2 * index + offset]) + fill(cls()).SerializeToString())
                 write("FuzzProtoDecode", base + "-empty", bytes([2 * index + offset]))
+                # FuzzJSON: the same types as proto3 JSON (what a Connect call's body holds).
+                full = json_format.MessageToJson(fill(cls()), indent=None)
+                write("FuzzJSON", base + "-full", bytes([2 * index + offset]) + full.encode())
+                write("FuzzJSON", base + "-empty", bytes([2 * index + offset]) + b"{}")
             index += 1
     assert index < 128, "a method index must fit in the input's first byte"
 
