@@ -11,20 +11,18 @@ import NIOCore
 /// ends it with `INVALID_ARGUMENT` / `INVALID_ARGUMENT`, metadata `field` naming the field (and a
 /// `google.rpc.BadRequest` with it), as a bad value of a decoded request does.
 public struct ConnectJSONCodec: ConnectCodec {
-    /// Each method path's request and response types, looked up in the registry once.
-    private let messages: [String: (request: ProtoJSON.Message, response: ProtoJSON.Message)]
+    /// Each method path's request and response types, looked up in ProtoJSON's registry once (nil
+    /// for a type it does not hold: the reflection services').
+    private let messages: [String: (request: ProtoJSON.Message?, requestName: String, response: ProtoJSON.Message?)]
 
     /// A codec for `methods` (every method of `Protos/` by default).
     /// - Parameter methods: The methods whose messages it converts.
     public init(methods: [AnyProtoMethod] = GroupAPI.allMethods) {
-        var messages: [String: (request: ProtoJSON.Message, response: ProtoJSON.Message)] = [:]
+        var messages: [String: (request: ProtoJSON.Message?, requestName: String, response: ProtoJSON.Message?)] = [:]
         for method in methods {
-            guard let request = ProtoJSON.Message(named: method.requestType.protoMessageName),
-                  let response = ProtoJSON.Message(named: method.responseType.protoMessageName)
-            else {
-                preconditionFailure("\(method.path): its messages are not in ProtoJSON's registry")
-            }
-            messages[method.path] = (request, response)
+            let requestName = method.requestType.protoMessageName
+            messages[method.path] = (
+                ProtoJSON.Message(named: requestName), requestName, ProtoJSON.Message(named: method.responseType.protoMessageName))
         }
         self.messages = messages
     }
@@ -35,7 +33,13 @@ public struct ConnectJSONCodec: ConnectCodec {
     public func request(fromJSON json: ByteBuffer, path: String) throws(GRPCStatus) -> ByteBuffer {
         guard let types = messages[path] else { throw GRPCStatus(.unimplemented, "Method not found: \(path)") }
         let result = json.withUnsafeReadableBytes { bytes -> Result<[UInt8], ProtoJSONError> in
-            Result { () throws(ProtoJSONError) in try types.request.decode(json: bytes) }
+            Result { () throws(ProtoJSONError) in
+                guard let request = types.request else {
+                    // Not in the registry: the look-up by name fails, with the error it gives.
+                    return try ProtoJSON.decode(json: bytes, messageName: types.requestName)
+                }
+                return try request.decode(json: bytes)
+            }
         }
         switch result {
         case .success(let bytes):
@@ -56,8 +60,8 @@ public struct ConnectJSONCodec: ConnectCodec {
     }
 
     public func responseJSON(_ message: ByteBuffer, path: String) -> ByteBuffer {
-        guard let types = messages[path],
-              let json = message.withUnsafeReadableBytes({ try? types.response.encode(serializedBytes: $0) })
+        guard let response = messages[path]?.response,
+              let json = message.withUnsafeReadableBytes({ try? response.encode(serializedBytes: $0) })
         else {
             // The handler's own bytes always decode as its response type.
             return ByteBuffer(string: "{}")
