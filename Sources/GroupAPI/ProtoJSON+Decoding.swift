@@ -25,10 +25,15 @@ extension ProtoJSON {
     /// - Returns: The message in the protobuf wire format (empty for `{}`).
     /// - Throws: ``ProtoJSONError`` saying what is wrong and in which field.
     public static func decode(json: UnsafeRawBufferPointer, messageName: String) throws(ProtoJSONError) -> [UInt8] {
-        let tables = JSONDecodingTables.shared
-        guard let index = tables.indexByName[messageName] else {
+        guard let index = JSONDecodingTables.shared.indexByName[messageName] else {
             throw ProtoJSONError(code: .unknownMessage, field: "", message: "no message named \"\(messageName)\" is known")
         }
+        return try decode(json: json, messageIndex: index)
+    }
+
+    /// Proto3 JSON text as the wire bytes of the message of the table at `index`.
+    static func decode(json: UnsafeRawBufferPointer, messageIndex index: Int) throws(ProtoJSONError) -> [UInt8] {
+        let tables = JSONDecodingTables.shared
         var decoder = JSONWireDecoder(json: json, tables: tables)
         defer { decoder.scratch?.deallocate() }
         do {
@@ -1307,6 +1312,36 @@ struct JSONFieldInfo {
     /// Where the JSON name and the proto name are in the table's `names`.
     var jsonName: Range<Int>
     var protoName: Range<Int>
+    /// The encoder's view: where the field is in protobuf-c's C struct, and when it is written.
+    var layout: JSONFieldLayout
+    /// Where `"jsonName":` is in the table's `keys`, as the encoder writes it.
+    var key: Range<Int>
+    /// The encoder's table of the enum's value names (``JSONEnumNames``), -1 for none.
+    var enumNames: Int
+}
+
+/// Where a field lives in protobuf-c's unpacked C struct, and how the encoder decides whether to
+/// write it.
+struct JSONFieldLayout {
+    /// How the encoder tells a field to write from one to leave out.
+    enum Presence {
+        /// Repeated: written when the count at `quantifierOffset` is not zero.
+        case repeated
+        /// A oneof member: written when the case at `quantifierOffset` is the field's number.
+        case oneof
+        /// A proto3 `optional` scalar: written when its `has_` flag at `quantifierOffset` is set.
+        case flagged
+        /// Written unless at its proto3 default.
+        case unlessDefault
+    }
+
+    var presence: Presence
+    /// Byte offset of the value (or of the element pointer, for a repeated field).
+    var offset: Int
+    /// Byte offset of the count, oneof case or `has_` flag.
+    var quantifierOffset: Int
+    /// The field number.
+    var number: UInt32
 }
 
 /// How a message type is written in JSON.
@@ -1319,13 +1354,17 @@ final class JSONMessageTable: @unchecked Sendable {
     // @unchecked Sendable: every property is a `let` set in init, and the enum descriptors the
     // fields point to are protoc-c's static, immutable data.
     let name: String
+    let descriptor: UnsafePointer<ProtobufCMessageDescriptor>
     let wellKnown: JSONWellKnownType
     let fields: [JSONFieldInfo]
     let protoNames: [String]
     /// The UTF-8 of every field's JSON and proto names, back to back.
     let names: [UInt8]
+    /// Every field's `"jsonName":` as the encoder writes it, back to back.
+    let keys: [UInt8]
 
-    init(_ descriptor: UnsafePointer<ProtobufCMessageDescriptor>, indexByDescriptor: [UnsafeRawPointer: Int]) {
+    init(_ descriptor: UnsafePointer<ProtobufCMessageDescriptor>, indexByDescriptor: [UnsafeRawPointer: Int], enums: inout JSONEnumNamesBuilder) {
+        self.descriptor = descriptor
         let message = descriptor.pointee
         name = String(cString: message.name)
         wellKnown = switch name {
@@ -1338,6 +1377,7 @@ final class JSONMessageTable: @unchecked Sendable {
         var fields: [JSONFieldInfo] = []
         var protoNames: [String] = []
         var names: [UInt8] = []
+        var keys: [UInt8] = []
         var oneofOffsets: [UInt32] = []
         if message.n_fields > 0, let all = message.fields {
             for index in 0..<Int(message.n_fields) {
@@ -1348,6 +1388,11 @@ final class JSONMessageTable: @unchecked Sendable {
                 names += jsonName.utf8
                 let protoRange = names.count..<(names.count + protoName.utf8.count)
                 names += protoName.utf8
+                var key = ""
+                JSONString.append(jsonName, to: &key)
+                key += ":"
+                let keyRange = keys.count..<(keys.count + key.utf8.count)
+                keys += key.utf8
                 let kind = JSONFieldKind(field.type)
                 let isRepeated = field.label == PROTOBUF_C_LABEL_REPEATED
                 var oneof = -1
@@ -1371,13 +1416,22 @@ final class JSONMessageTable: @unchecked Sendable {
                     message: kind == .message ? field.descriptor.flatMap { indexByDescriptor[$0] } ?? -1 : -1,
                     enumDescriptor: kind == .enumeration ? field.descriptor?.assumingMemoryBound(to: ProtobufCEnumDescriptor.self) : nil,
                     jsonName: jsonRange,
-                    protoName: protoRange))
+                    protoName: protoRange,
+                    layout: JSONFieldLayout(
+                        presence: isRepeated ? .repeated
+                            : oneof >= 0 ? .oneof
+                            : field.label == PROTOBUF_C_LABEL_OPTIONAL && kind != .message && kind != .string ? .flagged
+                            : .unlessDefault,
+                        offset: Int(field.offset), quantifierOffset: Int(field.quantifier_offset), number: field.id),
+                    key: keyRange,
+                    enumNames: kind == .enumeration ? field.descriptor.map { enums.index(of: $0.assumingMemoryBound(to: ProtobufCEnumDescriptor.self)) } ?? -1 : -1))
                 protoNames.append(protoName)
             }
         }
         self.fields = fields
         self.protoNames = protoNames
         self.names = names
+        self.keys = keys
     }
 
     /// The field whose JSON or proto name is `key`, trying `hint` (the field after the last one
@@ -1402,10 +1456,13 @@ final class JSONMessageTable: @unchecked Sendable {
     }
 }
 
-/// A ``JSONMessageTable`` for every message of the ``DescriptorRegistry``, built once.
+/// A ``JSONMessageTable`` for every message of the ``DescriptorRegistry``, and the encoder's
+/// ``JSONEnumNames`` of every enum they use: built once, immutable, shared by the decoder and the
+/// encoder.
 struct JSONDecodingTables: Sendable {
     let messages: [JSONMessageTable]
     let indexByName: [String: Int]
+    let enums: [JSONEnumNames]
 
     static let shared = JSONDecodingTables()
 
@@ -1417,7 +1474,63 @@ struct JSONDecodingTables: Sendable {
             indexByName[name] = index
             indexByDescriptor[UnsafeRawPointer(descriptor)] = index
         }
-        self.messages = registry.map { JSONMessageTable($0.value, indexByDescriptor: indexByDescriptor) }
+        var enums = JSONEnumNamesBuilder()
+        self.messages = registry.map { JSONMessageTable($0.value, indexByDescriptor: indexByDescriptor, enums: &enums) }
         self.indexByName = indexByName
+        self.enums = enums.tables
+    }
+}
+
+/// One enum's value names as the encoder writes them, quotes included, by number.
+struct JSONEnumNames: @unchecked Sendable {
+    // @unchecked Sendable: the descriptor is protoc-c's static, immutable data.
+    let descriptor: UnsafePointer<ProtobufCEnumDescriptor>
+    /// The smallest number with a name.
+    let minimum: Int32
+    /// Per number from `minimum`, where its quoted name is in `names` (empty for a number without one).
+    let ranges: [Range<Int>]
+    let names: [UInt8]
+
+    /// The widest span of numbers a dense table is built for; a sparser enum is looked up in
+    /// protobuf-c's descriptor.
+    static let maximumSpan = 1024
+
+    init(_ descriptor: UnsafePointer<ProtobufCEnumDescriptor>) {
+        self.descriptor = descriptor
+        let count = Int(descriptor.pointee.n_values)
+        let numbers = (0..<count).map { descriptor.pointee.values[$0].value }
+        let minimum = numbers.min() ?? 0, maximum = numbers.max() ?? -1
+        self.minimum = minimum
+        var ranges: [Range<Int>] = []
+        var names: [UInt8] = []
+        if Int(maximum) - Int(minimum) < Self.maximumSpan, minimum <= maximum {
+            for number in minimum...maximum {
+                // The name protobuf-c gives the number (the first of aliases), as the old encoder did.
+                guard let value = protobuf_c_enum_descriptor_get_value(descriptor, number) else {
+                    ranges.append(names.count..<names.count)
+                    continue
+                }
+                var quoted = ""
+                JSONString.append(String(cString: value.pointee.name), to: &quoted)
+                ranges.append(names.count..<(names.count + quoted.utf8.count))
+                names += quoted.utf8
+            }
+        }
+        self.ranges = ranges
+        self.names = names
+    }
+}
+
+/// Collects the ``JSONEnumNames`` of the enums the message tables use, one per descriptor.
+struct JSONEnumNamesBuilder {
+    private(set) var tables: [JSONEnumNames] = []
+    private var indexByDescriptor: [UnsafeRawPointer: Int] = [:]
+
+    /// The index of `descriptor`'s table, built on first use.
+    mutating func index(of descriptor: UnsafePointer<ProtobufCEnumDescriptor>) -> Int {
+        if let known = indexByDescriptor[UnsafeRawPointer(descriptor)] { return known }
+        tables.append(JSONEnumNames(descriptor))
+        indexByDescriptor[UnsafeRawPointer(descriptor)] = tables.count - 1
+        return tables.count - 1
     }
 }

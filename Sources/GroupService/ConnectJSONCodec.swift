@@ -11,14 +11,18 @@ import NIOCore
 /// ends it with `INVALID_ARGUMENT` / `INVALID_ARGUMENT`, metadata `field` naming the field (and a
 /// `google.rpc.BadRequest` with it), as a bad value of a decoded request does.
 public struct ConnectJSONCodec: ConnectCodec {
-    private let messages: [String: (request: String, response: String)]
+    /// Each method path's request and response types, looked up in ProtoJSON's registry once (nil
+    /// for a type it does not hold: the reflection services').
+    private let messages: [String: (request: ProtoJSON.Message?, requestName: String, response: ProtoJSON.Message?)]
 
     /// A codec for `methods` (every method of `Protos/` by default).
     /// - Parameter methods: The methods whose messages it converts.
     public init(methods: [AnyProtoMethod] = GroupAPI.allMethods) {
-        var messages: [String: (request: String, response: String)] = [:]
+        var messages: [String: (request: ProtoJSON.Message?, requestName: String, response: ProtoJSON.Message?)] = [:]
         for method in methods {
-            messages[method.path] = (method.requestType.protoMessageName, method.responseType.protoMessageName)
+            let requestName = method.requestType.protoMessageName
+            messages[method.path] = (
+                ProtoJSON.Message(named: requestName), requestName, ProtoJSON.Message(named: method.responseType.protoMessageName))
         }
         self.messages = messages
     }
@@ -27,9 +31,15 @@ public struct ConnectJSONCodec: ConnectCodec {
     public static let invalidJSON = GroupError.Reason(rawValue: "INVALID_JSON")
 
     public func request(fromJSON json: ByteBuffer, path: String) throws(GRPCStatus) -> ByteBuffer {
-        guard let names = messages[path] else { throw GRPCStatus(.unimplemented, "Method not found: \(path)") }
+        guard let types = messages[path] else { throw GRPCStatus(.unimplemented, "Method not found: \(path)") }
         let result = json.withUnsafeReadableBytes { bytes -> Result<[UInt8], ProtoJSONError> in
-            Result { () throws(ProtoJSONError) in try ProtoJSON.decode(json: bytes, messageName: names.request) }
+            Result { () throws(ProtoJSONError) in
+                guard let request = types.request else {
+                    // Not in the registry: the look-up by name fails, with the error it gives.
+                    return try ProtoJSON.decode(json: bytes, messageName: types.requestName)
+                }
+                return try request.decode(json: bytes)
+            }
         }
         switch result {
         case .success(let bytes):
@@ -50,16 +60,17 @@ public struct ConnectJSONCodec: ConnectCodec {
     }
 
     public func responseJSON(_ message: ByteBuffer, path: String) -> ByteBuffer {
-        guard let names = messages[path],
-              let json = try? ProtoJSON.encode(serializedBytes: Array(message.readableBytesView), messageName: names.response)
+        guard let response = messages[path]?.response,
+              let json = message.withUnsafeReadableBytes({ try? response.encode(serializedBytes: $0) })
         else {
             // The handler's own bytes always decode as its response type.
             return ByteBuffer(string: "{}")
         }
-        return ByteBuffer(string: json)
+        return ByteBuffer(bytes: json)
     }
 
     public func detailJSON(typeName: String, value: [UInt8]) -> String? {
-        (try? ProtoJSON.encode(serializedBytes: value, messageName: typeName)) ?? nil
+        guard let json = try? ProtoJSON.encodeBytes(serializedBytes: value, messageName: typeName) else { return nil }
+        return String(decoding: json, as: UTF8.self)
     }
 }
