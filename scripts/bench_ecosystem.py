@@ -104,8 +104,8 @@ def main():
                     result = h2load(server.address, server.pid, path, json_bodies[method] if connect else body,
                                     [f"authorization: Bearer {token}", *headers], CLIENTS, STREAMS, DUR, work, scheme=scheme,
                                     options=["--h1"] if name == "connect_h1" else (), grpc=not connect)
-                    if connect and result["ok_2xx"] < result["calls"]:
-                        raise SystemExit(f"{name} {method}: {result['calls'] - result['ok_2xx']} calls did not answer 2xx")
+                    if connect:  # a Connect call that failed answers a non-2xx status
+                        result["failed"] += result["calls"] - result["ok_2xx"]
                     results[name][method].append(result)
                     print(f"round {round_ + 1} {name:10} {method:14} {result['rate']:9.0f}/s p50 {result['p50_us']} µs "
                           f"p99 {result['p99_us']} µs cpu {result['cpu_us']:.1f} µs failed {result['failed']}", flush=True)

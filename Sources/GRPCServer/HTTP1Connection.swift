@@ -60,9 +60,18 @@ final class HTTP1Connection: ChannelInboundHandler {
 
     private var exchange: Exchange?
     private var exchangeCount: UInt64 = 0
+    /// The one scheduled task of ``armTimer(_:reason:)``, and when it fires.
     private var timer: Scheduled<Void>?
+    private var timerScheduledFor: NIODeadline?
+    /// When the connection closes unless it progresses (nil: never), and why.
+    private var timerDeadline: NIODeadline?
+    private var timerReason: StaticString = ""
     private var closeAfterResponse = false
     private var closing = false
+    /// Inside a read: responses completed now are flushed once at its end (pipelined requests
+    /// answered at once share one write to the socket).
+    private var reading = false
+    private var flushPending = false
 
     /// - Parameters:
     ///   - connect: The protocol the requests are judged and answered by.
@@ -115,7 +124,17 @@ final class HTTP1Connection: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        if flushPending {
+            flushPending = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reading = true
         guard !closing else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
@@ -132,7 +151,7 @@ final class HTTP1Connection: ChannelInboundHandler {
             exchange.body.writeBuffer(&bytes)
         case .end:
             guard let exchange, !exchange.ended else { return }
-            timer?.cancel()
+            disarmTimer()  // the call runs as long as it takes (a stream, under its deadline)
             if let refusal = exchange.refusal {
                 respond(exchange, refusal)
             } else if let call = exchange.call {
@@ -293,18 +312,24 @@ final class HTTP1Connection: ChannelInboundHandler {
         if closeAfterResponse { headers.replaceOrAdd(name: "connection", value: "close") }
         let responseHead = HTTPResponseHead(version: exchange.head.version, status: .init(statusCode: head.status), headers: headers)
         context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
-        context.flush()
+        // A stream's head goes out at once; a whole response is flushed once, with its end.
+        if exchange.call?.streaming == true { context.flush() }
     }
 
     private func finishResponse(_ exchange: Exchange, status: GRPCStatus, context: ChannelHandlerContext) {
         exchange.ended = true
         exchange.deadlineTask?.cancel()
         let closeAfter = closeAfterResponse
-        let done = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
         if closeAfter {
+            let done = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
             let channel = context.channel
             done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        } else if reading {
+            context.write(wrapOutboundOut(.end(nil)), promise: nil)
+            flushPending = true
+        } else {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
         observeEnd(exchange, status: status)
         if self.exchange === exchange { self.exchange = nil }
@@ -313,7 +338,7 @@ final class HTTP1Connection: ChannelInboundHandler {
         if !closeAfter, let idle = configuration.limits.unusedConnectionTimeout {
             armTimer(idle, reason: "HTTP/1.1 connection unused for unused_connection_timeout_seconds")
         } else {
-            timer?.cancel()
+            disarmTimer()
         }
     }
 
@@ -328,15 +353,39 @@ final class HTTP1Connection: ChannelInboundHandler {
 
     // MARK: Timers and closing
 
-    private func armTimer(_ timeout: TimeAmount, reason: String) {
+    /// Sets when the connection closes unless it progresses, and why. Two moves per request
+    /// (its head, its response's end) cost no timer each: one scheduled task stands, and when it
+    /// fires before the current deadline it is scheduled again for it.
+    private func armTimer(_ timeout: TimeAmount, reason: StaticString) {
         guard let context else { return }
+        let deadline = context.eventLoop.now + timeout
+        timerDeadline = deadline
+        timerReason = reason
+        if let scheduledAt = timerScheduledFor, scheduledAt <= deadline { return }
+        schedule(at: deadline, context: context)
+    }
+
+    private func disarmTimer() {
+        timerDeadline = nil
+    }
+
+    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
         timer?.cancel()
+        timerScheduledFor = deadline
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let logger = self.logger
-        timer = context.eventLoop.scheduleTask(in: timeout) {
-            logger.debug("closing HTTP/1.1 connection", metadata: ["reason": "\(reason)"])
-            bound.value.close()
+        timer = context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired() }
+    }
+
+    private func timerFired() {
+        timer = nil
+        timerScheduledFor = nil
+        guard let deadline = timerDeadline, let context else { return }
+        if deadline > context.eventLoop.now {
+            schedule(at: deadline, context: context)
+            return
         }
+        logger.debug("closing HTTP/1.1 connection", metadata: ["reason": "\(timerReason)"])
+        close()
     }
 
     private func close() {
@@ -348,6 +397,7 @@ final class HTTP1Connection: ChannelInboundHandler {
     private func tearDown() {
         timer?.cancel()
         timer = nil
+        timerDeadline = nil
         if let exchange {
             self.exchange = nil
             exchange.deadlineTask?.cancel()
