@@ -34,6 +34,8 @@ final class HTTP1Connection: ChannelInboundHandler {
         /// Tells this exchange from the connection's later ones, in closures that run after a hop.
         let id: UInt64
         let head: HTTPRequestHead
+        /// The request target's path, without its query.
+        let path: String
         let call: ConnectCall?
         var refusal: ConnectResponse?
         var body: ByteBuffer
@@ -47,9 +49,13 @@ final class HTTP1Connection: ChannelInboundHandler {
         let started: UInt64
         let annotations: CallAnnotations?
 
-        init(id: UInt64, head: HTTPRequestHead, call: ConnectCall?, refusal: ConnectResponse?, allocator: ByteBufferAllocator, observed: Bool) {
+        init(
+            id: UInt64, head: HTTPRequestHead, path: String, call: ConnectCall?, refusal: ConnectResponse?,
+            allocator: ByteBufferAllocator, observed: Bool
+        ) {
             self.id = id
             self.head = head
+            self.path = path
             self.call = call
             self.refusal = refusal
             self.body = allocator.buffer(capacity: 0)
@@ -178,12 +184,12 @@ final class HTTP1Connection: ChannelInboundHandler {
         exchangeCount += 1
         switch file.map(ConnectProtocol.Start.refuse) ?? connect.start(method: head.method.rawValue, path: path, headers: headers) {
         case .call(let call):
-            exchange = Exchange(id: exchangeCount, head: head, call: call, refusal: nil, allocator: context.channel.allocator, observed: observed)
+            exchange = Exchange(id: exchangeCount, head: head, path: path, call: call, refusal: nil, allocator: context.channel.allocator, observed: observed)
             if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
             }
         case .refuse(let response):
-            exchange = Exchange(id: exchangeCount, head: head, call: nil, refusal: response, allocator: context.channel.allocator, observed: observed)
+            exchange = Exchange(id: exchangeCount, head: head, path: path, call: nil, refusal: response, allocator: context.channel.allocator, observed: observed)
         }
         self.exchange = exchange
         if observed { observer?.callStarted(path: path) }
@@ -345,9 +351,8 @@ final class HTTP1Connection: ChannelInboundHandler {
     private func observeEnd(_ exchange: Exchange, status: GRPCStatus) {
         guard exchange.started != 0, let observer = configuration.callObserver else { return }
         let elapsed = DispatchTimeNanos.now() &- exchange.started
-        let path = exchange.call?.path ?? (exchange.head.uri.split(separator: "?").first.map(String.init) ?? exchange.head.uri)
         observer.callFinished(FinishedCall(
-            path: path, status: status, durationNanoseconds: Int64(truncatingIfNeeded: elapsed), peer: peer,
+            path: exchange.path, status: status, durationNanoseconds: Int64(truncatingIfNeeded: elapsed), peer: peer,
             metadata: exchange.call?.metadata ?? Metadata(), annotations: exchange.annotations, callProtocol: .connect))
     }
 

@@ -344,7 +344,7 @@ public struct ConnectCall: Sendable {
     public func unaryResponse(_ result: Result<ByteBuffer, GRPCStatus>, allocator: ByteBufferAllocator) -> ConnectResponse {
         switch result {
         case .success(let message):
-            var body = json && codec != nil ? codec!.responseJSON(message, path: path) : message
+            var body = transcoded(message)
             var headers = [("content-type", contentType)]
             if let compression = responseCompression, body.readableBytes >= responseCompressionMinBytes,
                let compressed = compression.deflate(body, allocator: allocator) {
@@ -355,6 +355,12 @@ public struct ConnectCall: Sendable {
         case .failure(let status):
             return .error(status, codec: codec)
         }
+    }
+
+    /// A response message as the call's format has it: JSON, or the bytes as they are.
+    private func transcoded(_ message: ByteBuffer) -> ByteBuffer {
+        guard json, let codec else { return message }
+        return codec.responseJSON(message, path: path)
     }
 
     /// The head of a server stream's response (its errors come in the end-of-stream envelope).
@@ -371,7 +377,7 @@ public struct ConnectCall: Sendable {
     ///   - allocator: Allocates the envelope.
     /// - Returns: The envelope's bytes.
     public func streamMessage(_ message: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var payload = json && codec != nil ? codec!.responseJSON(message, path: path) : message
+        var payload = transcoded(message)
         var flags: UInt8 = 0
         if let compression = responseCompression, payload.readableBytes >= responseCompressionMinBytes,
            let compressed = compression.deflate(payload, allocator: allocator) {
