@@ -103,12 +103,13 @@ docs-check:
 	python3 scripts/check_docs.py
 
 ## test-interop-gzip: the interop tests once more with channel-wide gzip on every grpcio channel
-## (the generated-code and documentation-check tests, which open no channel, run once, in test-interop)
+## (the generated-code and documentation-check tests, which open no channel, run once, in test-interop;
+## so do the Connect, console and tracing tests, whose calls compression does not change)
 test-interop-gzip:
 	GROUPD_TEST_COMPRESSION=gzip GROUPD_BIN=$(DEBUG_BIN) python3 -m pytest -q tests \
 	  --ignore=tests/test_protos_fresh.py --ignore=tests/test_protos_interop.py --ignore=tests/test_check_docs.py \
 	  --ignore=tests/test_connect.py --ignore=tests/test_connect_client.py \
-	  --ignore=tests/test_console.py $(PYTEST_FLAGS)
+	  --ignore=tests/test_console.py --ignore=tests/test_tracing.py $(PYTEST_FLAGS)
 
 ## test-interop-connect: the contract and isolation tables once more with every stub call carried over
 ## the Connect protocol in JSON (GROUPD_TEST_PROTOCOL=connect: tests/connect_client.py's ConnectChannel

@@ -52,6 +52,11 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Already built for jwt-kit and postgres-nio; groupd uses its SHA-256 (invite link tokens).
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // OpenTelemetry traces: the span API the handlers, the store and the policy host call
+        // (swift-distributed-tracing), and the OTLP/gRPC exporter the executable bootstraps
+        // (swift-otel, its OTLP/HTTP exporter left out: no async-http-client to build).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPGRPC"]),
     ],
     targets: [
         // MARK: C libraries
@@ -137,7 +142,11 @@ let package = Package(
         .target(name: "GroupStoreSettings", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
         /// Persistence: ``Store`` over a ``StoreBackend`` (the rules of each mutation, group commit,
         /// the group cache, the event feed), with no database driver (docs/STORE.md, "Modules").
-        .target(name: "GroupStore", dependencies: ["GroupModel"], swiftSettings: swiftSettings),
+        .target(
+            name: "GroupStore",
+            dependencies: ["GroupModel", .product(name: "Tracing", package: "swift-distributed-tracing")],
+            swiftSettings: swiftSettings
+        ),
         /// The SQL both backends share: row codecs, column lists, cursors, and ``SQLDialect`` for
         /// what differs.
         .target(name: "GroupStoreSQL", dependencies: ["GroupModel", "GroupStore"], swiftSettings: swiftSettings),
@@ -187,6 +196,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -207,6 +217,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -223,6 +235,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -257,7 +270,8 @@ let package = Package(
             name: "GroupTestSupport",
             dependencies: [
                 "GroupService", "GroupStore", "GroupStoreSQLite", "GroupStorePostgres", "GroupModel", "GRPCProtocol", "GRPCServer", "GRPCClient",
-                "GroupAPI", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log")],
+                "GroupAPI", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -291,7 +305,10 @@ let package = Package(
             name: "GroupServiceTests",
             dependencies: [
                 "GroupService", "GroupdConfig", "GroupStoreSettings", "GroupTestSupport", "GroupAPI", "GRPCProtocol",
+                "GroupStore",
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),

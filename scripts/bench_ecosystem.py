@@ -13,6 +13,9 @@ drift on the noisy machine spreads over all of them:
               over HTTP/2 (h2c): what the JSON transcoding and Connect's response shape cost
   connect_h1  the same JSON calls over HTTP/1.1 (h2load --h1: keep-alive, one request in flight per
               connection at a time, so -m streams mean nothing there; -c connections do)
+  trace_1     h2c with `tracing` at sample_ratio 1: every call's span (and each write's commit span)
+              exported over OTLP/gRPC to scripts/otlp_sink.py, a collector on core 1 beside h2load
+  trace_001   the same at sample_ratio 0.01
 Methods: Health/Check, GetGroupsInfo (one of the 1,000 groups) and CreateGroup (a new PUBLIC group,
 server-assigned id, every call a write).
 Prints a Markdown table (req/s, p50/p99 µs, the server's CPU µs per call) and writes every figure
@@ -77,10 +80,24 @@ def main():
         # h2load asks for gzip by default: identity, as the gRPC variants get (compression has its own row).
         "connect_h2": ("", "http", ["content-type: application/json", "accept-encoding: identity"]),
         "connect_h1": ("", "http", ["content-type: application/json", "accept-encoding: identity"]),
+        "trace_1": ("{tracing_1}", "http", []),
+        "trace_001": ("{tracing_001}", "http", []),
     }
     if os.environ.get("VARIANTS"):
         chosen = {"plain", *os.environ["VARIANTS"].split(",")}
         variants = {name: value for name, value in variants.items() if name in chosen}
+    # The trace collector of the tracing variants, on core 1 with h2load. The queue holds a second
+    # of spans at the plain rate, so that a slow export drops none (the drop counter is printed).
+    sink = None
+    if any(name.startswith("trace_") for name in variants):
+        sink = subprocess.Popen(["taskset", "-c", "1", sys.executable, str(ROOT / "scripts" / "otlp_sink.py")],
+                                stdout=subprocess.PIPE, text=True)
+        sink_port = int(sink.stdout.readline().split()[1])
+        for name, ratio in (("trace_1", 1), ("trace_001", 0.01)):
+            if name in variants:
+                tracing = (f"tracing:\n  otlp_endpoint: http://127.0.0.1:{sink_port}\n  sample_ratio: {ratio}\n"
+                           "  max_queue_size: 200000\n  max_batch_size: 8192\n")
+                variants[name] = (tracing, *variants[name][1:])
     # The groups, once, on a plain server over the data directory every variant then opens.
     seed = Server(binary, work, config()).start()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_prepare.py"), str(seed.port), str(work), "1000"], check=True)
@@ -121,6 +138,9 @@ def main():
             med = lambda key: statistics.median(r[key] for r in runs)
             print(f"| {method} | {name} | {med('rate'):.0f} | {med('rate') / base:.2f}× | {med('p50_us'):.0f} | "
                   f"{med('p99_us'):.0f} | {med('cpu_us'):.1f} | {sum(r['failed'] for r in runs)} |")
+    if sink:
+        sink.terminate()
+        print(f"\ntrace collector: {sink.communicate(timeout=30)[0].strip()}")
     out = ROOT / ".build" / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"ecosystem-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=1))

@@ -37,7 +37,8 @@ fi
 # pytest-xdist: make test spreads the PostgreSQL interop pass over two pytest workers.
 # connectrpc and protoc-gen-connectrpc: a Connect client no one here wrote (tests/test_connect_client.py).
 # selenium drives Chromium in the console's tests (tests/test_console.py).
-pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist connectrpc protoc-gen-connectrpc selenium)
+# opentelemetry-proto: the OTLP trace service the test collector serves (tests/test_tracing.py).
+pip_packages=(grpcio grpcio-tools grpcio-reflection protobuf h2 pytest pytest-xdist connectrpc protoc-gen-connectrpc selenium opentelemetry-proto)
 
 missing=()
 for package in "${apt_packages[@]}"; do

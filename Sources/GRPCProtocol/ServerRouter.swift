@@ -40,13 +40,19 @@ public struct ServerContext: Sendable {
     /// Where the handler tells the call observer about the call (app, operator, error reason);
     /// `nil` when calls are not observed.
     public let annotations: CallAnnotations?
+    /// The protocol the call came in (gRPC, or Connect over HTTP/1.1 or HTTP/2).
+    public let callProtocol: CallProtocol
 
     /// Creates a context (the transport does; tests may too).
-    public init(path: String, metadata: Metadata, deadline: ContinuousClock.Instant? = nil, annotations: CallAnnotations? = nil) {
+    public init(
+        path: String, metadata: Metadata, deadline: ContinuousClock.Instant? = nil, annotations: CallAnnotations? = nil,
+        callProtocol: CallProtocol = .grpc
+    ) {
         self.path = path
         self.metadata = metadata
         self.deadline = deadline
         self.annotations = annotations
+        self.callProtocol = callProtocol
     }
 }
 

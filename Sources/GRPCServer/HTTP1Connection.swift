@@ -214,7 +214,8 @@ final class HTTP1Connection: ChannelInboundHandler {
                 bound.value.end(id, with: .failure(.deadlineExceeded))
             }
         }
-        let serverContext = ServerContext(path: call.path, metadata: call.metadata, deadline: deadline, annotations: exchange.annotations)
+        let serverContext = ServerContext(path: call.path, metadata: call.metadata, deadline: deadline, annotations: exchange.annotations,
+            callProtocol: .connect)
         let eventLoop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         switch call.handler {

@@ -30,7 +30,8 @@ extension HTTP2Connection {
         }
         guard let request = stream.request else { return }
         let callContext = ServerContext(
-            path: stream.path, metadata: stream.metadata, deadline: stream.contextDeadline, annotations: stream.annotations)
+            path: stream.path, metadata: stream.metadata, deadline: stream.contextDeadline, annotations: stream.annotations,
+            callProtocol: stream.isConnect ? .connect : .grpc)
         let streamID = stream.id
         releaseUnauthenticatedPlaceAtDispatch(stream)
         switch handler {
@@ -78,7 +79,8 @@ extension HTTP2Connection {
         stream.pendingRequests = nil
         let eventLoop = context.eventLoop
         let callContext = ServerContext(
-            path: stream.path, metadata: stream.metadata, deadline: stream.contextDeadline, annotations: stream.annotations)
+            path: stream.path, metadata: stream.metadata, deadline: stream.contextDeadline, annotations: stream.annotations,
+            callProtocol: stream.isConnect ? .connect : .grpc)
         let streamID = stream.id
         releaseUnauthenticatedPlaceAtDispatch(stream)
         if stream.observedStart != 0 { stream.observedMetadata = stream.metadata }  // for the access log

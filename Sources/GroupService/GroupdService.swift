@@ -4,7 +4,9 @@ import GroupModel
 import GroupStore
 import Logging
 import NIOCore
+import PolicyHost
 import Synchronization
+import Tracing
 
 /// groupd's RPC layer: authenticates each call, runs its handler against the model and the
 /// store, and maps outcomes to gRPC. One instance serves every app of the configuration.
@@ -30,6 +32,8 @@ public final class GroupdService: Sendable {
     public let events: EventHub
     /// Metrics, access log and log settings (``ServiceTelemetry/disabled``: none).
     public let telemetry: ServiceTelemetry
+    /// The calls' server spans' tracer (nil: `tracing` is not configured).
+    let tracer: (any Tracer)?
 
     /// Creates the service.
     /// - Parameters:
@@ -40,13 +44,22 @@ public final class GroupdService: Sendable {
     ///   - logger: Where unexpected failures are logged.
     ///   - policy: The policy plugins (chains already applied); none by default.
     ///   - telemetry: Metrics, access log and log settings; none by default.
+    ///   - tracer: With `tracing` configured, what makes the spans of calls, commits and policy
+    ///     hooks (default: the tracer `InstrumentationSystem` was bootstrapped with); ignored
+    ///     without it.
     public init(
         configuration: GroupdConfiguration, store: Store, authenticator: Authenticator,
         clock: any WallClock = SystemWallClock(), logger: Logger, policy: ServicePolicy = .disabled,
-        telemetry: ServiceTelemetry = .disabled
+        telemetry: ServiceTelemetry = .disabled, tracer: (any Tracer)? = nil
     ) {
         self.policy = policy
         self.telemetry = telemetry
+        let tracer = configuration.tracing.map { _ in tracer ?? InstrumentationSystem.tracer }
+        self.tracer = tracer
+        if let tracer {
+            store.traceCommits(with: tracer)
+            policy.host?.traceHooks(with: tracer)
+        }
         // Health knows the reflection services only when they are served.
         self.health = HealthService(services: GroupAPI.allServiceNames.filter {
             configuration.reflection || !$0.hasPrefix("grpc.reflection.")
@@ -120,7 +133,7 @@ public final class GroupdService: Sendable {
         ApplicationServiceHandler(service: self).register(in: &routes)
         MessageServiceHandler(service: self).register(in: &routes)
         EventServiceHandler(service: self).register(in: &routes)
-        return routes.finish()
+        return routes.finish(tracing: tracer.map(CallTracing.init(tracer:)))
     }
 
     /// Ends long-lived streams (health watches) so clients move on while calls drain.

@@ -61,7 +61,7 @@ extension GroupdConfiguration {
         "listen.host", "listen.port", "listen.connect", "data_dir", "durability", "write_batch.max_writes",
         "write_batch.max_wait_microseconds", "store", "max_message_bytes", "max_header_list_bytes",
         "max_concurrent_streams", "max_connections", "drain_timeout_seconds", "event_loop_threads",
-        "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics", "console", "compression", "reflection", "transport",
+        "tls", "tls.handshake_timeout_seconds", "keepalive", "metrics", "console", "tracing", "compression", "reflection", "transport",
         "testing",
     ]
 
@@ -90,6 +90,7 @@ extension GroupdConfiguration {
         keep("event_loop_threads", \.eventLoopThreads)
         keep("metrics", \.metrics)
         keep("console", \.console)
+        keep("tracing", \.tracing)
         keep("compression", \.compression)
         keep("reflection", \.reflection)
         keep("transport", \.transport)

@@ -56,15 +56,18 @@ struct Routes {
         implemented.formUnion(paths)
     }
 
-    /// The router, every handler telling its call's observer the reason of the error it ends with.
+    /// The router, every handler telling its call's observer the reason of the error it ends with
+    /// (and, with `tracing`, running its calls in server spans).
     /// Every API method has a handler (RouterRPCTests checks it); a method added to the protos
     /// without one answers `UNIMPLEMENTED` rather than "Method not found".
-    func finish() -> ServerRouter {
+    func finish(tracing: CallTracing? = nil) -> ServerRouter {
         var router = ServerRouter()
         router.tokenVerifier = self.router.tokenVerifier
         for path in self.router.paths {
             let route = self.router.route(for: path)!
-            router.register(path, Self.annotatingErrors(route.handler), needsToken: route.needsToken)
+            var handler = Self.annotatingErrors(route.handler)
+            if let tracing { handler = tracing.wrap(handler, path: path) }
+            router.register(path, handler, needsToken: route.needsToken)
         }
         for method in GroupAPI.allMethods where !implemented.contains(method.path) {
             let status = GRPCStatus(.unimplemented, "\(method.path) is not implemented")

@@ -1,6 +1,7 @@
 import Foundation
 import GroupModel
 import Synchronization
+import Tracing
 
 /// How the store groups pending writes into transactions (group commit).
 public struct WriteBatching: Sendable, Hashable {
@@ -64,6 +65,11 @@ final class GroupCommitQueue: Sendable {
         let apply: @Sendable (any StoreTransaction) async throws -> Applied
         /// Answers the caller with the mutation's own error.
         let fail: @Sendable (any Error) -> Void
+        /// The caller's trace context (its call's span), when commits are traced and the caller
+        /// has one: the batch's commit span is made its child.
+        var traceContext: ServiceContext? = nil
+        /// The mutation's name, for its commit span.
+        var method = ""
     }
 
     /// Receives each committed batch's events.
@@ -94,6 +100,8 @@ final class GroupCommitQueue: Sendable {
         var statistics = GroupCommitStatistics()
         /// Told each batch's size and how long its transaction took (metrics).
         var batchObserver: BatchObserver?
+        /// Makes each traced mutation's commit span.
+        var tracer: (any Tracer)?
     }
 
     /// Where a piece of work leaves its result for the end of the batch (written by the
@@ -125,6 +133,15 @@ final class GroupCommitQueue: Sendable {
     func observeBatches(_ observer: @escaping BatchObserver) {
         state.withLock { $0.batchObserver = observer }
     }
+
+    /// Records, from now on, a `store.commit` span for every mutation queued with a trace context:
+    /// a child of the caller's span, from the start of its batch's transaction to its end.
+    func trace(with tracer: any Tracer) {
+        state.withLock { $0.tracer = tracer }
+    }
+
+    /// The tracer commits are traced with (nil: none).
+    var tracer: (any Tracer)? { state.withLock { $0.tracer } }
 
     /// Queues a mutation for the next batch.
     func enqueue(_ write: PendingWrite) {
@@ -226,10 +243,13 @@ final class GroupCommitQueue: Sendable {
             let work: [TransactionWork] = zip(batch, slots).map { write, slot in
                 { transaction in slot.applied = try await write.apply(transaction) }
             }
-            let batchObserver = state.withLock { $0.batchObserver }
+            let (batchObserver, tracer) = state.withLock { ($0.batchObserver, $0.tracer) }
             let started = ContinuousClock.now
+            let traced = tracer != nil && batch.contains { $0.traceContext != nil }
+            let tracedStart = traced ? DefaultTracerClock.now : nil
             backend.commit(work, scopes: batch.map(\.scope)) { outcome in
                 batchObserver?(batch.count, ContinuousClock.now - started)
+                if let tracer, let tracedStart { Self.recordSpans(batch, outcome: outcome, tracer: tracer, start: tracedStart) }
                 let again = self.finish(batch, slots: slots, outcome: outcome)
                 if !again.isEmpty { self.runFirst(again) }
                 let callReturned = turn.withLock { turn in
@@ -289,6 +309,34 @@ final class GroupCommitQueue: Sendable {
                 if let applied = slot.applied { applied.answer(error) } else { batch[index].fail(error) }
             }
             return []
+        }
+    }
+
+    /// One `store.commit` span per traced mutation of a batch: the batch's size, the mutation,
+    /// and whether the batch committed (an error status when it failed or the mutation did).
+    private static func recordSpans(
+        _ batch: [PendingWrite], outcome: BatchOutcome, tracer: any Tracer, start: DefaultTracerClock.Instant
+    ) {
+        let end = DefaultTracerClock.now
+        let ending = switch outcome.ending {
+        case .committed: "committed"
+        case .aborted: "aborted"
+        case .failed: "failed"
+        }
+        for (index, write) in batch.enumerated() {
+            guard let context = write.traceContext else { continue }
+            let span = tracer.startAnySpan("store.commit", at: start, context: context, ofKind: .internal)
+            if span.isRecording {
+                span.attributes["groupd.store.batch_size"] = batch.count
+                span.attributes["groupd.store.mutation"] = write.method
+                span.attributes["groupd.store.outcome"] = ending
+                if case .failed(let error) = outcome.ending {
+                    span.setStatus(SpanStatus(code: .error, message: "\(error)"))
+                } else if let error = outcome.failures[index] {
+                    span.setStatus(SpanStatus(code: .error, message: "\(error)"))
+                }
+            }
+            span.end(at: end)
         }
     }
 

@@ -1,5 +1,6 @@
 import GroupModel
 import Synchronization
+import Tracing
 
 /// Persistence of groups, members, applications, messages and their events: the one store the
 /// service uses, over a ``StoreBackend`` (`SQLiteBackend` of `GroupStoreSQLite` by default).
@@ -148,6 +149,12 @@ public final class Store: Sendable {
     /// batches.
     public var commitStatistics: GroupCommitStatistics { commits.statistics }
 
+    /// Traces commits from now on: each mutation made inside a traced call (its span the task's
+    /// current `ServiceContext`) gets a `store.commit` span under that call's span, from the start
+    /// of its batch's transaction to its end, with the batch's size (`groupd.store.batch_size`),
+    /// the mutation (`groupd.store.mutation`) and the batch's outcome (`groupd.store.outcome`).
+    public func traceCommits(with tracer: any Tracer) { commits.trace(with: tracer) }
+
     /// Tests: mutations queue and no batch starts until ``releaseCommits()`` (a batch under way
     /// finishes).
     public func holdCommits() { commits.hold() }
@@ -260,6 +267,8 @@ public final class Store: Sendable {
         _ body: @escaping @Sendable (any StoreTransaction, WriteRecorder) async throws -> T
     ) async throws -> T {
         let cache = self.cache
+        // The caller's span (its call's), for the commit's span: only when commits are traced.
+        let traceContext = commits.tracer == nil ? nil : ServiceContext.current
         return try await read {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 self.commits.enqueue(GroupCommitQueue.PendingWrite(
@@ -283,7 +292,8 @@ public final class Store: Sendable {
                             throw error
                         }
                     },
-                    fail: { error in continuation.resume(throwing: error) }))
+                    fail: { error in continuation.resume(throwing: error) },
+                    traceContext: traceContext, method: method))
             }
         }
     }

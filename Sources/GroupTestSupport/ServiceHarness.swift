@@ -8,6 +8,7 @@ import GRPCServer
 import Logging
 import NIOCore
 import NIOPosix
+public import Tracing
 
 /// Who a test call comes from: the `authorization` and `x-operator-id` metadata it carries.
 public enum TestIdentity: Sendable, Hashable {
@@ -127,10 +128,11 @@ public final class ServiceHarness: Sendable {
     ///   - kind: The kind of store the service writes to.
     ///   - telemetry: Metrics, access log and log settings; none by default.
     ///   - transport: How calls reach the router; in process by default.
+    ///   - tracer: The tracer of the service's spans, when `configuration` has `tracing`.
     public init(
         configuration: GroupdConfiguration = TestApps.configuration(), clock: any WallClock = SystemWallClock(),
         policy: ServicePolicy = .disabled, store kind: StoreKind = .sqlite, telemetry: ServiceTelemetry = .disabled,
-        transport: TestTransport = .inProcess
+        transport: TestTransport = .inProcess, tracer: (any Tracer)? = nil
     ) async throws {
         let temporary = try await temporaryStore(kind)
         let authenticator = await Authenticator(apps: configuration.apps, clock: clock)
@@ -139,7 +141,7 @@ public final class ServiceHarness: Sendable {
         self.clock = clock
         self.service = GroupdService(
             configuration: configuration, store: temporary.store, authenticator: authenticator, clock: clock,
-            logger: Logger(label: "groupd-test"), policy: policy, telemetry: telemetry)
+            logger: Logger(label: "groupd-test"), policy: policy, telemetry: telemetry, tracer: tracer)
         self.router = service.makeRouter()
         self.transport = transport
         self.inProcess = InProcessTransport(router: router)

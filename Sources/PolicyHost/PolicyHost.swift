@@ -4,6 +4,7 @@ import NIOPosix
 import PolicyABI
 import NIOConcurrencyHelpers
 import Synchronization
+import Tracing
 
 /// Counters of one plugin in one app's chain (since that chain was built).
 public struct PluginStatistics: Sendable, Hashable {
@@ -57,6 +58,9 @@ public final class PolicyHost: Sendable {
     let logger: Logger
     /// Told how long each plugin call took (metrics); set once at start-up.
     private let callObserver = NIOLockedValueBox<(@Sendable (_ plugin: String, _ hook: PolicyHook, _ duration: Duration) -> Void)?>(nil)
+
+    /// Makes a span for each plugin call of a traced call; set once at start-up.
+    private let tracer = NIOLockedValueBox<(any Tracer)?>(nil)
 
     /// The time the circuit breakers' cooldowns are measured on.
     let breakerNow: @Sendable () -> ContinuousClock.Instant
@@ -144,7 +148,8 @@ public final class PolicyHost: Sendable {
         var changes: [String: String?] = [:]
         for link in chain.links where link.hooks.contains(hook) {
             let mode = link.failureMode ?? chain.configuration.failureModes[hook] ?? hook.defaultFailureMode
-            switch await call(link, hook: hook, request: current, budget: chain.configuration.budget(for: hook)) {
+            let budget = chain.configuration.budget(for: hook)
+            switch await traced(link, hook: hook, { await call(link, hook: hook, request: current, budget: budget) }) {
             case .allow:
                 continue
             case .reject(let rejection):
@@ -216,6 +221,37 @@ public final class PolicyHost: Sendable {
             }
         }
         return AppChain(configuration: configuration, links: links)
+    }
+
+    /// Traces plugin calls from now on: each call of a plugin on a before-hook (or the read filter)
+    /// made inside a traced call (its span the task's current `ServiceContext`) gets a span
+    /// `policy <hook>` under it, with the plugin (`groupd.policy.plugin`), the hook
+    /// (`groupd.policy.hook`) and its decision (`groupd.policy.decision`: allow, reject, discard,
+    /// rewrite, or the failure's kind; a failure is an error status).
+    public func traceHooks(with tracer: any Tracer) {
+        self.tracer.withLockedValue { $0 = tracer }
+    }
+
+    /// `body`'s plugin call, in a span of its own when the calling task is traced.
+    private func traced(_ link: ChainLink, hook: PolicyHook, _ body: () async -> LinkResult) async -> LinkResult {
+        guard let tracer = tracer.withLockedValue({ $0 }), let context = ServiceContext.current else { return await body() }
+        let span = tracer.startAnySpan("policy \(hook.rawValue)", context: context, ofKind: .internal)
+        let result = await body()
+        if span.isRecording {
+            span.attributes["groupd.policy.plugin"] = link.instance.library.name
+            span.attributes["groupd.policy.hook"] = hook.rawValue
+            switch result {
+            case .allow: span.attributes["groupd.policy.decision"] = "allow"
+            case .reject: span.attributes["groupd.policy.decision"] = "reject"
+            case .discard: span.attributes["groupd.policy.decision"] = "discard"
+            case .rewrite: span.attributes["groupd.policy.decision"] = "rewrite"
+            case .failure(let failure):
+                span.attributes["groupd.policy.decision"] = failure.kind.rawValue
+                span.setStatus(SpanStatus(code: .error, message: failure.message))
+            }
+        }
+        span.end()
+        return result
     }
 
     private func call(_ link: ChainLink, hook: PolicyHook, request: HookRequest, budget: Duration) async -> LinkResult {

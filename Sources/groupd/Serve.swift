@@ -81,6 +81,18 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let telemetry = ServiceTelemetry(configuration: configuration, logOutput: logOutput)
+        // Traces: the tracer is bootstrapped before the service, which takes it for its spans.
+        var traceExport: (any Service)?
+        if let tracing = configuration.tracing {
+            do {
+                traceExport = try TraceExport.bootstrap(tracing, metrics: telemetry.metrics, logger: logger)
+            } catch {
+                printError("groupd: cannot start tracing: \(error)")
+                try? await policy.shutdown()
+                try? await store.close()
+                throw ExitCode(1)
+            }
+        }
         let service = GroupdService(
             configuration: configuration, store: store, authenticator: authenticator, clock: clock, logger: logger,
             policy: policy, telemetry: telemetry)
@@ -151,6 +163,9 @@ struct Serve: AsyncParsableCommand {
             .init(service: reloader, successTerminationBehavior: .ignore),
             .init(service: EventStreamService(service: service), successTerminationBehavior: .ignore),
         ]
+        // Before the server in the list, so shut down after it has drained (the group shuts its
+        // services down in reverse): the last calls' spans are exported before the process ends.
+        if let traceExport { services.insert(.init(service: traceExport), at: 1) }
         if let metrics = telemetry.metrics {
             metrics.addCollector { gauges in gauges.set("groupd_transport_queued_bytes", to: Double(server.queuedBytes)) }
         }

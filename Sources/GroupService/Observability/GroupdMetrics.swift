@@ -40,6 +40,9 @@ public final class GroupdMetrics: Sendable {
     let commitDuration: CoreMetrics.Timer
     /// `groupd_store_commit_batch_size`.
     let commitBatchSize: Recorder
+    /// `groupd_trace_spans_dropped_total`: spans lost on the way to the trace collector (its queue
+    /// full, or an export that failed).
+    private let traceSpansDropped: CoreMetrics.Counter
     /// `groupd_rate_limit_refusals_total` by limit.
     private let refusals: Mutex<[String: CoreMetrics.Counter]> = Mutex([:])
     /// `groupd_transport_<name>_total` by defence.
@@ -68,6 +71,7 @@ public final class GroupdMetrics: Sendable {
         self.streams = Meter(label: "groupd_streams_open", factory: factory)
         self.commitDuration = CoreMetrics.Timer(label: "groupd_store_commit_duration_seconds", factory: factory)
         self.commitBatchSize = Recorder(label: "groupd_store_commit_batch_size", aggregate: true, factory: factory)
+        self.traceSpansDropped = CoreMetrics.Counter(label: "groupd_trace_spans_dropped_total", factory: factory)
         for limit in ["app", "operator", "operator_writes"] { _ = refusalCounter(limit) }
         for defence in TransportDefence.all { _ = defenceCounter(defence) }
     }
@@ -88,6 +92,11 @@ public final class GroupdMetrics: Sendable {
     ///   - callProtocol: The protocol it came in (the `protocol` label).
     public func callFinished(path: String, code: GRPCStatus.Code, reason: String?, nanoseconds: Int64, callProtocol: CallProtocol = .grpc) {
         (methods[path] ?? unknown).finished(code: code, reason: reason, nanoseconds: nanoseconds, callProtocol: callProtocol)
+    }
+
+    /// Counts spans the trace exporter lost (`groupd_trace_spans_dropped_total`).
+    public func traceSpansDropped(_ count: Int) {
+        traceSpansDropped.increment(by: Int64(count))
     }
 
     /// Counts a call refused by the rate limit `limit` (`app`, `operator`, `operator_writes`).

@@ -109,6 +109,7 @@ extension GroupdConfiguration {
         validateTransportLimits(&problems)
         validateObservability(&problems)
         validateConsole(&problems)
+        validateTracing(&problems)
         validateTesting(&problems, environment: environment)
 
         problems.require(!self.apps.isEmpty, "apps", "expected at least one app")

@@ -152,20 +152,22 @@ extension LogSettings: Codable {
 
 extension GroupdConfiguration {
     /// The observability keys' names in the configuration's top-level mapping.
-    static let observabilityKeys = ["metrics", "access_log", "log"]
+    static let observabilityKeys = ["metrics", "access_log", "log", "tracing"]
 
-    /// Decodes `metrics`, `access_log` and `log` from the top-level mapping.
+    /// Decodes `metrics`, `access_log`, `log` and `tracing` from the top-level mapping.
     mutating func decodeObservability(_ c: KeyedDecodingContainer<ConfigKey>) throws {
         self.metrics = try c.decodeIfPresent(MetricsSettings.self, forKey: ConfigKey("metrics"))
         self.accessLog = try c.value("access_log", or: .defaults)
         self.log = try c.value("log", or: .defaults)
+        self.tracing = try c.decodeIfPresent(TracingSettings.self, forKey: ConfigKey("tracing"))
     }
 
-    /// Encodes `metrics` (when set), `access_log` and `log` into the top-level mapping.
+    /// Encodes `metrics` and `tracing` (when set), `access_log` and `log` into the top-level mapping.
     func encodeObservability(_ c: inout KeyedEncodingContainer<ConfigKey>) throws {
         try c.encodeIfPresent(metrics, forKey: ConfigKey("metrics"))
         try c.encode(accessLog, forKey: ConfigKey("access_log"))
         try c.encode(log, forKey: ConfigKey("log"))
+        try c.encodeIfPresent(tracing, forKey: ConfigKey("tracing"))
     }
 
     /// Checks `metrics` and `access_log` against their documented ranges. The metrics endpoint

@@ -235,6 +235,8 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
     public var metrics: MetricsSettings? = nil
     /// `console`: the operator console's listener (see ``ConsoleSettings``); absent = none.
     public var console: ConsoleSettings? = nil
+    /// `tracing`: OpenTelemetry spans exported over OTLP/gRPC (see ``TracingSettings``); absent = none.
+    public var tracing: TracingSettings? = nil
     /// `access_log`: one line per call (see ``AccessLogSettings``); off by default.
     public var accessLog: AccessLogSettings = .defaults
     /// `log`: level and format of the log (see ``LogSettings``); `info`, `text` by default.

@@ -1,0 +1,142 @@
+import GRPCProtocol
+import Tracing
+
+/// One server span per call, when `tracing` is configured (docs/OBSERVABILITY.md, "Traces").
+///
+/// The span starts as the handler does, continuing the caller's trace from its `traceparent`
+/// (extracted by the bootstrapped instrument: W3C Trace Context), and is the handler task's
+/// current context, so that the store's commit span and the policy hooks' spans are its
+/// children. It ends when the transport reports the call's outcome to the observer
+/// (`CallAnnotations.finish(_:)`), with the status the client got, or when the handler ends
+/// if the call is not observed. Its name and attributes follow the OpenTelemetry RPC semantic
+/// conventions: `groupd.v1.GroupService/CreateGroup`, `rpc.system` (`grpc` or `connect_rpc`),
+/// `rpc.service`, `rpc.method`, `rpc.grpc.status_code`, and groupd's `groupd.app` and
+/// `groupd.reason`.
+struct CallTracing: Sendable {
+    let tracer: any Tracer
+
+    /// The span name and the `rpc.service` and `rpc.method` of a path, split once per route.
+    struct Names: Sendable {
+        let span: String
+        let service: String
+        let method: String
+
+        init(path: String) {
+            let trimmed = path.hasPrefix("/") ? String(path.dropFirst()) : path
+            self.span = trimmed
+            if let slash = trimmed.lastIndex(of: "/") {
+                self.service = String(trimmed[..<slash])
+                self.method = String(trimmed[trimmed.index(after: slash)...])
+            } else {
+                self.service = ""
+                self.method = trimmed
+            }
+        }
+    }
+
+    /// `handler`, each of its calls in a server span of its own.
+    func wrap(_ handler: RPCHandler, path: String) -> RPCHandler {
+        let names = Names(path: path)
+        switch handler {
+        case .inlineUnary(let body):
+            return .inlineUnary { bytes, server in
+                let span = startSpan(names, server)
+                let result = body(bytes, server)
+                if server.annotations == nil {
+                    let code: GRPCStatus.Code = switch result {
+                    case .success: .ok
+                    case .failure(let status): status.code
+                    }
+                    Self.end(span, code: code, reason: nil, app: nil, peer: nil)
+                }
+                return result
+            }
+        case .unary(let body):
+            return .unary { bytes, server in
+                let span = startSpan(names, server)
+                return try await Self.run(span, server) { try await body(bytes, server) }
+            }
+        case .serverStreaming(let body):
+            return .serverStreaming { bytes, server, writer in
+                let span = startSpan(names, server)
+                try await Self.run(span, server) { try await body(bytes, server, writer) }
+            }
+        case .bidirectionalStreaming(let body):
+            return .bidirectionalStreaming { requests, server, writer in
+                let span = startSpan(names, server)
+                try await Self.run(span, server) { try await body(requests, server, writer) }
+            }
+        }
+    }
+
+    /// Starts the call's span as a child of the caller's `traceparent` (or a new trace), and
+    /// has the observer end it.
+    private func startSpan(_ names: Names, _ server: ServerContext) -> any Span {
+        var context = ServiceContext.topLevel
+        InstrumentationSystem.instrument.extract(server.metadata, into: &context, using: MetadataExtractor())
+        let span = tracer.startAnySpan(names.span, context: context, ofKind: .server)
+        if span.isRecording {
+            span.attributes["rpc.system"] = server.callProtocol == .connect ? "connect_rpc" : "grpc"
+            span.attributes["rpc.service"] = names.service
+            span.attributes["rpc.method"] = names.method
+        }
+        server.annotations?.onFinish { call in
+            let values = call.annotations?.values
+            Self.end(span, code: call.status.code, reason: values?.reason, app: values?.app, peer: call.peer)
+        }
+        return span
+    }
+
+    /// Runs `body` with `span` as the current context; ends the span itself when the call is not
+    /// observed (no annotations: nothing else will).
+    private static func run<T>(_ span: any Span, _ server: ServerContext, _ body: () async throws -> T) async throws -> T {
+        do {
+            let result = try await ServiceContext.withValue(span.context) { try await body() }
+            if server.annotations == nil { end(span, code: .ok, reason: nil, app: nil, peer: nil) }
+            return result
+        } catch {
+            if server.annotations == nil { end(span, code: GRPCStatus(for: error).code, reason: nil, app: nil, peer: nil) }
+            throw error
+        }
+    }
+
+    /// Ends a call's span with its outcome. Server-side failures (the codes the RPC conventions
+    /// name: `UNKNOWN`, `DEADLINE_EXCEEDED`, `UNIMPLEMENTED`, `INTERNAL`, `UNAVAILABLE`,
+    /// `DATA_LOSS`) mark it an error; a refusal of the client's request does not.
+    static func end(_ span: any Span, code: GRPCStatus.Code, reason: String?, app: String?, peer: String?) {
+        if span.isRecording {
+            span.attributes["rpc.grpc.status_code"] = Int(code.rawValue)
+            if let app { span.attributes["groupd.app"] = app }
+            if let reason { span.attributes["groupd.reason"] = reason }
+            if let peer, let (address, port) = splitPeer(peer) {
+                span.attributes["client.address"] = address
+                span.attributes["client.port"] = port
+            }
+            if isServerError(code) {
+                span.setStatus(SpanStatus(code: .error, message: reason ?? "\(code)"))
+            }
+        }
+        span.end()
+    }
+
+    /// Whether a call that ended with `code` failed on the server's side.
+    static func isServerError(_ code: GRPCStatus.Code) -> Bool {
+        switch code {
+        case .unknown, .deadlineExceeded, .unimplemented, .internal, .unavailable, .dataLoss: true
+        default: false
+        }
+    }
+
+    /// `ip:port` or `[ip]:port` as the address and the port.
+    static func splitPeer(_ peer: String) -> (String, Int)? {
+        guard let colon = peer.lastIndex(of: ":"), let port = Int(peer[peer.index(after: colon)...]) else { return nil }
+        var address = peer[..<colon]
+        if address.hasPrefix("["), address.hasSuffix("]") { address = address.dropFirst().dropLast() }
+        return (String(address), port)
+    }
+}
+
+/// Reads `traceparent` and `tracestate` from a call's metadata (names arrive lowercase).
+struct MetadataExtractor: Extractor {
+    func extract(key: String, from carrier: Metadata) -> String? { carrier[key] }
+}
