@@ -26,6 +26,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "Protos"
 GROUPD_BIN = Path(os.environ.get("GROUPD_BIN", ROOT / ".build" / "debug" / "groupd"))
+# An app's `policy` (indented for an entry of `apps`): the keyword plugin, built beside groupd,
+# refusing CreateGroup calls whose name holds "forbidden" (FAILED_PRECONDITION / POLICY_REJECTED).
+KEYWORD_POLICY_YAML = f"""\
+    policy:
+      budget_ms: 5000
+      plugins:
+        - path: {GROUPD_BIN.resolve().parent}/libKeywordPolicy.so
+          config: {{words: [forbidden], mode: reject, fields: [name]}}
+          hooks: [before_create_group]
+"""
 # A PostgreSQL cluster (postgres://groupd@127.0.0.1:PORT/groupd) to run groupd on instead of SQLite.
 POSTGRES_URL = os.environ.get("GROUPD_TEST_POSTGRES_URL") or None
 

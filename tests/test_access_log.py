@@ -13,11 +13,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from support import (APP_ID, GROUPD_BIN, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, admin_md, mint_token, new_database,
+from support import (APP_ID, KEYWORD_POLICY_YAML, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, admin_md, mint_token, new_database,
                      uid, user_md, wait_for)
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 
-PLUGIN_DIR = GROUPD_BIN.resolve().parent
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 FIELD = re.compile(r'([a-z_]+)=("(?:[^"\\]|\\.)*"|\S*)')
@@ -39,13 +38,7 @@ data_dir: {server.data_dir}
     secrets:
       - kid: k1
         secret: {server_secret()}
-    policy:
-      budget_ms: 5000
-      plugins:
-        - path: {PLUGIN_DIR}/libKeywordPolicy.so
-          config: {{words: [forbidden], mode: reject, fields: [name]}}
-          hooks: [before_create_group]
-  - id: {OTHER_APP_ID}
+{KEYWORD_POLICY_YAML}  - id: {OTHER_APP_ID}
     secrets:
       - kid: k1
         secret: {OTHER_APP_SECRET}

@@ -16,23 +16,15 @@ from pathlib import Path
 import grpc
 import pytest
 
-from support import (APP_ID, GROUPD_BIN, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, StreamReader, admin_md,
+from support import (APP_ID, KEYWORD_POLICY_YAML, OTHER_APP_ID, OTHER_APP_SECRET, Groupd, StreamReader, admin_md,
                      free_port, mint_token, new_database, uid, user_md, wait_for)
 from groupd.v1 import common_pb2, event_pb2, event_pb2_grpc, group_pb2, group_pb2_grpc
 
-PLUGIN_DIR = GROUPD_BIN.resolve().parent
 
 # app-one: names with "forbidden" are refused by a plugin; app-two: each operator has a bucket of 2
 # calls that refills once in 1000 s (so the third call of one user is refused, and nothing refills
 # during the test).
-APP_ONE_EXTRA = f"""\
-    policy:
-      budget_ms: 5000
-      plugins:
-        - path: {PLUGIN_DIR}/libKeywordPolicy.so
-          config: {{words: [forbidden], mode: reject, fields: [name]}}
-          hooks: [before_create_group]
-"""
+APP_ONE_EXTRA = KEYWORD_POLICY_YAML
 APP_TWO_EXTRA = """\
     rate_limits:
       operator: {per_second: 0.001, burst: 2}

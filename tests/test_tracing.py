@@ -6,7 +6,6 @@ span under the call's span, Connect calls as `connect_rpc`. The sample ratio is 
 traces while a caller's decision is followed. With the collector down, calls still succeed and
 `groupd_trace_spans_dropped_total` counts the spans lost, as it does when the queue is full."""
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -18,10 +17,9 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from support import GROUPD_BIN, Groupd, admin_md, free_port, new_database, uid, wait_for
+from support import KEYWORD_POLICY_YAML, Groupd, admin_md, free_port, new_database, uid, wait_for
 from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc
 
-PLUGIN_DIR = GROUPD_BIN.resolve().parent
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 SPAN_KIND_SERVER, SPAN_KIND_INTERNAL = 2, 1
@@ -85,15 +83,7 @@ def configure(server, endpoint, sample_ratio=1.0, extra=""):
         f"  export_interval_ms: 50\n{extra}"
         f"metrics:\n  port: {server.metrics_port}\n")
     text = server.config.read_text()
-    server.config.write_text(text.replace("    secrets:\n", f"""\
-    policy:
-      budget_ms: 5000
-      plugins:
-        - path: {PLUGIN_DIR}/libKeywordPolicy.so
-          config: {{words: [forbidden], mode: reject, fields: [name]}}
-          hooks: [before_create_group]
-    secrets:
-""", 1))
+    server.config.write_text(text.replace("    secrets:\n", KEYWORD_POLICY_YAML + "    secrets:\n", 1))
 
 
 def dropped(server):
