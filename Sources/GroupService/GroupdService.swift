@@ -133,7 +133,8 @@ public final class GroupdService: Sendable {
         ApplicationServiceHandler(service: self).register(in: &routes)
         MessageServiceHandler(service: self).register(in: &routes)
         EventServiceHandler(service: self).register(in: &routes)
-        return routes.finish(tracing: tracer.map(CallTracing.init(tracer:)))
+        let ratio = configuration.tracing?.sampleRatio ?? 1
+        return routes.finish(tracing: tracer.map { CallTracing(tracer: $0, sampleRatio: ratio) })
     }
 
     /// Ends long-lived streams (health watches) so clients move on while calls drain.

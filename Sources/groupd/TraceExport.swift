@@ -23,8 +23,9 @@ enum TraceExport {
         configuration.metrics.enabled = false
         configuration.traces.enabled = true
         configuration.propagators = [.traceContext]
-        // Validated: a ratio from 0 to 1.
-        configuration.traces.sampler = .parentBasedTraceIDRatio(ratio: settings.sampleRatio) ?? .parentBasedAlwaysOn
+        // The service samples each call before making its span (`CallTracing`, by the caller's
+        // decision or `sample_ratio`): every span the tracer is asked for is kept.
+        configuration.traces.sampler = .parentBasedAlwaysOn
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.endpoint = settings.otlpEndpoint
         configuration.traces.otlpExporter.protocol = .grpc

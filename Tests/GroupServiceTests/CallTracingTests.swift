@@ -25,11 +25,12 @@ struct CallTracingTests {
     /// reports the outcome to them as the observer does.
     static func call(
         _ h: ServiceHarness, _ path: String, _ request: [UInt8], as identity: TestIdentity,
-        callProtocol: CallProtocol = .grpc
+        callProtocol: CallProtocol = .grpc, traceparent: String? = nil
     ) async throws -> GRPCStatus {
         let (authorization, _) = try await h.headers(for: identity)
         var metadata = Metadata()
         if let authorization { metadata.append(name: "authorization", value: authorization) }
+        if let traceparent { metadata.append(name: "traceparent", value: traceparent) }
         let annotations = CallAnnotations()
         let context = ServerContext(path: path, metadata: metadata, annotations: annotations, callProtocol: callProtocol)
         guard case .unary(let body) = h.router.handler(for: path) else {
@@ -126,6 +127,45 @@ struct CallTracingTests {
         let status = try await Self.call(h, Groupd_V1_GroupService.Method.createGroup.path, request, as: .admin)
         #expect(status.code == .ok)
         #expect(tracer.finishedSpans.isEmpty && tracer.activeSpans.isEmpty)
+    }
+
+    @Test("the ratio keeps its share of calls, spread evenly; 0 keeps none, 1 every one")
+    func ratio() {
+        func kept(_ ratio: Double, of calls: Int) -> Int {
+            let sampler = RatioSampler(ratio: ratio)
+            return (0..<calls).count { _ in sampler.next() }
+        }
+        #expect(kept(0, of: 10_000) == 0)
+        #expect(kept(1, of: 10_000) == 10_000)
+        #expect((90...110).contains(kept(0.01, of: 10_000)))
+        #expect((4_900...5_100).contains(kept(0.5, of: 10_000)))
+        #expect(kept(0.999_999_999_999_999_9, of: 1_000) >= 999)
+        // Evenly: each tenth of the calls at 0.1 keeps about a tenth of its calls.
+        let sampler = RatioSampler(ratio: 0.1)
+        for _ in 0..<10 {
+            #expect((70...130).contains((0..<1_000).count { _ in sampler.next() }))
+        }
+    }
+
+    @Test("a caller's traceparent decides: -01 is traced even at ratio 0, -00 is not even at ratio 1")
+    func callersDecision() async throws {
+        for (ratio, flags, traced) in [(0.0, "01", true), (1.0, "00", false), (0.0, "00", false)] {
+            let tracer = InMemoryTracer()
+            var configuration = Self.tracedConfiguration()
+            configuration.tracing?.sampleRatio = ratio
+            let h = try await ServiceHarness(configuration: configuration, tracer: tracer)
+            let header = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-" + flags
+            let request = try Groupd_V1_CreateGroupRequest.with {
+                $0.type = .public
+                $0.ownerUserID = "alice"
+                $0.profile = .with { $0.name = "sampled?" }
+            }.serializedBytes()
+            let status = try await Self.call(
+                h, Groupd_V1_GroupService.Method.createGroup.path, request, as: .admin, traceparent: header)
+            #expect(status.code == .ok)
+            // Traced: the call's span and its commit's; not traced: nothing, not even the commit's.
+            #expect(tracer.finishedSpans.count == (traced ? 2 : 0), "ratio \(ratio), flags \(flags)")
+        }
     }
 
     @Test("a peer address splits into address and port, IPv6 brackets removed")

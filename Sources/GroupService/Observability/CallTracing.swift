@@ -1,10 +1,17 @@
 import GRPCProtocol
+import Synchronization
 import Tracing
 
-/// One server span per call, when `tracing` is configured (docs/OBSERVABILITY.md, "Traces").
+/// One server span per sampled call, when `tracing` is configured (docs/OBSERVABILITY.md, "Traces").
+///
+/// Sampling is decided here, before the tracer is asked for anything: a call whose `traceparent`
+/// carries the caller's decision follows it, any other call is kept with probability
+/// `tracing.sample_ratio` (``RatioSampler``). An unsampled call gets no span and no trace
+/// context, so neither its commit nor its policy hooks make spans: it costs a header lookup and
+/// an atomic increment.
 ///
 /// The span starts as the handler does, continuing the caller's trace from its `traceparent`
-/// (extracted by the bootstrapped instrument: W3C Trace Context), and is the handler task's
+/// (extracted by the tracer: swift-otel's reads W3C Trace Context), and is the handler task's
 /// current context, so that the store's commit span and the policy hooks' spans are its
 /// children. It ends when the transport reports the call's outcome to the observer
 /// (`CallAnnotations.finish(_:)`), with the status the client got, or when the handler ends
@@ -14,6 +21,12 @@ import Tracing
 /// `groupd.reason`.
 struct CallTracing: Sendable {
     let tracer: any Tracer
+    let sampler: RatioSampler
+
+    init(tracer: any Tracer, sampleRatio: Double) {
+        self.tracer = tracer
+        self.sampler = RatioSampler(ratio: sampleRatio)
+    }
 
     /// The span name and the `rpc.service` and `rpc.method` of a path, split once per route.
     struct Names: Sendable {
@@ -40,7 +53,7 @@ struct CallTracing: Sendable {
         switch handler {
         case .inlineUnary(let body):
             return .inlineUnary { bytes, server in
-                let span = startSpan(names, server)
+                guard let span = startSpan(names, server) else { return body(bytes, server) }
                 let result = body(bytes, server)
                 if server.annotations == nil {
                     let code: GRPCStatus.Code = switch result {
@@ -53,27 +66,35 @@ struct CallTracing: Sendable {
             }
         case .unary(let body):
             return .unary { bytes, server in
-                let span = startSpan(names, server)
+                guard let span = startSpan(names, server) else { return try await body(bytes, server) }
                 return try await Self.run(span, server) { try await body(bytes, server) }
             }
         case .serverStreaming(let body):
             return .serverStreaming { bytes, server, writer in
-                let span = startSpan(names, server)
+                guard let span = startSpan(names, server) else { return try await body(bytes, server, writer) }
                 try await Self.run(span, server) { try await body(bytes, server, writer) }
             }
         case .bidirectionalStreaming(let body):
             return .bidirectionalStreaming { requests, server, writer in
-                let span = startSpan(names, server)
+                guard let span = startSpan(names, server) else { return try await body(requests, server, writer) }
                 try await Self.run(span, server) { try await body(requests, server, writer) }
             }
         }
     }
 
+    /// Whether a call with `metadata` is traced: the caller's decision when its `traceparent` is
+    /// valid, else the ratio's.
+    func sampled(_ metadata: Metadata) -> Bool {
+        if let header = metadata["traceparent"], let parent = TraceParent(header) { return parent.sampled }
+        return sampler.next()
+    }
+
     /// Starts the call's span as a child of the caller's `traceparent` (or a new trace), and
-    /// has the observer end it.
-    private func startSpan(_ names: Names, _ server: ServerContext) -> any Span {
+    /// has the observer end it; nil when the call is not sampled.
+    private func startSpan(_ names: Names, _ server: ServerContext) -> (any Span)? {
+        guard sampled(server.metadata) else { return nil }
         var context = ServiceContext.topLevel
-        InstrumentationSystem.instrument.extract(server.metadata, into: &context, using: MetadataExtractor())
+        tracer.extract(server.metadata, into: &context, using: MetadataExtractor())
         let span = tracer.startAnySpan(names.span, context: context, ofKind: .server)
         if span.isRecording {
             span.attributes["rpc.system"] = server.callProtocol == .connect ? "connect_rpc" : "grpc"
@@ -133,6 +154,28 @@ struct CallTracing: Sendable {
         var address = peer[..<colon]
         if address.hasPrefix("["), address.hasSuffix("]") { address = address.dropFirst().dropLast() }
         return (String(address), port)
+    }
+}
+
+/// Keeps a share of calls, spread evenly: the n-th call is kept when a hash of n (Fibonacci
+/// hashing of a counter) falls under `ratio` of the hash's range. 1 keeps every call, 0 none.
+final class RatioSampler: Sendable {
+    private let threshold: UInt64
+    private let all: Bool
+    private let counter = Atomic<UInt64>(0)
+
+    init(ratio: Double) {
+        all = ratio >= 1
+        let scaled = ratio * 18_446_744_073_709_551_616.0  // 2^64
+        threshold = ratio <= 0 ? 0 : scaled >= 18_446_744_073_709_551_616.0 ? .max : UInt64(scaled)
+    }
+
+    /// Whether the next call is kept.
+    func next() -> Bool {
+        if all { return true }
+        if threshold == 0 { return false }
+        let n = counter.add(1, ordering: .relaxed).newValue
+        return n &* 0x9E37_79B9_7F4A_7C15 < threshold
     }
 }
 

@@ -8,6 +8,9 @@ public struct TraceParent: Sendable, Hashable {
     /// The trace flags, two hex digits (`01`: sampled).
     public var flags: String
 
+    /// Whether the caller sampled the trace (the flags' lowest bit).
+    public var sampled: Bool { (UInt8(flags, radix: 16) ?? 0) & 1 == 1 }
+
     /// Parses a header value; nil when it is not a valid `traceparent`.
     ///
     /// Version `00` is exactly four fields; a later version (not `ff`) may carry more fields

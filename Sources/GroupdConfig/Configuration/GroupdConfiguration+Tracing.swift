@@ -4,7 +4,7 @@
 /// ```yaml
 /// tracing:
 ///   otlp_endpoint: http://127.0.0.1:4317   # required: the collector's OTLP/gRPC address
-///   sample_ratio: 0.01        # share of new traces kept, 0 to 1 (default 1); a caller's
+///   sample_ratio: 0.01        # share of calls traced, 0 to 1 (default 1); a caller's
 ///                             # sampled flag in `traceparent` is followed
 ///   service_name: groupd      # the spans' `service.name` (default groupd)
 ///   export_interval_ms: 1000  # how often a batch is sent (default 1000)
@@ -14,8 +14,8 @@
 public struct TracingSettings: Sendable, Hashable {
     /// `tracing.otlp_endpoint`: `http://host:port` (or `https://`) of an OTLP/gRPC receiver.
     public var otlpEndpoint: String
-    /// `tracing.sample_ratio`: the share of traces that begin here to keep, 0 to 1. A call whose
-    /// `traceparent` carries the caller's decision follows it (parent-based sampling).
+    /// `tracing.sample_ratio`: the share of calls without a caller's decision to trace, 0 to 1,
+    /// spread evenly. A call whose `traceparent` carries the caller's decision follows it.
     public var sampleRatio: Double
     /// `tracing.service_name`: the resource's `service.name`.
     public var serviceName: String
