@@ -4,6 +4,7 @@
   python3 scripts/bench_instructions.py BINARY --check Benchmarks/instructions.json
   python3 scripts/bench_instructions.py BINARY --update Benchmarks/instructions.json
   python3 scripts/bench_instructions.py BINARY --postgres postgres://groupd@127.0.0.1:PORT/groupd ...
+  python3 scripts/bench_instructions.py BINARY --config-extra "$(printf 'tracing:\n  otlp_endpoint: ...\n')"
 
 groupd runs under `valgrind --tool=callgrind` on a fresh SQLite store (durability full), or with
 `--postgres CLUSTER_URL` on a new database of that PostgreSQL cluster (groupd's instructions only,
@@ -90,7 +91,7 @@ def build_kind(binary: Path) -> str:
 class Callgrind:
     """groupd under callgrind, on a free port, in `workdir`."""
 
-    def __init__(self, binary: Path, workdir: Path, database=None):
+    def __init__(self, binary: Path, workdir: Path, database=None, extra=""):
         self.workdir = workdir
         self.stripped = workdir / "groupd"
         subprocess.run(["objcopy", "--strip-debug", str(binary), str(self.stripped)], check=True)
@@ -103,8 +104,11 @@ class Callgrind:
         subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(self.shim), str(shim_source)], check=True)
         self.port = free_port()
         config = workdir / "groupd.yaml"
-        config.write_text(server_config(self.port, workdir / "data", limits=LIMITS,
-                                        store=STORE_TEMPLATE.format(url=database) if database else ""))
+        text = server_config(self.port, workdir / "data", limits=LIMITS,
+                             store=STORE_TEMPLATE.format(url=database) if database else "")
+        if extra and not extra.endswith("\n"):
+            extra += "\n"
+        config.write_text(text.replace("apps:\n", extra + "apps:\n", 1))
         env = dict(os.environ, LD_PRELOAD=str(self.shim), SWIFT_DETERMINISTIC_HASHING="1")
         self.out = workdir / "callgrind.out"
         self.process = subprocess.Popen(
@@ -159,7 +163,7 @@ class Callgrind:
                 self.process.wait()
 
 
-def measure(binary: Path, calls: int, cluster_url=None, profiles=None) -> dict:
+def measure(binary: Path, calls: int, cluster_url=None, profiles=None, extra="") -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="groupd-instructions-"))
     database = None
     if cluster_url:
@@ -167,7 +171,7 @@ def measure(binary: Path, calls: int, cluster_url=None, profiles=None) -> dict:
         from pg_cluster import PostgresCluster
 
         database = PostgresCluster.attach(cluster_url).create_database()
-    server = Callgrind(binary, workdir, database)
+    server = Callgrind(binary, workdir, database, extra)
     md = auth_md()
     results = {}
     try:
@@ -234,6 +238,8 @@ def main():
                         help="the kind of build (default: from the binary's path, .build/debug or .build/release)")
     parser.add_argument("--postgres", metavar="CLUSTER_URL",
                         help="run groupd on a new database of this PostgreSQL cluster instead of SQLite")
+    parser.add_argument("--config-extra", default="", metavar="YAML",
+                        help="top-level configuration keys to add (e.g. a `tracing` section), one string")
     parser.add_argument("--profiles", type=Path,
                         help="keep each row's callgrind dump in this directory (read with callgrind_annotate)")
     args = parser.parse_args()
@@ -248,7 +254,7 @@ def main():
     calls = args.calls or (baseline["calls"] if baseline else 1000)
     print(f"{kind} {args.binary}; {calls} calls per row, one at a time, after {WARMUP} of warm-up")
     print("| row | instructions per call |\n| --- | --- |")
-    counts = measure(args.binary, calls, args.postgres, args.profiles)
+    counts = measure(args.binary, calls, args.postgres, args.profiles, args.config_extra)
     if args.json:
         Path(args.json).write_text(json.dumps({"kind": kind, "calls": calls, "rows": counts}, indent=2) + "\n")
     if args.update:

@@ -1,8 +1,7 @@
 import Synchronization
 
-/// What a handler tells about its call for the observer: the caller's app and operator, the
-/// stable reason of its error, and what to do when the call's outcome is known (end its trace
-/// span). One per observed call, reached from ``ServerContext/annotations``.
+/// What a handler tells about its call for the observer: the caller's app and operator and the
+/// stable reason of its error. One per observed call, reached from ``ServerContext/annotations``.
 public final class CallAnnotations: Sendable {
     /// The values, set by the handler's task and read on the event loop when the call ends.
     public struct Values: Sendable, Equatable {
@@ -23,8 +22,6 @@ public final class CallAnnotations: Sendable {
 
     /// Inline in the object: one allocation per observed call.
     private let box = Mutex(Values())
-    /// Run once by ``finish(_:)``.
-    private let finisher = Mutex<(@Sendable (FinishedCall) -> Void)?>(nil)
 
     /// Creates empty annotations.
     public init() {}
@@ -43,17 +40,5 @@ public final class CallAnnotations: Sendable {
     /// Records the stable reason of the call's error.
     public func setReason(_ reason: String) {
         box.withLock { $0.reason = reason }
-    }
-
-    /// Has `body` run, once, when the observer learns the call's outcome (``finish(_:)``).
-    /// A second call replaces the first body.
-    public func onFinish(_ body: @escaping @Sendable (FinishedCall) -> Void) {
-        finisher.withLock { $0 = body }
-    }
-
-    /// Runs the body given to ``onFinish(_:)``, if any, once (the observer calls it from
-    /// `callFinished`); later calls do nothing.
-    public func finish(_ call: FinishedCall) {
-        finisher.withLock { body in defer { body = nil }; return body }?(call)
     }
 }

@@ -160,6 +160,7 @@ public final class GroupdService: Sendable {
             throw GroupError(code: .unauthenticated, reason: .unknownApp, message: "unknown app \(caller.appID)")
         }
         server.annotations?.setCaller(app: caller.appID, operatorID: caller.operatorID)
+        if tracer != nil { CallTracing.recordApp(caller.appID) }
         if let limiter = snapshot.rateLimiters.apps[caller.appID],
             let refusal = limiter.acquire(
                 operatorKey: Self.rateLimitKey(caller), isWrite: !RateLimiters.isRead(method: server.path))

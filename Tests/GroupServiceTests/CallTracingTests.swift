@@ -21,8 +21,7 @@ struct CallTracingTests {
         return configuration
     }
 
-    /// Calls `path` through the router's handler as the transport would, with annotations, and
-    /// reports the outcome to them as the observer does.
+    /// Calls `path` through the router's handler as the transport would.
     static func call(
         _ h: ServiceHarness, _ path: String, _ request: [UInt8], as identity: TestIdentity,
         callProtocol: CallProtocol = .grpc, traceparent: String? = nil
@@ -31,23 +30,17 @@ struct CallTracingTests {
         var metadata = Metadata()
         if let authorization { metadata.append(name: "authorization", value: authorization) }
         if let traceparent { metadata.append(name: "traceparent", value: traceparent) }
-        let annotations = CallAnnotations()
-        let context = ServerContext(path: path, metadata: metadata, annotations: annotations, callProtocol: callProtocol)
+        let context = ServerContext(path: path, metadata: metadata, callProtocol: callProtocol)
         guard case .unary(let body) = h.router.handler(for: path) else {
             Issue.record("\(path) is not a unary handler")
             return GRPCStatus(.internal)
         }
-        let status: GRPCStatus
         do {
             _ = try await body(ByteBuffer(bytes: request), context)
-            status = GRPCStatus(.ok)
+            return GRPCStatus(.ok)
         } catch {
-            status = GRPCStatus(for: error)
+            return GRPCStatus(for: error)
         }
-        annotations.finish(FinishedCall(
-            path: path, status: status, durationNanoseconds: 1, peer: "127.0.0.1:5000", metadata: metadata,
-            annotations: annotations, callProtocol: callProtocol))
-        return status
     }
 
     @Test("a CreateGroup is a server span with the RPC attributes, and its commit a child span with the batch size")
@@ -72,8 +65,6 @@ struct CallTracingTests {
         #expect(attribute(server, "rpc.method") == .string("CreateGroup"))
         #expect(attribute(server, "rpc.grpc.status_code") == .int64(0))
         #expect(attribute(server, "groupd.app") == .string(TestApps.appA))
-        #expect(attribute(server, "client.address") == .string("127.0.0.1"))
-        #expect(attribute(server, "client.port") == .int64(5000))
         #expect(server.status == nil)
 
         let commit = try #require(spans.first { $0.operationName == "store.commit" })
@@ -166,13 +157,6 @@ struct CallTracingTests {
             // Traced: the call's span and its commit's; not traced: nothing, not even the commit's.
             #expect(tracer.finishedSpans.count == (traced ? 2 : 0), "ratio \(ratio), flags \(flags)")
         }
-    }
-
-    @Test("a peer address splits into address and port, IPv6 brackets removed")
-    func peers() {
-        #expect(CallTracing.splitPeer("10.0.0.1:443")! == ("10.0.0.1", 443))
-        #expect(CallTracing.splitPeer("[::1]:8080")! == ("::1", 8080))
-        #expect(CallTracing.splitPeer("nonsense") == nil)
     }
 }
 

@@ -13,12 +13,12 @@ import Tracing
 /// The span starts as the handler does, continuing the caller's trace from its `traceparent`
 /// (extracted by the tracer: swift-otel's reads W3C Trace Context), and is the handler task's
 /// current context, so that the store's commit span and the policy hooks' spans are its
-/// children. It ends when the transport reports the call's outcome to the observer
-/// (`CallAnnotations.finish(_:)`), with the status the client got, or when the handler ends
-/// if the call is not observed. Its name and attributes follow the OpenTelemetry RPC semantic
-/// conventions: `groupd.v1.GroupService/CreateGroup`, `rpc.system` (`grpc` or `connect_rpc`),
-/// `rpc.service`, `rpc.method`, `rpc.grpc.status_code`, and groupd's `groupd.app` and
-/// `groupd.reason`.
+/// children; authentication adds the caller's app (``CallTracing/recordApp(_:)``). It ends as
+/// the handler does, with the status the transport sends for its outcome: `OK`, the thrown
+/// error's status and stable reason, `DEADLINE_EXCEEDED` or `CANCELLED` for a task the transport
+/// cancelled. Its name and attributes follow the OpenTelemetry RPC semantic conventions:
+/// `groupd.v1.GroupService/CreateGroup`, `rpc.system` (`grpc` or `connect_rpc`), `rpc.service`,
+/// `rpc.method`, `rpc.grpc.status_code`, and groupd's `groupd.app` and `groupd.reason`.
 struct CallTracing: Sendable {
     let tracer: any Tracer
     let sampler: RatioSampler
@@ -47,7 +47,7 @@ struct CallTracing: Sendable {
         }
     }
 
-    /// `handler`, each of its calls in a server span of its own.
+    /// `handler`, each of its sampled calls in a server span of its own.
     func wrap(_ handler: RPCHandler, path: String) -> RPCHandler {
         let names = Names(path: path)
         switch handler {
@@ -55,12 +55,9 @@ struct CallTracing: Sendable {
             return .inlineUnary { bytes, server in
                 guard let span = startSpan(names, server) else { return body(bytes, server) }
                 let result = body(bytes, server)
-                if server.annotations == nil {
-                    let code: GRPCStatus.Code = switch result {
-                    case .success: .ok
-                    case .failure(let status): status.code
-                    }
-                    Self.end(span, code: code, reason: nil, app: nil, peer: nil)
+                switch result {
+                case .success: Self.end(span, code: .ok, reason: nil)
+                case .failure(let status): Self.end(span, code: status.code, reason: nil)
                 }
                 return result
             }
@@ -89,8 +86,8 @@ struct CallTracing: Sendable {
         return sampler.next()
     }
 
-    /// Starts the call's span as a child of the caller's `traceparent` (or a new trace), and
-    /// has the observer end it; nil when the call is not sampled.
+    /// Starts the call's span as a child of the caller's `traceparent` (or a new trace); nil when
+    /// the call is not sampled.
     private func startSpan(_ names: Names, _ server: ServerContext) -> (any Span)? {
         guard sampled(server.metadata) else { return nil }
         var context = ServiceContext.topLevel
@@ -101,38 +98,42 @@ struct CallTracing: Sendable {
             span.attributes["rpc.service"] = names.service
             span.attributes["rpc.method"] = names.method
         }
-        server.annotations?.onFinish { call in
-            let values = call.annotations?.values
-            Self.end(span, code: call.status.code, reason: values?.reason, app: values?.app, peer: call.peer)
-        }
         return span
     }
 
-    /// Runs `body` with `span` as the current context; ends the span itself when the call is not
-    /// observed (no annotations: nothing else will).
+    /// Runs `body` with `span` as the current context (and as the call's span, for
+    /// ``recordApp(_:)``), then ends it with the outcome.
     private static func run<T>(_ span: any Span, _ server: ServerContext, _ body: () async throws -> T) async throws -> T {
+        var context = span.context
+        context[CallSpanKey.self] = CallSpan(span: span)
         do {
-            let result = try await ServiceContext.withValue(span.context) { try await body() }
-            if server.annotations == nil { end(span, code: .ok, reason: nil, app: nil, peer: nil) }
+            let result = try await ServiceContext.withValue(context) { try await body() }
+            end(span, code: .ok, reason: nil)
             return result
         } catch {
-            if server.annotations == nil { end(span, code: GRPCStatus(for: error).code, reason: nil, app: nil, peer: nil) }
+            var code = GRPCStatus(for: error).code
+            // A task the transport cancelled: the client reset the call, or its deadline passed.
+            if Task.isCancelled, error is CancellationError || code == .cancelled {
+                code = server.deadline.map { ContinuousClock.now >= $0 } == true ? .deadlineExceeded : .cancelled
+            }
+            end(span, code: code, reason: Routes.errorReason(error))
             throw error
         }
+    }
+
+    /// Sets the authenticated caller's app on the current call's span, when the call is traced.
+    static func recordApp(_ app: String) {
+        guard let call = ServiceContext.current?[CallSpanKey.self], call.span.isRecording else { return }
+        call.span.attributes["groupd.app"] = app
     }
 
     /// Ends a call's span with its outcome. Server-side failures (the codes the RPC conventions
     /// name: `UNKNOWN`, `DEADLINE_EXCEEDED`, `UNIMPLEMENTED`, `INTERNAL`, `UNAVAILABLE`,
     /// `DATA_LOSS`) mark it an error; a refusal of the client's request does not.
-    static func end(_ span: any Span, code: GRPCStatus.Code, reason: String?, app: String?, peer: String?) {
+    static func end(_ span: any Span, code: GRPCStatus.Code, reason: String?) {
         if span.isRecording {
             span.attributes["rpc.grpc.status_code"] = Int(code.rawValue)
-            if let app { span.attributes["groupd.app"] = app }
             if let reason { span.attributes["groupd.reason"] = reason }
-            if let peer, let (address, port) = splitPeer(peer) {
-                span.attributes["client.address"] = address
-                span.attributes["client.port"] = port
-            }
             if isServerError(code) {
                 span.setStatus(SpanStatus(code: .error, message: reason ?? "\(code)"))
             }
@@ -147,14 +148,16 @@ struct CallTracing: Sendable {
         default: false
         }
     }
+}
 
-    /// `ip:port` or `[ip]:port` as the address and the port.
-    static func splitPeer(_ peer: String) -> (String, Int)? {
-        guard let colon = peer.lastIndex(of: ":"), let port = Int(peer[peer.index(after: colon)...]) else { return nil }
-        var address = peer[..<colon]
-        if address.hasPrefix("["), address.hasSuffix("]") { address = address.dropFirst().dropLast() }
-        return (String(address), port)
-    }
+/// The call's server span, in its task's `ServiceContext` (the commit's and the hooks' spans find
+/// their parent through the tracer's own key; this one is for ``CallTracing/recordApp(_:)``).
+struct CallSpan: Sendable {
+    let span: any Span
+}
+
+private enum CallSpanKey: ServiceContextKey {
+    typealias Value = CallSpan
 }
 
 /// Keeps a share of calls, spread evenly: the n-th call is kept when a hash of n (Fibonacci

@@ -13,12 +13,10 @@ public final class ServiceTelemetry: CallObserver {
     /// The log output whose level and format a reload changes.
     public let logOutput: LogOutput
     private let paths: Set<String>
-    /// Calls are traced (`tracing` is configured): every call is observed, to end its span.
-    private let traces: Bool
 
     /// Telemetry for a server serving ``GroupdService/methodPaths``.
     /// - Parameters:
-    ///   - configuration: `metrics`, `access_log`, `log` and `tracing` (calls are observed to end their spans).
+    ///   - configuration: `metrics`, `access_log` and `log`.
     ///   - logOutput: Where log and access-log lines go (the one `LoggingSystem` was bootstrapped with).
     public init(configuration: GroupdConfiguration, logOutput: LogOutput) {
         let paths = GroupdService.methodPaths
@@ -26,7 +24,6 @@ public final class ServiceTelemetry: CallObserver {
         self.metrics = configuration.metrics.map { _ in GroupdMetrics(methods: paths) }
         self.logOutput = logOutput
         self.accessLog = AccessLog(settings: configuration.accessLog, output: logOutput)
-        self.traces = configuration.tracing != nil
     }
 
     /// No metrics, no access log, lines to standard error at `info`.
@@ -42,8 +39,8 @@ public final class ServiceTelemetry: CallObserver {
 
     // MARK: CallObserver
 
-    /// Calls are observed while metrics are kept, the access log is on or calls are traced.
-    public var observesCalls: Bool { traces || metrics != nil || accessLog.isEnabled }
+    /// Calls are observed while metrics are kept or the access log is on.
+    public var observesCalls: Bool { metrics != nil || accessLog.isEnabled }
 
     public func connectionOpened() { metrics?.connections.increment() }
     public func connectionClosed() { metrics?.connections.decrement() }
@@ -53,7 +50,6 @@ public final class ServiceTelemetry: CallObserver {
     public func defenceTriggered(_ defence: TransportDefence) { metrics?.transportDefence(defence) }
 
     public func callFinished(_ call: FinishedCall) {
-        call.annotations?.finish(call)
         let reason = call.status.code == .ok ? nil : call.annotations?.values.reason
         if let metrics {
             metrics.inFlight.decrement()
