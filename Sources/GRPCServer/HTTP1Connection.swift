@@ -351,7 +351,7 @@ final class HTTP1Connection: ChannelDuplexHandler {
             end(exchange, with: body(request, serverContext))
         case .unary(let body):
             let bound = NIOLoopBound(self, eventLoop: eventLoop)
-            exchange.task = Task(executorPreference: taskExecutor) { [id = exchange.id] in
+            let operation: @Sendable () async -> Void = { [id = exchange.id] in
                 let result: Result<ByteBuffer, GRPCStatus>
                 do {
                     result = .success(try await body(request, serverContext))
@@ -360,6 +360,17 @@ final class HTTP1Connection: ChannelDuplexHandler {
                 }
                 HTTP2Connection.onLoop(eventLoop) { bound.value.end(id, with: result) }
             }
+            // Started here, on the loop, and run until it first suspends: a handler that answers
+            // without waiting (a read the group cache answers) completes within this read, its
+            // response flushed with the read's others, with no hop through the loop's queue. What
+            // suspends resumes on the loop's executor, as a task started the usual way would.
+            let task: Task<Void, Never>
+            if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
+                task = Task.immediate(executorPreference: taskExecutor, operation: operation)
+            } else {
+                task = Task(executorPreference: taskExecutor, operation: operation)
+            }
+            if !exchange.ended { exchange.task = task }
         case .serverStreaming(let body):
             let bound = NIOLoopBound(self, eventLoop: eventLoop)
             writeStreamHead(exchange, call: call, context: context)
@@ -487,16 +498,38 @@ final class HTTP1Connection: ChannelDuplexHandler {
         if !closeAfter { processInbound(context: context) }
     }
 
-    /// Writes `bytes`, then closes the connection once they are out; nothing more is read.
+    /// Writes `bytes`, then ends the connection once they are out: its output is closed at once,
+    /// and what the client still sends is read and dropped until it closes its side or
+    /// ``lingerTimeout`` passes. (Closing a socket with unread bytes in it resets the connection,
+    /// and the reset can destroy the answer before the client has read it: a refusal sent in reply
+    /// to a request whose body is still arriving would be lost.)
     private func closeAfterWriting(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
         guard !closing else { return }
         closing = true
         flushPending = false
+        inbound = nil
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(bytes), promise: done)
         let channel = context.channel
-        done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        let eventLoop = context.eventLoop
+        done.futureResult.whenComplete { written in
+            guard case .success = written else {
+                channel.close(promise: nil)
+                return
+            }
+            channel.close(mode: .output).whenComplete { halfClosed in
+                guard case .success = halfClosed else {
+                    channel.close(promise: nil)
+                    return
+                }
+                let linger = eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+                channel.closeFuture.whenComplete { _ in linger.cancel() }
+            }
+        }
     }
+
+    /// How long a connection ended after a response still reads (and drops) what its client sends.
+    static let lingerTimeout = TimeAmount.seconds(2)
 
     private func observeEnd(_ exchange: Exchange, status: GRPCStatus) {
         guard exchange.started != 0, let observer = configuration.callObserver else { return }
