@@ -14,13 +14,22 @@ import Testing
 private final class HTTP1Client {
     let channel = EmbeddedChannel()
 
+    /// The reads the connection passed on towards the socket.
+    let readCounter = ReadCounter()
+
     init(maxMessageBytes: Int = 64) throws {
         var router = ServerRouter()
+        // Answers only when its call is cancelled (the connection closing).
+        router.register("/test.Echo/Hang", .unary { request, _ in
+            try await Task.sleep(for: .seconds(3600))
+            return request
+        }, needsToken: false)
         router.register("/test.Echo/Echo", .inlineUnary { request, _ in .success(request) }, needsToken: false)
         router.register("/test.Echo/Async", .unary { request, _ in request }, needsToken: false)
         let connect = ConnectProtocol(router: router, codec: nil, maxMessageBytes: maxMessageBytes)
         let connection = HTTP2Connection(
             router: router, configuration: ServerConfiguration(), logger: Logger(label: "test"), connect: connect)
+        try channel.pipeline.syncOperations.addHandler(readCounter)
         try channel.pipeline.syncOperations.addHandler(connection)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
     }
@@ -49,6 +58,17 @@ private final class HTTP1Client {
 
     static func ok(_ body: String, extra: String = "") -> String {
         "HTTP/1.1 200 OK\r\ncontent-type: application/proto\r\ncontent-length: \(body.utf8.count)\r\n\(extra)\r\n\(body)"
+    }
+}
+
+/// Counts the reads asked of the channel that reach it.
+final class ReadCounter: ChannelOutboundHandler {
+    typealias OutboundIn = Any
+    var reads = 0
+
+    func read(context: ChannelHandlerContext) {
+        reads += 1
+        context.read()
     }
 }
 
@@ -85,6 +105,25 @@ struct HTTP1ConnectionTests {
         let second = try #require(text.range(of: HTTP1Client.ok("two")))
         #expect(first.upperBound <= refusal.lowerBound && refusal.upperBound <= second.lowerBound)
         #expect(client.channel.isActive)
+    }
+
+    @Test("pipelined bytes past 64 KiB behind a call in progress stop the reading; fewer do not")
+    func pipelinedBytesHoldReads() throws {
+        let client = try HTTP1Client()
+        let hang = "POST /test.Echo/Hang HTTP/1.1\r\nContent-Type: application/proto\r\nContent-Length: 1\r\n\r\nx"
+        try client.send(hang)
+        // A small pipelined request waits unparsed; reading goes on.
+        try client.send(HTTP1Client.echo("next"))
+        var before = client.readCounter.reads
+        client.channel.read()
+        #expect(client.readCounter.reads == before + 1)
+        // Past the bound, it stops until the call in progress is answered.
+        try client.send(String(repeating: "z", count: HTTP1Connection.maxBufferedBytes))
+        before = client.readCounter.reads
+        client.channel.read()
+        #expect(client.readCounter.reads == before)
+        #expect(try client.received().text.isEmpty)
+        _ = try client.channel.finish(acceptAlreadyClosed: true)
     }
 
     @Test("a request arriving a byte at a time is answered once whole")
