@@ -13,6 +13,9 @@ drift on the noisy machine spreads over all of them:
               over HTTP/2 (h2c): what the JSON transcoding and Connect's response shape cost
   connect_h1  the same JSON calls over HTTP/1.1 (h2load --h1: keep-alive, one request in flight per
               connection at a time, so -m streams mean nothing there; -c connections do)
+  connect_h1_pool  the same over HTTP/1.1 with as many calls in flight as the HTTP/2 rows: clients x
+              streams connections (256 at the default LEVEL), one call in flight on each, as an
+              HTTP/1.1 client's connection pool keeps them
   trace_1     h2c with `tracing` at sample_ratio 1: every call's span (and each write's commit span)
               exported over OTLP/gRPC to scripts/otlp_sink.py, a collector on core 1 beside h2load
   trace_001   the same at sample_ratio 0.01
@@ -21,8 +24,11 @@ server-assigned id, every call a write).
 Prints a Markdown table (req/s, p50/p99 µs, the server's CPU µs per call) and writes every figure
 to .build/bench/ecosystem-<time>.json.
 
-usage: bench_ecosystem.py BINARY      (DUR=8 seconds per load, ROUNDS=3, LEVEL=8x32, VARIANTS=plain,connect_h2
-                                      to run some of the variants; plain always runs, the baseline)
+usage: bench_ecosystem.py BINARY [BINARY...]   (DUR=8 seconds per load, ROUNDS=3, LEVEL=8x32,
+                                      VARIANTS=plain,connect_h2 to run some of the variants; plain
+                                      always runs, the baseline)
+Given several binaries (e.g. a build of main and one of a branch), each round runs every variant of
+each binary in turn, and each binary's rows are compared with its own plain rows.
 """
 import gzip
 import json
@@ -68,7 +74,9 @@ def gzip_frame(framed: bytes) -> bytes:
 
 
 def main():
-    binary = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / ".build" / "release" / "groupd").resolve()
+    binaries = [Path(arg).resolve() for arg in sys.argv[1:]] or [(ROOT / ".build" / "release" / "groupd").resolve()]
+    labels = [binary.name if len(binaries) == 1 or len({b.name for b in binaries}) == len(binaries) else str(binary)
+              for binary in binaries]
     work = Path(tempfile.mkdtemp(prefix="groupd-bench-eco-"))
     cert, key = make_certificate(work)
     variants = {
@@ -80,6 +88,7 @@ def main():
         # h2load asks for gzip by default: identity, as the gRPC variants get (compression has its own row).
         "connect_h2": ("", "http", ["content-type: application/json", "accept-encoding: identity"]),
         "connect_h1": ("", "http", ["content-type: application/json", "accept-encoding: identity"]),
+        "connect_h1_pool": ("", "http", ["content-type: application/json", "accept-encoding: identity"]),
         "trace_1": ("{tracing_1}", "http", []),
         "trace_001": ("{tracing_001}", "http", []),
     }
@@ -99,7 +108,7 @@ def main():
                            "  max_queue_size: 200000\n  max_batch_size: 8192\n")
                 variants[name] = (tracing, *variants[name][1:])
     # The groups, once, on a plain server over the data directory every variant then opens.
-    seed = Server(binary, work, config()).start()
+    seed = Server(binaries[0], work, config()).start()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_prepare.py"), str(seed.port), str(work), "1000"], check=True)
     seed.stop()
     token = (work / "token").read_text().strip()
@@ -109,41 +118,47 @@ def main():
     # The same requests as proto3 JSON, for the Connect variants.
     json_bodies = {"Health/Check": b"{}", "GetGroupsInfo": b'{"groupIds":["bench-7"]}',
                    "CreateGroup": b'{"type":"GROUP_TYPE_PUBLIC","ownerUserId":"owner-1","profile":{"name":"bench group"}}'}
-    results = {name: {method: [] for method in bodies} for name in variants}
+    results = {(label, name): {method: [] for method in bodies} for label in labels for name in variants}
     for round_ in range(ROUNDS):
-        for name, (extra, scheme, headers) in variants.items():
+        for (label, binary), (name, (extra, scheme, headers)) in (
+                ((lb, v) for lb in zip(labels, binaries) for v in variants.items())):
             server = Server(binary, work, config(extra)).start()
             try:
                 for method, (path, body) in bodies.items():
                     if name == "gzip":
                         body = gzip_frame(body) if len(body) > 5 else body
                     connect = name.startswith("connect_")
+                    clients, streams = (CLIENTS * STREAMS, 1) if name == "connect_h1_pool" else (CLIENTS, STREAMS)
                     result = h2load(server.address, server.pid, path, json_bodies[method] if connect else body,
-                                    [f"authorization: Bearer {token}", *headers], CLIENTS, STREAMS, DUR, work, scheme=scheme,
-                                    options=["--h1"] if name == "connect_h1" else (), grpc=not connect)
+                                    [f"authorization: Bearer {token}", *headers], clients, streams, DUR, work, scheme=scheme,
+                                    options=["--h1"] if name.startswith("connect_h1") else (), grpc=not connect)
                     if connect:  # a Connect call that failed answers a non-2xx status
                         result["failed"] += result["calls"] - result["ok_2xx"]
-                    results[name][method].append(result)
-                    print(f"round {round_ + 1} {name:10} {method:14} {result['rate']:9.0f}/s p50 {result['p50_us']} µs "
+                    results[(label, name)][method].append(result)
+                    print(f"round {round_ + 1} {label} {name:10} {method:14} {result['rate']:9.0f}/s p50 {result['p50_us']} µs "
                           f"p99 {result['p99_us']} µs cpu {result['cpu_us']:.1f} µs failed {result['failed']}", flush=True)
             finally:
                 server.stop()
     print(f"\nmedian of {ROUNDS} rounds, h2load -c {CLIENTS} -m {STREAMS} -t 1 -D {DUR}, server on core 0\n")
-    print("| method | variant | req/s | vs plain | p50 µs | p99 µs | server CPU µs/call | failed |")
-    print("|---|---|---|---|---|---|---|---|")
+    several = len(binaries) > 1
+    print(("| method | binary " if several else "| method ") + "| variant | req/s | vs plain | p50 µs | p99 µs | server CPU µs/call | failed |")
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if several else ""))
     for method in bodies:
-        base = statistics.median(r["rate"] for r in results["plain"][method])
-        for name in variants:
-            runs = results[name][method]
-            med = lambda key: statistics.median(r[key] for r in runs)
-            print(f"| {method} | {name} | {med('rate'):.0f} | {med('rate') / base:.2f}× | {med('p50_us'):.0f} | "
-                  f"{med('p99_us'):.0f} | {med('cpu_us'):.1f} | {sum(r['failed'] for r in runs)} |")
+        for label in labels:
+            base = statistics.median(r["rate"] for r in results[(label, "plain")][method])
+            for name in variants:
+                runs = results[(label, name)][method]
+                med = lambda key: statistics.median(r[key] for r in runs)
+                print(f"| {method} | " + (f"{label} | " if several else "") + f"{name} | {med('rate'):.0f} | "
+                      f"{med('rate') / base:.2f}× | {med('p50_us'):.0f} | {med('p99_us'):.0f} | {med('cpu_us'):.1f} | "
+                      f"{sum(r['failed'] for r in runs)} |")
     if sink:
         sink.terminate()
         print(f"\ntrace collector: {sink.communicate(timeout=30)[0].strip()}")
     out = ROOT / ".build" / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"ecosystem-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=1))
+    keyed = {f"{label} {name}" if several else name: value for (label, name), value in results.items()}
+    (out / f"ecosystem-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(keyed, indent=1))
     shutil.rmtree(work, ignore_errors=True)  # the access-log variant leaves a log of a few hundred MB
 
 

@@ -17,7 +17,7 @@ SWIFT=${SWIFT:-swift}
 SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
 # One-time allocations LeakSanitizer cannot see a pointer to (the file says which).
 export LSAN_OPTIONS="suppressions=$PWD/Tests/Fuzz/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-TARGETS=(FuzzDeframer FuzzProtoDecode FuzzJSON FuzzHTTP2 FuzzToken FuzzConfig FuzzPolicyHost)
+TARGETS=(FuzzDeframer FuzzProtoDecode FuzzJSON FuzzHTTP2 FuzzHTTP1 FuzzToken FuzzConfig FuzzPolicyHost)
 
 build() {
   local started=$SECONDS

@@ -988,6 +988,86 @@ def test_connection_close_is_honoured(groupd):
         assert reader.read() == b""  # closed by the server
 
 
+def read_until_closed(sock):
+    """Everything the server sends until it closes the connection."""
+    received = b""
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return received
+        received += data
+
+
+@pytest.mark.parametrize("request_bytes,status", [
+    (b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    (b"Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400),
+    (b"Transfer-Encoding: gzip\r\n\r\n", 501),
+    (b"Expect: 101-switch\r\n\r\n", 417),
+    (b"X-Big: " + b"a" * (90 * 1024) + b"\r\n\r\n", 431),
+], ids=["content-length-and-chunked", "content-length-twice", "gzip-transfer-coding", "other-expectation", "head-too-large"])
+def test_http1_framing_refused_then_closed(groupd, request_bytes, status):
+    """Framing a proxy could read another way (request smuggling) and heads over the limits: the
+    status in plain text, `connection: close`, and the close; the request behind it is never read."""
+    head = b"POST " + INFO.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    follow = http1_request(INFO, b'{"groupIds":["x"]}', admin_md(), content_type="application/json")
+    with socket.create_connection(("127.0.0.1", groupd.port), timeout=10) as sock:
+        sock.sendall(head + request_bytes + follow)
+        received = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 %d " % status), received[:200]
+    assert b"connection: close\r\n" in received and received.count(b"HTTP/1.1 ") == 1, received[:400]
+
+
+def test_http1_version_other_than_1x_is_505(groupd):
+    with socket.create_connection(("127.0.0.1", groupd.port), timeout=10) as sock:
+        sock.sendall(b"POST " + INFO.encode() + b" HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n")
+        assert read_until_closed(sock).startswith(b"HTTP/1.1 505 ")
+
+
+def test_http1_chunked_body_and_expect_continue(groupd, stubs):
+    """A chunked JSON body (with an extension and a trailer) is served; `Expect: 100-continue`
+    gets `100` before the body is sent, then the answer."""
+    world = World(stubs)
+    body = json.dumps({"groupIds": [world.group_id]}).encode()
+    auth = "".join(f"{name}: {value}\r\n" for name, value in admin_md()).encode()
+    head = (b"POST " + INFO.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + auth)
+    with socket.create_connection(("127.0.0.1", groupd.port), timeout=10) as sock:
+        sock.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n%x;ext=1\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n"
+                     % (len(body), body))
+        reader = sock.makefile("rb")
+        status, _, answer = read_http1_response(reader)
+        assert status == 200 and world.group_id.encode() in answer, answer
+        sock.sendall(head + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(body))
+        assert reader.readline() == b"HTTP/1.1 100 Continue\r\n" and reader.readline() == b"\r\n"
+        sock.sendall(body)
+        status, _, answer = read_http1_response(reader)
+        assert status == 200 and world.group_id.encode() in answer, answer
+
+
+def test_http1_expect_continue_on_a_refused_call_answers_at_once(groupd):
+    """No `100` for a call that is refused: the refusal instead, at once, and the close."""
+    with socket.create_connection(("127.0.0.1", groupd.port), timeout=10) as sock:
+        sock.sendall(b"POST /groupd.v1.GroupService/Nope HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        received = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 404 ") and b"connection: close\r\n" in received, received[:300]
+    assert b"100 Continue" not in received
+
+
+def test_http10_keep_alive_only_when_asked(groupd, stubs):
+    world = World(stubs)
+    request = http1_request(INFO, group_pb2.GetGroupsInfoRequest(group_ids=[world.group_id]).SerializeToString(), admin_md())
+    request_10 = request.replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1)
+    with socket.create_connection(("127.0.0.1", groupd.port), timeout=10) as sock:
+        sock.sendall(request_10.replace(b"\r\n\r\n", b"\r\nConnection: keep-alive\r\n\r\n", 1))
+        reader = sock.makefile("rb")
+        status, headers, _ = read_http1_response(reader)
+        assert status == 200 and dict(headers).get("connection") == "keep-alive", headers
+        sock.sendall(request_10)
+        status, headers, _ = read_http1_response(reader)
+        assert status == 200 and dict(headers).get("connection") == "close", headers
+        assert reader.read() == b""
+
+
 def test_many_bad_requests_then_grpc_and_connect_still_serve(groupd, client, stubs):
     """A mix of malformed HTTP/1.1 and Connect requests, then both protocols serve."""
     junk = [b"POST / HTTP/1.1\r\nContent-Length: nope\r\n\r\n", b"GARBAGE\r\n\r\n",

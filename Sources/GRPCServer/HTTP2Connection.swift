@@ -2,7 +2,6 @@ import CNGHTTP2
 import GRPCProtocol
 import Logging
 import NIOCore
-import NIOHTTP1
 import NIOTLS
 
 /// One HTTP/2 connection: an nghttp2 server session used as a sans-I/O codec, driven by the
@@ -662,15 +661,14 @@ extension HTTP2Connection {
         return count == prefaceProbe.count ? .http2 : .undecided
     }
 
-    /// Hands the connection to HTTP/1.1 (NIO's HTTP/1.1 codec, then ``HTTP1Connection``): the
-    /// bytes read so far go to it, and this handler leaves the pipeline with its session.
+    /// Hands the connection to HTTP/1.1 (``HTTP1Connection``, which parses and writes HTTP/1.1
+    /// itself): the bytes read so far go to it, and this handler leaves the pipeline with its
+    /// session.
     func handOffToHTTP1(context: ChannelHandlerContext, bytes: ByteBuffer) {
         guard let connect else { return }
         // awaitingFirstBytes stays set: nothing of HTTP/2 is ever sent on this connection.
         let pipeline = context.pipeline.syncOperations
         do {
-            try pipeline.configureHTTPServerPipeline(
-                position: .last, withPipeliningAssistance: true, withServerUpgrade: nil, withErrorHandling: true)
             try pipeline.addHandler(
                 HTTP1Connection(connect: connect, configuration: configuration, logger: logger, activity: activity), position: .last)
         } catch {

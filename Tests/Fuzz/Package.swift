@@ -43,6 +43,14 @@ let package = Package(
             ],
             swiftSettings: fuzzTarget),
         .executableTarget(
+            name: "FuzzHTTP1",
+            dependencies: [
+                "FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: fuzzTarget),
+        .executableTarget(
             name: "FuzzToken",
             dependencies: ["FuzzSupport", .product(name: "GroupdConfig", package: "groupd"), .product(name: "JWTKit", package: "jwt-kit")],
             swiftSettings: fuzzTarget),

@@ -182,6 +182,36 @@ def http2_seeds():
     write("FuzzHTTP2", "preface-only", b"\x00" + b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
 
+# MARK: FuzzHTTP1: [chunking seed | 0x80 to advance the clock][client bytes]
+
+def http1_request(path, body, content_type="application/proto", fields=(), chunked=False, version="HTTP/1.1"):
+    lines = [f"POST {path} {version}", "Host: localhost", f"Content-Type: {content_type}", *fields]
+    if chunked:
+        lines.append("Transfer-Encoding: chunked")
+        payload = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:3], body[3:]) if part) + b"0\r\n\r\n"
+    else:
+        lines.append(f"Content-Length: {len(body)}")
+        payload = body
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+def http1_seeds():
+    unary = http1_request("/fuzz.Echo/Inline", b"ping")
+    write("FuzzHTTP1", "inline-unary", b"\x00" + unary)
+    write("FuzzHTTP1", "pipelined-chunked", b"\x07" + unary + http1_request("/fuzz.Echo/Unary", b"pong!", chunked=True)
+          + b"GET /fuzz.Echo/Inline HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    write("FuzzHTTP1", "server-stream", b"\x00" + http1_request("/fuzz.Echo/Stream", frame(b"abc"), "application/connect+proto"))
+    write("FuzzHTTP1", "stream-http10", b"\x00" + http1_request("/fuzz.Echo/Stream", frame(b"abc"), "application/connect+proto",
+                                                                 fields=["Connection: keep-alive"], version="HTTP/1.0"))
+    write("FuzzHTTP1", "expect-continue-timeout", b"\x80" + http1_request(
+        "/fuzz.Echo/Unary", b"late", fields=["Expect: 100-continue", "Connect-Timeout-Ms: 1500"])[:-4])
+    write("FuzzHTTP1", "failing-close", b"\x00" + http1_request("/fuzz.Echo/Fail", b"x", fields=["Connection: close"]))
+    write("FuzzHTTP1", "smuggling", b"\x00" + b"POST /fuzz.Echo/Inline HTTP/1.1\r\nContent-Length: 3\r\n"
+          b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    write("FuzzHTTP1", "trailers-and-extensions", b"\x02" + b"POST /fuzz.Echo/Inline HTTP/1.1\r\nContent-Type: application/proto\r\n"
+          b"Transfer-Encoding: chunked\r\n\r\n2;a=b\r\nhi\r\n0\r\nX-Sum: 1\r\n\r\n")
+
+
 # MARK: FuzzToken: [mode][authorization][\0 x-operator-id], or [mode | 1][header JSON]\n[payload JSON][\0 x-operator-id]
 
 SECRETS = {"k1": "fuzz-secret-one-0123456789abcdef-0123456789", "k2": "fuzz-secret-two-0123456789abcdef-0123456789"}
@@ -273,6 +303,7 @@ def main():
     deframer_seeds()
     proto_seeds()
     http2_seeds()
+    http1_seeds()
     token_seeds()
     config_seeds()
     policy_seeds()

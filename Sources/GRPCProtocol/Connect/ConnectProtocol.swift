@@ -157,6 +157,12 @@ public struct ConnectProtocol: Sendable {
         var streaming: Bool
 
         init?(_ value: String) {
+            // The common spellings exactly, without splitting or lowercasing a copy.
+            switch value {
+            case "application/json": (json, streaming) = (true, false); return
+            case "application/proto": (json, streaming) = (false, false); return
+            default: break
+            }
             // Parameters (`; charset=utf-8`) are allowed; the media type decides.
             let media = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingSpaces().lowercased() } ?? ""
             switch media {
