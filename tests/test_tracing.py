@@ -86,11 +86,15 @@ def configure(server, endpoint, sample_ratio=1.0, extra=""):
     server.config.write_text(text.replace("    secrets:\n", KEYWORD_POLICY_YAML + "    secrets:\n", 1))
 
 
-def dropped(server):
+def scrape(server):
     with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("groupd_trace_spans_dropped_total"):
-                return float(line.split()[-1])
+        return response.read().decode().splitlines()
+
+
+def dropped(server):
+    for line in scrape(server):
+        if line.startswith("groupd_trace_spans_dropped_total"):
+            return float(line.split()[-1])
     raise AssertionError("no groupd_trace_spans_dropped_total in the scrape")
 
 
@@ -202,6 +206,10 @@ def test_calls_continue_the_callers_trace_with_their_commit_and_policy_spans(col
         resources = [resource for resource, s in collector.spans if s.span_id == call.span_id]
         assert resources[0]["service.name"] == "groupd-test"
         assert dropped(server) == 0
+        # The metrics still hear the refusal's reason from the traced handler.
+        refusals = [line for line in scrape(server) if line.startswith("groupd_rpc_calls_total")
+                    and 'method="/groupd.v1.GroupService/CreateGroup"' in line and 'reason="POLICY_REJECTED"' in line]
+        assert len(refusals) == 1 and refusals[0].endswith(" 1"), refusals
     finally:
         server.stop()
 

@@ -65,8 +65,8 @@ struct Routes {
         router.tokenVerifier = self.router.tokenVerifier
         for path in self.router.paths {
             let route = self.router.route(for: path)!
-            var handler = Self.annotatingErrors(route.handler)
-            if let tracing { handler = tracing.wrap(handler, path: path) }
+            // One wrapper either way: each async layer around a handler costs every call.
+            let handler = tracing?.wrap(route.handler, path: path) ?? Self.annotatingErrors(route.handler)
             router.register(path, handler, needsToken: route.needsToken)
         }
         for method in GroupAPI.allMethods where !implemented.contains(method.path) {
@@ -74,6 +74,11 @@ struct Routes {
             router.register(method.path, .inlineUnary { _, _ in .failure(status) })
         }
         return router
+    }
+
+    /// Records the stable reason of `error`, which the call's handler threw, in its annotations.
+    static func annotate(_ error: any Error, _ server: ServerContext) {
+        if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
     }
 
     /// `handler`, recording the stable reason of a thrown error in the call's annotations.
@@ -86,7 +91,7 @@ struct Routes {
                 do {
                     return try await body(bytes, server)
                 } catch {
-                    if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
+                    annotate(error, server)
                     throw error
                 }
             }
@@ -95,7 +100,7 @@ struct Routes {
                 do {
                     try await body(bytes, server, writer)
                 } catch {
-                    if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
+                    annotate(error, server)
                     throw error
                 }
             }
@@ -104,7 +109,7 @@ struct Routes {
                 do {
                     try await body(requests, server, writer)
                 } catch {
-                    if let annotations = server.annotations, let reason = errorReason(error) { annotations.setReason(reason) }
+                    annotate(error, server)
                     throw error
                 }
             }

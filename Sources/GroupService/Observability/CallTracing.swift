@@ -47,7 +47,9 @@ struct CallTracing: Sendable {
         }
     }
 
-    /// `handler`, each of its sampled calls in a server span of its own.
+    /// `handler`, each of its sampled calls in a server span of its own, recording the stable
+    /// reason of a thrown error in the call's annotations as `Routes.annotatingErrors` does (in
+    /// the same layer: each async layer around a handler costs every call).
     func wrap(_ handler: RPCHandler, path: String) -> RPCHandler {
         let names = Names(path: path)
         switch handler {
@@ -63,17 +65,23 @@ struct CallTracing: Sendable {
             }
         case .unary(let body):
             return .unary { bytes, server in
-                guard let span = startSpan(names, server) else { return try await body(bytes, server) }
+                guard let span = startSpan(names, server) else {
+                    do { return try await body(bytes, server) } catch { Routes.annotate(error, server); throw error }
+                }
                 return try await Self.run(span, server) { try await body(bytes, server) }
             }
         case .serverStreaming(let body):
             return .serverStreaming { bytes, server, writer in
-                guard let span = startSpan(names, server) else { return try await body(bytes, server, writer) }
+                guard let span = startSpan(names, server) else {
+                    do { return try await body(bytes, server, writer) } catch { Routes.annotate(error, server); throw error }
+                }
                 try await Self.run(span, server) { try await body(bytes, server, writer) }
             }
         case .bidirectionalStreaming(let body):
             return .bidirectionalStreaming { requests, server, writer in
-                guard let span = startSpan(names, server) else { return try await body(requests, server, writer) }
+                guard let span = startSpan(names, server) else {
+                    do { return try await body(requests, server, writer) } catch { Routes.annotate(error, server); throw error }
+                }
                 try await Self.run(span, server) { try await body(requests, server, writer) }
             }
         }
@@ -116,6 +124,7 @@ struct CallTracing: Sendable {
             if Task.isCancelled, error is CancellationError || code == .cancelled {
                 code = server.deadline.map { ContinuousClock.now >= $0 } == true ? .deadlineExceeded : .cancelled
             }
+            Routes.annotate(error, server)
             end(span, code: code, reason: Routes.errorReason(error))
             throw error
         }
