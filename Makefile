@@ -162,9 +162,10 @@ bench: bench-instructions bench-rpc bench-ecosystem bench-hostile bench-writes b
 bench-rpc: release
 	scripts/bench.sh $(RELEASE_BIN)
 
-## bench-ecosystem: what TLS, gzip and the access log cost on the RPC benchmark: h2load against
-## Health/Check and GetGroupsInfo on plain h2c, TLS, gzip-compressed requests and h2c with the access
-## log on, in turns within one run (server on core 0, h2load on core 1; about 4 minutes)
+## bench-ecosystem: what TLS, gzip, the access log, metrics, Connect (JSON over HTTP/2 and HTTP/1.1)
+## and tracing cost on the RPC benchmark: h2load against Health/Check, GetGroupsInfo and CreateGroup,
+## every variant in turns within one run (server on core 0, h2load on core 1; about 12 minutes;
+## VARIANTS=... runs some of them)
 bench-ecosystem: release
 	python3 scripts/bench_ecosystem.py $(RELEASE_BIN)
 
