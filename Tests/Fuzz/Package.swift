@@ -22,6 +22,10 @@ let package = Package(
     targets: [
         /// What the fuzz targets share: the input as a buffer, chunking.
         .target(name: "FuzzSupport"),
+        /// The connection targets' driver: a client's bytes into an `EmbeddedChannel`, then the close.
+        .target(
+            name: "FuzzChannel",
+            dependencies: ["FuzzSupport", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio")]),
         .executableTarget(
             name: "FuzzDeframer",
             dependencies: ["FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "NIOCore", package: "swift-nio")],
@@ -37,7 +41,7 @@ let package = Package(
         .executableTarget(
             name: "FuzzHTTP2",
             dependencies: [
-                "FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),
+                "FuzzSupport", "FuzzChannel", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -45,7 +49,7 @@ let package = Package(
         .executableTarget(
             name: "FuzzHTTP1",
             dependencies: [
-                "FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),
+                "FuzzSupport", "FuzzChannel", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "GRPCServer", package: "groupd"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,3 +1,4 @@
+import FuzzChannel
 import FuzzSupport
 import Logging
 import NIOCore
@@ -32,23 +33,7 @@ public func fuzzHTTP1(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let connection = HTTP2Connection(router: router, configuration: configuration, logger: logger, connect: connect)
     try! channel.pipeline.syncOperations.addHandler(connection)
     try! channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-    let advancesClock = input[0] & 0x80 != 0
-    for chunk in Chunker(bytes, seed: seed) {
-        guard channel.isActive else { break }
-        var buffer = channel.allocator.buffer(capacity: chunk.count)
-        buffer.writeBytes(chunk)
-        do {
-            try channel.writeInbound(buffer)
-        } catch {
-            break
-        }
-        channel.embeddedEventLoop.run()
-        if advancesClock { channel.embeddedEventLoop.advanceTime(by: .seconds(1)) }
-        drainOutbound(channel)
-    }
-    _ = try? channel.finish(acceptAlreadyClosed: true)
-    channel.embeddedEventLoop.run()
-    drainOutbound(channel)
+    feedAndClose(channel, bytes, seed: seed, advancesClock: input[0] & 0x80 != 0)
     return 0
 }
 
@@ -85,9 +70,6 @@ private func parse(_ chunks: [UnsafeRawBufferPointer]) -> [String] {
     return events
 }
 
-private func drainOutbound(_ channel: EmbeddedChannel) {
-    while let written = try? channel.readOutbound(as: ByteBuffer.self), written.readableBytes >= 0 {}
-}
 
 private let logger = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
 

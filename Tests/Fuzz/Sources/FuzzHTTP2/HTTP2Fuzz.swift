@@ -1,3 +1,4 @@
+import FuzzChannel
 import FuzzSupport
 import Logging
 import NIOCore
@@ -21,32 +22,12 @@ public func fuzzHTTP2(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let connection = HTTP2Connection(router: router, configuration: configuration, logger: logger)
     try! channel.pipeline.syncOperations.addHandler(connection)
     try! channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-    let advancesClock = input[0] & 0x80 != 0
-    for chunk in Chunker(UnsafeRawBufferPointer(rebasing: input[1...]), seed: input[0] & 0x7F) {
-        guard channel.isActive else { break }
-        var buffer = channel.allocator.buffer(capacity: chunk.count)
-        buffer.writeBytes(chunk)
-        do {
-            try channel.writeInbound(buffer)
-        } catch {
-            break
-        }
-        channel.pipeline.fireChannelReadComplete()
-        channel.embeddedEventLoop.run()
-        if advancesClock { channel.embeddedEventLoop.advanceTime(by: .seconds(1)) }
-        drainOutbound(channel)
-    }
-    _ = try? channel.finish(acceptAlreadyClosed: true)
-    // Let the handlers' tasks see the cancellation and end.
-    channel.embeddedEventLoop.run()
-    drainOutbound(channel)
+    feedAndClose(
+        channel, UnsafeRawBufferPointer(rebasing: input[1...]), seed: input[0] & 0x7F, advancesClock: input[0] & 0x80 != 0)
     precondition(connection.session == nil, "the nghttp2 session outlived its channel")
     return 0
 }
 
-private func drainOutbound(_ channel: EmbeddedChannel) {
-    while let written = try? channel.readOutbound(as: ByteBuffer.self), written.readableBytes >= 0 {}
-}
 
 private let logger = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
 
