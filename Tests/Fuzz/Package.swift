@@ -22,10 +22,14 @@ let package = Package(
     targets: [
         /// What the fuzz targets share: the input as a buffer, chunking.
         .target(name: "FuzzSupport"),
-        /// The connection targets' driver: a client's bytes into an `EmbeddedChannel`, then the close.
+        /// The connection targets' driver (a client's bytes into an `EmbeddedChannel`, then the
+        /// close) and their echo router.
         .target(
             name: "FuzzChannel",
-            dependencies: ["FuzzSupport", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio")]),
+            dependencies: [
+                "FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         .executableTarget(
             name: "FuzzDeframer",
             dependencies: ["FuzzSupport", .product(name: "GRPCProtocol", package: "groupd"), .product(name: "NIOCore", package: "swift-nio")],

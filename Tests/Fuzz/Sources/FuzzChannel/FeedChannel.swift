@@ -1,4 +1,5 @@
 import FuzzSupport
+import GRPCProtocol
 import NIOCore
 import NIOEmbedded
 
@@ -30,4 +31,21 @@ public func feedAndClose(_ channel: EmbeddedChannel, _ bytes: UnsafeRawBufferPoi
 /// Reads and drops what the server wrote.
 public func drainOutbound(_ channel: EmbeddedChannel) {
     while let written = try? channel.readOutbound(as: ByteBuffer.self), written.readableBytes >= 0 {}
+}
+
+/// One method of each kind, each echoing its request: `/fuzz.Echo/Inline`, `/fuzz.Echo/Fail`
+/// (refused, `INVALID_ARGUMENT`), `/fuzz.Echo/Unary`, `/fuzz.Echo/Stream` (three messages) and
+/// `/fuzz.Echo/Bidi`.
+public func echoRouter() -> ServerRouter {
+    var router = ServerRouter()
+    router.register("/fuzz.Echo/Inline", .inlineUnary { request, _ in .success(request) })
+    router.register("/fuzz.Echo/Fail", .inlineUnary { _, _ in .failure(GRPCStatus(.invalidArgument, "refused")) })
+    router.register("/fuzz.Echo/Unary", .unary { request, _ in request })
+    router.register("/fuzz.Echo/Stream", .serverStreaming { request, _, writer in
+        for _ in 0..<3 { try await writer.write(request) }
+    })
+    router.register("/fuzz.Echo/Bidi", .bidirectionalStreaming { requests, _, writer in
+        for try await request in requests { try await writer.write(request) }
+    })
+    return router
 }

@@ -13,8 +13,8 @@ import GRPCProtocol
 /// the whole input finds (the same heads, body bytes and ends, then the same refusal or the same
 /// wait for more), and every head it accepts must be unambiguous (one framing). Then a whole
 /// connection (``HTTP2Connection`` handing over to ``HTTP1Connection``, Connect with inline, async,
-/// failing and server-streaming methods) is fed the same chunks and closed: nothing may crash,
-/// leak or touch freed memory.
+/// failing and server-streaming methods, and a bidirectional one it refuses) is fed the same
+/// chunks and closed: nothing may crash, leak or touch freed memory.
 ///
 /// Input: byte 0's low 7 bits seed the chunking (0 = one chunk); its high bit advances the loop's
 /// clock by a second after every chunk. The rest is what the client sends.
@@ -83,16 +83,7 @@ private let configuration: ServerConfiguration = {
     return configuration
 }()
 
-/// One method of each kind Connect serves.
-private let router: ServerRouter = {
-    var router = ServerRouter()
-    router.register("/fuzz.Echo/Inline", .inlineUnary { request, _ in .success(request) })
-    router.register("/fuzz.Echo/Fail", .inlineUnary { _, _ in .failure(GRPCStatus(.invalidArgument, "refused")) })
-    router.register("/fuzz.Echo/Unary", .unary { request, _ in request })
-    router.register("/fuzz.Echo/Stream", .serverStreaming { request, _, writer in
-        for _ in 0..<3 { try await writer.write(request) }
-    })
-    return router
-}()
+/// One method of each kind (a bidirectional one too, which Connect refuses).
+private let router = echoRouter()
 
 private let connect = ConnectProtocol(router: router, codec: nil, maxMessageBytes: configuration.maxMessageBytes)

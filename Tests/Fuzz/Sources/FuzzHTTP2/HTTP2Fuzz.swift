@@ -41,16 +41,4 @@ private let configuration: ServerConfiguration = {
 }()
 
 /// One method of each kind.
-private let router: ServerRouter = {
-    var router = ServerRouter()
-    router.register("/fuzz.Echo/Inline", .inlineUnary { request, _ in .success(request) })
-    router.register("/fuzz.Echo/Fail", .inlineUnary { _, _ in .failure(GRPCStatus(.invalidArgument, "refused")) })
-    router.register("/fuzz.Echo/Unary", .unary { request, _ in request })
-    router.register("/fuzz.Echo/Stream", .serverStreaming { request, _, writer in
-        for _ in 0..<3 { try await writer.write(request) }
-    })
-    router.register("/fuzz.Echo/Bidi", .bidirectionalStreaming { requests, _, writer in
-        for try await request in requests { try await writer.write(request) }
-    })
-    return router
-}()
+private let router = echoRouter()
