@@ -17,12 +17,17 @@ private final class HTTP1Client {
     /// The reads the connection passed on towards the socket.
     let readCounter = ReadCounter()
 
+    /// A stream nothing is ever written to: `/test.Echo/Hang` waits on it until its call is cancelled.
+    private let never = AsyncStream<Void>.makeStream()
+
     init(maxMessageBytes: Int = 64) throws {
         var router = ServerRouter()
-        // Answers only when its call is cancelled (the connection closing).
-        router.register("/test.Echo/Hang", .unary { request, _ in
-            try await Task.sleep(for: .seconds(3600))
-            return request
+        // Ends only when its call is cancelled (the connection closing): waits on an event that
+        // never comes, not on time.
+        let never = self.never.stream
+        router.register("/test.Echo/Hang", .unary { _, _ in
+            for await _ in never {}
+            throw CancellationError()
         }, needsToken: false)
         router.register("/test.Echo/Echo", .inlineUnary { request, _ in .success(request) }, needsToken: false)
         router.register("/test.Echo/Async", .unary { request, _ in request }, needsToken: false)
