@@ -65,8 +65,8 @@ final class GroupCommitQueue: Sendable {
         let apply: @Sendable (any StoreTransaction) async throws -> Applied
         /// Answers the caller with the mutation's own error.
         let fail: @Sendable (any Error) -> Void
-        /// The caller's trace context (its call's span), when commits are traced and the caller
-        /// has one: the batch's commit span is made its child.
+        /// The caller's trace context (its call's span) when the call is traced: the batch's
+        /// commit span is made its child when commits are traced.
         var traceContext: ServiceContext? = nil
         /// The mutation's name, for its commit span.
         var method = ""
@@ -139,9 +139,6 @@ final class GroupCommitQueue: Sendable {
     func trace(with tracer: any Tracer) {
         state.withLock { $0.tracer = tracer }
     }
-
-    /// The tracer commits are traced with (nil: none).
-    var tracer: (any Tracer)? { state.withLock { $0.tracer } }
 
     /// Queues a mutation for the next batch.
     func enqueue(_ write: PendingWrite) {

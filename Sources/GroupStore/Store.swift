@@ -267,8 +267,8 @@ public final class Store: Sendable {
         _ body: @escaping @Sendable (any StoreTransaction, WriteRecorder) async throws -> T
     ) async throws -> T {
         let cache = self.cache
-        // The caller's span (its call's), for the commit's span: only when commits are traced.
-        let traceContext = commits.tracer == nil ? nil : ServiceContext.current
+        // The caller's span (its call's), for the commit's span: nil unless the call is traced.
+        let traceContext = ServiceContext.current
         return try await read {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 self.commits.enqueue(GroupCommitQueue.PendingWrite(
