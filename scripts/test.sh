@@ -133,6 +133,19 @@ await() {
   done
 }
 
+# failures: each failed stage's failing tests by name (pytest's short summary lines, Swift Testing's
+# failed tests, a fuzzer's crash), at most 20 a stage: the end of the output, which is what a CI
+# page shows of a long run, names them.
+failures() {
+  local stage
+  for stage in "${stages[@]}"; do
+    [ -n "${status[$stage]:-}" ] && [ "${status[$stage]}" -ne 0 ] && [ -z "${stopped[$stage]:-}" ] || continue
+    [ -f "$LOGS/$stage.log" ] || continue
+    grep -E '^(FAILED|ERROR) |✘ Test .* failed|recorded an issue|^==[0-9]+== ERROR|^FAIL' "$LOGS/$stage.log" \
+      | head -n 20 | cut -c 1-300 | sed "s/^/[$stage failed] /"
+  done
+}
+
 table() {
   local stage total=$(( $(date +%s) - t0 )) result
   echo
@@ -147,6 +160,7 @@ table() {
       "$(clock $(( ${finish[$stage]:-$(date +%s)} - begin[$stage] )))" "$(summary "$stage")"
   done
   printf '%-18s %-14s %6s %7s\n' total "$([ -z "$failed" ] && echo passed || echo "FAILED: $failed")" "" "$(clock "$total")"
+  failures
   echo "(logs in $LOGS)"
 }
 
