@@ -34,7 +34,7 @@ enum PostgresSchema {
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
-        ("v11", v11), ("v12", v12),
+        ("v11", v11), ("v12", v12), ("v13", v13),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -721,5 +721,14 @@ enum PostgresSchema {
         CREATE TRIGGER members_joined_count_delete AFTER DELETE ON members
             REFERENCING OLD TABLE AS deleted
             FOR EACH STATEMENT EXECUTE FUNCTION groupd_members_deleted();
+        """
+
+    /// v13: message edits (SQLite's v17): on `group_messages`, `edit_count` (0: never edited),
+    /// `edited_by` and `edit_time` of the latest edit (`edit_time` NULL: never edited). An edit
+    /// rewrites `text` and `payload` in place.
+    static let v13 = """
+        ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
+        ALTER TABLE group_messages ADD COLUMN edit_time BIGINT;
         """
 }

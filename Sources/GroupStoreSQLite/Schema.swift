@@ -22,6 +22,7 @@ extension Schema {
         migrator.registerMigration("v14", migrate: Schema.v14)
         migrator.registerMigration("v15", migrate: Schema.v15)
         migrator.registerMigration("v16", migrate: Schema.v16)
+        migrator.registerMigration("v17", migrate: Schema.v17)
         return migrator
     }
 }
@@ -597,5 +598,16 @@ enum Schema {
         // until reopened, since its schema version is the file's.
         try db.execute(sql: "PRAGMA writable_schema = RESET")
         db.clearSchemaCache()
+    }
+
+    /// v17: message edits. On `group_messages`: `edit_count` (0: never edited), `edited_by` and
+    /// `edit_time` of the latest edit (`edit_time` NULL: never edited; `edited_by` NULL with a
+    /// time: the backend). An edit rewrites `text` and `payload` in place.
+    static func v17(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
+            ALTER TABLE group_messages ADD COLUMN edit_time INTEGER;
+            """)
     }
 }

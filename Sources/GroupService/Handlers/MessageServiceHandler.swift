@@ -5,8 +5,9 @@ import PolicyHost
 import Synchronization
 
 /// The handler of `groupd.v1.MessageService` (message.proto). This file holds SendGroupMessage,
-/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; pins and read
-/// receipts are in `MessageServiceHandler+Pins.swift` and `MessageServiceHandler+ReadReceipts.swift`.
+/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; edits, pins and
+/// read receipts are in `MessageServiceHandler+Edits.swift`, `MessageServiceHandler+Pins.swift` and
+/// `MessageServiceHandler+ReadReceipts.swift`.
 struct MessageServiceHandler: GroupdHandler {
     let service: GroupdService
 
@@ -17,6 +18,7 @@ struct MessageServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_MessageService.Method.markGroupRead, markGroupRead)
         routes.unary(Groupd_V1_MessageService.Method.sendSystemNotification, sendSystemNotification)
         routes.unary(Groupd_V1_MessageService.Method.recallGroupMessage, recallGroupMessage)
+        routes.unary(Groupd_V1_MessageService.Method.editGroupMessage, editGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage, pinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage, unpinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts, getMessageReadReceipts)

@@ -1150,6 +1150,51 @@ void   groupd__v1__message_recall__free_unpacked
   assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__message_edit__init
+                     (Groupd__V1__MessageEdit         *message)
+{
+  static const Groupd__V1__MessageEdit init_value = GROUPD__V1__MESSAGE_EDIT__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_edit__get_packed_size
+                     (const Groupd__V1__MessageEdit *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_edit__pack
+                     (const Groupd__V1__MessageEdit *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_edit__pack_to_buffer
+                     (const Groupd__V1__MessageEdit *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageEdit *
+       groupd__v1__message_edit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageEdit *)
+     protobuf_c_message_unpack (&groupd__v1__message_edit__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_edit__free_unpacked
+                     (Groupd__V1__MessageEdit *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message)
 {
@@ -3739,6 +3784,122 @@ const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor =
   (ProtobufCMessageInit) groupd__v1__message_recall__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__message_edit__field_descriptors[7] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, message_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sender_user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, sender_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edited_by_user_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, edited_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edit_count",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, edit_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "text",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, text),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "payload",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, payload),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_edit__field_indices_by_name[] = {
+  4,   /* field[4] = edit_count */
+  3,   /* field[3] = edited_by_user_id */
+  1,   /* field[1] = message_id */
+  6,   /* field[6] = payload */
+  2,   /* field[2] = sender_user_id */
+  0,   /* field[0] = sequence */
+  5,   /* field[5] = text */
+};
+static const ProtobufCIntRange groupd__v1__message_edit__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageEdit",
+  "MessageEdit",
+  "Groupd__V1__MessageEdit",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageEdit),
+  7,
+  groupd__v1__message_edit__field_descriptors,
+  groupd__v1__message_edit__field_indices_by_name,
+  1,  groupd__v1__message_edit__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_edit__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__attribute_version__field_descriptors[2] =
 {
   {
@@ -3983,7 +4144,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
   (ProtobufCMessageInit) groupd__v1__invite_link__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[31] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[32] =
 {
   {
     "group_id",
@@ -4357,6 +4518,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "message_edit",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, message_edit),
+    &groupd__v1__message_edit__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
@@ -4375,6 +4548,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
   8,   /* field[8] = member_count */
+  31,   /* field[31] = message_edit */
   26,   /* field[26] = message_recall */
   25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
@@ -4391,7 +4565,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[6 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[7 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
@@ -4399,7 +4573,8 @@ static const ProtobufCIntRange groupd__v1__group_event__number_ranges[6 + 1] =
   { 45, 26 },
   { 50, 27 },
   { 55, 29 },
-  { 0, 31 }
+  { 60, 31 },
+  { 0, 32 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -4409,14 +4584,14 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  31,
+  32,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  6,  groupd__v1__group_event__number_ranges,
+  7,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[19] =
+static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[22] =
 {
   {
     "group_id",
@@ -4646,9 +4821,48 @@ static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "edit_count",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, edit_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edited_by_user_id",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, edited_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edit_time",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, edit_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   4,   /* field[4] = client_message_id */
+  19,   /* field[19] = edit_count */
+  21,   /* field[21] = edit_time */
+  20,   /* field[20] = edited_by_user_id */
   0,   /* field[0] = group_id */
   12,   /* field[12] = mention_all */
   11,   /* field[11] = mentioned_user_ids */
@@ -4668,10 +4882,11 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   5,   /* field[5] = type */
   17,   /* field[17] = unread_count */
 };
-static const ProtobufCIntRange groupd__v1__group_message__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group_message__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 19 }
+  { 24, 19 },
+  { 0, 22 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
 {
@@ -4681,10 +4896,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
   "Groupd__V1__GroupMessage",
   "groupd.v1",
   sizeof(Groupd__V1__GroupMessage),
-  19,
+  22,
   groupd__v1__group_message__field_descriptors,
   groupd__v1__group_message__field_indices_by_name,
-  1,  groupd__v1__group_message__number_ranges,
+  2,  groupd__v1__group_message__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -5282,7 +5497,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[43] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[44] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -5327,11 +5542,12 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[43
   { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 45 },
   { "EVENT_KIND_INVITE_LINK_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_CREATED", 46 },
   { "EVENT_KIND_INVITE_LINK_REVOKED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED", 47 },
+  { "EVENT_KIND_MESSAGE_EDITED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_EDITED", 52 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{41, 37},{45, 40},{0, 43}
+{0, 0},{37, 36},{41, 37},{45, 40},{52, 43},{0, 44}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[43] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[44] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -5366,6 +5582,7 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
   { "EVENT_KIND_MEMBER_UNBANNED", 34 },
+  { "EVENT_KIND_MESSAGE_EDITED", 43 },
   { "EVENT_KIND_MESSAGE_PINNED", 37 },
   { "EVENT_KIND_MESSAGE_READ_RECEIPT", 39 },
   { "EVENT_KIND_MESSAGE_RECALLED", 36 },
@@ -5384,11 +5601,11 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  43,
+  44,
   groupd__v1__event_kind__enum_values_by_number,
-  43,
+  44,
   groupd__v1__event_kind__enum_values_by_name,
-  4,
+  5,
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
