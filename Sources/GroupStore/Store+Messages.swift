@@ -137,7 +137,7 @@ extension Store {
     ///
     /// In one write transaction: find the group (`GROUP_NOT_FOUND`), load the operator's
     /// membership and the message, run `plan` (the pure edit rule, which throws to refuse). An
-    /// ``MessageEditPlan/unchanged`` plan writes nothing; an edit replaces the body, records the
+    /// `MessageEditPlan.unchanged` plan writes nothing; an edit replaces the body, records the
     /// edit and appends the event, unless `write` is false (a policy plugin discarded the edit):
     /// then nothing is written either, and the answer is the message as the edit would have left it.
     /// - Parameters:

@@ -9,7 +9,13 @@ extension MessageServiceHandler {
     /// `message.payload` (payload bytes as UTF-8 text), and for an edit `message.edit_of` (the
     /// edited message's sequence, which a rewrite cannot change). A reject refuses the send or
     /// edit; a rewrite changes what is stored and delivered.
-    /// - Parameter editOf: The sequence of the message an edit replaces the body of (`nil`: a send).
+    /// - Parameters:
+    ///   - content: The message's body: its text and payload are what the hook sees, and what a
+    ///     rewrite changes.
+    ///   - groupID: The group.
+    ///   - groupType: The group's type, as the hook's `group_type`.
+    ///   - editOf: The sequence of the message an edit replaces the body of (`nil`: a send).
+    ///   - call: The call being checked.
     /// - Returns: `false` when a plugin discarded the message: answer success, store and deliver nothing.
     func checkMessagePolicy(
         _ content: inout MessageContent, groupID: String, groupType: GroupType, editOf: Int64? = nil, _ call: CallContext
