@@ -16,10 +16,8 @@ extension GroupRules {
 
     /// Plan the edit of the stored message `sequence` of a group to the body `text` and `payload`.
     ///
-    /// The order of checks: history kept (`HISTORY_NOT_KEPT`) and membership
-    /// (``authorize(_:type:settings:actor:)``); the message exists and the operator's history
-    /// shows it (above the history floor; `MESSAGE_NOT_FOUND`, field `sequence`); not recalled
-    /// (`MESSAGE_ALREADY_RECALLED`, metadata `recalled_by`); who: the owner, admins and the backend
+    /// The order of checks: the message as a recall's (``unrecalledMessage(_:sequence:in:by:)``:
+    /// `HISTORY_NOT_KEPT`, membership, `MESSAGE_NOT_FOUND`, `MESSAGE_ALREADY_RECALLED`); who: the owner, admins and the backend
     /// edit any message, a member only their own (`PERMISSION_DENIED`). Then a body equal to the
     /// stored one is ``MessageEditPlan/unchanged`` (a retry of an edit that was applied succeeds
     /// whatever changed since). Else a user edits only as they may send now (`MEMBER_MUTED`,
@@ -41,18 +39,7 @@ extension GroupRules {
         _ message: GroupMessage?, sequence: Int64, text: String, payload: [UInt8], in group: Group,
         by op: GroupOperator, now: Timestamp, limits: AppLimits
     ) throws -> MessageEditPlan {
-        try checkHistoryKept(group.type)
-        let floor = try historyFloor(in: group, by: op)
-        guard let message, message.sequence > floor else {
-            throw GroupError(
-                code: .notFound, reason: .messageNotFound, message: "no message \(sequence) in the group",
-                metadata: ["field": "sequence"])
-        }
-        if let recall = message.recall {
-            throw GroupError(
-                code: .failedPrecondition, reason: .messageAlreadyRecalled,
-                message: "message \(sequence) was recalled", metadata: ["recalled_by": recall.by ?? ""])
-        }
+        let message = try unrecalledMessage(message, sequence: sequence, in: group, by: op)
         let own = op.userID == message.senderID
         try authorize(.editMessage(own: own), type: group.type, settings: group.settings, actor: op.role).get()
         if message.content.text == text && message.content.payload == payload { return .unchanged }
