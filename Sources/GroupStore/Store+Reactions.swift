@@ -86,6 +86,9 @@ extension Store {
     /// (a message without reactions maps to an empty list; a sequence that names no such message
     /// is absent). Keys in the order they were first used.
     /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - sequences: The messages.
     ///   - reader: Whose reactions `reactedByReader` marks (`nil`: nobody's).
     ///   - usersPerKey: How many of each key's first users to list (0: none).
     /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
@@ -101,6 +104,13 @@ extension Store {
 
     /// A page of the users who reacted to message `sequence` of a live group with `key`, earliest
     /// first, after the ordinal `after` (0: from the first), at most `limit`.
+    /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - sequence: The message.
+    ///   - key: The reaction key.
+    ///   - after: The ordinal of the last user of the previous page (0: from the first).
+    ///   - limit: The most users to list.
     /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
     public func reactionUsers(
         app: String, groupID: String, sequence: Int64, key: String, after: Int64, limit: Int
