@@ -113,6 +113,11 @@ public struct GroupEvent: Sendable, Hashable {
         /// A stored message was recalled by `operator` (`nil`: the backend); `targets` is its
         /// sender; `changes["sequence"]` and `changes["message_id"]` name it.
         case messageRecalled = "MESSAGE_RECALLED"
+        /// `operator` reacted to a stored message; `changes` is the ``ReactionChange``
+        /// (``ReactionChange/changes``: `sequence`, `reaction_key`, `count` after the change).
+        case messageReactionAdded = "MESSAGE_REACTION_ADDED"
+        /// `operator` took a reaction back; `changes` as ``messageReactionAdded``.
+        case messageReactionRemoved = "MESSAGE_REACTION_REMOVED"
 
         /// Whether this kind is a tip to the whole group (else a system notification).
         public var isTip: Bool {

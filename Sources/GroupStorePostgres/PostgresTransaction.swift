@@ -130,6 +130,9 @@ final class PostgresTransaction: StoreTransaction {
                     "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
+            if let reaction = writes.reaction {
+                try await PostgresReactionRows.write(reaction, session, app: app, groupKey: key, time: time)
+            }
             if let presence = writes.presence {
                 if !presence.hold.isEmpty {
                     try await session.command(
@@ -148,7 +151,7 @@ final class PostgresTransaction: StoreTransaction {
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil || writes.presence != nil
-            || !writes.inviteLinks.isEmpty
+            || !writes.inviteLinks.isEmpty || writes.reaction != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }

@@ -50,9 +50,16 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
+/// What v13 added, taken away: the reaction tables.
+private let backToV12 = """
+    DROP TABLE message_reactions;
+    DROP TABLE reaction_counts;
+    DELETE FROM groupd_migrations WHERE id = 'v13'
+    """
+
 /// What v12 changed, taken back: the foreign keys of the appended tables to `groups`, the row
 /// trigger of `joined_counts`.
-private let backToV11 = """
+private let backToV11 = backToV12 + ";\n" + """
     DROP TRIGGER members_joined_count_insert ON members;
     DROP TRIGGER members_joined_count_delete ON members;
     DROP FUNCTION groupd_members_inserted();
@@ -231,7 +238,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(2) == ["v11", "v12"])
+        #expect(backend.appliedMigrations.suffix(3) == ["v11", "v12", "v13"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")

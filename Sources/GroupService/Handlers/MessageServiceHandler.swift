@@ -5,8 +5,9 @@ import PolicyHost
 import Synchronization
 
 /// The handler of `groupd.v1.MessageService` (message.proto). This file holds SendGroupMessage,
-/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; pins and read
-/// receipts are in `MessageServiceHandler+Pins.swift` and `MessageServiceHandler+ReadReceipts.swift`.
+/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; pins, read
+/// receipts and reactions are in `MessageServiceHandler+Pins.swift`,
+/// `MessageServiceHandler+ReadReceipts.swift` and `MessageServiceHandler+Reactions.swift`.
 struct MessageServiceHandler: GroupdHandler {
     let service: GroupdService
 
@@ -20,6 +21,10 @@ struct MessageServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage, pinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage, unpinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts, getMessageReadReceipts)
+        routes.unary(Groupd_V1_MessageService.Method.addMessageReaction, addMessageReaction)
+        routes.unary(Groupd_V1_MessageService.Method.removeMessageReaction, removeMessageReaction)
+        routes.unary(Groupd_V1_MessageService.Method.getMessageReactions, getMessageReactions)
+        routes.unary(Groupd_V1_MessageService.Method.listMessageReactionUsers, listMessageReactionUsers)
     }
 
     /// SendGroupMessage.
