@@ -272,6 +272,18 @@ UNARY = {
     (S, "GetMessageReadReceipts"): (lambda w: message_pb2.GetMessageReadReceiptsRequest(
         group_id=w.group_id, sequence=w.sequence), lambda w: user_md(uid("stranger")),
         fails("PERMISSION_DENIED", "NOT_A_MEMBER")),
+    (S, "AddMessageReaction"): (lambda w: message_pb2.AddMessageReactionRequest(
+        group_id=w.group_id, sequence=w.sequence, reaction_key="\U0001F44D"), lambda w: user_md(w.member),
+        ok(lambda r, w: r.changed and r.reaction.count == 1 and r.reaction.reaction_key == "\U0001F44D")),
+    (S, "RemoveMessageReaction"): (lambda w: message_pb2.RemoveMessageReactionRequest(
+        group_id=w.group_id, sequence=w.sequence, reaction_key="+1"), lambda w: user_md(w.member),
+        ok(lambda r, w: not r.changed and r.reaction.count == 0)),
+    (S, "GetMessageReactions"): (lambda w: message_pb2.GetMessageReactionsRequest(
+        group_id=w.group_id, sequences=[w.sequence]), lambda w: user_md(w.owner),
+        ok(lambda r, w: [(m.sequence, list(m.reactions)) for m in r.messages] == [(w.sequence, [])])),
+    (S, "ListMessageReactionUsers"): (lambda w: message_pb2.ListMessageReactionUsersRequest(
+        group_id=w.group_id, sequence=w.sequence, reaction_key="+1"), lambda w: user_md(w.owner),
+        ok(lambda r, w: list(r.user_ids) == [] and r.count == 0)),
     (A, "ListApplications"): (lambda w: application_pb2.ListApplicationsRequest(group_id=w.group_id),
                               lambda w: user_md(w.owner),
                               ok(lambda r, w: [a.application_id for a in r.applications] == [w.application_id])),

@@ -1498,6 +1498,94 @@ def _(api):
     assert [(l.link_id, l.token) for l in listed] == [(link.link_id, "")]
 
 
+def _react(api, method, gid, sequence, key, md):
+    request = getattr(message_pb2, method + "Request")(group_id=gid, sequence=sequence, reaction_key=key)
+    return getattr(api.messages, method)(request, metadata=md, timeout=TIMEOUT)
+
+
+@promise("message.proto", "Idempotent: adding a reaction the operator already has changes nothing, emits nothing and answers `changed` false.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    sequence = api.send(gid, owner).message.sequence
+    events = EventStream(api.channel, event_pb2.SubscribeRequest(
+        group_ids=[gid], kinds=[common_pb2.EVENT_KIND_MESSAGE_REACTION_ADDED]), user_md(owner))
+    events.until_caught_up()
+    first = _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(member))
+    again = _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(member))
+    assert first.changed and not again.changed and again.reaction.count == 1
+    _react(api, "AddMessageReaction", gid, sequence, "ok", user_md(owner))
+    # The next event after the first add is the owner's: the repeat emitted nothing.
+    added = [item.event for item in events.events(2)]
+    events.cancel()
+    assert [(e.operator_user_id, e.reaction.reaction_key, e.reaction.count) for e in added] == [
+        (member, "+1", 1), (owner, "ok", 1)]
+
+
+@promise("message.proto", "a muted member too (a reaction is not a message)")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    sequence = api.send(gid, owner).message.sequence
+    api.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=gid, user_ids=[member], duration_seconds=600),
+                            metadata=user_md(owner), timeout=TIMEOUT)
+    assert _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(member)).changed
+
+
+@promise("common.proto", "MESSAGE_RECALLED (FAILED_PRECONDITION): AddMessageReaction or RemoveMessageReaction on a recalled message")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    sequence = api.send(gid, owner).message.sequence
+    _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(owner))
+    api.messages.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(group_id=gid, sequence=sequence),
+                                    metadata=user_md(owner), timeout=TIMEOUT)
+    for method in ("AddMessageReaction", "RemoveMessageReaction"):
+        expect_error(lambda: _react(api, method, gid, sequence, "+1", user_md(owner)), PRECONDITION, "MESSAGE_RECALLED")
+
+
+@promise("common.proto", "INVALID_REACTION_KEY (INVALID_ARGUMENT): a reaction key that is empty")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    sequence = api.send(gid, owner).message.sequence
+    for key in ("", "a" * 33, "a b", "\x00"):
+        info = expect_error(lambda: _react(api, "AddMessageReaction", gid, sequence, key, user_md(owner)), INVALID,
+                            "INVALID_REACTION_KEY")
+        assert info.metadata["field"] == "reaction_key"
+
+
+@promise("message.proto", "The reactions of up to 50 messages: per message its keys with their counts, whether the caller reacted with each, and the first users of each key.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    sequence = api.send(gid, owner).message.sequence
+    _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(member))
+    _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(owner))
+    _react(api, "AddMessageReaction", gid, sequence, "ok", user_md(owner))
+    answer = api.messages.GetMessageReactions(message_pb2.GetMessageReactionsRequest(
+        group_id=gid, sequences=[sequence], max_users_per_reaction=5), metadata=user_md(member), timeout=TIMEOUT)
+    assert [(r.reaction_key, r.count, r.reacted_by_caller, list(r.user_ids)) for r in answer.messages[0].reactions] == [
+        ("+1", 2, True, [member, owner]), ("ok", 1, False, [owner])]
+
+
+@promise("message.proto", "Who reacted to a message with one key, earliest first, paged.")
+def _(api):
+    users = [uid("m") for _ in range(3)]
+    gid, owner = api.group(PUBLIC, members=users)
+    sequence = api.send(gid, owner).message.sequence
+    for user in users:
+        _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(user))
+    listed, token = [], ""
+    while True:
+        page = api.messages.ListMessageReactionUsers(message_pb2.ListMessageReactionUsersRequest(
+            group_id=gid, sequence=sequence, reaction_key="+1", page_size=2, page_token=token),
+            metadata=user_md(owner), timeout=TIMEOUT)
+        listed += page.user_ids
+        token = page.next_page_token
+        if not token:
+            break
+    assert listed == users and page.count == 3
+
+
 # ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

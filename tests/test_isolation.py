@@ -68,6 +68,10 @@ class AppOne:
             metadata=user_md(self.owner), timeout=10)
         stubs.group.IncrementGroupCounters(group_pb2.IncrementGroupCountersRequest(
             group_id=self.group_id, deltas={"n": 1}), metadata=user_md(self.owner), timeout=10)
+        # A reaction to the message, by the member.
+        stubs.message.AddMessageReaction(message_pb2.AddMessageReactionRequest(
+            group_id=self.group_id, sequence=self.message_sequence, reaction_key="+1"),
+            metadata=user_md(self.member), timeout=10)
 
     def secrets(self, method):
         """Byte strings no answer to app-two may contain (GetGroupsInfo echoes the id it misses)."""
@@ -98,6 +102,9 @@ class AppOne:
                                          metadata=admin_md(), timeout=10),
             stubs.member.ListInviteLinks(member_pb2.ListInviteLinksRequest(group_id=self.group_id),
                                          metadata=admin_md(), timeout=10),
+            stubs.message.GetMessageReactions(message_pb2.GetMessageReactionsRequest(
+                group_id=self.group_id, sequences=[self.message_sequence], max_users_per_reaction=10),
+                metadata=user_md(self.owner), timeout=10),
         ]
         return [part.SerializeToString(deterministic=True) for part in parts]
 
@@ -220,6 +227,17 @@ TABLE = {
         group_id=w.group_id, sequence=3), **kw)),
     (S, "GetMessageReadReceipts"): ("", lambda s, w, kw: s.message.GetMessageReadReceipts(
         message_pb2.GetMessageReadReceiptsRequest(group_id=w.group_id, sequence=3), **kw)),
+    (S, "AddMessageReaction"): ("", lambda s, w, kw: s.message.AddMessageReaction(
+        message_pb2.AddMessageReactionRequest(group_id=w.group_id, sequence=w.message_sequence, reaction_key="+1"), **kw)),
+    (S, "RemoveMessageReaction"): ("", lambda s, w, kw: s.message.RemoveMessageReaction(
+        message_pb2.RemoveMessageReactionRequest(group_id=w.group_id, sequence=w.message_sequence, reaction_key="+1"),
+        **kw)),
+    (S, "GetMessageReactions"): ("", lambda s, w, kw: s.message.GetMessageReactions(
+        message_pb2.GetMessageReactionsRequest(group_id=w.group_id, sequences=[w.message_sequence],
+                                               max_users_per_reaction=10), **kw)),
+    (S, "ListMessageReactionUsers"): ("", lambda s, w, kw: s.message.ListMessageReactionUsers(
+        message_pb2.ListMessageReactionUsersRequest(group_id=w.group_id, sequence=w.message_sequence,
+                                                    reaction_key="+1"), **kw)),
     (A, "ListApplications"): ("ok", lambda s, w, kw: [
         s.application.ListApplications(application_pb2.ListApplicationsRequest(), **kw),
         s.application.ListApplications(application_pb2.ListApplicationsRequest(group_id=w.group_id), **kw)]),

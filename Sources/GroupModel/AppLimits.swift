@@ -63,6 +63,16 @@ public struct AppLimits: Sendable, Hashable {
     public var maxInviteLinksPerGroup: Int = 10
     /// Maximum pinned messages per group. Default 10.
     public var maxPinnedMessages: Int
+    /// Maximum UTF-8 bytes of a reaction key (`reaction_key`). Default 32: an emoji ZWJ
+    /// sequence of four people with skin tones takes 35 bytes and is refused; the family emoji
+    /// (25) and every flag (8, or 28 for a subdivision) fit.
+    public var reactionKeyBytes: Int = 32
+    /// Maximum distinct reaction keys on one message. Default 20 (Discord's limit).
+    public var maxReactionKeysPerMessage: Int = 20
+    /// Maximum reactions on one message, all keys together. Default 100,000.
+    public var maxReactionsPerMessage: Int = 100_000
+    /// Maximum keys one user reacts with on one message. Default 20 (one of each key).
+    public var maxReactionsPerUserPerMessage: Int = 20
     /// The largest group (members) with per-message read receipts. Default 200.
     public var readReceiptMaxMembers: Int
     /// Milliseconds over which a sender's read receipts of a group are gathered into one

@@ -116,6 +116,14 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let historyNotKept: Self = "HISTORY_NOT_KEPT"
         /// No stored message with this sequence that the caller may read.
         public static let messageNotFound: Self = "MESSAGE_NOT_FOUND"
+        /// A reaction to a recalled message (a tombstone has no reactions).
+        public static let messageRecalled: Self = "MESSAGE_RECALLED"
+        /// A reaction key that is empty, too long or holds a character keys may not hold.
+        public static let invalidReactionKey: Self = "INVALID_REACTION_KEY"
+        /// The message has the app's limit of distinct reaction keys.
+        public static let tooManyReactionKeys: Self = "TOO_MANY_REACTION_KEYS"
+        /// The message, or the caller on it, has the app's limit of reactions.
+        public static let tooManyReactions: Self = "TOO_MANY_REACTIONS"
         /// The message is pinned already.
         public static let messageAlreadyPinned: Self = "MESSAGE_ALREADY_PINNED"
         /// The message is not pinned.

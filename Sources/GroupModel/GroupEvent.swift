@@ -117,6 +117,11 @@ public struct GroupEvent: Sendable, Hashable {
         /// sender; `changes`: `sequence`, `message_id`, `edit_count` and the new body (`text`,
         /// `payload_hex`, as ``CustomNotification/changes``).
         case messageEdited = "MESSAGE_EDITED"
+        /// `operator` reacted to a stored message; `changes` is the ``ReactionChange``
+        /// (``ReactionChange/changes``: `sequence`, `reaction_key`, `count` after the change).
+        case messageReactionAdded = "MESSAGE_REACTION_ADDED"
+        /// `operator` took a reaction back; `changes` as ``messageReactionAdded``.
+        case messageReactionRemoved = "MESSAGE_REACTION_REMOVED"
 
         /// Whether this kind is a tip to the whole group (else a system notification).
         public var isTip: Bool {

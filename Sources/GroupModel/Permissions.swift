@@ -165,6 +165,9 @@ public enum GroupAction: Sendable, Hashable {
     case pinMessage
     /// Read a message's read receipts (who read it, who has not).
     case readReceipts
+    /// React to a message, take a reaction back, or read reactions: every member (a muted
+    /// member too: a reaction is not a message) and the backend, in types that keep history.
+    case react
 }
 
 /// The outcome of a permission decision.
@@ -478,6 +481,10 @@ public enum GroupRules {
         case .pinMessage:
             if !behaviour.historyKept { return .refused(historyNotKept(type)) }
             return memberCheck(actor, grantedTo: settings.pinPermission, setting: .pinPermission)
+
+        case .react:
+            if !behaviour.historyKept { return .refused(historyNotKept(type)) }
+            return memberCheck(actor, grantedTo: .everyone, setting: nil)
 
         case .readReceipts:
             if !behaviour.historyKept { return .refused(historyNotKept(type)) }

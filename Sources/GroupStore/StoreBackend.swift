@@ -185,6 +185,16 @@ public protocol StoreBackend: Sendable {
     /// See ``Store/readPositions(app:groupID:)``.
     func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition]
 
+    /// See ``Store/reactions(app:groupID:sequences:reader:usersPerKey:)``.
+    func reactions(
+        app: String, groupID: String, sequences: [Int64], reader: String?, usersPerKey: Int
+    ) async throws -> [Int64: [ReactionSummary]]
+
+    /// See ``Store/reactionUsers(app:groupID:sequence:key:after:limit:)``.
+    func reactionUsers(
+        app: String, groupID: String, sequence: Int64, key: String, after: Int64, limit: Int
+    ) async throws -> ReactionUserPage
+
     // MARK: Event reads
 
     /// A group's events after `sequence`, in order, dismissed groups included.

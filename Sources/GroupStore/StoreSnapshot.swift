@@ -68,6 +68,9 @@ public struct SnapshotRequest: Sendable {
     public var applicationReader: String?
     /// A stored message to load by sequence (``StoreSnapshot/message``).
     public var messageSequence: Int64?
+    /// A message's reaction state to load for a user (``StoreSnapshot/reactions``): its key
+    /// counts and the user's keys on it.
+    public var reactionsOf: (sequence: Int64, user: String)?
     /// A sender whose previous message time to load (``StoreSnapshot/lastSentAt``), read only
     /// when the group's slow mode is on.
     public var lastSentBy: String?
@@ -181,6 +184,8 @@ public struct StoreSnapshot: Sendable {
     public var managers: [String] = []
     /// The message of ``SnapshotRequest/messageSequence``, if stored.
     public var message: StoredMessage?
+    /// The reaction state of ``SnapshotRequest/reactionsOf`` (empty when not asked for).
+    public var reactions = ReactionState()
     /// When ``SnapshotRequest/lastSentBy`` last sent a message to the group (`nil`: never, or
     /// slow mode is off).
     public var lastSentAt: Timestamp?
@@ -226,6 +231,9 @@ public struct WriteSet: Sendable {
     public var recall: (sequence: Int64, recall: MessageRecall)?
     /// A stored message of the snapshot's group whose text and payload an edit replaces.
     public var edit: MessageBodyEdit?
+    /// A reaction of a stored message of the snapshot's group to add or remove (its user row and
+    /// its key's count row).
+    public var reaction: ReactionWrite?
     /// Attributes to write and delete and counters to set, in the snapshot's group.
     public var attributes: AttributeChange?
     /// Invite links of the snapshot's group to insert (new id) or update (use count, revocation).

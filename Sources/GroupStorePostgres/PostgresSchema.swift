@@ -34,7 +34,7 @@ enum PostgresSchema {
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
-        ("v11", v11), ("v12", v12), ("v13", v13),
+        ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -723,10 +723,41 @@ enum PostgresSchema {
             FOR EACH STATEMENT EXECUTE FUNCTION groupd_members_deleted();
         """
 
-    /// v13: message edits (SQLite's v17): on `group_messages`, `edit_count` (0: never edited),
+    /// v13: message reactions, as SQLite's v17 keyed by app (docs/STORE.md): `reaction_counts`
+    /// (one row per key of a message: its count, the next user's ordinal, the key's ordinal) and
+    /// `message_reactions` (one row per user and key of a message, keyed so that a user's keys on
+    /// a message are one range; `message_reactions_by_key` lists a key's users by ordinal). Text
+    /// columns compare bytewise (`COLLATE "C"`), as the keys are matched exactly. No foreign key
+    /// to `groups`, for v12's reason: rows are written under their group's lock, and a group row
+    /// is never deleted.
+    static let v13 = """
+        CREATE TABLE reaction_counts (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
+            reaction_key TEXT COLLATE "C" NOT NULL,
+            count BIGINT NOT NULL,
+            next_ordinal BIGINT NOT NULL,
+            key_ordinal BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_key, seq, reaction_key)
+        );
+        CREATE TABLE message_reactions (
+            app_id TEXT NOT NULL,
+            group_key BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
+            user_id TEXT COLLATE "C" NOT NULL,
+            reaction_key TEXT COLLATE "C" NOT NULL,
+            ordinal BIGINT NOT NULL,
+            time BIGINT NOT NULL,
+            PRIMARY KEY (app_id, group_key, seq, user_id, reaction_key)
+        );
+        CREATE UNIQUE INDEX message_reactions_by_key ON message_reactions (app_id, group_key, seq, reaction_key, ordinal);
+        """
+
+    /// v14: message edits (SQLite's v18): on `group_messages`, `edit_count` (0: never edited),
     /// `edited_by` and `edit_time` of the latest edit (`edit_time` NULL: never edited). An edit
     /// rewrites `text` and `payload` in place.
-    static let v13 = """
+    static let v14 = """
         ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
         ALTER TABLE group_messages ADD COLUMN edit_time BIGINT;

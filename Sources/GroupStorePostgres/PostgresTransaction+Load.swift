@@ -103,6 +103,10 @@ extension PostgresTransaction {
                     [.text(app), .integer(key), .integer(sequence)],
                     { try MessageRows.message($0, appID: app, groupID: groupID) })
             }
+            if let reactions = request.reactionsOf {
+                snapshot.reactions = try await PostgresReactionRows.state(
+                    session, app: app, groupKey: key, sequence: reactions.sequence, userID: reactions.user)
+            }
             if let sender = request.lastSentBy, let group = snapshot.group, group.settings.slowModeIntervalSeconds > 0 {
                 snapshot.lastSentAt = try await session.first(
                     """

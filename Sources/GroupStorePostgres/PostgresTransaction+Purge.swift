@@ -41,6 +41,13 @@ extension PostgresTransaction {
                 DELETE FROM message_mentions mm USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)
                 WHERE mm.app_id = ? AND mm.group_key = m.group_key AND mm.seq = m.seq
                 """, [.integers(groupKeys), .integers(sequences), .text(request.app)])
+            for table in ["message_reactions", "reaction_counts"] {
+                try await session.execute(
+                    """
+                    DELETE FROM \(table) r USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)
+                    WHERE r.app_id = ? AND r.group_key = m.group_key AND r.seq = m.seq
+                    """, [.integers(groupKeys), .integers(sequences), .text(request.app)])
+            }
             try await session.execute(
                 """
                 DELETE FROM group_messages gm USING unnest(?::int8[], ?::int8[]) AS m(group_key, seq)

@@ -141,6 +141,9 @@ final class PostgresTransaction: StoreTransaction {
                         .integer(edit.edit.time.millisecondsSince1970), .text(app), .integer(key), .integer(edit.sequence),
                     ])
             }
+            if let reaction = writes.reaction {
+                try await PostgresReactionRows.write(reaction, session, app: app, groupKey: key, time: time)
+            }
             if let presence = writes.presence {
                 if !presence.hold.isEmpty {
                     try await session.command(
@@ -160,7 +163,7 @@ final class PostgresTransaction: StoreTransaction {
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil || writes.presence != nil
             || writes.edit != nil
-            || !writes.inviteLinks.isEmpty
+            || !writes.inviteLinks.isEmpty || writes.reaction != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }

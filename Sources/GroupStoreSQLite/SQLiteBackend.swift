@@ -45,6 +45,9 @@ public final class SQLiteBackend: StoreBackend {
     /// Whether the file keeps member versions, member tombstones and joined-group changes (v15);
     /// false only for a file opened with migrations up to one before it (tests of older files).
     let storesSyncVersions: Bool
+    /// Whether the file has message reactions (v17); false only for a file opened with
+    /// migrations up to one before it (tests of older files).
+    let storesReactions: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
     /// Users' views of groups (GetGroupsInfo with an operator) that arrive together, read in one
@@ -109,6 +112,7 @@ public final class SQLiteBackend: StoreBackend {
             self.storesOwnerSettings = applied.contains("v8")
             self.storesInviteLinks = applied.contains("v14")
             self.storesSyncVersions = applied.contains("v15")
+            self.storesReactions = applied.contains("v17")
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }
@@ -194,6 +198,7 @@ public final class SQLiteBackend: StoreBackend {
         transaction.storesOwnerSettings = storesOwnerSettings
         transaction.storesInviteLinks = storesInviteLinks
         transaction.storesSyncVersions = storesSyncVersions
+        transaction.storesReactions = storesReactions
         for (index, item) in work.enumerated() {
             let changes = db.totalChangesCount
             do {

@@ -18,6 +18,8 @@ struct SQLiteTransaction: StoreTransaction {
     var storesInviteLinks = true
     /// Whether the file keeps member versions and joined-group changes (``SQLiteBackend/storesSyncVersions``).
     var storesSyncVersions = true
+    /// Whether the file has message reactions (``SQLiteBackend/storesReactions``).
+    var storesReactions = true
 
     // MARK: Load
 
@@ -87,6 +89,10 @@ struct SQLiteTransaction: StoreTransaction {
             if let sequence = request.messageSequence {
                 snapshot.message = try MessageRows.message(
                     groupKey: key, appID: request.app, groupID: groupID, sequence: sequence, db: db)
+            }
+            if let reactions = request.reactionsOf {
+                snapshot.reactions = try ReactionRows.state(
+                    groupKey: key, sequence: reactions.sequence, userID: reactions.user, db: db)
             }
             if let sender = request.lastSentBy, group.settings.slowModeIntervalSeconds > 0 {
                 snapshot.lastSentAt = try MessageRows.lastSent(groupKey: key, senderID: sender, db: db)
@@ -225,6 +231,9 @@ struct SQLiteTransaction: StoreTransaction {
                 try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
             }
             if let edit = writes.edit { try MessageRows.edit(edit, groupKey: key, db: db) }
+            if let reaction = writes.reaction {
+                try ReactionRows.write(reaction, groupKey: key, time: time, db: db)
+            }
             if let presence = writes.presence {
                 try PresenceRows.hold(db, app: group.appID, groupID: group.id, users: presence.hold, until: presence.until)
                 if !presence.drop.isEmpty {
@@ -241,7 +250,7 @@ struct SQLiteTransaction: StoreTransaction {
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
-            || !writes.inviteLinks.isEmpty || writes.presence != nil || writes.edit != nil
+            || !writes.inviteLinks.isEmpty || writes.presence != nil || writes.reaction != nil || writes.edit != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
@@ -386,6 +395,16 @@ struct SQLiteTransaction: StoreTransaction {
                         SELECT group_key, seq FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?)))
                     """
             ).execute(arguments: [list])
+            if storesReactions {
+                for table in ["message_reactions", "reaction_counts"] {
+                    try db.cachedStatement(
+                        sql: """
+                            DELETE FROM \(table) WHERE (group_key, seq) IN (
+                                SELECT group_key, seq FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?)))
+                            """
+                    ).execute(arguments: [list])
+                }
+            }
             try db.cachedStatement(sql: "DELETE FROM group_messages WHERE event_id IN (SELECT value FROM json_each(?))")
                 .execute(arguments: [list])
             try db.cachedStatement(sql: "DELETE FROM group_events WHERE event_id IN (SELECT value FROM json_each(?))")

@@ -23,6 +23,7 @@ extension Schema {
         migrator.registerMigration("v15", migrate: Schema.v15)
         migrator.registerMigration("v16", migrate: Schema.v16)
         migrator.registerMigration("v17", migrate: Schema.v17)
+        migrator.registerMigration("v18", migrate: Schema.v18)
         return migrator
     }
 }
@@ -600,10 +601,47 @@ enum Schema {
         db.clearSchemaCache()
     }
 
-    /// v17: message edits. On `group_messages`: `edit_count` (0: never edited), `edited_by` and
+    /// v17: message reactions.
+    ///
+    /// - `reaction_counts`: one row per key on a message: how many users react with it, the
+    ///   ordinal the next of them gets (`next_ordinal`) and the key's own ordinal among the
+    ///   message's keys (`key_ordinal`, the order keys are listed in). A message holds at most the
+    ///   app's `max_reaction_keys_per_message` rows.
+    /// - `message_reactions`: one row per user and key on a message, keyed by
+    ///   `(group_key, seq, user_id, reaction_key)` so that a user's keys on a message are one
+    ///   range; `message_reactions_by_key` lists a key's users by ordinal (earliest first, the
+    ///   page token's order).
+    /// - Adding or removing a reaction reads the message's count rows and the user's rows, inserts
+    ///   or deletes one user row and writes one count row: no count over the message's reactions.
+    ///   A purge of messages deletes their rows; a recalled message keeps them unread.
+    static func v17(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE reaction_counts (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                reaction_key TEXT NOT NULL,
+                count INTEGER NOT NULL,
+                next_ordinal INTEGER NOT NULL,
+                key_ordinal INTEGER NOT NULL,
+                PRIMARY KEY (group_key, seq, reaction_key)
+            ) WITHOUT ROWID;
+            CREATE TABLE message_reactions (
+                group_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                user_id TEXT NOT NULL,
+                reaction_key TEXT NOT NULL,
+                ordinal INTEGER NOT NULL,
+                time INTEGER NOT NULL,
+                PRIMARY KEY (group_key, seq, user_id, reaction_key)
+            ) WITHOUT ROWID;
+            CREATE UNIQUE INDEX message_reactions_by_key ON message_reactions(group_key, seq, reaction_key, ordinal);
+            """)
+    }
+
+    /// v18: message edits. On `group_messages`: `edit_count` (0: never edited), `edited_by` and
     /// `edit_time` of the latest edit (`edit_time` NULL: never edited; `edited_by` NULL with a
     /// time: the backend). An edit rewrites `text` and `payload` in place.
-    static func v17(_ db: Database) throws {
+    static func v18(_ db: Database) throws {
         try db.execute(sql: """
             ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE group_messages ADD COLUMN edited_by TEXT;

@@ -336,3 +336,21 @@ struct PinAndReceiptPermissionTests {
         check(row)
     }
 }
+
+@Suite("Permissions: reacting to messages, every type × actor")
+struct ReactionPermissionTests {
+    /// Every member reacts (owner, admin, member; a muted member too, since the check does not
+    /// read mutes) and the backend; a non-member is refused (not found in a Work group); AVChatRoom
+    /// keeps no messages to react to.
+    static let reactRows = rows(.react, [
+        (.work, [ok, ok, ok, notFound, ok]),
+        (.public, [ok, ok, ok, notMember, ok]),
+        (.meeting, [ok, ok, ok, notMember, ok]),
+        (.avChatRoom, Array(repeating: .historyNotKept, count: 5)),
+    ])
+
+    @Test("react: every member and the backend, in types that keep history", arguments: reactRows)
+    func react(_ row: PermissionRow) {
+        check(row)
+    }
+}

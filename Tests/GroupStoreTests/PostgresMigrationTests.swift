@@ -50,9 +50,16 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v13 added, taken away: the edit columns of `group_messages`.
-private let backToV12 = """
+/// What v14 added, taken away: the edit columns of `group_messages`.
+private let backToV13 = """
     ALTER TABLE group_messages DROP COLUMN edit_count, DROP COLUMN edited_by, DROP COLUMN edit_time;
+    DELETE FROM groupd_migrations WHERE id = 'v14'
+    """
+
+/// What v13 added, taken away (after v14): the reaction tables.
+private let backToV12 = backToV13 + ";\n" + """
+    DROP TABLE message_reactions;
+    DROP TABLE reaction_counts;
     DELETE FROM groupd_migrations WHERE id = 'v13'
     """
 
@@ -237,7 +244,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(3) == ["v11", "v12", "v13"])
+        #expect(backend.appliedMigrations.suffix(4) == ["v11", "v12", "v13", "v14"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")

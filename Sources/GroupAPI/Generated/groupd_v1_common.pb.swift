@@ -1172,6 +1172,17 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// most `read_receipt_max_members` members. Detail: read_receipts.
     case messageReadReceipt // = 43
 
+    /// A member reacted to a stored message (AddMessageReaction); operator =
+    /// who reacted. To every member, like MESSAGE_RECALLED. Not emitted when
+    /// the call changed nothing (the member had that reaction already).
+    /// Detail: reaction (the key's count after the change).
+    case messageReactionAdded // = 48
+
+    /// A member took a reaction back (RemoveMessageReaction); operator = who
+    /// removed it. To every member; not emitted when the call changed
+    /// nothing. Detail: reaction (the key's count after the change).
+    case messageReactionRemoved // = 49
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1227,6 +1238,8 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 41: self = .messagePinned
         case 42: self = .messageUnpinned
         case 43: self = .messageReadReceipt
+        case 48: self = .messageReactionAdded
+        case 49: self = .messageReactionRemoved
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1278,12 +1291,14 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .messagePinned: return 41
         case .messageUnpinned: return 42
         case .messageReadReceipt: return 43
+        case .messageReactionAdded: return 48
+        case .messageReactionRemoved: return 49
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -1622,6 +1637,63 @@ public struct Groupd_V1_ReadReceiptBatch: ProtoMessage {
 
     /// One entry per message, ascending by sequence.
     public var messages: [Groupd_V1_MessageReadCount] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// One reaction key on a message (GetMessageReactions).
+public struct Groupd_V1_MessageReaction: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MessageReaction"
+
+    /// The key (an emoji or another short string, INVALID_REACTION_KEY rules).
+    public var reactionKey: String = ""
+
+    /// How many users reacted with it.
+    public var count: UInt32 = 0
+
+    /// Whether the caller is one of them.
+    public var reactedByCaller: Bool = false
+
+    /// The first users who reacted with it, earliest first (at most the
+    /// request's `max_users_per_reaction`); ListMessageReactionUsers pages
+    /// through all of them.
+    public var userIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// The reactions of one message (GetMessageReactions).
+public struct Groupd_V1_MessageReactions: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MessageReactions"
+
+    /// The message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// Its reaction keys, the earliest first used first (a key whose count
+    /// fell to 0 is gone, and comes back last).
+    public var reactions: [Groupd_V1_MessageReaction] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// MESSAGE_REACTION_ADDED / MESSAGE_REACTION_REMOVED detail.
+public struct Groupd_V1_ReactionChange: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ReactionChange"
+
+    /// The message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// The key added or removed.
+    public var reactionKey: String = ""
+
+    /// How many users react with the key after the change (0: it is gone).
+    public var count: UInt32 = 0
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -2403,6 +2475,17 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .readReceipts(newValue) }
     }
 
+    /// MESSAGE_REACTION_ADDED, MESSAGE_REACTION_REMOVED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var reaction: Groupd_V1_ReactionChange {
+        get {
+            if case .reaction(let value)? = detail { return value }
+            return Groupd_V1_ReactionChange()
+        }
+        set { detail = .reaction(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -2449,6 +2532,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case pin(Groupd_V1_PinnedMessage)
         /// MESSAGE_READ_RECEIPT.
         case readReceipts(Groupd_V1_ReadReceiptBatch)
+        /// MESSAGE_REACTION_ADDED, MESSAGE_REACTION_REMOVED.
+        case reaction(Groupd_V1_ReactionChange)
     }
 
     /// A message with every field at its proto3 default.
@@ -2880,6 +2965,120 @@ extension Groupd_V1_ReadReceiptBatch {
             p.pointee.n_messages = messages.count
             p.pointee.messages = arena.messages(messages) { $0._cBuild($1) }
         }
+        return p
+    }
+}
+
+extension Groupd_V1_MessageReaction {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__message_reaction(), as: Groupd__V1__MessageReaction.self, Groupd_V1_MessageReaction.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MessageReaction` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MessageReaction>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        reactionKey = try _protoString(c.reaction_key, "groupd.v1.MessageReaction.reaction_key")
+        count = c.count
+        reactedByCaller = (c.reacted_by_caller != 0)
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.MessageReaction.user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MessageReaction` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MessageReaction> {
+        let p = arena.make(Groupd__V1__MessageReaction.self, groupd__v1__message_reaction__init)
+        if !reactionKey.isEmpty { p.pointee.reaction_key = arena.cString(reactionKey) }
+        if count != 0 { p.pointee.count = count }
+        if reactedByCaller { p.pointee.reacted_by_caller = (reactedByCaller ? 1 : 0) }
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_MessageReactions {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__message_reactions(), as: Groupd__V1__MessageReactions.self, Groupd_V1_MessageReactions.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MessageReactions` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MessageReactions>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        reactions = try _protoMessages(c.reactions, c.n_reactions, Groupd_V1_MessageReaction.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MessageReactions` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MessageReactions> {
+        let p = arena.make(Groupd__V1__MessageReactions.self, groupd__v1__message_reactions__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !reactions.isEmpty {
+            p.pointee.n_reactions = reactions.count
+            p.pointee.reactions = arena.messages(reactions) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_ReactionChange {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__reaction_change(), as: Groupd__V1__ReactionChange.self, Groupd_V1_ReactionChange.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ReactionChange` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ReactionChange>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        reactionKey = try _protoString(c.reaction_key, "groupd.v1.ReactionChange.reaction_key")
+        count = c.count
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ReactionChange` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ReactionChange> {
+        let p = arena.make(Groupd__V1__ReactionChange.self, groupd__v1__reaction_change__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !reactionKey.isEmpty { p.pointee.reaction_key = arena.cString(reactionKey) }
+        if count != 0 { p.pointee.count = count }
         return p
     }
 }
@@ -3890,6 +4089,9 @@ extension Groupd_V1_GroupEvent {
         case 51:
             if let sub = c.read_receipts { detail = .readReceipts(try Groupd_V1_ReadReceiptBatch(_c: sub)) }
             else { detail = .readReceipts(Groupd_V1_ReadReceiptBatch()) }
+        case 57:
+            if let sub = c.reaction { detail = .reaction(try Groupd_V1_ReactionChange(_c: sub)) }
+            else { detail = .reaction(Groupd_V1_ReactionChange()) }
         default: break
         }
     }
@@ -3978,6 +4180,9 @@ extension Groupd_V1_GroupEvent {
         case .readReceipts(let value)?:
             p.pointee.detail_case = .init(rawValue: 51)
             p.pointee.read_receipts = value._cBuild(arena)
+        case .reaction(let value)?:
+            p.pointee.detail_case = .init(rawValue: 57)
+            p.pointee.reaction = value._cBuild(arena)
         case nil: break
         }
         return p

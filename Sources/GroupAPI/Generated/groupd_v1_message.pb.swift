@@ -467,6 +467,150 @@ public struct Groupd_V1_GetMessageReadReceiptsResponse: ProtoMessage {
     public init() {}
 }
 
+/// AddMessageReaction request.
+public struct Groupd_V1_AddMessageReactionRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AddMessageReactionRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message (a stored message's sequence).
+    public var sequence: UInt64 = 0
+
+    /// The reaction key: 1 to the app's `reaction_key_bytes` (default 32)
+    /// UTF-8 bytes, at most 16 characters, no control characters, no
+    /// whitespace other than inside an emoji sequence (U+200D and variation
+    /// selectors are allowed).
+    public var reactionKey: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// AddMessageReaction response.
+public struct Groupd_V1_AddMessageReactionResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AddMessageReactionResponse"
+
+    /// The key's state on the message after the call (`user_ids` empty).
+    public var reaction: Groupd_V1_MessageReaction? = nil
+
+    /// False when the operator had the reaction already (nothing changed).
+    public var changed: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RemoveMessageReaction request.
+public struct Groupd_V1_RemoveMessageReactionRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RemoveMessageReactionRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message (a stored message's sequence).
+    public var sequence: UInt64 = 0
+
+    /// The reaction key to take back.
+    public var reactionKey: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RemoveMessageReaction response.
+public struct Groupd_V1_RemoveMessageReactionResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RemoveMessageReactionResponse"
+
+    /// The key's state on the message after the call (count 0: it is gone;
+    /// `user_ids` empty).
+    public var reaction: Groupd_V1_MessageReaction? = nil
+
+    /// False when the operator did not have the reaction (nothing changed).
+    public var changed: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetMessageReactions request.
+public struct Groupd_V1_GetMessageReactionsRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetMessageReactionsRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The messages (stored messages' sequences), 1 to 50, each once.
+    public var sequences: [UInt64] = []
+
+    /// How many users to list per key (0: none; at most 10, more is 10).
+    public var maxUsersPerReaction: Int32 = 0
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetMessageReactions response.
+public struct Groupd_V1_GetMessageReactionsResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetMessageReactionsResponse"
+
+    /// One entry per requested message the caller may read and that is not
+    /// recalled (a message without reactions has an empty list), in the
+    /// order of the request.
+    public var messages: [Groupd_V1_MessageReactions] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListMessageReactionUsers request.
+public struct Groupd_V1_ListMessageReactionUsersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListMessageReactionUsersRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message (a stored message's sequence).
+    public var sequence: UInt64 = 0
+
+    /// The reaction key.
+    public var reactionKey: String = ""
+
+    /// Page size (default 50, max the app's max_page_size).
+    public var pageSize: Int32 = 0
+
+    /// Continues a previous listing of the same message and key.
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListMessageReactionUsers response.
+public struct Groupd_V1_ListMessageReactionUsersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListMessageReactionUsersResponse"
+
+    /// The users who reacted with the key, earliest first.
+    public var userIds: [String] = []
+
+    /// How many users react with the key.
+    public var count: UInt32 = 0
+
+    /// Token for the next page; empty at the end.
+    public var nextPageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 extension Groupd_V1_SendGroupMessageRequest {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -1129,6 +1273,299 @@ extension Groupd_V1_GetMessageReadReceiptsResponse {
     }
 }
 
+extension Groupd_V1_AddMessageReactionRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__add_message_reaction_request(), as: Groupd__V1__AddMessageReactionRequest.self, Groupd_V1_AddMessageReactionRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AddMessageReactionRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AddMessageReactionRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.AddMessageReactionRequest.group_id")
+        sequence = c.sequence
+        reactionKey = try _protoString(c.reaction_key, "groupd.v1.AddMessageReactionRequest.reaction_key")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AddMessageReactionRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AddMessageReactionRequest> {
+        let p = arena.make(Groupd__V1__AddMessageReactionRequest.self, groupd__v1__add_message_reaction_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !reactionKey.isEmpty { p.pointee.reaction_key = arena.cString(reactionKey) }
+        return p
+    }
+}
+
+extension Groupd_V1_AddMessageReactionResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__add_message_reaction_response(), as: Groupd__V1__AddMessageReactionResponse.self, Groupd_V1_AddMessageReactionResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AddMessageReactionResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AddMessageReactionResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.reaction { reaction = try Groupd_V1_MessageReaction(_c: sub) }
+        changed = (c.changed != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AddMessageReactionResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AddMessageReactionResponse> {
+        let p = arena.make(Groupd__V1__AddMessageReactionResponse.self, groupd__v1__add_message_reaction_response__init)
+        if let value = reaction { p.pointee.reaction = value._cBuild(arena) }
+        if changed { p.pointee.changed = (changed ? 1 : 0) }
+        return p
+    }
+}
+
+extension Groupd_V1_RemoveMessageReactionRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__remove_message_reaction_request(), as: Groupd__V1__RemoveMessageReactionRequest.self, Groupd_V1_RemoveMessageReactionRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RemoveMessageReactionRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RemoveMessageReactionRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.RemoveMessageReactionRequest.group_id")
+        sequence = c.sequence
+        reactionKey = try _protoString(c.reaction_key, "groupd.v1.RemoveMessageReactionRequest.reaction_key")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RemoveMessageReactionRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RemoveMessageReactionRequest> {
+        let p = arena.make(Groupd__V1__RemoveMessageReactionRequest.self, groupd__v1__remove_message_reaction_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !reactionKey.isEmpty { p.pointee.reaction_key = arena.cString(reactionKey) }
+        return p
+    }
+}
+
+extension Groupd_V1_RemoveMessageReactionResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__remove_message_reaction_response(), as: Groupd__V1__RemoveMessageReactionResponse.self, Groupd_V1_RemoveMessageReactionResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RemoveMessageReactionResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RemoveMessageReactionResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.reaction { reaction = try Groupd_V1_MessageReaction(_c: sub) }
+        changed = (c.changed != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RemoveMessageReactionResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RemoveMessageReactionResponse> {
+        let p = arena.make(Groupd__V1__RemoveMessageReactionResponse.self, groupd__v1__remove_message_reaction_response__init)
+        if let value = reaction { p.pointee.reaction = value._cBuild(arena) }
+        if changed { p.pointee.changed = (changed ? 1 : 0) }
+        return p
+    }
+}
+
+extension Groupd_V1_GetMessageReactionsRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_message_reactions_request(), as: Groupd__V1__GetMessageReactionsRequest.self, Groupd_V1_GetMessageReactionsRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetMessageReactionsRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetMessageReactionsRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.GetMessageReactionsRequest.group_id")
+        sequences = _protoScalars(c.sequences, c.n_sequences)
+        maxUsersPerReaction = c.max_users_per_reaction
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetMessageReactionsRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetMessageReactionsRequest> {
+        let p = arena.make(Groupd__V1__GetMessageReactionsRequest.self, groupd__v1__get_message_reactions_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !sequences.isEmpty {
+            p.pointee.n_sequences = sequences.count
+            p.pointee.sequences = arena.copy(sequences)
+        }
+        if maxUsersPerReaction != 0 { p.pointee.max_users_per_reaction = maxUsersPerReaction }
+        return p
+    }
+}
+
+extension Groupd_V1_GetMessageReactionsResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_message_reactions_response(), as: Groupd__V1__GetMessageReactionsResponse.self, Groupd_V1_GetMessageReactionsResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetMessageReactionsResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetMessageReactionsResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        messages = try _protoMessages(c.messages, c.n_messages, Groupd_V1_MessageReactions.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetMessageReactionsResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetMessageReactionsResponse> {
+        let p = arena.make(Groupd__V1__GetMessageReactionsResponse.self, groupd__v1__get_message_reactions_response__init)
+        if !messages.isEmpty {
+            p.pointee.n_messages = messages.count
+            p.pointee.messages = arena.messages(messages) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_ListMessageReactionUsersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_message_reaction_users_request(), as: Groupd__V1__ListMessageReactionUsersRequest.self, Groupd_V1_ListMessageReactionUsersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListMessageReactionUsersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListMessageReactionUsersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListMessageReactionUsersRequest.group_id")
+        sequence = c.sequence
+        reactionKey = try _protoString(c.reaction_key, "groupd.v1.ListMessageReactionUsersRequest.reaction_key")
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.ListMessageReactionUsersRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListMessageReactionUsersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListMessageReactionUsersRequest> {
+        let p = arena.make(Groupd__V1__ListMessageReactionUsersRequest.self, groupd__v1__list_message_reaction_users_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !reactionKey.isEmpty { p.pointee.reaction_key = arena.cString(reactionKey) }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListMessageReactionUsersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_message_reaction_users_response(), as: Groupd__V1__ListMessageReactionUsersResponse.self, Groupd_V1_ListMessageReactionUsersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListMessageReactionUsersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListMessageReactionUsersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.ListMessageReactionUsersResponse.user_ids")
+        count = c.count
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.ListMessageReactionUsersResponse.next_page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListMessageReactionUsersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListMessageReactionUsersResponse> {
+        let p = arena.make(Groupd__V1__ListMessageReactionUsersResponse.self, groupd__v1__list_message_reaction_users_response__init)
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        if count != 0 { p.pointee.count = count }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        return p
+    }
+}
+
 /// Group messages.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -1269,8 +1706,57 @@ public enum Groupd_V1_MessageService {
         public static let getMessageReadReceipts = ProtoMethod<Groupd_V1_GetMessageReadReceiptsRequest, Groupd_V1_GetMessageReadReceiptsResponse>(
             service: "groupd.v1.MessageService", method: "GetMessageReadReceipts",
             isClientStreaming: false, isServerStreaming: false)
+        /// Reacts to a stored message with a key (an emoji or another short
+        /// string), as the operator (the backend must act for a user with
+        /// x-operator-id). Any member whose history shows the message may react,
+        /// a muted member too (a reaction is not a message). Idempotent: adding a
+        /// reaction the operator already has changes nothing, emits nothing and
+        /// answers `changed` false. Otherwise emits MESSAGE_REACTION_ADDED to the
+        /// group. Per message at most the app's `max_reaction_keys_per_message`
+        /// distinct keys, `max_reactions_per_message` reactions and
+        /// `max_reactions_per_user_per_message` keys of one user. Its cost does
+        /// not grow with the message's reaction count. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, OPERATOR_REQUIRED, HISTORY_NOT_KEPT (AVChatRoom),
+        /// INVALID_ARGUMENT (sequence 0), INVALID_REACTION_KEY, MESSAGE_NOT_FOUND,
+        /// MESSAGE_RECALLED, TOO_MANY_REACTION_KEYS, TOO_MANY_REACTIONS.
+        ///
+        /// `/groupd.v1.MessageService/AddMessageReaction`, unary.
+        public static let addMessageReaction = ProtoMethod<Groupd_V1_AddMessageReactionRequest, Groupd_V1_AddMessageReactionResponse>(
+            service: "groupd.v1.MessageService", method: "AddMessageReaction",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Takes the operator's reaction with a key back. Idempotent: removing a
+        /// reaction the operator does not have changes nothing and answers
+        /// `changed` false. Otherwise emits MESSAGE_REACTION_REMOVED to the group.
+        /// Errors: as AddMessageReaction, without the limits.
+        ///
+        /// `/groupd.v1.MessageService/RemoveMessageReaction`, unary.
+        public static let removeMessageReaction = ProtoMethod<Groupd_V1_RemoveMessageReactionRequest, Groupd_V1_RemoveMessageReactionResponse>(
+            service: "groupd.v1.MessageService", method: "RemoveMessageReaction",
+            isClientStreaming: false, isServerStreaming: false)
+        /// The reactions of up to 50 messages: per message its keys with their
+        /// counts, whether the caller reacted with each, and the first users of
+        /// each key. Members (and the backend) of groups that keep history.
+        /// Sequences the caller's history does not show (no such message, from
+        /// before a Work or Public member joined, purged) and recalled messages
+        /// are left out of the answer. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// HISTORY_NOT_KEPT, INVALID_ARGUMENT (no sequence, more than 50, a 0,
+        /// max_users_per_reaction negative).
+        ///
+        /// `/groupd.v1.MessageService/GetMessageReactions`, unary.
+        public static let getMessageReactions = ProtoMethod<Groupd_V1_GetMessageReactionsRequest, Groupd_V1_GetMessageReactionsResponse>(
+            service: "groupd.v1.MessageService", method: "GetMessageReactions",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Who reacted to a message with one key, earliest first, paged.
+        /// Members (and the backend); a recalled message lists nobody. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// HISTORY_NOT_KEPT, INVALID_ARGUMENT (sequence 0, page_size,
+        /// page_token), INVALID_REACTION_KEY, MESSAGE_NOT_FOUND.
+        ///
+        /// `/groupd.v1.MessageService/ListMessageReactionUsers`, unary.
+        public static let listMessageReactionUsers = ProtoMethod<Groupd_V1_ListMessageReactionUsersRequest, Groupd_V1_ListMessageReactionUsersResponse>(
+            service: "groupd.v1.MessageService", method: "ListMessageReactionUsers",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.editGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.editGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased, Method.addMessageReaction.erased, Method.removeMessageReaction.erased, Method.getMessageReactions.erased, Method.listMessageReactionUsers.erased]
 }

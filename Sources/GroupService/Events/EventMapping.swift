@@ -50,6 +50,8 @@ enum EventMapping {
         case .messagePinned: .messagePinned
         case .messageUnpinned: .messageUnpinned
         case .messageReadReceipt: .messageReadReceipt
+        case .messageReactionAdded: .messageReactionAdded
+        case .messageReactionRemoved: .messageReactionRemoved
         case .groupMessage: nil
         }
     }
@@ -236,6 +238,13 @@ enum EventMapping {
         case .messagePinned, .messageUnpinned:
             guard let pin = PinnedMessage(changes: changes) else { return nil }
             return .pin(APIMapping.pin(pin))
+        case .messageReactionAdded, .messageReactionRemoved:
+            guard let change = ReactionChange(changes: changes) else { return nil }
+            return .reaction(.with {
+                $0.sequence = UInt64(max(change.sequence, 0))
+                $0.reactionKey = change.key
+                $0.count = UInt32(clamping: change.count)
+            })
         case .messageReadReceipt:
             return .readReceipts(.with {
                 $0.messages = ReadReceiptCount.decode(changes["receipts"] ?? "").map { count in

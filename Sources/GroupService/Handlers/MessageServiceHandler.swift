@@ -5,9 +5,9 @@ import PolicyHost
 import Synchronization
 
 /// The handler of `groupd.v1.MessageService` (message.proto). This file holds SendGroupMessage,
-/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; edits, pins and
-/// read receipts are in `MessageServiceHandler+Edits.swift`, `MessageServiceHandler+Pins.swift` and
-/// `MessageServiceHandler+ReadReceipts.swift`.
+/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; edits, pins, read
+/// receipts and reactions are in `MessageServiceHandler+Edits.swift`, `MessageServiceHandler+Pins.swift`,
+/// `MessageServiceHandler+ReadReceipts.swift` and `MessageServiceHandler+Reactions.swift`.
 struct MessageServiceHandler: GroupdHandler {
     let service: GroupdService
 
@@ -22,6 +22,10 @@ struct MessageServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage, pinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage, unpinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts, getMessageReadReceipts)
+        routes.unary(Groupd_V1_MessageService.Method.addMessageReaction, addMessageReaction)
+        routes.unary(Groupd_V1_MessageService.Method.removeMessageReaction, removeMessageReaction)
+        routes.unary(Groupd_V1_MessageService.Method.getMessageReactions, getMessageReactions)
+        routes.unary(Groupd_V1_MessageService.Method.listMessageReactionUsers, listMessageReactionUsers)
     }
 
     /// SendGroupMessage.

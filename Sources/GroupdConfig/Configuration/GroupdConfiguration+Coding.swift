@@ -326,6 +326,10 @@ struct LimitsCoding: Codable {
         ("max_pinned_messages", \.maxPinnedMessages),
         ("read_receipt_max_members", \.readReceiptMaxMembers),
         ("read_receipt_interval_ms", \.readReceiptIntervalMilliseconds),
+        ("reaction_key_bytes", \.reactionKeyBytes),
+        ("max_reaction_keys_per_message", \.maxReactionKeysPerMessage),
+        ("max_reactions_per_message", \.maxReactionsPerMessage),
+        ("max_reactions_per_user_per_message", \.maxReactionsPerUserPerMessage),
         ]
     }
 

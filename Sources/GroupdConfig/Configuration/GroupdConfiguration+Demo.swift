@@ -120,6 +120,10 @@ extension GroupdConfiguration {
                   max_pinned_messages: 10        # pinned messages per group
                   read_receipt_max_members: 200  # largest Work/Public group with read receipts
                   read_receipt_interval_ms: 1000 # a sender's receipts are batched this long
+                  reaction_key_bytes: 32         # UTF-8 bytes of a reaction key
+                  max_reaction_keys_per_message: 20        # distinct reaction keys on a message
+                  max_reactions_per_message: 100000        # reactions on a message, all keys
+                  max_reactions_per_user_per_message: 20   # keys one user reacts with on a message
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -42,6 +42,9 @@ enum Examples {
         Example(name: "groupd.v1.PinnedMessage", variant: 0, fieldCount: 3, message: ex_groupd_v1_PinnedMessage(0)),
         Example(name: "groupd.v1.MessageReadCount", variant: 0, fieldCount: 3, message: ex_groupd_v1_MessageReadCount(0)),
         Example(name: "groupd.v1.ReadReceiptBatch", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadReceiptBatch(0)),
+        Example(name: "groupd.v1.MessageReaction", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageReaction(0)),
+        Example(name: "groupd.v1.MessageReactions", variant: 0, fieldCount: 2, message: ex_groupd_v1_MessageReactions(0)),
+        Example(name: "groupd.v1.ReactionChange", variant: 0, fieldCount: 3, message: ex_groupd_v1_ReactionChange(0)),
         Example(name: "groupd.v1.Member", variant: 0, fieldCount: 11, message: ex_groupd_v1_Member(0)),
         Example(name: "groupd.v1.MemberResult", variant: 0, fieldCount: 5, message: ex_groupd_v1_MemberResult(0)),
         Example(name: "groupd.v1.QuitOptions", variant: 0, fieldCount: 1, message: ex_groupd_v1_QuitOptions(0)),
@@ -64,27 +67,28 @@ enum Examples {
         Example(name: "groupd.v1.AttributeVersion", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeVersion(0)),
         Example(name: "groupd.v1.AttributesChange", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributesChange(0)),
         Example(name: "groupd.v1.InviteLink", variant: 0, fieldCount: 9, message: ex_groupd_v1_InviteLink(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 32, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 32, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 32, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 32, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 32, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 32, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 32, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 32, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 32, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 32, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 32, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 32, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 32, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 32, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 32, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 32, message: ex_groupd_v1_GroupEvent(15)),
-        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 32, message: ex_groupd_v1_GroupEvent(16)),
-        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 32, message: ex_groupd_v1_GroupEvent(17)),
-        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 32, message: ex_groupd_v1_GroupEvent(18)),
-        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 32, message: ex_groupd_v1_GroupEvent(19)),
-        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 32, message: ex_groupd_v1_GroupEvent(20)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 33, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 33, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 33, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 33, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 33, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 33, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 33, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 33, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 33, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 33, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 33, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 33, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 33, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 33, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 33, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 33, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 33, message: ex_groupd_v1_GroupEvent(16)),
+        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 33, message: ex_groupd_v1_GroupEvent(17)),
+        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 33, message: ex_groupd_v1_GroupEvent(18)),
+        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 33, message: ex_groupd_v1_GroupEvent(19)),
+        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 33, message: ex_groupd_v1_GroupEvent(20)),
+        Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 33, message: ex_groupd_v1_GroupEvent(21)),
         Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 22, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
@@ -196,6 +200,14 @@ enum Examples {
         Example(name: "groupd.v1.UnpinGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UnpinGroupMessageResponse(0)),
         Example(name: "groupd.v1.GetMessageReadReceiptsRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_GetMessageReadReceiptsRequest(0)),
         Example(name: "groupd.v1.GetMessageReadReceiptsResponse", variant: 0, fieldCount: 4, message: ex_groupd_v1_GetMessageReadReceiptsResponse(0)),
+        Example(name: "groupd.v1.AddMessageReactionRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_AddMessageReactionRequest(0)),
+        Example(name: "groupd.v1.AddMessageReactionResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_AddMessageReactionResponse(0)),
+        Example(name: "groupd.v1.RemoveMessageReactionRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_RemoveMessageReactionRequest(0)),
+        Example(name: "groupd.v1.RemoveMessageReactionResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_RemoveMessageReactionResponse(0)),
+        Example(name: "groupd.v1.GetMessageReactionsRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_GetMessageReactionsRequest(0)),
+        Example(name: "groupd.v1.GetMessageReactionsResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_GetMessageReactionsResponse(0)),
+        Example(name: "groupd.v1.ListMessageReactionUsersRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_ListMessageReactionUsersRequest(0)),
+        Example(name: "groupd.v1.ListMessageReactionUsersResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_ListMessageReactionUsersResponse(0)),
         Example(name: "grpc.health.v1.HealthCheckRequest", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckRequest(0)),
         Example(name: "grpc.health.v1.HealthCheckResponse", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckResponse(0)),
         Example(name: "grpc.health.v1.HealthListRequest", variant: 0, fieldCount: 0, message: ex_grpc_health_v1_HealthListRequest(0)),
@@ -566,6 +578,33 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.MessageReaction` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MessageReaction(_ variant: Int) -> Groupd_V1_MessageReaction {
+        var m = Groupd_V1_MessageReaction()
+        m.reactionKey = "reaction_key-0-é群✓"
+        m.count = 3999999998
+        m.reactedByCaller = true
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.MessageReactions` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MessageReactions(_ variant: Int) -> Groupd_V1_MessageReactions {
+        var m = Groupd_V1_MessageReactions()
+        m.sequence = 17999999999999999999
+        m.reactions = [ex_groupd_v1_MessageReaction(0), ex_groupd_v1_MessageReaction(1)]
+        return m
+    }
+
+    /// A `groupd.v1.ReactionChange` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ReactionChange(_ variant: Int) -> Groupd_V1_ReactionChange {
+        var m = Groupd_V1_ReactionChange()
+        m.sequence = 17999999999999999999
+        m.reactionKey = "reaction_key-0-é群✓"
+        m.count = 3999999997
+        return m
+    }
+
     /// A `groupd.v1.Member` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_Member(_ variant: Int) -> Groupd_V1_Member {
         var m = Groupd_V1_Member()
@@ -802,7 +841,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.meeting
         m.groupName = "group_name-0-é群✓"
-        switch variant % 21 {
+        switch variant % 22 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -845,6 +884,8 @@ enum Examples {
             m.detail = .pin(ex_groupd_v1_PinnedMessage(0))
         case 20:
             m.detail = .readReceipts(ex_groupd_v1_ReadReceiptBatch(0))
+        case 21:
+            m.detail = .reaction(ex_groupd_v1_ReactionChange(0))
         default: break
         }
         return m
@@ -1803,6 +1844,76 @@ enum Examples {
         m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
         m.readCount = 3999999998
         m.unreadCount = 3999999997
+        m.nextPageToken = "next_page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.AddMessageReactionRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AddMessageReactionRequest(_ variant: Int) -> Groupd_V1_AddMessageReactionRequest {
+        var m = Groupd_V1_AddMessageReactionRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        m.reactionKey = "reaction_key-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.AddMessageReactionResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AddMessageReactionResponse(_ variant: Int) -> Groupd_V1_AddMessageReactionResponse {
+        var m = Groupd_V1_AddMessageReactionResponse()
+        m.reaction = ex_groupd_v1_MessageReaction(0)
+        m.changed = true
+        return m
+    }
+
+    /// A `groupd.v1.RemoveMessageReactionRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RemoveMessageReactionRequest(_ variant: Int) -> Groupd_V1_RemoveMessageReactionRequest {
+        var m = Groupd_V1_RemoveMessageReactionRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        m.reactionKey = "reaction_key-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.RemoveMessageReactionResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RemoveMessageReactionResponse(_ variant: Int) -> Groupd_V1_RemoveMessageReactionResponse {
+        var m = Groupd_V1_RemoveMessageReactionResponse()
+        m.reaction = ex_groupd_v1_MessageReaction(0)
+        m.changed = true
+        return m
+    }
+
+    /// A `groupd.v1.GetMessageReactionsRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetMessageReactionsRequest(_ variant: Int) -> Groupd_V1_GetMessageReactionsRequest {
+        var m = Groupd_V1_GetMessageReactionsRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequences = [17999999999999999998, 17999999999999999997]
+        m.maxUsersPerReaction = -3017
+        return m
+    }
+
+    /// A `groupd.v1.GetMessageReactionsResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetMessageReactionsResponse(_ variant: Int) -> Groupd_V1_GetMessageReactionsResponse {
+        var m = Groupd_V1_GetMessageReactionsResponse()
+        m.messages = [ex_groupd_v1_MessageReactions(0), ex_groupd_v1_MessageReactions(1)]
+        return m
+    }
+
+    /// A `groupd.v1.ListMessageReactionUsersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListMessageReactionUsersRequest(_ variant: Int) -> Groupd_V1_ListMessageReactionUsersRequest {
+        var m = Groupd_V1_ListMessageReactionUsersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        m.reactionKey = "reaction_key-0-é群✓"
+        m.pageSize = -4017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListMessageReactionUsersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListMessageReactionUsersResponse(_ variant: Int) -> Groupd_V1_ListMessageReactionUsersResponse {
+        var m = Groupd_V1_ListMessageReactionUsersResponse()
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        m.count = 3999999998
         m.nextPageToken = "next_page_token-0-é群✓"
         return m
     }

@@ -328,6 +328,141 @@ void   groupd__v1__read_receipt_batch__free_unpacked
   assert(message->base.descriptor == &groupd__v1__read_receipt_batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__message_reaction__init
+                     (Groupd__V1__MessageReaction         *message)
+{
+  static const Groupd__V1__MessageReaction init_value = GROUPD__V1__MESSAGE_REACTION__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_reaction__get_packed_size
+                     (const Groupd__V1__MessageReaction *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reaction__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_reaction__pack
+                     (const Groupd__V1__MessageReaction *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reaction__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_reaction__pack_to_buffer
+                     (const Groupd__V1__MessageReaction *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reaction__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageReaction *
+       groupd__v1__message_reaction__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageReaction *)
+     protobuf_c_message_unpack (&groupd__v1__message_reaction__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_reaction__free_unpacked
+                     (Groupd__V1__MessageReaction *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_reaction__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__message_reactions__init
+                     (Groupd__V1__MessageReactions         *message)
+{
+  static const Groupd__V1__MessageReactions init_value = GROUPD__V1__MESSAGE_REACTIONS__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_reactions__get_packed_size
+                     (const Groupd__V1__MessageReactions *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reactions__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_reactions__pack
+                     (const Groupd__V1__MessageReactions *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reactions__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_reactions__pack_to_buffer
+                     (const Groupd__V1__MessageReactions *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reactions__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageReactions *
+       groupd__v1__message_reactions__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageReactions *)
+     protobuf_c_message_unpack (&groupd__v1__message_reactions__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_reactions__free_unpacked
+                     (Groupd__V1__MessageReactions *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_reactions__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__reaction_change__init
+                     (Groupd__V1__ReactionChange         *message)
+{
+  static const Groupd__V1__ReactionChange init_value = GROUPD__V1__REACTION_CHANGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__reaction_change__get_packed_size
+                     (const Groupd__V1__ReactionChange *message)
+{
+  assert(message->base.descriptor == &groupd__v1__reaction_change__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__reaction_change__pack
+                     (const Groupd__V1__ReactionChange *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__reaction_change__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__reaction_change__pack_to_buffer
+                     (const Groupd__V1__ReactionChange *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__reaction_change__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ReactionChange *
+       groupd__v1__reaction_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ReactionChange *)
+     protobuf_c_message_unpack (&groupd__v1__reaction_change__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__reaction_change__free_unpacked
+                     (Groupd__V1__ReactionChange *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__reaction_change__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__member__custom_entry__init
                      (Groupd__V1__Member__CustomEntry         *message)
 {
@@ -2322,6 +2457,198 @@ const ProtobufCMessageDescriptor groupd__v1__read_receipt_batch__descriptor =
   (ProtobufCMessageInit) groupd__v1__read_receipt_batch__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__message_reaction__field_descriptors[4] =
+{
+  {
+    "reaction_key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReaction, reaction_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReaction, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reacted_by_caller",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReaction, reacted_by_caller),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_ids",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__MessageReaction, n_user_ids),
+    offsetof(Groupd__V1__MessageReaction, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_reaction__field_indices_by_name[] = {
+  1,   /* field[1] = count */
+  2,   /* field[2] = reacted_by_caller */
+  0,   /* field[0] = reaction_key */
+  3,   /* field[3] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__message_reaction__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_reaction__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageReaction",
+  "MessageReaction",
+  "Groupd__V1__MessageReaction",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageReaction),
+  4,
+  groupd__v1__message_reaction__field_descriptors,
+  groupd__v1__message_reaction__field_indices_by_name,
+  1,  groupd__v1__message_reaction__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_reaction__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__message_reactions__field_descriptors[2] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReactions, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reactions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__MessageReactions, n_reactions),
+    offsetof(Groupd__V1__MessageReactions, reactions),
+    &groupd__v1__message_reaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_reactions__field_indices_by_name[] = {
+  1,   /* field[1] = reactions */
+  0,   /* field[0] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__message_reactions__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_reactions__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageReactions",
+  "MessageReactions",
+  "Groupd__V1__MessageReactions",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageReactions),
+  2,
+  groupd__v1__message_reactions__field_descriptors,
+  groupd__v1__message_reactions__field_indices_by_name,
+  1,  groupd__v1__message_reactions__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_reactions__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__reaction_change__field_descriptors[3] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ReactionChange, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reaction_key",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ReactionChange, reaction_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ReactionChange, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__reaction_change__field_indices_by_name[] = {
+  2,   /* field[2] = count */
+  1,   /* field[1] = reaction_key */
+  0,   /* field[0] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__reaction_change__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__reaction_change__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ReactionChange",
+  "ReactionChange",
+  "Groupd__V1__ReactionChange",
+  "groupd.v1",
+  sizeof(Groupd__V1__ReactionChange),
+  3,
+  groupd__v1__reaction_change__field_descriptors,
+  groupd__v1__reaction_change__field_indices_by_name,
+  1,  groupd__v1__reaction_change__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__reaction_change__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__member__custom_entry__field_descriptors[2] =
 {
   {
@@ -4144,7 +4471,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
   (ProtobufCMessageInit) groupd__v1__invite_link__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[32] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[33] =
 {
   {
     "group_id",
@@ -4519,6 +4846,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "reaction",
+    57,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, reaction),
+    &groupd__v1__reaction_change__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "message_edit",
     60,
     PROTOBUF_C_LABEL_NONE,
@@ -4548,13 +4887,14 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
   8,   /* field[8] = member_count */
-  31,   /* field[31] = message_edit */
+  32,   /* field[32] = message_edit */
   26,   /* field[26] = message_recall */
   25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
   14,   /* field[14] = owner_change */
   27,   /* field[27] = pin */
   11,   /* field[11] = profile_change */
+  31,   /* field[31] = reaction */
   22,   /* field[22] = read */
   28,   /* field[28] = read_receipts */
   21,   /* field[21] = receive_option */
@@ -4573,8 +4913,8 @@ static const ProtobufCIntRange groupd__v1__group_event__number_ranges[7 + 1] =
   { 45, 26 },
   { 50, 27 },
   { 55, 29 },
-  { 60, 31 },
-  { 0, 32 }
+  { 60, 32 },
+  { 0, 33 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -4584,7 +4924,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  32,
+  33,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
   7,  groupd__v1__group_event__number_ranges,
@@ -5497,7 +5837,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[44] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[46] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -5542,12 +5882,14 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[44
   { "EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_GROUP_ATTRIBUTES_CHANGED", 45 },
   { "EVENT_KIND_INVITE_LINK_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_CREATED", 46 },
   { "EVENT_KIND_INVITE_LINK_REVOKED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED", 47 },
+  { "EVENT_KIND_MESSAGE_REACTION_ADDED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_ADDED", 48 },
+  { "EVENT_KIND_MESSAGE_REACTION_REMOVED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_REMOVED", 49 },
   { "EVENT_KIND_MESSAGE_EDITED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_EDITED", 52 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{41, 37},{45, 40},{52, 43},{0, 44}
+{0, 0},{37, 36},{41, 37},{45, 40},{52, 45},{0, 46}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[44] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[46] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -5582,8 +5924,10 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
   { "EVENT_KIND_MEMBER_UNBANNED", 34 },
-  { "EVENT_KIND_MESSAGE_EDITED", 43 },
+  { "EVENT_KIND_MESSAGE_EDITED", 45 },
   { "EVENT_KIND_MESSAGE_PINNED", 37 },
+  { "EVENT_KIND_MESSAGE_REACTION_ADDED", 43 },
+  { "EVENT_KIND_MESSAGE_REACTION_REMOVED", 44 },
   { "EVENT_KIND_MESSAGE_READ_RECEIPT", 39 },
   { "EVENT_KIND_MESSAGE_RECALLED", 36 },
   { "EVENT_KIND_MESSAGE_UNPINNED", 38 },
@@ -5601,9 +5945,9 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  44,
+  46,
   groupd__v1__event_kind__enum_values_by_number,
-  44,
+  46,
   groupd__v1__event_kind__enum_values_by_name,
   5,
   groupd__v1__event_kind__value_ranges,

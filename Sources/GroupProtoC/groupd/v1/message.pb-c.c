@@ -817,6 +817,366 @@ void   groupd__v1__get_message_read_receipts_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__get_message_read_receipts_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__add_message_reaction_request__init
+                     (Groupd__V1__AddMessageReactionRequest         *message)
+{
+  static const Groupd__V1__AddMessageReactionRequest init_value = GROUPD__V1__ADD_MESSAGE_REACTION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__add_message_reaction_request__get_packed_size
+                     (const Groupd__V1__AddMessageReactionRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__add_message_reaction_request__pack
+                     (const Groupd__V1__AddMessageReactionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__add_message_reaction_request__pack_to_buffer
+                     (const Groupd__V1__AddMessageReactionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AddMessageReactionRequest *
+       groupd__v1__add_message_reaction_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AddMessageReactionRequest *)
+     protobuf_c_message_unpack (&groupd__v1__add_message_reaction_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__add_message_reaction_request__free_unpacked
+                     (Groupd__V1__AddMessageReactionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__add_message_reaction_response__init
+                     (Groupd__V1__AddMessageReactionResponse         *message)
+{
+  static const Groupd__V1__AddMessageReactionResponse init_value = GROUPD__V1__ADD_MESSAGE_REACTION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__add_message_reaction_response__get_packed_size
+                     (const Groupd__V1__AddMessageReactionResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__add_message_reaction_response__pack
+                     (const Groupd__V1__AddMessageReactionResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__add_message_reaction_response__pack_to_buffer
+                     (const Groupd__V1__AddMessageReactionResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AddMessageReactionResponse *
+       groupd__v1__add_message_reaction_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AddMessageReactionResponse *)
+     protobuf_c_message_unpack (&groupd__v1__add_message_reaction_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__add_message_reaction_response__free_unpacked
+                     (Groupd__V1__AddMessageReactionResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__add_message_reaction_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__remove_message_reaction_request__init
+                     (Groupd__V1__RemoveMessageReactionRequest         *message)
+{
+  static const Groupd__V1__RemoveMessageReactionRequest init_value = GROUPD__V1__REMOVE_MESSAGE_REACTION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__remove_message_reaction_request__get_packed_size
+                     (const Groupd__V1__RemoveMessageReactionRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__remove_message_reaction_request__pack
+                     (const Groupd__V1__RemoveMessageReactionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__remove_message_reaction_request__pack_to_buffer
+                     (const Groupd__V1__RemoveMessageReactionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RemoveMessageReactionRequest *
+       groupd__v1__remove_message_reaction_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RemoveMessageReactionRequest *)
+     protobuf_c_message_unpack (&groupd__v1__remove_message_reaction_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__remove_message_reaction_request__free_unpacked
+                     (Groupd__V1__RemoveMessageReactionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__remove_message_reaction_response__init
+                     (Groupd__V1__RemoveMessageReactionResponse         *message)
+{
+  static const Groupd__V1__RemoveMessageReactionResponse init_value = GROUPD__V1__REMOVE_MESSAGE_REACTION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__remove_message_reaction_response__get_packed_size
+                     (const Groupd__V1__RemoveMessageReactionResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__remove_message_reaction_response__pack
+                     (const Groupd__V1__RemoveMessageReactionResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__remove_message_reaction_response__pack_to_buffer
+                     (const Groupd__V1__RemoveMessageReactionResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RemoveMessageReactionResponse *
+       groupd__v1__remove_message_reaction_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RemoveMessageReactionResponse *)
+     protobuf_c_message_unpack (&groupd__v1__remove_message_reaction_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__remove_message_reaction_response__free_unpacked
+                     (Groupd__V1__RemoveMessageReactionResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__remove_message_reaction_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_message_reactions_request__init
+                     (Groupd__V1__GetMessageReactionsRequest         *message)
+{
+  static const Groupd__V1__GetMessageReactionsRequest init_value = GROUPD__V1__GET_MESSAGE_REACTIONS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_message_reactions_request__get_packed_size
+                     (const Groupd__V1__GetMessageReactionsRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_message_reactions_request__pack
+                     (const Groupd__V1__GetMessageReactionsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_message_reactions_request__pack_to_buffer
+                     (const Groupd__V1__GetMessageReactionsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetMessageReactionsRequest *
+       groupd__v1__get_message_reactions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetMessageReactionsRequest *)
+     protobuf_c_message_unpack (&groupd__v1__get_message_reactions_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_message_reactions_request__free_unpacked
+                     (Groupd__V1__GetMessageReactionsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_message_reactions_response__init
+                     (Groupd__V1__GetMessageReactionsResponse         *message)
+{
+  static const Groupd__V1__GetMessageReactionsResponse init_value = GROUPD__V1__GET_MESSAGE_REACTIONS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_message_reactions_response__get_packed_size
+                     (const Groupd__V1__GetMessageReactionsResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_message_reactions_response__pack
+                     (const Groupd__V1__GetMessageReactionsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_message_reactions_response__pack_to_buffer
+                     (const Groupd__V1__GetMessageReactionsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetMessageReactionsResponse *
+       groupd__v1__get_message_reactions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetMessageReactionsResponse *)
+     protobuf_c_message_unpack (&groupd__v1__get_message_reactions_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_message_reactions_response__free_unpacked
+                     (Groupd__V1__GetMessageReactionsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_message_reactions_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_message_reaction_users_request__init
+                     (Groupd__V1__ListMessageReactionUsersRequest         *message)
+{
+  static const Groupd__V1__ListMessageReactionUsersRequest init_value = GROUPD__V1__LIST_MESSAGE_REACTION_USERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_message_reaction_users_request__get_packed_size
+                     (const Groupd__V1__ListMessageReactionUsersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_message_reaction_users_request__pack
+                     (const Groupd__V1__ListMessageReactionUsersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_message_reaction_users_request__pack_to_buffer
+                     (const Groupd__V1__ListMessageReactionUsersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListMessageReactionUsersRequest *
+       groupd__v1__list_message_reaction_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListMessageReactionUsersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_message_reaction_users_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_message_reaction_users_request__free_unpacked
+                     (Groupd__V1__ListMessageReactionUsersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_message_reaction_users_response__init
+                     (Groupd__V1__ListMessageReactionUsersResponse         *message)
+{
+  static const Groupd__V1__ListMessageReactionUsersResponse init_value = GROUPD__V1__LIST_MESSAGE_REACTION_USERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_message_reaction_users_response__get_packed_size
+                     (const Groupd__V1__ListMessageReactionUsersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_message_reaction_users_response__pack
+                     (const Groupd__V1__ListMessageReactionUsersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_message_reaction_users_response__pack_to_buffer
+                     (const Groupd__V1__ListMessageReactionUsersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListMessageReactionUsersResponse *
+       groupd__v1__list_message_reaction_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListMessageReactionUsersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_message_reaction_users_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_message_reaction_users_response__free_unpacked
+                     (Groupd__V1__ListMessageReactionUsersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__field_descriptors[8] =
 {
   {
@@ -1943,6 +2303,492 @@ const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_response_
   (ProtobufCMessageInit) groupd__v1__get_message_read_receipts_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__add_message_reaction_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddMessageReactionRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddMessageReactionRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reaction_key",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddMessageReactionRequest, reaction_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__add_message_reaction_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = reaction_key */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__add_message_reaction_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__add_message_reaction_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AddMessageReactionRequest",
+  "AddMessageReactionRequest",
+  "Groupd__V1__AddMessageReactionRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__AddMessageReactionRequest),
+  3,
+  groupd__v1__add_message_reaction_request__field_descriptors,
+  groupd__v1__add_message_reaction_request__field_indices_by_name,
+  1,  groupd__v1__add_message_reaction_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__add_message_reaction_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__add_message_reaction_response__field_descriptors[2] =
+{
+  {
+    "reaction",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddMessageReactionResponse, reaction),
+    &groupd__v1__message_reaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "changed",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddMessageReactionResponse, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__add_message_reaction_response__field_indices_by_name[] = {
+  1,   /* field[1] = changed */
+  0,   /* field[0] = reaction */
+};
+static const ProtobufCIntRange groupd__v1__add_message_reaction_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__add_message_reaction_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AddMessageReactionResponse",
+  "AddMessageReactionResponse",
+  "Groupd__V1__AddMessageReactionResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__AddMessageReactionResponse),
+  2,
+  groupd__v1__add_message_reaction_response__field_descriptors,
+  groupd__v1__add_message_reaction_response__field_indices_by_name,
+  1,  groupd__v1__add_message_reaction_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__add_message_reaction_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__remove_message_reaction_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemoveMessageReactionRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemoveMessageReactionRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reaction_key",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemoveMessageReactionRequest, reaction_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__remove_message_reaction_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = reaction_key */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__remove_message_reaction_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__remove_message_reaction_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RemoveMessageReactionRequest",
+  "RemoveMessageReactionRequest",
+  "Groupd__V1__RemoveMessageReactionRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__RemoveMessageReactionRequest),
+  3,
+  groupd__v1__remove_message_reaction_request__field_descriptors,
+  groupd__v1__remove_message_reaction_request__field_indices_by_name,
+  1,  groupd__v1__remove_message_reaction_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__remove_message_reaction_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__remove_message_reaction_response__field_descriptors[2] =
+{
+  {
+    "reaction",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemoveMessageReactionResponse, reaction),
+    &groupd__v1__message_reaction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "changed",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemoveMessageReactionResponse, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__remove_message_reaction_response__field_indices_by_name[] = {
+  1,   /* field[1] = changed */
+  0,   /* field[0] = reaction */
+};
+static const ProtobufCIntRange groupd__v1__remove_message_reaction_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__remove_message_reaction_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RemoveMessageReactionResponse",
+  "RemoveMessageReactionResponse",
+  "Groupd__V1__RemoveMessageReactionResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__RemoveMessageReactionResponse),
+  2,
+  groupd__v1__remove_message_reaction_response__field_descriptors,
+  groupd__v1__remove_message_reaction_response__field_indices_by_name,
+  1,  groupd__v1__remove_message_reaction_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__remove_message_reaction_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_message_reactions_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReactionsRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequences",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Groupd__V1__GetMessageReactionsRequest, n_sequences),
+    offsetof(Groupd__V1__GetMessageReactionsRequest, sequences),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_users_per_reaction",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMessageReactionsRequest, max_users_per_reaction),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_message_reactions_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = max_users_per_reaction */
+  1,   /* field[1] = sequences */
+};
+static const ProtobufCIntRange groupd__v1__get_message_reactions_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_message_reactions_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetMessageReactionsRequest",
+  "GetMessageReactionsRequest",
+  "Groupd__V1__GetMessageReactionsRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetMessageReactionsRequest),
+  3,
+  groupd__v1__get_message_reactions_request__field_descriptors,
+  groupd__v1__get_message_reactions_request__field_indices_by_name,
+  1,  groupd__v1__get_message_reactions_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_message_reactions_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_message_reactions_response__field_descriptors[1] =
+{
+  {
+    "messages",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GetMessageReactionsResponse, n_messages),
+    offsetof(Groupd__V1__GetMessageReactionsResponse, messages),
+    &groupd__v1__message_reactions__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_message_reactions_response__field_indices_by_name[] = {
+  0,   /* field[0] = messages */
+};
+static const ProtobufCIntRange groupd__v1__get_message_reactions_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_message_reactions_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetMessageReactionsResponse",
+  "GetMessageReactionsResponse",
+  "Groupd__V1__GetMessageReactionsResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetMessageReactionsResponse),
+  1,
+  groupd__v1__get_message_reactions_response__field_descriptors,
+  groupd__v1__get_message_reactions_response__field_indices_by_name,
+  1,  groupd__v1__get_message_reactions_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_message_reactions_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_message_reaction_users_request__field_descriptors[5] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reaction_key",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersRequest, reaction_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_message_reaction_users_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  3,   /* field[3] = page_size */
+  4,   /* field[4] = page_token */
+  2,   /* field[2] = reaction_key */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__list_message_reaction_users_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListMessageReactionUsersRequest",
+  "ListMessageReactionUsersRequest",
+  "Groupd__V1__ListMessageReactionUsersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListMessageReactionUsersRequest),
+  5,
+  groupd__v1__list_message_reaction_users_request__field_descriptors,
+  groupd__v1__list_message_reaction_users_request__field_indices_by_name,
+  1,  groupd__v1__list_message_reaction_users_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_message_reaction_users_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_message_reaction_users_response__field_descriptors[3] =
+{
+  {
+    "user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__ListMessageReactionUsersResponse, n_user_ids),
+    offsetof(Groupd__V1__ListMessageReactionUsersResponse, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersResponse, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageReactionUsersResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_message_reaction_users_response__field_indices_by_name[] = {
+  1,   /* field[1] = count */
+  2,   /* field[2] = next_page_token */
+  0,   /* field[0] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__list_message_reaction_users_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListMessageReactionUsersResponse",
+  "ListMessageReactionUsersResponse",
+  "Groupd__V1__ListMessageReactionUsersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListMessageReactionUsersResponse),
+  3,
+  groupd__v1__list_message_reaction_users_response__field_descriptors,
+  groupd__v1__list_message_reaction_users_response__field_indices_by_name,
+  1,  groupd__v1__list_message_reaction_users_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_message_reaction_users_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__send_result__enum_values_by_number[3] =
 {
   { "SEND_RESULT_UNSPECIFIED", "GROUPD__V1__SEND_RESULT__SEND_RESULT_UNSPECIFIED", 0 },
@@ -2033,7 +2879,7 @@ const ProtobufCEnumDescriptor groupd__v1__read_receipt_filter__descriptor =
   groupd__v1__read_receipt_filter__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[9] =
+static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[13] =
 {
   { "SendGroupMessage", &groupd__v1__send_group_message_request__descriptor, &groupd__v1__send_group_message_response__descriptor },
   { "GetGroupMessages", &groupd__v1__get_group_messages_request__descriptor, &groupd__v1__get_group_messages_response__descriptor },
@@ -2044,14 +2890,22 @@ static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descr
   { "PinGroupMessage", &groupd__v1__pin_group_message_request__descriptor, &groupd__v1__pin_group_message_response__descriptor },
   { "UnpinGroupMessage", &groupd__v1__unpin_group_message_request__descriptor, &groupd__v1__unpin_group_message_response__descriptor },
   { "GetMessageReadReceipts", &groupd__v1__get_message_read_receipts_request__descriptor, &groupd__v1__get_message_read_receipts_response__descriptor },
+  { "AddMessageReaction", &groupd__v1__add_message_reaction_request__descriptor, &groupd__v1__add_message_reaction_response__descriptor },
+  { "RemoveMessageReaction", &groupd__v1__remove_message_reaction_request__descriptor, &groupd__v1__remove_message_reaction_response__descriptor },
+  { "GetMessageReactions", &groupd__v1__get_message_reactions_request__descriptor, &groupd__v1__get_message_reactions_response__descriptor },
+  { "ListMessageReactionUsers", &groupd__v1__list_message_reaction_users_request__descriptor, &groupd__v1__list_message_reaction_users_response__descriptor },
 };
 const unsigned groupd__v1__message_service__method_indices_by_name[] = {
+  9,        /* AddMessageReaction */
   5,        /* EditGroupMessage */
   1,        /* GetGroupMessages */
+  11,        /* GetMessageReactions */
   8,        /* GetMessageReadReceipts */
+  12,        /* ListMessageReactionUsers */
   2,        /* MarkGroupRead */
   6,        /* PinGroupMessage */
   4,        /* RecallGroupMessage */
+  10,        /* RemoveMessageReaction */
   0,        /* SendGroupMessage */
   3,        /* SendSystemNotification */
   7         /* UnpinGroupMessage */
@@ -2063,7 +2917,7 @@ const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
   "MessageService",
   "Groupd__V1__MessageService",
   "groupd.v1",
-  9,
+  13,
   groupd__v1__message_service__method_descriptors,
   groupd__v1__message_service__method_indices_by_name
 };
@@ -2138,6 +2992,38 @@ void groupd__v1__message_service__get_message_read_receipts(ProtobufCService *se
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
   service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__add_message_reaction(ProtobufCService *service,
+                                                       const Groupd__V1__AddMessageReactionRequest *input,
+                                                       Groupd__V1__AddMessageReactionResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__remove_message_reaction(ProtobufCService *service,
+                                                          const Groupd__V1__RemoveMessageReactionRequest *input,
+                                                          Groupd__V1__RemoveMessageReactionResponse_Closure closure,
+                                                          void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__get_message_reactions(ProtobufCService *service,
+                                                        const Groupd__V1__GetMessageReactionsRequest *input,
+                                                        Groupd__V1__GetMessageReactionsResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__list_message_reaction_users(ProtobufCService *service,
+                                                              const Groupd__V1__ListMessageReactionUsersRequest *input,
+                                                              Groupd__V1__ListMessageReactionUsersResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
                                         Groupd__V1__MessageService_ServiceDestroy destroy)

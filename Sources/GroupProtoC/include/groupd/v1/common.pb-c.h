@@ -24,6 +24,9 @@ typedef struct Groupd__V1__Group__CustomEntry Groupd__V1__Group__CustomEntry;
 typedef struct Groupd__V1__PinnedMessage Groupd__V1__PinnedMessage;
 typedef struct Groupd__V1__MessageReadCount Groupd__V1__MessageReadCount;
 typedef struct Groupd__V1__ReadReceiptBatch Groupd__V1__ReadReceiptBatch;
+typedef struct Groupd__V1__MessageReaction Groupd__V1__MessageReaction;
+typedef struct Groupd__V1__MessageReactions Groupd__V1__MessageReactions;
+typedef struct Groupd__V1__ReactionChange Groupd__V1__ReactionChange;
 typedef struct Groupd__V1__Member Groupd__V1__Member;
 typedef struct Groupd__V1__Member__CustomEntry Groupd__V1__Member__CustomEntry;
 typedef struct Groupd__V1__MemberResult Groupd__V1__MemberResult;
@@ -736,7 +739,20 @@ typedef enum _Groupd__V1__EventKind {
    * read count changed in it; operator empty. Work and Public groups of at
    * most `read_receipt_max_members` members. Detail: read_receipts.
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_READ_RECEIPT = 43
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_READ_RECEIPT = 43,
+  /*
+   * A member reacted to a stored message (AddMessageReaction); operator =
+   * who reacted. To every member, like MESSAGE_RECALLED. Not emitted when
+   * the call changed nothing (the member had that reaction already).
+   * Detail: reaction (the key's count after the change).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_ADDED = 48,
+  /*
+   * A member took a reaction back (RemoveMessageReaction); operator = who
+   * removed it. To every member; not emitted when the call changed
+   * nothing. Detail: reaction (the key's count after the change).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_REMOVED = 49
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -1141,6 +1157,83 @@ struct  Groupd__V1__ReadReceiptBatch
 #define GROUPD__V1__READ_RECEIPT_BATCH__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__read_receipt_batch__descriptor) \
     , 0,NULL }
+
+
+/*
+ * One reaction key on a message (GetMessageReactions).
+ */
+struct  Groupd__V1__MessageReaction
+{
+  ProtobufCMessage base;
+  /*
+   * The key (an emoji or another short string, INVALID_REACTION_KEY rules).
+   */
+  char *reaction_key;
+  /*
+   * How many users reacted with it.
+   */
+  uint32_t count;
+  /*
+   * Whether the caller is one of them.
+   */
+  protobuf_c_boolean reacted_by_caller;
+  /*
+   * The first users who reacted with it, earliest first (at most the
+   * request's `max_users_per_reaction`); ListMessageReactionUsers pages
+   * through all of them.
+   */
+  size_t n_user_ids;
+  char **user_ids;
+};
+#define GROUPD__V1__MESSAGE_REACTION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__message_reaction__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0,NULL }
+
+
+/*
+ * The reactions of one message (GetMessageReactions).
+ */
+struct  Groupd__V1__MessageReactions
+{
+  ProtobufCMessage base;
+  /*
+   * The message's sequence.
+   */
+  uint64_t sequence;
+  /*
+   * Its reaction keys, the earliest first used first (a key whose count
+   * fell to 0 is gone, and comes back last).
+   */
+  size_t n_reactions;
+  Groupd__V1__MessageReaction **reactions;
+};
+#define GROUPD__V1__MESSAGE_REACTIONS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__message_reactions__descriptor) \
+    , 0, 0,NULL }
+
+
+/*
+ * MESSAGE_REACTION_ADDED / MESSAGE_REACTION_REMOVED detail.
+ */
+struct  Groupd__V1__ReactionChange
+{
+  ProtobufCMessage base;
+  /*
+   * The message's sequence.
+   */
+  uint64_t sequence;
+  /*
+   * The key added or removed.
+   */
+  char *reaction_key;
+  /*
+   * How many users react with the key after the change (0: it is gone).
+   */
+  uint32_t count;
+};
+#define GROUPD__V1__REACTION_CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__reaction_change__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Groupd__V1__Member__CustomEntry
@@ -1854,7 +1947,8 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_ATTRIBUTES_CHANGE = 55,
   GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56,
   GROUPD__V1__GROUP_EVENT__DETAIL_PIN = 50,
-  GROUPD__V1__GROUP_EVENT__DETAIL_READ_RECEIPTS = 51
+  GROUPD__V1__GROUP_EVENT__DETAIL_READ_RECEIPTS = 51,
+  GROUPD__V1__GROUP_EVENT__DETAIL_REACTION = 57
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -2001,6 +2095,10 @@ struct  Groupd__V1__GroupEvent
      * MESSAGE_READ_RECEIPT.
      */
     Groupd__V1__ReadReceiptBatch *read_receipts;
+    /*
+     * MESSAGE_REACTION_ADDED, MESSAGE_REACTION_REMOVED.
+     */
+    Groupd__V1__ReactionChange *reaction;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -2252,6 +2350,63 @@ Groupd__V1__ReadReceiptBatch *
                       const uint8_t       *data);
 void   groupd__v1__read_receipt_batch__free_unpacked
                      (Groupd__V1__ReadReceiptBatch *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__MessageReaction methods */
+void   groupd__v1__message_reaction__init
+                     (Groupd__V1__MessageReaction         *message);
+size_t groupd__v1__message_reaction__get_packed_size
+                     (const Groupd__V1__MessageReaction   *message);
+size_t groupd__v1__message_reaction__pack
+                     (const Groupd__V1__MessageReaction   *message,
+                      uint8_t             *out);
+size_t groupd__v1__message_reaction__pack_to_buffer
+                     (const Groupd__V1__MessageReaction   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MessageReaction *
+       groupd__v1__message_reaction__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__message_reaction__free_unpacked
+                     (Groupd__V1__MessageReaction *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__MessageReactions methods */
+void   groupd__v1__message_reactions__init
+                     (Groupd__V1__MessageReactions         *message);
+size_t groupd__v1__message_reactions__get_packed_size
+                     (const Groupd__V1__MessageReactions   *message);
+size_t groupd__v1__message_reactions__pack
+                     (const Groupd__V1__MessageReactions   *message,
+                      uint8_t             *out);
+size_t groupd__v1__message_reactions__pack_to_buffer
+                     (const Groupd__V1__MessageReactions   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MessageReactions *
+       groupd__v1__message_reactions__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__message_reactions__free_unpacked
+                     (Groupd__V1__MessageReactions *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ReactionChange methods */
+void   groupd__v1__reaction_change__init
+                     (Groupd__V1__ReactionChange         *message);
+size_t groupd__v1__reaction_change__get_packed_size
+                     (const Groupd__V1__ReactionChange   *message);
+size_t groupd__v1__reaction_change__pack
+                     (const Groupd__V1__ReactionChange   *message,
+                      uint8_t             *out);
+size_t groupd__v1__reaction_change__pack_to_buffer
+                     (const Groupd__V1__ReactionChange   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ReactionChange *
+       groupd__v1__reaction_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__reaction_change__free_unpacked
+                     (Groupd__V1__ReactionChange *message,
                       ProtobufCAllocator *allocator);
 /* Groupd__V1__Member__CustomEntry methods */
 void   groupd__v1__member__custom_entry__init
@@ -2741,6 +2896,15 @@ typedef void (*Groupd__V1__MessageReadCount_Closure)
 typedef void (*Groupd__V1__ReadReceiptBatch_Closure)
                  (const Groupd__V1__ReadReceiptBatch *message,
                   void *closure_data);
+typedef void (*Groupd__V1__MessageReaction_Closure)
+                 (const Groupd__V1__MessageReaction *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__MessageReactions_Closure)
+                 (const Groupd__V1__MessageReactions *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ReactionChange_Closure)
+                 (const Groupd__V1__ReactionChange *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__Member__CustomEntry_Closure)
                  (const Groupd__V1__Member__CustomEntry *message,
                   void *closure_data);
@@ -2853,6 +3017,9 @@ extern const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descrip
 extern const ProtobufCMessageDescriptor groupd__v1__pinned_message__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_read_count__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_receipt_batch__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__message_reaction__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__message_reactions__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__reaction_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__member__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__member__custom_entry__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__member_result__descriptor;

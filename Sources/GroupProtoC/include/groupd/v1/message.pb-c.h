@@ -34,6 +34,14 @@ typedef struct Groupd__V1__UnpinGroupMessageRequest Groupd__V1__UnpinGroupMessag
 typedef struct Groupd__V1__UnpinGroupMessageResponse Groupd__V1__UnpinGroupMessageResponse;
 typedef struct Groupd__V1__GetMessageReadReceiptsRequest Groupd__V1__GetMessageReadReceiptsRequest;
 typedef struct Groupd__V1__GetMessageReadReceiptsResponse Groupd__V1__GetMessageReadReceiptsResponse;
+typedef struct Groupd__V1__AddMessageReactionRequest Groupd__V1__AddMessageReactionRequest;
+typedef struct Groupd__V1__AddMessageReactionResponse Groupd__V1__AddMessageReactionResponse;
+typedef struct Groupd__V1__RemoveMessageReactionRequest Groupd__V1__RemoveMessageReactionRequest;
+typedef struct Groupd__V1__RemoveMessageReactionResponse Groupd__V1__RemoveMessageReactionResponse;
+typedef struct Groupd__V1__GetMessageReactionsRequest Groupd__V1__GetMessageReactionsRequest;
+typedef struct Groupd__V1__GetMessageReactionsResponse Groupd__V1__GetMessageReactionsResponse;
+typedef struct Groupd__V1__ListMessageReactionUsersRequest Groupd__V1__ListMessageReactionUsersRequest;
+typedef struct Groupd__V1__ListMessageReactionUsersResponse Groupd__V1__ListMessageReactionUsersResponse;
 
 
 /* --- enums --- */
@@ -532,6 +540,199 @@ struct  Groupd__V1__GetMessageReadReceiptsResponse
     , 0,NULL, 0, 0, (char *)protobuf_c_empty_string }
 
 
+/*
+ * AddMessageReaction request.
+ */
+struct  Groupd__V1__AddMessageReactionRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message (a stored message's sequence).
+   */
+  uint64_t sequence;
+  /*
+   * The reaction key: 1 to the app's `reaction_key_bytes` (default 32)
+   * UTF-8 bytes, at most 16 characters, no control characters, no
+   * whitespace other than inside an emoji sequence (U+200D and variation
+   * selectors are allowed).
+   */
+  char *reaction_key;
+};
+#define GROUPD__V1__ADD_MESSAGE_REACTION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__add_message_reaction_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * AddMessageReaction response.
+ */
+struct  Groupd__V1__AddMessageReactionResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The key's state on the message after the call (`user_ids` empty).
+   */
+  Groupd__V1__MessageReaction *reaction;
+  /*
+   * False when the operator had the reaction already (nothing changed).
+   */
+  protobuf_c_boolean changed;
+};
+#define GROUPD__V1__ADD_MESSAGE_REACTION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__add_message_reaction_response__descriptor) \
+    , NULL, 0 }
+
+
+/*
+ * RemoveMessageReaction request.
+ */
+struct  Groupd__V1__RemoveMessageReactionRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message (a stored message's sequence).
+   */
+  uint64_t sequence;
+  /*
+   * The reaction key to take back.
+   */
+  char *reaction_key;
+};
+#define GROUPD__V1__REMOVE_MESSAGE_REACTION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__remove_message_reaction_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * RemoveMessageReaction response.
+ */
+struct  Groupd__V1__RemoveMessageReactionResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The key's state on the message after the call (count 0: it is gone;
+   * `user_ids` empty).
+   */
+  Groupd__V1__MessageReaction *reaction;
+  /*
+   * False when the operator did not have the reaction (nothing changed).
+   */
+  protobuf_c_boolean changed;
+};
+#define GROUPD__V1__REMOVE_MESSAGE_REACTION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__remove_message_reaction_response__descriptor) \
+    , NULL, 0 }
+
+
+/*
+ * GetMessageReactions request.
+ */
+struct  Groupd__V1__GetMessageReactionsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The messages (stored messages' sequences), 1 to 50, each once.
+   */
+  size_t n_sequences;
+  uint64_t *sequences;
+  /*
+   * How many users to list per key (0: none; at most 10, more is 10).
+   */
+  int32_t max_users_per_reaction;
+};
+#define GROUPD__V1__GET_MESSAGE_REACTIONS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_message_reactions_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0 }
+
+
+/*
+ * GetMessageReactions response.
+ */
+struct  Groupd__V1__GetMessageReactionsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One entry per requested message the caller may read and that is not
+   * recalled (a message without reactions has an empty list), in the
+   * order of the request.
+   */
+  size_t n_messages;
+  Groupd__V1__MessageReactions **messages;
+};
+#define GROUPD__V1__GET_MESSAGE_REACTIONS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_message_reactions_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * ListMessageReactionUsers request.
+ */
+struct  Groupd__V1__ListMessageReactionUsersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message (a stored message's sequence).
+   */
+  uint64_t sequence;
+  /*
+   * The reaction key.
+   */
+  char *reaction_key;
+  /*
+   * Page size (default 50, max the app's max_page_size).
+   */
+  int32_t page_size;
+  /*
+   * Continues a previous listing of the same message and key.
+   */
+  char *page_token;
+};
+#define GROUPD__V1__LIST_MESSAGE_REACTION_USERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_message_reaction_users_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * ListMessageReactionUsers response.
+ */
+struct  Groupd__V1__ListMessageReactionUsersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The users who reacted with the key, earliest first.
+   */
+  size_t n_user_ids;
+  char **user_ids;
+  /*
+   * How many users react with the key.
+   */
+  uint32_t count;
+  /*
+   * Token for the next page; empty at the end.
+   */
+  char *next_page_token;
+};
+#define GROUPD__V1__LIST_MESSAGE_REACTION_USERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_message_reaction_users_response__descriptor) \
+    , 0,NULL, 0, (char *)protobuf_c_empty_string }
+
+
 /* Groupd__V1__SendGroupMessageRequest methods */
 void   groupd__v1__send_group_message_request__init
                      (Groupd__V1__SendGroupMessageRequest         *message);
@@ -874,6 +1075,158 @@ Groupd__V1__GetMessageReadReceiptsResponse *
 void   groupd__v1__get_message_read_receipts_response__free_unpacked
                      (Groupd__V1__GetMessageReadReceiptsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__AddMessageReactionRequest methods */
+void   groupd__v1__add_message_reaction_request__init
+                     (Groupd__V1__AddMessageReactionRequest         *message);
+size_t groupd__v1__add_message_reaction_request__get_packed_size
+                     (const Groupd__V1__AddMessageReactionRequest   *message);
+size_t groupd__v1__add_message_reaction_request__pack
+                     (const Groupd__V1__AddMessageReactionRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__add_message_reaction_request__pack_to_buffer
+                     (const Groupd__V1__AddMessageReactionRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AddMessageReactionRequest *
+       groupd__v1__add_message_reaction_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__add_message_reaction_request__free_unpacked
+                     (Groupd__V1__AddMessageReactionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AddMessageReactionResponse methods */
+void   groupd__v1__add_message_reaction_response__init
+                     (Groupd__V1__AddMessageReactionResponse         *message);
+size_t groupd__v1__add_message_reaction_response__get_packed_size
+                     (const Groupd__V1__AddMessageReactionResponse   *message);
+size_t groupd__v1__add_message_reaction_response__pack
+                     (const Groupd__V1__AddMessageReactionResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__add_message_reaction_response__pack_to_buffer
+                     (const Groupd__V1__AddMessageReactionResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AddMessageReactionResponse *
+       groupd__v1__add_message_reaction_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__add_message_reaction_response__free_unpacked
+                     (Groupd__V1__AddMessageReactionResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RemoveMessageReactionRequest methods */
+void   groupd__v1__remove_message_reaction_request__init
+                     (Groupd__V1__RemoveMessageReactionRequest         *message);
+size_t groupd__v1__remove_message_reaction_request__get_packed_size
+                     (const Groupd__V1__RemoveMessageReactionRequest   *message);
+size_t groupd__v1__remove_message_reaction_request__pack
+                     (const Groupd__V1__RemoveMessageReactionRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__remove_message_reaction_request__pack_to_buffer
+                     (const Groupd__V1__RemoveMessageReactionRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RemoveMessageReactionRequest *
+       groupd__v1__remove_message_reaction_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__remove_message_reaction_request__free_unpacked
+                     (Groupd__V1__RemoveMessageReactionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RemoveMessageReactionResponse methods */
+void   groupd__v1__remove_message_reaction_response__init
+                     (Groupd__V1__RemoveMessageReactionResponse         *message);
+size_t groupd__v1__remove_message_reaction_response__get_packed_size
+                     (const Groupd__V1__RemoveMessageReactionResponse   *message);
+size_t groupd__v1__remove_message_reaction_response__pack
+                     (const Groupd__V1__RemoveMessageReactionResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__remove_message_reaction_response__pack_to_buffer
+                     (const Groupd__V1__RemoveMessageReactionResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RemoveMessageReactionResponse *
+       groupd__v1__remove_message_reaction_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__remove_message_reaction_response__free_unpacked
+                     (Groupd__V1__RemoveMessageReactionResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetMessageReactionsRequest methods */
+void   groupd__v1__get_message_reactions_request__init
+                     (Groupd__V1__GetMessageReactionsRequest         *message);
+size_t groupd__v1__get_message_reactions_request__get_packed_size
+                     (const Groupd__V1__GetMessageReactionsRequest   *message);
+size_t groupd__v1__get_message_reactions_request__pack
+                     (const Groupd__V1__GetMessageReactionsRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_message_reactions_request__pack_to_buffer
+                     (const Groupd__V1__GetMessageReactionsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetMessageReactionsRequest *
+       groupd__v1__get_message_reactions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_message_reactions_request__free_unpacked
+                     (Groupd__V1__GetMessageReactionsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetMessageReactionsResponse methods */
+void   groupd__v1__get_message_reactions_response__init
+                     (Groupd__V1__GetMessageReactionsResponse         *message);
+size_t groupd__v1__get_message_reactions_response__get_packed_size
+                     (const Groupd__V1__GetMessageReactionsResponse   *message);
+size_t groupd__v1__get_message_reactions_response__pack
+                     (const Groupd__V1__GetMessageReactionsResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_message_reactions_response__pack_to_buffer
+                     (const Groupd__V1__GetMessageReactionsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetMessageReactionsResponse *
+       groupd__v1__get_message_reactions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_message_reactions_response__free_unpacked
+                     (Groupd__V1__GetMessageReactionsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListMessageReactionUsersRequest methods */
+void   groupd__v1__list_message_reaction_users_request__init
+                     (Groupd__V1__ListMessageReactionUsersRequest         *message);
+size_t groupd__v1__list_message_reaction_users_request__get_packed_size
+                     (const Groupd__V1__ListMessageReactionUsersRequest   *message);
+size_t groupd__v1__list_message_reaction_users_request__pack
+                     (const Groupd__V1__ListMessageReactionUsersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_message_reaction_users_request__pack_to_buffer
+                     (const Groupd__V1__ListMessageReactionUsersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListMessageReactionUsersRequest *
+       groupd__v1__list_message_reaction_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_message_reaction_users_request__free_unpacked
+                     (Groupd__V1__ListMessageReactionUsersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListMessageReactionUsersResponse methods */
+void   groupd__v1__list_message_reaction_users_response__init
+                     (Groupd__V1__ListMessageReactionUsersResponse         *message);
+size_t groupd__v1__list_message_reaction_users_response__get_packed_size
+                     (const Groupd__V1__ListMessageReactionUsersResponse   *message);
+size_t groupd__v1__list_message_reaction_users_response__pack
+                     (const Groupd__V1__ListMessageReactionUsersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_message_reaction_users_response__pack_to_buffer
+                     (const Groupd__V1__ListMessageReactionUsersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListMessageReactionUsersResponse *
+       groupd__v1__list_message_reaction_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_message_reaction_users_response__free_unpacked
+                     (Groupd__V1__ListMessageReactionUsersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__SendGroupMessageRequest_Closure)
@@ -930,6 +1283,30 @@ typedef void (*Groupd__V1__GetMessageReadReceiptsRequest_Closure)
 typedef void (*Groupd__V1__GetMessageReadReceiptsResponse_Closure)
                  (const Groupd__V1__GetMessageReadReceiptsResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__AddMessageReactionRequest_Closure)
+                 (const Groupd__V1__AddMessageReactionRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AddMessageReactionResponse_Closure)
+                 (const Groupd__V1__AddMessageReactionResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RemoveMessageReactionRequest_Closure)
+                 (const Groupd__V1__RemoveMessageReactionRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RemoveMessageReactionResponse_Closure)
+                 (const Groupd__V1__RemoveMessageReactionResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetMessageReactionsRequest_Closure)
+                 (const Groupd__V1__GetMessageReactionsRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetMessageReactionsResponse_Closure)
+                 (const Groupd__V1__GetMessageReactionsResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListMessageReactionUsersRequest_Closure)
+                 (const Groupd__V1__ListMessageReactionUsersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListMessageReactionUsersResponse_Closure)
+                 (const Groupd__V1__ListMessageReactionUsersResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -973,6 +1350,22 @@ struct Groupd__V1__MessageService_Service
                                     const Groupd__V1__GetMessageReadReceiptsRequest *input,
                                     Groupd__V1__GetMessageReadReceiptsResponse_Closure closure,
                                     void *closure_data);
+  void (*add_message_reaction)(Groupd__V1__MessageService_Service *service,
+                               const Groupd__V1__AddMessageReactionRequest *input,
+                               Groupd__V1__AddMessageReactionResponse_Closure closure,
+                               void *closure_data);
+  void (*remove_message_reaction)(Groupd__V1__MessageService_Service *service,
+                                  const Groupd__V1__RemoveMessageReactionRequest *input,
+                                  Groupd__V1__RemoveMessageReactionResponse_Closure closure,
+                                  void *closure_data);
+  void (*get_message_reactions)(Groupd__V1__MessageService_Service *service,
+                                const Groupd__V1__GetMessageReactionsRequest *input,
+                                Groupd__V1__GetMessageReactionsResponse_Closure closure,
+                                void *closure_data);
+  void (*list_message_reaction_users)(Groupd__V1__MessageService_Service *service,
+                                      const Groupd__V1__ListMessageReactionUsersRequest *input,
+                                      Groupd__V1__ListMessageReactionUsersResponse_Closure closure,
+                                      void *closure_data);
 };
 typedef void (*Groupd__V1__MessageService_ServiceDestroy)(Groupd__V1__MessageService_Service *);
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
@@ -989,7 +1382,11 @@ void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *serv
       function_prefix__ ## edit_group_message,\
       function_prefix__ ## pin_group_message,\
       function_prefix__ ## unpin_group_message,\
-      function_prefix__ ## get_message_read_receipts  }
+      function_prefix__ ## get_message_read_receipts,\
+      function_prefix__ ## add_message_reaction,\
+      function_prefix__ ## remove_message_reaction,\
+      function_prefix__ ## get_message_reactions,\
+      function_prefix__ ## list_message_reaction_users  }
 void groupd__v1__message_service__send_group_message(ProtobufCService *service,
                                                      const Groupd__V1__SendGroupMessageRequest *input,
                                                      Groupd__V1__SendGroupMessageResponse_Closure closure,
@@ -1026,6 +1423,22 @@ void groupd__v1__message_service__get_message_read_receipts(ProtobufCService *se
                                                             const Groupd__V1__GetMessageReadReceiptsRequest *input,
                                                             Groupd__V1__GetMessageReadReceiptsResponse_Closure closure,
                                                             void *closure_data);
+void groupd__v1__message_service__add_message_reaction(ProtobufCService *service,
+                                                       const Groupd__V1__AddMessageReactionRequest *input,
+                                                       Groupd__V1__AddMessageReactionResponse_Closure closure,
+                                                       void *closure_data);
+void groupd__v1__message_service__remove_message_reaction(ProtobufCService *service,
+                                                          const Groupd__V1__RemoveMessageReactionRequest *input,
+                                                          Groupd__V1__RemoveMessageReactionResponse_Closure closure,
+                                                          void *closure_data);
+void groupd__v1__message_service__get_message_reactions(ProtobufCService *service,
+                                                        const Groupd__V1__GetMessageReactionsRequest *input,
+                                                        Groupd__V1__GetMessageReactionsResponse_Closure closure,
+                                                        void *closure_data);
+void groupd__v1__message_service__list_message_reaction_users(ProtobufCService *service,
+                                                              const Groupd__V1__ListMessageReactionUsersRequest *input,
+                                                              Groupd__V1__ListMessageReactionUsersResponse_Closure closure,
+                                                              void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1050,6 +1463,14 @@ extern const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_request_
 extern const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__get_message_read_receipts_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__add_message_reaction_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__add_message_reaction_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__remove_message_reaction_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__remove_message_reaction_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_message_reactions_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_message_reactions_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_response__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor;
 
 PROTOBUF_C__END_DECLS
