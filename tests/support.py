@@ -487,3 +487,47 @@ class EventStream(StreamReader):
             if item.WhichOneof("item") == "event":
                 got.append(item)
         return got
+
+
+class MessageApi:
+    """The calls of the message tests (tests/test_recall.py, tests/test_edits.py) on one channel:
+    a group created by the backend, a user's message, history as a member reads it."""
+
+    def __init__(self, channel):
+        from groupd.v1 import group_pb2_grpc, member_pb2_grpc, message_pb2_grpc
+
+        self.channel = channel
+        self.groups = group_pb2_grpc.GroupServiceStub(channel)
+        self.members = member_pb2_grpc.MemberServiceStub(channel)
+        self.messages = message_pb2_grpc.MessageServiceStub(channel)
+
+    def create(self, group_type, owner, members=()):
+        """A group of `group_type` owned by `owner`, with `members` as (user, role) pairs."""
+        from groupd.v1 import common_pb2, group_pb2
+
+        return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=uid("g"), type=group_type, owner_user_id=owner, profile=common_pb2.GroupProfile(name="team"),
+            members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members]),
+            metadata=admin_md(), timeout=10).group.group_id
+
+    def send(self, group, user, text="hi", **fields):
+        """`user`'s text message (payload `body`), as stored."""
+        from groupd.v1 import message_pb2
+
+        return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+            group_id=group, type="text", text=text, payload=b"body", **fields),
+            metadata=user_md(user), timeout=10).message
+
+    def history(self, group, user):
+        """The group's messages as history shows them to `user`, without the read counts history
+        adds (tests/test_read_receipts.py checks those), so they compare with a recall's or an
+        edit's answer."""
+        from groupd.v1 import message_pb2
+
+        messages = list(self.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
+            group_id=group, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=100),
+            metadata=user_md(user), timeout=10).messages)
+        for message in messages:
+            for field in ("read_count", "unread_count", "read_receipts_counted"):
+                message.ClearField(field)
+        return messages

@@ -260,6 +260,10 @@ UNARY = {
                                     lambda w: user_md(w.owner), fails("PERMISSION_DENIED", "ADMIN_TOKEN_REQUIRED")),
     (S, "RecallGroupMessage"): (lambda w: message_pb2.RecallGroupMessageRequest(group_id=w.group_id, sequence=w.sequence),
                                 lambda w: user_md(w.owner), ok()),
+    (S, "EditGroupMessage"): (lambda w: message_pb2.EditGroupMessageRequest(
+        group_id=w.group_id, sequence=w.sequence, text="edited \u2713", payload=b"\x00\xff"), lambda w: user_md(w.owner),
+        ok(lambda r, w: (r.message.text, r.message.payload, r.message.edit_count, r.unchanged) == (
+            "edited \u2713", b"\x00\xff", 1, False))),
     (S, "PinGroupMessage"): (lambda w: message_pb2.PinGroupMessageRequest(group_id=w.group_id, sequence=w.sequence),
                              lambda w: user_md(w.owner),
                              ok(lambda r, w: [p.sequence for p in r.pinned_messages] == [w.sequence])),

@@ -147,6 +147,26 @@ def message_recall(api):
     return group, action, check
 
 
+def message_edit(api):
+    owner, bob = uid("alice"), uid("bob")
+    group = api.create(K.GROUP_TYPE_PUBLIC, owner, [bob])
+    sent = message_pb2_grpc.MessageServiceStub(api.channel).SendGroupMessage(
+        message_pb2.SendGroupMessageRequest(group_id=group, text="tpyo"), metadata=user_md(bob), timeout=10).message
+
+    def action():
+        message_pb2_grpc.MessageServiceStub(api.channel).EditGroupMessage(
+            message_pb2.EditGroupMessageRequest(group_id=group, sequence=sent.sequence, text="typo", payload=b"\x00\xff"),
+            metadata=user_md(owner), timeout=10)
+
+    def check(event):
+        assert event.WhichOneof("detail") == "message_edit"
+        detail = event.message_edit
+        assert (detail.sequence, detail.message_id, detail.sender_user_id, detail.edited_by_user_id, detail.edit_count,
+                detail.text, detail.payload) == (sent.sequence, sent.message_id, bob, owner, 1, "typo", b"\x00\xff")
+        assert event.operator_user_id == owner and list(event.target_user_ids) == [bob]
+    return group, action, check
+
+
 def member_mute(api):
     owner, bob = uid("alice"), uid("bob")
     group = api.create(K.GROUP_TYPE_PUBLIC, owner, [bob])
@@ -343,6 +363,7 @@ CASES = [
     ("UpdateGroupSettings (mention_all_scope, slow mode)", K.EVENT_KIND_GROUP_SETTINGS_CHANGED,
      mention_and_slow_mode_settings),
     ("RecallGroupMessage", K.EVENT_KIND_MESSAGE_RECALLED, message_recall),
+    ("EditGroupMessage", K.EVENT_KIND_MESSAGE_EDITED, message_edit),
     ("MuteMembers", K.EVENT_KIND_MEMBER_MUTED, member_mute),
     ("MuteMembers 0 (unmute)", K.EVENT_KIND_MEMBER_MUTED, member_unmute),
     ("SetGroupMute", K.EVENT_KIND_GROUP_MUTED, group_mute),

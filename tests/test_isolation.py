@@ -219,6 +219,8 @@ TABLE = {
         message_pb2.SendSystemNotificationRequest(group_id=w.group_id, text="hijacked"), **kw)),
     (S, "RecallGroupMessage"): ("", lambda s, w, kw: s.message.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(
         group_id=w.group_id, sequence=w.message_sequence), **kw)),
+    (S, "EditGroupMessage"): ("", lambda s, w, kw: s.message.EditGroupMessage(message_pb2.EditGroupMessageRequest(
+        group_id=w.group_id, sequence=w.message_sequence, text="hijacked"), **kw)),
     (S, "PinGroupMessage"): ("", lambda s, w, kw: s.message.PinGroupMessage(message_pb2.PinGroupMessageRequest(
         group_id=w.group_id, sequence=3), **kw)),
     (S, "UnpinGroupMessage"): ("", lambda s, w, kw: s.message.UnpinGroupMessage(message_pb2.UnpinGroupMessageRequest(

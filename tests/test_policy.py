@@ -12,8 +12,8 @@ from groupd.v1 import (common_pb2, group_pb2, group_pb2_grpc, member_pb2, member
 
 PLUGIN_DIR = GROUPD_BIN.resolve().parent
 
-# app-one: typed custom fields, banned words rejected in names, masked in name cards and messages,
-# invitees starting with "bad" refused. app-two: every message discarded.
+# app-one: typed custom fields, banned words rejected in names, masked in name cards and messages
+# (edits too), invitees starting with "bad" refused, message edits holding "hush" discarded. app-two: every message discarded.
 POLICY_APP_ONE = f"""\
     policy:
       budget_ms: 5000
@@ -30,6 +30,9 @@ POLICY_APP_ONE = f"""\
         - path: {PLUGIN_DIR}/libPolicyFixtureBehaviors.so
           config: "mode=invite;tag=pytest-invite"
           hooks: [before_invite]
+        - path: {PLUGIN_DIR}/libPolicyFixtureBehaviors.so
+          config: "mode=edits;key=hush;tag=pytest-edits"
+          hooks: [before_send_group_message]
 """
 POLICY_APP_TWO = """\
     policy:
@@ -201,3 +204,27 @@ def test_join_message_is_masked(stubs):
     # A Public group asks for approval by default: the stored application carries the masked message.
     assert response.outcome == member_pb2.JOIN_OUTCOME_PENDING_APPROVAL
     assert response.application.message == "*** let me in"
+
+
+def test_an_edit_is_moderated_as_a_send_masked_or_discarded(stubs):
+    group = create(stubs, owner="alice", members=["bob"])
+    sent = stubs.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+        group_id=group.group_id, type="text", text="fine"), metadata=user_md("bob"), timeout=10).message
+
+    def edit(text):
+        return stubs.messages.EditGroupMessage(message_pb2.EditGroupMessageRequest(
+            group_id=group.group_id, sequence=sent.sequence, text=text), metadata=user_md("bob"), timeout=10)
+
+    def stored():
+        page = stubs.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
+            group_id=group.group_id, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=100),
+            metadata=user_md("bob"), timeout=10)
+        return [(m.text, m.edit_count) for m in page.messages if m.sender_user_id == "bob"]
+
+    masked = edit("oh darn").message
+    assert (masked.text, masked.edit_count) == ("oh ***", 1)
+    assert stored() == [("oh ***", 1)]
+    # A discarded edit answers as if edited, and nothing is stored.
+    discarded = edit("hush now")
+    assert not discarded.unchanged and (discarded.message.text, discarded.message.edit_count) == ("hush now", 2)
+    assert stored() == [("oh ***", 1)]

@@ -6,45 +6,17 @@ unread message still counts) and every refusal, each changing nothing.
 import grpc
 import pytest
 
-from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
-                       message_pb2_grpc)
+from support import EventStream, MessageApi, admin_md, expect_error, uid, user_md
+from groupd.v1 import common_pb2, event_pb2, group_pb2, member_pb2, message_pb2
 
 K = common_pb2
 MEMBER, ADMIN = K.MEMBER_ROLE_MEMBER, K.MEMBER_ROLE_ADMIN
 
 
-class Api:
-    def __init__(self, channel):
-        self.channel = channel
-        self.groups = group_pb2_grpc.GroupServiceStub(channel)
-        self.messages = message_pb2_grpc.MessageServiceStub(channel)
-
-    def create(self, group_type, owner, members=()):
-        return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
-            group_id=uid("g"), type=group_type, owner_user_id=owner, profile=K.GroupProfile(name="team"),
-            members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members]),
-            metadata=admin_md(), timeout=10).group.group_id
-
-    def send(self, group, user, text="hi", **fields):
-        return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
-            group_id=group, type="text", text=text, payload=b"body", **fields),
-            metadata=user_md(user), timeout=10).message
-
+class Api(MessageApi):
     def recall(self, group, sequence, metadata):
         return self.messages.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(
             group_id=group, sequence=sequence), metadata=metadata, timeout=10).message
-
-    def history(self, group, user):
-        """The group's messages as history shows them, without the read counts history adds
-        (tests/test_read_receipts.py checks those) so they compare with RecallGroupMessage's."""
-        messages = list(self.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
-            group_id=group, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=100),
-            metadata=user_md(user), timeout=10).messages)
-        for message in messages:
-            for field in ("read_count", "unread_count", "read_receipts_counted"):
-                message.ClearField(field)
-        return messages
 
     def listed(self, user):
         return {g.group_id: g for g in self.groups.ListJoinedGroups(
@@ -64,7 +36,7 @@ def test_sender_recalls_within_the_window_and_every_member_sees_it(clocked):
     owner, mia, max_ = uid("owner"), uid("mia"), uid("max")
     group = api.create(K.GROUP_TYPE_PUBLIC, owner, [(mia, MEMBER), (max_, MEMBER)])
     # A member who receives no messages still gets the recall (they may hold it from history).
-    member_pb2_grpc.MemberServiceStub(api.channel).SetReceiveMessageOption(member_pb2.SetReceiveMessageOptionRequest(
+    api.members.SetReceiveMessageOption(member_pb2.SetReceiveMessageOptionRequest(
         group_id=group, option=K.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE), metadata=user_md(max_), timeout=10)
     streams = {user: EventStream(api.channel, event_pb2.SubscribeRequest(group_ids=[group]), user_md(user))
                for user in (owner, max_)}

@@ -45,6 +45,9 @@ public struct AppLimits: Sendable, Hashable {
     /// Seconds after sending during which a sender may recall their own message (the owner,
     /// admins and the backend recall at any time). Default 120 (Tencent's 2 minutes).
     public var recallWindowSeconds: Int = 120
+    /// Seconds after sending during which a sender may edit their own message (the owner, admins
+    /// and the backend edit at any time). Default 86400 (a day).
+    public var editWindowSeconds: Int = 86_400
     /// Maximum slow mode interval a group may set (`slow_mode_interval_seconds`). Default 21600
     /// (6 hours).
     public var maxSlowModeIntervalSeconds: Int = 21_600

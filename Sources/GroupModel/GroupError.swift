@@ -163,6 +163,8 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let messageAlreadyRecalled: Self = "MESSAGE_ALREADY_RECALLED"
         /// A sender's own recall came after the app's recall window.
         public static let recallWindowPassed: Self = "RECALL_WINDOW_PASSED"
+        /// A sender's own edit came after the app's edit window.
+        public static let editWindowPassed: Self = "EDIT_WINDOW_PASSED"
         /// The group's slow mode interval has not passed since the sender's previous message;
         /// `metadata["retry_delay_ms"]` says how long to wait.
         public static let slowMode: Self = "SLOW_MODE"

@@ -113,6 +113,10 @@ public struct GroupEvent: Sendable, Hashable {
         /// A stored message was recalled by `operator` (`nil`: the backend); `targets` is its
         /// sender; `changes["sequence"]` and `changes["message_id"]` name it.
         case messageRecalled = "MESSAGE_RECALLED"
+        /// A stored message was edited by `operator` (`nil`: the backend); `targets` is its
+        /// sender; `changes`: `sequence`, `message_id`, `edit_count` and the new body (`text`,
+        /// `payload_hex`, as ``CustomNotification/changes``).
+        case messageEdited = "MESSAGE_EDITED"
         /// `operator` reacted to a stored message; `changes` is the ``ReactionChange``
         /// (``ReactionChange/changes``: `sequence`, `reaction_key`, `count` after the change).
         case messageReactionAdded = "MESSAGE_REACTION_ADDED"

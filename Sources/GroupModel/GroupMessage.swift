@@ -78,13 +78,17 @@ public struct GroupMessage: Sendable, Hashable {
     public var time: Timestamp
     /// Its recall, if it was recalled (then `content` keeps only the priority and the client id).
     public var recall: MessageRecall?
+    /// Its latest edit, if it was edited (then `content`'s text and payload are that edit's).
+    public var edit: MessageEdit?
 
     /// Create a message.
     public init(
         appID: String, groupID: String, sequence: Int64, messageID: String, senderID: String,
-        senderNameCard: String = "", content: MessageContent, time: Timestamp, recall: MessageRecall? = nil
+        senderNameCard: String = "", content: MessageContent, time: Timestamp, recall: MessageRecall? = nil,
+        edit: MessageEdit? = nil
     ) {
         self.recall = recall
+        self.edit = edit
         self.appID = appID
         self.groupID = groupID
         self.sequence = sequence
@@ -107,6 +111,23 @@ public struct MessageRecall: Sendable, Hashable {
     public init(by: String?, time: Timestamp) {
         self.by = by
         self.time = time
+    }
+}
+
+/// Who edited a message last, when, and how many edits it has had.
+public struct MessageEdit: Sendable, Hashable {
+    /// Who edited it last (`nil`: the app's backend).
+    public var by: String?
+    /// When it was edited last.
+    public var time: Timestamp
+    /// How many times it was edited (1 after the first edit).
+    public var count: Int
+
+    /// Create an edit.
+    public init(by: String?, time: Timestamp, count: Int) {
+        self.by = by
+        self.time = time
+        self.count = count
     }
 }
 

@@ -111,18 +111,7 @@ extension GroupRules {
         _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator, now: Timestamp,
         limits: AppLimits
     ) throws -> (recall: MessageRecall, event: GroupEvent.Draft) {
-        try checkHistoryKept(group.type)
-        let floor = try historyFloor(in: group, by: op)
-        guard let message, message.sequence > floor else {
-            throw GroupError(
-                code: .notFound, reason: .messageNotFound, message: "no message \(sequence) in the group",
-                metadata: ["field": "sequence"])
-        }
-        if let recall = message.recall {
-            throw GroupError(
-                code: .failedPrecondition, reason: .messageAlreadyRecalled,
-                message: "message \(sequence) was recalled already", metadata: ["recalled_by": recall.by ?? ""])
-        }
+        let message = try unrecalledMessage(message, sequence: sequence, in: group, by: op)
         let own = op.userID == message.senderID
         try authorize(.recallMessage(own: own), type: group.type, settings: group.settings, actor: op.role).get()
         if own, op.role == .member {
@@ -138,6 +127,34 @@ extension GroupRules {
             kind: .messageRecalled, operatorID: op.userID, targets: [message.senderID],
             changes: ["sequence": String(sequence), "message_id": message.messageID])
         return (MessageRecall(by: op.userID, time: now), event)
+    }
+
+    /// The stored message a recall or an edit acts on: the group keeps history
+    /// (`HISTORY_NOT_KEPT`) and the operator may read it (``historyFloor(in:by:)``); the message
+    /// exists above the operator's history floor (`MESSAGE_NOT_FOUND`, field `sequence`) and is not
+    /// recalled (`MESSAGE_ALREADY_RECALLED`, metadata `recalled_by`).
+    /// - Parameters:
+    ///   - message: The stored message with that sequence (`nil`: none).
+    ///   - sequence: The request's sequence.
+    ///   - group: The group as stored.
+    ///   - op: The acting user and their membership, or the app's backend.
+    /// - Returns: The message.
+    static func unrecalledMessage(
+        _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator
+    ) throws -> GroupMessage {
+        try checkHistoryKept(group.type)
+        let floor = try historyFloor(in: group, by: op)
+        guard let message, message.sequence > floor else {
+            throw GroupError(
+                code: .notFound, reason: .messageNotFound, message: "no message \(sequence) in the group",
+                metadata: ["field": "sequence"])
+        }
+        if let recall = message.recall {
+            throw GroupError(
+                code: .failedPrecondition, reason: .messageAlreadyRecalled,
+                message: "message \(sequence) was recalled already", metadata: ["recalled_by": recall.by ?? ""])
+        }
+        return message
     }
 
     /// Validate a body (message or custom notification): not empty, not over ``messageBodyBytes``.

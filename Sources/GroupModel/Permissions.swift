@@ -141,6 +141,9 @@ public enum GroupAction: Sendable, Hashable {
     /// Recall a stored message: the operator's own (`own`; the recall window is checked
     /// separately, with the time), or another user's.
     case recallMessage(own: Bool)
+    /// Edit a stored message: the operator's own (`own`; the edit window and mutes are checked
+    /// separately, with the time), or another user's.
+    case editMessage(own: Bool)
     /// Read message history.
     case readHistory
     /// Mark messages read.
@@ -446,9 +449,9 @@ public enum GroupRules {
         case .mentionAll:
             return memberCheck(actor, grantedTo: settings.mentionAllPermission, setting: .mentionAllPermission)
 
-        case .recallMessage(let own):
+        case .recallMessage(let own), .editMessage(let own):
             if !behaviour.historyKept { return .refused(historyNotKept(type)) }
-            // The owner and admins recall anyone's message, members only their own.
+            // The owner and admins recall and edit anyone's message, members only their own.
             return memberCheck(actor, grantedTo: own ? .everyone : .ownerAndAdmins, setting: nil)
         case .writeAttributes:
             return memberCheck(actor, grantedTo: attributeWriters(for: type), setting: nil)

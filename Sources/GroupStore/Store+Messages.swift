@@ -132,6 +132,57 @@ extension Store {
         }
     }
 
+    /// Edits the stored message `sequence` of a group: its text and payload become `text` and
+    /// `payload`, atomically with the event `plan` returns.
+    ///
+    /// In one write transaction: find the group (`GROUP_NOT_FOUND`), load the operator's
+    /// membership and the message, run `plan` (the pure edit rule, which throws to refuse). An
+    /// `MessageEditPlan.unchanged` plan writes nothing; an edit replaces the body, records the
+    /// edit and appends the event, unless `write` is false (a policy plugin discarded the edit):
+    /// then nothing is written either, and the answer is the message as the edit would have left it.
+    /// - Parameters:
+    ///   - app: The app.
+    ///   - groupID: The group.
+    ///   - sequence: The sequence of the message to edit.
+    ///   - text: The new text.
+    ///   - payload: The new payload.
+    ///   - operatorID: The acting user (`nil`: the backend).
+    ///   - time: The time of the edit (event time).
+    ///   - write: Whether an edit the plan allows is stored (`false`: answered only).
+    ///   - plan: Pure: handed the group, the operator's membership and the message (`nil`: none);
+    ///     returns what the edit comes to.
+    /// - Returns: The message as history shows it after the call and whether it is unchanged, the
+    ///   group, and the committed events (none when unchanged or not written).
+    /// - Throws: `GROUP_NOT_FOUND`; what `plan` throws; `INTERNAL`.
+    public func editMessage(
+        app: String, groupID: String, sequence: Int64, text: String, payload: [UInt8], operatorID: String?,
+        at time: Timestamp, write: Bool = true,
+        plan: @escaping @Sendable (Group, Member?, GroupMessage?) throws -> MessageEditPlan
+    ) async throws -> Committed<EditedMessage> {
+        try await mutate("editMessage", scope: .groups([groupID], app: app)) { transaction, effects in
+            let snapshot = try await transaction.load(SnapshotRequest(
+                app: app, group: groupID, operatorID: operatorID, time: time, messageSequence: sequence))
+            var group = try Self.loadedGroup(snapshot)
+            let decided = try plan(group, operatorID.flatMap { snapshot.members[$0] }, snapshot.message?.message)
+            guard var message = snapshot.message?.message else { throw GroupError.internal("an edit without its message") }
+            guard case .edit(let edit, let draft) = decided else {
+                return Committed(value: EditedMessage(message: message, unchanged: true), group: group, events: [])
+            }
+            message.content.text = text
+            message.content.payload = payload
+            message.edit = edit
+            guard write else {
+                return Committed(value: EditedMessage(message: message, unchanged: false), group: group, events: [])
+            }
+            let written = try await transaction.write(
+                WriteSet(events: [draft], edit: MessageBodyEdit(sequence: sequence, text: text, payload: payload, edit: edit)),
+                over: snapshot)
+            if let last = written.events.last { group.latestSequence = last.sequence }
+            try await effects.wrote(written, to: group, transaction: transaction)
+            return Committed(value: EditedMessage(message: message, unchanged: false), group: group, events: written.events)
+        }
+    }
+
     /// Deletes up to `limit` of an app's messages sent before `cutoff` (the body and its
     /// `GROUP_MESSAGE` event row, in one transaction). Sequences are never reused: history reads
     /// simply find nothing below the oldest kept message.

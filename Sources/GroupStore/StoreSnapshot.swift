@@ -229,6 +229,8 @@ public struct WriteSet: Sendable {
     public var applicationReadTime: (user: String, time: Timestamp)?
     /// A stored message of the snapshot's group to turn into a tombstone.
     public var recall: (sequence: Int64, recall: MessageRecall)?
+    /// A stored message of the snapshot's group whose text and payload an edit replaces.
+    public var edit: MessageBodyEdit?
     /// A reaction of a stored message of the snapshot's group to add or remove (its user row and
     /// its key's count row).
     public var reaction: ReactionWrite?
@@ -244,9 +246,11 @@ public struct WriteSet: Sendable {
         newGroup: GroupCreationPlan? = nil, change: GroupChange? = nil, events: [GroupEvent.Draft] = [],
         message: GroupMessage? = nil, applications: [Application] = [], remark: (user: String, remark: String?)? = nil,
         readSequence: (user: String, sequence: Int64)? = nil, applicationReadTime: (user: String, time: Timestamp)? = nil,
-        recall: (sequence: Int64, recall: MessageRecall)? = nil, attributes: AttributeChange? = nil
+        recall: (sequence: Int64, recall: MessageRecall)? = nil, attributes: AttributeChange? = nil,
+        edit: MessageBodyEdit? = nil
     ) {
         self.recall = recall
+        self.edit = edit
         self.attributes = attributes
         self.newGroup = newGroup
         self.change = change
@@ -256,6 +260,26 @@ public struct WriteSet: Sendable {
         self.remark = remark
         self.readSequence = readSequence
         self.applicationReadTime = applicationReadTime
+    }
+}
+
+/// A stored message's new body and the edit that gave it (``WriteSet/edit``).
+public struct MessageBodyEdit: Sendable {
+    /// The message's sequence.
+    public var sequence: Int64
+    /// The new text.
+    public var text: String
+    /// The new payload.
+    public var payload: [UInt8]
+    /// Who, when, and the message's edit count after it.
+    public var edit: MessageEdit
+
+    /// Creates a body edit.
+    public init(sequence: Int64, text: String, payload: [UInt8], edit: MessageEdit) {
+        self.sequence = sequence
+        self.text = text
+        self.payload = payload
+        self.edit = edit
     }
 }
 

@@ -32,6 +32,20 @@ public struct AppendedMessage: Sendable {
     }
 }
 
+/// The answer of ``Store/editMessage(app:groupID:sequence:text:payload:operatorID:at:write:plan:)``.
+public struct EditedMessage: Sendable, Hashable {
+    /// The message as history shows it after the call.
+    public var message: GroupMessage
+    /// True when the stored body was the requested one already: nothing was written.
+    public var unchanged: Bool
+
+    /// Create an answer.
+    public init(message: GroupMessage, unchanged: Bool) {
+        self.message = message
+        self.unchanged = unchanged
+    }
+}
+
 /// Which stored messages a history read returns: a window of sequences walked one way.
 public struct MessageRange: Sendable, Hashable {
     /// Which way the walk goes.

@@ -34,7 +34,7 @@ enum PostgresSchema {
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
-        ("v11", v11), ("v12", v12), ("v13", v13),
+        ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -752,5 +752,14 @@ enum PostgresSchema {
             PRIMARY KEY (app_id, group_key, seq, user_id, reaction_key)
         );
         CREATE UNIQUE INDEX message_reactions_by_key ON message_reactions (app_id, group_key, seq, reaction_key, ordinal);
+        """
+
+    /// v14: message edits (SQLite's v18): on `group_messages`, `edit_count` (0: never edited),
+    /// `edited_by` and `edit_time` of the latest edit (`edit_time` NULL: never edited). An edit
+    /// rewrites `text` and `payload` in place.
+    static let v14 = """
+        ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
+        ALTER TABLE group_messages ADD COLUMN edit_time BIGINT;
         """
 }

@@ -261,7 +261,7 @@ extension PostgresTransaction {
     static func isSend(_ writes: WriteSet) -> Bool {
         writes.message != nil && writes.events.count == 1 && writes.newGroup == nil && writes.change == nil
             && writes.applications.isEmpty && writes.remark == nil && writes.attributes == nil && writes.inviteLinks.isEmpty
-            && writes.readSequence == nil && writes.recall == nil && writes.applicationReadTime == nil
+            && writes.readSequence == nil && writes.recall == nil && writes.applicationReadTime == nil && writes.edit == nil
     }
 
     /// Holds a send's rows for ``flushSends()`` and moves what memory holds of its group.

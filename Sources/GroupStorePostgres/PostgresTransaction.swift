@@ -130,6 +130,17 @@ final class PostgresTransaction: StoreTransaction {
                     "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
+            if let edit = writes.edit {
+                try await session.execute(
+                    """
+                    UPDATE group_messages SET text = ?, payload = ?, edit_count = ?, edited_by = ?, edit_time = ?
+                    WHERE app_id = ? AND group_key = ? AND seq = ?
+                    """,
+                    [
+                        .text(edit.text), .bytes(edit.payload), .integer(Int64(edit.edit.count)), .text(edit.edit.by),
+                        .integer(edit.edit.time.millisecondsSince1970), .text(app), .integer(key), .integer(edit.sequence),
+                    ])
+            }
             if let reaction = writes.reaction {
                 try await PostgresReactionRows.write(reaction, session, app: app, groupKey: key, time: time)
             }
@@ -151,6 +162,7 @@ final class PostgresTransaction: StoreTransaction {
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil || writes.presence != nil
+            || writes.edit != nil
             || !writes.inviteLinks.isEmpty || writes.reaction != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")

@@ -11,9 +11,10 @@ public enum MessageRows {
     /// PostgreSQL reads it from the message's event row (`PostgresMessageRows.columns`).
     package static func columns(eventID: String) -> String {
         "\(eventID), gm.seq, gm.message_id, gm.sender_id, gm.client_message_id, gm.type, gm.text, gm.payload, "
-            + "gm.priority, gm.sender_name_card, gm.time, gm.mention_all, gm.mentioned_ids, gm.recalled_by, gm.recall_time"
+            + "gm.priority, gm.sender_name_card, gm.time, gm.mention_all, gm.mentioned_ids, gm.recalled_by, gm.recall_time, "
+            + "gm.edit_count, gm.edited_by, gm.edit_time"
     }
-    package static let messageColumnCount = 15
+    package static let messageColumnCount = 18
 
     /// Decode a row selected with ``messageColumns``, by index.
     @inlinable
@@ -26,10 +27,13 @@ public enum MessageRows {
         let recall = try row.optionalInt64(14).map {
             MessageRecall(by: try row.optionalText(13), time: Timestamp(millisecondsSince1970: $0))
         }
+        let edit = try row.optionalInt64(17).map {
+            MessageEdit(by: try row.optionalText(16), time: Timestamp(millisecondsSince1970: $0), count: Int(try row.int64(15)))
+        }
         let message = GroupMessage(
             appID: appID, groupID: groupID, sequence: try row.int64(1), messageID: try row.text(2),
             senderID: try row.text(3), senderNameCard: try row.text(9), content: content,
-            time: Timestamp(millisecondsSince1970: try row.int64(10)), recall: recall)
+            time: Timestamp(millisecondsSince1970: try row.int64(10)), recall: recall, edit: edit)
         return StoredMessage(eventID: try row.int64(0), message: message)
     }
 

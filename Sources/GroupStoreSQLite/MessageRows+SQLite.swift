@@ -41,6 +41,17 @@ extension MessageRows {
             .execute(arguments: [groupKey, sequence])
     }
 
+    /// Replaces the text and payload of the message `sequence` and records its edit (the type,
+    /// priority and mentions stay as sent).
+    static func edit(_ edit: MessageBodyEdit, groupKey: Int64, db: Database) throws {
+        try db.cachedStatement(
+            sql: "UPDATE group_messages SET text = ?, payload = ?, edit_count = ?, edited_by = ?, edit_time = ? WHERE group_key = ? AND seq = ?"
+        ).execute(arguments: [
+            edit.text, Data(edit.payload), edit.edit.count, edit.edit.by, edit.edit.time.millisecondsSince1970, groupKey,
+            edit.sequence,
+        ])
+    }
+
     /// Whether `userID` has an unread mention after `sequence`: a kept `message_mentions` row
     /// (@me), an unrecalled @all message from someone else (@all).
     static func unreadMention(groupKey: Int64, userID: String, after sequence: Int64, db: Database) throws -> UnreadMention {

@@ -230,6 +230,7 @@ struct SQLiteTransaction: StoreTransaction {
             if let recall = writes.recall {
                 try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
             }
+            if let edit = writes.edit { try MessageRows.edit(edit, groupKey: key, db: db) }
             if let reaction = writes.reaction {
                 try ReactionRows.write(reaction, groupKey: key, time: time, db: db)
             }
@@ -249,7 +250,7 @@ struct SQLiteTransaction: StoreTransaction {
             }
         } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
             || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
-            || !writes.inviteLinks.isEmpty || writes.presence != nil || writes.reaction != nil
+            || !writes.inviteLinks.isEmpty || writes.presence != nil || writes.reaction != nil || writes.edit != nil
         {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }

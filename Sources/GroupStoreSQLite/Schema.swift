@@ -23,6 +23,7 @@ extension Schema {
         migrator.registerMigration("v15", migrate: Schema.v15)
         migrator.registerMigration("v16", migrate: Schema.v16)
         migrator.registerMigration("v17", migrate: Schema.v17)
+        migrator.registerMigration("v18", migrate: Schema.v18)
         return migrator
     }
 }
@@ -634,6 +635,17 @@ enum Schema {
                 PRIMARY KEY (group_key, seq, user_id, reaction_key)
             ) WITHOUT ROWID;
             CREATE UNIQUE INDEX message_reactions_by_key ON message_reactions(group_key, seq, reaction_key, ordinal);
+            """)
+    }
+
+    /// v18: message edits. On `group_messages`: `edit_count` (0: never edited), `edited_by` and
+    /// `edit_time` of the latest edit (`edit_time` NULL: never edited; `edited_by` NULL with a
+    /// time: the backend). An edit rewrites `text` and `payload` in place.
+    static func v18(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
+            ALTER TABLE group_messages ADD COLUMN edit_time INTEGER;
             """)
     }
 }

@@ -50,15 +50,21 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v13 added, taken away: the reaction tables.
-private let backToV12 = """
+/// What v14 added, taken away: the edit columns of `group_messages`.
+private let backToV13 = """
+    ALTER TABLE group_messages DROP COLUMN edit_count, DROP COLUMN edited_by, DROP COLUMN edit_time;
+    DELETE FROM groupd_migrations WHERE id = 'v14'
+    """
+
+/// What v13 added, taken away (after v14): the reaction tables.
+private let backToV12 = backToV13 + ";\n" + """
     DROP TABLE message_reactions;
     DROP TABLE reaction_counts;
     DELETE FROM groupd_migrations WHERE id = 'v13'
     """
 
-/// What v12 changed, taken back: the foreign keys of the appended tables to `groups`, the row
-/// trigger of `joined_counts`.
+/// What v12 changed, taken back (after v13): the foreign keys of the appended tables to `groups`,
+/// the row trigger of `joined_counts`.
 private let backToV11 = backToV12 + ";\n" + """
     DROP TRIGGER members_joined_count_insert ON members;
     DROP TRIGGER members_joined_count_delete ON members;
@@ -238,7 +244,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(3) == ["v11", "v12", "v13"])
+        #expect(backend.appliedMigrations.suffix(4) == ["v11", "v12", "v13", "v14"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")

@@ -328,6 +328,75 @@ struct StoreMessageTests {
         #expect(after.latestSequence == page.latestSequence)
     }
 
+    @Test("an edit replaces the body with its event; history and the event stream show it; unchanged and unwritten edits write nothing", arguments: StoreKind.allCases)
+    func edit(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        try await create(store, "g1")
+        let sent = try await sendContent(
+            store, "g1", from: "bob", content: MessageContent(type: "text", text: "tpyo", payload: [9], mentionedUserIDs: ["carol"]))
+        let t1 = t0.adding(seconds: 5)
+        let edit = MessageEdit(by: "bob", time: t1, count: 1)
+        let draft = GroupEvent.Draft(kind: .messageEdited, operatorID: "bob", targets: ["bob"], changes: ["text": "typo"])
+        let committed = try await store.editMessage(
+            app: "app", groupID: "g1", sequence: sent.message.sequence, text: "typo", payload: [], operatorID: "bob", at: t1
+        ) { group, member, message in
+            #expect(member?.userID == "bob" && member?.role == .member)
+            #expect(message == sent.message)
+            return .edit(edit, event: draft)
+        }
+        var built = sent.message
+        built.content.text = "typo"
+        built.content.payload = []
+        built.edit = edit
+        let expected = built
+        #expect(committed.value == EditedMessage(message: expected, unchanged: false))
+        #expect(committed.events.map(\.kind) == [.messageEdited] && committed.events[0].changes == ["text": "typo"])
+        let page = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(page.messages == [expected])
+        #expect(page.latestSequence == committed.events[0].sequence)
+        // The mentions stay as sent.
+        #expect(page.messages.first?.content.mentionedUserIDs == ["carol"])
+        // The message's own event, read from the log, carries the edited body.
+        let logged = try await store.appEvents(app: "app", after: 0, limit: 20).events
+        #expect(logged.compactMap(\.message).map(\.message) == [expected])
+
+        // Unchanged, and an edit not to be written: no event, nothing stored.
+        let unchanged = try await store.editMessage(
+            app: "app", groupID: "g1", sequence: sent.message.sequence, text: "typo", payload: [], operatorID: "bob", at: t1
+        ) { _, _, message in
+            #expect(message == expected)
+            return .unchanged
+        }
+        #expect(unchanged.value == EditedMessage(message: expected, unchanged: true) && unchanged.events.isEmpty)
+        let t2 = t1.adding(seconds: 5)
+        let unwritten = try await store.editMessage(
+            app: "app", groupID: "g1", sequence: sent.message.sequence, text: "hidden", payload: [1], operatorID: nil, at: t2,
+            write: false
+        ) { _, _, _ in .edit(MessageEdit(by: nil, time: t2, count: 2), event: draft) }
+        #expect(unwritten.value.message.content.text == "hidden" && unwritten.value.message.edit?.count == 2 && unwritten.events.isEmpty)
+        // A refusal writes nothing either.
+        await #expect(throws: GroupError.self) {
+            _ = try await store.editMessage(
+                app: "app", groupID: "g1", sequence: 999, text: "x", payload: [], operatorID: nil, at: t2
+            ) { _, _, message in
+                #expect(message == nil)
+                throw GroupError(code: .notFound, reason: .messageNotFound, message: "none")
+            }
+        }
+        let after = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(after.messages == [expected] && after.latestSequence == page.latestSequence)
+
+        // A second edit counts up; history shows the latest body and editor.
+        let second = try await store.editMessage(
+            app: "app", groupID: "g1", sequence: sent.message.sequence, text: "", payload: [7, 7], operatorID: "alice", at: t2
+        ) { _, _, _ in .edit(MessageEdit(by: "alice", time: t2, count: 2), event: draft) }
+        #expect(second.value.message.edit == MessageEdit(by: "alice", time: t2, count: 2) && second.value.message.content.payload == [7, 7])
+        let reopened = try await store.messages(app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 1)
+        #expect(reopened.messages.first?.content.text == "" && reopened.messages.first?.content.payload == [7, 7]
+            && reopened.messages.first?.edit?.by == "alice")
+    }
+
     @Test("the send check gets the sender's previous message time when slow mode is on", arguments: StoreKind.allCases)
     func lastSent(kind: StoreKind) async throws {
         let temporary = try await temporaryStore(kind)

@@ -1136,6 +1136,12 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// every member, those whose receive option is NOT_RECEIVE too.
     case messageRecalled // = 37
 
+    /// Tip: a stored message was edited (EditGroupMessage); operator = who
+    /// edited it (empty: the backend). Detail: message_edit, with the new
+    /// body. Delivered to every member, those whose receive option is
+    /// NOT_RECEIVE too.
+    case messageEdited // = 52
+
     /// Tip: group attributes were set or deleted (SetGroupAttributes,
     /// DeleteGroupAttributes); operator = who changed them. Detail:
     /// attributes_change (keys and new versions; GetGroupAttributes gives the
@@ -1225,6 +1231,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 34: self = .memberUnbanned
         case 35: self = .muteBypassChanged
         case 37: self = .messageRecalled
+        case 52: self = .messageEdited
         case 45: self = .groupAttributesChanged
         case 46: self = .inviteLinkCreated
         case 47: self = .inviteLinkRevoked
@@ -1277,6 +1284,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .memberUnbanned: return 34
         case .muteBypassChanged: return 35
         case .messageRecalled: return 37
+        case .messageEdited: return 52
         case .groupAttributesChanged: return 45
         case .inviteLinkCreated: return 46
         case .inviteLinkRevoked: return 47
@@ -1290,7 +1298,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -2088,6 +2096,36 @@ public struct Groupd_V1_MessageRecall: ProtoMessage {
     public init() {}
 }
 
+/// MESSAGE_EDITED detail.
+public struct Groupd_V1_MessageEdit: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MessageEdit"
+
+    /// The edited message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// The edited message's id.
+    public var messageID: String = ""
+
+    /// Who sent the message.
+    public var senderUserID: String = ""
+
+    /// Who edited it; empty when the backend did.
+    public var editedByUserID: String = ""
+
+    /// How many times it has been edited, this edit included.
+    public var editCount: UInt32 = 0
+
+    /// The new text body.
+    public var text: String = ""
+
+    /// The new opaque body.
+    public var payload: [UInt8] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// A group attribute key and the version a write gave it.
 public struct Groupd_V1_AttributeVersion: ProtoMessage {
     /// The message's full protobuf name.
@@ -2382,6 +2420,17 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .messageRecall(newValue) }
     }
 
+    /// MESSAGE_EDITED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var messageEdit: Groupd_V1_MessageEdit {
+        get {
+            if case .messageEdit(let value)? = detail { return value }
+            return Groupd_V1_MessageEdit()
+        }
+        set { detail = .messageEdit(newValue) }
+    }
+
     /// GROUP_ATTRIBUTES_CHANGED.
     ///
     /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
@@ -2473,6 +2522,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case muteBypass(Groupd_V1_MuteBypassChange)
         /// MESSAGE_RECALLED.
         case messageRecall(Groupd_V1_MessageRecall)
+        /// MESSAGE_EDITED.
+        case messageEdit(Groupd_V1_MessageEdit)
         /// GROUP_ATTRIBUTES_CHANGED.
         case attributesChange(Groupd_V1_AttributesChange)
         /// INVITE_LINK_CREATED, INVITE_LINK_REVOKED.
@@ -2557,6 +2608,16 @@ public struct Groupd_V1_GroupMessage: ProtoMessage {
     /// True when read_count and unread_count are filled (GetGroupMessages in a
     /// group with read receipts).
     public var readReceiptsCounted: Bool = false
+
+    /// How many times the message was edited (EditGroupMessage); 0: never.
+    /// text and payload are the latest edit's.
+    public var editCount: UInt32 = 0
+
+    /// Who edited it last (empty when the backend did, or never edited).
+    public var editedByUserID: String = ""
+
+    /// When it was edited last; absent when never edited.
+    public var editTime: Google_Protobuf_Timestamp? = nil
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -3766,6 +3827,50 @@ extension Groupd_V1_MessageRecall {
     }
 }
 
+extension Groupd_V1_MessageEdit {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__message_edit(), as: Groupd__V1__MessageEdit.self, Groupd_V1_MessageEdit.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MessageEdit` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MessageEdit>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        messageID = try _protoString(c.message_id, "groupd.v1.MessageEdit.message_id")
+        senderUserID = try _protoString(c.sender_user_id, "groupd.v1.MessageEdit.sender_user_id")
+        editedByUserID = try _protoString(c.edited_by_user_id, "groupd.v1.MessageEdit.edited_by_user_id")
+        editCount = c.edit_count
+        text = try _protoString(c.text, "groupd.v1.MessageEdit.text")
+        payload = _protoBytes(c.payload)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MessageEdit` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MessageEdit> {
+        let p = arena.make(Groupd__V1__MessageEdit.self, groupd__v1__message_edit__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !messageID.isEmpty { p.pointee.message_id = arena.cString(messageID) }
+        if !senderUserID.isEmpty { p.pointee.sender_user_id = arena.cString(senderUserID) }
+        if !editedByUserID.isEmpty { p.pointee.edited_by_user_id = arena.cString(editedByUserID) }
+        if editCount != 0 { p.pointee.edit_count = editCount }
+        if !text.isEmpty { p.pointee.text = arena.cString(text) }
+        if !payload.isEmpty { p.pointee.payload = arena.binary(payload) }
+        return p
+    }
+}
+
 extension Groupd_V1_AttributeVersion {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -3969,6 +4074,9 @@ extension Groupd_V1_GroupEvent {
         case 45:
             if let sub = c.message_recall { detail = .messageRecall(try Groupd_V1_MessageRecall(_c: sub)) }
             else { detail = .messageRecall(Groupd_V1_MessageRecall()) }
+        case 60:
+            if let sub = c.message_edit { detail = .messageEdit(try Groupd_V1_MessageEdit(_c: sub)) }
+            else { detail = .messageEdit(Groupd_V1_MessageEdit()) }
         case 55:
             if let sub = c.attributes_change { detail = .attributesChange(try Groupd_V1_AttributesChange(_c: sub)) }
             else { detail = .attributesChange(Groupd_V1_AttributesChange()) }
@@ -4057,6 +4165,9 @@ extension Groupd_V1_GroupEvent {
         case .messageRecall(let value)?:
             p.pointee.detail_case = .init(rawValue: 45)
             p.pointee.message_recall = value._cBuild(arena)
+        case .messageEdit(let value)?:
+            p.pointee.detail_case = .init(rawValue: 60)
+            p.pointee.message_edit = value._cBuild(arena)
         case .attributesChange(let value)?:
             p.pointee.detail_case = .init(rawValue: 55)
             p.pointee.attributes_change = value._cBuild(arena)
@@ -4118,6 +4229,9 @@ extension Groupd_V1_GroupMessage {
         readCount = c.read_count
         unreadCount = c.unread_count
         readReceiptsCounted = (c.read_receipts_counted != 0)
+        editCount = c.edit_count
+        editedByUserID = try _protoString(c.edited_by_user_id, "groupd.v1.GroupMessage.edited_by_user_id")
+        if let sub = c.edit_time { editTime = try Google_Protobuf_Timestamp(_c: sub) }
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupMessage` whose every pointer lives in `arena`.
@@ -4145,6 +4259,9 @@ extension Groupd_V1_GroupMessage {
         if readCount != 0 { p.pointee.read_count = readCount }
         if unreadCount != 0 { p.pointee.unread_count = unreadCount }
         if readReceiptsCounted { p.pointee.read_receipts_counted = (readReceiptsCounted ? 1 : 0) }
+        if editCount != 0 { p.pointee.edit_count = editCount }
+        if !editedByUserID.isEmpty { p.pointee.edited_by_user_id = arena.cString(editedByUserID) }
+        if let value = editTime { p.pointee.edit_time = value._cBuild(arena) }
         return p
     }
 }

@@ -330,6 +330,44 @@ public struct Groupd_V1_RecallGroupMessageResponse: ProtoMessage {
     public init() {}
 }
 
+/// EditGroupMessage request.
+public struct Groupd_V1_EditGroupMessageRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.EditGroupMessageRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The message's sequence (GroupMessage.sequence); 0 is INVALID_ARGUMENT.
+    public var sequence: UInt64 = 0
+
+    /// The new text body (moderated by policy plugins as `message.text`).
+    public var text: String = ""
+
+    /// The new opaque body. Text and payload together are the new body: at
+    /// least one of them, at most the send limit.
+    public var payload: [UInt8] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// EditGroupMessage response.
+public struct Groupd_V1_EditGroupMessageResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.EditGroupMessageResponse"
+
+    /// The message as history now shows it.
+    public var message: Groupd_V1_GroupMessage? = nil
+
+    /// True when the stored text and payload were those of the request
+    /// already (a retry): nothing was changed and no event emitted.
+    public var unchanged: Bool = false
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// PinGroupMessage request.
 public struct Groupd_V1_PinGroupMessageRequest: ProtoMessage {
     /// The message's full protobuf name.
@@ -944,6 +982,78 @@ extension Groupd_V1_RecallGroupMessageResponse {
     }
 }
 
+extension Groupd_V1_EditGroupMessageRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__edit_group_message_request(), as: Groupd__V1__EditGroupMessageRequest.self, Groupd_V1_EditGroupMessageRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__EditGroupMessageRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__EditGroupMessageRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.EditGroupMessageRequest.group_id")
+        sequence = c.sequence
+        text = try _protoString(c.text, "groupd.v1.EditGroupMessageRequest.text")
+        payload = _protoBytes(c.payload)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__EditGroupMessageRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__EditGroupMessageRequest> {
+        let p = arena.make(Groupd__V1__EditGroupMessageRequest.self, groupd__v1__edit_group_message_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !text.isEmpty { p.pointee.text = arena.cString(text) }
+        if !payload.isEmpty { p.pointee.payload = arena.binary(payload) }
+        return p
+    }
+}
+
+extension Groupd_V1_EditGroupMessageResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__edit_group_message_response(), as: Groupd__V1__EditGroupMessageResponse.self, Groupd_V1_EditGroupMessageResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__EditGroupMessageResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__EditGroupMessageResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.message { message = try Groupd_V1_GroupMessage(_c: sub) }
+        unchanged = (c.unchanged != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__EditGroupMessageResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__EditGroupMessageResponse> {
+        let p = arena.make(Groupd__V1__EditGroupMessageResponse.self, groupd__v1__edit_group_message_response__init)
+        if let value = message { p.pointee.message = value._cBuild(arena) }
+        if unchanged { p.pointee.unchanged = (unchanged ? 1 : 0) }
+        return p
+    }
+}
+
 extension Groupd_V1_PinGroupMessageRequest {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -1535,6 +1645,31 @@ public enum Groupd_V1_MessageService {
         public static let recallGroupMessage = ProtoMethod<Groupd_V1_RecallGroupMessageRequest, Groupd_V1_RecallGroupMessageResponse>(
             service: "groupd.v1.MessageService", method: "RecallGroupMessage",
             isClientStreaming: false, isServerStreaming: false)
+        /// Edits a stored message's text and payload (its type, priority and
+        /// mentions stay as sent): its sender within the app's edit window
+        /// (`edit_window_seconds`, default 86400), the owner and admins at any
+        /// time, the backend (admin token) at any time. The new body is checked as
+        /// a send's is (not empty, within the size limit; a user's edit also as
+        /// their send: a muted member edits nothing) and goes through the policy
+        /// plugins' before_send_group_message hook with the field
+        /// `message.edit_of` (the sequence): a reject refuses the edit, a rewrite
+        /// changes what is stored, a discard answers as if edited and stores
+        /// nothing. History then shows the new body with edit_count, edit_time
+        /// and edited_by_user_id, and a MESSAGE_EDITED event with the new body
+        /// reaches every member's stream. A retry is harmless: an edit whose text
+        /// and payload equal the stored ones changes nothing, emits nothing and
+        /// answers the stored message with `unchanged`. Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, HISTORY_NOT_KEPT (AVChatRoom), INVALID_ARGUMENT (sequence
+        /// 0; an empty or oversized body), MESSAGE_NOT_FOUND (no such message, or
+        /// one the caller's history does not show), MESSAGE_ALREADY_RECALLED,
+        /// PERMISSION_DENIED (an ordinary member editing another's message),
+        /// MEMBER_MUTED, GROUP_MUTED, EDIT_WINDOW_PASSED, and a plugin's
+        /// rejection.
+        ///
+        /// `/groupd.v1.MessageService/EditGroupMessage`, unary.
+        public static let editGroupMessage = ProtoMethod<Groupd_V1_EditGroupMessageRequest, Groupd_V1_EditGroupMessageResponse>(
+            service: "groupd.v1.MessageService", method: "EditGroupMessage",
+            isClientStreaming: false, isServerStreaming: false)
         /// Pins a stored message on the group (Group.pinned_messages), by the
         /// roles in settings.pin_scope (the backend always). Emits MESSAGE_PINNED
         /// to the group. A group holds at most the app's `max_pinned_messages`
@@ -1623,5 +1758,5 @@ public enum Groupd_V1_MessageService {
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased, Method.addMessageReaction.erased, Method.removeMessageReaction.erased, Method.getMessageReactions.erased, Method.listMessageReactionUsers.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.editGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased, Method.addMessageReaction.erased, Method.removeMessageReaction.erased, Method.getMessageReactions.erased, Method.listMessageReactionUsers.erased]
 }

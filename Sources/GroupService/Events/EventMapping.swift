@@ -43,6 +43,7 @@ enum EventMapping {
         case .memberUnbanned: .memberUnbanned
         case .muteBypassChanged: .muteBypassChanged
         case .messageRecalled: .messageRecalled
+        case .messageEdited: .messageEdited
         case .groupAttributesChanged: .groupAttributesChanged
         case .inviteLinkCreated: .inviteLinkCreated
         case .inviteLinkRevoked: .inviteLinkRevoked
@@ -160,6 +161,17 @@ enum EventMapping {
                 $0.messageID = changes["message_id"] ?? ""
                 $0.senderUserID = event.targets.first ?? ""
                 $0.recalledByUserID = event.operatorID ?? ""
+            })
+        case .messageEdited:
+            let body = CustomNotification(changes: changes)
+            return .messageEdit(.with {
+                $0.sequence = UInt64(max(Int64(changes["sequence"] ?? "") ?? 0, 0))
+                $0.messageID = changes["message_id"] ?? ""
+                $0.senderUserID = event.targets.first ?? ""
+                $0.editedByUserID = event.operatorID ?? ""
+                $0.editCount = UInt32(clamping: Int64(changes["edit_count"] ?? "") ?? 0)
+                $0.text = body.text
+                $0.payload = body.payload
             })
         case .groupRead:
             return .read(.with { $0.readSequence = UInt64(max(Int64(changes["read_sequence"] ?? "") ?? 0, 0)) })

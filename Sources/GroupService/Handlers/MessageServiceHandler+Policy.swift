@@ -2,18 +2,29 @@ import GroupAPI
 import GroupModel
 import PolicyHost
 
-/// The policy hook of sending a message. SendGroupMessage calls it once, before anything is
-/// stored or delivered.
+/// The policy hook of sending a message. SendGroupMessage and EditGroupMessage call it once,
+/// before anything is stored or delivered.
 extension MessageServiceHandler {
-    /// SendGroupMessage: `before_send_group_message` on `message.text` and `message.payload`
-    /// (payload bytes as UTF-8 text). A reject refuses the send; a rewrite changes what is stored
-    /// and delivered.
+    /// SendGroupMessage and EditGroupMessage: `before_send_group_message` on `message.text` and
+    /// `message.payload` (payload bytes as UTF-8 text), and for an edit `message.edit_of` (the
+    /// edited message's sequence, which a rewrite cannot change). A reject refuses the send or
+    /// edit; a rewrite changes what is stored and delivered.
+    /// - Parameters:
+    ///   - content: The message's body: its text and payload are what the hook sees, and what a
+    ///     rewrite changes.
+    ///   - groupID: The group.
+    ///   - groupType: The group's type, as the hook's `group_type`.
+    ///   - editOf: The sequence of the message an edit replaces the body of (`nil`: a send).
+    ///   - call: The call being checked.
     /// - Returns: `false` when a plugin discarded the message: answer success, store and deliver nothing.
-    func checkMessagePolicy(_ content: inout MessageContent, groupID: String, groupType: GroupType, _ call: CallContext) async throws -> Bool {
+    func checkMessagePolicy(
+        _ content: inout MessageContent, groupID: String, groupType: GroupType, editOf: Int64? = nil, _ call: CallContext
+    ) async throws -> Bool {
         let type = GroupdService.hookGroupType(groupType)
         var fields: [HookField] = []
         if !content.text.isEmpty { fields.append(HookField("message.text", content.text)) }
         if !content.payload.isEmpty { fields.append(HookField("message.payload", String(decoding: content.payload, as: UTF8.self))) }
+        if let editOf { fields.append(HookField("message.edit_of", String(editOf))) }
         let named = fields
         let verdict = try await service.checkPolicy(
             .beforeSendGroupMessage, call, allowDiscard: true,

@@ -5,8 +5,8 @@ import PolicyHost
 import Synchronization
 
 /// The handler of `groupd.v1.MessageService` (message.proto). This file holds SendGroupMessage,
-/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; pins, read
-/// receipts and reactions are in `MessageServiceHandler+Pins.swift`,
+/// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; edits, pins, read
+/// receipts and reactions are in `MessageServiceHandler+Edits.swift`, `MessageServiceHandler+Pins.swift`,
 /// `MessageServiceHandler+ReadReceipts.swift` and `MessageServiceHandler+Reactions.swift`.
 struct MessageServiceHandler: GroupdHandler {
     let service: GroupdService
@@ -18,6 +18,7 @@ struct MessageServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_MessageService.Method.markGroupRead, markGroupRead)
         routes.unary(Groupd_V1_MessageService.Method.sendSystemNotification, sendSystemNotification)
         routes.unary(Groupd_V1_MessageService.Method.recallGroupMessage, recallGroupMessage)
+        routes.unary(Groupd_V1_MessageService.Method.editGroupMessage, editGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.pinGroupMessage, pinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.unpinGroupMessage, unpinGroupMessage)
         routes.unary(Groupd_V1_MessageService.Method.getMessageReadReceipts, getMessageReadReceipts)

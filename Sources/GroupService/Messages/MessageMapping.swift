@@ -50,6 +50,11 @@ enum MessageMapping {
                 $0.recalledByUserID = recall.by ?? ""
                 $0.recallTime = APIMapping.timestamp(recall.time)
             }
+            if let edit = message.edit {
+                $0.editCount = UInt32(clamping: edit.count)
+                $0.editedByUserID = edit.by ?? ""
+                $0.editTime = APIMapping.timestamp(edit.time)
+            }
         }
     }
 

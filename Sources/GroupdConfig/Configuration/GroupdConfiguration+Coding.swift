@@ -316,6 +316,7 @@ struct LimitsCoding: Codable {
         ("max_mute_bypass_per_group", \.maxMuteBypassPerGroup),
         ("max_mentions_per_message", \.maxMentionsPerMessage),
         ("recall_window_seconds", \.recallWindowSeconds),
+        ("edit_window_seconds", \.editWindowSeconds),
         ("max_slow_mode_interval_seconds", \.maxSlowModeIntervalSeconds),
         ("max_group_attribute_keys", \.maxGroupAttributeKeys),
         ("group_attribute_key_bytes", \.groupAttributeKeyBytes),

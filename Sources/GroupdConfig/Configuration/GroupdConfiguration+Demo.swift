@@ -110,6 +110,7 @@ extension GroupdConfiguration {
                   max_mute_bypass_per_group: 100
                   max_mentions_per_message: 30   # user ids one message mentions
                   recall_window_seconds: 120   # a sender recalls their own message this long
+                  edit_window_seconds: 86400   # a sender edits their own message this long
                   max_slow_mode_interval_seconds: 21600   # the largest slow mode a group may set
                   max_group_attribute_keys: 32
                   group_attribute_key_bytes: 64

@@ -159,7 +159,7 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `application_expiry_seconds` (604800), `event_retention_seconds` (604800),
         /// `av_chat_room_messages_per_second` (40), `message_retention_seconds` (0 = forever),
         /// `max_bans_per_group` (1000), `max_mute_bypass_per_group` (100).
-        /// `max_mentions_per_message` (30), `recall_window_seconds` (120),
+        /// `max_mentions_per_message` (30), `recall_window_seconds` (120), `edit_window_seconds` (86400),
         /// `max_slow_mode_interval_seconds` (21600; 0 = groups cannot turn slow mode on).
         /// `max_group_attribute_keys` (32), `group_attribute_key_bytes` (64),
         /// `group_attribute_bytes` (16384), `max_group_counters` (32),

@@ -65,7 +65,8 @@ typedef enum groupd_hook {
     GROUPD_HOOK_BEFORE_INVITE = 7,
     /** Before a member's info changes: `users[0]` is the member; `name_card`, `custom.member.<key>`. */
     GROUPD_HOOK_BEFORE_SET_MEMBER_INFO = 8,
-    /** Before a group message is sent: `message.text`, `message.payload`. Discard drops it silently. */
+    /** Before a group message is sent or edited: `message.text`, `message.payload`; an edit also
+     *  `message.edit_of` (the edited message's sequence). Discard drops it silently. */
     GROUPD_HOOK_BEFORE_SEND_GROUP_MESSAGE = 9,
     /** After an event committed (`event_type`). The decision is ignored; never blocks the call. */
     GROUPD_HOOK_AFTER_EVENT = 10
@@ -94,7 +95,7 @@ typedef enum groupd_log_level {
 } groupd_log_level;
 
 /** One named field: `name`, `introduction`, `notification`, `face_url`, `name_card`,
- *  `apply_message`, `message.text`, `message.payload`, `custom.group.<key>`,
+ *  `apply_message`, `message.text`, `message.payload`, `message.edit_of`, `custom.group.<key>`,
  *  `custom.member.<key>`. */
 typedef struct groupd_field {
     groupd_str key;

@@ -1,7 +1,8 @@
 /* A test plugin whose behaviour is chosen by its config string, "mode=<m>;delay_ms=<n>;tag=<t>;key=<k>":
  * allow, reject, discard, error, unknown, slow (sleep delay_ms then allow), init_fail,
  * tag (append tag to the `name` field), remove (remove field `key`), invite (refuse users
- * starting with "bad"), echo (rewrite `echo` to "<operator_id>:<message.text>"). */
+ * starting with "bad"), echo (rewrite `echo` to "<operator_id>:<message.text>"), edits (discard
+ * a message edit, one with `message.edit_of`, whose `message.text` holds `key`; allow the rest). */
 #define _POSIX_C_SOURCE 200809L
 #include "groupd_policy.h"
 #include "policy_fixture_behaviors.h"
@@ -188,6 +189,13 @@ static int32_t fixture_on_hook(void *p, int32_t hook, const groupd_request *r, g
                 host->reject_member(call, r->users[i], cstr("fixture refuses bad users"));
                 decision = GROUPD_DECISION_REJECT;
             }
+    } else if (strcmp(self->mode, "edits") == 0) {
+        const groupd_str *edit_of = field(r, "message.edit_of");
+        const groupd_str *text = field(r, "message.text");
+        size_t k = strlen(self->key);
+        if (edit_of && text && k > 0 && text->len >= k)
+            for (size_t i = 0; i + k <= text->len; i++)
+                if (memcmp(text->ptr + i, self->key, k) == 0) { decision = GROUPD_DECISION_DISCARD; break; }
     } else if (strcmp(self->mode, "echo") == 0) {
         const groupd_str *text = field(r, "message.text");
         size_t n = r->operator_id.len + 1 + (text ? text->len : 0);

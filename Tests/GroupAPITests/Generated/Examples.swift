@@ -63,31 +63,33 @@ enum Examples {
         Example(name: "groupd.v1.MuteBypassChange", variant: 0, fieldCount: 3, message: ex_groupd_v1_MuteBypassChange(0)),
         Example(name: "groupd.v1.ReadMark", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadMark(0)),
         Example(name: "groupd.v1.MessageRecall", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageRecall(0)),
+        Example(name: "groupd.v1.MessageEdit", variant: 0, fieldCount: 7, message: ex_groupd_v1_MessageEdit(0)),
         Example(name: "groupd.v1.AttributeVersion", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeVersion(0)),
         Example(name: "groupd.v1.AttributesChange", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributesChange(0)),
         Example(name: "groupd.v1.InviteLink", variant: 0, fieldCount: 9, message: ex_groupd_v1_InviteLink(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 32, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 32, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 32, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 32, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 32, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 32, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 32, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 32, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 32, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 32, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 32, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 32, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 32, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 32, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 32, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 32, message: ex_groupd_v1_GroupEvent(15)),
-        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 32, message: ex_groupd_v1_GroupEvent(16)),
-        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 32, message: ex_groupd_v1_GroupEvent(17)),
-        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 32, message: ex_groupd_v1_GroupEvent(18)),
-        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 32, message: ex_groupd_v1_GroupEvent(19)),
-        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 32, message: ex_groupd_v1_GroupEvent(20)),
-        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 19, message: ex_groupd_v1_GroupMessage(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 33, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 33, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 33, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 33, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 33, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 33, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 33, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 33, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 33, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 33, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 33, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 33, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 33, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 33, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 33, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 33, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 33, message: ex_groupd_v1_GroupEvent(16)),
+        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 33, message: ex_groupd_v1_GroupEvent(17)),
+        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 33, message: ex_groupd_v1_GroupEvent(18)),
+        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 33, message: ex_groupd_v1_GroupEvent(19)),
+        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 33, message: ex_groupd_v1_GroupEvent(20)),
+        Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 33, message: ex_groupd_v1_GroupEvent(21)),
+        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 22, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 0, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(0)),
@@ -190,6 +192,8 @@ enum Examples {
         Example(name: "groupd.v1.SendSystemNotificationResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_SendSystemNotificationResponse(0)),
         Example(name: "groupd.v1.RecallGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_RecallGroupMessageRequest(0)),
         Example(name: "groupd.v1.RecallGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RecallGroupMessageResponse(0)),
+        Example(name: "groupd.v1.EditGroupMessageRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_EditGroupMessageRequest(0)),
+        Example(name: "groupd.v1.EditGroupMessageResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_EditGroupMessageResponse(0)),
         Example(name: "groupd.v1.PinGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_PinGroupMessageRequest(0)),
         Example(name: "groupd.v1.PinGroupMessageResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_PinGroupMessageResponse(0)),
         Example(name: "groupd.v1.UnpinGroupMessageRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_UnpinGroupMessageRequest(0)),
@@ -779,6 +783,19 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.MessageEdit` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MessageEdit(_ variant: Int) -> Groupd_V1_MessageEdit {
+        var m = Groupd_V1_MessageEdit()
+        m.sequence = 17999999999999999999
+        m.messageID = "message_id-0-é群✓"
+        m.senderUserID = "sender_user_id-0-é群✓"
+        m.editedByUserID = "edited_by_user_id-0-é群✓"
+        m.editCount = 3999999995
+        m.text = "text-0-é群✓"
+        m.payload = [0x00, 0xFF, 0x07, 0x00, 0x80]
+        return m
+    }
+
     /// A `groupd.v1.AttributeVersion` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_AttributeVersion(_ variant: Int) -> Groupd_V1_AttributeVersion {
         var m = Groupd_V1_AttributeVersion()
@@ -824,7 +841,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.meeting
         m.groupName = "group_name-0-é群✓"
-        switch variant % 21 {
+        switch variant % 22 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -858,14 +875,16 @@ enum Examples {
         case 15:
             m.detail = .messageRecall(ex_groupd_v1_MessageRecall(0))
         case 16:
-            m.detail = .attributesChange(ex_groupd_v1_AttributesChange(0))
+            m.detail = .messageEdit(ex_groupd_v1_MessageEdit(0))
         case 17:
-            m.detail = .inviteLink(ex_groupd_v1_InviteLink(0))
+            m.detail = .attributesChange(ex_groupd_v1_AttributesChange(0))
         case 18:
-            m.detail = .pin(ex_groupd_v1_PinnedMessage(0))
+            m.detail = .inviteLink(ex_groupd_v1_InviteLink(0))
         case 19:
-            m.detail = .readReceipts(ex_groupd_v1_ReadReceiptBatch(0))
+            m.detail = .pin(ex_groupd_v1_PinnedMessage(0))
         case 20:
+            m.detail = .readReceipts(ex_groupd_v1_ReadReceiptBatch(0))
+        case 21:
             m.detail = .reaction(ex_groupd_v1_ReactionChange(0))
         default: break
         }
@@ -894,6 +913,9 @@ enum Examples {
         m.readCount = 3999999983
         m.unreadCount = 3999999982
         m.readReceiptsCounted = true
+        m.editCount = 3999999976
+        m.editedByUserID = "edited_by_user_id-0-é群✓"
+        m.editTime = ex_google_protobuf_Timestamp(0)
         return m
     }
 
@@ -1754,6 +1776,24 @@ enum Examples {
     static func ex_groupd_v1_RecallGroupMessageResponse(_ variant: Int) -> Groupd_V1_RecallGroupMessageResponse {
         var m = Groupd_V1_RecallGroupMessageResponse()
         m.message = ex_groupd_v1_GroupMessage(0)
+        return m
+    }
+
+    /// A `groupd.v1.EditGroupMessageRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_EditGroupMessageRequest(_ variant: Int) -> Groupd_V1_EditGroupMessageRequest {
+        var m = Groupd_V1_EditGroupMessageRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        m.text = "text-0-é群✓"
+        m.payload = [0x00, 0xFF, 0x04, 0x00, 0x80]
+        return m
+    }
+
+    /// A `groupd.v1.EditGroupMessageResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_EditGroupMessageResponse(_ variant: Int) -> Groupd_V1_EditGroupMessageResponse {
+        var m = Groupd_V1_EditGroupMessageResponse()
+        m.message = ex_groupd_v1_GroupMessage(0)
+        m.unchanged = true
         return m
     }
 

@@ -1285,6 +1285,51 @@ void   groupd__v1__message_recall__free_unpacked
   assert(message->base.descriptor == &groupd__v1__message_recall__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__message_edit__init
+                     (Groupd__V1__MessageEdit         *message)
+{
+  static const Groupd__V1__MessageEdit init_value = GROUPD__V1__MESSAGE_EDIT__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_edit__get_packed_size
+                     (const Groupd__V1__MessageEdit *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_edit__pack
+                     (const Groupd__V1__MessageEdit *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_edit__pack_to_buffer
+                     (const Groupd__V1__MessageEdit *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageEdit *
+       groupd__v1__message_edit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageEdit *)
+     protobuf_c_message_unpack (&groupd__v1__message_edit__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_edit__free_unpacked
+                     (Groupd__V1__MessageEdit *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message)
 {
@@ -4066,6 +4111,122 @@ const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor =
   (ProtobufCMessageInit) groupd__v1__message_recall__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__message_edit__field_descriptors[7] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, message_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sender_user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, sender_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edited_by_user_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, edited_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edit_count",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, edit_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "text",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, text),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "payload",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageEdit, payload),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_edit__field_indices_by_name[] = {
+  4,   /* field[4] = edit_count */
+  3,   /* field[3] = edited_by_user_id */
+  1,   /* field[1] = message_id */
+  6,   /* field[6] = payload */
+  2,   /* field[2] = sender_user_id */
+  0,   /* field[0] = sequence */
+  5,   /* field[5] = text */
+};
+static const ProtobufCIntRange groupd__v1__message_edit__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageEdit",
+  "MessageEdit",
+  "Groupd__V1__MessageEdit",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageEdit),
+  7,
+  groupd__v1__message_edit__field_descriptors,
+  groupd__v1__message_edit__field_indices_by_name,
+  1,  groupd__v1__message_edit__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_edit__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__attribute_version__field_descriptors[2] =
 {
   {
@@ -4310,7 +4471,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
   (ProtobufCMessageInit) groupd__v1__invite_link__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[32] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[33] =
 {
   {
     "group_id",
@@ -4696,6 +4857,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "message_edit",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, message_edit),
+    &groupd__v1__message_edit__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
@@ -4714,6 +4887,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   3,   /* field[3] = kind */
   13,   /* field[13] = member_change */
   8,   /* field[8] = member_count */
+  32,   /* field[32] = message_edit */
   26,   /* field[26] = message_recall */
   25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
@@ -4731,7 +4905,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
 };
-static const ProtobufCIntRange groupd__v1__group_event__number_ranges[6 + 1] =
+static const ProtobufCIntRange groupd__v1__group_event__number_ranges[7 + 1] =
 {
   { 1, 0 },
   { 20, 11 },
@@ -4739,7 +4913,8 @@ static const ProtobufCIntRange groupd__v1__group_event__number_ranges[6 + 1] =
   { 45, 26 },
   { 50, 27 },
   { 55, 29 },
-  { 0, 32 }
+  { 60, 32 },
+  { 0, 33 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -4749,14 +4924,14 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  32,
+  33,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
-  6,  groupd__v1__group_event__number_ranges,
+  7,  groupd__v1__group_event__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[19] =
+static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[22] =
 {
   {
     "group_id",
@@ -4986,9 +5161,48 @@ static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "edit_count",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, edit_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edited_by_user_id",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, edited_by_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "edit_time",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, edit_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   4,   /* field[4] = client_message_id */
+  19,   /* field[19] = edit_count */
+  21,   /* field[21] = edit_time */
+  20,   /* field[20] = edited_by_user_id */
   0,   /* field[0] = group_id */
   12,   /* field[12] = mention_all */
   11,   /* field[11] = mentioned_user_ids */
@@ -5008,10 +5222,11 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   5,   /* field[5] = type */
   17,   /* field[17] = unread_count */
 };
-static const ProtobufCIntRange groupd__v1__group_message__number_ranges[1 + 1] =
+static const ProtobufCIntRange groupd__v1__group_message__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 19 }
+  { 24, 19 },
+  { 0, 22 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
 {
@@ -5021,10 +5236,10 @@ const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
   "Groupd__V1__GroupMessage",
   "groupd.v1",
   sizeof(Groupd__V1__GroupMessage),
-  19,
+  22,
   groupd__v1__group_message__field_descriptors,
   groupd__v1__group_message__field_indices_by_name,
-  1,  groupd__v1__group_message__number_ranges,
+  2,  groupd__v1__group_message__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -5622,7 +5837,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[45] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[46] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -5669,11 +5884,12 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[45
   { "EVENT_KIND_INVITE_LINK_REVOKED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_INVITE_LINK_REVOKED", 47 },
   { "EVENT_KIND_MESSAGE_REACTION_ADDED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_ADDED", 48 },
   { "EVENT_KIND_MESSAGE_REACTION_REMOVED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_REMOVED", 49 },
+  { "EVENT_KIND_MESSAGE_EDITED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_EDITED", 52 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{41, 37},{45, 40},{0, 45}
+{0, 0},{37, 36},{41, 37},{45, 40},{52, 45},{0, 46}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[45] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[46] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -5708,6 +5924,7 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_MUTED", 11 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
   { "EVENT_KIND_MEMBER_UNBANNED", 34 },
+  { "EVENT_KIND_MESSAGE_EDITED", 45 },
   { "EVENT_KIND_MESSAGE_PINNED", 37 },
   { "EVENT_KIND_MESSAGE_REACTION_ADDED", 43 },
   { "EVENT_KIND_MESSAGE_REACTION_REMOVED", 44 },
@@ -5728,11 +5945,11 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  45,
+  46,
   groupd__v1__event_kind__enum_values_by_number,
-  45,
+  46,
   groupd__v1__event_kind__enum_values_by_name,
-  4,
+  5,
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -457,6 +457,96 @@ void   groupd__v1__recall_group_message_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__recall_group_message_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__edit_group_message_request__init
+                     (Groupd__V1__EditGroupMessageRequest         *message)
+{
+  static const Groupd__V1__EditGroupMessageRequest init_value = GROUPD__V1__EDIT_GROUP_MESSAGE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__edit_group_message_request__get_packed_size
+                     (const Groupd__V1__EditGroupMessageRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__edit_group_message_request__pack
+                     (const Groupd__V1__EditGroupMessageRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__edit_group_message_request__pack_to_buffer
+                     (const Groupd__V1__EditGroupMessageRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__EditGroupMessageRequest *
+       groupd__v1__edit_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__EditGroupMessageRequest *)
+     protobuf_c_message_unpack (&groupd__v1__edit_group_message_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__edit_group_message_request__free_unpacked
+                     (Groupd__V1__EditGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__edit_group_message_response__init
+                     (Groupd__V1__EditGroupMessageResponse         *message)
+{
+  static const Groupd__V1__EditGroupMessageResponse init_value = GROUPD__V1__EDIT_GROUP_MESSAGE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__edit_group_message_response__get_packed_size
+                     (const Groupd__V1__EditGroupMessageResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__edit_group_message_response__pack
+                     (const Groupd__V1__EditGroupMessageResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__edit_group_message_response__pack_to_buffer
+                     (const Groupd__V1__EditGroupMessageResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__EditGroupMessageResponse *
+       groupd__v1__edit_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__EditGroupMessageResponse *)
+     protobuf_c_message_unpack (&groupd__v1__edit_group_message_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__edit_group_message_response__free_unpacked
+                     (Groupd__V1__EditGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__edit_group_message_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__pin_group_message_request__init
                      (Groupd__V1__PinGroupMessageRequest         *message)
 {
@@ -1740,6 +1830,134 @@ const ProtobufCMessageDescriptor groupd__v1__recall_group_message_response__desc
   (ProtobufCMessageInit) groupd__v1__recall_group_message_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__edit_group_message_request__field_descriptors[4] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__EditGroupMessageRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__EditGroupMessageRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "text",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__EditGroupMessageRequest, text),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "payload",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__EditGroupMessageRequest, payload),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__edit_group_message_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  3,   /* field[3] = payload */
+  1,   /* field[1] = sequence */
+  2,   /* field[2] = text */
+};
+static const ProtobufCIntRange groupd__v1__edit_group_message_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__edit_group_message_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.EditGroupMessageRequest",
+  "EditGroupMessageRequest",
+  "Groupd__V1__EditGroupMessageRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__EditGroupMessageRequest),
+  4,
+  groupd__v1__edit_group_message_request__field_descriptors,
+  groupd__v1__edit_group_message_request__field_indices_by_name,
+  1,  groupd__v1__edit_group_message_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__edit_group_message_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__edit_group_message_response__field_descriptors[2] =
+{
+  {
+    "message",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__EditGroupMessageResponse, message),
+    &groupd__v1__group_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unchanged",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__EditGroupMessageResponse, unchanged),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__edit_group_message_response__field_indices_by_name[] = {
+  0,   /* field[0] = message */
+  1,   /* field[1] = unchanged */
+};
+static const ProtobufCIntRange groupd__v1__edit_group_message_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__edit_group_message_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.EditGroupMessageResponse",
+  "EditGroupMessageResponse",
+  "Groupd__V1__EditGroupMessageResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__EditGroupMessageResponse),
+  2,
+  groupd__v1__edit_group_message_response__field_descriptors,
+  groupd__v1__edit_group_message_response__field_indices_by_name,
+  1,  groupd__v1__edit_group_message_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__edit_group_message_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__pin_group_message_request__field_descriptors[2] =
 {
   {
@@ -2661,13 +2879,14 @@ const ProtobufCEnumDescriptor groupd__v1__read_receipt_filter__descriptor =
   groupd__v1__read_receipt_filter__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[12] =
+static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[13] =
 {
   { "SendGroupMessage", &groupd__v1__send_group_message_request__descriptor, &groupd__v1__send_group_message_response__descriptor },
   { "GetGroupMessages", &groupd__v1__get_group_messages_request__descriptor, &groupd__v1__get_group_messages_response__descriptor },
   { "MarkGroupRead", &groupd__v1__mark_group_read_request__descriptor, &groupd__v1__mark_group_read_response__descriptor },
   { "SendSystemNotification", &groupd__v1__send_system_notification_request__descriptor, &groupd__v1__send_system_notification_response__descriptor },
   { "RecallGroupMessage", &groupd__v1__recall_group_message_request__descriptor, &groupd__v1__recall_group_message_response__descriptor },
+  { "EditGroupMessage", &groupd__v1__edit_group_message_request__descriptor, &groupd__v1__edit_group_message_response__descriptor },
   { "PinGroupMessage", &groupd__v1__pin_group_message_request__descriptor, &groupd__v1__pin_group_message_response__descriptor },
   { "UnpinGroupMessage", &groupd__v1__unpin_group_message_request__descriptor, &groupd__v1__unpin_group_message_response__descriptor },
   { "GetMessageReadReceipts", &groupd__v1__get_message_read_receipts_request__descriptor, &groupd__v1__get_message_read_receipts_response__descriptor },
@@ -2677,18 +2896,19 @@ static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descr
   { "ListMessageReactionUsers", &groupd__v1__list_message_reaction_users_request__descriptor, &groupd__v1__list_message_reaction_users_response__descriptor },
 };
 const unsigned groupd__v1__message_service__method_indices_by_name[] = {
-  8,        /* AddMessageReaction */
+  9,        /* AddMessageReaction */
+  5,        /* EditGroupMessage */
   1,        /* GetGroupMessages */
-  10,        /* GetMessageReactions */
-  7,        /* GetMessageReadReceipts */
-  11,        /* ListMessageReactionUsers */
+  11,        /* GetMessageReactions */
+  8,        /* GetMessageReadReceipts */
+  12,        /* ListMessageReactionUsers */
   2,        /* MarkGroupRead */
-  5,        /* PinGroupMessage */
+  6,        /* PinGroupMessage */
   4,        /* RecallGroupMessage */
-  9,        /* RemoveMessageReaction */
+  10,        /* RemoveMessageReaction */
   0,        /* SendGroupMessage */
   3,        /* SendSystemNotification */
-  6         /* UnpinGroupMessage */
+  7         /* UnpinGroupMessage */
 };
 const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
 {
@@ -2697,7 +2917,7 @@ const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
   "MessageService",
   "Groupd__V1__MessageService",
   "groupd.v1",
-  12,
+  13,
   groupd__v1__message_service__method_descriptors,
   groupd__v1__message_service__method_indices_by_name
 };
@@ -2741,13 +2961,21 @@ void groupd__v1__message_service__recall_group_message(ProtobufCService *service
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void groupd__v1__message_service__edit_group_message(ProtobufCService *service,
+                                                     const Groupd__V1__EditGroupMessageRequest *input,
+                                                     Groupd__V1__EditGroupMessageResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void groupd__v1__message_service__pin_group_message(ProtobufCService *service,
                                                     const Groupd__V1__PinGroupMessageRequest *input,
                                                     Groupd__V1__PinGroupMessageResponse_Closure closure,
                                                     void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__unpin_group_message(ProtobufCService *service,
                                                       const Groupd__V1__UnpinGroupMessageRequest *input,
@@ -2755,7 +2983,7 @@ void groupd__v1__message_service__unpin_group_message(ProtobufCService *service,
                                                       void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__get_message_read_receipts(ProtobufCService *service,
                                                             const Groupd__V1__GetMessageReadReceiptsRequest *input,
@@ -2763,7 +2991,7 @@ void groupd__v1__message_service__get_message_read_receipts(ProtobufCService *se
                                                             void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__add_message_reaction(ProtobufCService *service,
                                                        const Groupd__V1__AddMessageReactionRequest *input,
@@ -2771,7 +2999,7 @@ void groupd__v1__message_service__add_message_reaction(ProtobufCService *service
                                                        void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__remove_message_reaction(ProtobufCService *service,
                                                           const Groupd__V1__RemoveMessageReactionRequest *input,
@@ -2779,7 +3007,7 @@ void groupd__v1__message_service__remove_message_reaction(ProtobufCService *serv
                                                           void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__get_message_reactions(ProtobufCService *service,
                                                         const Groupd__V1__GetMessageReactionsRequest *input,
@@ -2787,7 +3015,7 @@ void groupd__v1__message_service__get_message_reactions(ProtobufCService *servic
                                                         void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__list_message_reaction_users(ProtobufCService *service,
                                                               const Groupd__V1__ListMessageReactionUsersRequest *input,
@@ -2795,7 +3023,7 @@ void groupd__v1__message_service__list_message_reaction_users(ProtobufCService *
                                                               void *closure_data)
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
                                         Groupd__V1__MessageService_ServiceDestroy destroy)

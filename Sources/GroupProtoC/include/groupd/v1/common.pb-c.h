@@ -47,6 +47,7 @@ typedef struct Groupd__V1__BanDetail Groupd__V1__BanDetail;
 typedef struct Groupd__V1__MuteBypassChange Groupd__V1__MuteBypassChange;
 typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
 typedef struct Groupd__V1__MessageRecall Groupd__V1__MessageRecall;
+typedef struct Groupd__V1__MessageEdit Groupd__V1__MessageEdit;
 typedef struct Groupd__V1__AttributeVersion Groupd__V1__AttributeVersion;
 typedef struct Groupd__V1__AttributesChange Groupd__V1__AttributesChange;
 typedef struct Groupd__V1__InviteLink Groupd__V1__InviteLink;
@@ -696,6 +697,13 @@ typedef enum _Groupd__V1__EventKind {
    * every member, those whose receive option is NOT_RECEIVE too.
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_RECALLED = 37,
+  /*
+   * Tip: a stored message was edited (EditGroupMessage); operator = who
+   * edited it (empty: the backend). Detail: message_edit, with the new
+   * body. Delivered to every member, those whose receive option is
+   * NOT_RECEIVE too.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_EDITED = 52,
   /*
    * Tip: group attributes were set or deleted (SetGroupAttributes,
    * DeleteGroupAttributes); operator = who changed them. Detail:
@@ -1782,6 +1790,46 @@ struct  Groupd__V1__MessageRecall
 
 
 /*
+ * MESSAGE_EDITED detail.
+ */
+struct  Groupd__V1__MessageEdit
+{
+  ProtobufCMessage base;
+  /*
+   * The edited message's sequence.
+   */
+  uint64_t sequence;
+  /*
+   * The edited message's id.
+   */
+  char *message_id;
+  /*
+   * Who sent the message.
+   */
+  char *sender_user_id;
+  /*
+   * Who edited it; empty when the backend did.
+   */
+  char *edited_by_user_id;
+  /*
+   * How many times it has been edited, this edit included.
+   */
+  uint32_t edit_count;
+  /*
+   * The new text body.
+   */
+  char *text;
+  /*
+   * The new opaque body.
+   */
+  ProtobufCBinaryData payload;
+};
+#define GROUPD__V1__MESSAGE_EDIT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__message_edit__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
  * A group attribute key and the version a write gave it.
  */
 struct  Groupd__V1__AttributeVersion
@@ -1895,6 +1943,7 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_BAN = 40,
   GROUPD__V1__GROUP_EVENT__DETAIL_MUTE_BYPASS = 41,
   GROUPD__V1__GROUP_EVENT__DETAIL_MESSAGE_RECALL = 45,
+  GROUPD__V1__GROUP_EVENT__DETAIL_MESSAGE_EDIT = 60,
   GROUPD__V1__GROUP_EVENT__DETAIL_ATTRIBUTES_CHANGE = 55,
   GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56,
   GROUPD__V1__GROUP_EVENT__DETAIL_PIN = 50,
@@ -2027,6 +2076,10 @@ struct  Groupd__V1__GroupEvent
      */
     Groupd__V1__MessageRecall *message_recall;
     /*
+     * MESSAGE_EDITED.
+     */
+    Groupd__V1__MessageEdit *message_edit;
+    /*
      * GROUP_ATTRIBUTES_CHANGED.
      */
     Groupd__V1__AttributesChange *attributes_change;
@@ -2143,10 +2196,23 @@ struct  Groupd__V1__GroupMessage
    * group with read receipts).
    */
   protobuf_c_boolean read_receipts_counted;
+  /*
+   * How many times the message was edited (EditGroupMessage); 0: never.
+   * text and payload are the latest edit's.
+   */
+  uint32_t edit_count;
+  /*
+   * Who edited it last (empty when the backend did, or never edited).
+   */
+  char *edited_by_user_id;
+  /*
+   * When it was edited last; absent when never edited.
+   */
+  Google__Protobuf__Timestamp *edit_time;
 };
 #define GROUPD__V1__GROUP_MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_message__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, (char *)protobuf_c_empty_string, NULL }
 
 
 /* Groupd__V1__GroupSettings methods */
@@ -2690,6 +2756,25 @@ Groupd__V1__MessageRecall *
 void   groupd__v1__message_recall__free_unpacked
                      (Groupd__V1__MessageRecall *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__MessageEdit methods */
+void   groupd__v1__message_edit__init
+                     (Groupd__V1__MessageEdit         *message);
+size_t groupd__v1__message_edit__get_packed_size
+                     (const Groupd__V1__MessageEdit   *message);
+size_t groupd__v1__message_edit__pack
+                     (const Groupd__V1__MessageEdit   *message,
+                      uint8_t             *out);
+size_t groupd__v1__message_edit__pack_to_buffer
+                     (const Groupd__V1__MessageEdit   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MessageEdit *
+       groupd__v1__message_edit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__message_edit__free_unpacked
+                     (Groupd__V1__MessageEdit *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__AttributeVersion methods */
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message);
@@ -2880,6 +2965,9 @@ typedef void (*Groupd__V1__ReadMark_Closure)
 typedef void (*Groupd__V1__MessageRecall_Closure)
                  (const Groupd__V1__MessageRecall *message,
                   void *closure_data);
+typedef void (*Groupd__V1__MessageEdit_Closure)
+                 (const Groupd__V1__MessageEdit *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__AttributeVersion_Closure)
                  (const Groupd__V1__AttributeVersion *message,
                   void *closure_data);
@@ -2952,6 +3040,7 @@ extern const ProtobufCMessageDescriptor groupd__v1__ban_detail__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__mute_bypass_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__attribute_version__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__attributes_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor;

@@ -26,6 +26,8 @@ typedef struct Groupd__V1__SendSystemNotificationRequest Groupd__V1__SendSystemN
 typedef struct Groupd__V1__SendSystemNotificationResponse Groupd__V1__SendSystemNotificationResponse;
 typedef struct Groupd__V1__RecallGroupMessageRequest Groupd__V1__RecallGroupMessageRequest;
 typedef struct Groupd__V1__RecallGroupMessageResponse Groupd__V1__RecallGroupMessageResponse;
+typedef struct Groupd__V1__EditGroupMessageRequest Groupd__V1__EditGroupMessageRequest;
+typedef struct Groupd__V1__EditGroupMessageResponse Groupd__V1__EditGroupMessageResponse;
 typedef struct Groupd__V1__PinGroupMessageRequest Groupd__V1__PinGroupMessageRequest;
 typedef struct Groupd__V1__PinGroupMessageResponse Groupd__V1__PinGroupMessageResponse;
 typedef struct Groupd__V1__UnpinGroupMessageRequest Groupd__V1__UnpinGroupMessageRequest;
@@ -351,6 +353,56 @@ struct  Groupd__V1__RecallGroupMessageResponse
 #define GROUPD__V1__RECALL_GROUP_MESSAGE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__recall_group_message_response__descriptor) \
     , NULL }
+
+
+/*
+ * EditGroupMessage request.
+ */
+struct  Groupd__V1__EditGroupMessageRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The message's sequence (GroupMessage.sequence); 0 is INVALID_ARGUMENT.
+   */
+  uint64_t sequence;
+  /*
+   * The new text body (moderated by policy plugins as `message.text`).
+   */
+  char *text;
+  /*
+   * The new opaque body. Text and payload together are the new body: at
+   * least one of them, at most the send limit.
+   */
+  ProtobufCBinaryData payload;
+};
+#define GROUPD__V1__EDIT_GROUP_MESSAGE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__edit_group_message_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * EditGroupMessage response.
+ */
+struct  Groupd__V1__EditGroupMessageResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The message as history now shows it.
+   */
+  Groupd__V1__GroupMessage *message;
+  /*
+   * True when the stored text and payload were those of the request
+   * already (a retry): nothing was changed and no event emitted.
+   */
+  protobuf_c_boolean unchanged;
+};
+#define GROUPD__V1__EDIT_GROUP_MESSAGE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__edit_group_message_response__descriptor) \
+    , NULL, 0 }
 
 
 /*
@@ -871,6 +923,44 @@ Groupd__V1__RecallGroupMessageResponse *
 void   groupd__v1__recall_group_message_response__free_unpacked
                      (Groupd__V1__RecallGroupMessageResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__EditGroupMessageRequest methods */
+void   groupd__v1__edit_group_message_request__init
+                     (Groupd__V1__EditGroupMessageRequest         *message);
+size_t groupd__v1__edit_group_message_request__get_packed_size
+                     (const Groupd__V1__EditGroupMessageRequest   *message);
+size_t groupd__v1__edit_group_message_request__pack
+                     (const Groupd__V1__EditGroupMessageRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__edit_group_message_request__pack_to_buffer
+                     (const Groupd__V1__EditGroupMessageRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__EditGroupMessageRequest *
+       groupd__v1__edit_group_message_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__edit_group_message_request__free_unpacked
+                     (Groupd__V1__EditGroupMessageRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__EditGroupMessageResponse methods */
+void   groupd__v1__edit_group_message_response__init
+                     (Groupd__V1__EditGroupMessageResponse         *message);
+size_t groupd__v1__edit_group_message_response__get_packed_size
+                     (const Groupd__V1__EditGroupMessageResponse   *message);
+size_t groupd__v1__edit_group_message_response__pack
+                     (const Groupd__V1__EditGroupMessageResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__edit_group_message_response__pack_to_buffer
+                     (const Groupd__V1__EditGroupMessageResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__EditGroupMessageResponse *
+       groupd__v1__edit_group_message_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__edit_group_message_response__free_unpacked
+                     (Groupd__V1__EditGroupMessageResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__PinGroupMessageRequest methods */
 void   groupd__v1__pin_group_message_request__init
                      (Groupd__V1__PinGroupMessageRequest         *message);
@@ -1169,6 +1259,12 @@ typedef void (*Groupd__V1__RecallGroupMessageRequest_Closure)
 typedef void (*Groupd__V1__RecallGroupMessageResponse_Closure)
                  (const Groupd__V1__RecallGroupMessageResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__EditGroupMessageRequest_Closure)
+                 (const Groupd__V1__EditGroupMessageRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__EditGroupMessageResponse_Closure)
+                 (const Groupd__V1__EditGroupMessageResponse *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__PinGroupMessageRequest_Closure)
                  (const Groupd__V1__PinGroupMessageRequest *message,
                   void *closure_data);
@@ -1238,6 +1334,10 @@ struct Groupd__V1__MessageService_Service
                                const Groupd__V1__RecallGroupMessageRequest *input,
                                Groupd__V1__RecallGroupMessageResponse_Closure closure,
                                void *closure_data);
+  void (*edit_group_message)(Groupd__V1__MessageService_Service *service,
+                             const Groupd__V1__EditGroupMessageRequest *input,
+                             Groupd__V1__EditGroupMessageResponse_Closure closure,
+                             void *closure_data);
   void (*pin_group_message)(Groupd__V1__MessageService_Service *service,
                             const Groupd__V1__PinGroupMessageRequest *input,
                             Groupd__V1__PinGroupMessageResponse_Closure closure,
@@ -1279,6 +1379,7 @@ void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *serv
       function_prefix__ ## mark_group_read,\
       function_prefix__ ## send_system_notification,\
       function_prefix__ ## recall_group_message,\
+      function_prefix__ ## edit_group_message,\
       function_prefix__ ## pin_group_message,\
       function_prefix__ ## unpin_group_message,\
       function_prefix__ ## get_message_read_receipts,\
@@ -1306,6 +1407,10 @@ void groupd__v1__message_service__recall_group_message(ProtobufCService *service
                                                        const Groupd__V1__RecallGroupMessageRequest *input,
                                                        Groupd__V1__RecallGroupMessageResponse_Closure closure,
                                                        void *closure_data);
+void groupd__v1__message_service__edit_group_message(ProtobufCService *service,
+                                                     const Groupd__V1__EditGroupMessageRequest *input,
+                                                     Groupd__V1__EditGroupMessageResponse_Closure closure,
+                                                     void *closure_data);
 void groupd__v1__message_service__pin_group_message(ProtobufCService *service,
                                                     const Groupd__V1__PinGroupMessageRequest *input,
                                                     Groupd__V1__PinGroupMessageResponse_Closure closure,
@@ -1350,6 +1455,8 @@ extern const ProtobufCMessageDescriptor groupd__v1__send_system_notification_req
 extern const ProtobufCMessageDescriptor groupd__v1__send_system_notification_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__recall_group_message_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__recall_group_message_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__edit_group_message_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__edit_group_message_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__pin_group_message_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__pin_group_message_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__unpin_group_message_request__descriptor;
