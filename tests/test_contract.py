@@ -1532,7 +1532,7 @@ def _(api):
     assert _react(api, "AddMessageReaction", gid, sequence, "+1", user_md(member)).changed
 
 
-@promise("common.proto", "MESSAGE_RECALLED (FAILED_PRECONDITION): AddMessageReaction or RemoveMessageReaction on a recalled message")
+@promise("common.proto", "MESSAGE_RECALLED (FAILED_PRECONDITION): EditGroupMessage, AddMessageReaction or RemoveMessageReaction on a recalled message")
 def _(api):
     gid, owner = api.group(PUBLIC)
     sequence = api.send(gid, owner).message.sequence
@@ -1541,6 +1541,10 @@ def _(api):
                                     metadata=user_md(owner), timeout=TIMEOUT)
     for method in ("AddMessageReaction", "RemoveMessageReaction"):
         expect_error(lambda: _react(api, method, gid, sequence, "+1", user_md(owner)), PRECONDITION, "MESSAGE_RECALLED")
+    info = expect_error(lambda: api.messages.EditGroupMessage(message_pb2.EditGroupMessageRequest(
+        group_id=gid, sequence=sequence, text="back"), metadata=user_md(owner), timeout=TIMEOUT), PRECONDITION,
+        "MESSAGE_RECALLED")
+    assert info.metadata["field"] == "sequence"
 
 
 @promise("common.proto", "INVALID_REACTION_KEY (INVALID_ARGUMENT): a reaction key that is empty")

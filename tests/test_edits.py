@@ -114,8 +114,8 @@ def test_window_passed_other_members_mutes_and_recalls_are_refused_and_change_no
                                     metadata=user_md(owner), timeout=10)
     recalled = api.history(group, owner)
     info = expect_error(lambda: api.edit(group, sent.sequence, user_md(owner), text="back"),
-                        grpc.StatusCode.FAILED_PRECONDITION, "MESSAGE_ALREADY_RECALLED")
-    assert info.metadata["recalled_by"] == owner
+                        grpc.StatusCode.FAILED_PRECONDITION, "MESSAGE_RECALLED")
+    assert info.metadata["field"] == "sequence" and info.metadata["sequence"] == str(sent.sequence)
     assert api.history(group, owner) == recalled and recalled[0].recalled and recalled[0].text == ""
 
 

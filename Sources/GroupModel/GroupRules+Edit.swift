@@ -16,8 +16,9 @@ extension GroupRules {
 
     /// Plan the edit of the stored message `sequence` of a group to the body `text` and `payload`.
     ///
-    /// The order of checks: the message as a recall's (``unrecalledMessage(_:sequence:in:by:)``:
-    /// `HISTORY_NOT_KEPT`, membership, `MESSAGE_NOT_FOUND`, `MESSAGE_ALREADY_RECALLED`); who: the owner, admins and the backend
+    /// The order of checks: the message as a recall's (``readableMessage(_:sequence:in:by:)``:
+    /// `HISTORY_NOT_KEPT`, membership, `MESSAGE_NOT_FOUND`); not recalled (`MESSAGE_RECALLED`,
+    /// metadata `field`, `sequence`, as a reaction's); who: the owner, admins and the backend
     /// edit any message, a member only their own (`PERMISSION_DENIED`). Then a body equal to the
     /// stored one is ``MessageEditPlan/unchanged`` (a retry of an edit that was applied succeeds
     /// whatever changed since). Else a user edits only as they may send now (`MEMBER_MUTED`,
@@ -39,7 +40,8 @@ extension GroupRules {
         _ message: GroupMessage?, sequence: Int64, text: String, payload: [UInt8], in group: Group,
         by op: GroupOperator, now: Timestamp, limits: AppLimits
     ) throws -> MessageEditPlan {
-        let message = try unrecalledMessage(message, sequence: sequence, in: group, by: op)
+        let message = try readableMessage(message, sequence: sequence, in: group, by: op)
+        if message.recall != nil { throw recalledRefusal(sequence) }
         let own = op.userID == message.senderID
         try authorize(.editMessage(own: own), type: group.type, settings: group.settings, actor: op.role).get()
         if message.content.text == text && message.content.payload == payload { return .unchanged }

@@ -111,7 +111,12 @@ extension GroupRules {
         _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator, now: Timestamp,
         limits: AppLimits
     ) throws -> (recall: MessageRecall, event: GroupEvent.Draft) {
-        let message = try unrecalledMessage(message, sequence: sequence, in: group, by: op)
+        let message = try readableMessage(message, sequence: sequence, in: group, by: op)
+        if let recall = message.recall {
+            throw GroupError(
+                code: .failedPrecondition, reason: .messageAlreadyRecalled,
+                message: "message \(sequence) was recalled already", metadata: ["recalled_by": recall.by ?? ""])
+        }
         let own = op.userID == message.senderID
         try authorize(.recallMessage(own: own), type: group.type, settings: group.settings, actor: op.role).get()
         if own, op.role == .member {
@@ -131,15 +136,14 @@ extension GroupRules {
 
     /// The stored message a recall or an edit acts on: the group keeps history
     /// (`HISTORY_NOT_KEPT`) and the operator may read it (``historyFloor(in:by:)``); the message
-    /// exists above the operator's history floor (`MESSAGE_NOT_FOUND`, field `sequence`) and is not
-    /// recalled (`MESSAGE_ALREADY_RECALLED`, metadata `recalled_by`).
+    /// exists above the operator's history floor (`MESSAGE_NOT_FOUND`, field `sequence`).
     /// - Parameters:
     ///   - message: The stored message with that sequence (`nil`: none).
     ///   - sequence: The request's sequence.
     ///   - group: The group as stored.
     ///   - op: The acting user and their membership, or the app's backend.
     /// - Returns: The message.
-    static func unrecalledMessage(
+    static func readableMessage(
         _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator
     ) throws -> GroupMessage {
         try checkHistoryKept(group.type)
@@ -149,12 +153,15 @@ extension GroupRules {
                 code: .notFound, reason: .messageNotFound, message: "no message \(sequence) in the group",
                 metadata: ["field": "sequence"])
         }
-        if let recall = message.recall {
-            throw GroupError(
-                code: .failedPrecondition, reason: .messageAlreadyRecalled,
-                message: "message \(sequence) was recalled already", metadata: ["recalled_by": recall.by ?? ""])
-        }
         return message
+    }
+
+    /// The refusal of a change to a recalled message other than its recall (an edit, a reaction):
+    /// `MESSAGE_RECALLED` (`FAILED_PRECONDITION`), metadata `field` and `sequence`.
+    static func recalledRefusal(_ sequence: Int64) -> GroupError {
+        GroupError(
+            code: .failedPrecondition, reason: .messageRecalled, message: "message \(sequence) was recalled",
+            metadata: ["field": "sequence", "sequence": String(sequence)])
     }
 
     /// Validate a body (message or custom notification): not empty, not over ``messageBodyBytes``.

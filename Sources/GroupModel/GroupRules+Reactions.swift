@@ -168,11 +168,7 @@ extension GroupRules {
         if needsUser, op.isBackend { throw GroupError.operatorRequired("reacting to a message") }
         let floor = try historyFloor(in: group, by: op)
         guard let message, message.sequence == sequence, sequence > floor else { throw messageNotFound(sequence) }
-        if message.recall != nil {
-            throw GroupError(
-                code: .failedPrecondition, reason: .messageRecalled, message: "message \(sequence) was recalled",
-                metadata: ["field": "sequence", "sequence": String(sequence)])
-        }
+        if message.recall != nil { throw recalledRefusal(sequence) }
     }
 
     /// Plan an `AddMessageReaction`: the operator reacts to message `sequence` with `key`.

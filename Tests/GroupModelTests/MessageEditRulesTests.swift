@@ -158,8 +158,8 @@ struct MessageEditRuleTests {
                 message(recall: MessageRecall(by: nil, time: now)), sequence: 5, text: "x", payload: [], in: g, by: op(.owner),
                 now: now, limits: Self.limits)
         }
-        #expect(recalled?.code == .failedPrecondition && recalled?.reason == .messageAlreadyRecalled
-            && recalled?.metadata["recalled_by"] == "")
+        #expect(recalled?.code == .failedPrecondition && recalled?.reason == .messageRecalled
+            && recalled?.metadata["field"] == "sequence" && recalled?.metadata["sequence"] == "5")
         let muted = GroupOperator.user("actor", membership: member("actor", .member, mutedUntil: now.adding(seconds: 60)))
         let mutedError = groupError {
             _ = try GroupRules.planEdit(message(), sequence: 5, text: "x", payload: [], in: g, by: muted, now: now, limits: Self.limits)

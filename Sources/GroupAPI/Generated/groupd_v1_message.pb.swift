@@ -1661,7 +1661,7 @@ public enum Groupd_V1_MessageService {
         /// answers the stored message with `unchanged`. Errors: GROUP_NOT_FOUND,
         /// NOT_A_MEMBER, HISTORY_NOT_KEPT (AVChatRoom), INVALID_ARGUMENT (sequence
         /// 0; an empty or oversized body), MESSAGE_NOT_FOUND (no such message, or
-        /// one the caller's history does not show), MESSAGE_ALREADY_RECALLED,
+        /// one the caller's history does not show), MESSAGE_RECALLED,
         /// PERMISSION_DENIED (an ordinary member editing another's message),
         /// MEMBER_MUTED, GROUP_MUTED, EDIT_WINDOW_PASSED, and a plugin's
         /// rejection.
