@@ -263,6 +263,21 @@ public struct WriteSet: Sendable {
     }
 }
 
+extension WriteSet {
+    /// Whether the set changes rows of the snapshot's group besides appending events and a
+    /// message body: its row and members, applications, a remark, a read position, a recall, an
+    /// edit, a reaction, attributes, invite links, presences. A new part of a write set belongs
+    /// here, so that each backend's checks see it.
+    public var changesGroupRows: Bool {
+        change != nil || !applications.isEmpty || remark != nil || readSequence != nil || recall != nil || edit != nil
+            || reaction != nil || attributes != nil || !inviteLinks.isEmpty || presence != nil
+    }
+
+    /// Whether the set writes any row of the snapshot's group (a backend refuses such a set over a
+    /// snapshot without a group).
+    public var writesGroupRows: Bool { !events.isEmpty || changesGroupRows }
+}
+
 /// A stored message's new body and the edit that gave it (``WriteSet/edit``).
 public struct MessageBodyEdit: Sendable {
     /// The message's sequence.

@@ -259,9 +259,8 @@ extension PostgresTransaction {
 
     /// Whether `writes` is a send alone: one event and a message, nothing else.
     static func isSend(_ writes: WriteSet) -> Bool {
-        writes.message != nil && writes.events.count == 1 && writes.newGroup == nil && writes.change == nil
-            && writes.applications.isEmpty && writes.remark == nil && writes.attributes == nil && writes.inviteLinks.isEmpty
-            && writes.readSequence == nil && writes.recall == nil && writes.applicationReadTime == nil && writes.edit == nil
+        writes.message != nil && writes.events.count == 1 && writes.newGroup == nil && writes.applicationReadTime == nil
+            && !writes.changesGroupRows
     }
 
     /// Holds a send's rows for ``flushSends()`` and moves what memory holds of its group.

@@ -160,11 +160,7 @@ final class PostgresTransaction: StoreTransaction {
             if let remark = writes.remark, let eventID = result.eventIDs.last, group.type != .avChatRoom {
                 joinedChange(app: app, user: remark.user, groupKey: key, eventID: eventID)
             }
-        } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil || writes.presence != nil
-            || writes.edit != nil
-            || !writes.inviteLinks.isEmpty || writes.reaction != nil
-        {
+        } else if writes.writesGroupRows {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
         if let read = writes.applicationReadTime {

@@ -248,10 +248,7 @@ struct SQLiteTransaction: StoreTransaction {
                     try SyncRows.joinedChange(app: group.appID, user: remark.user, groupKey: key, eventID: eventID, db: db)
                 }
             }
-        } else if writes.change != nil || !writes.events.isEmpty || !writes.applications.isEmpty || writes.remark != nil
-            || writes.readSequence != nil || writes.recall != nil || writes.attributes != nil
-            || !writes.inviteLinks.isEmpty || writes.presence != nil || writes.reaction != nil || writes.edit != nil
-        {
+        } else if writes.writesGroupRows {
             throw GroupError.internal("a write of a group's rows over a snapshot without a group")
         }
         if let read = writes.applicationReadTime {
