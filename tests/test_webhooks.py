@@ -26,7 +26,9 @@ from groupd.v1 import common_pb2, group_pb2, group_pb2_grpc, member_pb2, member_
 
 SECRET_ONE = "webhook-secret-of-app-one"
 SECRET_TWO = "webhook-secret-of-app-two"
-APP_TWO_BUDGET_MS = 300
+# app-two's budget: what a hanging webhook costs a call. An answered webhook must come back within it
+# on a loaded machine too (four test passes on 2 cores once took a create past 300 ms).
+APP_TWO_BUDGET_MS = 1000
 # What a call may take past its budget on a loaded test machine: the gRPC round trip, the store.
 MARGIN_S = 1.5
 
