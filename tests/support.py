@@ -492,8 +492,9 @@ class EventStream(StreamReader):
 
 
 class MessageApi:
-    """The calls of the message tests (tests/test_recall.py, tests/test_edits.py) on one channel:
-    a group created by the backend, a user's message, history as a member reads it."""
+    """The calls the message tests share on one channel (tests/test_recall.py, tests/test_edits.py,
+    tests/test_pins.py, tests/test_read_receipts.py, tests/test_reactions.py; each adds the calls of
+    its own feature): a group created by the backend, a user's message, history as a member reads it."""
 
     def __init__(self, channel):
         from groupd.v1 import group_pb2_grpc, member_pb2_grpc, message_pb2_grpc
@@ -503,12 +504,14 @@ class MessageApi:
         self.members = member_pb2_grpc.MemberServiceStub(channel)
         self.messages = message_pb2_grpc.MessageServiceStub(channel)
 
-    def create(self, group_type, owner, members=()):
-        """A group of `group_type` owned by `owner`, with `members` as (user, role) pairs."""
+    def create(self, group_type, owner, members=(), settings=None):
+        """A group of `group_type` owned by `owner`, with `members` as (user, role) pairs and the
+        GroupSettings `settings` (none given: the type's defaults)."""
         from groupd.v1 import common_pb2, group_pb2
 
         return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
             group_id=uid("g"), type=group_type, owner_user_id=owner, profile=common_pb2.GroupProfile(name="team"),
+            settings=settings,
             members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members]),
             metadata=admin_md(), timeout=10).group.group_id
 
@@ -520,16 +523,21 @@ class MessageApi:
             group_id=group, type="text", text=text, payload=b"body", **fields),
             metadata=user_md(user), timeout=10).message
 
-    def history(self, group, user):
-        """The group's messages as history shows them to `user`, without the read counts history
-        adds (tests/test_read_receipts.py checks those), so they compare with a recall's or an
-        edit's answer."""
+    def send_sequence(self, group, user, text="hi", **fields):
+        """The sequence of `user`'s text message (send() gives the whole message)."""
+        return self.send(group, user, text, **fields).sequence
+
+    def history(self, group, user, with_read_counts=False):
+        """The group's messages as history shows them to `user`. Without `with_read_counts`, the
+        read counts history adds are cleared (tests/test_read_receipts.py asks for them), so the
+        messages compare with a recall's or an edit's answer."""
         from groupd.v1 import message_pb2
 
         messages = list(self.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
             group_id=group, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=100),
             metadata=user_md(user), timeout=10).messages)
-        for message in messages:
-            for field in ("read_count", "unread_count", "read_receipts_counted"):
-                message.ClearField(field)
+        if not with_read_counts:
+            for message in messages:
+                for field in ("read_count", "unread_count", "read_receipts_counted"):
+                    message.ClearField(field)
         return messages
