@@ -7,33 +7,15 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
-                       message_pb2_grpc)
+from support import EventStream, MessageApi, admin_md, expect_error, uid, user_md
+from groupd.v1 import common_pb2, event_pb2, group_pb2, member_pb2, message_pb2
 
 K = common_pb2
 PUBLIC, WORK, MEETING, AV = K.GROUP_TYPE_PUBLIC, K.GROUP_TYPE_WORK, K.GROUP_TYPE_MEETING, K.GROUP_TYPE_AV_CHAT_ROOM
 MEMBER, ADMIN = K.MEMBER_ROLE_MEMBER, K.MEMBER_ROLE_ADMIN
 
 
-class Api:
-    def __init__(self, channel):
-        self.channel = channel
-        self.groups = group_pb2_grpc.GroupServiceStub(channel)
-        self.messages = message_pb2_grpc.MessageServiceStub(channel)
-        self.members = member_pb2_grpc.MemberServiceStub(channel)
-
-    def create(self, group_type, owner, members=(), settings=None):
-        return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
-            group_id=uid("g"), type=group_type, owner_user_id=owner, profile=K.GroupProfile(name="pins"),
-            settings=settings or K.GroupSettings(),
-            members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members]),
-            metadata=admin_md(), timeout=10).group.group_id
-
-    def send(self, group, user, text="hi"):
-        return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
-            group_id=group, type="text", text=text), metadata=user_md(user), timeout=10).message.sequence
-
+class Api(MessageApi):
     def pin(self, group, sequence, md):
         return self.messages.PinGroupMessage(message_pb2.PinGroupMessageRequest(group_id=group, sequence=sequence),
                                              metadata=md, timeout=10)
@@ -58,7 +40,7 @@ def api(channel):
 def test_pin_and_unpin_listed_on_the_group_with_events(api):
     owner, admin, mia = uid("owner"), uid("admin"), uid("mia")
     group = api.create(PUBLIC, owner, [(admin, ADMIN), (mia, MEMBER)])
-    first, second = api.send(group, mia, "one"), api.send(group, mia, "two")
+    first, second = api.send_sequence(group, mia, "one"), api.send_sequence(group, mia, "two")
     stream = EventStream(api.channel, event_pb2.SubscribeRequest(
         group_ids=[group], kinds=[K.EVENT_KIND_MESSAGE_PINNED, K.EVENT_KIND_MESSAGE_UNPINNED]), user_md(mia))
     stream.until_caught_up()
@@ -96,7 +78,7 @@ def test_pin_and_unpin_listed_on_the_group_with_events(api):
 def test_pin_scope_decides_who_pins(api):
     owner, admin, mia = uid("owner"), uid("admin"), uid("mia")
     group = api.create(PUBLIC, owner, [(admin, ADMIN), (mia, MEMBER)])
-    sequence = api.send(group, mia)
+    sequence = api.send_sequence(group, mia)
     assert api.info(group, user_md(owner)).settings.pin_scope == K.OPERATOR_SCOPE_OWNER_AND_ADMINS
     info = expect_error(lambda: api.pin(group, sequence, user_md(mia)), grpc.StatusCode.PERMISSION_DENIED,
                         "PERMISSION_DENIED")
@@ -125,14 +107,14 @@ def test_pin_scope_defaults_per_type_and_at_creation(api):
     owner, mia = uid("owner"), uid("mia")
     work = api.create(WORK, owner, [(mia, MEMBER)])
     assert api.info(work, user_md(owner)).settings.pin_scope == K.OPERATOR_SCOPE_OWNER
-    sequence = api.send(work, mia)
+    sequence = api.send_sequence(work, mia)
     expect_error(lambda: api.pin(work, sequence, user_md(mia)), grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
     api.pin(work, sequence, user_md(owner))
     assert api.pinned(work) == [sequence]
     meeting = api.create(MEETING, owner, [(mia, MEMBER)],
                          settings=K.GroupSettings(pin_scope=K.OPERATOR_SCOPE_ALL_MEMBERS))
     assert api.info(meeting, user_md(owner)).settings.pin_scope == K.OPERATOR_SCOPE_ALL_MEMBERS
-    sequence = api.send(meeting, owner)
+    sequence = api.send_sequence(meeting, owner)
     api.pin(meeting, sequence, user_md(mia))
     assert api.pinned(meeting) == [sequence]
 
@@ -140,7 +122,7 @@ def test_pin_scope_defaults_per_type_and_at_creation(api):
 def test_pin_refusals_change_nothing(api):
     owner, mia = uid("owner"), uid("mia")
     group = api.create(PUBLIC, owner, [(mia, MEMBER)])
-    sequence = api.send(group, mia)
+    sequence = api.send_sequence(group, mia)
     api.pin(group, sequence, user_md(owner))
 
     info = expect_error(lambda: api.pin(group, sequence, user_md(owner)), grpc.StatusCode.ALREADY_EXISTS,
@@ -166,10 +148,10 @@ def test_a_message_from_before_joining_cannot_be_pinned_by_the_newcomer(api):
     owner, late = uid("owner"), uid("late")
     group = api.create(PUBLIC, owner, settings=K.GroupSettings(pin_scope=K.OPERATOR_SCOPE_ALL_MEMBERS,
                                                                join_option=K.JOIN_OPTION_ANY))
-    before = api.send(group, owner, "before")
+    before = api.send_sequence(group, owner, "before")
     api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
     expect_error(lambda: api.pin(group, before, user_md(late)), grpc.StatusCode.NOT_FOUND, "MESSAGE_NOT_FOUND")
-    after = api.send(group, owner, "after")
+    after = api.send_sequence(group, owner, "after")
     api.pin(group, after, user_md(late))
     assert api.pinned(group) == [after]
 
@@ -193,7 +175,7 @@ def test_max_pinned_messages(limited):
     api = limited
     owner = uid("owner")
     group = api.create(PUBLIC, owner)
-    first, second, third = (api.send(group, owner, text) for text in ("a", "b", "c"))
+    first, second, third = (api.send_sequence(group, owner, text) for text in ("a", "b", "c"))
     api.pin(group, first, user_md(owner))
     api.pin(group, second, user_md(owner))
     info = expect_error(lambda: api.pin(group, third, user_md(owner)), grpc.StatusCode.FAILED_PRECONDITION,
