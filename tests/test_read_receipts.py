@@ -6,9 +6,8 @@ the app's read_receipt_max_members, and every refusal (type, size, bad input, no
 import grpc
 import pytest
 
-from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
-                       message_pb2_grpc)
+from support import EventStream, MessageApi, admin_md, expect_error, uid, user_md
+from groupd.v1 import common_pb2, event_pb2, member_pb2, message_pb2
 
 K = common_pb2
 PUBLIC, WORK, MEETING, AV = K.GROUP_TYPE_PUBLIC, K.GROUP_TYPE_WORK, K.GROUP_TYPE_MEETING, K.GROUP_TYPE_AV_CHAT_ROOM
@@ -16,24 +15,12 @@ MEMBER = K.MEMBER_ROLE_MEMBER
 READ, UNREAD = message_pb2.READ_RECEIPT_FILTER_READ, message_pb2.READ_RECEIPT_FILTER_UNREAD
 
 
-class Api:
-    def __init__(self, channel):
-        self.channel = channel
-        self.groups = group_pb2_grpc.GroupServiceStub(channel)
-        self.messages = message_pb2_grpc.MessageServiceStub(channel)
-        self.members = member_pb2_grpc.MemberServiceStub(channel)
+def members(users):
+    """`users` as plain members, in the (user, role) pairs MessageApi.create takes."""
+    return [(user, MEMBER) for user in users]
 
-    def create(self, group_type, owner, members=(), join_option=K.JOIN_OPTION_UNSPECIFIED):
-        return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
-            group_id=uid("g"), type=group_type, owner_user_id=owner, profile=K.GroupProfile(name="receipts"),
-            settings=K.GroupSettings(join_option=join_option),
-            members=[group_pb2.InitialMember(user_id=user, role=MEMBER) for user in members]),
-            metadata=admin_md(), timeout=10).group.group_id
 
-    def send(self, group, user, text="hi"):
-        return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
-            group_id=group, type="text", text=text), metadata=user_md(user), timeout=10).message.sequence
-
+class Api(MessageApi):
     def mark(self, group, user, sequence=0):
         return self.messages.MarkGroupRead(message_pb2.MarkGroupReadRequest(group_id=group, read_sequence=sequence),
                                            metadata=user_md(user), timeout=10)
@@ -43,11 +30,6 @@ class Api:
             group_id=group, sequence=sequence, filter=filter, page_size=page_size, page_token=page_token),
             metadata=md, timeout=10)
 
-    def history(self, group, user):
-        return self.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
-            group_id=group, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=100),
-            metadata=user_md(user), timeout=10).messages
-
 
 @pytest.fixture
 def api(channel):
@@ -56,8 +38,8 @@ def api(channel):
 
 def test_readers_follow_read_positions(api):
     owner, ann, bob, cat = uid("owner"), uid("a-ann"), uid("b-bob"), uid("c-cat")
-    group = api.create(PUBLIC, owner, [ann, bob, cat], join_option=K.JOIN_OPTION_ANY)
-    first, second = api.send(group, owner, "one"), api.send(group, owner, "two")
+    group = api.create(PUBLIC, owner, members([ann, bob, cat]), settings=K.GroupSettings(join_option=K.JOIN_OPTION_ANY))
+    first, second = api.send_sequence(group, owner, "one"), api.send_sequence(group, owner, "two")
     api.mark(group, ann, first)
     api.mark(group, bob)  # the latest
 
@@ -71,7 +53,7 @@ def test_readers_follow_read_positions(api):
     # A member who joins later counts for later messages only; the sender never counts.
     late = uid("d-late")
     api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
-    third = api.send(group, ann, "three")
+    third = api.send_sequence(group, ann, "three")
     api.mark(group, late)
     assert list(api.receipts(group, second, user_md(owner), filter=UNREAD).user_ids) == [ann, cat]
     answer = api.receipts(group, third, user_md(owner))
@@ -79,15 +61,16 @@ def test_readers_follow_read_positions(api):
     assert list(api.receipts(group, third, user_md(owner), filter=UNREAD).user_ids) == sorted([owner, bob, cat])
 
     # GetGroupMessages carries the counts.
-    counts = [(m.sequence, m.read_count, m.unread_count, m.read_receipts_counted) for m in api.history(group, owner)]
+    counts = [(m.sequence, m.read_count, m.unread_count, m.read_receipts_counted)
+              for m in api.history(group, owner, with_read_counts=True)]
     assert counts == [(first, 2, 1, True), (second, 1, 2, True), (third, 1, 3, True)]
 
 
 def test_receipts_are_paged_by_user_id(api):
     owner = uid("owner")
     readers = sorted(uid(f"r{i}") for i in range(5))
-    group = api.create(WORK, owner, readers)
-    sequence = api.send(group, owner)
+    group = api.create(WORK, owner, members(readers))
+    sequence = api.send_sequence(group, owner)
     for user in readers:
         api.mark(group, user)
     listed, token, pages = [], "", 0
@@ -110,8 +93,8 @@ def test_receipts_are_paged_by_user_id(api):
 
 def test_receipt_refusals(api):
     owner, mia = uid("owner"), uid("mia")
-    group = api.create(PUBLIC, owner, [mia])
-    sequence = api.send(group, owner)
+    group = api.create(PUBLIC, owner, members([mia]))
+    sequence = api.send_sequence(group, owner)
     for field, call in (
         ("sequence", lambda: api.receipts(group, 0, user_md(owner))),
         ("filter", lambda: api.receipts(group, sequence, user_md(owner), filter=7)),
@@ -128,12 +111,12 @@ def test_receipt_refusals(api):
     expect_error(lambda: api.receipts(uid("nogroup"), sequence, user_md(owner)), grpc.StatusCode.NOT_FOUND,
                  "GROUP_NOT_FOUND")
 
-    meeting = api.create(MEETING, owner, [mia])
-    sent = api.send(meeting, owner)
+    meeting = api.create(MEETING, owner, members([mia]))
+    sent = api.send_sequence(meeting, owner)
     info = expect_error(lambda: api.receipts(meeting, sent, user_md(owner)), grpc.StatusCode.FAILED_PRECONDITION,
                         "READ_RECEIPTS_NOT_SUPPORTED")
     assert info.metadata["group_type"] == "Meeting"
-    assert [m.read_receipts_counted for m in api.history(meeting, owner)] == [False]
+    assert [m.read_receipts_counted for m in api.history(meeting, owner, with_read_counts=True)] == [False]
     room = api.create(AV, owner)
     expect_error(lambda: api.receipts(room, 1, user_md(owner)), grpc.StatusCode.FAILED_PRECONDITION,
                  "HISTORY_NOT_KEPT")
@@ -149,16 +132,16 @@ def small(fresh_groupd):
 def test_groups_over_the_member_limit_have_no_receipts(small):
     api = small
     owner, mia, bob = uid("owner"), uid("mia"), uid("bob")
-    pair = api.create(WORK, owner, [mia])
-    sequence = api.send(pair, owner)
+    pair = api.create(WORK, owner, members([mia]))
+    sequence = api.send_sequence(pair, owner)
     api.mark(pair, mia)
     assert api.receipts(pair, sequence, user_md(owner)).read_count == 1
-    trio = api.create(WORK, owner, [mia, bob])
-    sequence = api.send(trio, owner)
+    trio = api.create(WORK, owner, members([mia, bob]))
+    sequence = api.send_sequence(trio, owner)
     info = expect_error(lambda: api.receipts(trio, sequence, user_md(owner)), grpc.StatusCode.FAILED_PRECONDITION,
                         "READ_RECEIPTS_NOT_SUPPORTED")
     assert info.metadata["limit"] == "2"
-    message = api.history(trio, owner)[0]
+    message = api.history(trio, owner, with_read_counts=True)[0]
     assert not message.read_receipts_counted and message.read_count == 0
 
 
@@ -185,9 +168,9 @@ def test_receipt_events_are_batched_per_sender(clocked):
     server, api = clocked
     owner, ann = uid("owner"), uid("ann")
     readers = [uid(f"r{i}") for i in range(4)]
-    group = api.create(WORK, owner, [ann] + readers)
-    first, second = api.send(group, owner, "one"), api.send(group, owner, "two")
-    own = api.send(group, ann, "ann's")
+    group = api.create(WORK, owner, members([ann] + readers))
+    first, second = api.send_sequence(group, owner, "one"), api.send_sequence(group, owner, "two")
+    own = api.send_sequence(group, ann, "ann's")
     owner_stream, ann_stream = receipt_stream(api, owner), receipt_stream(api, ann)
 
     # Reads within one interval (from the first read that makes the batch): one event per sender,
