@@ -7,9 +7,8 @@ app's limits, key validation, and every refusal, each of which leaves the reacti
 import grpc
 import pytest
 
-from support import EventStream, admin_md, expect_error, uid, user_md
-from groupd.v1 import (common_pb2, event_pb2, group_pb2, group_pb2_grpc, member_pb2, member_pb2_grpc, message_pb2,
-                       message_pb2_grpc)
+from support import EventStream, MessageApi, admin_md, expect_error, uid, user_md
+from groupd.v1 import common_pb2, event_pb2, member_pb2, message_pb2
 
 K = common_pb2
 PUBLIC, WORK, MEETING, AV = K.GROUP_TYPE_PUBLIC, K.GROUP_TYPE_WORK, K.GROUP_TYPE_MEETING, K.GROUP_TYPE_AV_CHAT_ROOM
@@ -20,24 +19,7 @@ PRECONDITION, DENIED = grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.PERM
 THUMBS, PARTY, HEART = "\U0001F44D", "\U0001F389", "\u2764\ufe0f"
 
 
-class Api:
-    def __init__(self, channel):
-        self.channel = channel
-        self.groups = group_pb2_grpc.GroupServiceStub(channel)
-        self.messages = message_pb2_grpc.MessageServiceStub(channel)
-        self.members = member_pb2_grpc.MemberServiceStub(channel)
-
-    def create(self, group_type, owner, members=(), settings=None):
-        return self.groups.CreateGroup(group_pb2.CreateGroupRequest(
-            group_id=uid("g"), type=group_type, owner_user_id=owner, profile=K.GroupProfile(name="reactions"),
-            settings=settings or K.GroupSettings(),
-            members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members]),
-            metadata=admin_md(), timeout=10).group.group_id
-
-    def send(self, group, user, text="hi"):
-        return self.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
-            group_id=group, type="text", text=text), metadata=user_md(user), timeout=10).message.sequence
-
+class Api(MessageApi):
     def add(self, group, sequence, key, md):
         return self.messages.AddMessageReaction(message_pb2.AddMessageReactionRequest(
             group_id=group, sequence=sequence, reaction_key=key), metadata=md, timeout=10)
@@ -74,7 +56,7 @@ def api(channel):
 def test_add_and_remove_with_counts_users_and_events(api):
     owner, mia, bob = uid("owner"), uid("mia"), uid("bob")
     group = api.create(PUBLIC, owner, [(mia, MEMBER), (bob, MEMBER)])
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     stream = EventStream(api.channel, event_pb2.SubscribeRequest(group_ids=[group], kinds=[ADDED, REMOVED]),
                          user_md(bob))
     stream.until_caught_up()
@@ -124,7 +106,7 @@ def test_add_and_remove_with_counts_users_and_events(api):
 def test_get_reactions_of_several_messages_in_request_order(api):
     owner, mia = uid("owner"), uid("mia")
     group = api.create(PUBLIC, owner, [(mia, MEMBER)])
-    first, second, third = (api.send(group, owner, text) for text in "abc")
+    first, second, third = (api.send_sequence(group, owner, text) for text in "abc")
     api.add(group, third, THUMBS, user_md(mia))
     api.add(group, first, PARTY, user_md(mia))
     answer = api.get(group, [third, second, first, third + 100], user_md(owner))
@@ -137,7 +119,7 @@ def test_list_reaction_users_paged_earliest_first(api):
     owner = uid("owner")
     users = [uid(f"u{index}") for index in range(7)]
     group = api.create(PUBLIC, owner, [(user, MEMBER) for user in users])
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     for user in users:
         api.add(group, sequence, THUMBS, user_md(user))
     api.add(group, sequence, PARTY, user_md(users[0]))
@@ -177,7 +159,7 @@ def test_list_reaction_users_paged_earliest_first(api):
 def test_keys_emoji_sequences_and_short_words_are_accepted(api, key):
     owner = uid("owner")
     group = api.create(PUBLIC, owner)
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     assert api.add(group, sequence, key, user_md(owner)).reaction.reaction_key == key
     assert api.summary(group, sequence) == [(key, 1, False, [owner])]
 
@@ -188,7 +170,7 @@ def test_keys_emoji_sequences_and_short_words_are_accepted(api, key):
 def test_invalid_keys_are_refused_and_change_nothing(api, key, limit):
     owner = uid("owner")
     group = api.create(PUBLIC, owner)
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     api.add(group, sequence, THUMBS, user_md(owner))
     for call in (lambda: api.add(group, sequence, key, user_md(owner)),
                  lambda: api.remove(group, sequence, key, user_md(owner)),
@@ -203,7 +185,7 @@ def test_invalid_keys_are_refused_and_change_nothing(api, key, limit):
 def test_refusals_change_nothing(api):
     owner, mia, stranger = uid("owner"), uid("mia"), uid("stranger")
     group = api.create(PUBLIC, owner, [(mia, MEMBER)])
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     api.add(group, sequence, THUMBS, user_md(mia))
     before = api.summary(group, sequence)
 
@@ -240,7 +222,7 @@ def test_refusals_change_nothing(api):
 def test_a_recalled_message_takes_no_reactions_and_shows_none(api):
     owner, mia = uid("owner"), uid("mia")
     group = api.create(PUBLIC, owner, [(mia, MEMBER)])
-    sequence = api.send(group, mia)
+    sequence = api.send_sequence(group, mia)
     api.add(group, sequence, THUMBS, user_md(owner))
     api.messages.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(group_id=group, sequence=sequence),
                                     metadata=user_md(mia), timeout=10)
@@ -255,10 +237,10 @@ def test_a_recalled_message_takes_no_reactions_and_shows_none(api):
 def test_a_muted_member_may_react(api):
     owner, mia = uid("owner"), uid("mia")
     group = api.create(PUBLIC, owner, [(mia, MEMBER)])
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     api.members.MuteMembers(member_pb2.MuteMembersRequest(group_id=group, user_ids=[mia], duration_seconds=600),
                             metadata=user_md(owner), timeout=10)
-    expect_error(lambda: api.send(group, mia), DENIED, "MEMBER_MUTED")
+    expect_error(lambda: api.send_sequence(group, mia), DENIED, "MEMBER_MUTED")
     assert api.add(group, sequence, THUMBS, user_md(mia)).changed
     assert api.remove(group, sequence, THUMBS, user_md(mia)).changed
 
@@ -266,16 +248,16 @@ def test_a_muted_member_may_react(api):
 def test_history_from_before_joining(api):
     owner, late = uid("owner"), uid("late")
     public = api.create(PUBLIC, owner, settings=K.GroupSettings(join_option=K.JOIN_OPTION_ANY))
-    before = api.send(public, owner, "before")
+    before = api.send_sequence(public, owner, "before")
     api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=public), metadata=user_md(late), timeout=10)
     expect_error(lambda: api.add(public, before, THUMBS, user_md(late)), NOT_FOUND, "MESSAGE_NOT_FOUND")
     expect_error(lambda: api.users(public, before, THUMBS, user_md(late)), NOT_FOUND, "MESSAGE_NOT_FOUND")
     assert api.get(public, [before], user_md(late)).messages == []
-    after = api.send(public, owner, "after")
+    after = api.send_sequence(public, owner, "after")
     assert api.add(public, after, THUMBS, user_md(late)).changed
     # A Meeting shows history from before joining: the newcomer reacts to it.
     meeting = api.create(MEETING, owner)
-    earlier = api.send(meeting, owner, "before")
+    earlier = api.send_sequence(meeting, owner, "before")
     api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=meeting), metadata=user_md(late), timeout=10)
     assert api.add(meeting, earlier, THUMBS, user_md(late)).changed
 
@@ -304,7 +286,7 @@ def test_who_may_react(api, group_type, who, refusal):
         api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group), metadata=user_md(member), timeout=10)
         sequence = 1
     else:
-        sequence = api.send(group, owner)
+        sequence = api.send_sequence(group, owner)
     md = {"owner": user_md(owner), "admin": user_md(admin), "member": user_md(member),
           "backend-as-member": admin_md(operator=member), "stranger": user_md(uid("stranger"))}[who]
     calls = [lambda: api.add(group, sequence, THUMBS, md), lambda: api.remove(group, sequence, THUMBS, md),
@@ -331,7 +313,7 @@ def test_the_apps_reaction_limits(limited):
     api = limited
     owner, mia, bob, eve = uid("owner"), uid("mia"), uid("bob"), uid("eve")
     group = api.create(PUBLIC, owner, [(mia, MEMBER), (bob, MEMBER), (eve, MEMBER)])
-    sequence = api.send(group, owner)
+    sequence = api.send_sequence(group, owner)
     api.add(group, sequence, "a", user_md(mia))
     api.add(group, sequence, "b", user_md(mia))
     # Per user: mia has 2 keys.
