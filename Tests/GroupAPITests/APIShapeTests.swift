@@ -67,7 +67,7 @@ struct APIShapeTests {
         #expect(Groupd_V1_EventService.Method.subscribe.isServerStreaming)
         #expect(Groupd_V1_GroupService.allMethods.count == 18)
         #expect(Groupd_V1_MemberService.allMethods.count == 21)
-        #expect(Groupd_V1_MessageService.allMethods.count == 13)
+        #expect(Groupd_V1_MessageService.allMethods.count == 14)
     }
 
     @Test("google.rpc.Status carries ErrorInfo and RetryInfo details through Any")

@@ -2619,6 +2619,43 @@ public struct Groupd_V1_GroupMessage: ProtoMessage {
     /// When it was edited last; absent when never edited.
     public var editTime: Google_Protobuf_Timestamp? = nil
 
+    /// The message this one replies to (SendGroupMessage.reply_to_sequence);
+    /// absent when it is not a reply, or once it is recalled.
+    public var replyTo: Groupd_V1_MessageReference? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// A reply's reference to the message it answers, with a snapshot of it
+/// taken when the reply was sent. The snapshot follows the original: an edit
+/// of the original changes the preview, its recall turns the reference into a
+/// tombstone (recalled, type and preview cleared); once the original is
+/// purged by history retention the snapshot stays as it was.
+public struct Groupd_V1_MessageReference: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.MessageReference"
+
+    /// The original's sequence in the group.
+    public var sequence: UInt64 = 0
+
+    /// The original's message id.
+    public var messageID: String = ""
+
+    /// The original's sender.
+    public var senderUserID: String = ""
+
+    /// The original's type tag; empty once it is recalled.
+    public var type: String = ""
+
+    /// The first 100 characters (extended grapheme clusters) of the
+    /// original's text; empty for a message without text and once it is
+    /// recalled.
+    public var preview: String = ""
+
+    /// True when the original was recalled.
+    public var recalled: Bool = false
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -4232,6 +4269,7 @@ extension Groupd_V1_GroupMessage {
         editCount = c.edit_count
         editedByUserID = try _protoString(c.edited_by_user_id, "groupd.v1.GroupMessage.edited_by_user_id")
         if let sub = c.edit_time { editTime = try Google_Protobuf_Timestamp(_c: sub) }
+        if let sub = c.reply_to { replyTo = try Groupd_V1_MessageReference(_c: sub) }
     }
 
     /// Builds a protobuf-c `Groupd__V1__GroupMessage` whose every pointer lives in `arena`.
@@ -4262,6 +4300,49 @@ extension Groupd_V1_GroupMessage {
         if editCount != 0 { p.pointee.edit_count = editCount }
         if !editedByUserID.isEmpty { p.pointee.edited_by_user_id = arena.cString(editedByUserID) }
         if let value = editTime { p.pointee.edit_time = value._cBuild(arena) }
+        if let value = replyTo { p.pointee.reply_to = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_MessageReference {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__message_reference(), as: Groupd__V1__MessageReference.self, Groupd_V1_MessageReference.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__MessageReference` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__MessageReference>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        sequence = c.sequence
+        messageID = try _protoString(c.message_id, "groupd.v1.MessageReference.message_id")
+        senderUserID = try _protoString(c.sender_user_id, "groupd.v1.MessageReference.sender_user_id")
+        type = try _protoString(c.type, "groupd.v1.MessageReference.type")
+        preview = try _protoString(c.preview, "groupd.v1.MessageReference.preview")
+        recalled = (c.recalled != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__MessageReference` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__MessageReference> {
+        let p = arena.make(Groupd__V1__MessageReference.self, groupd__v1__message_reference__init)
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if !messageID.isEmpty { p.pointee.message_id = arena.cString(messageID) }
+        if !senderUserID.isEmpty { p.pointee.sender_user_id = arena.cString(senderUserID) }
+        if !type.isEmpty { p.pointee.type = arena.cString(type) }
+        if !preview.isEmpty { p.pointee.preview = arena.cString(preview) }
+        if recalled { p.pointee.recalled = (recalled ? 1 : 0) }
         return p
     }
 }

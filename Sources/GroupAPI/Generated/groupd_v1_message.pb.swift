@@ -173,6 +173,11 @@ public struct Groupd_V1_SendGroupMessageRequest: ProtoMessage {
     /// Mention everyone (@all); needs settings.mention_all_scope.
     public var mentionAll: Bool = false
 
+    /// The sequence of the message this one replies to (0: not a reply): a
+    /// stored message of the same group that the sender's history shows, not
+    /// recalled.
+    public var replyToSequence: UInt64 = 0
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -611,6 +616,42 @@ public struct Groupd_V1_ListMessageReactionUsersResponse: ProtoMessage {
     public init() {}
 }
 
+/// ListMessageReplies request.
+public struct Groupd_V1_ListMessageRepliesRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListMessageRepliesRequest"
+
+    /// The group.
+    public var groupID: String = ""
+
+    /// The original message's sequence.
+    public var sequence: UInt64 = 0
+
+    /// Page size (default 20, max 100).
+    public var pageSize: Int32 = 0
+
+    /// Continues a previous listing of the same message.
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListMessageReplies response.
+public struct Groupd_V1_ListMessageRepliesResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListMessageRepliesResponse"
+
+    /// The replies, oldest first, as history shows them.
+    public var replies: [Groupd_V1_GroupMessage] = []
+
+    /// Token for the next page; empty at the end.
+    public var nextPageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 extension Groupd_V1_SendGroupMessageRequest {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -640,6 +681,7 @@ extension Groupd_V1_SendGroupMessageRequest {
         priority = _protoEnum(c.priority)
         mentionedUserIds = try _protoStrings(c.mentioned_user_ids, c.n_mentioned_user_ids, "groupd.v1.SendGroupMessageRequest.mentioned_user_ids")
         mentionAll = (c.mention_all != 0)
+        replyToSequence = c.reply_to_sequence
     }
 
     /// Builds a protobuf-c `Groupd__V1__SendGroupMessageRequest` whose every pointer lives in `arena`.
@@ -656,6 +698,7 @@ extension Groupd_V1_SendGroupMessageRequest {
             p.pointee.mentioned_user_ids = arena.cStrings(mentionedUserIds)
         }
         if mentionAll { p.pointee.mention_all = (mentionAll ? 1 : 0) }
+        if replyToSequence != 0 { p.pointee.reply_to_sequence = replyToSequence }
         return p
     }
 }
@@ -1566,6 +1609,81 @@ extension Groupd_V1_ListMessageReactionUsersResponse {
     }
 }
 
+extension Groupd_V1_ListMessageRepliesRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_message_replies_request(), as: Groupd__V1__ListMessageRepliesRequest.self, Groupd_V1_ListMessageRepliesRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListMessageRepliesRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListMessageRepliesRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListMessageRepliesRequest.group_id")
+        sequence = c.sequence
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.ListMessageRepliesRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListMessageRepliesRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListMessageRepliesRequest> {
+        let p = arena.make(Groupd__V1__ListMessageRepliesRequest.self, groupd__v1__list_message_replies_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if sequence != 0 { p.pointee.sequence = sequence }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListMessageRepliesResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_message_replies_response(), as: Groupd__V1__ListMessageRepliesResponse.self, Groupd_V1_ListMessageRepliesResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListMessageRepliesResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListMessageRepliesResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        replies = try _protoMessages(c.replies, c.n_replies, Groupd_V1_GroupMessage.init(_c:))
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.ListMessageRepliesResponse.next_page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListMessageRepliesResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListMessageRepliesResponse> {
+        let p = arena.make(Groupd__V1__ListMessageRepliesResponse.self, groupd__v1__list_message_replies_response__init)
+        if !replies.isEmpty {
+            p.pointee.n_replies = replies.count
+            p.pointee.replies = arena.messages(replies) { $0._cBuild($1) }
+        }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        return p
+    }
+}
+
 /// Group messages.
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
@@ -1595,6 +1713,15 @@ public enum Groupd_V1_MessageService {
         /// POLICY_REJECTED.
         /// A message a policy plugin discards is answered as sent and is neither
         /// stored nor delivered (Tencent's silent discard).
+        /// Replies: reply_to_sequence names an earlier stored message of the group
+        /// that the sender's history shows; the message then carries a
+        /// MessageReference to it (GroupMessage.reply_to) with a snapshot of the
+        /// original (sender, type, the first 100 characters of its text) that
+        /// follows the original's edits and becomes a tombstone when the original
+        /// is recalled. Errors for a reply: HISTORY_NOT_KEPT (AVChatRoom),
+        /// MESSAGE_NOT_FOUND (field reply_to_sequence: no such message, or one the
+        /// sender's history does not show), MESSAGE_RECALLED (field
+        /// reply_to_sequence).
         ///
         /// `/groupd.v1.MessageService/SendGroupMessage`, unary.
         public static let sendGroupMessage = ProtoMethod<Groupd_V1_SendGroupMessageRequest, Groupd_V1_SendGroupMessageResponse>(
@@ -1755,8 +1882,22 @@ public enum Groupd_V1_MessageService {
         public static let listMessageReactionUsers = ProtoMethod<Groupd_V1_ListMessageReactionUsersRequest, Groupd_V1_ListMessageReactionUsersResponse>(
             service: "groupd.v1.MessageService", method: "ListMessageReactionUsers",
             isClientStreaming: false, isServerStreaming: false)
+        /// The replies to one message (the stored messages whose reply_to names
+        /// it), oldest first, paged. Members (and the backend) of groups that keep
+        /// history; a Work or Public member sees the replies their history shows
+        /// (sent after they joined). The original need not exist any more: the
+        /// replies to a recalled or purged message are listed, each with its
+        /// snapshot of the original. A recalled reply is no longer a reply (its
+        /// reference is cleared with its body). Errors: GROUP_NOT_FOUND,
+        /// NOT_A_MEMBER, HISTORY_NOT_KEPT (AVChatRoom), INVALID_ARGUMENT
+        /// (sequence 0, page_size, page_token).
+        ///
+        /// `/groupd.v1.MessageService/ListMessageReplies`, unary.
+        public static let listMessageReplies = ProtoMethod<Groupd_V1_ListMessageRepliesRequest, Groupd_V1_ListMessageRepliesResponse>(
+            service: "groupd.v1.MessageService", method: "ListMessageReplies",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.editGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased, Method.addMessageReaction.erased, Method.removeMessageReaction.erased, Method.getMessageReactions.erased, Method.listMessageReactionUsers.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.sendGroupMessage.erased, Method.getGroupMessages.erased, Method.markGroupRead.erased, Method.sendSystemNotification.erased, Method.recallGroupMessage.erased, Method.editGroupMessage.erased, Method.pinGroupMessage.erased, Method.unpinGroupMessage.erased, Method.getMessageReadReceipts.erased, Method.addMessageReaction.erased, Method.removeMessageReaction.erased, Method.getMessageReactions.erased, Method.listMessageReactionUsers.erased, Method.listMessageReplies.erased]
 }

@@ -89,7 +89,8 @@ enum Examples {
         Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 33, message: ex_groupd_v1_GroupEvent(19)),
         Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 33, message: ex_groupd_v1_GroupEvent(20)),
         Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 33, message: ex_groupd_v1_GroupEvent(21)),
-        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 22, message: ex_groupd_v1_GroupMessage(0)),
+        Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 23, message: ex_groupd_v1_GroupMessage(0)),
+        Example(name: "groupd.v1.MessageReference", variant: 0, fieldCount: 6, message: ex_groupd_v1_MessageReference(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
         Example(name: "groupd.v1.CaughtUp", variant: 0, fieldCount: 0, message: ex_groupd_v1_CaughtUp(0)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 0, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(0)),
@@ -182,7 +183,7 @@ enum Examples {
         Example(name: "groupd.v1.SyncMembersResponse", variant: 0, fieldCount: 5, message: ex_groupd_v1_SyncMembersResponse(0)),
         Example(name: "groupd.v1.SearchMembersRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SearchMembersRequest(0)),
         Example(name: "groupd.v1.SearchMembersResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_SearchMembersResponse(0)),
-        Example(name: "groupd.v1.SendGroupMessageRequest", variant: 0, fieldCount: 8, message: ex_groupd_v1_SendGroupMessageRequest(0)),
+        Example(name: "groupd.v1.SendGroupMessageRequest", variant: 0, fieldCount: 9, message: ex_groupd_v1_SendGroupMessageRequest(0)),
         Example(name: "groupd.v1.SendGroupMessageResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_SendGroupMessageResponse(0)),
         Example(name: "groupd.v1.GetGroupMessagesRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_GetGroupMessagesRequest(0)),
         Example(name: "groupd.v1.GetGroupMessagesResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_GetGroupMessagesResponse(0)),
@@ -208,6 +209,8 @@ enum Examples {
         Example(name: "groupd.v1.GetMessageReactionsResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_GetMessageReactionsResponse(0)),
         Example(name: "groupd.v1.ListMessageReactionUsersRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_ListMessageReactionUsersRequest(0)),
         Example(name: "groupd.v1.ListMessageReactionUsersResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_ListMessageReactionUsersResponse(0)),
+        Example(name: "groupd.v1.ListMessageRepliesRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_ListMessageRepliesRequest(0)),
+        Example(name: "groupd.v1.ListMessageRepliesResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_ListMessageRepliesResponse(0)),
         Example(name: "grpc.health.v1.HealthCheckRequest", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckRequest(0)),
         Example(name: "grpc.health.v1.HealthCheckResponse", variant: 0, fieldCount: 1, message: ex_grpc_health_v1_HealthCheckResponse(0)),
         Example(name: "grpc.health.v1.HealthListRequest", variant: 0, fieldCount: 0, message: ex_grpc_health_v1_HealthListRequest(0)),
@@ -916,6 +919,19 @@ enum Examples {
         m.editCount = 3999999976
         m.editedByUserID = "edited_by_user_id-0-é群✓"
         m.editTime = ex_google_protobuf_Timestamp(0)
+        m.replyTo = ex_groupd_v1_MessageReference(0)
+        return m
+    }
+
+    /// A `groupd.v1.MessageReference` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_MessageReference(_ variant: Int) -> Groupd_V1_MessageReference {
+        var m = Groupd_V1_MessageReference()
+        m.sequence = 17999999999999999999
+        m.messageID = "message_id-0-é群✓"
+        m.senderUserID = "sender_user_id-0-é群✓"
+        m.type = "type-0-é群✓"
+        m.preview = "preview-0-é群✓"
+        m.recalled = true
         return m
     }
 
@@ -1699,6 +1715,7 @@ enum Examples {
         m.priority = Groupd_V1_MessagePriority.high
         m.mentionedUserIds = ["mentioned_user_ids-0-é群✓", "mentioned_user_ids-1-é群✓"]
         m.mentionAll = true
+        m.replyToSequence = 17999999999999999991
         return m
     }
 
@@ -1914,6 +1931,24 @@ enum Examples {
         var m = Groupd_V1_ListMessageReactionUsersResponse()
         m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
         m.count = 3999999998
+        m.nextPageToken = "next_page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListMessageRepliesRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListMessageRepliesRequest(_ variant: Int) -> Groupd_V1_ListMessageRepliesRequest {
+        var m = Groupd_V1_ListMessageRepliesRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.sequence = 17999999999999999998
+        m.pageSize = -3017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListMessageRepliesResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListMessageRepliesResponse(_ variant: Int) -> Groupd_V1_ListMessageRepliesResponse {
+        var m = Groupd_V1_ListMessageRepliesResponse()
+        m.replies = [ex_groupd_v1_GroupMessage(0), ex_groupd_v1_GroupMessage(1)]
         m.nextPageToken = "next_page_token-0-é群✓"
         return m
     }

@@ -1555,6 +1555,51 @@ void   groupd__v1__group_message__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__message_reference__init
+                     (Groupd__V1__MessageReference         *message)
+{
+  static const Groupd__V1__MessageReference init_value = GROUPD__V1__MESSAGE_REFERENCE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__message_reference__get_packed_size
+                     (const Groupd__V1__MessageReference *message)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reference__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__message_reference__pack
+                     (const Groupd__V1__MessageReference *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reference__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__message_reference__pack_to_buffer
+                     (const Groupd__V1__MessageReference *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__message_reference__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__MessageReference *
+       groupd__v1__message_reference__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__MessageReference *)
+     protobuf_c_message_unpack (&groupd__v1__message_reference__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__message_reference__free_unpacked
+                     (Groupd__V1__MessageReference *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__message_reference__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor groupd__v1__group_settings__field_descriptors[15] =
 {
   {
@@ -4931,7 +4976,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   (ProtobufCMessageInit) groupd__v1__group_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[22] =
+static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descriptors[23] =
 {
   {
     "group_id",
@@ -5197,6 +5242,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_message__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "reply_to",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GroupMessage, reply_to),
+    &groupd__v1__message_reference__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   4,   /* field[4] = client_message_id */
@@ -5214,6 +5271,7 @@ static const unsigned groupd__v1__group_message__field_indices_by_name[] = {
   15,   /* field[15] = recall_time */
   13,   /* field[13] = recalled */
   14,   /* field[14] = recalled_by_user_id */
+  22,   /* field[22] = reply_to */
   9,   /* field[9] = send_time */
   10,   /* field[10] = sender_name_card */
   3,   /* field[3] = sender_user_id */
@@ -5226,7 +5284,7 @@ static const ProtobufCIntRange groupd__v1__group_message__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 24, 19 },
-  { 0, 22 }
+  { 0, 23 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
 {
@@ -5236,11 +5294,114 @@ const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor =
   "Groupd__V1__GroupMessage",
   "groupd.v1",
   sizeof(Groupd__V1__GroupMessage),
-  22,
+  23,
   groupd__v1__group_message__field_descriptors,
   groupd__v1__group_message__field_indices_by_name,
   2,  groupd__v1__group_message__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group_message__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__message_reference__field_descriptors[6] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReference, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReference, message_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sender_user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReference, sender_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReference, type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "preview",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReference, preview),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recalled",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__MessageReference, recalled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__message_reference__field_indices_by_name[] = {
+  1,   /* field[1] = message_id */
+  4,   /* field[4] = preview */
+  5,   /* field[5] = recalled */
+  2,   /* field[2] = sender_user_id */
+  0,   /* field[0] = sequence */
+  3,   /* field[3] = type */
+};
+static const ProtobufCIntRange groupd__v1__message_reference__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor groupd__v1__message_reference__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.MessageReference",
+  "MessageReference",
+  "Groupd__V1__MessageReference",
+  "groupd.v1",
+  sizeof(Groupd__V1__MessageReference),
+  6,
+  groupd__v1__message_reference__field_descriptors,
+  groupd__v1__message_reference__field_indices_by_name,
+  1,  groupd__v1__message_reference__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__message_reference__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue groupd__v1__group_type__enum_values_by_number[5] =

@@ -1177,7 +1177,97 @@ void   groupd__v1__list_message_reaction_users_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__list_message_reaction_users_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__field_descriptors[8] =
+void   groupd__v1__list_message_replies_request__init
+                     (Groupd__V1__ListMessageRepliesRequest         *message)
+{
+  static const Groupd__V1__ListMessageRepliesRequest init_value = GROUPD__V1__LIST_MESSAGE_REPLIES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_message_replies_request__get_packed_size
+                     (const Groupd__V1__ListMessageRepliesRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_message_replies_request__pack
+                     (const Groupd__V1__ListMessageRepliesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_message_replies_request__pack_to_buffer
+                     (const Groupd__V1__ListMessageRepliesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListMessageRepliesRequest *
+       groupd__v1__list_message_replies_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListMessageRepliesRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_message_replies_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_message_replies_request__free_unpacked
+                     (Groupd__V1__ListMessageRepliesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_message_replies_response__init
+                     (Groupd__V1__ListMessageRepliesResponse         *message)
+{
+  static const Groupd__V1__ListMessageRepliesResponse init_value = GROUPD__V1__LIST_MESSAGE_REPLIES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_message_replies_response__get_packed_size
+                     (const Groupd__V1__ListMessageRepliesResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_message_replies_response__pack
+                     (const Groupd__V1__ListMessageRepliesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_message_replies_response__pack_to_buffer
+                     (const Groupd__V1__ListMessageRepliesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListMessageRepliesResponse *
+       groupd__v1__list_message_replies_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListMessageRepliesResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_message_replies_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_message_replies_response__free_unpacked
+                     (Groupd__V1__ListMessageRepliesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_message_replies_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__field_descriptors[9] =
 {
   {
     "group_id",
@@ -1275,6 +1365,18 @@ static const ProtobufCFieldDescriptor groupd__v1__send_group_message_request__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "reply_to_sequence",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__SendGroupMessageRequest, reply_to_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__send_group_message_request__field_indices_by_name[] = {
   1,   /* field[1] = client_message_id */
@@ -1283,13 +1385,14 @@ static const unsigned groupd__v1__send_group_message_request__field_indices_by_n
   6,   /* field[6] = mentioned_user_ids */
   4,   /* field[4] = payload */
   5,   /* field[5] = priority */
+  8,   /* field[8] = reply_to_sequence */
   3,   /* field[3] = text */
   2,   /* field[2] = type */
 };
 static const ProtobufCIntRange groupd__v1__send_group_message_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor groupd__v1__send_group_message_request__descriptor =
 {
@@ -1299,7 +1402,7 @@ const ProtobufCMessageDescriptor groupd__v1__send_group_message_request__descrip
   "Groupd__V1__SendGroupMessageRequest",
   "groupd.v1",
   sizeof(Groupd__V1__SendGroupMessageRequest),
-  8,
+  9,
   groupd__v1__send_group_message_request__field_descriptors,
   groupd__v1__send_group_message_request__field_indices_by_name,
   1,  groupd__v1__send_group_message_request__number_ranges,
@@ -2789,6 +2892,134 @@ const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_respons
   (ProtobufCMessageInit) groupd__v1__list_message_reaction_users_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__list_message_replies_request__field_descriptors[4] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageRepliesRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageRepliesRequest, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageRepliesRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageRepliesRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_message_replies_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = page_size */
+  3,   /* field[3] = page_token */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange groupd__v1__list_message_replies_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_message_replies_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListMessageRepliesRequest",
+  "ListMessageRepliesRequest",
+  "Groupd__V1__ListMessageRepliesRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListMessageRepliesRequest),
+  4,
+  groupd__v1__list_message_replies_request__field_descriptors,
+  groupd__v1__list_message_replies_request__field_indices_by_name,
+  1,  groupd__v1__list_message_replies_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_message_replies_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_message_replies_response__field_descriptors[2] =
+{
+  {
+    "replies",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ListMessageRepliesResponse, n_replies),
+    offsetof(Groupd__V1__ListMessageRepliesResponse, replies),
+    &groupd__v1__group_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListMessageRepliesResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_message_replies_response__field_indices_by_name[] = {
+  1,   /* field[1] = next_page_token */
+  0,   /* field[0] = replies */
+};
+static const ProtobufCIntRange groupd__v1__list_message_replies_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_message_replies_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListMessageRepliesResponse",
+  "ListMessageRepliesResponse",
+  "Groupd__V1__ListMessageRepliesResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListMessageRepliesResponse),
+  2,
+  groupd__v1__list_message_replies_response__field_descriptors,
+  groupd__v1__list_message_replies_response__field_indices_by_name,
+  1,  groupd__v1__list_message_replies_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_message_replies_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue groupd__v1__send_result__enum_values_by_number[3] =
 {
   { "SEND_RESULT_UNSPECIFIED", "GROUPD__V1__SEND_RESULT__SEND_RESULT_UNSPECIFIED", 0 },
@@ -2879,7 +3110,7 @@ const ProtobufCEnumDescriptor groupd__v1__read_receipt_filter__descriptor =
   groupd__v1__read_receipt_filter__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[13] =
+static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descriptors[14] =
 {
   { "SendGroupMessage", &groupd__v1__send_group_message_request__descriptor, &groupd__v1__send_group_message_response__descriptor },
   { "GetGroupMessages", &groupd__v1__get_group_messages_request__descriptor, &groupd__v1__get_group_messages_response__descriptor },
@@ -2894,6 +3125,7 @@ static const ProtobufCMethodDescriptor groupd__v1__message_service__method_descr
   { "RemoveMessageReaction", &groupd__v1__remove_message_reaction_request__descriptor, &groupd__v1__remove_message_reaction_response__descriptor },
   { "GetMessageReactions", &groupd__v1__get_message_reactions_request__descriptor, &groupd__v1__get_message_reactions_response__descriptor },
   { "ListMessageReactionUsers", &groupd__v1__list_message_reaction_users_request__descriptor, &groupd__v1__list_message_reaction_users_response__descriptor },
+  { "ListMessageReplies", &groupd__v1__list_message_replies_request__descriptor, &groupd__v1__list_message_replies_response__descriptor },
 };
 const unsigned groupd__v1__message_service__method_indices_by_name[] = {
   9,        /* AddMessageReaction */
@@ -2902,6 +3134,7 @@ const unsigned groupd__v1__message_service__method_indices_by_name[] = {
   11,        /* GetMessageReactions */
   8,        /* GetMessageReadReceipts */
   12,        /* ListMessageReactionUsers */
+  13,        /* ListMessageReplies */
   2,        /* MarkGroupRead */
   6,        /* PinGroupMessage */
   4,        /* RecallGroupMessage */
@@ -2917,7 +3150,7 @@ const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor =
   "MessageService",
   "Groupd__V1__MessageService",
   "groupd.v1",
-  13,
+  14,
   groupd__v1__message_service__method_descriptors,
   groupd__v1__message_service__method_indices_by_name
 };
@@ -3024,6 +3257,14 @@ void groupd__v1__message_service__list_message_reaction_users(ProtobufCService *
 {
   assert(service->descriptor == &groupd__v1__message_service__descriptor);
   service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__message_service__list_message_replies(ProtobufCService *service,
+                                                       const Groupd__V1__ListMessageRepliesRequest *input,
+                                                       Groupd__V1__ListMessageRepliesResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__message_service__descriptor);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
                                         Groupd__V1__MessageService_ServiceDestroy destroy)

@@ -53,6 +53,7 @@ typedef struct Groupd__V1__AttributesChange Groupd__V1__AttributesChange;
 typedef struct Groupd__V1__InviteLink Groupd__V1__InviteLink;
 typedef struct Groupd__V1__GroupEvent Groupd__V1__GroupEvent;
 typedef struct Groupd__V1__GroupMessage Groupd__V1__GroupMessage;
+typedef struct Groupd__V1__MessageReference Groupd__V1__MessageReference;
 
 
 /* --- enums --- */
@@ -2209,10 +2210,57 @@ struct  Groupd__V1__GroupMessage
    * When it was edited last; absent when never edited.
    */
   Google__Protobuf__Timestamp *edit_time;
+  /*
+   * The message this one replies to (SendGroupMessage.reply_to_sequence);
+   * absent when it is not a reply, or once it is recalled.
+   */
+  Groupd__V1__MessageReference *reply_to;
 };
 #define GROUPD__V1__GROUP_MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group_message__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, (char *)protobuf_c_empty_string, NULL, NULL }
+
+
+/*
+ * A reply's reference to the message it answers, with a snapshot of it
+ * taken when the reply was sent. The snapshot follows the original: an edit
+ * of the original changes the preview, its recall turns the reference into a
+ * tombstone (recalled, type and preview cleared); once the original is
+ * purged by history retention the snapshot stays as it was.
+ */
+struct  Groupd__V1__MessageReference
+{
+  ProtobufCMessage base;
+  /*
+   * The original's sequence in the group.
+   */
+  uint64_t sequence;
+  /*
+   * The original's message id.
+   */
+  char *message_id;
+  /*
+   * The original's sender.
+   */
+  char *sender_user_id;
+  /*
+   * The original's type tag; empty once it is recalled.
+   */
+  char *type;
+  /*
+   * The first 100 characters (extended grapheme clusters) of the
+   * original's text; empty for a message without text and once it is
+   * recalled.
+   */
+  char *preview;
+  /*
+   * True when the original was recalled.
+   */
+  protobuf_c_boolean recalled;
+};
+#define GROUPD__V1__MESSAGE_REFERENCE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__message_reference__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 /* Groupd__V1__GroupSettings methods */
@@ -2870,6 +2918,25 @@ Groupd__V1__GroupMessage *
 void   groupd__v1__group_message__free_unpacked
                      (Groupd__V1__GroupMessage *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__MessageReference methods */
+void   groupd__v1__message_reference__init
+                     (Groupd__V1__MessageReference         *message);
+size_t groupd__v1__message_reference__get_packed_size
+                     (const Groupd__V1__MessageReference   *message);
+size_t groupd__v1__message_reference__pack
+                     (const Groupd__V1__MessageReference   *message,
+                      uint8_t             *out);
+size_t groupd__v1__message_reference__pack_to_buffer
+                     (const Groupd__V1__MessageReference   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__MessageReference *
+       groupd__v1__message_reference__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__message_reference__free_unpacked
+                     (Groupd__V1__MessageReference *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__GroupSettings_Closure)
@@ -2983,6 +3050,9 @@ typedef void (*Groupd__V1__GroupEvent_Closure)
 typedef void (*Groupd__V1__GroupMessage_Closure)
                  (const Groupd__V1__GroupMessage *message,
                   void *closure_data);
+typedef void (*Groupd__V1__MessageReference_Closure)
+                 (const Groupd__V1__MessageReference *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -3046,6 +3116,7 @@ extern const ProtobufCMessageDescriptor groupd__v1__attributes_change__descripto
 extern const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_message__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__message_reference__descriptor;
 
 PROTOBUF_C__END_DECLS
 

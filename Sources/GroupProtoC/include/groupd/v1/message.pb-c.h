@@ -42,6 +42,8 @@ typedef struct Groupd__V1__GetMessageReactionsRequest Groupd__V1__GetMessageReac
 typedef struct Groupd__V1__GetMessageReactionsResponse Groupd__V1__GetMessageReactionsResponse;
 typedef struct Groupd__V1__ListMessageReactionUsersRequest Groupd__V1__ListMessageReactionUsersRequest;
 typedef struct Groupd__V1__ListMessageReactionUsersResponse Groupd__V1__ListMessageReactionUsersResponse;
+typedef struct Groupd__V1__ListMessageRepliesRequest Groupd__V1__ListMessageRepliesRequest;
+typedef struct Groupd__V1__ListMessageRepliesResponse Groupd__V1__ListMessageRepliesResponse;
 
 
 /* --- enums --- */
@@ -144,10 +146,16 @@ struct  Groupd__V1__SendGroupMessageRequest
    * Mention everyone (@all); needs settings.mention_all_scope.
    */
   protobuf_c_boolean mention_all;
+  /*
+   * The sequence of the message this one replies to (0: not a reply): a
+   * stored message of the same group that the sender's history shows, not
+   * recalled.
+   */
+  uint64_t reply_to_sequence;
 };
 #define GROUPD__V1__SEND_GROUP_MESSAGE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__send_group_message_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, 0,NULL, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, GROUPD__V1__MESSAGE_PRIORITY__MESSAGE_PRIORITY_UNSPECIFIED, 0,NULL, 0, 0 }
 
 
 /*
@@ -733,6 +741,55 @@ struct  Groupd__V1__ListMessageReactionUsersResponse
     , 0,NULL, 0, (char *)protobuf_c_empty_string }
 
 
+/*
+ * ListMessageReplies request.
+ */
+struct  Groupd__V1__ListMessageRepliesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The group.
+   */
+  char *group_id;
+  /*
+   * The original message's sequence.
+   */
+  uint64_t sequence;
+  /*
+   * Page size (default 20, max 100).
+   */
+  int32_t page_size;
+  /*
+   * Continues a previous listing of the same message.
+   */
+  char *page_token;
+};
+#define GROUPD__V1__LIST_MESSAGE_REPLIES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_message_replies_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * ListMessageReplies response.
+ */
+struct  Groupd__V1__ListMessageRepliesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The replies, oldest first, as history shows them.
+   */
+  size_t n_replies;
+  Groupd__V1__GroupMessage **replies;
+  /*
+   * Token for the next page; empty at the end.
+   */
+  char *next_page_token;
+};
+#define GROUPD__V1__LIST_MESSAGE_REPLIES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_message_replies_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
+
+
 /* Groupd__V1__SendGroupMessageRequest methods */
 void   groupd__v1__send_group_message_request__init
                      (Groupd__V1__SendGroupMessageRequest         *message);
@@ -1227,6 +1284,44 @@ Groupd__V1__ListMessageReactionUsersResponse *
 void   groupd__v1__list_message_reaction_users_response__free_unpacked
                      (Groupd__V1__ListMessageReactionUsersResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__ListMessageRepliesRequest methods */
+void   groupd__v1__list_message_replies_request__init
+                     (Groupd__V1__ListMessageRepliesRequest         *message);
+size_t groupd__v1__list_message_replies_request__get_packed_size
+                     (const Groupd__V1__ListMessageRepliesRequest   *message);
+size_t groupd__v1__list_message_replies_request__pack
+                     (const Groupd__V1__ListMessageRepliesRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_message_replies_request__pack_to_buffer
+                     (const Groupd__V1__ListMessageRepliesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListMessageRepliesRequest *
+       groupd__v1__list_message_replies_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_message_replies_request__free_unpacked
+                     (Groupd__V1__ListMessageRepliesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListMessageRepliesResponse methods */
+void   groupd__v1__list_message_replies_response__init
+                     (Groupd__V1__ListMessageRepliesResponse         *message);
+size_t groupd__v1__list_message_replies_response__get_packed_size
+                     (const Groupd__V1__ListMessageRepliesResponse   *message);
+size_t groupd__v1__list_message_replies_response__pack
+                     (const Groupd__V1__ListMessageRepliesResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_message_replies_response__pack_to_buffer
+                     (const Groupd__V1__ListMessageRepliesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListMessageRepliesResponse *
+       groupd__v1__list_message_replies_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_message_replies_response__free_unpacked
+                     (Groupd__V1__ListMessageRepliesResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Groupd__V1__SendGroupMessageRequest_Closure)
@@ -1307,6 +1402,12 @@ typedef void (*Groupd__V1__ListMessageReactionUsersRequest_Closure)
 typedef void (*Groupd__V1__ListMessageReactionUsersResponse_Closure)
                  (const Groupd__V1__ListMessageReactionUsersResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__ListMessageRepliesRequest_Closure)
+                 (const Groupd__V1__ListMessageRepliesRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListMessageRepliesResponse_Closure)
+                 (const Groupd__V1__ListMessageRepliesResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1366,6 +1467,10 @@ struct Groupd__V1__MessageService_Service
                                       const Groupd__V1__ListMessageReactionUsersRequest *input,
                                       Groupd__V1__ListMessageReactionUsersResponse_Closure closure,
                                       void *closure_data);
+  void (*list_message_replies)(Groupd__V1__MessageService_Service *service,
+                               const Groupd__V1__ListMessageRepliesRequest *input,
+                               Groupd__V1__ListMessageRepliesResponse_Closure closure,
+                               void *closure_data);
 };
 typedef void (*Groupd__V1__MessageService_ServiceDestroy)(Groupd__V1__MessageService_Service *);
 void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *service,
@@ -1386,7 +1491,8 @@ void groupd__v1__message_service__init (Groupd__V1__MessageService_Service *serv
       function_prefix__ ## add_message_reaction,\
       function_prefix__ ## remove_message_reaction,\
       function_prefix__ ## get_message_reactions,\
-      function_prefix__ ## list_message_reaction_users  }
+      function_prefix__ ## list_message_reaction_users,\
+      function_prefix__ ## list_message_replies  }
 void groupd__v1__message_service__send_group_message(ProtobufCService *service,
                                                      const Groupd__V1__SendGroupMessageRequest *input,
                                                      Groupd__V1__SendGroupMessageResponse_Closure closure,
@@ -1439,6 +1545,10 @@ void groupd__v1__message_service__list_message_reaction_users(ProtobufCService *
                                                               const Groupd__V1__ListMessageReactionUsersRequest *input,
                                                               Groupd__V1__ListMessageReactionUsersResponse_Closure closure,
                                                               void *closure_data);
+void groupd__v1__message_service__list_message_replies(ProtobufCService *service,
+                                                       const Groupd__V1__ListMessageRepliesRequest *input,
+                                                       Groupd__V1__ListMessageRepliesResponse_Closure closure,
+                                                       void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1471,6 +1581,8 @@ extern const ProtobufCMessageDescriptor groupd__v1__get_message_reactions_reques
 extern const ProtobufCMessageDescriptor groupd__v1__get_message_reactions_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_message_reaction_users_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_message_replies_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_message_replies_response__descriptor;
 extern const ProtobufCServiceDescriptor groupd__v1__message_service__descriptor;
 
 PROTOBUF_C__END_DECLS
