@@ -80,15 +80,18 @@ public struct GroupMessage: Sendable, Hashable {
     public var recall: MessageRecall?
     /// Its latest edit, if it was edited (then `content`'s text and payload are that edit's).
     public var edit: MessageEdit?
+    /// The message it replies to, with a snapshot of it (`nil`: not a reply, or recalled).
+    public var replyTo: MessageReference?
 
     /// Create a message.
     public init(
         appID: String, groupID: String, sequence: Int64, messageID: String, senderID: String,
         senderNameCard: String = "", content: MessageContent, time: Timestamp, recall: MessageRecall? = nil,
-        edit: MessageEdit? = nil
+        edit: MessageEdit? = nil, replyTo: MessageReference? = nil
     ) {
         self.recall = recall
         self.edit = edit
+        self.replyTo = replyTo
         self.appID = appID
         self.groupID = groupID
         self.sequence = sequence
@@ -111,6 +114,43 @@ public struct MessageRecall: Sendable, Hashable {
     public init(by: String?, time: Timestamp) {
         self.by = by
         self.time = time
+    }
+}
+
+/// A reply's reference to the message it answers, with a snapshot of that message (its sender,
+/// type tag and the start of its text) taken when the reply was sent. The snapshot follows the
+/// original: an edit of the original rewrites ``preview``, its recall makes the reference a
+/// tombstone (``recalled``, type and preview cleared); a purge of the original leaves it as it was.
+public struct MessageReference: Sendable, Hashable {
+    /// The original's sequence in the group.
+    public var sequence: Int64
+    /// The original's message id.
+    public var messageID: String
+    /// The original's sender.
+    public var senderID: String
+    /// The original's type tag (empty once recalled).
+    public var type: String
+    /// The first ``GroupRules/replyPreviewCharacters`` characters of the original's text (empty
+    /// once recalled).
+    public var preview: String
+    /// Whether the original was recalled.
+    public var recalled: Bool
+
+    /// Create a reference.
+    public init(sequence: Int64, messageID: String, senderID: String, type: String, preview: String, recalled: Bool = false) {
+        self.sequence = sequence
+        self.messageID = messageID
+        self.senderID = senderID
+        self.type = type
+        self.preview = preview
+        self.recalled = recalled
+    }
+
+    /// The reference to `message`, its snapshot taken now.
+    public init(to message: GroupMessage) {
+        self.init(
+            sequence: message.sequence, messageID: message.messageID, senderID: message.senderID,
+            type: message.content.type, preview: GroupRules.replyPreview(of: message.content.text))
     }
 }
 

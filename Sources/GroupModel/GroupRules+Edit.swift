@@ -16,7 +16,7 @@ extension GroupRules {
 
     /// Plan the edit of the stored message `sequence` of a group to the body `text` and `payload`.
     ///
-    /// The order of checks: the message as a recall's (``readableMessage(_:sequence:in:by:)``:
+    /// The order of checks: the message as a recall's (``readableMessage(_:sequence:in:by:field:)``:
     /// `HISTORY_NOT_KEPT`, membership, `MESSAGE_NOT_FOUND`); not recalled (`MESSAGE_RECALLED`,
     /// metadata `field`, `sequence`, as a reaction's); who: the owner, admins and the backend
     /// edit any message, a member only their own (`PERMISSION_DENIED`). Then a body equal to the

@@ -134,34 +134,36 @@ extension GroupRules {
         return (MessageRecall(by: op.userID, time: now), event)
     }
 
-    /// The stored message a recall or an edit acts on: the group keeps history
+    /// The stored message a recall, an edit or a reply acts on: the group keeps history
     /// (`HISTORY_NOT_KEPT`) and the operator may read it (``historyFloor(in:by:)``); the message
-    /// exists above the operator's history floor (`MESSAGE_NOT_FOUND`, field `sequence`).
+    /// exists above the operator's history floor (`MESSAGE_NOT_FOUND`, metadata `field`).
     /// - Parameters:
     ///   - message: The stored message with that sequence (`nil`: none).
     ///   - sequence: The request's sequence.
     ///   - group: The group as stored.
     ///   - op: The acting user and their membership, or the app's backend.
+    ///   - field: The request's field naming the message (`sequence` unless given).
     /// - Returns: The message.
     static func readableMessage(
-        _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator
+        _ message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator, field: String = "sequence"
     ) throws -> GroupMessage {
         try checkHistoryKept(group.type)
         let floor = try historyFloor(in: group, by: op)
         guard let message, message.sequence > floor else {
             throw GroupError(
                 code: .notFound, reason: .messageNotFound, message: "no message \(sequence) in the group",
-                metadata: ["field": "sequence"])
+                metadata: ["field": field])
         }
         return message
     }
 
-    /// The refusal of a change to a recalled message other than its recall (an edit, a reaction):
-    /// `MESSAGE_RECALLED` (`FAILED_PRECONDITION`), metadata `field` and `sequence`.
-    static func recalledRefusal(_ sequence: Int64) -> GroupError {
+    /// The refusal of a change to a recalled message other than its recall (an edit, a reaction,
+    /// a reply): `MESSAGE_RECALLED` (`FAILED_PRECONDITION`), metadata `field` (the request's field
+    /// naming the message) and `sequence`.
+    static func recalledRefusal(_ sequence: Int64, field: String = "sequence") -> GroupError {
         GroupError(
             code: .failedPrecondition, reason: .messageRecalled, message: "message \(sequence) was recalled",
-            metadata: ["field": "sequence", "sequence": String(sequence)])
+            metadata: ["field": field, "sequence": String(sequence)])
     }
 
     /// Validate a body (message or custom notification): not empty, not over ``messageBodyBytes``.

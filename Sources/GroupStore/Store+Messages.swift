@@ -16,12 +16,16 @@ extension Store {
     ///   - message: The message to store; its `sequence` is assigned here, `senderNameCard` is
     ///     replaced by what `check` returns.
     ///   - time: The send time (event time).
+    ///   - reply: For a reply, the sequence of the message it answers and the pure rule that
+    ///     checks it (run after `check`, handed the group, the sender's membership and that
+    ///     message, `nil` when there is none) and returns the reference stored with the reply.
     ///   - check: Pure: throws to refuse; returns the sender's name card to record. Handed the
     ///     group, the sender's membership and, when the group's slow mode is on, when the sender
     ///     last sent a message to it.
-    /// - Throws: `GROUP_NOT_FOUND`; what `check` throws; `INTERNAL`.
+    /// - Throws: `GROUP_NOT_FOUND`; what `check` or `reply` throws; `INTERNAL`.
     public func appendMessage(
         _ message: GroupMessage, at time: Timestamp,
+        reply: (sequence: Int64, plan: @Sendable (Group, Member?, GroupMessage?) throws -> MessageReference)? = nil,
         check: @escaping @Sendable (Group, Member?, Timestamp?) throws -> String
     ) async throws -> AppendedMessage {
         try await mutate(
@@ -37,13 +41,15 @@ extension Store {
             let snapshot = try await transaction.load(SnapshotRequest(
                 app: message.appID, group: message.groupID, targets: [message.senderID], time: time,
                 earlierMessage: message.content.clientMessageID.map { (sender: message.senderID, clientMessageID: $0) },
-                lastSentBy: message.senderID))
+                messageSequence: reply?.sequence, lastSentBy: message.senderID))
             if let earlier = snapshot.earlierMessage {
                 return AppendedMessage(stored: earlier, deduplicated: true, events: [])
             }
             var group = try Self.loadedGroup(snapshot)
             var stored = message
-            stored.senderNameCard = try check(group, snapshot.members[message.senderID], snapshot.lastSentAt)
+            let sender = snapshot.members[message.senderID]
+            stored.senderNameCard = try check(group, sender, snapshot.lastSentAt)
+            if let reply { stored.replyTo = try reply.plan(group, sender, snapshot.message?.message) }
             stored.time = time
             let written = try await transaction.write(
                 WriteSet(events: [GroupEvent.Draft(kind: .groupMessage, operatorID: message.senderID)], message: stored),
@@ -205,6 +211,16 @@ extension Store {
     /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
     public func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage {
         try await read { try await backend.messages(app: app, groupID: groupID, range: range, limit: max(1, limit)) }
+    }
+
+    /// A page of the replies to the message `sequence` of a group: the stored messages whose
+    /// reference names it, with a sequence above `after` (the previous page's last, or the
+    /// reader's history floor), at most `limit`, oldest first. The original need not exist.
+    /// - Throws: `GROUP_NOT_FOUND` (missing or dismissed); `INTERNAL`.
+    public func replies(app: String, groupID: String, to sequence: Int64, after: Int64, limit: Int) async throws -> MessagePage {
+        try await read {
+            try await backend.replies(app: app, groupID: groupID, to: sequence, after: after, limit: max(1, limit))
+        }
     }
 
     /// The `event_id` of a group's events by sequence (absent: no such event).

@@ -174,6 +174,9 @@ public protocol StoreBackend: Sendable {
     /// See ``Store/messages(app:groupID:range:limit:)``.
     func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage
 
+    /// See ``Store/replies(app:groupID:to:after:limit:)``.
+    func replies(app: String, groupID: String, to sequence: Int64, after: Int64, limit: Int) async throws -> MessagePage
+
     /// See ``Store/eventIDs(app:groupID:sequences:)``.
     func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64]
 
@@ -302,7 +305,7 @@ public struct WriteScope: Sendable, Hashable {
     /// The users whose per-user limits (the number of groups a user is in) it may check: the
     /// operator and the targets of a group operation, the members of a group it creates.
     public var users: [String]
-    /// Set for a message send (``Store/appendMessage(_:at:check:)``): what its snapshot reads, so
+    /// Set for a message send (``Store/appendMessage(_:at:reply:check:)``): what its snapshot reads, so
     /// a backend can read the snapshots of a batch's sends together, before the first runs.
     /// Not part of the locks.
     public var send: Send?

@@ -15,7 +15,7 @@ public struct StoredMessage: Sendable, Hashable {
     }
 }
 
-/// The answer of ``Store/appendMessage(_:at:check:)``.
+/// The answer of ``Store/appendMessage(_:at:reply:check:)``.
 public struct AppendedMessage: Sendable {
     /// The message as stored: the new one, or the earlier one a retry repeats.
     public var stored: StoredMessage

@@ -153,6 +153,32 @@ extension PostgresBackend {
     }
 }
 
+extension PostgresBackend {
+    public func replies(app: String, groupID: String, to sequence: Int64, after: Int64, limit: Int) async throws -> MessagePage {
+        let limit = max(1, limit)
+        return try await read { session in
+            guard let group = try await session.first(
+                "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+                [.text(app), .text(groupID)],
+                { (try $0.int64(0), try $0.int64(1)) })
+            else { throw GroupError.groupNotFound(groupID) }
+            var messages: [GroupMessage] = []
+            try await session.rows(
+                """
+                SELECT \(PostgresMessageRows.columns) FROM group_messages gm
+                WHERE gm.app_id = ? AND gm.group_key = ? AND gm.reply_seq = ? AND gm.seq > ? ORDER BY gm.seq LIMIT ?
+                """,
+                [.text(app), .integer(group.0), .integer(sequence), .integer(after), .int(limit + 1)]
+            ) { row in
+                messages.append(try MessageRows.message(row, appID: app, groupID: groupID).message)
+            }
+            let hasMore = messages.count > limit
+            if hasMore { messages.removeLast(messages.count - limit) }
+            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: group.1)
+        }
+    }
+}
+
 /// The SQL of `group_messages` rows over PostgreSQL, in the caller's transaction. Rows are
 /// selected with ``columns`` and decoded by `MessageRows.message(_:appID:groupID:)`.
 enum PostgresMessageRows {

@@ -34,7 +34,7 @@ enum PostgresSchema {
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
-        ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14),
+        ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -761,5 +761,19 @@ enum PostgresSchema {
         ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
         ALTER TABLE group_messages ADD COLUMN edit_time BIGINT;
+        """
+
+    /// v15: replies (SQLite's v19): on `group_messages`, the reference a reply holds (`reply_seq`
+    /// NULL: not a reply) and its snapshot of the original (`reply_message_id`,
+    /// `reply_sender_id`, `reply_type`, `reply_preview`; a NULL preview with a `reply_seq`: the
+    /// original was recalled). `group_messages_by_reply` finds a message's replies, in order, for
+    /// the list and for an edit or a recall of the original.
+    static let v15 = """
+        ALTER TABLE group_messages ADD COLUMN reply_seq BIGINT;
+        ALTER TABLE group_messages ADD COLUMN reply_message_id TEXT;
+        ALTER TABLE group_messages ADD COLUMN reply_sender_id TEXT;
+        ALTER TABLE group_messages ADD COLUMN reply_type TEXT;
+        ALTER TABLE group_messages ADD COLUMN reply_preview TEXT;
+        CREATE INDEX group_messages_by_reply ON group_messages (app_id, group_key, reply_seq, seq) WHERE reply_seq IS NOT NULL;
         """
 }

@@ -69,6 +69,11 @@ struct PendingSends {
         var times: [Int64] = []
         var mentionAll: [Int64] = []
         var mentionedIDs: [String] = []
+        var replySequences: [Int64?] = []
+        var replyMessageIDs: [String?] = []
+        var replySenders: [String?] = []
+        var replyTypes: [String?] = []
+        var replyPreviews: [String?] = []
         var mentionKeys: [Int64] = []
         var mentionUsers: [String] = []
         var mentionSequences: [Int64] = []
@@ -282,6 +287,11 @@ extension PostgresTransaction {
         rows.times.append(message.time.millisecondsSince1970)
         rows.mentionAll.append(content.mentionAll ? 1 : 0)
         rows.mentionedIDs.append(MessageRows.encodeIDs(content.mentionedUserIDs))
+        rows.replySequences.append(message.replyTo?.sequence)
+        rows.replyMessageIDs.append(message.replyTo?.messageID)
+        rows.replySenders.append(message.replyTo?.senderID)
+        rows.replyTypes.append(message.replyTo?.type)
+        rows.replyPreviews.append(message.replyTo?.preview)
         for user in MessageRows.mentionRows(message) {
             rows.mentionKeys.append(groupKey)
             rows.mentionUsers.append(user)
@@ -335,13 +345,17 @@ extension PendingSends.Rows {
             bodies AS (
                 INSERT INTO group_messages (
                     app_id, event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                    payload, priority, sender_name_card, time, mention_all, mentioned_ids)
+                    payload, priority, sender_name_card, time, mention_all, mentioned_ids,
+                    reply_seq, reply_message_id, reply_sender_id, reply_type, reply_preview)
                 SELECT ?, \(eventID), b.group_key, b.seq, b.message_id, b.sender_id, b.client_message_id, b.type, b.text,
-                    b.payload, b.priority, b.sender_name_card, b.time, b.mention_all, b.mentioned_ids
+                    b.payload, b.priority, b.sender_name_card, b.time, b.mention_all, b.mentioned_ids,
+                    b.reply_seq, b.reply_message_id, b.reply_sender_id, b.reply_type, b.reply_preview
                 FROM \(from)unnest(?::int8[], ?::int8[], ?::int8[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],
-                    ?::bytea[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::text[]) AS b(
+                    ?::bytea[], ?::text[], ?::text[], ?::int8[], ?::int8[], ?::text[],
+                    ?::int8[], ?::text[], ?::text[], ?::text[], ?::text[]) AS b(
                     event_id, group_key, seq, message_id, sender_id, client_message_id, type, text, payload, priority,
-                    sender_name_card, time, mention_all, mentioned_ids))
+                    sender_name_card, time, mention_all, mentioned_ids,
+                    reply_seq, reply_message_id, reply_sender_id, reply_type, reply_preview))
             """,
             [
                 .integers(latest.map(\.key)), .integers(latest.map(\.value)), .text(app),
@@ -350,6 +364,8 @@ extension PendingSends.Rows {
                 .texts(messageIDs), .texts(senders), .optionalTexts(clientIDs), .texts(types),
                 .texts(texts), .byteArrays(payloads), .texts(priorities), .texts(nameCards),
                 .integers(times), .integers(mentionAll), .texts(mentionedIDs),
+                .optionalIntegers(replySequences), .optionalTexts(replyMessageIDs), .optionalTexts(replySenders),
+                .optionalTexts(replyTypes), .optionalTexts(replyPreviews),
             ]
         )
     }

@@ -119,7 +119,8 @@ final class PostgresTransaction: StoreTransaction {
                 try await session.execute(
                     """
                     UPDATE group_messages SET type = '', text = '', payload = '\\x', mention_all = 0, mentioned_ids = '[]',
-                        recalled_by = ?, recall_time = ?
+                        recalled_by = ?, recall_time = ?, reply_seq = NULL, reply_message_id = NULL,
+                        reply_sender_id = NULL, reply_type = NULL, reply_preview = NULL
                     WHERE app_id = ? AND group_key = ? AND seq = ?
                     """,
                     [
@@ -128,6 +129,9 @@ final class PostgresTransaction: StoreTransaction {
                     ])
                 try await session.execute(
                     "DELETE FROM message_mentions WHERE app_id = ? AND group_key = ? AND seq = ?",
+                    [.text(app), .integer(key), .integer(recall.sequence)])
+                try await session.execute(
+                    "UPDATE group_messages SET reply_type = '', reply_preview = NULL WHERE app_id = ? AND group_key = ? AND reply_seq = ?",
                     [.text(app), .integer(key), .integer(recall.sequence)])
             }
             if let edit = writes.edit {
@@ -140,6 +144,9 @@ final class PostgresTransaction: StoreTransaction {
                         .text(edit.text), .bytes(edit.payload), .integer(Int64(edit.edit.count)), .text(edit.edit.by),
                         .integer(edit.edit.time.millisecondsSince1970), .text(app), .integer(key), .integer(edit.sequence),
                     ])
+                try await session.execute(
+                    "UPDATE group_messages SET reply_preview = ? WHERE app_id = ? AND group_key = ? AND reply_seq = ?",
+                    [.text(GroupRules.replyPreview(of: edit.text)), .text(app), .integer(key), .integer(edit.sequence)])
             }
             if let reaction = writes.reaction {
                 try await PostgresReactionRows.write(reaction, session, app: app, groupKey: key, time: time)

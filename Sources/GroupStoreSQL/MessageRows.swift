@@ -12,9 +12,10 @@ public enum MessageRows {
     package static func columns(eventID: String) -> String {
         "\(eventID), gm.seq, gm.message_id, gm.sender_id, gm.client_message_id, gm.type, gm.text, gm.payload, "
             + "gm.priority, gm.sender_name_card, gm.time, gm.mention_all, gm.mentioned_ids, gm.recalled_by, gm.recall_time, "
-            + "gm.edit_count, gm.edited_by, gm.edit_time"
+            + "gm.edit_count, gm.edited_by, gm.edit_time, gm.reply_seq, gm.reply_message_id, gm.reply_sender_id, gm.reply_type, "
+            + "gm.reply_preview"
     }
-    package static let messageColumnCount = 18
+    package static let messageColumnCount = 23
 
     /// Decode a row selected with ``messageColumns``, by index.
     @inlinable
@@ -30,10 +31,16 @@ public enum MessageRows {
         let edit = try row.optionalInt64(17).map {
             MessageEdit(by: try row.optionalText(16), time: Timestamp(millisecondsSince1970: $0), count: Int(try row.int64(15)))
         }
+        let replyTo = try row.optionalInt64(18).map {
+            let preview = try row.optionalText(22)
+            return MessageReference(
+                sequence: $0, messageID: try row.text(19), senderID: try row.text(20), type: try row.text(21),
+                preview: preview ?? "", recalled: preview == nil)
+        }
         let message = GroupMessage(
             appID: appID, groupID: groupID, sequence: try row.int64(1), messageID: try row.text(2),
             senderID: try row.text(3), senderNameCard: try row.text(9), content: content,
-            time: Timestamp(millisecondsSince1970: try row.int64(10)), recall: recall, edit: edit)
+            time: Timestamp(millisecondsSince1970: try row.int64(10)), recall: recall, edit: edit, replyTo: replyTo)
         return StoredMessage(eventID: try row.int64(0), message: message)
     }
 

@@ -27,18 +27,23 @@ extension MessageRows {
             arguments: [groupKey, senderID]).map(Timestamp.init(millisecondsSince1970:))
     }
 
-    /// Turns the message `sequence` into a tombstone: the body and mentions cleared, the recall
-    /// recorded, its `message_mentions` rows deleted.
+    /// Turns the message `sequence` into a tombstone: the body, mentions and reply reference
+    /// cleared, the recall recorded, its `message_mentions` rows deleted; the snapshots its replies
+    /// hold become tombstones (type and preview cleared, `group_messages_by_reply`).
     static func recall(sequence: Int64, _ recall: MessageRecall, groupKey: Int64, db: Database) throws {
         try db.cachedStatement(
             sql: """
                 UPDATE group_messages SET type = '', text = '', payload = x'', mention_all = 0, mentioned_ids = '[]',
-                    recalled_by = ?, recall_time = ?
+                    recalled_by = ?, recall_time = ?, reply_seq = NULL, reply_message_id = NULL, reply_sender_id = NULL,
+                    reply_type = NULL, reply_preview = NULL
                 WHERE group_key = ? AND seq = ?
                 """
         ).execute(arguments: [recall.by, recall.time.millisecondsSince1970, groupKey, sequence])
         try db.cachedStatement(sql: "DELETE FROM message_mentions WHERE group_key = ? AND seq = ?")
             .execute(arguments: [groupKey, sequence])
+        try db.cachedStatement(
+            sql: "UPDATE group_messages SET reply_type = '', reply_preview = NULL WHERE group_key = ? AND reply_seq = ?"
+        ).execute(arguments: [groupKey, sequence])
     }
 
     /// Replaces the text and payload of the message `sequence` and records its edit (the type,
@@ -50,6 +55,23 @@ extension MessageRows {
             edit.text, Data(edit.payload), edit.edit.count, edit.edit.by, edit.edit.time.millisecondsSince1970, groupKey,
             edit.sequence,
         ])
+        try db.cachedStatement(sql: "UPDATE group_messages SET reply_preview = ? WHERE group_key = ? AND reply_seq = ?")
+            .execute(arguments: [GroupRules.replyPreview(of: edit.text), groupKey, edit.sequence])
+    }
+
+    /// The replies to the message `sequence` above `after` (a page's start, or the reader's
+    /// history floor), oldest first (`group_messages_by_reply`).
+    static func replies(
+        groupKey: Int64, appID: String, groupID: String, to sequence: Int64, after: Int64, limit: Int, db: Database
+    ) throws -> [StoredMessage] {
+        var replies: [StoredMessage] = []
+        try RawStatement(
+            db,
+            "SELECT \(messageColumns) FROM group_messages gm WHERE gm.group_key = ? AND gm.reply_seq = ? AND gm.seq > ? ORDER BY gm.seq LIMIT ?"
+        ).rows([.integer(groupKey), .integer(sequence), .integer(after), .integer(Int64(limit))]) {
+            replies.append(try message($0, appID: appID, groupID: groupID))
+        }
+        return replies
     }
 
     /// Whether `userID` has an unread mention after `sequence`: a kept `message_mentions` row

@@ -60,6 +60,24 @@ extension SQLiteBackend {
         }
     }
 
+    public func replies(app: String, groupID: String, to sequence: Int64, after: Int64, limit: Int) async throws -> MessagePage {
+        let limit = max(1, limit)
+        return try await pool.read { db in
+            guard let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
+                arguments: [app, groupID])
+            else { throw GroupError.groupNotFound(groupID) }
+            var messages = try MessageRows.replies(
+                groupKey: try row.decode(atIndex: 0), appID: app, groupID: groupID, to: sequence, after: after,
+                limit: limit + 1, db: db
+            ).map(\.message)
+            let hasMore = messages.count > limit
+            if hasMore { messages.removeLast(messages.count - limit) }
+            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: try row.decode(atIndex: 1))
+        }
+    }
+
     public func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64] {
         try await pool.read { db in
             let groupKey = try Rows.groupKey(db, app: app, groupID: groupID, dismissedToo: true)

@@ -334,14 +334,17 @@ struct SQLiteTransaction: StoreTransaction {
             """
             INSERT INTO group_messages (
                 event_id, group_key, seq, message_id, sender_id, client_message_id, type, text,
-                payload, priority, sender_name_card, time, mention_all, mentioned_ids)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                payload, priority, sender_name_card, time, mention_all, mentioned_ids,
+                reply_seq, reply_message_id, reply_sender_id, reply_type, reply_preview)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         ).execute([
             .integer(eventID), .integer(groupKey), .integer(sequence), .text(message.messageID), .text(message.senderID),
             .text(content.clientMessageID), .text(content.type), .text(content.text), .blob(content.payload),
             .text(content.priority.rawValue), .text(message.senderNameCard), .integer(message.time.millisecondsSince1970),
             .bool(content.mentionAll), .text(MessageRows.encodeIDs(content.mentionedUserIDs)),
+            .integer(message.replyTo?.sequence), .text(message.replyTo?.messageID), .text(message.replyTo?.senderID),
+            .text(message.replyTo?.type), .text(message.replyTo?.preview),
         ])
     }
 

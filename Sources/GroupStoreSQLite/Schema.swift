@@ -24,6 +24,7 @@ extension Schema {
         migrator.registerMigration("v16", migrate: Schema.v16)
         migrator.registerMigration("v17", migrate: Schema.v17)
         migrator.registerMigration("v18", migrate: Schema.v18)
+        migrator.registerMigration("v19", migrate: Schema.v19)
         return migrator
     }
 }
@@ -646,6 +647,23 @@ enum Schema {
             ALTER TABLE group_messages ADD COLUMN edit_count INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE group_messages ADD COLUMN edited_by TEXT;
             ALTER TABLE group_messages ADD COLUMN edit_time INTEGER;
+            """)
+    }
+
+    /// v19: replies. On `group_messages`, the reference a reply holds (`reply_seq` NULL: not a
+    /// reply) and its snapshot of the original: `reply_message_id`, `reply_sender_id`,
+    /// `reply_type` and `reply_preview` (its first 100 characters of text; NULL with a
+    /// `reply_seq`: the original was recalled, and `reply_type` is then ''). An edit of the
+    /// original rewrites its replies' previews, its recall clears them, found by
+    /// `group_messages_by_reply`, which also lists a message's replies in order.
+    static func v19(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE group_messages ADD COLUMN reply_seq INTEGER;
+            ALTER TABLE group_messages ADD COLUMN reply_message_id TEXT;
+            ALTER TABLE group_messages ADD COLUMN reply_sender_id TEXT;
+            ALTER TABLE group_messages ADD COLUMN reply_type TEXT;
+            ALTER TABLE group_messages ADD COLUMN reply_preview TEXT;
+            CREATE INDEX group_messages_by_reply ON group_messages(group_key, reply_seq, seq) WHERE reply_seq IS NOT NULL;
             """)
     }
 }

@@ -50,8 +50,15 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v14 added, taken away: the edit columns of `group_messages`.
-private let backToV13 = """
+/// What v15 added, taken away: the reply columns of `group_messages` (their index goes with them).
+private let backToV14 = """
+    ALTER TABLE group_messages DROP COLUMN reply_seq, DROP COLUMN reply_message_id, DROP COLUMN reply_sender_id,
+        DROP COLUMN reply_type, DROP COLUMN reply_preview;
+    DELETE FROM groupd_migrations WHERE id = 'v15'
+    """
+
+/// What v14 added, taken away (after v15): the edit columns of `group_messages`.
+private let backToV13 = backToV14 + ";\n" + """
     ALTER TABLE group_messages DROP COLUMN edit_count, DROP COLUMN edited_by, DROP COLUMN edit_time;
     DELETE FROM groupd_migrations WHERE id = 'v14'
     """
@@ -244,7 +251,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(4) == ["v11", "v12", "v13", "v14"])
+        #expect(backend.appliedMigrations.suffix(5) == ["v11", "v12", "v13", "v14", "v15"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")

@@ -397,6 +397,97 @@ struct StoreMessageTests {
             && reopened.messages.first?.edit?.by == "alice")
     }
 
+    /// Sends `text` from `sender` as a reply to `sequence`, the reply rule handing back the
+    /// reference to the message it is given (refusing when there is none).
+    private func reply(
+        _ store: Store, _ group: String, from sender: String, to sequence: Int64, text: String,
+        seen: (@Sendable (GroupMessage?) -> Void)? = nil
+    ) async throws -> StoredMessage {
+        let reply = (sequence: sequence, plan: { @Sendable (group: Group, member: Member?, original: GroupMessage?) throws -> MessageReference in
+            seen?(original)
+            guard let original else { throw GroupError(code: .notFound, reason: .messageNotFound, message: "none") }
+            return MessageReference(to: original)
+        })
+        return try await store.appendMessage(message(group, from: sender, text: text), at: t0, reply: reply) { _, member, _ in
+            member?.nameCard ?? ""
+        }.stored
+    }
+
+    @Test("a reply stores its reference with its snapshot; the replies list pages in order; the snapshot follows the original's edit and recall", arguments: StoreKind.allCases)
+    func replies(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        try await create(store, "g1")
+        let original = try await send(store, "g1", from: "bob", text: "the plan for friday").stored.message
+        let first = try await reply(store, "g1", from: "carol", to: original.sequence, text: "yes") { seen in
+            #expect(seen == original)
+        }
+        let expected = MessageReference(
+            sequence: original.sequence, messageID: original.messageID, senderID: "bob", type: "text", preview: "the plan for friday")
+        #expect(first.message.replyTo == expected)
+        let second = try await reply(store, "g1", from: "alice", to: original.sequence, text: "agreed")
+        _ = try await send(store, "g1", from: "bob", text: "not a reply")
+
+        // History and the event log carry the reference.
+        let history = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: nil, floor: 0), limit: 10)
+        #expect(history.messages.map(\.replyTo) == [nil, expected, expected, nil])
+        let logged = try await store.appEvents(app: "app", after: 0, limit: 20).events.compactMap(\.message)
+        #expect(logged.map(\.message.replyTo) == [nil, expected, expected, nil])
+
+        // The list: oldest first, paged; above `after` only.
+        let page1 = try await store.replies(app: "app", groupID: "g1", to: original.sequence, after: 0, limit: 1)
+        #expect(page1.messages == [first.message] && page1.hasMore)
+        let page2 = try await store.replies(app: "app", groupID: "g1", to: original.sequence, after: first.message.sequence, limit: 1)
+        #expect(page2.messages == [second.message] && !page2.hasMore)
+        #expect(try await store.replies(app: "app", groupID: "g1", to: second.message.sequence, after: 0, limit: 5).messages.isEmpty)
+
+        // A refused reply writes nothing.
+        let latest = history.latestSequence
+        await #expect(throws: GroupError.self) {
+            _ = try await reply(store, "g1", from: "carol", to: 999, text: "to nothing") { seen in
+                #expect(seen == nil)
+            }
+        }
+        #expect(try await store.groups(app: "app", ids: ["g1"])["g1"]?.latestSequence == latest)
+
+        // An edit of the original rewrites the previews.
+        let edited = String(repeating: "é", count: 120)
+        _ = try await store.editMessage(
+            app: "app", groupID: "g1", sequence: original.sequence, text: edited, payload: [], operatorID: "bob", at: t0
+        ) { _, _, _ in
+            .edit(MessageEdit(by: "bob", time: t0, count: 1), event: GroupEvent.Draft(kind: .messageEdited, operatorID: "bob"))
+        }
+        let afterEdit = try await store.replies(app: "app", groupID: "g1", to: original.sequence, after: 0, limit: 5).messages
+        #expect(afterEdit.map(\.replyTo?.preview) == Array(repeating: String(repeating: "é", count: 100), count: 2))
+
+        // A recall of the original makes each snapshot a tombstone; the replies stay listed.
+        _ = try await store.recallMessage(
+            app: "app", groupID: "g1", sequence: original.sequence, operatorID: "bob", at: t0
+        ) { _, _, _ in
+            (MessageRecall(by: "bob", time: t0), GroupEvent.Draft(kind: .messageRecalled, operatorID: "bob"))
+        }
+        let tombstone = MessageReference(
+            sequence: original.sequence, messageID: original.messageID, senderID: "bob", type: "", preview: "", recalled: true)
+        let afterRecall = try await store.replies(app: "app", groupID: "g1", to: original.sequence, after: 0, limit: 5).messages
+        #expect(afterRecall.map(\.replyTo) == [tombstone, tombstone])
+
+        // A recalled reply is no reply any more: its reference goes with its body.
+        _ = try await store.recallMessage(
+            app: "app", groupID: "g1", sequence: first.message.sequence, operatorID: "carol", at: t0
+        ) { _, _, _ in
+            (MessageRecall(by: "carol", time: t0), GroupEvent.Draft(kind: .messageRecalled, operatorID: "carol"))
+        }
+        let remaining = try await store.replies(app: "app", groupID: "g1", to: original.sequence, after: 0, limit: 5).messages
+        #expect(remaining.map(\.sequence) == [second.message.sequence])
+        let recalledReply = try await store.messages(
+            app: "app", groupID: "g1", range: MessageRange(direction: .newer, anchor: original.sequence, floor: 0), limit: 1)
+        #expect(recalledReply.messages.first?.recall != nil && recalledReply.messages.first?.replyTo == nil)
+        await #expect(throws: GroupError.self) {
+            _ = try await store.replies(app: "app", groupID: "nope", to: 1, after: 0, limit: 5)
+        }
+    }
+
     @Test("the send check gets the sender's previous message time when slow mode is on", arguments: StoreKind.allCases)
     func lastSent(kind: StoreKind) async throws {
         let temporary = try await temporaryStore(kind)

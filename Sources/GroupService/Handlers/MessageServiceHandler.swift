@@ -6,8 +6,9 @@ import Synchronization
 
 /// The handler of `groupd.v1.MessageService` (message.proto). This file holds SendGroupMessage,
 /// GetGroupMessages, MarkGroupRead, SendSystemNotification and RecallGroupMessage; edits, pins, read
-/// receipts and reactions are in `MessageServiceHandler+Edits.swift`, `MessageServiceHandler+Pins.swift`,
-/// `MessageServiceHandler+ReadReceipts.swift` and `MessageServiceHandler+Reactions.swift`.
+/// receipts, reactions and the replies list are in `MessageServiceHandler+Edits.swift`,
+/// `MessageServiceHandler+Pins.swift`, `MessageServiceHandler+ReadReceipts.swift`,
+/// `MessageServiceHandler+Reactions.swift` and `MessageServiceHandler+Replies.swift`.
 struct MessageServiceHandler: GroupdHandler {
     let service: GroupdService
 
@@ -26,6 +27,7 @@ struct MessageServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_MessageService.Method.removeMessageReaction, removeMessageReaction)
         routes.unary(Groupd_V1_MessageService.Method.getMessageReactions, getMessageReactions)
         routes.unary(Groupd_V1_MessageService.Method.listMessageReactionUsers, listMessageReactionUsers)
+        routes.unary(Groupd_V1_MessageService.Method.listMessageReplies, listMessageReplies)
     }
 
     /// SendGroupMessage.
@@ -58,6 +60,8 @@ struct MessageServiceHandler: GroupdHandler {
             mentionedUserIDs: request.mentionedUserIds, mentionAll: request.mentionAll)
         try GroupRules.validateMessage(content)
         try GroupRules.validateMentions(content, limits: call.limits)
+        let replyTo = request.replyToSequence == 0
+            ? nil : try GroupRules.messageSequence(request.replyToSequence, field: "reply_to_sequence")
         guard let sender = call.caller.operatorID else { throw GroupRules.senderRequired }
         let app = call.caller.appID
         let groupID = request.groupID
@@ -69,7 +73,7 @@ struct MessageServiceHandler: GroupdHandler {
             let message = GroupMessage(
                 appID: app, groupID: groupID, sequence: 0, messageID: Self.newMessageID(), senderID: sender,
                 senderNameCard: "", content: content, time: now)
-            return Self.sendResponse(try await storeMessage(message, sender: sender, now: now))
+            return Self.sendResponse(try await storeMessage(message, sender: sender, replyTo: replyTo, now: now))
         }
 
         let (group, membership) = try await service.loadGroup(call, groupID: groupID)
@@ -83,12 +87,13 @@ struct MessageServiceHandler: GroupdHandler {
         }
         _ = try GroupRules.checkSend(
             content, in: group, by: GroupdService.groupOperator(call.caller, membership: membership), now: now, lastSent: nil)
+        if replyTo != nil { try GroupRules.checkHistoryKept(group.type) }
 
         // Moderation: the policy plugins' before-send-message hook runs here, before anything is
         // stored or delivered. It may refuse (throw), rewrite the text, or discard the message
         // (answer SENT, store and deliver nothing).
         var moderated = content
-        let keep = try await checkMessagePolicy(&moderated, groupID: groupID, groupType: group.type, call)
+        let keep = try await checkMessagePolicy(&moderated, groupID: groupID, groupType: group.type, replyTo: replyTo, call)
 
         let message = GroupMessage(
             appID: app, groupID: groupID, sequence: 0, messageID: Self.newMessageID(), senderID: sender,
@@ -104,15 +109,23 @@ struct MessageServiceHandler: GroupdHandler {
             }
             return Self.sendResponse(outcome)
         }
-        return Self.sendResponse(try await storeMessage(message, sender: sender, now: now))
+        return Self.sendResponse(try await storeMessage(message, sender: sender, replyTo: replyTo, now: now))
     }
 
     /// Stores a message of a type that keeps history: in one transaction, a retry's first result,
     /// or the send rule (membership, mutes, @all, slow mode) run again on the state of that
-    /// moment, then the message with its event. The commit delivers it.
-    private func storeMessage(_ message: GroupMessage, sender: String, now: Timestamp) async throws -> SendOutcome {
+    /// moment, then for a reply the message it answers (`GroupRules.planReply`), then the message
+    /// with its event. The commit delivers it.
+    private func storeMessage(
+        _ message: GroupMessage, sender: String, replyTo: Int64?, now: Timestamp
+    ) async throws -> SendOutcome {
         let content = message.content
-        let appended = try await store.appendMessage(message, at: now) { group, member, lastSent in
+        let reply = replyTo.map { sequence in
+            (sequence: sequence, plan: { @Sendable (group: Group, member: Member?, original: GroupMessage?) in
+                try GroupRules.planReply(to: original, sequence: sequence, in: group, by: .user(sender, membership: member))
+            })
+        }
+        let appended = try await store.appendMessage(message, at: now, reply: reply) { group, member, lastSent in
             try GroupRules.checkSend(content, in: group, by: .user(sender, membership: member), now: now, lastSent: lastSent)
         }
         return .sent(appended.stored.message, deduplicated: appended.deduplicated)

@@ -55,6 +55,19 @@ enum MessageMapping {
                 $0.editedByUserID = edit.by ?? ""
                 $0.editTime = APIMapping.timestamp(edit.time)
             }
+            if let reference = message.replyTo { $0.replyTo = Self.reference(reference) }
+        }
+    }
+
+    /// A reply's reference as the API shows it.
+    static func reference(_ reference: MessageReference) -> Groupd_V1_MessageReference {
+        .with {
+            $0.sequence = UInt64(max(reference.sequence, 0))
+            $0.messageID = reference.messageID
+            $0.senderUserID = reference.senderID
+            $0.type = reference.type
+            $0.preview = reference.preview
+            $0.recalled = reference.recalled
         }
     }
 

@@ -66,7 +66,8 @@ typedef enum groupd_hook {
     /** Before a member's info changes: `users[0]` is the member; `name_card`, `custom.member.<key>`. */
     GROUPD_HOOK_BEFORE_SET_MEMBER_INFO = 8,
     /** Before a group message is sent or edited: `message.text`, `message.payload`; an edit also
-     *  `message.edit_of` (the edited message's sequence). Discard drops it silently. */
+     *  `message.edit_of` (the edited message's sequence), a reply `message.reply_to` (the
+     *  sequence it answers). Discard drops it silently. */
     GROUPD_HOOK_BEFORE_SEND_GROUP_MESSAGE = 9,
     /** After an event committed (`event_type`). The decision is ignored; never blocks the call. */
     GROUPD_HOOK_AFTER_EVENT = 10
@@ -95,8 +96,8 @@ typedef enum groupd_log_level {
 } groupd_log_level;
 
 /** One named field: `name`, `introduction`, `notification`, `face_url`, `name_card`,
- *  `apply_message`, `message.text`, `message.payload`, `message.edit_of`, `custom.group.<key>`,
- *  `custom.member.<key>`. */
+ *  `apply_message`, `message.text`, `message.payload`, `message.edit_of`, `message.reply_to`,
+ *  `custom.group.<key>`, `custom.member.<key>`. */
 typedef struct groupd_field {
     groupd_str key;
     groupd_str value;

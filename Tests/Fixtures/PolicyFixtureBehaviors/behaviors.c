@@ -2,7 +2,8 @@
  * allow, reject, discard, error, unknown, slow (sleep delay_ms then allow), init_fail,
  * tag (append tag to the `name` field), remove (remove field `key`), invite (refuse users
  * starting with "bad"), echo (rewrite `echo` to "<operator_id>:<message.text>"), edits (discard
- * a message edit, one with `message.edit_of`, whose `message.text` holds `key`; allow the rest). */
+ * a message edit, one with `message.edit_of`, whose `message.text` holds `key`; allow the rest),
+ * replies (likewise a reply, one with `message.reply_to`). */
 #define _POSIX_C_SOURCE 200809L
 #include "groupd_policy.h"
 #include "policy_fixture_behaviors.h"
@@ -189,8 +190,9 @@ static int32_t fixture_on_hook(void *p, int32_t hook, const groupd_request *r, g
                 host->reject_member(call, r->users[i], cstr("fixture refuses bad users"));
                 decision = GROUPD_DECISION_REJECT;
             }
-    } else if (strcmp(self->mode, "edits") == 0) {
-        const groupd_str *edit_of = field(r, "message.edit_of");
+    } else if (strcmp(self->mode, "edits") == 0 || strcmp(self->mode, "replies") == 0) {
+        const groupd_str *edit_of =
+            field(r, strcmp(self->mode, "edits") == 0 ? "message.edit_of" : "message.reply_to");
         const groupd_str *text = field(r, "message.text");
         size_t k = strlen(self->key);
         if (edit_of && text && k > 0 && text->len >= k)
