@@ -284,6 +284,8 @@ UNARY = {
     (S, "ListMessageReactionUsers"): (lambda w: message_pb2.ListMessageReactionUsersRequest(
         group_id=w.group_id, sequence=w.sequence, reaction_key="+1"), lambda w: user_md(w.owner),
         ok(lambda r, w: list(r.user_ids) == [] and r.count == 0)),
+    (S, "ListMessageReplies"): (lambda w: message_pb2.ListMessageRepliesRequest(group_id=w.group_id, sequence=w.sequence),
+                                lambda w: user_md(w.owner), ok(lambda r, w: list(r.replies) == [] and r.next_page_token == "")),
     (A, "ListApplications"): (lambda w: application_pb2.ListApplicationsRequest(group_id=w.group_id),
                               lambda w: user_md(w.owner),
                               ok(lambda r, w: [a.application_id for a in r.applications] == [w.application_id])),

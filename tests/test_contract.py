@@ -1589,6 +1589,54 @@ def _(api):
             break
     assert listed == users and page.count == 3
 
+def _replies(api, gid, sequence, md, **fields):
+    return api.messages.ListMessageReplies(message_pb2.ListMessageRepliesRequest(
+        group_id=gid, sequence=sequence, **fields), metadata=md, timeout=TIMEOUT)
+
+
+@promise("message.proto", "The replies to one message (the stored messages whose reply_to names it), oldest first, paged.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    original = api.send(gid, owner, "question").message
+    sent = [api.send(gid, user, "answer", reply_to_sequence=original.sequence).message.sequence
+            for user in (member, owner, member)]
+    listed, token = [], ""
+    while True:
+        page = _replies(api, gid, original.sequence, user_md(member), page_size=2, page_token=token)
+        listed += [reply.sequence for reply in page.replies]
+        token = page.next_page_token
+        if not token:
+            break
+    assert listed == sent
+
+
+@promise("message.proto", "that follows the original's edits and becomes a tombstone when the original is recalled.")
+def _(api):
+    member = uid("m")
+    gid, owner = api.group(PUBLIC, members=[member])
+    original = api.send(gid, member, "first words").message
+    reply = api.send(gid, owner, "noted", reply_to_sequence=original.sequence).message
+    assert (reply.reply_to.preview, reply.reply_to.recalled) == ("first words", False)
+    api.messages.EditGroupMessage(message_pb2.EditGroupMessageRequest(
+        group_id=gid, sequence=original.sequence, text="better words"), metadata=user_md(member), timeout=TIMEOUT)
+    (shown,) = _replies(api, gid, original.sequence, user_md(owner)).replies
+    assert shown.reply_to.preview == "better words"
+    api.messages.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(
+        group_id=gid, sequence=original.sequence), metadata=user_md(member), timeout=TIMEOUT)
+    (shown,) = _replies(api, gid, original.sequence, user_md(owner)).replies
+    assert (shown.reply_to.recalled, shown.reply_to.preview, shown.reply_to.type) == (True, "", "")
+
+
+@promise("common.proto", "and SendGroupMessage replying to one")
+def _(api):
+    gid, owner = api.group(PUBLIC)
+    sequence = api.send(gid, owner, "gone").message.sequence
+    api.messages.RecallGroupMessage(message_pb2.RecallGroupMessageRequest(group_id=gid, sequence=sequence),
+                                    metadata=user_md(owner), timeout=TIMEOUT)
+    info = expect_error(lambda: api.send(gid, owner, "re", reply_to_sequence=sequence), PRECONDITION, "MESSAGE_RECALLED")
+    assert info.metadata["field"] == "reply_to_sequence"
+
 
 # ----------------------------------------------------------------------------------------------
 

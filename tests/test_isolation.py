@@ -238,6 +238,8 @@ TABLE = {
     (S, "ListMessageReactionUsers"): ("", lambda s, w, kw: s.message.ListMessageReactionUsers(
         message_pb2.ListMessageReactionUsersRequest(group_id=w.group_id, sequence=w.message_sequence,
                                                     reaction_key="+1"), **kw)),
+    (S, "ListMessageReplies"): ("", lambda s, w, kw: s.message.ListMessageReplies(
+        message_pb2.ListMessageRepliesRequest(group_id=w.group_id, sequence=w.message_sequence), **kw)),
     (A, "ListApplications"): ("ok", lambda s, w, kw: [
         s.application.ListApplications(application_pb2.ListApplicationsRequest(), **kw),
         s.application.ListApplications(application_pb2.ListApplicationsRequest(group_id=w.group_id), **kw)]),

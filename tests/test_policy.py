@@ -13,7 +13,8 @@ from groupd.v1 import (common_pb2, group_pb2, group_pb2_grpc, member_pb2, member
 PLUGIN_DIR = GROUPD_BIN.resolve().parent
 
 # app-one: typed custom fields, banned words rejected in names, masked in name cards and messages
-# (edits too), invitees starting with "bad" refused, message edits holding "hush" discarded. app-two: every message discarded.
+# (edits too), invitees starting with "bad" refused, message edits holding "hush" and replies holding "psst" discarded.
+# app-two: every message discarded.
 POLICY_APP_ONE = f"""\
     policy:
       budget_ms: 5000
@@ -32,6 +33,9 @@ POLICY_APP_ONE = f"""\
           hooks: [before_invite]
         - path: {PLUGIN_DIR}/libPolicyFixtureBehaviors.so
           config: "mode=edits;key=hush;tag=pytest-edits"
+          hooks: [before_send_group_message]
+        - path: {PLUGIN_DIR}/libPolicyFixtureBehaviors.so
+          config: "mode=replies;key=psst;tag=pytest-replies"
           hooks: [before_send_group_message]
 """
 POLICY_APP_TWO = """\
@@ -204,6 +208,29 @@ def test_join_message_is_masked(stubs):
     # A Public group asks for approval by default: the stored application carries the masked message.
     assert response.outcome == member_pb2.JOIN_OUTCOME_PENDING_APPROVAL
     assert response.application.message == "*** let me in"
+
+
+def test_a_reply_is_moderated_with_the_sequence_it_answers(stubs):
+    group = create(stubs, owner="alice", members=["bob"])
+
+    def send(text, reply_to=0):
+        return stubs.messages.SendGroupMessage(message_pb2.SendGroupMessageRequest(
+            group_id=group.group_id, type="text", text=text, reply_to_sequence=reply_to),
+            metadata=user_md("bob"), timeout=10)
+
+    def stored():
+        page = stubs.messages.GetGroupMessages(message_pb2.GetGroupMessagesRequest(
+            group_id=group.group_id, direction=message_pb2.HISTORY_DIRECTION_NEWER, page_size=100),
+            metadata=user_md("bob"), timeout=10)
+        return [(m.text, m.reply_to.sequence) for m in page.messages if m.sender_user_id == "bob"]
+
+    # The plugin discards replies holding "psst": it sees message.reply_to only on a reply.
+    original = send("psst, not a reply").message
+    masked = send("darn right", reply_to=original.sequence).message
+    assert (masked.text, masked.reply_to.sequence) == ("*** right", original.sequence)
+    discarded = send("psst", reply_to=original.sequence)
+    assert discarded.result == message_pb2.SEND_RESULT_SENT and discarded.message.text == "psst"
+    assert stored() == [("psst, not a reply", 0), ("*** right", original.sequence)]
 
 
 def test_an_edit_is_moderated_as_a_send_masked_or_discarded(stubs):
