@@ -15,7 +15,7 @@ struct APIShapeTests {
         #expect(Groupd_V1_GroupType.chatRoom == .meeting)
         #expect(Groupd_V1_GroupType.public.rawValue == 2)
         #expect(Groupd_V1_GroupType() == .unspecified)
-        #expect(Groupd_V1_GroupType.allCases.count == 5)
+        #expect(Groupd_V1_GroupType.allCases.count == 6)
         #expect(Groupd_V1_MemberEditScope.ownerAdminsAndSelf.rawValue == 3)
         #expect(Grpc_Health_V1_HealthCheckResponse.ServingStatus.serviceUnknown.rawValue == 3)
         #expect(Google_Rpc_Code.invalidArgument.rawValue == 3)

@@ -29,6 +29,13 @@ public enum Groupd_V1_GroupType: ProtoEnum {
     /// kick (mute instead), messages shed by priority under load.
     case avChatRoom // = 4
 
+    /// Community (Tencent's Community): a large group (100,000 members by
+    /// default) that keeps history and counts unread messages, with admins;
+    /// anyone joins without approval by default (join_option changes it),
+    /// members invite others, members see history from before they joined, the
+    /// owner cannot quit.
+    case community // = 5
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -51,6 +58,7 @@ public enum Groupd_V1_GroupType: ProtoEnum {
         case 2: self = .`public`
         case 3: self = .meeting
         case 4: self = .avChatRoom
+        case 5: self = .community
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -63,12 +71,13 @@ public enum Groupd_V1_GroupType: ProtoEnum {
         case .`public`: return 2
         case .meeting: return 3
         case .avChatRoom: return 4
+        case .community: return 5
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_GroupType] = [.unspecified, .work, .`public`, .meeting, .avChatRoom]
+    public static let allCases: [Groupd_V1_GroupType] = [.unspecified, .work, .`public`, .meeting, .avChatRoom, .community]
 }
 
 /// A member's role in a group. Work and AVChatRoom groups have no admins.
@@ -82,7 +91,8 @@ public enum Groupd_V1_MemberRole: ProtoEnum {
     /// The single owner of the group.
     case owner // = 1
 
-    /// An administrator appointed by the owner (Public and Meeting groups).
+    /// An administrator appointed by the owner (Public, Meeting and Community
+    /// groups).
     case admin // = 2
 
     /// An ordinary member.
@@ -507,7 +517,8 @@ public enum Groupd_V1_OwnerQuitRule: ProtoEnum {
     case unspecified // = 0
 
     /// The owner cannot quit: OWNER_CANNOT_QUIT (transfer ownership or dismiss
-    /// the group first). Tencent's Public, Meeting and AVChatRoom groups.
+    /// the group first). Tencent's Public, Meeting, AVChatRoom and Community
+    /// groups.
     case refused // = 1
 
     /// Ownership passes to the longest-standing other member: the earliest
@@ -1168,7 +1179,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// System, to a message's sender only: members read their messages. One
     /// event per sender and group per batching interval (the app's
     /// `read_receipt_interval_ms`), listing each of the sender's messages whose
-    /// read count changed in it; operator empty. Work and Public groups of at
+    /// read count changed in it; operator empty. Work, Public and Community groups of at
     /// most `read_receipt_max_members` members. Detail: read_receipts.
     case messageReadReceipt // = 43
 
@@ -1363,64 +1374,65 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     public static let protoMessageName = "groupd.v1.GroupSettings"
 
     /// How non-members join. Work: FORBIDDEN (fixed); Public: APPROVAL
-    /// (changeable); Meeting: ANY; AVChatRoom: ANY (fixed).
+    /// (changeable); Meeting and Community: ANY; AVChatRoom: ANY (fixed).
     public var joinOption: Groupd_V1_JoinOption = .unspecified
 
     /// Who approves join applications and invitations that need approval.
     /// Default OWNER_AND_ADMINS where the type has admins, else OWNER.
     public var approverScope: Groupd_V1_ApproverScope = .unspecified
 
-    /// Who may invite users. Work: ALL_MEMBERS; Public: OWNER_AND_ADMINS;
-    /// Meeting and AVChatRoom: NOBODY.
+    /// Who may invite users. Work and Community: ALL_MEMBERS; Public:
+    /// OWNER_AND_ADMINS; Meeting and AVChatRoom: NOBODY.
     public var inviteScope: Groupd_V1_OperatorScope = .unspecified
 
     /// Whether an invitee must accept before joining (ZIM beInviteMode,
     /// RongCloud inviteHandlePermission). Public: REQUIRED (changeable; Tencent:
     /// "The invitation needs to be both accepted by the invitee and approved by
     /// the group owner or group admin"), so even the owner's invitation is
-    /// PENDING until the invitee accepts; Work: NOT_REQUIRED (changeable);
-    /// Meeting and AVChatRoom: NOT_REQUIRED (fixed). The backend's own
+    /// PENDING until the invitee accepts; Work and Community: NOT_REQUIRED
+    /// (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed). The backend's own
     /// invitations (without x-operator-id) need no consent.
     public var inviteeConsent: Groupd_V1_Requirement = .unspecified
 
     /// Whether an invitation by an inviter outside approver_scope (an ordinary
     /// member) must be approved by an approver before the invitee joins
     /// (Tencent Public, OpenIM needVerification). Public: REQUIRED
-    /// (changeable); Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom:
-    /// NOT_REQUIRED (fixed). The backend's own invitations (without
+    /// (changeable); Work and Community: NOT_REQUIRED (changeable); Meeting and
+    /// AVChatRoom: NOT_REQUIRED (fixed). The backend's own invitations (without
     /// x-operator-id) need no approval.
     public var inviteApproval: Groupd_V1_Requirement = .unspecified
 
-    /// Who may remove members. Work: OWNER; Public and Meeting:
+    /// Who may remove members. Work: OWNER; Public, Meeting and Community:
     /// OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed; mute instead).
     public var removeScope: Groupd_V1_OperatorScope = .unspecified
 
-    /// Who may edit the group profile. Work: ALL_MEMBERS; Public and Meeting:
-    /// OWNER_AND_ADMINS; AVChatRoom: OWNER.
+    /// Who may edit the group profile. Work: ALL_MEMBERS; Public, Meeting and
+    /// Community: OWNER_AND_ADMINS; AVChatRoom: OWNER.
     public var profileEditScope: Groupd_V1_OperatorScope = .unspecified
 
     /// Who may edit members' name cards and member custom fields. Default
     /// OWNER_ADMINS_AND_SELF (OWNER_AND_SELF for types without admins).
     public var memberEditScope: Groupd_V1_MemberEditScope = .unspecified
 
-    /// Who may mute members and the group. Work and AVChatRoom: OWNER; Public
-    /// and Meeting: OWNER_AND_ADMINS.
+    /// Who may mute members and the group. Work and AVChatRoom: OWNER; Public,
+    /// Meeting and Community: OWNER_AND_ADMINS.
     public var muteScope: Groupd_V1_OperatorScope = .unspecified
 
-    /// Who may change the other settings (UpdateGroupSettings). Public and
-    /// Meeting: OWNER_AND_ADMINS (Tencent: "only the group owner or admin can
+    /// Who may change the other settings (UpdateGroupSettings). Public, Meeting
+    /// and Community: OWNER_AND_ADMINS (Tencent: "only the group owner or admin can
     /// modify the option for joining the group"); Work and AVChatRoom: OWNER.
     /// This setting and owner_quit are changed only by the owner (and the
     /// backend), whatever this grants.
     public var settingsEditScope: Groupd_V1_OperatorScope = .unspecified
 
-    /// What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and
-    /// Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
+    /// What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public,
+    /// Meeting and Community: REFUSED; AVChatRoom: REFUSED (fixed: its audience
+    /// is not stored).
     public var ownerQuit: Groupd_V1_OwnerQuitRule = .unspecified
 
     /// Who may mention everyone (@all, SendGroupMessageRequest.mention_all).
-    /// Work: ALL_MEMBERS; Public and Meeting: OWNER_AND_ADMINS; AVChatRoom:
-    /// OWNER. The backend acting for a user has that user's role; the backend
+    /// Work: ALL_MEMBERS; Public, Meeting and Community: OWNER_AND_ADMINS;
+    /// AVChatRoom: OWNER. The backend acting for a user has that user's role; the backend
     /// itself sends no messages.
     public var mentionAllScope: Groupd_V1_OperatorScope = .unspecified
 
@@ -1432,13 +1444,13 @@ public struct Groupd_V1_GroupSettings: ProtoMessage {
     /// the mask turns it off); in CreateGroup 0 keeps it off.
     public var slowModeIntervalSeconds: UInt32 = 0
 
-    /// Who may create, list and revoke invite links. Work: ALL_MEMBERS; Public
-    /// and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed: no invite
-    /// links).
+    /// Who may create, list and revoke invite links. Work and Community:
+    /// ALL_MEMBERS; Public and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY
+    /// (fixed: no invite links).
     public var inviteLinkScope: Groupd_V1_OperatorScope = .unspecified
 
     /// Who may pin and unpin messages (PinGroupMessage). Default
-    /// OWNER_AND_ADMINS where the type has admins (Public, Meeting), else OWNER
+    /// OWNER_AND_ADMINS where the type has admins (Public, Meeting, Community), else OWNER
     /// (Work); AVChatRoom: OWNER (it keeps no messages to pin).
     public var pinScope: Groupd_V1_OperatorScope = .unspecified
 
@@ -1490,8 +1502,8 @@ public struct Groupd_V1_GroupMuteState: ProtoMessage {
     public init() {}
 }
 
-/// A group as seen by the caller. A non-member of a Public, Meeting or
-/// AVChatRoom group sees only the public subset (Tencent 000): id, type,
+/// A group as seen by the caller. A non-member of a Public, Meeting,
+/// AVChatRoom or Community group sees only the public subset (Tencent 000): id, type,
 /// profile name/introduction/face_url, owner, times, counts, join option and
 /// readable custom fields; `public_view_only` is then true.
 public struct Groupd_V1_Group: ProtoMessage {
@@ -1553,7 +1565,8 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// for a member who set one.
     public var remark: String = ""
 
-    /// The caller's unread message count (Work and Public only; 0 otherwise).
+    /// The caller's unread message count (Work, Public and Community only; 0
+    /// otherwise).
     /// Filled by ListJoinedGroups (GetGroupsInfo stays a cache-served read).
     public var unreadCount: UInt32 = 0
 
@@ -1573,7 +1586,7 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// (and join), not recalled, not sent by the caller, that mentions the
     /// caller, everyone, or both. MarkGroupRead past the mentioning message
     /// clears it. Filled by ListJoinedGroups and GetGroupsInfo for members
-    /// (Work and Public groups, which count unread messages; UNSPECIFIED
+    /// (Work, Public and Community groups, which count unread messages; UNSPECIFIED
     /// elsewhere and for others).
     public var unreadMention: Groupd_V1_UnreadMention = .unspecified
 
@@ -1738,7 +1751,8 @@ public struct Groupd_V1_Member: ProtoMessage {
     public var inviterUserID: String = ""
 
     /// The group sequence at the member's join; history visibility starts
-    /// after it for Work and Public groups.
+    /// after it for Work and Public groups (Meeting and Community members see
+    /// history from before they joined).
     public var joinSequence: UInt64 = 0
 
     /// The invite link the member joined through (its id, never its token),
@@ -2596,7 +2610,7 @@ public struct Groupd_V1_GroupMessage: ProtoMessage {
     /// When it was recalled; absent when not recalled.
     public var recallTime: Google_Protobuf_Timestamp? = nil
 
-    /// GetGroupMessages in a group with read receipts (Work and Public, at most
+    /// GetGroupMessages in a group with read receipts (Work, Public and Community, at most
     /// `read_receipt_max_members` members): how many members read the
     /// message; the sender and members who joined after it are not counted.
     /// 0 elsewhere (see read_receipts_counted).

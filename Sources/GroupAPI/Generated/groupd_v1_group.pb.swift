@@ -481,8 +481,8 @@ public struct Groupd_V1_ListJoinedGroupsRequest: ProtoMessage {
     /// Token from a previous response.
     public var pageToken: String = ""
 
-    /// Only these types (empty = Work, Public and Meeting; AVChatRoom is never
-    /// listed).
+    /// Only these types (empty = Work, Public, Meeting and Community;
+    /// AVChatRoom is never listed).
     public var types: [Groupd_V1_GroupType] = []
 
     /// A message with every field at its proto3 default.
@@ -2650,8 +2650,8 @@ public enum Groupd_V1_GroupService {
             service: "groupd.v1.GroupService", method: "CreateGroup",
             isClientStreaming: false, isServerStreaming: false)
         /// Reads several groups at once, with member count and owner. Members see
-        /// everything, with their own member record and remark; non-members see the public subset of Public, Meeting and
-        /// AVChatRoom groups and nothing of a Work group (reported as NOT_FOUND).
+        /// everything, with their own member record and remark; non-members see the public subset of Public, Meeting,
+        /// AVChatRoom and Community groups and nothing of a Work group (reported as NOT_FOUND).
         /// Fails as a whole only for a malformed request (INVALID_ARGUMENT: empty
         /// list, over the app's batch limit).
         ///
@@ -2681,7 +2681,7 @@ public enum Groupd_V1_GroupService {
         public static let updateGroupSettings = ProtoMethod<Groupd_V1_UpdateGroupSettingsRequest, Groupd_V1_UpdateGroupSettingsResponse>(
             service: "groupd.v1.GroupService", method: "UpdateGroupSettings",
             isClientStreaming: false, isServerStreaming: false)
-        /// Dismisses a group: owner of a Public, Meeting or AVChatRoom group; a Work
+        /// Dismisses a group: owner of a Public, Meeting, AVChatRoom or Community group; a Work
         /// group only with an admin token. Emits GROUP_DISMISSED to every member.
         /// Errors: GROUP_NOT_FOUND, PERMISSION_DENIED (ADMIN_TOKEN_REQUIRED for
         /// Work).
@@ -2743,8 +2743,8 @@ public enum Groupd_V1_GroupService {
         public static let listJoinedGroups = ProtoMethod<Groupd_V1_ListJoinedGroupsRequest, Groupd_V1_ListJoinedGroupsResponse>(
             service: "groupd.v1.GroupService", method: "ListJoinedGroups",
             isClientStreaming: false, isServerStreaming: false)
-        /// Searches groups the caller may see (joined groups, and Public, Meeting
-        /// and AVChatRoom groups) by id or name keyword, optionally matching
+        /// Searches groups the caller may see (joined groups, and Public, Meeting,
+        /// AVChatRoom and Community groups) by id or name keyword, optionally matching
         /// members' name cards in joined groups (ZIM). Errors: INVALID_ARGUMENT
         /// (empty keyword).
         ///

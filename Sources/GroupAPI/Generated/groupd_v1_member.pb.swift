@@ -2566,7 +2566,7 @@ public enum Groupd_V1_MemberService {
             service: "groupd.v1.MemberService", method: "GetSelfMemberInfo",
             isClientStreaming: false, isServerStreaming: false)
         /// Makes a member an admin or an ordinary member. Owner only; types with
-        /// admins only (Public, Meeting). Emits ADMIN_SET + ADMIN_GRANTED or
+        /// admins only (Public, Meeting, Community). Emits ADMIN_SET + ADMIN_GRANTED or
         /// ADMIN_CANCELLED + ADMIN_REVOKED. Errors: GROUP_NOT_FOUND,
         /// PERMISSION_DENIED, ROLE_NOT_SUPPORTED, MEMBER_NOT_FOUND (target not a
         /// member), TARGET_IS_OWNER (target is the owner), INVALID_ARGUMENT (role

@@ -1727,9 +1727,9 @@ public enum Groupd_V1_MessageService {
         public static let sendGroupMessage = ProtoMethod<Groupd_V1_SendGroupMessageRequest, Groupd_V1_SendGroupMessageResponse>(
             service: "groupd.v1.MessageService", method: "SendGroupMessage",
             isClientStreaming: false, isServerStreaming: false)
-        /// Reads history by sequence, paged in either direction. Meeting members
-        /// see messages from before they joined; Work and Public members only from
-        /// their join on. Members only. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// Reads history by sequence, paged in either direction. Meeting and
+        /// Community members see messages from before they joined; Work and Public
+        /// members only from their join on. Members only. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
         /// HISTORY_NOT_KEPT (AVChatRoom), INVALID_ARGUMENT.
         ///
         /// `/groupd.v1.MessageService/GetGroupMessages`, unary.
@@ -1737,7 +1737,7 @@ public enum Groupd_V1_MessageService {
             service: "groupd.v1.MessageService", method: "GetGroupMessages",
             isClientStreaming: false, isServerStreaming: false)
         /// Marks the group read up to a sequence for the operator; unread counts
-        /// exist for Work and Public groups. Emits GROUP_READ to the user's
+        /// exist for Work, Public and Community groups. Emits GROUP_READ to the user's
         /// devices. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, HISTORY_NOT_KEPT
         /// (AVChatRoom).
         ///
@@ -1823,7 +1823,7 @@ public enum Groupd_V1_MessageService {
         /// members' read positions (MarkGroupRead): a member read the message when
         /// their read position is at or past its sequence. The sender and members
         /// who joined after the message are in neither list. Members (and the
-        /// backend) of Work and Public groups of at most the app's
+        /// backend) of Work, Public and Community groups of at most the app's
         /// `read_receipt_max_members` members. Errors: GROUP_NOT_FOUND,
         /// NOT_A_MEMBER, HISTORY_NOT_KEPT (AVChatRoom), READ_RECEIPTS_NOT_SUPPORTED
         /// (Meeting, or over the member limit), MESSAGE_NOT_FOUND,

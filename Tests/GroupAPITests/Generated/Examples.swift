@@ -842,7 +842,7 @@ enum Examples {
         m.targetUserIds = ["target_user_ids-0-é群✓", "target_user_ids-1-é群✓"]
         m.recipientUserIds = ["recipient_user_ids-0-é群✓", "recipient_user_ids-1-é群✓"]
         m.memberCount = 3999999991
-        m.groupType = Groupd_V1_GroupType.meeting
+        m.groupType = Groupd_V1_GroupType.work
         m.groupName = "group_name-0-é群✓"
         switch variant % 22 {
         case 0:
@@ -1149,7 +1149,7 @@ enum Examples {
         var m = Groupd_V1_ListJoinedGroupsRequest()
         m.pageSize = -1017
         m.pageToken = "page_token-0-é群✓"
-        m.types = [Groupd_V1_GroupType.avChatRoom, Groupd_V1_GroupType.work]
+        m.types = [Groupd_V1_GroupType.avChatRoom, Groupd_V1_GroupType.community]
         return m
     }
 

@@ -5404,21 +5404,23 @@ const ProtobufCMessageDescriptor groupd__v1__message_reference__descriptor =
   (ProtobufCMessageInit) groupd__v1__message_reference__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue groupd__v1__group_type__enum_values_by_number[5] =
+static const ProtobufCEnumValue groupd__v1__group_type__enum_values_by_number[6] =
 {
   { "GROUP_TYPE_UNSPECIFIED", "GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED", 0 },
   { "GROUP_TYPE_WORK", "GROUPD__V1__GROUP_TYPE__GROUP_TYPE_WORK", 1 },
   { "GROUP_TYPE_PUBLIC", "GROUPD__V1__GROUP_TYPE__GROUP_TYPE_PUBLIC", 2 },
   { "GROUP_TYPE_MEETING", "GROUPD__V1__GROUP_TYPE__GROUP_TYPE_MEETING", 3 },
   { "GROUP_TYPE_AV_CHAT_ROOM", "GROUPD__V1__GROUP_TYPE__GROUP_TYPE_AV_CHAT_ROOM", 4 },
+  { "GROUP_TYPE_COMMUNITY", "GROUPD__V1__GROUP_TYPE__GROUP_TYPE_COMMUNITY", 5 },
 };
 static const ProtobufCIntRange groupd__v1__group_type__value_ranges[] = {
-{0, 0},{0, 5}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex groupd__v1__group_type__enum_values_by_name[7] =
+static const ProtobufCEnumValueIndex groupd__v1__group_type__enum_values_by_name[8] =
 {
   { "GROUP_TYPE_AV_CHAT_ROOM", 4 },
   { "GROUP_TYPE_CHAT_ROOM", 3 },
+  { "GROUP_TYPE_COMMUNITY", 5 },
   { "GROUP_TYPE_MEETING", 3 },
   { "GROUP_TYPE_PRIVATE", 1 },
   { "GROUP_TYPE_PUBLIC", 2 },
@@ -5432,9 +5434,9 @@ const ProtobufCEnumDescriptor groupd__v1__group_type__descriptor =
   "GroupType",
   "Groupd__V1__GroupType",
   "groupd.v1",
-  5,
+  6,
   groupd__v1__group_type__enum_values_by_number,
-  7,
+  8,
   groupd__v1__group_type__enum_values_by_name,
   1,
   groupd__v1__group_type__value_ranges,

@@ -88,6 +88,14 @@ typedef enum _Groupd__V1__GroupType {
    */
   GROUPD__V1__GROUP_TYPE__GROUP_TYPE_AV_CHAT_ROOM = 4,
   /*
+   * Community (Tencent's Community): a large group (100,000 members by
+   * default) that keeps history and counts unread messages, with admins;
+   * anyone joins without approval by default (join_option changes it),
+   * members invite others, members see history from before they joined, the
+   * owner cannot quit.
+   */
+  GROUPD__V1__GROUP_TYPE__GROUP_TYPE_COMMUNITY = 5,
+  /*
    * Legacy name of GROUP_TYPE_WORK, accepted on input.
    */
   GROUPD__V1__GROUP_TYPE__GROUP_TYPE_PRIVATE = 1,
@@ -110,7 +118,8 @@ typedef enum _Groupd__V1__MemberRole {
    */
   GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_OWNER = 1,
   /*
-   * An administrator appointed by the owner (Public and Meeting groups).
+   * An administrator appointed by the owner (Public, Meeting and Community
+   * groups).
    */
   GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_ADMIN = 2,
   /*
@@ -299,7 +308,8 @@ typedef enum _Groupd__V1__OwnerQuitRule {
   GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_UNSPECIFIED = 0,
   /*
    * The owner cannot quit: OWNER_CANNOT_QUIT (transfer ownership or dismiss
-   * the group first). Tencent's Public, Meeting and AVChatRoom groups.
+   * the group first). Tencent's Public, Meeting, AVChatRoom and Community
+   * groups.
    */
   GROUPD__V1__OWNER_QUIT_RULE__OWNER_QUIT_RULE_REFUSED = 1,
   /*
@@ -737,7 +747,7 @@ typedef enum _Groupd__V1__EventKind {
    * System, to a message's sender only: members read their messages. One
    * event per sender and group per batching interval (the app's
    * `read_receipt_interval_ms`), listing each of the sender's messages whose
-   * read count changed in it; operator empty. Work and Public groups of at
+   * read count changed in it; operator empty. Work, Public and Community groups of at
    * most `read_receipt_max_members` members. Detail: read_receipts.
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_READ_RECEIPT = 43,
@@ -794,7 +804,7 @@ struct  Groupd__V1__GroupSettings
   ProtobufCMessage base;
   /*
    * How non-members join. Work: FORBIDDEN (fixed); Public: APPROVAL
-   * (changeable); Meeting: ANY; AVChatRoom: ANY (fixed).
+   * (changeable); Meeting and Community: ANY; AVChatRoom: ANY (fixed).
    */
   Groupd__V1__JoinOption join_option;
   /*
@@ -803,8 +813,8 @@ struct  Groupd__V1__GroupSettings
    */
   Groupd__V1__ApproverScope approver_scope;
   /*
-   * Who may invite users. Work: ALL_MEMBERS; Public: OWNER_AND_ADMINS;
-   * Meeting and AVChatRoom: NOBODY.
+   * Who may invite users. Work and Community: ALL_MEMBERS; Public:
+   * OWNER_AND_ADMINS; Meeting and AVChatRoom: NOBODY.
    */
   Groupd__V1__OperatorScope invite_scope;
   /*
@@ -812,8 +822,8 @@ struct  Groupd__V1__GroupSettings
    * RongCloud inviteHandlePermission). Public: REQUIRED (changeable; Tencent:
    * "The invitation needs to be both accepted by the invitee and approved by
    * the group owner or group admin"), so even the owner's invitation is
-   * PENDING until the invitee accepts; Work: NOT_REQUIRED (changeable);
-   * Meeting and AVChatRoom: NOT_REQUIRED (fixed). The backend's own
+   * PENDING until the invitee accepts; Work and Community: NOT_REQUIRED
+   * (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed). The backend's own
    * invitations (without x-operator-id) need no consent.
    */
   Groupd__V1__Requirement invitee_consent;
@@ -821,19 +831,19 @@ struct  Groupd__V1__GroupSettings
    * Whether an invitation by an inviter outside approver_scope (an ordinary
    * member) must be approved by an approver before the invitee joins
    * (Tencent Public, OpenIM needVerification). Public: REQUIRED
-   * (changeable); Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom:
-   * NOT_REQUIRED (fixed). The backend's own invitations (without
+   * (changeable); Work and Community: NOT_REQUIRED (changeable); Meeting and
+   * AVChatRoom: NOT_REQUIRED (fixed). The backend's own invitations (without
    * x-operator-id) need no approval.
    */
   Groupd__V1__Requirement invite_approval;
   /*
-   * Who may remove members. Work: OWNER; Public and Meeting:
+   * Who may remove members. Work: OWNER; Public, Meeting and Community:
    * OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed; mute instead).
    */
   Groupd__V1__OperatorScope remove_scope;
   /*
-   * Who may edit the group profile. Work: ALL_MEMBERS; Public and Meeting:
-   * OWNER_AND_ADMINS; AVChatRoom: OWNER.
+   * Who may edit the group profile. Work: ALL_MEMBERS; Public, Meeting and
+   * Community: OWNER_AND_ADMINS; AVChatRoom: OWNER.
    */
   Groupd__V1__OperatorScope profile_edit_scope;
   /*
@@ -842,27 +852,28 @@ struct  Groupd__V1__GroupSettings
    */
   Groupd__V1__MemberEditScope member_edit_scope;
   /*
-   * Who may mute members and the group. Work and AVChatRoom: OWNER; Public
-   * and Meeting: OWNER_AND_ADMINS.
+   * Who may mute members and the group. Work and AVChatRoom: OWNER; Public,
+   * Meeting and Community: OWNER_AND_ADMINS.
    */
   Groupd__V1__OperatorScope mute_scope;
   /*
-   * Who may change the other settings (UpdateGroupSettings). Public and
-   * Meeting: OWNER_AND_ADMINS (Tencent: "only the group owner or admin can
+   * Who may change the other settings (UpdateGroupSettings). Public, Meeting
+   * and Community: OWNER_AND_ADMINS (Tencent: "only the group owner or admin can
    * modify the option for joining the group"); Work and AVChatRoom: OWNER.
    * This setting and owner_quit are changed only by the owner (and the
    * backend), whatever this grants.
    */
   Groupd__V1__OperatorScope settings_edit_scope;
   /*
-   * What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and
-   * Meeting: REFUSED; AVChatRoom: REFUSED (fixed: its audience is not stored).
+   * What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public,
+   * Meeting and Community: REFUSED; AVChatRoom: REFUSED (fixed: its audience
+   * is not stored).
    */
   Groupd__V1__OwnerQuitRule owner_quit;
   /*
    * Who may mention everyone (@all, SendGroupMessageRequest.mention_all).
-   * Work: ALL_MEMBERS; Public and Meeting: OWNER_AND_ADMINS; AVChatRoom:
-   * OWNER. The backend acting for a user has that user's role; the backend
+   * Work: ALL_MEMBERS; Public, Meeting and Community: OWNER_AND_ADMINS;
+   * AVChatRoom: OWNER. The backend acting for a user has that user's role; the backend
    * itself sends no messages.
    */
   Groupd__V1__OperatorScope mention_all_scope;
@@ -876,14 +887,14 @@ struct  Groupd__V1__GroupSettings
    */
   uint32_t slow_mode_interval_seconds;
   /*
-   * Who may create, list and revoke invite links. Work: ALL_MEMBERS; Public
-   * and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY (fixed: no invite
-   * links).
+   * Who may create, list and revoke invite links. Work and Community:
+   * ALL_MEMBERS; Public and Meeting: OWNER_AND_ADMINS; AVChatRoom: NOBODY
+   * (fixed: no invite links).
    */
   Groupd__V1__OperatorScope invite_link_scope;
   /*
    * Who may pin and unpin messages (PinGroupMessage). Default
-   * OWNER_AND_ADMINS where the type has admins (Public, Meeting), else OWNER
+   * OWNER_AND_ADMINS where the type has admins (Public, Meeting, Community), else OWNER
    * (Work); AVChatRoom: OWNER (it keeps no messages to pin).
    */
   Groupd__V1__OperatorScope pin_scope;
@@ -964,8 +975,8 @@ struct  Groupd__V1__Group__CustomEntry
 
 
 /*
- * A group as seen by the caller. A non-member of a Public, Meeting or
- * AVChatRoom group sees only the public subset (Tencent 000): id, type,
+ * A group as seen by the caller. A non-member of a Public, Meeting,
+ * AVChatRoom or Community group sees only the public subset (Tencent 000): id, type,
  * profile name/introduction/face_url, owner, times, counts, join option and
  * readable custom fields; `public_view_only` is then true.
  */
@@ -1044,7 +1055,8 @@ struct  Groupd__V1__Group
    */
   char *remark;
   /*
-   * The caller's unread message count (Work and Public only; 0 otherwise).
+   * The caller's unread message count (Work, Public and Community only; 0
+   * otherwise).
    * Filled by ListJoinedGroups (GetGroupsInfo stays a cache-served read).
    */
   uint32_t unread_count;
@@ -1069,7 +1081,7 @@ struct  Groupd__V1__Group
    * (and join), not recalled, not sent by the caller, that mentions the
    * caller, everyone, or both. MarkGroupRead past the mentioning message
    * clears it. Filled by ListJoinedGroups and GetGroupsInfo for members
-   * (Work and Public groups, which count unread messages; UNSPECIFIED
+   * (Work, Public and Community groups, which count unread messages; UNSPECIFIED
    * elsewhere and for others).
    */
   Groupd__V1__UnreadMention unread_mention;
@@ -1299,7 +1311,8 @@ struct  Groupd__V1__Member
   char *inviter_user_id;
   /*
    * The group sequence at the member's join; history visibility starts
-   * after it for Work and Public groups.
+   * after it for Work and Public groups (Meeting and Community members see
+   * history from before they joined).
    */
   uint64_t join_sequence;
   /*
@@ -2182,7 +2195,7 @@ struct  Groupd__V1__GroupMessage
    */
   Google__Protobuf__Timestamp *recall_time;
   /*
-   * GetGroupMessages in a group with read receipts (Work and Public, at most
+   * GetGroupMessages in a group with read receipts (Work, Public and Community, at most
    * `read_receipt_max_members` members): how many members read the
    * message; the sender and members who joined after it are not counted.
    * 0 elsewhere (see read_receipts_counted).

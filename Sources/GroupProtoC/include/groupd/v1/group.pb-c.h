@@ -655,8 +655,8 @@ struct  Groupd__V1__ListJoinedGroupsRequest
    */
   char *page_token;
   /*
-   * Only these types (empty = Work, Public and Meeting; AVChatRoom is never
-   * listed).
+   * Only these types (empty = Work, Public, Meeting and Community;
+   * AVChatRoom is never listed).
    */
   size_t n_types;
   Groupd__V1__GroupType *types;
