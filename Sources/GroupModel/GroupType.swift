@@ -1,5 +1,5 @@
-/// The four group types of Tencent Cloud IM V2. Each is a preset of ``GroupSettings``
-/// plus fixed behaviours; see ``GroupTypePreset`` for the table.
+/// The group types of Tencent Cloud IM V2: the four classic ones and Community. Each is a preset
+/// of ``GroupSettings`` plus fixed behaviours; see ``GroupTypePreset`` for the table.
 public enum GroupType: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// A work group, like an ordinary WeChat group: join by invitation only. Legacy name `Private`.
     case work = "Work"
@@ -10,9 +10,12 @@ public enum GroupType: String, Sendable, Hashable, CaseIterable, CustomStringCon
     case meeting = "Meeting"
     /// A live-streaming room: free join, unlimited members kept in memory, no history.
     case avChatRoom = "AVChatRoom"
+    /// A community: a large group (100,000 members by default) that keeps history, with admins;
+    /// anyone joins without approval by default (its `joinOption` may ask for approval instead).
+    case community = "Community"
 
     /// Parse a type name as clients send it: the V2 names (`Work`, `Public`, `Meeting`,
-    /// `AVChatRoom`) and the legacy ones (`Private` → ``work``, `ChatRoom` → ``meeting``),
+    /// `AVChatRoom`, `Community`) and the legacy ones (`Private` → ``work``, `ChatRoom` → ``meeting``),
     /// ignoring ASCII case.
     /// - Returns: `nil` for any other name (including `BChatRoom`, which groupd does not offer).
     public init?(name: String) {
@@ -21,11 +24,12 @@ public enum GroupType: String, Sendable, Hashable, CaseIterable, CustomStringCon
         case "public": self = .public
         case "meeting", "chatroom": self = .meeting
         case "avchatroom": self = .avChatRoom
+        case "community": self = .community
         default: return nil
         }
     }
 
-    /// The canonical V2 name: `Work`, `Public`, `Meeting` or `AVChatRoom`.
+    /// The canonical V2 name: `Work`, `Public`, `Meeting`, `AVChatRoom` or `Community`.
     public var name: String { self.rawValue }
 
     /// The canonical V2 name.

@@ -100,6 +100,7 @@ public struct GroupTypePreset: Sendable, Hashable {
         case .public: `public`
         case .meeting: meeting
         case .avChatRoom: avChatRoom
+        case .community: community
         }
     }
 
@@ -234,6 +235,43 @@ public struct GroupTypePreset: Sendable, Hashable {
             unreadCounting: false, memberChangeEvents: .rateLimited, listedInJoinedGroups: false,
             membershipStored: false, publicProfileVisibleToNonMembers: true,
             ownerlessCreationAllowed: true, defaultMaxMembers: nil
+        )
+    )
+
+    /// Community: a large group (100,000 members) that keeps history and counts unread messages,
+    /// with admins. Tencent's group type table (cloud.tencent.com/document/product/269/70394):
+    /// anyone applies and joins without approval ("支持,且无需审批"; `join_option` changes it to
+    /// approval or invitation only), members invite others (without approval or consent), owner
+    /// and admins edit the profile, the owner cannot quit, unread counts are kept, and members see
+    /// the history from before they joined ("默认开启查看入群前漫游消息"); 100,000 members
+    /// ("社群(Community)常规为10万人"). Owner and admins remove members, change settings, mute,
+    /// pin and @all, as in Public groups.
+    public static let community = GroupTypePreset(
+        type: .community,
+        defaultSettings: GroupSettings(
+            joinOption: .any,
+            joinApprovers: .ownerAndAdmins,
+            invitePermission: .everyone,
+            inviteeMustAccept: false,
+            invitationNeedsApproval: false,
+            removeMembersPermission: .ownerAndAdmins,
+            editProfilePermission: .ownerAndAdmins,
+            editMemberInfoPermission: .ownerAdminsAndSelf,
+            editSettingsPermission: .ownerAndAdmins,
+            ownerQuit: .refused,
+            mentionAllPermission: .ownerAndAdmins,
+            slowModeIntervalSeconds: 0,
+            inviteLinkPermission: .everyone,
+            pinPermission: .ownerAndAdmins
+        ),
+        fixedSettings: [],
+        behaviour: GroupTypeBehaviour(
+            allowedRoles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
+            transferAllowed: true, mutePermission: .ownerAndAdmins, kickSupported: true,
+            invitationsSupported: true, historyKept: true, historyVisibleBeforeJoin: true,
+            unreadCounting: true, memberChangeEvents: .all, listedInJoinedGroups: true,
+            membershipStored: true, publicProfileVisibleToNonMembers: true,
+            ownerlessCreationAllowed: false, defaultMaxMembers: 100_000
         )
     )
 

@@ -11,8 +11,10 @@ enum APIMapping {
         case .public: return .public
         case .meeting: return .meeting
         case .avChatRoom: return .avChatRoom
+        case .community: return .community
         default:
-            throw GroupError.invalidArgument(field: field, "type must be WORK, PUBLIC, MEETING or AV_CHAT_ROOM (or legacy PRIVATE, CHAT_ROOM)")
+            throw GroupError.invalidArgument(
+                field: field, "type must be WORK, PUBLIC, MEETING, AV_CHAT_ROOM or COMMUNITY (or legacy PRIVATE, CHAT_ROOM)")
         }
     }
 
@@ -117,6 +119,7 @@ enum APIMapping {
         case .public: .public
         case .meeting: .meeting
         case .avChatRoom: .avChatRoom
+        case .community: .community
         }
     }
 

@@ -223,7 +223,7 @@ extension PostgresBackend {
         var visibilityArguments: [PGValue] = []
         if let userID {
             visibility = """
-                AND (g.type IN ('Public', 'Meeting', 'AVChatRoom')
+                AND (g.type <> 'Work'
                      OR EXISTS (SELECT 1 FROM members v
                                 WHERE v.app_id = g.app_id AND v.group_key = g.group_key AND v.user_id = ?))
                 """

@@ -34,7 +34,7 @@ enum PostgresSchema {
     /// The migrations in order. Append new ones; never edit a shipped one.
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
-        ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15),
+        ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -775,5 +775,13 @@ enum PostgresSchema {
         ALTER TABLE group_messages ADD COLUMN reply_type TEXT;
         ALTER TABLE group_messages ADD COLUMN reply_preview TEXT;
         CREATE INDEX group_messages_by_reply ON group_messages (app_id, group_key, reply_seq, seq) WHERE reply_seq IS NOT NULL;
+        """
+
+    /// v16: the `Community` group type (SQLite's v20): `groups.type`'s constraint takes one more
+    /// value. Adding the new constraint checks the stored rows once (each passes, as it passed the
+    /// old one), under the table's lock, in the migration's transaction.
+    static let v16 = """
+        ALTER TABLE groups DROP CONSTRAINT groups_type_check,
+            ADD CONSTRAINT groups_type_check CHECK (type IN ('Work', 'Public', 'Meeting', 'AVChatRoom', 'Community'));
         """
 }

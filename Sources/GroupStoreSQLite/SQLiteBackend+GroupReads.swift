@@ -310,7 +310,7 @@ extension SQLiteBackend {
         var visibility = ""
         if userID != nil {
             visibility = """
-                AND (g.type IN ('Public', 'Meeting', 'AVChatRoom')
+                AND (g.type <> 'Work'
                      OR EXISTS (SELECT 1 FROM members v WHERE v.group_key = g.group_key AND v.user_id = :user))
                 """
             if matchNameCards {

@@ -25,6 +25,7 @@ extension Schema {
         migrator.registerMigration("v17", migrate: Schema.v17)
         migrator.registerMigration("v18", migrate: Schema.v18)
         migrator.registerMigration("v19", migrate: Schema.v19)
+        migrator.registerMigration("v20", migrate: Schema.v20)
         return migrator
     }
 }
@@ -665,5 +666,22 @@ enum Schema {
             ALTER TABLE group_messages ADD COLUMN reply_preview TEXT;
             CREATE INDEX group_messages_by_reply ON group_messages(group_key, reply_seq, seq) WHERE reply_seq IS NOT NULL;
             """)
+    }
+
+    /// v20: the `Community` group type. `groups.type`'s constraint (v16's comparisons) takes one
+    /// more value, edited in place as v16 edits it: no stored row changes, and every row passes
+    /// the new constraint as it passed the old one.
+    static func v20(_ db: Database) throws {
+        let before = "type = 'AVChatRoom')"
+        let after = "type = 'AVChatRoom' OR type = 'Community')"
+        let version = try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+        try db.execute(sql: "PRAGMA writable_schema = ON")
+        try db.execute(
+            sql: "UPDATE sqlite_schema SET sql = replace(sql, ?, ?) WHERE type = 'table' AND name = 'groups' AND instr(sql, ?) > 0",
+            arguments: [before, after, before])
+        guard db.changesCount == 1 else { throw DatabaseError(message: "v20: groups has no constraint ending \(before)") }
+        try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+        try db.execute(sql: "PRAGMA writable_schema = RESET")
+        db.clearSchemaCache()
     }
 }

@@ -6,7 +6,7 @@ struct GroupTypeTests {
     @Test("type names, legacy names and case", arguments: [
         ("Work", GroupType.work), ("Private", .work), ("private", .work), ("WORK", .work),
         ("Public", .public), ("Meeting", .meeting), ("ChatRoom", .meeting), ("chatroom", .meeting),
-        ("AVChatRoom", .avChatRoom), ("avchatroom", .avChatRoom),
+        ("AVChatRoom", .avChatRoom), ("avchatroom", .avChatRoom), ("Community", .community), ("COMMUNITY", .community),
     ])
     func parse(name: String, type: GroupType) {
         #expect(GroupType(name: name) == type)
@@ -19,7 +19,7 @@ struct GroupTypeTests {
 
     @Test("canonical names are the V2 ones")
     func canonical() {
-        #expect(GroupType.allCases.map(\.name) == ["Work", "Public", "Meeting", "AVChatRoom"])
+        #expect(GroupType.allCases.map(\.name) == ["Work", "Public", "Meeting", "AVChatRoom", "Community"])
     }
 
     /// The type table, written out independently of the presets.
@@ -87,6 +87,17 @@ struct GroupTypeTests {
             roles: [.owner, .member], dismissal: .ownerOrAdminToken,
             transfer: false, mute: .owner, kick: false, history: false, historyBeforeJoin: false,
             unread: false, memberEvents: .rateLimited, listed: false, stored: false, maxMembers: nil),
+        Row(type: .community,
+            settings: GroupSettings(
+                joinOption: .any, joinApprovers: .ownerAndAdmins, invitePermission: .everyone,
+                inviteeMustAccept: false, invitationNeedsApproval: false, removeMembersPermission: .ownerAndAdmins,
+                editProfilePermission: .ownerAndAdmins, editMemberInfoPermission: .ownerAdminsAndSelf,
+                editSettingsPermission: .ownerAndAdmins, ownerQuit: .refused,
+                mentionAllPermission: .ownerAndAdmins, slowModeIntervalSeconds: 0, inviteLinkPermission: .everyone,
+                pinPermission: .ownerAndAdmins),
+            fixed: [], roles: [.owner, .admin, .member], dismissal: .ownerOrAdminToken,
+            transfer: true, mute: .ownerAndAdmins, kick: true, history: true, historyBeforeJoin: true,
+            unread: true, memberEvents: .all, listed: true, stored: true, maxMembers: 100_000),
     ]
 
     @Test("each type's defaults, fixed settings and behaviours match the table", arguments: table)

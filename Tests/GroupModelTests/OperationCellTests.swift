@@ -139,13 +139,16 @@ func check(_ row: OperationRow) throws {
     }
 }
 
+/// The rows of `operation` in each type given; a Community row, unless given, has Public's cells
+/// (the two types differ in joining and inviting only, whose rows give `community`).
 private func rows(_ operation: Operation, work: [Cell]? = nil, public: [Cell]? = nil, meeting: [Cell]? = nil,
-                  av: [Cell]? = nil) -> [OperationRow] {
+                  av: [Cell]? = nil, community: [Cell]? = nil) -> [OperationRow] {
     var result: [OperationRow] = []
     if let work { result.append(OperationRow(operation: operation, type: .work, cells: work)) }
     if let `public` { result.append(OperationRow(operation: operation, type: .public, cells: `public`)) }
     if let meeting { result.append(OperationRow(operation: operation, type: .meeting, cells: meeting)) }
     if let av { result.append(OperationRow(operation: operation, type: .avChatRoom, cells: av)) }
+    if let cells = community ?? `public` { result.append(OperationRow(operation: operation, type: .community, cells: cells)) }
     return result
 }
 
@@ -193,7 +196,8 @@ struct OperationCellTests {
                work: [.already, .na, .already, .nf, .opReq],
                public: [.already, .already, .already, .pend, .opReq],
                meeting: [.already, .already, .already, .ok, .opReq],
-               av: [.already, .na, .already, .ok, .opReq])
+               av: [.already, .na, .already, .ok, .opReq],
+               community: [.already, .already, .already, .ok, .opReq])
         + rows(.quit,
                work: [.ok, .na, .ok, .nf, .opReq],
                public: [oq, .ok, .ok, .nm, .opReq],
@@ -203,7 +207,8 @@ struct OperationCellTests {
                work: [.ok, .na, .ok, .nf, .ok],
                public: [.pend, .pend, .den, .nm, .ok],
                meeting: [.den, .den, .den, .nm, .ok],
-               av: [ins, .na, ins, ins, ins])
+               av: [ins, .na, ins, ins, ins],
+               community: [.ok, .ok, .ok, .nm, .ok])
         + rows(.kickMember,
                work: [.ok, .na, .den, .nf, .ok],
                public: [.ok, .ok, .den, .nm, .ok],
@@ -315,6 +320,15 @@ struct OperationCellTests {
         OperationRow(operation: .join, type: .meeting,
                      cells: [.already, .already, .already, .no(.joinForbidden), .opReq],
                      settings: .init(joinOption: .forbidden)),
+        OperationRow(operation: .join, type: .community, cells: [.already, .already, .already, .pend, .opReq],
+                     settings: .init(joinOption: .approval)),
+        OperationRow(operation: .join, type: .community,
+                     cells: [.already, .already, .already, .no(.joinForbidden), .opReq],
+                     settings: .init(joinOption: .forbidden)),
+        OperationRow(operation: .invite, type: .community, cells: [.ok, .ok, .den, .nm, .ok],
+                     settings: .init(invitePermission: .ownerAndAdmins)),
+        OperationRow(operation: .invite, type: .community, cells: [.pend, .pend, .pend, .nm, .ok],
+                     settings: .init(inviteeMustAccept: true)),
         // Who invites, whether the invitee accepts, whether an ordinary inviter needs approval.
         OperationRow(operation: .invite, type: .work, cells: [.pend, .na, .pend, .nf, .ok],
                      settings: .init(inviteeMustAccept: true)),
@@ -401,6 +415,7 @@ struct OperationCellTests {
             for (type, update, owner) in [
                 (GroupType.work, cells.work, ownerOnly.work), (.public, cells.public, ownerOnly.public),
                 (.meeting, cells.meeting, ownerOnly.meeting), (.avChatRoom, cells.av, ownerOnly.av),
+                (.community, cells.public, ownerOnly.public),
             ] {
                 result.append(OperationRow(operation: .updateSettings, type: type, cells: update, settings: settings))
                 result.append(OperationRow(operation: .grantSettings, type: type, cells: owner, settings: settings))
@@ -434,6 +449,7 @@ struct OperationCellTests {
             result.append(OperationRow(operation: .quit, type: .work, cells: cells.work, settings: settings))
             result.append(OperationRow(operation: .quit, type: .public, cells: cells.public, settings: settings))
             result.append(OperationRow(operation: .quit, type: .meeting, cells: cells.meeting, settings: settings))
+            result.append(OperationRow(operation: .quit, type: .community, cells: cells.public, settings: settings))
         }
         result.append(OperationRow(operation: .quit, type: .avChatRoom, cells: [oq, .na, .ok, .nm, .opReq],
                                    settings: .init(ownerQuit: .refused)))

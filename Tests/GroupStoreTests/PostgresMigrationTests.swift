@@ -50,8 +50,16 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v15 added, taken away: the reply columns of `group_messages` (their index goes with them).
-private let backToV14 = """
+/// What v16 changed, taken back: `groups.type` without `Community`.
+private let backToV15 = """
+    ALTER TABLE groups DROP CONSTRAINT groups_type_check,
+        ADD CONSTRAINT groups_type_check CHECK (type IN ('Work', 'Public', 'Meeting', 'AVChatRoom'));
+    DELETE FROM groupd_migrations WHERE id = 'v16'
+    """
+
+/// What v15 added, taken away (after v16): the reply columns of `group_messages` (their index goes
+/// with them).
+private let backToV14 = backToV15 + ";\n" + """
     ALTER TABLE group_messages DROP COLUMN reply_seq, DROP COLUMN reply_message_id, DROP COLUMN reply_sender_id,
         DROP COLUMN reply_type, DROP COLUMN reply_preview;
     DELETE FROM groupd_migrations WHERE id = 'v15'
@@ -251,7 +259,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(5) == ["v11", "v12", "v13", "v14", "v15"])
+        #expect(backend.appliedMigrations.suffix(6) == ["v11", "v12", "v13", "v14", "v15", "v16"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")

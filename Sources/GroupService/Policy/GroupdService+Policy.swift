@@ -156,13 +156,15 @@ extension GroupdService {
         }
     }
 
-    /// The name of a group type as plugins see it: `work`, `public`, `meeting`, `av_chat_room`.
+    /// The name of a group type as plugins see it: `work`, `public`, `meeting`, `av_chat_room`,
+    /// `community`.
     static func hookGroupType(_ type: GroupType) -> String {
         switch type {
         case .work: "work"
         case .public: "public"
         case .meeting: "meeting"
         case .avChatRoom: "av_chat_room"
+        case .community: "community"
         }
     }
 

@@ -288,6 +288,7 @@ struct LimitsCoding: Codable {
     /// The YAML keys of `GroupType`s under `max_members`.
     static let typeKeys: [(key: String, type: GroupType)] = [
         ("work", .work), ("public", .public), ("meeting", .meeting), ("av_chat_room", .avChatRoom),
+        ("community", .community),
     ]
 
     /// The integer keys where 0 is a value (`message_retention_seconds`: keep forever); the
