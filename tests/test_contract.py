@@ -40,6 +40,7 @@ NOT_FOUND, DENIED, INVALID = grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSI
 PRECONDITION, UNAUTHENTICATED = grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED
 WORK, PUBLIC, MEETING, AVCHAT = (common_pb2.GROUP_TYPE_WORK, common_pb2.GROUP_TYPE_PUBLIC, common_pb2.GROUP_TYPE_MEETING,
                                  common_pb2.GROUP_TYPE_AV_CHAT_ROOM)
+COMMUNITY = common_pb2.GROUP_TYPE_COMMUNITY
 ADMIN, MEMBER, OWNER = common_pb2.MEMBER_ROLE_ADMIN, common_pb2.MEMBER_ROLE_MEMBER, common_pb2.MEMBER_ROLE_OWNER
 SUCCESS, FAILED = common_pb2.MEMBER_RESULT_CODE_SUCCESS, common_pb2.MEMBER_RESULT_CODE_FAILED
 
@@ -339,17 +340,20 @@ def _(api):
                         INVALID, "INVALID_ARGUMENT").metadata["field"] == "max_member_count"
 
 
-@promise("group.proto", "Members see everything, with their own member record and remark; non-members see the public subset of Public, Meeting and AVChatRoom groups and nothing of a Work group (reported as NOT_FOUND).")
+@promise("group.proto", "Members see everything, with their own member record and remark; non-members see the public subset of Public, Meeting, AVChatRoom and Community groups and nothing of a Work group (reported as NOT_FOUND).")
 def _(api):
     member, stranger = uid("m"), uid("stranger")
-    gid, _ = api.group(PUBLIC, members=[member], profile=common_pb2.GroupProfile(name="n", notification="members only"))
+    profile = common_pb2.GroupProfile(name="n", notification="members only")
+    gid, _ = api.group(PUBLIC, members=[member], profile=profile)
+    community, _ = api.group(COMMUNITY, members=[member], profile=profile)
     work, _ = api.group(WORK, members=[member])
     seen = api.info([gid, work], caller=member)
     assert [g.group_id for g in seen.groups] == [gid, work] and not seen.groups[0].public_view_only
     assert seen.groups[0].profile.notification == "members only" and seen.groups[0].self_info.user_id == member
-    public = api.info([gid, work], caller=stranger)
-    assert [g.group_id for g in public.groups] == [gid] and public.groups[0].public_view_only
-    assert public.groups[0].profile.notification == "" and not public.groups[0].HasField("self_info")
+    public = api.info([gid, community, work], caller=stranger)
+    assert [g.group_id for g in public.groups] == [gid, community]
+    for group in public.groups:
+        assert group.public_view_only and group.profile.notification == "" and not group.HasField("self_info")
     assert [(f.group_id, f.error, f.reason) for f in public.failures] == [
         (work, group_pb2.GROUP_LOOKUP_ERROR_NOT_FOUND, "GROUP_NOT_FOUND")]
 
@@ -738,7 +742,7 @@ def _(api):
 @promise("member.proto", "Members only (a non-member gets NOT_A_MEMBER; the public subset of a group is in GetGroupsInfo)")
 def _(api):
     stranger, member = uid("stranger"), uid("m")
-    for group_type in (PUBLIC, MEETING, AVCHAT):
+    for group_type in (PUBLIC, MEETING, AVCHAT, COMMUNITY):
         gid, owner = api.group(group_type)
         expect_error(lambda: api.members.ListMembers(member_pb2.ListMembersRequest(group_id=gid),
                                                      metadata=user_md(stranger), timeout=TIMEOUT), DENIED, "NOT_A_MEMBER")
@@ -772,14 +776,15 @@ def _(api):
                  NOT_FOUND, "GROUP_NOT_FOUND")
 
 
-@promise("member.proto", "Owner only; types with admins only (Public, Meeting).")
+@promise("member.proto", "Owner only; types with admins only (Public, Meeting, Community).")
 def _(api):
-    admin, member = uid("a"), uid("m")
-    gid, owner = api.group(PUBLIC, admins=[admin], members=[member])
     set_role = lambda by, group, user, role: api.members.SetMemberRole(member_pb2.SetMemberRoleRequest(
         group_id=group, user_id=user, role=role), metadata=user_md(by), timeout=TIMEOUT)
-    assert set_role(owner, gid, member, ADMIN).member.role == ADMIN
-    expect_error(lambda: set_role(admin, gid, member, MEMBER), DENIED, "PERMISSION_DENIED")
+    for group_type in (PUBLIC, COMMUNITY):
+        admin, member = uid("a"), uid("m")
+        gid, owner = api.group(group_type, admins=[admin], members=[member])
+        assert set_role(owner, gid, member, ADMIN).member.role == ADMIN
+        expect_error(lambda: set_role(admin, gid, member, MEMBER), DENIED, "PERMISSION_DENIED")
     work_member = uid("m")
     work, work_owner = api.group(WORK, members=[work_member])
     expect_error(lambda: set_role(work_owner, work, work_member, ADMIN), PRECONDITION, "ROLE_NOT_SUPPORTED")
@@ -1049,9 +1054,9 @@ def _(api):
     assert api.send(muted_group, muted_owner).result == message_pb2.SEND_RESULT_SENT
 
 
-@promise("message.proto", "Meeting members see messages from before they joined; Work and Public members only from their join on.")
+@promise("message.proto", "Meeting and Community members see messages from before they joined; Work and Public members only from their join on.")
 def _(api):
-    for group_type, sees_earlier in [(MEETING, True), (WORK, False), (PUBLIC, False)]:
+    for group_type, sees_earlier in [(MEETING, True), (COMMUNITY, True), (WORK, False), (PUBLIC, False)]:
         gid, owner = api.group(group_type)
         api.send(gid, owner, "before")
         late = uid("late")
@@ -1189,11 +1194,12 @@ def _(api):
     assert found(f"{base}_1") == [f"{base}_1"]
 
 
-@promise("common.proto", "Public and Meeting: OWNER_AND_ADMINS (Tencent: \"only the group owner or admin can modify the option for joining the group\"); Work and AVChatRoom: OWNER.")
+@promise("common.proto", "Public, Meeting and Community: OWNER_AND_ADMINS (Tencent: \"only the group owner or admin can modify the option for joining the group\"); Work and AVChatRoom: OWNER.")
 def _(api):
     for group_type, scope in [(WORK, common_pb2.OPERATOR_SCOPE_OWNER), (PUBLIC, common_pb2.OPERATOR_SCOPE_OWNER_AND_ADMINS),
                               (MEETING, common_pb2.OPERATOR_SCOPE_OWNER_AND_ADMINS),
-                              (AVCHAT, common_pb2.OPERATOR_SCOPE_OWNER)]:
+                              (AVCHAT, common_pb2.OPERATOR_SCOPE_OWNER),
+                              (COMMUNITY, common_pb2.OPERATOR_SCOPE_OWNER_AND_ADMINS)]:
         gid, _ = api.group(group_type)
         assert api.info([gid]).groups[0].settings.settings_edit_scope == scope, group_type
     admin = uid("a")
@@ -1215,13 +1221,13 @@ def invite(api, gid, inviter_md, user):
 
 def check_requirement_defaults(api, path, defaults):
     """`path` starts at `defaults[type]` in every type; REQUIRED and NOT_REQUIRED swap where changeable
-    (Work, Public), and SETTING_FIXED_BY_TYPE names it where fixed (Meeting, AVChatRoom)."""
+    (Work, Public, Community), and SETTING_FIXED_BY_TYPE names it where fixed (Meeting, AVChatRoom)."""
     required, not_required = common_pb2.REQUIREMENT_REQUIRED, common_pb2.REQUIREMENT_NOT_REQUIRED
     for group_type, default in defaults.items():
         gid, _ = api.group(group_type)
         assert getattr(api.info([gid]).groups[0].settings, path) == default, (group_type, path)
         other = not_required if default == required else required
-        if group_type in (WORK, PUBLIC):
+        if group_type in (WORK, PUBLIC, COMMUNITY):
             update_settings(api, gid, admin_md(), [path], **{path: other})
             assert getattr(api.info([gid]).groups[0].settings, path) == other, (group_type, path)
         else:
@@ -1233,10 +1239,10 @@ def check_requirement_defaults(api, path, defaults):
 REQUIRED, NOT_REQUIRED = common_pb2.REQUIREMENT_REQUIRED, common_pb2.REQUIREMENT_NOT_REQUIRED
 
 
-@promise("common.proto", "Public: REQUIRED (changeable; Tencent: \"The invitation needs to be both accepted by the invitee and approved by the group owner or group admin\"), so even the owner's invitation is PENDING until the invitee accepts; Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed).")
+@promise("common.proto", "Public: REQUIRED (changeable; Tencent: \"The invitation needs to be both accepted by the invitee and approved by the group owner or group admin\"), so even the owner's invitation is PENDING until the invitee accepts; Work and Community: NOT_REQUIRED (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed).")
 def _(api):
     check_requirement_defaults(api, "invitee_consent", {WORK: NOT_REQUIRED, PUBLIC: REQUIRED, MEETING: NOT_REQUIRED,
-                                                        AVCHAT: NOT_REQUIRED})
+                                                        AVCHAT: NOT_REQUIRED, COMMUNITY: NOT_REQUIRED})
     gid, owner = api.group(PUBLIC)
     code, invitation = invite(api, gid, user_md(owner), uid("i"))
     assert code == common_pb2.MEMBER_RESULT_CODE_PENDING
@@ -1253,10 +1259,10 @@ def _(api):
     assert invite(api, gid, admin_md(), uid("i"))[0] == SUCCESS
 
 
-@promise("common.proto", "(Tencent Public, OpenIM needVerification). Public: REQUIRED (changeable); Work: NOT_REQUIRED (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed).")
+@promise("common.proto", "(Tencent Public, OpenIM needVerification). Public: REQUIRED (changeable); Work and Community: NOT_REQUIRED (changeable); Meeting and AVChatRoom: NOT_REQUIRED (fixed).")
 def _(api):
     check_requirement_defaults(api, "invite_approval", {WORK: NOT_REQUIRED, PUBLIC: REQUIRED, MEETING: NOT_REQUIRED,
-                                                        AVCHAT: NOT_REQUIRED})
+                                                        AVCHAT: NOT_REQUIRED, COMMUNITY: NOT_REQUIRED})
     # Public: an inviter outside approver_scope needs an approver; the owner and admins do not.
     admin, member = uid("a"), uid("m")
     gid, owner = api.group(PUBLIC, admins=[admin], members=[member])
@@ -1267,9 +1273,10 @@ def _(api):
     assert invitation.needs_approval and not invitation.needs_consent, invitation
     assert invite(api, gid, user_md(admin), uid("i"))[0] == SUCCESS
     assert invite(api, gid, user_md(owner), uid("i"))[0] == SUCCESS
-    # Work: a member's invitation is not sent to an approver.
-    gid, _ = api.group(WORK, members=[member])
-    assert invite(api, gid, user_md(member), uid("i"))[0] == SUCCESS
+    # Work and Community: a member's invitation is not sent to an approver.
+    for group_type in (WORK, COMMUNITY):
+        gid, _ = api.group(group_type, members=[member])
+        assert invite(api, gid, user_md(member), uid("i"))[0] == SUCCESS, group_type
 
 
 @promise("common.proto", "The backend's own invitations (without x-operator-id) need no approval.")
@@ -1309,13 +1316,13 @@ def _(api):
     assert api.info([gid]).groups[0].settings.owner_quit == common_pb2.OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER
 
 
-@promise("common.proto", "What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public and Meeting: REFUSED")
+@promise("common.proto", "What the owner's quit does. Work: TO_LONGEST_STANDING_MEMBER; Public, Meeting and Community: REFUSED")
 def _(api):
     first, second = uid("first"), uid("second")
     gid, owner = api.group(WORK, members=[first, second])
     api.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=gid), metadata=user_md(owner), timeout=TIMEOUT)
     assert api.info([gid]).groups[0].owner_user_id == first
-    for group_type in (PUBLIC, MEETING):
+    for group_type in (PUBLIC, MEETING, COMMUNITY):
         gid, owner = api.group(group_type, members=[first])
         info = expect_error(lambda: api.members.QuitGroup(member_pb2.QuitGroupRequest(group_id=gid),
                                                           metadata=user_md(owner), timeout=TIMEOUT),

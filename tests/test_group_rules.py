@@ -18,6 +18,7 @@ ADMIN = common_pb2.MEMBER_ROLE_ADMIN
 MEMBER = common_pb2.MEMBER_ROLE_MEMBER
 WORK, PUBLIC = common_pb2.GROUP_TYPE_WORK, common_pb2.GROUP_TYPE_PUBLIC
 MEETING, AV = common_pb2.GROUP_TYPE_MEETING, common_pb2.GROUP_TYPE_AV_CHAT_ROOM
+COMMUNITY = common_pb2.GROUP_TYPE_COMMUNITY
 REFUSED = common_pb2.OWNER_QUIT_RULE_REFUSED
 TO_MEMBER = common_pb2.OWNER_QUIT_RULE_TO_LONGEST_STANDING_MEMBER
 TO_ADMIN = common_pb2.OWNER_QUIT_RULE_TO_LONGEST_STANDING_ADMIN
@@ -31,6 +32,7 @@ DEFAULTS = {
     PUBLIC: (SCOPE_OWNER_AND_ADMINS, REFUSED),
     MEETING: (SCOPE_OWNER_AND_ADMINS, REFUSED),
     AV: (SCOPE_OWNER, REFUSED),
+    COMMUNITY: (SCOPE_OWNER_AND_ADMINS, REFUSED),
 }
 
 
@@ -68,7 +70,7 @@ def read(stub, group_id, user):
 # Who edits settings: settings_edit_scope
 
 
-@pytest.mark.parametrize("group_type", [WORK, PUBLIC, MEETING, AV])
+@pytest.mark.parametrize("group_type", [WORK, PUBLIC, MEETING, AV, COMMUNITY])
 def test_each_type_starts_with_its_defaults(groups, group_type):
     owner = uid("owner")
     group = create(groups, group_type, owner)
@@ -213,7 +215,8 @@ def test_groups_stored_before_the_owner_settings_get_their_types_defaults(fresh_
     ids = {}
     with grpc.insecure_channel(server.address) as channel:
         stub = group_pb2_grpc.GroupServiceStub(channel)
-        for group_type in DEFAULTS:
+        # The types there were before these settings (Community came later).
+        for group_type in (WORK, PUBLIC, MEETING, AV):
             # Non-default values, which the older schema could not hold: the defaults come back.
             settings = common_pb2.GroupSettings(settings_edit_scope=common_pb2.OPERATOR_SCOPE_NOBODY)
             ids[group_type] = create(stub, group_type, owner, settings=settings).group_id
