@@ -31,7 +31,8 @@ extension Store {
         try await mutate(
             "appendMessage",
             scope: .send(
-                to: message.groupID, from: message.senderID, clientMessageID: message.content.clientMessageID, app: message.appID),
+                to: message.groupID, from: message.senderID, clientMessageID: message.content.clientMessageID,
+                replyTo: reply?.sequence, app: message.appID),
             numbered: { appended, positions in
                 var appended = appended
                 appended.stored.eventID = positions.eventID(appended.stored.eventID, app: message.appID)

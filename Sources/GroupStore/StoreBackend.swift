@@ -310,11 +310,12 @@ public struct WriteScope: Sendable, Hashable {
     /// Not part of the locks.
     public var send: Send?
 
-    /// What a send reads besides its group: the sender's membership, and (with a client message
-    /// id) the sender's earlier message with that id.
+    /// What a send reads besides its group: the sender's membership, (with a client message id)
+    /// the sender's earlier message with that id, and (for a reply) the message it answers.
     public struct Send: Sendable, Hashable {
         public var sender: String
         public var clientMessageID: String?
+        public var replyTo: Int64?
     }
 
     /// A mutation of the groups `groups` (the id of a group it creates included) that checks the
@@ -323,9 +324,13 @@ public struct WriteScope: Sendable, Hashable {
         WriteScope(app: app, groups: groups, users: users)
     }
 
-    /// A message `sender` sends to `group`.
-    public static func send(to group: String, from sender: String, clientMessageID: String?, app: String) -> WriteScope {
-        WriteScope(app: app, groups: [group], users: [], send: Send(sender: sender, clientMessageID: clientMessageID))
+    /// A message `sender` sends to `group` (a reply to the message `replyTo`, when given).
+    public static func send(
+        to group: String, from sender: String, clientMessageID: String?, replyTo: Int64? = nil, app: String
+    ) -> WriteScope {
+        WriteScope(
+            app: app, groups: [group], users: [],
+            send: Send(sender: sender, clientMessageID: clientMessageID, replyTo: replyTo))
     }
 
     /// A mutation that may write any row of `app`.

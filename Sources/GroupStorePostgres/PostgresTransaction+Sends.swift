@@ -10,8 +10,8 @@ import GroupStoreSQL
 /// group's `latest_seq`), so a batch of n sends costs 2n. Here:
 /// - **One read for all.** After the locks, ``PostgresTransaction/preloadSends(_:)`` reads every group the batch's
 ///   sends go to with each sender's membership in one statement (their earlier messages by client
-///   id in a second, and senders' last send times in a third, only when a send has a client id or
-///   a group is in slow mode). A send's ``PostgresTransaction/load(_:)`` is then answered from memory
+///   id in a second, senders' last send times in a third, and the messages replies answer in a
+///   fourth, only when a send has a client id, a group is in slow mode, or a send is a reply). A send's ``PostgresTransaction/load(_:)`` is then answered from memory
 ///   (``PostgresTransaction/cachedSnapshot(_:)``), its group's `latest_seq` as the batch's earlier sends moved it.
 /// - **One write for all, in the tail.** A send's body, its mention rows and its group's
 ///   `latest_seq` wait in memory (``PostgresTransaction/bufferSend(_:event:provisional:groupKey:)``) and are written
@@ -36,6 +36,9 @@ struct PendingSends {
         /// Per sender: when they last sent to the group (`nil`: never), for the senders looked up
         /// (only in slow mode).
         var lastSent: [String: Timestamp?] = [:]
+        /// Per sequence: the stored message (`nil`: none), for the messages replies answer and the
+        /// batch's own sends.
+        var messages: [Int64: StoredMessage?] = [:]
     }
 
     struct ClientKey: Hashable {
@@ -101,11 +104,12 @@ struct PendingSends {
 
 extension PostgresTransaction {
     /// Whether `request` asks only what a send asks: its group, one user's membership, and
-    /// perhaps that user's earlier message by client id and last send time.
+    /// perhaps that user's earlier message by client id and last send time, and the message a
+    /// reply answers.
     private static func isSendShaped(_ request: SnapshotRequest) -> Bool {
         guard request.group != nil, request.application == nil, request.operatorID == nil, request.targets.count == 1,
               request.parts.isEmpty, request.pendingApplications == nil, request.readState == nil,
-              request.applicationReader == nil, request.messageSequence == nil, request.inviteLink == nil
+              request.applicationReader == nil, request.inviteLink == nil, request.reactionsOf == nil
         else { return false }
         let user = request.targets[0]
         return (request.lastSentBy ?? user) == user && (request.earlierMessage?.sender ?? user) == user
@@ -168,8 +172,13 @@ extension PostgresTransaction {
         var slow: [(key: Int64, group: String, sender: String)] = []
         var seenLookups = Set<[String]>()
         var seenSlow = Set<[String]>()
+        var replied: [(key: Int64, group: String, sequence: Int64)] = []
+        var seenReplied = Set<[String]>()
         for (group, send) in wanted {
             guard let state = states[group] else { continue }
+            if let sequence = send.replyTo, seenReplied.insert([group, String(sequence)]).inserted {
+                replied.append((state.key, group, sequence))
+            }
             if let client = send.clientMessageID, seenLookups.insert([group, send.sender, client]).inserted {
                 lookups.append((state.key, group, send.sender, client))
             }
@@ -199,6 +208,21 @@ extension PostgresTransaction {
                 if let client = stored.message.content.clientMessageID {
                     states[group]?.earlier[PendingSends.ClientKey(sender: stored.message.senderID, clientMessageID: client)] = stored
                 }
+            }
+        }
+        if !replied.isEmpty {
+            for lookup in replied { states[lookup.group]?.messages[lookup.sequence] = .some(nil) }
+            try await session.rows(
+                """
+                SELECT q.group_id, \(PostgresMessageRows.columns)
+                FROM unnest(?::int8[], ?::text[], ?::int8[]) AS q(group_key, group_id, seq)
+                JOIN group_messages gm ON gm.app_id = ? AND gm.group_key = q.group_key AND gm.seq = q.seq
+                """,
+                [.integers(replied.map(\.key)), .texts(replied.map(\.group)), .integers(replied.map(\.sequence)), .text(app)]
+            ) { row in
+                let group = try row.text(0)
+                let stored = try MessageRows.message(OffsetRow(row: row, offset: 1), appID: app, groupID: group)
+                states[group]?.messages[stored.message.sequence] = stored
             }
         }
         if !slow.isEmpty {
@@ -238,6 +262,10 @@ extension PostgresTransaction {
             guard let last = state.lastSent[user] else { return nil }
             snapshot.lastSentAt = last
         }
+        if let sequence = request.messageSequence {
+            guard let found = state.messages[sequence] else { return nil }
+            snapshot.message = found
+        }
         snapshot.group = state.group
         snapshot.groupRow = GroupRowID(state.key)
         snapshot.members[user] = state.members[user]
@@ -259,6 +287,7 @@ extension PostgresTransaction {
                 .some(snapshot.earlierMessage)
         }
         if request.lastSentBy != nil, group.settings.slowModeIntervalSeconds > 0 { state.lastSent[user] = .some(snapshot.lastSentAt) }
+        if let sequence = request.messageSequence { state.messages[sequence] = .some(snapshot.message) }
         sends.groups[id] = .some(state)
     }
 

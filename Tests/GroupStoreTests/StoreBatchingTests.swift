@@ -147,6 +147,54 @@ struct StoreBatchingTests {
         }
     }
 
+    @Test("replies in one batch each read the message they answer, as a recall earlier in the batch left it", arguments: StoreKind.allCases)
+    func repliesInOneBatch(kind: StoreKind) async throws {
+        try await withTemporaryStore(kind) { store in
+            try await Fixture.create(store, "g", members: ["bob"])
+            let first = try await Fixture.send(store, "g", from: "bob").stored.message
+            let second = try await Fixture.send(store, "g", from: "bob").stored.message
+            let answers = Mutex<[String: Result<MessageReference?, GroupError>]>([:])
+            @Sendable func reply(_ name: String, to sequence: Int64) async {
+                let message = GroupMessage(
+                    appID: Fixture.app, groupID: "g", sequence: 0, messageID: UUID().uuidString, senderID: "bob",
+                    content: MessageContent(type: "text", text: name), time: Fixture.t0)
+                let plan = { @Sendable (group: Group, member: Member?, original: GroupMessage?) throws -> MessageReference in
+                    guard let original else { throw GroupError(code: .notFound, reason: .messageNotFound, message: "none") }
+                    if original.recall != nil {
+                        throw GroupError(code: .failedPrecondition, reason: .messageRecalled, message: "recalled")
+                    }
+                    return MessageReference(to: original)
+                }
+                do {
+                    let stored = try await store.appendMessage(message, at: Fixture.t0, reply: (sequence, plan)) { _, _, _ in "" }
+                    answers.withLock { $0[name] = .success(stored.stored.message.replyTo) }
+                } catch let error as GroupError {
+                    answers.withLock { $0[name] = .failure(error) }
+                } catch {}
+            }
+            try await Fixture.inOneBatch(store, [
+                { await reply("a", to: first.sequence) },
+                { await reply("b", to: 999) },
+                {
+                    _ = try await store.recallMessage(app: Fixture.app, groupID: "g", sequence: second.sequence, operatorID: nil, at: Fixture.t0) { _, _, _ in
+                        (MessageRecall(by: nil, time: Fixture.t0), GroupEvent.Draft(kind: .messageRecalled, operatorID: nil))
+                    }
+                },
+                { await reply("c", to: second.sequence) },
+                { await reply("d", to: first.sequence) },
+            ])
+            let got = answers.withLock { $0 }
+            #expect(try got["a"]?.get() == MessageReference(to: first) && (try got["d"]?.get()) == MessageReference(to: first))
+            func reason(_ name: String) -> GroupError.Reason? {
+                guard case .failure(let error)? = got[name] else { return nil }
+                return error.reason
+            }
+            #expect(reason("b") == .messageNotFound && reason("c") == .messageRecalled)
+            let listed = try await store.replies(app: Fixture.app, groupID: "g", to: first.sequence, after: 0, limit: 10)
+            #expect(listed.messages.map(\.content.text) == ["a", "d"])
+        }
+    }
+
     @Test("after every kind of mutation the store answers what the backend holds", arguments: StoreKind.allCases)
     func cacheMatchesBackend(kind: StoreKind) async throws {
         try await withTemporaryStore(kind) { store in
