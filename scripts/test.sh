@@ -63,8 +63,11 @@ start() {
   local stage=$1; shift
   stages+=("$stage")
   begin[$stage]=$(date +%s)
-  # The stage notes its own end (this shell may be busy with a stage in the foreground then).
-  setsid bash -c '"${@:2}"; code=$?; date +%s >"$1"; exit $code' - "$LOGS/.$stage.end" "$@" \
+  # The stage notes its own end and status (this shell may be busy with a stage in the foreground
+  # then; and bash may have forgotten a child that ended long before it is waited for: "pid … is
+  # not a child of this shell", status 127).
+  setsid bash -c '"${@:2}"; code=$?; echo "$(date +%s) $code" >"$1.part"; mv "$1.part" "$1"; exit $code' \
+    - "$LOGS/.$stage.end" "$@" \
     >"$LOGS/$stage.log" 2>&1 </dev/null &
   pid[$stage]=$!
   echo "== $stage: started ($(clock $((begin[$stage] - t0)))), log $LOGS/$stage.log"
@@ -84,7 +87,10 @@ run() {
 # unless the stage printed to the terminal, and stops the fuzz build if it still runs.
 ended() {
   local stage=$1
-  finish[$stage]=$(cat "$LOGS/.$stage.end" 2>/dev/null || date +%s)
+  local noted
+  noted=$(cat "$LOGS/.$stage.end" 2>/dev/null || true)
+  finish[$stage]=${noted%% *}
+  [ -n "${finish[$stage]}" ] || finish[$stage]=$(date +%s)
   status[$stage]=$2
   unset "pid[$stage]"
   local took
@@ -117,12 +123,15 @@ ended() {
 
 # await STAGE...: waits until each named stage has ended, reporting every stage that ends meanwhile.
 await() {
-  local stage waiting code
+  local stage waiting code noted
   while :; do
     for stage in "${!pid[@]}"; do
       if [ -f "$LOGS/.$stage.end" ] || ! kill -0 "${pid[$stage]}" 2>/dev/null; then
         code=0
-        wait "${pid[$stage]}" || code=$?
+        wait "${pid[$stage]}" 2>/dev/null || code=$?
+        # The status the stage noted, when it noted one (it did unless it was killed).
+        noted=$(cat "$LOGS/.$stage.end" 2>/dev/null || true)
+        [[ "$noted" == *" "* ]] && code=${noted##* }
         ended "$stage" "$code"
       fi
     done
