@@ -88,6 +88,13 @@ public struct MessagePage: Sendable {
         self.hasMore = hasMore
         self.latestSequence = latestSequence
     }
+
+    /// The page of a read that asked for one message more than `limit`: the first `limit`, and
+    /// whether there was more.
+    public init(overfetched messages: [GroupMessage], limit: Int, latestSequence: Int64) {
+        self.init(
+            messages: Array(messages.prefix(limit)), hasMore: messages.count > limit, latestSequence: latestSequence)
+    }
 }
 
 /// A member's read state in one group.

@@ -19,15 +19,7 @@ extension PostgresBackend {
     public func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage {
         let limit = max(1, limit)
         return try await read { session in
-            guard let group = try await session.first(
-                """
-                SELECT group_key, latest_seq FROM groups
-                WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-                """,
-                [.text(app), .text(groupID)],
-                { (try $0.int64(0), try $0.int64(1)) })
-            else { throw GroupError.groupNotFound(groupID) }
-            let (groupKey, latest) = group
+            let (groupKey, latest) = try await Self.liveGroupPosition(session, app: app, groupID: groupID)
             let sql: String
             let arguments: [PGValue]
             switch range.direction {
@@ -52,10 +44,9 @@ extension PostgresBackend {
             try await session.rows(sql, arguments) { row in
                 messages.append(try MessageRows.message(row, appID: app, groupID: groupID).message)
             }
-            let hasMore = messages.count > limit
-            if hasMore { messages.removeLast(messages.count - limit) }
-            if range.direction == .older { messages.reverse() }
-            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: latest)
+            var page = MessagePage(overfetched: messages, limit: limit, latestSequence: latest)
+            if range.direction == .older { page.messages.reverse() }
+            return page
         }
     }
 
@@ -157,25 +148,31 @@ extension PostgresBackend {
     public func replies(app: String, groupID: String, to sequence: Int64, after: Int64, limit: Int) async throws -> MessagePage {
         let limit = max(1, limit)
         return try await read { session in
-            guard let group = try await session.first(
-                "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
-                [.text(app), .text(groupID)],
-                { (try $0.int64(0), try $0.int64(1)) })
-            else { throw GroupError.groupNotFound(groupID) }
+            let (groupKey, latest) = try await Self.liveGroupPosition(session, app: app, groupID: groupID)
             var messages: [GroupMessage] = []
             try await session.rows(
                 """
                 SELECT \(PostgresMessageRows.columns) FROM group_messages gm
                 WHERE gm.app_id = ? AND gm.group_key = ? AND gm.reply_seq = ? AND gm.seq > ? ORDER BY gm.seq LIMIT ?
                 """,
-                [.text(app), .integer(group.0), .integer(sequence), .integer(after), .int(limit + 1)]
+                [.text(app), .integer(groupKey), .integer(sequence), .integer(after), .int(limit + 1)]
             ) { row in
                 messages.append(try MessageRows.message(row, appID: app, groupID: groupID).message)
             }
-            let hasMore = messages.count > limit
-            if hasMore { messages.removeLast(messages.count - limit) }
-            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: group.1)
+            return MessagePage(overfetched: messages, limit: limit, latestSequence: latest)
         }
+    }
+
+    /// The key and latest sequence of a live group (`GROUP_NOT_FOUND`: missing or dismissed).
+    private static func liveGroupPosition(
+        _ session: PostgresSession, app: String, groupID: String
+    ) async throws -> (key: Int64, latest: Int64) {
+        guard let group = try await session.first(
+            "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+            [.text(app), .text(groupID)],
+            { (try $0.int64(0), try $0.int64(1)) })
+        else { throw GroupError.groupNotFound(groupID) }
+        return group
     }
 }
 

@@ -20,16 +20,7 @@ extension SQLiteBackend {
     public func messages(app: String, groupID: String, range: MessageRange, limit: Int) async throws -> MessagePage {
         let limit = max(1, limit)
         return try await pool.read { db in
-            guard let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT group_key, latest_seq FROM groups
-                        WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL
-                        """),
-                arguments: [app, groupID])
-            else { throw GroupError.groupNotFound(groupID) }
-            let groupKey: Int64 = try row.decode(atIndex: 0)
-            let latest: Int64 = try row.decode(atIndex: 1)
+            let (groupKey, latest) = try Self.liveGroupPosition(db, app: app, groupID: groupID)
             let statement: Statement
             let arguments: StatementArguments
             switch range.direction {
@@ -53,29 +44,30 @@ extension SQLiteBackend {
             while let row = try rows.next() {
                 messages.append(try MessageRows.message(row, appID: app, groupID: groupID).message)
             }
-            let hasMore = messages.count > limit
-            if hasMore { messages.removeLast(messages.count - limit) }
-            if range.direction == .older { messages.reverse() }
-            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: latest)
+            var page = MessagePage(overfetched: messages, limit: limit, latestSequence: latest)
+            if range.direction == .older { page.messages.reverse() }
+            return page
         }
     }
 
     public func replies(app: String, groupID: String, to sequence: Int64, after: Int64, limit: Int) async throws -> MessagePage {
         let limit = max(1, limit)
         return try await pool.read { db in
-            guard let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
-                arguments: [app, groupID])
-            else { throw GroupError.groupNotFound(groupID) }
-            var messages = try MessageRows.replies(
-                groupKey: try row.decode(atIndex: 0), appID: app, groupID: groupID, to: sequence, after: after,
-                limit: limit + 1, db: db
-            ).map(\.message)
-            let hasMore = messages.count > limit
-            if hasMore { messages.removeLast(messages.count - limit) }
-            return MessagePage(messages: messages, hasMore: hasMore, latestSequence: try row.decode(atIndex: 1))
+            let (groupKey, latest) = try Self.liveGroupPosition(db, app: app, groupID: groupID)
+            let replies = try MessageRows.replies(
+                groupKey: groupKey, appID: app, groupID: groupID, to: sequence, after: after, limit: limit + 1, db: db)
+            return MessagePage(overfetched: replies.map(\.message), limit: limit, latestSequence: latest)
         }
+    }
+
+    /// The key and latest sequence of a live group (`GROUP_NOT_FOUND`: missing or dismissed).
+    private static func liveGroupPosition(_ db: Database, app: String, groupID: String) throws -> (key: Int64, latest: Int64) {
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL"),
+            arguments: [app, groupID])
+        else { throw GroupError.groupNotFound(groupID) }
+        return (try row.decode(atIndex: 0), try row.decode(atIndex: 1))
     }
 
     public func eventIDs(app: String, groupID: String, sequences: [Int64]) async throws -> [Int64: Int64] {

@@ -582,23 +582,36 @@ enum Schema {
     /// schema version moves and the schema is reloaded, so every connection reads the new
     /// definitions.
     static func v16(_ db: Database) throws {
+        try editTableDefinitions(db, migration: "v16", edits: listChecks.map { check in
+            let list = check.values.map { "'\($0)'" }
+            return (
+                table: check.table, before: "CHECK (\(check.column) IN (\(list.joined(separator: ", "))))",
+                after: "CHECK (\(list.map { "\(check.column) = \($0)" }.joined(separator: " OR ")))")
+        })
+    }
+
+    /// Edits table definitions in place, each `before` of its table's `CREATE TABLE` text
+    /// becoming `after` (`PRAGMA writable_schema`: only for changes that leave every stored row
+    /// valid, such as a constraint that accepts more), then moves the schema version and reloads
+    /// the schema so every connection reads the new definitions.
+    /// - Throws: A `DatabaseError` naming `migration` when a table's text lacks its `before`.
+    static func editTableDefinitions(
+        _ db: Database, migration: String, edits: [(table: String, before: String, after: String)]
+    ) throws {
         let version = try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
         try db.execute(sql: "PRAGMA writable_schema = ON")
-        for check in listChecks {
-            let list = check.values.map { "'\($0)'" }
-            let before = "CHECK (\(check.column) IN (\(list.joined(separator: ", "))))"
-            let after = "CHECK (\(list.map { "\(check.column) = \($0)" }.joined(separator: " OR ")))"
+        for edit in edits {
             try db.execute(
                 sql: "UPDATE sqlite_schema SET sql = replace(sql, ?, ?) WHERE type = 'table' AND name = ? AND instr(sql, ?) > 0",
-                arguments: [before, after, check.table, before])
+                arguments: [edit.before, edit.after, edit.table, edit.before])
             guard db.changesCount == 1 else {
-                throw DatabaseError(message: "v16: \(check.table) has no constraint \(before)")
+                throw DatabaseError(message: "\(migration): \(edit.table) has no \(edit.before)")
             }
         }
         try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
         // RESET, not OFF: this connection (the writer, which runs the migrations and keeps its
-        // parsed schema) reads the new definitions too; with OFF it would keep checking the lists
-        // until reopened, since its schema version is the file's.
+        // parsed schema) reads the new definitions too; with OFF it would keep checking the old
+        // ones until reopened, since its schema version is the file's.
         try db.execute(sql: "PRAGMA writable_schema = RESET")
         db.clearSchemaCache()
     }
@@ -672,16 +685,8 @@ enum Schema {
     /// more value, edited in place as v16 edits it: no stored row changes, and every row passes
     /// the new constraint as it passed the old one.
     static func v20(_ db: Database) throws {
-        let before = "type = 'AVChatRoom')"
-        let after = "type = 'AVChatRoom' OR type = 'Community')"
-        let version = try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
-        try db.execute(sql: "PRAGMA writable_schema = ON")
-        try db.execute(
-            sql: "UPDATE sqlite_schema SET sql = replace(sql, ?, ?) WHERE type = 'table' AND name = 'groups' AND instr(sql, ?) > 0",
-            arguments: [before, after, before])
-        guard db.changesCount == 1 else { throw DatabaseError(message: "v20: groups has no constraint ending \(before)") }
-        try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
-        try db.execute(sql: "PRAGMA writable_schema = RESET")
-        db.clearSchemaCache()
+        try editTableDefinitions(db, migration: "v20", edits: [
+            (table: "groups", before: "type = 'AVChatRoom')", after: "type = 'AVChatRoom' OR type = 'Community')"),
+        ])
     }
 }
