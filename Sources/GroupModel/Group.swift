@@ -42,6 +42,34 @@ public struct Group: Sendable, Hashable, Identifiable {
     /// removes member rows (0: none since the store kept versions). Each member row keeps the
     /// version of its last change; versioned member sync reads the rows after a version.
     public var memberVersion: Int64 = 0
+    /// For a topic of a community: the community's id (`nil` for every other group). A topic is a
+    /// conversation of its own (name, profile, custom fields, its own mute, messages, sequences,
+    /// pins, read positions) whose members, roles, member mutes, bans, settings and owner are its
+    /// community's; see ``topic(_:in:)``.
+    public var parentID: String?
+    /// For a topic: the community's whole-group mute, which applies to its topics as well as the
+    /// topic's own ``mute`` (``GroupMuteState/unmuted`` for every other group).
+    public var communityMute: GroupMuteState = .unmuted
+
+    /// Whether this is a topic of a community (``parentID`` is set).
+    public var isTopic: Bool { parentID != nil }
+
+    /// The group value of a topic as its rules see it: the topic's own profile, custom fields,
+    /// mute, pins and sequences (`stored`, its row), with the community's type, settings, owner,
+    /// member limit, member count, member version, mute bypass and mute (as ``communityMute``).
+    public static func topic(_ stored: Group, in community: Group) -> Group {
+        var topic = stored
+        topic.parentID = community.id
+        topic.type = community.type
+        topic.settings = community.settings
+        topic.ownerID = community.ownerID
+        topic.maxMembers = community.maxMembers
+        topic.memberCount = community.memberCount
+        topic.memberVersion = community.memberVersion
+        topic.muteBypass = community.muteBypass
+        topic.communityMute = community.mute
+        return topic
+    }
 
     /// Create a group value with every field given (defaults for the counters, mute and pins).
     public init(

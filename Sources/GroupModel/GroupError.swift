@@ -114,6 +114,13 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let memberMuted: Self = "MEMBER_MUTED"
         /// The group's type keeps no message history (AVChatRoom).
         public static let historyNotKept: Self = "HISTORY_NOT_KEPT"
+        /// The group's type has no topics (every type but Community).
+        public static let topicsNotSupported: Self = "TOPICS_NOT_SUPPORTED"
+        /// The operation acts on members, roles, settings or the group as a whole, and names a
+        /// topic: it names the topic's community (`metadata["community_id"]`).
+        public static let notAllowedOnTopic: Self = "NOT_ALLOWED_ON_TOPIC"
+        /// The community has the app's maximum of topics (`metadata["limit"]`).
+        public static let tooManyTopics: Self = "TOO_MANY_TOPICS"
         /// No stored message with this sequence that the caller may read.
         public static let messageNotFound: Self = "MESSAGE_NOT_FOUND"
         /// A reaction to a recalled message (a tombstone has no reactions).

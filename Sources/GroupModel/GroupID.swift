@@ -40,7 +40,37 @@ public enum GroupID {
             throw GroupError.invalidArgument(
                 field: field, "group id must not start with '\(generatedPrefix)' (reserved for generated ids)")
         }
+        if id.utf8.firstRange(of: topicMarker.utf8) != nil {
+            throw GroupError.invalidArgument(
+                field: field, "group id must not contain '\(topicMarker)' (it marks the ids of topics)")
+        }
     }
+
+    // MARK: Topics
+
+    /// What joins a community's id and the random part of a topic's id (Tencent's shape:
+    /// `<community id>@TOPIC#_<suffix>`).
+    public static let topicMarker = "@TOPIC#_"
+
+    /// Generate the id of a new topic of `communityID`: the community's id, ``topicMarker`` and
+    /// 12 characters of Crockford base 32 (60 random bits).
+    public static func generateTopicID(in communityID: String) -> String {
+        var text = communityID + topicMarker
+        text += generate().utf8.dropFirst(generatedPrefix.utf8.count).map { String(UnicodeScalar($0)) }.joined()
+        return text
+    }
+
+    /// The community a topic id belongs to: the part before ``topicMarker``, or `nil` when `id`
+    /// is no topic id (custom group ids cannot contain the marker).
+    public static func communityID(ofTopic id: String) -> String? {
+        guard let range = id.utf8.firstRange(of: topicMarker.utf8), range.lowerBound != id.utf8.startIndex,
+            range.upperBound != id.utf8.endIndex
+        else { return nil }
+        return String(id[..<range.lowerBound])
+    }
+
+    /// Whether `id` is a topic's id (``communityID(ofTopic:)`` finds its community).
+    public static func isTopic(_ id: String) -> Bool { communityID(ofTopic: id) != nil }
 
     /// Whether `id` has the shape of a generated id (`@TGS#` and the random part).
     public static func isGenerated(_ id: String) -> Bool {

@@ -248,7 +248,7 @@ extension GroupRules {
     public static func planDismissal(
         of group: Group, by actor: ActingRole, operatorID: String?
     ) throws -> [GroupEvent.Draft] {
-        try authorize(.dismiss, type: group.type, settings: group.settings, actor: actor).get()
+        try authorize(.dismiss, in: group, actor: actor).get()
         return [GroupEvent.Draft(kind: .groupDismissed, operatorID: operatorID, targets: [])]
     }
 }

@@ -53,7 +53,7 @@ extension GroupRules {
     public static func planRevocation(
         of group: Group, by actor: ActingRole, reason: String, limits: AppLimits
     ) throws -> [GroupEvent.Draft] {
-        try authorize(.revoke, type: group.type, settings: group.settings, actor: actor).get()
+        try authorize(.revoke, in: group, actor: actor).get()
         try FieldValidation.checkBytes(reason, field: "reason", limit: limits.applicationMessageBytes)
         return [GroupEvent.Draft(
             kind: .groupRevoked, operatorID: nil, targets: [], changes: reason.isEmpty ? [:] : ["reason": reason])]

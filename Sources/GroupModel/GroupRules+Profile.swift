@@ -55,7 +55,7 @@ extension GroupRules {
         _ update: ProfileUpdate, of group: Group, by op: GroupOperator, limits: AppLimits,
         customFields schema: CustomFieldSchema? = nil, now: Timestamp
     ) throws -> GroupChange {
-        try authorize(.updateProfile(update.fields), type: group.type, settings: group.settings, actor: op.role).get()
+        try authorize(.updateProfile(update.fields), in: group, actor: op.role).get()
         if update.isEmpty {
             throw GroupError.invalidArgument(field: "update_mask", "name at least one field to change")
         }
@@ -110,10 +110,10 @@ extension GroupRules {
         try validateSlowModeInterval(changes.slowModeIntervalSeconds, field: "settings.slow_mode_interval_seconds", limits: limits)
         let requested = group.settings.applying(changes).differences(from: group.settings)
         if !changes.isEmpty || maxMembers == nil {
-            try authorize(.updateSettings(requested), type: group.type, settings: group.settings, actor: op.role).get()
+            try authorize(.updateSettings(requested), in: group, actor: op.role).get()
         }
         if let maxMembers, maxMembers != group.maxMembers || changes.isEmpty {
-            try authorize(.setMaxMembers, type: group.type, settings: group.settings, actor: op.role).get()
+            try authorize(.setMaxMembers, in: group, actor: op.role).get()
         }
         if changes.isEmpty && maxMembers == nil {
             throw GroupError.invalidArgument(field: "update_mask", "name at least one setting to change")

@@ -22,12 +22,12 @@ extension GroupRules {
     ) throws -> GroupChange {
         guard let target, target.userID == userID else {
             // Type- and operator-level refusals come first, then the missing target.
-            try authorize(.setRole(target: .member, to: role), type: group.type, settings: group.settings,
+            try authorize(.setRole(target: .member, to: role), in: group,
                           actor: op.role).get()
             try FieldValidation.checkUserID(userID, field: "user_id", limit: limits.userIDBytes)
             throw GroupError.memberNotFound(userID, field: "user_id")
         }
-        try authorize(.setRole(target: target.role, to: role), type: group.type, settings: group.settings,
+        try authorize(.setRole(target: target.role, to: role), in: group,
                       actor: op.role).get()
         if userID == op.userID {
             throw GroupError(code: .permissionDenied, reason: .permissionDenied,

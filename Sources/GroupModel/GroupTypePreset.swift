@@ -50,6 +50,9 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
     public var ownerlessCreationAllowed: Bool
     /// The default maximum member count (`nil`: unlimited); the per-app value is in ``AppLimits``.
     public var defaultMaxMembers: Int?
+    /// Whether groups of the type hold topics: conversations of their own inside the group that
+    /// share its members (Community, as Tencent's `createTopicInCommunity`).
+    public var topicsSupported: Bool
 
     /// Create a behaviour record with every value given.
     public init(
@@ -58,7 +61,7 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
         invitationsSupported: Bool, historyKept: Bool, historyVisibleBeforeJoin: Bool,
         unreadCounting: Bool, memberChangeEvents: MemberChangeEvents, listedInJoinedGroups: Bool,
         membershipStored: Bool, publicProfileVisibleToNonMembers: Bool,
-        ownerlessCreationAllowed: Bool, defaultMaxMembers: Int?
+        ownerlessCreationAllowed: Bool, defaultMaxMembers: Int?, topicsSupported: Bool = false
     ) {
         self.allowedRoles = allowedRoles
         self.dismissal = dismissal
@@ -75,6 +78,7 @@ public struct GroupTypeBehaviour: Sendable, Hashable {
         self.publicProfileVisibleToNonMembers = publicProfileVisibleToNonMembers
         self.ownerlessCreationAllowed = ownerlessCreationAllowed
         self.defaultMaxMembers = defaultMaxMembers
+        self.topicsSupported = topicsSupported
     }
 }
 
@@ -271,7 +275,7 @@ public struct GroupTypePreset: Sendable, Hashable {
             invitationsSupported: true, historyKept: true, historyVisibleBeforeJoin: true,
             unreadCounting: true, memberChangeEvents: .all, listedInJoinedGroups: true,
             membershipStored: true, publicProfileVisibleToNonMembers: true,
-            ownerlessCreationAllowed: false, defaultMaxMembers: 100_000
+            ownerlessCreationAllowed: false, defaultMaxMembers: 100_000, topicsSupported: true
         )
     )
 

@@ -168,6 +168,23 @@ public enum GroupAction: Sendable, Hashable {
     /// React to a message, take a reaction back, or read reactions: every member (a muted
     /// member too: a reaction is not a message) and the backend, in types that keep history.
     case react
+    /// Create, update or delete a community's topics: its owner and admins, and the backend
+    /// (`TOPICS_NOT_SUPPORTED` in every other type).
+    case manageTopics
+
+    /// Whether the action may name a topic of a community: what acts on the topic's own
+    /// conversation (its profile, messages, pins, receipts, reactions, read position). What acts
+    /// on members, roles, settings or the group as a whole names the community
+    /// (`NOT_ALLOWED_ON_TOPIC`).
+    public var appliesToTopic: Bool {
+        switch self {
+        case .viewProfile, .sendMessage, .mentionAll, .recallMessage, .editMessage, .readHistory, .markRead,
+            .pinMessage, .readReceipts, .react:
+            true
+        default:
+            false
+        }
+    }
 }
 
 /// The outcome of a permission decision.
@@ -276,6 +293,27 @@ public enum GroupRules {
     ///    `NOT_A_MEMBER`, `ADMIN_TOKEN_REQUIRED`, …).
     /// - Returns: `.allowed`, or `.refused` with the error to return.
     public static func authorize(
+        _ action: GroupAction, type: GroupType, settings: GroupSettings, actor: ActingRole
+    ) -> PermissionDecision {
+        decide(action, type: type, settings: settings, actor: actor)
+    }
+
+    /// Decide whether `actor` may perform `action` on `group`: on a topic of a community, an
+    /// action that does not apply to topics (``GroupAction/appliesToTopic``) is refused with
+    /// `FAILED_PRECONDITION` / `NOT_ALLOWED_ON_TOPIC` before anything else; the rest is
+    /// ``authorize(_:type:settings:actor:)`` with the group's type and settings (a topic's are its
+    /// community's).
+    public static func authorize(_ action: GroupAction, in group: Group, actor: ActingRole) -> PermissionDecision {
+        if group.isTopic, !action.appliesToTopic {
+            return .refused(GroupError(
+                code: .failedPrecondition, reason: .notAllowedOnTopic,
+                message: "\(group.id) is a topic; this operation names its community \(group.parentID ?? "")",
+                metadata: ["community_id": group.parentID ?? ""]))
+        }
+        return decide(action, type: group.type, settings: group.settings, actor: actor)
+    }
+
+    private static func decide(
         _ action: GroupAction, type: GroupType, settings: GroupSettings, actor: ActingRole
     ) -> PermissionDecision {
         let preset = type.preset
@@ -485,6 +523,12 @@ public enum GroupRules {
         case .react:
             if !behaviour.historyKept { return .refused(historyNotKept(type)) }
             return memberCheck(actor, grantedTo: .everyone, setting: nil)
+
+        case .manageTopics:
+            if !behaviour.topicsSupported {
+                return .refused(notSupported(.topicsNotSupported, "topics", type))
+            }
+            return memberCheck(actor, grantedTo: .ownerAndAdmins, setting: nil)
 
         case .readReceipts:
             if !behaviour.historyKept { return .refused(historyNotKept(type)) }

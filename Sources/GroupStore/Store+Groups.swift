@@ -177,7 +177,14 @@ extension Store {
     /// Answers from the cache when every id is cached, exactly: never older than a mutation that
     /// has returned, and one consistent instant for the whole batch.
     /// - Returns: The groups found, keyed by id; ids not found (or dismissed) are absent.
+    /// A topic comes in its community's view (`Group.topic(_:in:)`), and is absent when its
+    /// community is.
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
+        try await mergingTopics(rawGroups(app: app, ids: ids), app: app)
+    }
+
+    /// ``groups(app:ids:)`` with topics as stored (their own rows, not merged with their community).
+    func rawGroups(app: String, ids: [String]) async throws -> [String: Group] {
         let ids = ids.count > 1 ? Array(Set(ids)) : ids
         if ids.isEmpty { return [:] }
         let generation: UInt64
@@ -208,10 +215,17 @@ extension Store {
 
     /// Reads one user's membership in several groups of one app (for visibility and permissions).
     /// - Returns: The user's member record per group id where the user is a member.
+    /// For a topic, the membership is the user's membership of its community.
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
-        return try await read { try await backend.memberships(app: app, userID: userID, groupIDs: groupIDs) }
+        let owners = groupIDs.map { GroupID.communityID(ofTopic: $0) ?? $0 }
+        let asked = owners.count > 1 ? Array(Set(owners)) : owners
+        let found = try await read { try await backend.memberships(app: app, userID: userID, groupIDs: asked) }
+        if owners == groupIDs { return found }
+        var memberships: [String: Member] = [:]
+        for (id, owner) in zip(groupIDs, owners) { memberships[id] = found[owner] }
+        return memberships
     }
 
     /// Groups by id as `userID` asks for them: the live groups, the user's memberships of them,

@@ -237,6 +237,17 @@ public final class Store: Sendable {
             }
         }
 
+        /// The mutation wrote the row of group `id` (a topic) without events: its cache record
+        /// becomes `group` (`nil`: gone from reads).
+        func replaced(app: String, id: String, with group: Group?) {
+            let key = GroupCache.Key(app: app, id: id)
+            if !keys.contains(key) {
+                keys.append(key)
+                cache.beginWrite([key])
+            }
+            records[key] = group
+        }
+
         /// The positions its batch gave the events it appended (set when the batch committed).
         private(set) var positions = EventPositions.none
 

@@ -91,6 +91,10 @@ public protocol StoreBackend: Sendable {
     /// instant; ids not found (or dismissed) are absent.
     func groups(app: String, ids: [String]) async throws -> [String: Group]
 
+    /// The live topics of live communities of one app as stored (their own rows; the store
+    /// merges them with their community), oldest first; communities without topics are absent.
+    func topics(app: String, communities: [String]) async throws -> [String: [Group]]
+
     /// One user's memberships (with custom fields) in several live groups of one app.
     func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member]
 

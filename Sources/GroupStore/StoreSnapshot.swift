@@ -41,6 +41,8 @@ public struct SnapshotRequest: Sendable {
         /// ended at ``SnapshotRequest/time``, and the room's online count (``StoreSnapshot/presence``;
         /// other group types load nothing).
         public static let presence = Parts(rawValue: 1 << 13)
+        /// How many live topics the group (a community) holds (``StoreSnapshot/topicCount``).
+        public static let topicCount = Parts(rawValue: 1 << 14)
     }
 
     /// The app.
@@ -81,6 +83,14 @@ public struct SnapshotRequest: Sendable {
     /// whether the id is taken and reserve the new group's key (PostgreSQL does; the creation's
     /// write checks again when it did not).
     public var newGroup: String?
+    /// A live topic of ``group`` (a community) to load by id (``StoreSnapshot/topic``).
+    ///
+    /// Distinct from naming a topic as ``group``: that loads the topic as the group of the
+    /// snapshot, the way its messages, pins, receipts and read positions are written (its own
+    /// row, sequences and read positions; its community's members, bans, settings and owner:
+    /// ``StoreSnapshot/group`` is `Group.topic(_:in:)`, ``StoreSnapshot/community`` the
+    /// community). The topic is not found (`GROUP_NOT_FOUND`) when its community is dismissed.
+    public var topic: String?
 
     /// Creates a request.
     public init(
@@ -197,6 +207,16 @@ public struct StoreSnapshot: Sendable {
     public var inviteLinks: [InviteLink] = []
     /// The room's presences (`.presence`, AVChatRoom only; `nil` otherwise).
     public var presence: RoomPresence?
+    /// The topic of ``SnapshotRequest/topic`` as stored (its own row: profile, custom fields,
+    /// mute, sequences; ``Group/parentID`` set), `nil` when the community has no such live topic.
+    public var topic: Group?
+    /// The row of ``topic``.
+    public var topicRow: GroupRowID?
+    /// How many live topics the community holds (`.topicCount`).
+    public var topicCount: Int = 0
+    /// When the snapshot's group is a topic: its community as stored (whose members, bans,
+    /// owner and settings the snapshot carries).
+    public var community: Group?
 
     /// Creates a snapshot.
     public init(app: String, time: Timestamp, group: Group? = nil, groupRow: GroupRowID? = nil) {
@@ -240,6 +260,8 @@ public struct WriteSet: Sendable {
     public var inviteLinks: [InviteLink] = []
     /// Presences of the snapshot's group (an AVChatRoom) to hold and drop.
     public var presence: PresenceChange?
+    /// A topic of the snapshot's group (a community) to create, update or delete.
+    public var topic: TopicWrite?
 
     /// Creates a write set.
     public init(
@@ -270,12 +292,32 @@ extension WriteSet {
     /// here, so that each backend's checks see it.
     public var changesGroupRows: Bool {
         change != nil || !applications.isEmpty || remark != nil || readSequence != nil || recall != nil || edit != nil
-            || reaction != nil || attributes != nil || !inviteLinks.isEmpty || presence != nil
+            || reaction != nil || attributes != nil || !inviteLinks.isEmpty || presence != nil || topic != nil
     }
 
     /// Whether the set writes any row of the snapshot's group (a backend refuses such a set over a
     /// snapshot without a group).
     public var writesGroupRows: Bool { !events.isEmpty || changesGroupRows }
+}
+
+/// A write of one topic of a community (``WriteSet/topic``), over a snapshot of the community.
+public enum TopicWrite: Sendable, Hashable {
+    /// Insert the topic's row under the community (``Group/id`` is the topic's id,
+    /// `GroupID.generateTopicID(in:)`; a taken id throws `GROUP_ID_TAKEN`).
+    case create(Group)
+    /// Rewrite the stored topic's profile, custom fields, mute and update time (its row as
+    /// ``StoreSnapshot/topic`` loaded it, changed).
+    case update(Group)
+    /// Mark the topic deleted: it is no longer live (its id stays taken); the community stays.
+    case delete(String)
+
+    /// The id of the topic written.
+    public var topicID: String {
+        switch self {
+        case .create(let topic), .update(let topic): topic.id
+        case .delete(let id): id
+        }
+    }
 }
 
 /// A stored message's new body and the edit that gave it (``WriteSet/edit``).

@@ -114,7 +114,7 @@ extension GroupServiceHandler {
         if !keys.isEmpty { try GroupRules.checkReadKeys(keys, maxKeys: maxKeys, limits: call.limits) }
         let (group, membership) = try await service.loadGroup(call, groupID: groupID)
         try GroupRules.authorize(
-            .readAttributes, type: group.type, settings: group.settings,
+            .readAttributes, in: group,
             actor: call.caller.actingRole(membership: membership?.role)
         ).get()
         return try await store.attributes(app: call.caller.appID, groupID: groupID)

@@ -54,7 +54,7 @@ extension MemberServiceHandler {
     ) async throws -> Groupd_V1_ListInviteLinksResponse {
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         try GroupRules.authorize(
-            .manageInviteLinks, type: group.type, settings: group.settings,
+            .manageInviteLinks, in: group,
             actor: call.caller.actingRole(membership: membership?.role)
         ).get()
         let links = try await store.inviteLinks(app: call.caller.appID, groupID: request.groupID, now: clock.now())

@@ -197,7 +197,7 @@ struct MemberServiceHandler: GroupdHandler {
                 return (plan.change, plan.results)
             }
             // Kick and ban: who may kick (the type must remove members), each removed member banned.
-            try GroupRules.authorize(.kick(target: .member), type: snapshot.group.type, settings: snapshot.group.settings,
+            try GroupRules.authorize(.kick(target: .member), in: snapshot.group,
                                      actor: op.role).get()
             let plan = try GroupRules.planBan(
                 of: users, for: banSeconds, reason: reason, in: snapshot.group, by: op, memberships: snapshot.targets,
