@@ -73,6 +73,8 @@ public struct AppLimits: Sendable, Hashable {
     public var maxReactionsPerMessage: Int = 100_000
     /// Maximum keys one user reacts with on one message. Default 20 (one of each key).
     public var maxReactionsPerUserPerMessage: Int = 20
+    /// Maximum live topics per Community group. Default 100.
+    public var maxTopicsPerCommunity: Int = 100
     /// The largest group (members) with per-message read receipts. Default 200.
     public var readReceiptMaxMembers: Int
     /// Milliseconds over which a sender's read receipts of a group are gathered into one

@@ -75,6 +75,14 @@ public struct GroupCreationPlan: Sendable, Hashable {
     public var events: [GroupEvent.Draft]
     /// Whether the id was generated (on `GROUP_ID_TAKEN`, plan again for a fresh id).
     public var idWasGenerated: Bool
+
+    /// Creates a plan.
+    public init(group: Group, members: [Member], events: [GroupEvent.Draft], idWasGenerated: Bool) {
+        self.group = group
+        self.members = members
+        self.events = events
+        self.idWasGenerated = idWasGenerated
+    }
 }
 
 extension GroupRules {

@@ -56,6 +56,21 @@ extension GroupRules {
         customFields schema: CustomFieldSchema? = nil, now: Timestamp
     ) throws -> GroupChange {
         try authorize(.updateProfile(update.fields), in: group, actor: op.role).get()
+        let (after, changes) = try applyProfile(update, to: group, actor: op.role, limits: limits, customFields: schema, now: now)
+        if changes.isEmpty { return .unchanged(group) }
+        return GroupChange(group: after, events: [
+            GroupEvent.Draft(kind: .groupInfoChanged, operatorID: op.userID, changes: changes),
+        ])
+    }
+
+    /// Check a profile update's fields and apply it to `group` (a group or a topic): the group
+    /// after it (`updatedAt` is `now` when something changed) and the changes as event changes
+    /// (empty: nothing changed).
+    /// - Throws: `INVALID_ARGUMENT` naming the field (an empty update names `update_mask`).
+    static func applyProfile(
+        _ update: ProfileUpdate, to group: Group, actor: ActingRole, limits: AppLimits, customFields schema: CustomFieldSchema?,
+        now: Timestamp
+    ) throws -> (group: Group, changes: [String: String]) {
         if update.isEmpty {
             throw GroupError.invalidArgument(field: "update_mask", "name at least one field to change")
         }
@@ -74,7 +89,7 @@ extension GroupRules {
         if let text = update.faceURL {
             try FieldValidation.checkBytes(text, field: "face_url", limit: limits.faceURLBytes)
         }
-        let custom = try applyCustom(update.custom, to: group.custom, scope: .group, schema: schema, actor: op.role)
+        let custom = try applyCustom(update.custom, to: group.custom, scope: .group, schema: schema, actor: actor)
 
         var after = group
         var changes: [String: String] = [:]
@@ -84,11 +99,8 @@ extension GroupRules {
         if let v = update.faceURL, v != group.faceURL { after.faceURL = v; changes["face_url"] = v }
         after.custom = custom.values
         customChanges(custom.changed, values: custom.values, into: &changes)
-        if changes.isEmpty { return .unchanged(group) }
-        after.updatedAt = now
-        return GroupChange(group: after, events: [
-            GroupEvent.Draft(kind: .groupInfoChanged, operatorID: op.userID, changes: changes),
-        ])
+        if !changes.isEmpty { after.updatedAt = now }
+        return (after, changes)
     }
 
     /// Check an `UpdateGroupSettings` call and plan it.

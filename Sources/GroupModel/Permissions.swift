@@ -173,13 +173,14 @@ public enum GroupAction: Sendable, Hashable {
     case manageTopics
 
     /// Whether the action may name a topic of a community: what acts on the topic's own
-    /// conversation (its profile, messages, pins, receipts, reactions, read position). What acts
+    /// conversation (its profile, messages, pins, receipts, reactions, read position, its own
+    /// mute, which the community's roles set as they set the community's). What acts
     /// on members, roles, settings or the group as a whole names the community
     /// (`NOT_ALLOWED_ON_TOPIC`).
     public var appliesToTopic: Bool {
         switch self {
         case .viewProfile, .sendMessage, .mentionAll, .recallMessage, .editMessage, .readHistory, .markRead,
-            .pinMessage, .readReceipts, .react:
+            .pinMessage, .readReceipts, .react, .muteGroup:
             true
         default:
             false
@@ -606,7 +607,7 @@ public enum GroupRules {
         GroupError(code: .failedPrecondition, reason: .historyNotKept, message: "\(type) groups keep no message history")
     }
 
-    private static func notSupported(_ reason: GroupError.Reason, _ what: String, _ type: GroupType) -> GroupError {
+    static func notSupported(_ reason: GroupError.Reason, _ what: String, _ type: GroupType) -> GroupError {
         GroupError(
             code: .failedPrecondition, reason: reason, message: "\(type) groups do not support \(what)",
             metadata: ["group_type": type.name])

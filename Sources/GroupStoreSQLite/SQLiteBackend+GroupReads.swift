@@ -11,6 +11,31 @@ import GroupStoreSQL
 /// during a listing is not listed twice), joined groups by `(joined_at, group_key)` descending,
 /// search results by `group_key`.
 extension SQLiteBackend {
+    public func topics(app: String, communities: [String]) async throws -> [String: [Group]] {
+        if communities.isEmpty || !storesTopics { return [:] }
+        let ownerSettings = storesOwnerSettings
+        return try await pool.read { db in
+            let padded = Rows.padded(communities)
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: """
+                        SELECT c.group_id, \(Rows.GroupColumn.list(table: "t", ownerSettings: ownerSettings)) FROM groups c
+                        JOIN groups t ON t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                        WHERE c.app_id = ? AND c.group_id IN (\(Rows.placeholders(padded.count))) AND c.dismissed_at IS NULL
+                        ORDER BY c.group_key, t.created_at, t.group_id
+                        """),
+                arguments: StatementArguments([app] + padded))
+            var read: [(community: String, row: Rows.GroupRow)] = []
+            while let row = try rows.next() {
+                read.append((try row.decode(atIndex: 0), try Rows.group(OffsetRow(row: row, offset: 1))))
+            }
+            let groups = try Operations.withCustom(read.map(\.row), db: db)
+            var topics: [String: [Group]] = [:]
+            for (entry, group) in zip(read, groups) { topics[entry.community, default: []].append(group) }
+            return topics
+        }
+    }
+
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
         let ownerSettings = storesOwnerSettings
         return try await pool.read { db in try Self.readGroups(app: app, ids: ids, ownerSettings: ownerSettings, db: db) }
@@ -327,6 +352,7 @@ extension SQLiteBackend {
             SELECT \(Rows.GroupColumn.list(table: "g", ownerSettings: storesOwnerSettings)) FROM groups g
             WHERE g.group_key IN (\(candidates.joined(separator: "\nUNION ALL\n")))
               AND +g.app_id = :app AND g.dismissed_at IS NULL AND g.group_key > :after
+              \(storesTopics ? "AND g.parent_key IS NULL" : "")
               \(visibility)
             ORDER BY g.group_key LIMIT :limit
             """

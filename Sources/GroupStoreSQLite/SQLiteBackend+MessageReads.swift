@@ -90,6 +90,13 @@ extension SQLiteBackend {
 
     /// ``unreadMentions(app:userID:groupIDs:)`` inside a read.
     static func unreadMentions(app: String, userID: String, groupIDs: [String], db: Database) throws -> [String: UnreadMention] {
+        let (topicIDs, groupIDs) = TopicReads.split(groupIDs)
+        var mentions: [String: UnreadMention] = [:]
+        for topic in try TopicReads.positions(app: app, userID: userID, topicIDs: topicIDs, db: db) {
+            mentions[topic.id] = try TopicReads.unread(
+                topicKey: topic.key, userID: userID, after: topic.position, joinedAt: topic.joinedAt, db: db).mention
+        }
+        if groupIDs.isEmpty { return mentions }
         let padded = Rows.padded(groupIDs)
         let rows = try Row.fetchCursor(
             db.cachedStatement(
@@ -103,7 +110,6 @@ extension SQLiteBackend {
         while let row = try rows.next() {
             found.append((try row.decode(atIndex: 0), try row.decode(atIndex: 1), try row.decode(atIndex: 2)))
         }
-        var mentions: [String: UnreadMention] = [:]
         for entry in found {
             mentions[entry.id] = try MessageRows.unreadMention(groupKey: entry.key, userID: userID, after: entry.after, db: db)
         }
@@ -114,6 +120,16 @@ extension SQLiteBackend {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
         return try await pool.read { db in
+            let (topicIDs, groupIDs) = TopicReads.split(groupIDs)
+            var states: [String: ReadState] = [:]
+            for topic in try TopicReads.positions(app: app, userID: userID, topicIDs: topicIDs, db: db) {
+                let unread = try TopicReads.unread(
+                    topicKey: topic.key, userID: userID, after: topic.position, joinedAt: topic.joinedAt, db: db)
+                states[topic.id] = ReadState(
+                    readSequence: topic.position, unreadCount: unread.count,
+                    lastMessageAt: try MessageRows.lastMessageTime(groupKey: topic.key, db: db), unreadMention: unread.mention)
+            }
+            if groupIDs.isEmpty { return states }
             let padded = Rows.padded(groupIDs)
             let rows = try Row.fetchCursor(
                 db.cachedStatement(
@@ -128,7 +144,6 @@ extension SQLiteBackend {
                 found.append((try row.decode(atIndex: 0), try row.decode(atIndex: 1),
                               try row.decode(atIndex: 2), try row.decode(atIndex: 3)))
             }
-            var states: [String: ReadState] = [:]
             for entry in found {
                 let unread = try MessageRows.unreadCount(
                     groupKey: entry.key, userID: userID, after: max(entry.read, entry.join), db: db)
@@ -145,6 +160,7 @@ extension SQLiteBackend {
     public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
         try await pool.read { db in
             let groupKey = try Rows.groupKey(db, app: app, groupID: groupID)
+            if GroupID.isTopic(groupID) { return try TopicReads.readPositions(topicKey: groupKey, db: db) }
             let rows = try Row.fetchCursor(
                 db.cachedStatement(
                     sql: "SELECT user_id, join_seq, last_read_seq FROM members WHERE group_key = ? ORDER BY user_id"),

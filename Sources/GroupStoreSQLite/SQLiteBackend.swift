@@ -48,6 +48,9 @@ public final class SQLiteBackend: StoreBackend {
     /// Whether the file has message reactions (v17); false only for a file opened with
     /// migrations up to one before it (tests of older files).
     let storesReactions: Bool
+    /// Whether the file has topics (`groups.parent_key`, `topic_reads`: v21); false only for a
+    /// file opened with migrations up to one before it (tests of older files).
+    let storesTopics: Bool
     /// Tests only: makes the next batches' `COMMIT` fail (as a full disk would).
     let commitFault = Mutex<(any Error)?>(nil)
     /// Users' views of groups (GetGroupsInfo with an operator) that arrive together, read in one
@@ -113,6 +116,7 @@ public final class SQLiteBackend: StoreBackend {
             self.storesInviteLinks = applied.contains("v14")
             self.storesSyncVersions = applied.contains("v15")
             self.storesReactions = applied.contains("v17")
+            self.storesTopics = applied.contains("v21")
         } catch {
             throw GroupError.internal("cannot open the store at \(path): \(error)", cause: error)
         }

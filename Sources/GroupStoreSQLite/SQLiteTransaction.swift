@@ -36,47 +36,66 @@ struct SQLiteTransaction: StoreTransaction {
         let users = request.users
         if let groupID {
             let read = try Rows.liveGroup(db, app: request.app, groupID: groupID, ownerSettings: storesOwnerSettings)
-            let group = try Operations.withCustom([read], db: db)[0]
+            var group = try Operations.withCustom([read], db: db)[0]
             let key = read.key
+            // A topic's own rows (messages, reads, pins) are under `key`; its members, bans,
+            // applications, attributes and links are its community's, under `memberKey`.
+            var memberKey = key
+            if let communityID = GroupID.communityID(ofTopic: groupID) {
+                let community = try loadCommunity(app: request.app, communityID: communityID, topicID: groupID)
+                snapshot.community = community.group
+                group = Group.topic(group, in: community.group)
+                memberKey = community.key
+            }
             snapshot.group = group
             snapshot.groupRow = GroupRowID(key)
-            try loadMembers(request, group: group, groupKey: key, into: &snapshot)
+            try loadMembers(request, group: group, groupKey: memberKey, into: &snapshot)
+            if group.isTopic {
+                // Community sequences mean nothing in a topic: its history has no join floor.
+                for id in snapshot.members.keys { snapshot.members[id]?.joinSequence = 0 }
+            }
             if request.parts.contains(.retainedMutes), !users.isEmpty {
-                snapshot.retainedMutes = try retainedMutes(groupKey: key, users: users, time: request.time)
+                snapshot.retainedMutes = try retainedMutes(groupKey: memberKey, users: users, time: request.time)
             }
             // Files before v8 (tests of older files) have no ban table (v11).
             if request.parts.contains(.bans), !users.isEmpty, storesOwnerSettings {
-                snapshot.bans = try BanRows.bans(db, groupKey: key, users: users, time: request.time)
+                snapshot.bans = try BanRows.bans(db, groupKey: memberKey, users: users, time: request.time)
             }
             if request.parts.contains(.banCount), storesOwnerSettings {
-                snapshot.banCount = try BanRows.count(db, groupKey: key, time: request.time)
+                snapshot.banCount = try BanRows.count(db, groupKey: memberKey, time: request.time)
             }
             if request.parts.contains(.managers) {
                 snapshot.managers = try String.fetchAll(
                     db.cachedStatement(
                         sql: "SELECT user_id FROM members WHERE group_key = ? AND role IN ('owner', 'admin') ORDER BY join_order"),
-                    arguments: [key])
+                    arguments: [memberKey])
             }
             if let kind = request.pendingApplications {
                 for subject in Set(request.targets) {
                     snapshot.pendingApplications[subject] = try ApplicationRows.fetchOne(
                         db, where: "a.group_key = ? AND a.kind = ? AND a.subject_id = ? AND a.state = 'pending'",
-                        arguments: [.integer(key), .text(kind.rawValue), .text(subject)])
+                        arguments: [.integer(memberKey), .text(kind.rawValue), .text(subject)])
                 }
             }
             if request.parts.contains(.dueApplications) {
                 snapshot.dueApplications = try ApplicationRows.fetchAll(
                     db, where: "a.group_key = ? AND a.state = 'pending' AND a.expires_at <= ?",
-                    arguments: [.integer(key), .integer(request.time.millisecondsSince1970)])
+                    arguments: [.integer(memberKey), .integer(request.time.millisecondsSince1970)])
             }
             if request.parts.contains(.approvers) {
-                snapshot.approvers = try EventRows.approvers(db, groupKey: key)
+                snapshot.approvers = try EventRows.approvers(db, groupKey: memberKey)
             }
             if request.parts.contains(.attributes) {
-                snapshot.attributes = try AttributeRows.load(db, groupKey: key)
+                snapshot.attributes = try AttributeRows.load(db, groupKey: memberKey)
             }
             if request.parts.contains(.inviteLinks) {
-                snapshot.inviteLinks = try InviteLinkRows.live(db, groupKey: key, now: request.time)
+                snapshot.inviteLinks = try InviteLinkRows.live(db, groupKey: memberKey, now: request.time)
+            }
+            if let topicID = request.topic {
+                try loadTopic(app: request.app, topicID: topicID, communityKey: key, into: &snapshot)
+            }
+            if request.parts.contains(.topicCount) {
+                snapshot.topicCount = try topicCount(communityKey: key)
             }
             if request.parts.contains(.presence), group.type == .avChatRoom {
                 snapshot.presence = RoomPresence(
@@ -84,7 +103,11 @@ struct SQLiteTransaction: StoreTransaction {
                     online: try PresenceRows.online(db, app: request.app, groupID: groupID, now: request.time))
             }
             if request.parts.contains(.readState), let reader = request.readState {
-                try loadReadState(reader, groupKey: key, into: &snapshot)
+                if group.isTopic {
+                    try loadTopicReadState(reader, topicKey: key, into: &snapshot)
+                } else {
+                    try loadReadState(reader, groupKey: key, into: &snapshot)
+                }
             }
             if let sequence = request.messageSequence {
                 snapshot.message = try MessageRows.message(
@@ -224,8 +247,15 @@ struct SQLiteTransaction: StoreTransaction {
             if let attributes = writes.attributes { try AttributeRows.write(attributes, groupKey: key, db: db) }
             for link in writes.inviteLinks { try InviteLinkRows.upsert(link, groupKey: key, db: db) }
             if let read = writes.readSequence {
-                try db.cachedStatement(sql: "UPDATE members SET last_read_seq = ? WHERE group_key = ? AND user_id = ?")
-                    .execute(arguments: [read.sequence, key, read.user])
+                if group.isTopic {
+                    try writeTopicRead(read, topicKey: key, member: snapshot.members[read.user])
+                } else {
+                    try db.cachedStatement(sql: "UPDATE members SET last_read_seq = ? WHERE group_key = ? AND user_id = ?")
+                        .execute(arguments: [read.sequence, key, read.user])
+                }
+            }
+            if let topic = writes.topic {
+                try write(topic, communityKey: key, over: snapshot, eventID: result.eventIDs.last)
             }
             if let recall = writes.recall {
                 try MessageRows.recall(sequence: recall.sequence, recall.recall, groupKey: key, db: db)
@@ -263,7 +293,7 @@ struct SQLiteTransaction: StoreTransaction {
     }
 
     /// Inserts a group (row, custom fields, members, events).
-    private func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
+    func insertGroup(_ plan: GroupCreationPlan) throws -> WriteResult {
         let group = plan.group
         do {
             var values = Rows.groupInsertValues(group, nextJoinOrder: plan.members.count + 1)
@@ -321,7 +351,7 @@ struct SQLiteTransaction: StoreTransaction {
     /// The `event_id`s of the last `count` rows inserted into `group_events`: consecutive, since
     /// one writer inserts them with AUTOINCREMENT (call right after ``Rows/appendEvents``, before
     /// any other insert).
-    private func insertedIDs(count: Int) -> [Int64] {
+    func insertedIDs(count: Int) -> [Int64] {
         let last = db.lastInsertedRowID
         return (0..<Int64(count)).map { last - Int64(count) + 1 + $0 }
     }

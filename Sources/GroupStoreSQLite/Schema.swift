@@ -26,6 +26,7 @@ extension Schema {
         migrator.registerMigration("v18", migrate: Schema.v18)
         migrator.registerMigration("v19", migrate: Schema.v19)
         migrator.registerMigration("v20", migrate: Schema.v20)
+        migrator.registerMigration("v21", migrate: Schema.v21)
         return migrator
     }
 }
@@ -688,5 +689,26 @@ enum Schema {
         try editTableDefinitions(db, migration: "v20", edits: [
             (table: "groups", before: "type = 'AVChatRoom')", after: "type = 'AVChatRoom' OR type = 'Community')"),
         ])
+    }
+
+    /// v21: topics of communities. A topic is a `groups` row of its own (its profile, custom
+    /// fields, mute, sequence, messages, pins) whose `parent_key` is its community's
+    /// `group_key`; its members, bans, settings and owner are read from the community.
+    /// `topic_reads` keeps each member's read position in a topic, with the member's
+    /// `joined_at` when it was written: a position counts only while that membership lasts
+    /// (after a quit and a rejoin the member starts over), so joins and quits write nothing
+    /// here. `groups_by_parent` lists a community's topics in creation order.
+    static func v21(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN parent_key INTEGER REFERENCES groups(group_key);
+            CREATE INDEX groups_by_parent ON groups(parent_key, created_at) WHERE parent_key IS NOT NULL;
+            CREATE TABLE topic_reads (
+                topic_key INTEGER NOT NULL REFERENCES groups(group_key) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                last_read_seq INTEGER NOT NULL,
+                joined_at INTEGER NOT NULL,
+                PRIMARY KEY (topic_key, user_id)
+            ) WITHOUT ROWID;
+            """)
     }
 }

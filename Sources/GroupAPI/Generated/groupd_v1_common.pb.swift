@@ -1601,6 +1601,67 @@ public struct Groupd_V1_Group: ProtoMessage {
     /// and for a public subset.
     public var memberVersion: UInt64 = 0
 
+    /// For a Community group in ListJoinedGroups and SyncJoinedGroups: its live
+    /// topics, oldest first, each with the caller's read position, unread
+    /// count and unread mention. Empty otherwise.
+    public var topics: [Groupd_V1_Topic] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// A topic of a Community group (CreateTopic): a conversation of its own
+/// whose members, roles, bans and settings are its community's.
+public struct Groupd_V1_Topic: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.Topic"
+
+    /// The topic id: `<community id>@TOPIC#_` and 12 generated characters. It
+    /// is the `group_id` of the topic's messages, history, read marks, pins,
+    /// receipts, reactions and mute.
+    public var topicID: String = ""
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The topic's profile (non-members of the community: no notification).
+    public var profile: Groupd_V1_GroupProfile? = nil
+
+    /// The topic's custom fields the caller may read (the app's group keys).
+    public var custom: [String: [UInt8]] = [:]
+
+    /// When the topic was created.
+    public var createTime: Google_Protobuf_Timestamp? = nil
+
+    /// When its profile or mute last changed.
+    public var lastInfoTime: Google_Protobuf_Timestamp? = nil
+
+    /// The topic's latest sequence (its events and messages share it).
+    public var latestSequence: UInt64 = 0
+
+    /// The topic's own mute (SetGroupMute with the topic id); absent when not
+    /// muted or expired. The community's mute applies to its topics as well.
+    public var mute: Groupd_V1_GroupMuteState? = nil
+
+    /// The topic's pinned messages, the earliest pinned first (members only).
+    public var pinnedMessages: [Groupd_V1_PinnedMessage] = []
+
+    /// The caller's read position in the topic (members only).
+    public var readSequence: UInt64 = 0
+
+    /// The caller's unread messages in the topic: after the read position,
+    /// sent after the caller joined the community, not sent by the caller.
+    public var unreadCount: UInt32 = 0
+
+    /// The caller's unread mention in the topic.
+    public var unreadMention: Groupd_V1_UnreadMention = .unspecified
+
+    /// When the topic's last stored message was sent; absent if none.
+    public var lastMessageTime: Google_Protobuf_Timestamp? = nil
+
+    /// True when the caller sees only the public subset (non-member).
+    public var publicViewOnly: Bool = false
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -2865,6 +2926,7 @@ extension Groupd_V1_Group {
         unreadMention = _protoEnum(c.unread_mention)
         pinnedMessages = try _protoMessages(c.pinned_messages, c.n_pinned_messages, Groupd_V1_PinnedMessage.init(_c:))
         memberVersion = c.member_version
+        topics = try _protoMessages(c.topics, c.n_topics, Groupd_V1_Topic.init(_c:))
     }
 
     /// Builds a protobuf-c `Groupd__V1__Group` whose every pointer lives in `arena`.
@@ -2909,6 +2971,91 @@ extension Groupd_V1_Group {
             p.pointee.pinned_messages = arena.messages(pinnedMessages) { $0._cBuild($1) }
         }
         if memberVersion != 0 { p.pointee.member_version = memberVersion }
+        if !topics.isEmpty {
+            p.pointee.n_topics = topics.count
+            p.pointee.topics = arena.messages(topics) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_Topic {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__topic(), as: Groupd__V1__Topic.self, Groupd_V1_Topic.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__Topic` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__Topic>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        topicID = try _protoString(c.topic_id, "groupd.v1.Topic.topic_id")
+        groupID = try _protoString(c.group_id, "groupd.v1.Topic.group_id")
+        if let sub = c.profile { profile = try Groupd_V1_GroupProfile(_c: sub) }
+        if let entries = c.custom, c.n_custom > 0 {
+            var map: [String: [UInt8]] = [:]
+            map.reserveCapacity(c.n_custom)
+            for i in 0..<c.n_custom {
+                guard let entry = entries[i] else { continue }
+                let key = try _protoString(entry.pointee.key, "groupd.v1.Topic.custom.key")
+                map[key] = _protoBytes(entry.pointee.value)
+            }
+            custom = map
+        }
+        if let sub = c.create_time { createTime = try Google_Protobuf_Timestamp(_c: sub) }
+        if let sub = c.last_info_time { lastInfoTime = try Google_Protobuf_Timestamp(_c: sub) }
+        latestSequence = c.latest_sequence
+        if let sub = c.mute { mute = try Groupd_V1_GroupMuteState(_c: sub) }
+        pinnedMessages = try _protoMessages(c.pinned_messages, c.n_pinned_messages, Groupd_V1_PinnedMessage.init(_c:))
+        readSequence = c.read_sequence
+        unreadCount = c.unread_count
+        unreadMention = _protoEnum(c.unread_mention)
+        if let sub = c.last_message_time { lastMessageTime = try Google_Protobuf_Timestamp(_c: sub) }
+        publicViewOnly = (c.public_view_only != 0)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__Topic` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__Topic> {
+        let p = arena.make(Groupd__V1__Topic.self, groupd__v1__topic__init)
+        if !topicID.isEmpty { p.pointee.topic_id = arena.cString(topicID) }
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if let value = profile { p.pointee.profile = value._cBuild(arena) }
+        if !custom.isEmpty {
+            let keys = custom.keys.sorted()
+            let entries = arena.allocate(UnsafeMutablePointer<Groupd__V1__Topic__CustomEntry>?.self, count: keys.count)
+            for (i, key) in keys.enumerated() {
+                let entry = arena.make(Groupd__V1__Topic__CustomEntry.self, groupd__v1__topic__custom_entry__init)
+                entry.pointee.key = arena.cString(key)
+                entry.pointee.value = arena.binary(custom[key]!)
+                entries[i] = entry
+            }
+            p.pointee.n_custom = keys.count
+            p.pointee.custom = entries
+        }
+        if let value = createTime { p.pointee.create_time = value._cBuild(arena) }
+        if let value = lastInfoTime { p.pointee.last_info_time = value._cBuild(arena) }
+        if latestSequence != 0 { p.pointee.latest_sequence = latestSequence }
+        if let value = mute { p.pointee.mute = value._cBuild(arena) }
+        if !pinnedMessages.isEmpty {
+            p.pointee.n_pinned_messages = pinnedMessages.count
+            p.pointee.pinned_messages = arena.messages(pinnedMessages) { $0._cBuild($1) }
+        }
+        if readSequence != 0 { p.pointee.read_sequence = readSequence }
+        if unreadCount != 0 { p.pointee.unread_count = unreadCount }
+        if unreadMention.rawValue != 0 { p.pointee.unread_mention = _protoCEnum(unreadMention) }
+        if let value = lastMessageTime { p.pointee.last_message_time = value._cBuild(arena) }
+        if publicViewOnly { p.pointee.public_view_only = (publicViewOnly ? 1 : 0) }
         return p
     }
 }

@@ -109,6 +109,121 @@ public enum Groupd_V1_SearchField: ProtoEnum {
     public static let allCases: [Groupd_V1_SearchField] = [.unspecified, .groupID, .name, .memberNameCard]
 }
 
+/// CreateTopic request.
+public struct Groupd_V1_CreateTopicRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.CreateTopicRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The topic's profile: `name` (required, as a group name), `introduction`,
+    /// `notification`, `face_url`, within the app's group profile limits.
+    public var profile: Groupd_V1_GroupProfile? = nil
+
+    /// The topic's custom fields (the app's group custom keys and write roles).
+    public var custom: [String: [UInt8]] = [:]
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// CreateTopic response.
+public struct Groupd_V1_CreateTopicResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.CreateTopicResponse"
+
+    /// The new topic.
+    public var topic: Groupd_V1_Topic? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UpdateTopic request.
+public struct Groupd_V1_UpdateTopicRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UpdateTopicRequest"
+
+    /// The topic.
+    public var topicID: String = ""
+
+    /// The fields to change: `name`, `introduction`, `notification`,
+    /// `face_url`, `custom.<key>`. Required.
+    public var updateMask: Google_Protobuf_FieldMask? = nil
+
+    /// New values of the masked profile fields (an empty value clears it,
+    /// except `name`).
+    public var profile: Groupd_V1_GroupProfile? = nil
+
+    /// New values of masked `custom.<key>` paths; a masked key absent here is
+    /// removed.
+    public var custom: [String: [UInt8]] = [:]
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UpdateTopic response.
+public struct Groupd_V1_UpdateTopicResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UpdateTopicResponse"
+
+    /// The topic after the change.
+    public var topic: Groupd_V1_Topic? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// DeleteTopic request.
+public struct Groupd_V1_DeleteTopicRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.DeleteTopicRequest"
+
+    /// The topic.
+    public var topicID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// DeleteTopic response.
+public struct Groupd_V1_DeleteTopicResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.DeleteTopicResponse"
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListTopics request.
+public struct Groupd_V1_ListTopicsRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListTopicsRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// Only these topics (empty: every live topic of the community).
+    public var topicIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListTopics response.
+public struct Groupd_V1_ListTopicsResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListTopicsResponse"
+
+    /// The topics, oldest first.
+    public var topics: [Groupd_V1_Topic] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// SyncJoinedGroups request.
 public struct Groupd_V1_SyncJoinedGroupsRequest: ProtoMessage {
     /// The message's full protobuf name.
@@ -870,6 +985,317 @@ public struct Groupd_V1_GetGroupCountersResponse: ProtoMessage {
 
     /// A message with every field at its proto3 default.
     public init() {}
+}
+
+extension Groupd_V1_CreateTopicRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__create_topic_request(), as: Groupd__V1__CreateTopicRequest.self, Groupd_V1_CreateTopicRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__CreateTopicRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__CreateTopicRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.CreateTopicRequest.group_id")
+        if let sub = c.profile { profile = try Groupd_V1_GroupProfile(_c: sub) }
+        if let entries = c.custom, c.n_custom > 0 {
+            var map: [String: [UInt8]] = [:]
+            map.reserveCapacity(c.n_custom)
+            for i in 0..<c.n_custom {
+                guard let entry = entries[i] else { continue }
+                let key = try _protoString(entry.pointee.key, "groupd.v1.CreateTopicRequest.custom.key")
+                map[key] = _protoBytes(entry.pointee.value)
+            }
+            custom = map
+        }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__CreateTopicRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__CreateTopicRequest> {
+        let p = arena.make(Groupd__V1__CreateTopicRequest.self, groupd__v1__create_topic_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if let value = profile { p.pointee.profile = value._cBuild(arena) }
+        if !custom.isEmpty {
+            let keys = custom.keys.sorted()
+            let entries = arena.allocate(UnsafeMutablePointer<Groupd__V1__CreateTopicRequest__CustomEntry>?.self, count: keys.count)
+            for (i, key) in keys.enumerated() {
+                let entry = arena.make(Groupd__V1__CreateTopicRequest__CustomEntry.self, groupd__v1__create_topic_request__custom_entry__init)
+                entry.pointee.key = arena.cString(key)
+                entry.pointee.value = arena.binary(custom[key]!)
+                entries[i] = entry
+            }
+            p.pointee.n_custom = keys.count
+            p.pointee.custom = entries
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_CreateTopicResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__create_topic_response(), as: Groupd__V1__CreateTopicResponse.self, Groupd_V1_CreateTopicResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__CreateTopicResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__CreateTopicResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.topic { topic = try Groupd_V1_Topic(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__CreateTopicResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__CreateTopicResponse> {
+        let p = arena.make(Groupd__V1__CreateTopicResponse.self, groupd__v1__create_topic_response__init)
+        if let value = topic { p.pointee.topic = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_UpdateTopicRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__update_topic_request(), as: Groupd__V1__UpdateTopicRequest.self, Groupd_V1_UpdateTopicRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UpdateTopicRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UpdateTopicRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        topicID = try _protoString(c.topic_id, "groupd.v1.UpdateTopicRequest.topic_id")
+        if let sub = c.update_mask { updateMask = try Google_Protobuf_FieldMask(_c: sub) }
+        if let sub = c.profile { profile = try Groupd_V1_GroupProfile(_c: sub) }
+        if let entries = c.custom, c.n_custom > 0 {
+            var map: [String: [UInt8]] = [:]
+            map.reserveCapacity(c.n_custom)
+            for i in 0..<c.n_custom {
+                guard let entry = entries[i] else { continue }
+                let key = try _protoString(entry.pointee.key, "groupd.v1.UpdateTopicRequest.custom.key")
+                map[key] = _protoBytes(entry.pointee.value)
+            }
+            custom = map
+        }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UpdateTopicRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UpdateTopicRequest> {
+        let p = arena.make(Groupd__V1__UpdateTopicRequest.self, groupd__v1__update_topic_request__init)
+        if !topicID.isEmpty { p.pointee.topic_id = arena.cString(topicID) }
+        if let value = updateMask { p.pointee.update_mask = value._cBuild(arena) }
+        if let value = profile { p.pointee.profile = value._cBuild(arena) }
+        if !custom.isEmpty {
+            let keys = custom.keys.sorted()
+            let entries = arena.allocate(UnsafeMutablePointer<Groupd__V1__UpdateTopicRequest__CustomEntry>?.self, count: keys.count)
+            for (i, key) in keys.enumerated() {
+                let entry = arena.make(Groupd__V1__UpdateTopicRequest__CustomEntry.self, groupd__v1__update_topic_request__custom_entry__init)
+                entry.pointee.key = arena.cString(key)
+                entry.pointee.value = arena.binary(custom[key]!)
+                entries[i] = entry
+            }
+            p.pointee.n_custom = keys.count
+            p.pointee.custom = entries
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_UpdateTopicResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__update_topic_response(), as: Groupd__V1__UpdateTopicResponse.self, Groupd_V1_UpdateTopicResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UpdateTopicResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UpdateTopicResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.topic { topic = try Groupd_V1_Topic(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UpdateTopicResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UpdateTopicResponse> {
+        let p = arena.make(Groupd__V1__UpdateTopicResponse.self, groupd__v1__update_topic_response__init)
+        if let value = topic { p.pointee.topic = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_DeleteTopicRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__delete_topic_request(), as: Groupd__V1__DeleteTopicRequest.self, Groupd_V1_DeleteTopicRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__DeleteTopicRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__DeleteTopicRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        topicID = try _protoString(c.topic_id, "groupd.v1.DeleteTopicRequest.topic_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__DeleteTopicRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__DeleteTopicRequest> {
+        let p = arena.make(Groupd__V1__DeleteTopicRequest.self, groupd__v1__delete_topic_request__init)
+        if !topicID.isEmpty { p.pointee.topic_id = arena.cString(topicID) }
+        return p
+    }
+}
+
+extension Groupd_V1_DeleteTopicResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__delete_topic_response(), as: Groupd__V1__DeleteTopicResponse.self, Groupd_V1_DeleteTopicResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__DeleteTopicResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__DeleteTopicResponse>) throws(ProtoDecodingError) {
+        self.init()
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__DeleteTopicResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__DeleteTopicResponse> {
+        let p = arena.make(Groupd__V1__DeleteTopicResponse.self, groupd__v1__delete_topic_response__init)
+        return p
+    }
+}
+
+extension Groupd_V1_ListTopicsRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_topics_request(), as: Groupd__V1__ListTopicsRequest.self, Groupd_V1_ListTopicsRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListTopicsRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListTopicsRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListTopicsRequest.group_id")
+        topicIds = try _protoStrings(c.topic_ids, c.n_topic_ids, "groupd.v1.ListTopicsRequest.topic_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListTopicsRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListTopicsRequest> {
+        let p = arena.make(Groupd__V1__ListTopicsRequest.self, groupd__v1__list_topics_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !topicIds.isEmpty {
+            p.pointee.n_topic_ids = topicIds.count
+            p.pointee.topic_ids = arena.cStrings(topicIds)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_ListTopicsResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_topics_response(), as: Groupd__V1__ListTopicsResponse.self, Groupd_V1_ListTopicsResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListTopicsResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListTopicsResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        topics = try _protoMessages(c.topics, c.n_topics, Groupd_V1_Topic.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListTopicsResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListTopicsResponse> {
+        let p = arena.make(Groupd__V1__ListTopicsResponse.self, groupd__v1__list_topics_response__init)
+        if !topics.isEmpty {
+            p.pointee.n_topics = topics.count
+            p.pointee.topics = arena.messages(topics) { $0._cBuild($1) }
+        }
+        return p
+    }
 }
 
 extension Groupd_V1_SyncJoinedGroupsRequest {
@@ -2835,8 +3261,64 @@ public enum Groupd_V1_GroupService {
         public static let syncJoinedGroups = ProtoMethod<Groupd_V1_SyncJoinedGroupsRequest, Groupd_V1_SyncJoinedGroupsResponse>(
             service: "groupd.v1.GroupService", method: "SyncJoinedGroups",
             isClientStreaming: false, isServerStreaming: false)
+        /// Creates a topic in a Community group (Tencent createTopicInCommunity): a
+        /// conversation of its own inside the community, with its own profile,
+        /// custom fields, mute, message sequence, history, pins, read positions and
+        /// unread counts, shared by every member of the community (its members,
+        /// roles, member mutes, bans and settings are the community's). Its id is
+        /// `<group_id>@TOPIC#_` and 12 generated characters. Messages, history,
+        /// MarkGroupRead, recall, edits, pins, receipts, reactions, replies and
+        /// SetGroupMute take the topic id as `group_id`; what acts on members,
+        /// roles, settings or the whole group names the community
+        /// (FAILED_PRECONDITION / NOT_ALLOWED_ON_TOPIC). Allowed to the
+        /// community's owner and admins and the backend. Emits TOPIC_CREATED on the
+        /// community. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED,
+        /// TOPICS_NOT_SUPPORTED (not a Community group), TOO_MANY_TOPICS (the
+        /// app's `max_topics_per_community`), INVALID_ARGUMENT (`profile.name`
+        /// empty, a profile field over its group limit, a custom key the app does
+        /// not define or the caller may not write).
+        ///
+        /// `/groupd.v1.GroupService/CreateTopic`, unary.
+        public static let createTopic = ProtoMethod<Groupd_V1_CreateTopicRequest, Groupd_V1_CreateTopicResponse>(
+            service: "groupd.v1.GroupService", method: "CreateTopic",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Changes a topic's profile fields and custom fields named by
+        /// `update_mask` (as UpdateGroupProfile does for a group; Tencent
+        /// setTopicInfo). A topic's mute is SetGroupMute with the topic id.
+        /// Allowed to the community's owner and admins and the backend. Emits one
+        /// TOPIC_UPDATED on the community listing the changed fields; none when
+        /// nothing changed. Errors: GROUP_NOT_FOUND (no such topic, or its
+        /// community is gone), NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT
+        /// (`topic_id` not a topic id, empty or unknown mask path, limits).
+        ///
+        /// `/groupd.v1.GroupService/UpdateTopic`, unary.
+        public static let updateTopic = ProtoMethod<Groupd_V1_UpdateTopicRequest, Groupd_V1_UpdateTopicResponse>(
+            service: "groupd.v1.GroupService", method: "UpdateTopic",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Deletes a topic; the community stays. Its history is no longer
+        /// readable and its id stays taken. Allowed to the community's owner and
+        /// admins and the backend. Emits TOPIC_DELETED on the community. Errors:
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT
+        /// (`topic_id` not a topic id).
+        ///
+        /// `/groupd.v1.GroupService/DeleteTopic`, unary.
+        public static let deleteTopic = ProtoMethod<Groupd_V1_DeleteTopicRequest, Groupd_V1_DeleteTopicResponse>(
+            service: "groupd.v1.GroupService", method: "DeleteTopic",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Lists a community's live topics, oldest first (Tencent
+        /// getTopicInfoList), or the named ones (ids that are no live topic of the
+        /// community are left out). Members get each topic with their read
+        /// position, unread count and unread mention; non-members of a community
+        /// see the public subset of each topic (name, introduction, face_url, times)
+        /// as they see the community's. Errors: GROUP_NOT_FOUND, TOPICS_NOT_SUPPORTED,
+        /// INVALID_ARGUMENT (more ids than the app's batch limit).
+        ///
+        /// `/groupd.v1.GroupService/ListTopics`, unary.
+        public static let listTopics = ProtoMethod<Groupd_V1_ListTopicsRequest, Groupd_V1_ListTopicsResponse>(
+            service: "groupd.v1.GroupService", method: "ListTopics",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased, Method.syncJoinedGroups.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased, Method.syncJoinedGroups.erased, Method.createTopic.erased, Method.updateTopic.erased, Method.deleteTopic.erased, Method.listTopics.erased]
 }

@@ -29,6 +29,10 @@ struct GroupServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_GroupService.Method.incrementGroupCounters, incrementGroupCounters)
         routes.unary(Groupd_V1_GroupService.Method.getGroupCounters, getGroupCounters)
         routes.unary(Groupd_V1_GroupService.Method.syncJoinedGroups, syncJoinedGroups)
+        routes.unary(Groupd_V1_GroupService.Method.createTopic, createTopic)
+        routes.unary(Groupd_V1_GroupService.Method.updateTopic, updateTopic)
+        routes.unary(Groupd_V1_GroupService.Method.deleteTopic, deleteTopic)
+        routes.unary(Groupd_V1_GroupService.Method.listTopics, listTopics)
     }
 
     func createGroup(_ request: Groupd_V1_CreateGroupRequest, _ call: CallContext) async throws -> Groupd_V1_CreateGroupResponse {
@@ -178,6 +182,8 @@ struct GroupServiceHandler: GroupdHandler {
         var ids: [String] = []
         var seen: Set<String> = []
         for id in request.groupIds where seen.insert(id).inserted { ids.append(id) }
+        // A topic is read with ListTopics: here it is no group (not found, below).
+        let topicIDs = Set(ids.filter(GroupID.isTopic))
         guard ids.count <= call.limits.maxGroupsPerRequest else {
             throw GroupError.invalidArgument(
                 field: "group_ids", "\(ids.count) group ids exceed the limit of \(call.limits.maxGroupsPerRequest)",
@@ -187,10 +193,11 @@ struct GroupServiceHandler: GroupdHandler {
         // For a user: their memberships and their own remarks too (RongCloud's getGroupsInfo),
         // where they may be a member (an AVChatRoom audience is held in memory, so its rooms are
         // asked too); one statement on a shared database, the unread mentions included.
+        let asked = topicIDs.isEmpty ? ids : ids.filter { !topicIDs.contains($0) }
         let found = if let user = call.caller.operatorID {
-            try await store.groupsForUser(app: app, userID: user, ids: ids)
+            try await store.groupsForUser(app: app, userID: user, ids: asked)
         } else {
-            GroupsForUser(groups: try await store.groups(app: app, ids: ids))
+            GroupsForUser(groups: try await store.groups(app: app, ids: asked))
         }
         let (groups, memberships, remarks) = (found.groups, found.memberships, found.remarks)
         if store.isShared, groups.values.contains(where: { $0.type == .avChatRoom }) {

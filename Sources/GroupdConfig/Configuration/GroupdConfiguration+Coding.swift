@@ -331,6 +331,7 @@ struct LimitsCoding: Codable {
         ("max_reaction_keys_per_message", \.maxReactionKeysPerMessage),
         ("max_reactions_per_message", \.maxReactionsPerMessage),
         ("max_reactions_per_user_per_message", \.maxReactionsPerUserPerMessage),
+        ("max_topics_per_community", \.maxTopicsPerCommunity),
         ]
     }
 

@@ -124,6 +124,7 @@ extension GroupdConfiguration {
                   max_reaction_keys_per_message: 20        # distinct reaction keys on a message
                   max_reactions_per_message: 100000        # reactions on a message, all keys
                   max_reactions_per_user_per_message: 20   # keys one user reacts with on a message
+                  max_topics_per_community: 100            # live topics of a Community group
                 # rate_limits:           # token buckets; absent = unlimited (docs/CONFIGURATION.md)
                 #   app: {per_second: 2000, burst: 4000}
                 #   operator: {per_second: 50, burst: 100}

@@ -167,7 +167,7 @@ public struct GroupdConfiguration: Codable, Sendable, Hashable {
         /// `max_pinned_messages` (10), `read_receipt_max_members` (200),
         /// `read_receipt_interval_ms` (1000). `reaction_key_bytes` (32),
         /// `max_reaction_keys_per_message` (20), `max_reactions_per_message` (100000),
-        /// `max_reactions_per_user_per_message` (20).
+        /// `max_reactions_per_user_per_message` (20), `max_topics_per_community` (100).
         public var limits: AppLimits
         /// `apps[].custom_fields`: the app's custom-field keys for groups and members (key,
         /// `max_bytes`, `read_roles`, `write_roles`; see docs/CONFIGURATION.md). `nil` (the key

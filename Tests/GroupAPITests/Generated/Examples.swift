@@ -38,7 +38,8 @@ enum Examples {
         Example(name: "groupd.v1.GroupSettings", variant: 0, fieldCount: 15, message: ex_groupd_v1_GroupSettings(0)),
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
-        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 22, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.Group", variant: 0, fieldCount: 23, message: ex_groupd_v1_Group(0)),
+        Example(name: "groupd.v1.Topic", variant: 0, fieldCount: 14, message: ex_groupd_v1_Topic(0)),
         Example(name: "groupd.v1.PinnedMessage", variant: 0, fieldCount: 3, message: ex_groupd_v1_PinnedMessage(0)),
         Example(name: "groupd.v1.MessageReadCount", variant: 0, fieldCount: 3, message: ex_groupd_v1_MessageReadCount(0)),
         Example(name: "groupd.v1.ReadReceiptBatch", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadReceiptBatch(0)),
@@ -97,6 +98,14 @@ enum Examples {
         Example(name: "groupd.v1.SubscribeResponse", variant: 1, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(1)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 2, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(2)),
         Example(name: "groupd.v1.StreamResumeInfo", variant: 0, fieldCount: 1, message: ex_groupd_v1_StreamResumeInfo(0)),
+        Example(name: "groupd.v1.CreateTopicRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_CreateTopicRequest(0)),
+        Example(name: "groupd.v1.CreateTopicResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_CreateTopicResponse(0)),
+        Example(name: "groupd.v1.UpdateTopicRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_UpdateTopicRequest(0)),
+        Example(name: "groupd.v1.UpdateTopicResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UpdateTopicResponse(0)),
+        Example(name: "groupd.v1.DeleteTopicRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_DeleteTopicRequest(0)),
+        Example(name: "groupd.v1.DeleteTopicResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_DeleteTopicResponse(0)),
+        Example(name: "groupd.v1.ListTopicsRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_ListTopicsRequest(0)),
+        Example(name: "groupd.v1.ListTopicsResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListTopicsResponse(0)),
         Example(name: "groupd.v1.SyncJoinedGroupsRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_SyncJoinedGroupsRequest(0)),
         Example(name: "groupd.v1.SyncJoinedGroupsResponse", variant: 0, fieldCount: 5, message: ex_groupd_v1_SyncJoinedGroupsResponse(0)),
         Example(name: "groupd.v1.InitialMember", variant: 0, fieldCount: 4, message: ex_groupd_v1_InitialMember(0)),
@@ -553,6 +562,27 @@ enum Examples {
         m.unreadMention = Groupd_V1_UnreadMention.me
         m.pinnedMessages = [ex_groupd_v1_PinnedMessage(0), ex_groupd_v1_PinnedMessage(1)]
         m.memberVersion = 17999999999999999978
+        m.topics = [ex_groupd_v1_Topic(0), ex_groupd_v1_Topic(1)]
+        return m
+    }
+
+    /// A `groupd.v1.Topic` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_Topic(_ variant: Int) -> Groupd_V1_Topic {
+        var m = Groupd_V1_Topic()
+        m.topicID = "topic_id-0-é群✓"
+        m.groupID = "group_id-0-é群✓"
+        m.profile = ex_groupd_v1_GroupProfile(0)
+        m.custom = ["a-custom": [0x00, 0xFF, 0x06, 0x00, 0x80], "b-custom": [0x00, 0xFF, 0x06, 0x01, 0x80]]
+        m.createTime = ex_google_protobuf_Timestamp(0)
+        m.lastInfoTime = ex_google_protobuf_Timestamp(0)
+        m.latestSequence = 17999999999999999993
+        m.mute = ex_groupd_v1_GroupMuteState(0)
+        m.pinnedMessages = [ex_groupd_v1_PinnedMessage(0), ex_groupd_v1_PinnedMessage(1)]
+        m.readSequence = 17999999999999999990
+        m.unreadCount = 3999999989
+        m.unreadMention = Groupd_V1_UnreadMention.me
+        m.lastMessageTime = ex_google_protobuf_Timestamp(0)
+        m.publicViewOnly = true
         return m
     }
 
@@ -971,6 +1001,66 @@ enum Examples {
     static func ex_groupd_v1_StreamResumeInfo(_ variant: Int) -> Groupd_V1_StreamResumeInfo {
         var m = Groupd_V1_StreamResumeInfo()
         m.cursor = "cursor-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.CreateTopicRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_CreateTopicRequest(_ variant: Int) -> Groupd_V1_CreateTopicRequest {
+        var m = Groupd_V1_CreateTopicRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.profile = ex_groupd_v1_GroupProfile(0)
+        m.custom = ["a-custom": [0x00, 0xFF, 0x05, 0x00, 0x80], "b-custom": [0x00, 0xFF, 0x05, 0x01, 0x80]]
+        return m
+    }
+
+    /// A `groupd.v1.CreateTopicResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_CreateTopicResponse(_ variant: Int) -> Groupd_V1_CreateTopicResponse {
+        var m = Groupd_V1_CreateTopicResponse()
+        m.topic = ex_groupd_v1_Topic(0)
+        return m
+    }
+
+    /// A `groupd.v1.UpdateTopicRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UpdateTopicRequest(_ variant: Int) -> Groupd_V1_UpdateTopicRequest {
+        var m = Groupd_V1_UpdateTopicRequest()
+        m.topicID = "topic_id-0-é群✓"
+        m.updateMask = ex_google_protobuf_FieldMask(0)
+        m.profile = ex_groupd_v1_GroupProfile(0)
+        m.custom = ["a-custom": [0x00, 0xFF, 0x06, 0x00, 0x80], "b-custom": [0x00, 0xFF, 0x06, 0x01, 0x80]]
+        return m
+    }
+
+    /// A `groupd.v1.UpdateTopicResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UpdateTopicResponse(_ variant: Int) -> Groupd_V1_UpdateTopicResponse {
+        var m = Groupd_V1_UpdateTopicResponse()
+        m.topic = ex_groupd_v1_Topic(0)
+        return m
+    }
+
+    /// A `groupd.v1.DeleteTopicRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_DeleteTopicRequest(_ variant: Int) -> Groupd_V1_DeleteTopicRequest {
+        var m = Groupd_V1_DeleteTopicRequest()
+        m.topicID = "topic_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.DeleteTopicResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_DeleteTopicResponse(_ variant: Int) -> Groupd_V1_DeleteTopicResponse {
+        Groupd_V1_DeleteTopicResponse()
+    }
+
+    /// A `groupd.v1.ListTopicsRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListTopicsRequest(_ variant: Int) -> Groupd_V1_ListTopicsRequest {
+        var m = Groupd_V1_ListTopicsRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.topicIds = ["topic_ids-0-é群✓", "topic_ids-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.ListTopicsResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListTopicsResponse(_ variant: Int) -> Groupd_V1_ListTopicsResponse {
+        var m = Groupd_V1_ListTopicsResponse()
+        m.topics = [ex_groupd_v1_Topic(0), ex_groupd_v1_Topic(1)]
         return m
     }
 

@@ -193,6 +193,57 @@ void   groupd__v1__group__free_unpacked
   assert(message->base.descriptor == &groupd__v1__group__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__topic__custom_entry__init
+                     (Groupd__V1__Topic__CustomEntry         *message)
+{
+  static const Groupd__V1__Topic__CustomEntry init_value = GROUPD__V1__TOPIC__CUSTOM_ENTRY__INIT;
+  *message = init_value;
+}
+void   groupd__v1__topic__init
+                     (Groupd__V1__Topic         *message)
+{
+  static const Groupd__V1__Topic init_value = GROUPD__V1__TOPIC__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__topic__get_packed_size
+                     (const Groupd__V1__Topic *message)
+{
+  assert(message->base.descriptor == &groupd__v1__topic__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__topic__pack
+                     (const Groupd__V1__Topic *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__topic__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__topic__pack_to_buffer
+                     (const Groupd__V1__Topic *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__topic__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__Topic *
+       groupd__v1__topic__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__Topic *)
+     protobuf_c_message_unpack (&groupd__v1__topic__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__topic__free_unpacked
+                     (Groupd__V1__Topic *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__topic__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__pinned_message__init
                      (Groupd__V1__PinnedMessage         *message)
 {
@@ -2025,7 +2076,7 @@ const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__group__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[22] =
+static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[23] =
 {
   {
     "group_id",
@@ -2291,6 +2342,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group__field_descriptors[22] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "topics",
+    23,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__Group, n_topics),
+    offsetof(Groupd__V1__Group, topics),
+    &groupd__v1__topic__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group__field_indices_by_name[] = {
   7,   /* field[7] = create_time */
@@ -2312,6 +2375,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
   14,   /* field[14] = remark */
   13,   /* field[13] = self_info */
   3,   /* field[3] = settings */
+  22,   /* field[22] = topics */
   1,   /* field[1] = type */
   15,   /* field[15] = unread_count */
   20,   /* field[20] = unread_mention */
@@ -2319,7 +2383,7 @@ static const unsigned groupd__v1__group__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__group__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 22 }
+  { 0, 23 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
 {
@@ -2329,11 +2393,269 @@ const ProtobufCMessageDescriptor groupd__v1__group__descriptor =
   "Groupd__V1__Group",
   "groupd.v1",
   sizeof(Groupd__V1__Group),
-  22,
+  23,
   groupd__v1__group__field_descriptors,
   groupd__v1__group__field_indices_by_name,
   1,  groupd__v1__group__number_ranges,
   (ProtobufCMessageInit) groupd__v1__group__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__topic__custom_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic__CustomEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic__CustomEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__topic__custom_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__topic__custom_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__topic__custom_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.Topic.CustomEntry",
+  "CustomEntry",
+  "Groupd__V1__Topic__CustomEntry",
+  "groupd.v1",
+  sizeof(Groupd__V1__Topic__CustomEntry),
+  2,
+  groupd__v1__topic__custom_entry__field_descriptors,
+  groupd__v1__topic__custom_entry__field_indices_by_name,
+  1,  groupd__v1__topic__custom_entry__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__topic__custom_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__topic__field_descriptors[14] =
+{
+  {
+    "topic_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, topic_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "profile",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, profile),
+    &groupd__v1__group_profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "custom",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__Topic, n_custom),
+    offsetof(Groupd__V1__Topic, custom),
+    &groupd__v1__topic__custom_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_time",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, create_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_info_time",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, last_info_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latest_sequence",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, latest_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mute",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, mute),
+    &groupd__v1__group_mute_state__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pinned_messages",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__Topic, n_pinned_messages),
+    offsetof(Groupd__V1__Topic, pinned_messages),
+    &groupd__v1__pinned_message__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_sequence",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, read_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_count",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, unread_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_mention",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, unread_mention),
+    &groupd__v1__unread_mention__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_message_time",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, last_message_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "public_view_only",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, public_view_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__topic__field_indices_by_name[] = {
+  4,   /* field[4] = create_time */
+  3,   /* field[3] = custom */
+  1,   /* field[1] = group_id */
+  5,   /* field[5] = last_info_time */
+  12,   /* field[12] = last_message_time */
+  6,   /* field[6] = latest_sequence */
+  7,   /* field[7] = mute */
+  8,   /* field[8] = pinned_messages */
+  2,   /* field[2] = profile */
+  13,   /* field[13] = public_view_only */
+  9,   /* field[9] = read_sequence */
+  0,   /* field[0] = topic_id */
+  10,   /* field[10] = unread_count */
+  11,   /* field[11] = unread_mention */
+};
+static const ProtobufCIntRange groupd__v1__topic__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 14 }
+};
+const ProtobufCMessageDescriptor groupd__v1__topic__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.Topic",
+  "Topic",
+  "Groupd__V1__Topic",
+  "groupd.v1",
+  sizeof(Groupd__V1__Topic),
+  14,
+  groupd__v1__topic__field_descriptors,
+  groupd__v1__topic__field_indices_by_name,
+  1,  groupd__v1__topic__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__topic__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor groupd__v1__pinned_message__field_descriptors[3] =

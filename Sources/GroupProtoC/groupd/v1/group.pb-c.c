@@ -7,6 +7,378 @@
 #endif
 
 #include "groupd/v1/group.pb-c.h"
+void   groupd__v1__create_topic_request__custom_entry__init
+                     (Groupd__V1__CreateTopicRequest__CustomEntry         *message)
+{
+  static const Groupd__V1__CreateTopicRequest__CustomEntry init_value = GROUPD__V1__CREATE_TOPIC_REQUEST__CUSTOM_ENTRY__INIT;
+  *message = init_value;
+}
+void   groupd__v1__create_topic_request__init
+                     (Groupd__V1__CreateTopicRequest         *message)
+{
+  static const Groupd__V1__CreateTopicRequest init_value = GROUPD__V1__CREATE_TOPIC_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__create_topic_request__get_packed_size
+                     (const Groupd__V1__CreateTopicRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__create_topic_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__create_topic_request__pack
+                     (const Groupd__V1__CreateTopicRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__create_topic_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__create_topic_request__pack_to_buffer
+                     (const Groupd__V1__CreateTopicRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__create_topic_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__CreateTopicRequest *
+       groupd__v1__create_topic_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__CreateTopicRequest *)
+     protobuf_c_message_unpack (&groupd__v1__create_topic_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__create_topic_request__free_unpacked
+                     (Groupd__V1__CreateTopicRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__create_topic_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__create_topic_response__init
+                     (Groupd__V1__CreateTopicResponse         *message)
+{
+  static const Groupd__V1__CreateTopicResponse init_value = GROUPD__V1__CREATE_TOPIC_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__create_topic_response__get_packed_size
+                     (const Groupd__V1__CreateTopicResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__create_topic_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__create_topic_response__pack
+                     (const Groupd__V1__CreateTopicResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__create_topic_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__create_topic_response__pack_to_buffer
+                     (const Groupd__V1__CreateTopicResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__create_topic_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__CreateTopicResponse *
+       groupd__v1__create_topic_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__CreateTopicResponse *)
+     protobuf_c_message_unpack (&groupd__v1__create_topic_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__create_topic_response__free_unpacked
+                     (Groupd__V1__CreateTopicResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__create_topic_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__update_topic_request__custom_entry__init
+                     (Groupd__V1__UpdateTopicRequest__CustomEntry         *message)
+{
+  static const Groupd__V1__UpdateTopicRequest__CustomEntry init_value = GROUPD__V1__UPDATE_TOPIC_REQUEST__CUSTOM_ENTRY__INIT;
+  *message = init_value;
+}
+void   groupd__v1__update_topic_request__init
+                     (Groupd__V1__UpdateTopicRequest         *message)
+{
+  static const Groupd__V1__UpdateTopicRequest init_value = GROUPD__V1__UPDATE_TOPIC_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__update_topic_request__get_packed_size
+                     (const Groupd__V1__UpdateTopicRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__update_topic_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__update_topic_request__pack
+                     (const Groupd__V1__UpdateTopicRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__update_topic_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__update_topic_request__pack_to_buffer
+                     (const Groupd__V1__UpdateTopicRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__update_topic_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UpdateTopicRequest *
+       groupd__v1__update_topic_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UpdateTopicRequest *)
+     protobuf_c_message_unpack (&groupd__v1__update_topic_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__update_topic_request__free_unpacked
+                     (Groupd__V1__UpdateTopicRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__update_topic_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__update_topic_response__init
+                     (Groupd__V1__UpdateTopicResponse         *message)
+{
+  static const Groupd__V1__UpdateTopicResponse init_value = GROUPD__V1__UPDATE_TOPIC_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__update_topic_response__get_packed_size
+                     (const Groupd__V1__UpdateTopicResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__update_topic_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__update_topic_response__pack
+                     (const Groupd__V1__UpdateTopicResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__update_topic_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__update_topic_response__pack_to_buffer
+                     (const Groupd__V1__UpdateTopicResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__update_topic_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UpdateTopicResponse *
+       groupd__v1__update_topic_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UpdateTopicResponse *)
+     protobuf_c_message_unpack (&groupd__v1__update_topic_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__update_topic_response__free_unpacked
+                     (Groupd__V1__UpdateTopicResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__update_topic_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__delete_topic_request__init
+                     (Groupd__V1__DeleteTopicRequest         *message)
+{
+  static const Groupd__V1__DeleteTopicRequest init_value = GROUPD__V1__DELETE_TOPIC_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__delete_topic_request__get_packed_size
+                     (const Groupd__V1__DeleteTopicRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_topic_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__delete_topic_request__pack
+                     (const Groupd__V1__DeleteTopicRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_topic_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__delete_topic_request__pack_to_buffer
+                     (const Groupd__V1__DeleteTopicRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_topic_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__DeleteTopicRequest *
+       groupd__v1__delete_topic_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__DeleteTopicRequest *)
+     protobuf_c_message_unpack (&groupd__v1__delete_topic_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__delete_topic_request__free_unpacked
+                     (Groupd__V1__DeleteTopicRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__delete_topic_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__delete_topic_response__init
+                     (Groupd__V1__DeleteTopicResponse         *message)
+{
+  static const Groupd__V1__DeleteTopicResponse init_value = GROUPD__V1__DELETE_TOPIC_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__delete_topic_response__get_packed_size
+                     (const Groupd__V1__DeleteTopicResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_topic_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__delete_topic_response__pack
+                     (const Groupd__V1__DeleteTopicResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_topic_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__delete_topic_response__pack_to_buffer
+                     (const Groupd__V1__DeleteTopicResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_topic_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__DeleteTopicResponse *
+       groupd__v1__delete_topic_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__DeleteTopicResponse *)
+     protobuf_c_message_unpack (&groupd__v1__delete_topic_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__delete_topic_response__free_unpacked
+                     (Groupd__V1__DeleteTopicResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__delete_topic_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_topics_request__init
+                     (Groupd__V1__ListTopicsRequest         *message)
+{
+  static const Groupd__V1__ListTopicsRequest init_value = GROUPD__V1__LIST_TOPICS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_topics_request__get_packed_size
+                     (const Groupd__V1__ListTopicsRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_topics_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_topics_request__pack
+                     (const Groupd__V1__ListTopicsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_topics_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_topics_request__pack_to_buffer
+                     (const Groupd__V1__ListTopicsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_topics_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListTopicsRequest *
+       groupd__v1__list_topics_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListTopicsRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_topics_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_topics_request__free_unpacked
+                     (Groupd__V1__ListTopicsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_topics_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_topics_response__init
+                     (Groupd__V1__ListTopicsResponse         *message)
+{
+  static const Groupd__V1__ListTopicsResponse init_value = GROUPD__V1__LIST_TOPICS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_topics_response__get_packed_size
+                     (const Groupd__V1__ListTopicsResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_topics_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_topics_response__pack
+                     (const Groupd__V1__ListTopicsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_topics_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_topics_response__pack_to_buffer
+                     (const Groupd__V1__ListTopicsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_topics_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListTopicsResponse *
+       groupd__v1__list_topics_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListTopicsResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_topics_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_topics_response__free_unpacked
+                     (Groupd__V1__ListTopicsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_topics_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__sync_joined_groups_request__init
                      (Groupd__V1__SyncJoinedGroupsRequest         *message)
 {
@@ -1990,6 +2362,470 @@ void   groupd__v1__get_group_counters_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__get_group_counters_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor groupd__v1__create_topic_request__custom_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateTopicRequest__CustomEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateTopicRequest__CustomEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_topic_request__custom_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__create_topic_request__custom_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_topic_request__custom_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreateTopicRequest.CustomEntry",
+  "CustomEntry",
+  "Groupd__V1__CreateTopicRequest__CustomEntry",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreateTopicRequest__CustomEntry),
+  2,
+  groupd__v1__create_topic_request__custom_entry__field_descriptors,
+  groupd__v1__create_topic_request__custom_entry__field_indices_by_name,
+  1,  groupd__v1__create_topic_request__custom_entry__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_topic_request__custom_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__create_topic_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateTopicRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "profile",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateTopicRequest, profile),
+    &groupd__v1__group_profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "custom",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__CreateTopicRequest, n_custom),
+    offsetof(Groupd__V1__CreateTopicRequest, custom),
+    &groupd__v1__create_topic_request__custom_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_topic_request__field_indices_by_name[] = {
+  2,   /* field[2] = custom */
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = profile */
+};
+static const ProtobufCIntRange groupd__v1__create_topic_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_topic_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreateTopicRequest",
+  "CreateTopicRequest",
+  "Groupd__V1__CreateTopicRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreateTopicRequest),
+  3,
+  groupd__v1__create_topic_request__field_descriptors,
+  groupd__v1__create_topic_request__field_indices_by_name,
+  1,  groupd__v1__create_topic_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_topic_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__create_topic_response__field_descriptors[1] =
+{
+  {
+    "topic",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateTopicResponse, topic),
+    &groupd__v1__topic__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_topic_response__field_indices_by_name[] = {
+  0,   /* field[0] = topic */
+};
+static const ProtobufCIntRange groupd__v1__create_topic_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_topic_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreateTopicResponse",
+  "CreateTopicResponse",
+  "Groupd__V1__CreateTopicResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreateTopicResponse),
+  1,
+  groupd__v1__create_topic_response__field_descriptors,
+  groupd__v1__create_topic_response__field_indices_by_name,
+  1,  groupd__v1__create_topic_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_topic_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__update_topic_request__custom_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicRequest__CustomEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicRequest__CustomEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_topic_request__custom_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange groupd__v1__update_topic_request__custom_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_topic_request__custom_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdateTopicRequest.CustomEntry",
+  "CustomEntry",
+  "Groupd__V1__UpdateTopicRequest__CustomEntry",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdateTopicRequest__CustomEntry),
+  2,
+  groupd__v1__update_topic_request__custom_entry__field_descriptors,
+  groupd__v1__update_topic_request__custom_entry__field_indices_by_name,
+  1,  groupd__v1__update_topic_request__custom_entry__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_topic_request__custom_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__update_topic_request__field_descriptors[4] =
+{
+  {
+    "topic_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicRequest, topic_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_mask",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicRequest, update_mask),
+    &google__protobuf__field_mask__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "profile",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicRequest, profile),
+    &groupd__v1__group_profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "custom",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__UpdateTopicRequest, n_custom),
+    offsetof(Groupd__V1__UpdateTopicRequest, custom),
+    &groupd__v1__update_topic_request__custom_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_topic_request__field_indices_by_name[] = {
+  3,   /* field[3] = custom */
+  2,   /* field[2] = profile */
+  0,   /* field[0] = topic_id */
+  1,   /* field[1] = update_mask */
+};
+static const ProtobufCIntRange groupd__v1__update_topic_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_topic_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdateTopicRequest",
+  "UpdateTopicRequest",
+  "Groupd__V1__UpdateTopicRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdateTopicRequest),
+  4,
+  groupd__v1__update_topic_request__field_descriptors,
+  groupd__v1__update_topic_request__field_indices_by_name,
+  1,  groupd__v1__update_topic_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_topic_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__update_topic_response__field_descriptors[1] =
+{
+  {
+    "topic",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicResponse, topic),
+    &groupd__v1__topic__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_topic_response__field_indices_by_name[] = {
+  0,   /* field[0] = topic */
+};
+static const ProtobufCIntRange groupd__v1__update_topic_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_topic_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdateTopicResponse",
+  "UpdateTopicResponse",
+  "Groupd__V1__UpdateTopicResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdateTopicResponse),
+  1,
+  groupd__v1__update_topic_response__field_descriptors,
+  groupd__v1__update_topic_response__field_indices_by_name,
+  1,  groupd__v1__update_topic_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_topic_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__delete_topic_request__field_descriptors[1] =
+{
+  {
+    "topic_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__DeleteTopicRequest, topic_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__delete_topic_request__field_indices_by_name[] = {
+  0,   /* field[0] = topic_id */
+};
+static const ProtobufCIntRange groupd__v1__delete_topic_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__delete_topic_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.DeleteTopicRequest",
+  "DeleteTopicRequest",
+  "Groupd__V1__DeleteTopicRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__DeleteTopicRequest),
+  1,
+  groupd__v1__delete_topic_request__field_descriptors,
+  groupd__v1__delete_topic_request__field_indices_by_name,
+  1,  groupd__v1__delete_topic_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__delete_topic_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define groupd__v1__delete_topic_response__field_descriptors NULL
+#define groupd__v1__delete_topic_response__field_indices_by_name NULL
+#define groupd__v1__delete_topic_response__number_ranges NULL
+const ProtobufCMessageDescriptor groupd__v1__delete_topic_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.DeleteTopicResponse",
+  "DeleteTopicResponse",
+  "Groupd__V1__DeleteTopicResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__DeleteTopicResponse),
+  0,
+  groupd__v1__delete_topic_response__field_descriptors,
+  groupd__v1__delete_topic_response__field_indices_by_name,
+  0,  groupd__v1__delete_topic_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__delete_topic_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_topics_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListTopicsRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "topic_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__ListTopicsRequest, n_topic_ids),
+    offsetof(Groupd__V1__ListTopicsRequest, topic_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_topics_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = topic_ids */
+};
+static const ProtobufCIntRange groupd__v1__list_topics_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_topics_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListTopicsRequest",
+  "ListTopicsRequest",
+  "Groupd__V1__ListTopicsRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListTopicsRequest),
+  2,
+  groupd__v1__list_topics_request__field_descriptors,
+  groupd__v1__list_topics_request__field_indices_by_name,
+  1,  groupd__v1__list_topics_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_topics_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_topics_response__field_descriptors[1] =
+{
+  {
+    "topics",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ListTopicsResponse, n_topics),
+    offsetof(Groupd__V1__ListTopicsResponse, topics),
+    &groupd__v1__topic__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_topics_response__field_indices_by_name[] = {
+  0,   /* field[0] = topics */
+};
+static const ProtobufCIntRange groupd__v1__list_topics_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_topics_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListTopicsResponse",
+  "ListTopicsResponse",
+  "Groupd__V1__ListTopicsResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListTopicsResponse),
+  1,
+  groupd__v1__list_topics_response__field_descriptors,
+  groupd__v1__list_topics_response__field_indices_by_name,
+  1,  groupd__v1__list_topics_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_topics_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__sync_joined_groups_request__field_descriptors[3] =
 {
   {
@@ -5005,7 +5841,7 @@ const ProtobufCEnumDescriptor groupd__v1__search_field__descriptor =
   groupd__v1__search_field__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[18] =
+static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[22] =
 {
   { "CreateGroup", &groupd__v1__create_group_request__descriptor, &groupd__v1__create_group_response__descriptor },
   { "GetGroupsInfo", &groupd__v1__get_groups_info_request__descriptor, &groupd__v1__get_groups_info_response__descriptor },
@@ -5025,10 +5861,16 @@ static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descrip
   { "IncrementGroupCounters", &groupd__v1__increment_group_counters_request__descriptor, &groupd__v1__increment_group_counters_response__descriptor },
   { "GetGroupCounters", &groupd__v1__get_group_counters_request__descriptor, &groupd__v1__get_group_counters_response__descriptor },
   { "SyncJoinedGroups", &groupd__v1__sync_joined_groups_request__descriptor, &groupd__v1__sync_joined_groups_response__descriptor },
+  { "CreateTopic", &groupd__v1__create_topic_request__descriptor, &groupd__v1__create_topic_response__descriptor },
+  { "UpdateTopic", &groupd__v1__update_topic_request__descriptor, &groupd__v1__update_topic_response__descriptor },
+  { "DeleteTopic", &groupd__v1__delete_topic_request__descriptor, &groupd__v1__delete_topic_response__descriptor },
+  { "ListTopics", &groupd__v1__list_topics_request__descriptor, &groupd__v1__list_topics_response__descriptor },
 };
 const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   0,        /* CreateGroup */
+  18,        /* CreateTopic */
   13,        /* DeleteGroupAttributes */
+  20,        /* DeleteTopic */
   4,        /* DismissGroup */
   14,        /* GetGroupAttributes */
   16,        /* GetGroupCounters */
@@ -5036,6 +5878,7 @@ const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   11,        /* ImportGroup */
   15,        /* IncrementGroupCounters */
   9,        /* ListJoinedGroups */
+  21,        /* ListTopics */
   5,        /* RevokeGroup */
   10,        /* SearchGroups */
   12,        /* SetGroupAttributes */
@@ -5044,7 +5887,8 @@ const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   6,        /* TransferOwnership */
   2,        /* UpdateGroupProfile */
   3,        /* UpdateGroupSettings */
-  8         /* UpdateMuteBypassList */
+  8,        /* UpdateMuteBypassList */
+  19         /* UpdateTopic */
 };
 const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
 {
@@ -5053,7 +5897,7 @@ const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
   "GroupService",
   "Groupd__V1__GroupService",
   "groupd.v1",
-  18,
+  22,
   groupd__v1__group_service__method_descriptors,
   groupd__v1__group_service__method_indices_by_name
 };
@@ -5200,6 +6044,38 @@ void groupd__v1__group_service__sync_joined_groups(ProtobufCService *service,
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
   service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__create_topic(ProtobufCService *service,
+                                             const Groupd__V1__CreateTopicRequest *input,
+                                             Groupd__V1__CreateTopicResponse_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__update_topic(ProtobufCService *service,
+                                             const Groupd__V1__UpdateTopicRequest *input,
+                                             Groupd__V1__UpdateTopicResponse_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__delete_topic(ProtobufCService *service,
+                                             const Groupd__V1__DeleteTopicRequest *input,
+                                             Groupd__V1__DeleteTopicResponse_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__list_topics(ProtobufCService *service,
+                                            const Groupd__V1__ListTopicsRequest *input,
+                                            Groupd__V1__ListTopicsResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
                                       Groupd__V1__GroupService_ServiceDestroy destroy)

@@ -21,6 +21,8 @@ typedef struct Groupd__V1__GroupProfile Groupd__V1__GroupProfile;
 typedef struct Groupd__V1__GroupMuteState Groupd__V1__GroupMuteState;
 typedef struct Groupd__V1__Group Groupd__V1__Group;
 typedef struct Groupd__V1__Group__CustomEntry Groupd__V1__Group__CustomEntry;
+typedef struct Groupd__V1__Topic Groupd__V1__Topic;
+typedef struct Groupd__V1__Topic__CustomEntry Groupd__V1__Topic__CustomEntry;
 typedef struct Groupd__V1__PinnedMessage Groupd__V1__PinnedMessage;
 typedef struct Groupd__V1__MessageReadCount Groupd__V1__MessageReadCount;
 typedef struct Groupd__V1__ReadReceiptBatch Groupd__V1__ReadReceiptBatch;
@@ -1099,10 +1101,103 @@ struct  Groupd__V1__Group
    * and for a public subset.
    */
   uint64_t member_version;
+  /*
+   * For a Community group in ListJoinedGroups and SyncJoinedGroups: its live
+   * topics, oldest first, each with the caller's read position, unread
+   * count and unread mention. Empty otherwise.
+   */
+  size_t n_topics;
+  Groupd__V1__Topic **topics;
 };
 #define GROUPD__V1__GROUP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__group__descriptor) \
-    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, 0,NULL, 0 }
+    , (char *)protobuf_c_empty_string, GROUPD__V1__GROUP_TYPE__GROUP_TYPE_UNSPECIFIED, NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, NULL, NULL, NULL, 0, NULL, 0,NULL, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, 0,NULL, 0, 0,NULL }
+
+
+struct  Groupd__V1__Topic__CustomEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  ProtobufCBinaryData value;
+};
+#define GROUPD__V1__TOPIC__CUSTOM_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__topic__custom_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * A topic of a Community group (CreateTopic): a conversation of its own
+ * whose members, roles, bans and settings are its community's.
+ */
+struct  Groupd__V1__Topic
+{
+  ProtobufCMessage base;
+  /*
+   * The topic id: `<community id>@TOPIC#_` and 12 generated characters. It
+   * is the `group_id` of the topic's messages, history, read marks, pins,
+   * receipts, reactions and mute.
+   */
+  char *topic_id;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The topic's profile (non-members of the community: no notification).
+   */
+  Groupd__V1__GroupProfile *profile;
+  /*
+   * The topic's custom fields the caller may read (the app's group keys).
+   */
+  size_t n_custom;
+  Groupd__V1__Topic__CustomEntry **custom;
+  /*
+   * When the topic was created.
+   */
+  Google__Protobuf__Timestamp *create_time;
+  /*
+   * When its profile or mute last changed.
+   */
+  Google__Protobuf__Timestamp *last_info_time;
+  /*
+   * The topic's latest sequence (its events and messages share it).
+   */
+  uint64_t latest_sequence;
+  /*
+   * The topic's own mute (SetGroupMute with the topic id); absent when not
+   * muted or expired. The community's mute applies to its topics as well.
+   */
+  Groupd__V1__GroupMuteState *mute;
+  /*
+   * The topic's pinned messages, the earliest pinned first (members only).
+   */
+  size_t n_pinned_messages;
+  Groupd__V1__PinnedMessage **pinned_messages;
+  /*
+   * The caller's read position in the topic (members only).
+   */
+  uint64_t read_sequence;
+  /*
+   * The caller's unread messages in the topic: after the read position,
+   * sent after the caller joined the community, not sent by the caller.
+   */
+  uint32_t unread_count;
+  /*
+   * The caller's unread mention in the topic.
+   */
+  Groupd__V1__UnreadMention unread_mention;
+  /*
+   * When the topic's last stored message was sent; absent if none.
+   */
+  Google__Protobuf__Timestamp *last_message_time;
+  /*
+   * True when the caller sees only the public subset (non-member).
+   */
+  protobuf_c_boolean public_view_only;
+};
+#define GROUPD__V1__TOPIC__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__topic__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0,NULL, NULL, NULL, 0, NULL, 0,NULL, 0, 0, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, NULL, 0 }
 
 
 /*
@@ -2355,6 +2450,28 @@ Groupd__V1__Group *
 void   groupd__v1__group__free_unpacked
                      (Groupd__V1__Group *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__Topic__CustomEntry methods */
+void   groupd__v1__topic__custom_entry__init
+                     (Groupd__V1__Topic__CustomEntry         *message);
+/* Groupd__V1__Topic methods */
+void   groupd__v1__topic__init
+                     (Groupd__V1__Topic         *message);
+size_t groupd__v1__topic__get_packed_size
+                     (const Groupd__V1__Topic   *message);
+size_t groupd__v1__topic__pack
+                     (const Groupd__V1__Topic   *message,
+                      uint8_t             *out);
+size_t groupd__v1__topic__pack_to_buffer
+                     (const Groupd__V1__Topic   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__Topic *
+       groupd__v1__topic__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__topic__free_unpacked
+                     (Groupd__V1__Topic *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__PinnedMessage methods */
 void   groupd__v1__pinned_message__init
                      (Groupd__V1__PinnedMessage         *message);
@@ -2967,6 +3084,12 @@ typedef void (*Groupd__V1__Group__CustomEntry_Closure)
 typedef void (*Groupd__V1__Group_Closure)
                  (const Groupd__V1__Group *message,
                   void *closure_data);
+typedef void (*Groupd__V1__Topic__CustomEntry_Closure)
+                 (const Groupd__V1__Topic__CustomEntry *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__Topic_Closure)
+                 (const Groupd__V1__Topic *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__PinnedMessage_Closure)
                  (const Groupd__V1__PinnedMessage *message,
                   void *closure_data);
@@ -3097,6 +3220,8 @@ extern const ProtobufCMessageDescriptor groupd__v1__group_profile__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_mute_state__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group__custom_entry__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__topic__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__topic__custom_entry__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__pinned_message__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_read_count__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__read_receipt_batch__descriptor;

@@ -18,6 +18,16 @@ PROTOBUF_C__BEGIN_DECLS
 #include "google/protobuf/timestamp.pb-c.h"
 #include "groupd/v1/common.pb-c.h"
 
+typedef struct Groupd__V1__CreateTopicRequest Groupd__V1__CreateTopicRequest;
+typedef struct Groupd__V1__CreateTopicRequest__CustomEntry Groupd__V1__CreateTopicRequest__CustomEntry;
+typedef struct Groupd__V1__CreateTopicResponse Groupd__V1__CreateTopicResponse;
+typedef struct Groupd__V1__UpdateTopicRequest Groupd__V1__UpdateTopicRequest;
+typedef struct Groupd__V1__UpdateTopicRequest__CustomEntry Groupd__V1__UpdateTopicRequest__CustomEntry;
+typedef struct Groupd__V1__UpdateTopicResponse Groupd__V1__UpdateTopicResponse;
+typedef struct Groupd__V1__DeleteTopicRequest Groupd__V1__DeleteTopicRequest;
+typedef struct Groupd__V1__DeleteTopicResponse Groupd__V1__DeleteTopicResponse;
+typedef struct Groupd__V1__ListTopicsRequest Groupd__V1__ListTopicsRequest;
+typedef struct Groupd__V1__ListTopicsResponse Groupd__V1__ListTopicsResponse;
 typedef struct Groupd__V1__SyncJoinedGroupsRequest Groupd__V1__SyncJoinedGroupsRequest;
 typedef struct Groupd__V1__SyncJoinedGroupsResponse Groupd__V1__SyncJoinedGroupsResponse;
 typedef struct Groupd__V1__InitialMember Groupd__V1__InitialMember;
@@ -122,6 +132,184 @@ typedef enum _Groupd__V1__SearchField {
 } Groupd__V1__SearchField;
 
 /* --- messages --- */
+
+struct  Groupd__V1__CreateTopicRequest__CustomEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  ProtobufCBinaryData value;
+};
+#define GROUPD__V1__CREATE_TOPIC_REQUEST__CUSTOM_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_topic_request__custom_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * CreateTopic request.
+ */
+struct  Groupd__V1__CreateTopicRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The topic's profile: `name` (required, as a group name), `introduction`,
+   * `notification`, `face_url`, within the app's group profile limits.
+   */
+  Groupd__V1__GroupProfile *profile;
+  /*
+   * The topic's custom fields (the app's group custom keys and write roles).
+   */
+  size_t n_custom;
+  Groupd__V1__CreateTopicRequest__CustomEntry **custom;
+};
+#define GROUPD__V1__CREATE_TOPIC_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_topic_request__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, 0,NULL }
+
+
+/*
+ * CreateTopic response.
+ */
+struct  Groupd__V1__CreateTopicResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The new topic.
+   */
+  Groupd__V1__Topic *topic;
+};
+#define GROUPD__V1__CREATE_TOPIC_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_topic_response__descriptor) \
+    , NULL }
+
+
+struct  Groupd__V1__UpdateTopicRequest__CustomEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  ProtobufCBinaryData value;
+};
+#define GROUPD__V1__UPDATE_TOPIC_REQUEST__CUSTOM_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_topic_request__custom_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * UpdateTopic request.
+ */
+struct  Groupd__V1__UpdateTopicRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The topic.
+   */
+  char *topic_id;
+  /*
+   * The fields to change: `name`, `introduction`, `notification`,
+   * `face_url`, `custom.<key>`. Required.
+   */
+  Google__Protobuf__FieldMask *update_mask;
+  /*
+   * New values of the masked profile fields (an empty value clears it,
+   * except `name`).
+   */
+  Groupd__V1__GroupProfile *profile;
+  /*
+   * New values of masked `custom.<key>` paths; a masked key absent here is
+   * removed.
+   */
+  size_t n_custom;
+  Groupd__V1__UpdateTopicRequest__CustomEntry **custom;
+};
+#define GROUPD__V1__UPDATE_TOPIC_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_topic_request__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL }
+
+
+/*
+ * UpdateTopic response.
+ */
+struct  Groupd__V1__UpdateTopicResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The topic after the change.
+   */
+  Groupd__V1__Topic *topic;
+};
+#define GROUPD__V1__UPDATE_TOPIC_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_topic_response__descriptor) \
+    , NULL }
+
+
+/*
+ * DeleteTopic request.
+ */
+struct  Groupd__V1__DeleteTopicRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The topic.
+   */
+  char *topic_id;
+};
+#define GROUPD__V1__DELETE_TOPIC_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__delete_topic_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * DeleteTopic response.
+ */
+struct  Groupd__V1__DeleteTopicResponse
+{
+  ProtobufCMessage base;
+};
+#define GROUPD__V1__DELETE_TOPIC_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__delete_topic_response__descriptor) \
+     }
+
+
+/*
+ * ListTopics request.
+ */
+struct  Groupd__V1__ListTopicsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * Only these topics (empty: every live topic of the community).
+   */
+  size_t n_topic_ids;
+  char **topic_ids;
+};
+#define GROUPD__V1__LIST_TOPICS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_topics_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * ListTopics response.
+ */
+struct  Groupd__V1__ListTopicsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The topics, oldest first.
+   */
+  size_t n_topics;
+  Groupd__V1__Topic **topics;
+};
+#define GROUPD__V1__LIST_TOPICS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_topics_response__descriptor) \
+    , 0,NULL }
+
 
 /*
  * SyncJoinedGroups request.
@@ -1251,6 +1439,164 @@ struct  Groupd__V1__GetGroupCountersResponse
     , 0,NULL }
 
 
+/* Groupd__V1__CreateTopicRequest__CustomEntry methods */
+void   groupd__v1__create_topic_request__custom_entry__init
+                     (Groupd__V1__CreateTopicRequest__CustomEntry         *message);
+/* Groupd__V1__CreateTopicRequest methods */
+void   groupd__v1__create_topic_request__init
+                     (Groupd__V1__CreateTopicRequest         *message);
+size_t groupd__v1__create_topic_request__get_packed_size
+                     (const Groupd__V1__CreateTopicRequest   *message);
+size_t groupd__v1__create_topic_request__pack
+                     (const Groupd__V1__CreateTopicRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__create_topic_request__pack_to_buffer
+                     (const Groupd__V1__CreateTopicRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__CreateTopicRequest *
+       groupd__v1__create_topic_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__create_topic_request__free_unpacked
+                     (Groupd__V1__CreateTopicRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__CreateTopicResponse methods */
+void   groupd__v1__create_topic_response__init
+                     (Groupd__V1__CreateTopicResponse         *message);
+size_t groupd__v1__create_topic_response__get_packed_size
+                     (const Groupd__V1__CreateTopicResponse   *message);
+size_t groupd__v1__create_topic_response__pack
+                     (const Groupd__V1__CreateTopicResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__create_topic_response__pack_to_buffer
+                     (const Groupd__V1__CreateTopicResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__CreateTopicResponse *
+       groupd__v1__create_topic_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__create_topic_response__free_unpacked
+                     (Groupd__V1__CreateTopicResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UpdateTopicRequest__CustomEntry methods */
+void   groupd__v1__update_topic_request__custom_entry__init
+                     (Groupd__V1__UpdateTopicRequest__CustomEntry         *message);
+/* Groupd__V1__UpdateTopicRequest methods */
+void   groupd__v1__update_topic_request__init
+                     (Groupd__V1__UpdateTopicRequest         *message);
+size_t groupd__v1__update_topic_request__get_packed_size
+                     (const Groupd__V1__UpdateTopicRequest   *message);
+size_t groupd__v1__update_topic_request__pack
+                     (const Groupd__V1__UpdateTopicRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__update_topic_request__pack_to_buffer
+                     (const Groupd__V1__UpdateTopicRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UpdateTopicRequest *
+       groupd__v1__update_topic_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__update_topic_request__free_unpacked
+                     (Groupd__V1__UpdateTopicRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UpdateTopicResponse methods */
+void   groupd__v1__update_topic_response__init
+                     (Groupd__V1__UpdateTopicResponse         *message);
+size_t groupd__v1__update_topic_response__get_packed_size
+                     (const Groupd__V1__UpdateTopicResponse   *message);
+size_t groupd__v1__update_topic_response__pack
+                     (const Groupd__V1__UpdateTopicResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__update_topic_response__pack_to_buffer
+                     (const Groupd__V1__UpdateTopicResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UpdateTopicResponse *
+       groupd__v1__update_topic_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__update_topic_response__free_unpacked
+                     (Groupd__V1__UpdateTopicResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__DeleteTopicRequest methods */
+void   groupd__v1__delete_topic_request__init
+                     (Groupd__V1__DeleteTopicRequest         *message);
+size_t groupd__v1__delete_topic_request__get_packed_size
+                     (const Groupd__V1__DeleteTopicRequest   *message);
+size_t groupd__v1__delete_topic_request__pack
+                     (const Groupd__V1__DeleteTopicRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__delete_topic_request__pack_to_buffer
+                     (const Groupd__V1__DeleteTopicRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__DeleteTopicRequest *
+       groupd__v1__delete_topic_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__delete_topic_request__free_unpacked
+                     (Groupd__V1__DeleteTopicRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__DeleteTopicResponse methods */
+void   groupd__v1__delete_topic_response__init
+                     (Groupd__V1__DeleteTopicResponse         *message);
+size_t groupd__v1__delete_topic_response__get_packed_size
+                     (const Groupd__V1__DeleteTopicResponse   *message);
+size_t groupd__v1__delete_topic_response__pack
+                     (const Groupd__V1__DeleteTopicResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__delete_topic_response__pack_to_buffer
+                     (const Groupd__V1__DeleteTopicResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__DeleteTopicResponse *
+       groupd__v1__delete_topic_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__delete_topic_response__free_unpacked
+                     (Groupd__V1__DeleteTopicResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListTopicsRequest methods */
+void   groupd__v1__list_topics_request__init
+                     (Groupd__V1__ListTopicsRequest         *message);
+size_t groupd__v1__list_topics_request__get_packed_size
+                     (const Groupd__V1__ListTopicsRequest   *message);
+size_t groupd__v1__list_topics_request__pack
+                     (const Groupd__V1__ListTopicsRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_topics_request__pack_to_buffer
+                     (const Groupd__V1__ListTopicsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListTopicsRequest *
+       groupd__v1__list_topics_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_topics_request__free_unpacked
+                     (Groupd__V1__ListTopicsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListTopicsResponse methods */
+void   groupd__v1__list_topics_response__init
+                     (Groupd__V1__ListTopicsResponse         *message);
+size_t groupd__v1__list_topics_response__get_packed_size
+                     (const Groupd__V1__ListTopicsResponse   *message);
+size_t groupd__v1__list_topics_response__pack
+                     (const Groupd__V1__ListTopicsResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_topics_response__pack_to_buffer
+                     (const Groupd__V1__ListTopicsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListTopicsResponse *
+       groupd__v1__list_topics_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_topics_response__free_unpacked
+                     (Groupd__V1__ListTopicsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__SyncJoinedGroupsRequest methods */
 void   groupd__v1__sync_joined_groups_request__init
                      (Groupd__V1__SyncJoinedGroupsRequest         *message);
@@ -2094,6 +2440,36 @@ void   groupd__v1__get_group_counters_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Groupd__V1__CreateTopicRequest__CustomEntry_Closure)
+                 (const Groupd__V1__CreateTopicRequest__CustomEntry *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__CreateTopicRequest_Closure)
+                 (const Groupd__V1__CreateTopicRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__CreateTopicResponse_Closure)
+                 (const Groupd__V1__CreateTopicResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UpdateTopicRequest__CustomEntry_Closure)
+                 (const Groupd__V1__UpdateTopicRequest__CustomEntry *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UpdateTopicRequest_Closure)
+                 (const Groupd__V1__UpdateTopicRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UpdateTopicResponse_Closure)
+                 (const Groupd__V1__UpdateTopicResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__DeleteTopicRequest_Closure)
+                 (const Groupd__V1__DeleteTopicRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__DeleteTopicResponse_Closure)
+                 (const Groupd__V1__DeleteTopicResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListTopicsRequest_Closure)
+                 (const Groupd__V1__ListTopicsRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListTopicsResponse_Closure)
+                 (const Groupd__V1__ListTopicsResponse *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__SyncJoinedGroupsRequest_Closure)
                  (const Groupd__V1__SyncJoinedGroupsRequest *message,
                   void *closure_data);
@@ -2326,6 +2702,22 @@ struct Groupd__V1__GroupService_Service
                              const Groupd__V1__SyncJoinedGroupsRequest *input,
                              Groupd__V1__SyncJoinedGroupsResponse_Closure closure,
                              void *closure_data);
+  void (*create_topic)(Groupd__V1__GroupService_Service *service,
+                       const Groupd__V1__CreateTopicRequest *input,
+                       Groupd__V1__CreateTopicResponse_Closure closure,
+                       void *closure_data);
+  void (*update_topic)(Groupd__V1__GroupService_Service *service,
+                       const Groupd__V1__UpdateTopicRequest *input,
+                       Groupd__V1__UpdateTopicResponse_Closure closure,
+                       void *closure_data);
+  void (*delete_topic)(Groupd__V1__GroupService_Service *service,
+                       const Groupd__V1__DeleteTopicRequest *input,
+                       Groupd__V1__DeleteTopicResponse_Closure closure,
+                       void *closure_data);
+  void (*list_topics)(Groupd__V1__GroupService_Service *service,
+                      const Groupd__V1__ListTopicsRequest *input,
+                      Groupd__V1__ListTopicsResponse_Closure closure,
+                      void *closure_data);
 };
 typedef void (*Groupd__V1__GroupService_ServiceDestroy)(Groupd__V1__GroupService_Service *);
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
@@ -2351,7 +2743,11 @@ void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
       function_prefix__ ## get_group_attributes,\
       function_prefix__ ## increment_group_counters,\
       function_prefix__ ## get_group_counters,\
-      function_prefix__ ## sync_joined_groups  }
+      function_prefix__ ## sync_joined_groups,\
+      function_prefix__ ## create_topic,\
+      function_prefix__ ## update_topic,\
+      function_prefix__ ## delete_topic,\
+      function_prefix__ ## list_topics  }
 void groupd__v1__group_service__create_group(ProtobufCService *service,
                                              const Groupd__V1__CreateGroupRequest *input,
                                              Groupd__V1__CreateGroupResponse_Closure closure,
@@ -2424,11 +2820,37 @@ void groupd__v1__group_service__sync_joined_groups(ProtobufCService *service,
                                                    const Groupd__V1__SyncJoinedGroupsRequest *input,
                                                    Groupd__V1__SyncJoinedGroupsResponse_Closure closure,
                                                    void *closure_data);
+void groupd__v1__group_service__create_topic(ProtobufCService *service,
+                                             const Groupd__V1__CreateTopicRequest *input,
+                                             Groupd__V1__CreateTopicResponse_Closure closure,
+                                             void *closure_data);
+void groupd__v1__group_service__update_topic(ProtobufCService *service,
+                                             const Groupd__V1__UpdateTopicRequest *input,
+                                             Groupd__V1__UpdateTopicResponse_Closure closure,
+                                             void *closure_data);
+void groupd__v1__group_service__delete_topic(ProtobufCService *service,
+                                             const Groupd__V1__DeleteTopicRequest *input,
+                                             Groupd__V1__DeleteTopicResponse_Closure closure,
+                                             void *closure_data);
+void groupd__v1__group_service__list_topics(ProtobufCService *service,
+                                            const Groupd__V1__ListTopicsRequest *input,
+                                            Groupd__V1__ListTopicsResponse_Closure closure,
+                                            void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    groupd__v1__group_lookup_error__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__search_field__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_topic_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_topic_request__custom_entry__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_topic_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_topic_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_topic_request__custom_entry__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_topic_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__delete_topic_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__delete_topic_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_topics_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_topics_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__initial_member__descriptor;

@@ -1,0 +1,87 @@
+/// A new topic's profile and custom fields (`CreateTopic`).
+public struct TopicCreation: Sendable, Hashable {
+    /// The name (required, within ``AppLimits/groupNameBytes``).
+    public var name: String
+    /// The introduction.
+    public var introduction: String
+    /// The notification (announcement).
+    public var notification: String
+    /// The avatar URL.
+    public var faceURL: String
+    /// Custom fields (the app's group keys).
+    public var custom: [String: [UInt8]]
+
+    /// Creates a creation request.
+    public init(name: String, introduction: String = "", notification: String = "", faceURL: String = "", custom: [String: [UInt8]] = [:]) {
+        self.name = name
+        self.introduction = introduction
+        self.notification = notification
+        self.faceURL = faceURL
+        self.custom = custom
+    }
+}
+
+extension GroupRules {
+    /// Check a `CreateTopic` call and plan the topic.
+    ///
+    /// - Permission: ``GroupAction/manageTopics`` on the community (its owner and admins, the
+    ///   backend; `TOPICS_NOT_SUPPORTED` for a type without topics).
+    /// - Limits: the community holds fewer than ``AppLimits/maxTopicsPerCommunity`` live topics
+    ///   (`FAILED_PRECONDITION` / `TOO_MANY_TOPICS`, metadata `limit`); the profile within the
+    ///   group profile limits (name required); custom keys as `schema` defines group keys.
+    /// - Returns: The topic as stored (its own row: profile, custom fields, no mute, sequence 0;
+    ///   the community's type, settings and owner) and its event (`TOPIC_CREATED`, on the community).
+    public static func planTopicCreation(
+        _ request: TopicCreation, id: String, in community: Group, by op: GroupOperator, topicCount: Int,
+        limits: AppLimits, customFields schema: CustomFieldSchema?, now: Timestamp
+    ) throws -> (topic: Group, event: GroupEvent.Draft) {
+        try authorize(.manageTopics, in: community, actor: op.role).get()
+        if topicCount >= limits.maxTopicsPerCommunity {
+            throw GroupError(
+                code: .failedPrecondition, reason: .tooManyTopics,
+                message: "the community holds \(topicCount) topics, the limit is \(limits.maxTopicsPerCommunity)",
+                metadata: ["limit": String(limits.maxTopicsPerCommunity)])
+        }
+        var topic = Group(
+            appID: community.appID, id: id, type: community.type, name: "", settings: community.settings,
+            ownerID: community.ownerID, maxMembers: community.maxMembers, createdAt: now, updatedAt: now)
+        let update = ProfileUpdate(
+            name: request.name, introduction: request.introduction, notification: request.notification,
+            faceURL: request.faceURL, custom: request.custom.filter { !$0.value.isEmpty })
+        (topic, _) = try applyProfile(update, to: topic, actor: op.role, limits: limits, customFields: schema, now: now)
+        topic.parentID = community.id
+        return (topic, .topicCreated(topic, operatorID: op.userID))
+    }
+
+    /// Check an `UpdateTopic` call and plan it: ``GroupAction/manageTopics`` on the community,
+    /// then the profile update's checks (as ``planProfileUpdate(_:of:by:limits:customFields:now:)``).
+    /// - Returns: The topic after the update and its event (`TOPIC_UPDATED`, on the community),
+    ///   `nil` when nothing changed.
+    public static func planTopicUpdate(
+        _ update: ProfileUpdate, of topic: Group, in community: Group, by op: GroupOperator, limits: AppLimits,
+        customFields schema: CustomFieldSchema?, now: Timestamp
+    ) throws -> (topic: Group, event: GroupEvent.Draft?) {
+        try authorize(.manageTopics, in: community, actor: op.role).get()
+        let (after, changes) = try applyProfile(update, to: topic, actor: op.role, limits: limits, customFields: schema, now: now)
+        if changes.isEmpty { return (topic, nil) }
+        let customKeys = changes.keys.filter { $0.hasPrefix("custom.") }.map { String($0.dropFirst("custom.".count)) }.sorted()
+        return (after, .topicUpdated(
+            topicID: topic.id, name: changes["name"], introduction: changes["introduction"],
+            notification: changes["notification"], faceURL: changes["face_url"], mute: nil, customKeys: customKeys,
+            operatorID: op.userID))
+    }
+
+    /// `FAILED_PRECONDITION` / `TOPICS_NOT_SUPPORTED` unless `group`'s type holds topics.
+    public static func checkTopicsSupported(_ group: Group) throws {
+        if !group.type.preset.behaviour.topicsSupported {
+            throw notSupported(.topicsNotSupported, "topics", group.type)
+        }
+    }
+
+    /// Check a `DeleteTopic` call: ``GroupAction/manageTopics`` on the community.
+    /// - Returns: The topic's event (`TOPIC_DELETED`, on the community).
+    public static func planTopicDeletion(_ topicID: String, in community: Group, by op: GroupOperator) throws -> GroupEvent.Draft {
+        try authorize(.manageTopics, in: community, actor: op.role).get()
+        return .topicDeleted(topicID: topicID, operatorID: op.userID)
+    }
+}

@@ -1,0 +1,174 @@
+import GroupAPI
+import GroupModel
+import GroupStore
+
+/// GroupService topics of Community groups: CreateTopic, UpdateTopic, DeleteTopic, ListTopics,
+/// and the topics a community carries in the joined-group list.
+extension GroupServiceHandler {
+    func createTopic(_ request: Groupd_V1_CreateTopicRequest, _ call: CallContext) async throws -> Groupd_V1_CreateTopicResponse {
+        try GroupdService.requireGroupID(request.groupID)
+        let profile = request.profile ?? Groupd_V1_GroupProfile()
+        let creation = TopicCreation(
+            name: profile.name, introduction: profile.introduction, notification: profile.notification,
+            faceURL: profile.faceURL, custom: request.custom)
+        let id = GroupID.generateTopicID(in: request.groupID)
+        let (limits, schema, now, caller) = (call.limits, call.customFields, clock.now(), call.caller)
+        let result = try await Self.profileFields {
+            try await store.mutateTopic(
+                app: caller.appID, communityID: request.groupID, topicID: nil, operatorID: caller.operatorID, at: now
+            ) { snapshot in
+                let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
+                let (topic, event) = try GroupRules.planTopicCreation(
+                    creation, id: id, in: snapshot.community, by: op, topicCount: snapshot.topicCount, limits: limits,
+                    customFields: schema, now: now)
+                return (TopicPlan(write: .create(topic), events: [event]), snapshot.operatorMembership)
+            }
+        }
+        guard let topic = result.topic else { throw GroupError.internal("a created topic missing from its write") }
+        return .with { $0.topic = Self.topicView(topic, membership: result.value, read: nil, call: call) }
+    }
+
+    func updateTopic(_ request: Groupd_V1_UpdateTopicRequest, _ call: CallContext) async throws -> Groupd_V1_UpdateTopicResponse {
+        let communityID = try Self.communityID(ofTopic: request.topicID)
+        let update = try Self.profileUpdate(.with {
+            $0.groupID = request.topicID
+            if let mask = request.updateMask { $0.updateMask = mask }
+            if let profile = request.profile { $0.profile = profile }
+            $0.custom = request.custom
+        })
+        let (limits, schema, now, caller) = (call.limits, call.customFields, clock.now(), call.caller)
+        let topicID = request.topicID
+        let result = try await Self.profileFields {
+            try await store.mutateTopic(
+                app: caller.appID, communityID: communityID, topicID: topicID, operatorID: caller.operatorID, at: now
+            ) { snapshot in
+                let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
+                guard let topic = snapshot.topic else {
+                    try GroupRules.authorize(.manageTopics, in: snapshot.community, actor: op.role).get()
+                    throw GroupError.groupNotFound(topicID)
+                }
+                let (after, event) = try GroupRules.planTopicUpdate(
+                    update, of: topic, in: snapshot.community, by: op, limits: limits, customFields: schema, now: now)
+                return (TopicPlan(write: .update(after), events: event.map { [$0] } ?? []), snapshot.operatorMembership)
+            }
+        }
+        guard let topic = result.topic else { throw GroupError.internal("an updated topic missing from its write") }
+        return .with { $0.topic = Self.topicView(topic, membership: result.value, read: nil, call: call) }
+    }
+
+    func deleteTopic(_ request: Groupd_V1_DeleteTopicRequest, _ call: CallContext) async throws -> Groupd_V1_DeleteTopicResponse {
+        let communityID = try Self.communityID(ofTopic: request.topicID)
+        let (now, caller, topicID) = (clock.now(), call.caller, request.topicID)
+        _ = try await store.mutateTopic(
+            app: caller.appID, communityID: communityID, topicID: topicID, operatorID: caller.operatorID, at: now
+        ) { snapshot in
+            let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
+            let event = try GroupRules.planTopicDeletion(topicID, in: snapshot.community, by: op)
+            guard snapshot.topic != nil else { throw GroupError.groupNotFound(topicID) }
+            return (TopicPlan(write: .delete(topicID), events: [event]), ())
+        }
+        return Groupd_V1_DeleteTopicResponse()
+    }
+
+    func listTopics(_ request: Groupd_V1_ListTopicsRequest, _ call: CallContext) async throws -> Groupd_V1_ListTopicsResponse {
+        if GroupID.isTopic(request.groupID) {
+            throw GroupError.invalidArgument(field: "group_id", "group_id names a topic; name its community")
+        }
+        if request.topicIds.count > call.limits.maxGroupsPerRequest {
+            throw GroupError.invalidArgument(
+                field: "topic_ids", "\(request.topicIds.count) topic ids exceed the limit of \(call.limits.maxGroupsPerRequest)",
+                limit: call.limits.maxGroupsPerRequest)
+        }
+        let (community, membership) = try await service.loadGroup(call, groupID: request.groupID)
+        let actor = call.caller.actingRole(membership: membership?.role)
+        if GroupRules.visibility(of: community.type, for: actor) == .hidden { throw GroupError.groupNotFound(community.id) }
+        try GroupRules.checkTopicsSupported(community)
+        var topics = try await store.topics(app: call.caller.appID, communityIDs: [community.id])[community.id] ?? []
+        if !request.topicIds.isEmpty {
+            let wanted = Set(request.topicIds)
+            topics = topics.filter { wanted.contains($0.id) }
+        }
+        let views = try await topicViews(topics, membership: membership, call: call)
+        return .with { $0.topics = views }
+    }
+
+    // MARK: Views
+
+    /// Fills `topics` on the views of Community groups the caller belongs to, each topic with the
+    /// caller's read state: two reads for all the views (the topics, then the read states).
+    func fillTopics(_ views: inout [Groupd_V1_Group], memberships: [String: Member], call: CallContext) async throws {
+        let communities = views.filter { memberships[$0.groupID] != nil && $0.type == .community }.map(\.groupID)
+        if communities.isEmpty { return }
+        let topics = try await store.topics(app: call.caller.appID, communityIDs: communities)
+        if topics.isEmpty { return }
+        var reads: [String: ReadState] = [:]
+        if let user = call.caller.operatorID {
+            reads = try await store.readStates(
+                app: call.caller.appID, userID: user, groupIDs: topics.values.flatMap { $0.map(\.id) })
+        }
+        for index in views.indices {
+            guard let list = topics[views[index].groupID], let membership = memberships[views[index].groupID] else { continue }
+            views[index].topics = list.map { Self.topicView($0, membership: membership, read: reads[$0.id], call: call) }
+        }
+    }
+
+    /// `topics` as the caller sees them, with the caller's read states when a member.
+    func topicViews(_ topics: [Group], membership: Member?, call: CallContext) async throws -> [Groupd_V1_Topic] {
+        var reads: [String: ReadState] = [:]
+        if membership != nil, let user = call.caller.operatorID, !topics.isEmpty {
+            reads = try await store.readStates(app: call.caller.appID, userID: user, groupIDs: topics.map(\.id))
+        }
+        return topics.map { Self.topicView($0, membership: membership, read: reads[$0.id], call: call) }
+    }
+
+    /// A topic as the caller sees it: members and the backend all of it, others the public subset.
+    static func topicView(_ topic: Group, membership: Member?, read: ReadState?, call: CallContext) -> Groupd_V1_Topic {
+        let actor = call.caller.actingRole(membership: membership?.role)
+        var visibility = GroupRules.visibility(of: topic.type, for: actor)
+        if visibility == .hidden { visibility = .publicProfile }
+        let group = APIMapping.group(topic, visibility: visibility, selfInfo: nil, now: call.now)
+        return .with {
+            $0.topicID = topic.id
+            $0.groupID = topic.parentID ?? GroupID.communityID(ofTopic: topic.id) ?? ""
+            $0.profile = group.profile ?? Groupd_V1_GroupProfile()
+            if let schema = call.customFields, visibility.includes(.custom) {
+                $0.custom = schema.readable(topic.custom, scope: .group, for: actor)
+            } else if visibility.includes(.custom) {
+                $0.custom = topic.custom
+            }
+            if let time = group.createTime { $0.createTime = time }
+            if let time = group.lastInfoTime { $0.lastInfoTime = time }
+            $0.latestSequence = group.latestSequence
+            if let mute = group.mute { $0.mute = mute }
+            $0.pinnedMessages = group.pinnedMessages
+            $0.publicViewOnly = group.publicViewOnly
+            if let read {
+                $0.readSequence = UInt64(max(read.readSequence, 0))
+                $0.unreadCount = UInt32(clamping: read.unreadCount)
+                $0.unreadMention = MessageMapping.unreadMention(read.unreadMention)
+                if let last = read.lastMessageAt { $0.lastMessageTime = APIMapping.timestamp(last) }
+            }
+        }
+    }
+
+    /// The community of a topic id, or `INVALID_ARGUMENT` naming `topic_id`.
+    static func communityID(ofTopic id: String) throws -> String {
+        if id.isEmpty { throw GroupError.invalidArgument(field: "topic_id", "topic_id must not be empty") }
+        guard let community = GroupID.communityID(ofTopic: id) else {
+            throw GroupError.invalidArgument(field: "topic_id", "topic_id is not a topic id (<group id>\(GroupID.topicMarker)…)")
+        }
+        return community
+    }
+
+    /// Runs `body`, naming the profile fields of a refusal as the request does (`profile.name`).
+    static func profileFields<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch var error as GroupError {
+            if let field = error.metadata["field"], ["name", "introduction", "notification", "face_url"].contains(field) {
+                error.metadata["field"] = "profile.\(field)"
+            }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,227 @@
+import Foundation
+import GRDB
+import GroupModel
+import GroupStore
+import GroupStoreSQL
+
+/// Topics of communities in the write transaction: the community of a topic snapshot, a topic
+/// asked for by id, the topic count, a member's read position in a topic, and the topic writes.
+extension SQLiteTransaction {
+    /// The live community of a topic (with custom fields) and its key.
+    /// - Throws: `GROUP_NOT_FOUND` naming the topic when the community is gone.
+    func loadCommunity(app: String, communityID: String, topicID: String) throws -> (group: Group, key: Int64) {
+        do {
+            let read = try Rows.liveGroup(db, app: app, groupID: communityID, ownerSettings: storesOwnerSettings)
+            return (try Operations.withCustom([read], db: db)[0], read.key)
+        } catch let error as GroupError where error.reason == .groupNotFound {
+            throw GroupError.groupNotFound(topicID)
+        }
+    }
+
+    /// The live topic `topicID` of the community under `communityKey`, as stored, into
+    /// ``StoreSnapshot/topic`` (left `nil` when there is none).
+    func loadTopic(app: String, topicID: String, communityKey: Int64, into snapshot: inout StoreSnapshot) throws {
+        guard let read = try RawStatement(
+            db,
+            """
+            SELECT \(Rows.GroupColumn.list()) FROM groups
+            WHERE app_id = ? AND group_id = ? AND parent_key = ? AND dismissed_at IS NULL
+            """
+        ).first([.text(app), .text(topicID), .integer(communityKey)], Rows.group) else { return }
+        var topic = try Operations.withCustom([read], db: db)[0]
+        topic.parentID = snapshot.group?.id
+        snapshot.topic = topic
+        snapshot.topicRow = GroupRowID(read.key)
+    }
+
+    /// How many live topics the community under `communityKey` holds.
+    func topicCount(communityKey: Int64) throws -> Int {
+        try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT count(*) FROM groups WHERE parent_key = ? AND dismissed_at IS NULL"),
+            arguments: [communityKey]) ?? 0
+    }
+
+    /// The reader's read position and counts in a topic (their membership is the community's,
+    /// loaded with the snapshot).
+    func loadTopicReadState(_ reader: (user: String, upTo: Int64?), topicKey: Int64, into snapshot: inout StoreSnapshot) throws {
+        let joinedAt = snapshot.members[reader.user]?.joinedAt.millisecondsSince1970 ?? Int64.max
+        snapshot.readSequence = try TopicReads.position(topicKey: topicKey, userID: reader.user, joinedAt: joinedAt, db: db)
+        snapshot.latestMessageSequence = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT max(seq) FROM group_messages WHERE group_key = ? AND seq <= ?"),
+            arguments: [topicKey, reader.upTo ?? Int64.max]) ?? 0
+        let unread = try TopicReads.unread(
+            topicKey: topicKey, userID: reader.user, after: snapshot.readSequence, joinedAt: joinedAt, db: db)
+        snapshot.unreadCount = unread.count
+        snapshot.unreadMention = unread.mention
+        snapshot.lastMessageAt = try MessageRows.lastMessageTime(groupKey: topicKey, db: db)
+    }
+
+    /// A member's new read position in a topic, kept with the membership's join time.
+    func writeTopicRead(_ read: (user: String, sequence: Int64), topicKey: Int64, member: Member?) throws {
+        guard let member else { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO topic_reads (topic_key, user_id, last_read_seq, joined_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (topic_key, user_id)
+                DO UPDATE SET last_read_seq = excluded.last_read_seq, joined_at = excluded.joined_at
+                """
+        ).execute(arguments: [topicKey, read.user, read.sequence, member.joinedAt.millisecondsSince1970])
+    }
+
+    /// Writes a topic of the community under `communityKey`; `eventID` (the write's last event)
+    /// marks the community's profile as changed for versioned sync.
+    func write(_ write: TopicWrite, communityKey: Int64, over snapshot: StoreSnapshot, eventID: Int64?) throws {
+        switch write {
+        case .create(var topic):
+            topic.parentID = nil
+            topic.memberCount = 0
+            let inserted = try insertGroup(GroupCreationPlan(group: topic, members: [], events: [], idWasGenerated: true))
+            try db.cachedStatement(sql: "UPDATE groups SET parent_key = ? WHERE group_key = ?")
+                .execute(arguments: [communityKey, inserted.groupRow?.value])
+        case .update(let topic):
+            guard let key = snapshot.topicRow?.value, let before = snapshot.topic else {
+                throw GroupError.internal("a topic update over a snapshot without the topic")
+            }
+            let (mode, roles) = Rows.encode(topic.mute.mode)
+            try db.cachedStatement(
+                sql: """
+                    UPDATE groups SET introduction = ?, notification = ?, face_url = ?, mute_mode = ?, mute_roles = ?,
+                        mute_until = ?, mute_operator = ?, updated_at = ?
+                    WHERE group_key = ?
+                    """
+            ).execute(arguments: [
+                topic.introduction, topic.notification, topic.faceURL, mode, roles,
+                topic.mute.until?.millisecondsSince1970, topic.mute.operatorID, topic.updatedAt.millisecondsSince1970, key,
+            ])
+            // Set apart: the name search trigger re-indexes on any UPDATE OF name.
+            if topic.name != before.name {
+                try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?").execute(arguments: [topic.name, key])
+            }
+            for name in before.custom.keys where topic.custom[name] == nil {
+                try db.cachedStatement(sql: "DELETE FROM group_custom WHERE group_key = ? AND key = ?")
+                    .execute(arguments: [key, name])
+            }
+            for (name, value) in topic.custom where before.custom[name] != value {
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)
+                        ON CONFLICT (group_key, key) DO UPDATE SET value = excluded.value
+                        """
+                ).execute(arguments: [key, name, Data(value)])
+            }
+        case .delete:
+            guard let key = snapshot.topicRow?.value else {
+                throw GroupError.internal("a topic deletion over a snapshot without the topic")
+            }
+            try db.cachedStatement(sql: "UPDATE groups SET dismissed_at = ? WHERE group_key = ?")
+                .execute(arguments: [snapshot.time.millisecondsSince1970, key])
+        }
+        if storesSyncVersions, let eventID {
+            try db.cachedStatement(sql: "UPDATE groups SET info_event_id = ? WHERE group_key = ?")
+                .execute(arguments: [eventID, communityKey])
+        }
+    }
+}
+
+/// Read positions and unread counts in topics. A member's position counts while the membership
+/// it was written in lasts (`topic_reads.joined_at` is the member's join time); without one, the
+/// member's join time is the baseline: the topic's messages sent before it are not unread.
+enum TopicReads {
+    /// The member's read position in a topic (0: none in this membership).
+    static func position(topicKey: Int64, userID: String, joinedAt: Int64, db: Database) throws -> Int64 {
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT last_read_seq, joined_at FROM topic_reads WHERE topic_key = ? AND user_id = ?"),
+            arguments: [topicKey, userID])
+        else { return 0 }
+        let joined: Int64 = try row.decode(atIndex: 1)
+        return joined == joinedAt ? try row.decode(atIndex: 0) : 0
+    }
+
+    /// The topic's messages after `sequence` sent after `joinedAt` by others than the user, and
+    /// whether one of them mentions the user or everyone.
+    static func unread(
+        topicKey: Int64, userID: String, after sequence: Int64, joinedAt: Int64, db: Database
+    ) throws -> (count: Int, mention: UnreadMention) {
+        let count = try Int.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT count(*) FROM group_messages WHERE group_key = ? AND seq > ? AND sender_id <> ? AND time >= ?"),
+            arguments: [topicKey, sequence, userID, joinedAt]) ?? 0
+        if count == 0 { return (0, UnreadMention(me: false, all: false)) }
+        let me = try Bool.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM message_mentions mm
+                        JOIN group_messages gm ON gm.group_key = mm.group_key AND gm.seq = mm.seq
+                        WHERE mm.group_key = ? AND mm.user_id = ? AND mm.seq > ? AND gm.time >= ?)
+                    """),
+            arguments: [topicKey, userID, sequence, joinedAt]) ?? false
+        let all = try Bool.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM group_messages
+                        WHERE group_key = ? AND mention_all = 1 AND seq > ? AND sender_id <> ? AND time >= ?)
+                    """),
+            arguments: [topicKey, sequence, userID, joinedAt]) ?? false
+        return (count, UnreadMention(me: me, all: all))
+    }
+
+    /// `ids` split into topic ids and the others.
+    static func split(_ ids: [String]) -> (topics: [String], others: [String]) {
+        var topics: [String] = []
+        var others: [String] = []
+        for id in ids {
+            if GroupID.isTopic(id) { topics.append(id) } else { others.append(id) }
+        }
+        return (topics, others)
+    }
+
+    /// For each live topic of `topicIDs` whose community the user is a member of: its key, the
+    /// user's position in it and the user's join time (ms).
+    static func positions(
+        app: String, userID: String, topicIDs: [String], db: Database
+    ) throws -> [(id: String, key: Int64, position: Int64, joinedAt: Int64)] {
+        if topicIDs.isEmpty { return [] }
+        let padded = Rows.padded(topicIDs)
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT t.group_id, t.group_key, m.joined_at, r.last_read_seq, r.joined_at FROM groups t
+                    JOIN members m ON m.group_key = t.parent_key AND m.user_id = ?
+                    LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
+                    WHERE t.app_id = ? AND t.group_id IN (\(Rows.placeholders(padded.count))) AND t.dismissed_at IS NULL
+                    """),
+            arguments: StatementArguments([userID, app] + padded))
+        var found: [(id: String, key: Int64, position: Int64, joinedAt: Int64)] = []
+        while let row = try rows.next() {
+            let joinedAt: Int64 = try row.decode(atIndex: 2)
+            let readJoinedAt: Int64? = try row.decode(atIndex: 4)
+            let position: Int64 = readJoinedAt == joinedAt ? (try row.decode(atIndex: 3) ?? 0) : 0
+            found.append((try row.decode(atIndex: 0), try row.decode(atIndex: 1), position, joinedAt))
+        }
+        return found
+    }
+
+    /// Every member of the topic's community with their position in the topic; their join
+    /// sequence is the topic's latest message sent before they joined (0: none).
+    static func readPositions(topicKey: Int64, db: Database) throws -> [MemberReadPosition] {
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.user_id, m.joined_at, r.last_read_seq, r.joined_at,
+                        (SELECT coalesce(max(seq), 0) FROM group_messages WHERE group_key = t.group_key AND time < m.joined_at)
+                    FROM groups t JOIN members m ON m.group_key = t.parent_key
+                    LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
+                    WHERE t.group_key = ? ORDER BY m.user_id
+                    """),
+            arguments: [topicKey])
+        var positions: [MemberReadPosition] = []
+        while let row = try rows.next() {
+            let joinedAt: Int64 = try row.decode(atIndex: 1)
+            let readJoinedAt: Int64? = try row.decode(atIndex: 3)
+            let read: Int64 = readJoinedAt == joinedAt ? (try row.decode(atIndex: 2) ?? 0) : 0
+            positions.append(MemberReadPosition(
+                userID: try row.decode(atIndex: 0), joinSequence: try row.decode(atIndex: 4), readSequence: read))
+        }
+        return positions
+    }
+}
