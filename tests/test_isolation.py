@@ -68,6 +68,14 @@ class AppOne:
             metadata=user_md(self.owner), timeout=10)
         stubs.group.IncrementGroupCounters(group_pb2.IncrementGroupCountersRequest(
             group_id=self.group_id, deltas={"n": 1}), metadata=user_md(self.owner), timeout=10)
+        # A Community with a topic.
+        self.community_id = uid("c")
+        stubs.group.CreateGroup(group_pb2.CreateGroupRequest(
+            group_id=self.community_id, type=common_pb2.GROUP_TYPE_COMMUNITY, owner_user_id=self.owner,
+            profile=common_pb2.GroupProfile(name=self.marker[:30])), metadata=admin_md(), timeout=10)
+        self.topic_id = stubs.group.CreateTopic(group_pb2.CreateTopicRequest(
+            group_id=self.community_id, profile=common_pb2.GroupProfile(name=self.marker[:30])),
+            metadata=admin_md(), timeout=10).topic.topic_id
         # A reaction to the message, by the member.
         stubs.message.AddMessageReaction(message_pb2.AddMessageReactionRequest(
             group_id=self.group_id, sequence=self.message_sequence, reaction_key="+1"),
@@ -102,6 +110,8 @@ class AppOne:
                                          metadata=admin_md(), timeout=10),
             stubs.member.ListInviteLinks(member_pb2.ListInviteLinksRequest(group_id=self.group_id),
                                          metadata=admin_md(), timeout=10),
+            stubs.group.ListTopics(group_pb2.ListTopicsRequest(group_id=self.community_id),
+                                   metadata=admin_md(), timeout=10),
             stubs.message.GetMessageReactions(message_pb2.GetMessageReactionsRequest(
                 group_id=self.group_id, sequences=[self.message_sequence], max_users_per_reaction=10),
                 metadata=user_md(self.owner), timeout=10),
@@ -157,6 +167,12 @@ TABLE = {
     (G, "SearchGroups"): ("ok", lambda s, w, kw: [s.group.SearchGroups(group_pb2.SearchGroupsRequest(keyword=k), **kw)
                                                   for k in (w.group_id, w.marker[:30])]),
     (G, "SyncJoinedGroups"): ("ok", lambda s, w, kw: s.group.SyncJoinedGroups(group_pb2.SyncJoinedGroupsRequest(), **kw)),
+    (G, "CreateTopic"): ("", lambda s, w, kw: s.group.CreateTopic(group_pb2.CreateTopicRequest(
+        group_id=w.community_id, profile=common_pb2.GroupProfile(name="hijacked")), **kw)),
+    (G, "UpdateTopic"): ("", lambda s, w, kw: s.group.UpdateTopic(group_pb2.UpdateTopicRequest(
+        topic_id=w.topic_id, update_mask=MASK(paths=["name"]), profile=common_pb2.GroupProfile(name="hijacked")), **kw)),
+    (G, "DeleteTopic"): ("", lambda s, w, kw: s.group.DeleteTopic(group_pb2.DeleteTopicRequest(topic_id=w.topic_id), **kw)),
+    (G, "ListTopics"): ("", lambda s, w, kw: s.group.ListTopics(group_pb2.ListTopicsRequest(group_id=w.community_id), **kw)),
     (G, "ImportGroup"): ("ok", lambda s, w, kw: s.group.ImportGroup(group_pb2.ImportGroupRequest(
         group_id=uid("own"), type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=w.creator_owner or uid("owner"),
         profile=common_pb2.GroupProfile(name="theirs")), **kw)),

@@ -208,7 +208,7 @@ public struct StoreSnapshot: Sendable {
     /// The room's presences (`.presence`, AVChatRoom only; `nil` otherwise).
     public var presence: RoomPresence?
     /// The topic of ``SnapshotRequest/topic`` as stored (its own row: profile, custom fields,
-    /// mute, sequences; ``Group/parentID`` set), `nil` when the community has no such live topic.
+    /// mute, sequences; `Group.parentID` set), `nil` when the community has no such live topic.
     public var topic: Group?
     /// The row of ``topic``.
     public var topicRow: GroupRowID?
@@ -302,7 +302,7 @@ extension WriteSet {
 
 /// A write of one topic of a community (``WriteSet/topic``), over a snapshot of the community.
 public enum TopicWrite: Sendable, Hashable {
-    /// Insert the topic's row under the community (``Group/id`` is the topic's id,
+    /// Insert the topic's row under the community (`Group.id` is the topic's id,
     /// `GroupID.generateTopicID(in:)`; a taken id throws `GROUP_ID_TAKEN`).
     case create(Group)
     /// Rewrite the stored topic's profile, custom fields, mute and update time (its row as

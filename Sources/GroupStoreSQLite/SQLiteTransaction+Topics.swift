@@ -19,7 +19,7 @@ extension SQLiteTransaction {
     }
 
     /// The live topic `topicID` of the community under `communityKey`, as stored, into
-    /// ``StoreSnapshot/topic`` (left `nil` when there is none).
+    /// `StoreSnapshot.topic` (left `nil` when there is none).
     func loadTopic(app: String, topicID: String, communityKey: Int64, into snapshot: inout StoreSnapshot) throws {
         guard let read = try RawStatement(
             db,
