@@ -16,6 +16,32 @@ extension PostgresBackend {
         try await groupReads.read(GroupIDsRead(app: app, ids: ids))
     }
 
+    public func topics(app: String, communities: [String]) async throws -> [String: [Group]] {
+        if communities.isEmpty { return [:] }
+        return try await read { session in
+            var rows: [Rows.GroupRow] = []
+            var parents: [String] = []
+            let count = Rows.GroupColumn.allCases.count
+            try await session.rows(
+                """
+                SELECT \(Rows.GroupColumn.list(table: "t")), c.group_id FROM groups c
+                JOIN groups t ON t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                WHERE c.app_id = ? AND c.group_id = ANY(?) AND c.dismissed_at IS NULL
+                ORDER BY c.group_id, t.created_at, t.group_id
+                """,
+                [.text(app), .texts(communities)]
+            ) { row in
+                rows.append(try Rows.group(row))
+                parents.append(try row.text(count))
+            }
+            var topics: [String: [Group]] = [:]
+            for (parent, topic) in zip(parents, try await PostgresRows.withCustom(rows, app: app, session: session)) {
+                topics[parent, default: []].append(topic)
+            }
+            return topics
+        }
+    }
+
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
         try await readOne { session, inSnapshot in
             var groupIDList: [String] = []
@@ -242,7 +268,7 @@ extension PostgresBackend {
         let sql = """
             SELECT \(Rows.GroupColumn.list(table: "g")) FROM groups g
             WHERE g.app_id = ? AND g.group_key IN (\(candidates.joined(separator: "\nUNION ALL\n")))
-              AND g.dismissed_at IS NULL AND g.group_key > ?
+              AND g.dismissed_at IS NULL AND g.parent_key IS NULL AND g.group_key > ?
               \(visibility)
             ORDER BY g.group_key LIMIT ?
             """

@@ -121,7 +121,9 @@ extension PostgresTransaction {
     func preloadSends(_ scopes: [WriteScope]) async throws {
         var wanted: [String: [(group: String, send: WriteScope.Send)]] = [:]
         for scope in scopes {
-            guard let send = scope.send, let group = scope.groups?.first else { continue }
+            // A topic's send loads from the database (``PostgresTransaction/load(_:)``): its
+            // members are its community's, which this statement does not join.
+            guard let send = scope.send, let group = scope.groups?.first, !GroupID.isTopic(group) else { continue }
             wanted[scope.app, default: []].append((group, send))
         }
         for (app, sends) in wanted.sorted(by: { $0.key < $1.key }) {
