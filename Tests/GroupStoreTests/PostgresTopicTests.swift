@@ -253,4 +253,42 @@ struct PostgresTopicTests {
         #expect(joined.items.map(\.group.id) == ["c"])
         try await store.close()
     }
+
+    @Test("a change of a topic (its name, its mute) writes the topic's row and events alone; a change of members over a topic is refused")
+    func topicChanges() async throws {
+        let temporary = try await store()
+        let store = temporary.store
+        try await community(store, "c", members: ["bob"])
+        let topic = try await createTopic(store, "c", "one", at: at(1)).value
+        let community = try #require(try await store.groups(app: app, ids: ["c"])["c"])
+        let changed = try await store.mutateGroup(app: app, groupID: topic, operatorID: "alice", targets: ["bob"], at: at(2)) { snapshot in
+            #expect(snapshot.group.parentID == "c" && snapshot.group.ownerID == "alice")
+            #expect(snapshot.operatorMembership?.role == .owner && snapshot.operatorMembership?.joinSequence == 0)
+            #expect(snapshot.targets["bob"]?.role == .member)
+            var group = snapshot.group
+            group.name = "renamed"
+            group.mute = GroupMuteState(mode: .all, until: nil, operatorID: "alice")
+            return (GroupChange(group: group, events: [.init(kind: .groupMuted, operatorID: "alice")]), ())
+        }
+        #expect(changed.events.map(\.groupID) == [topic] && changed.events.map(\.sequence) == [1])
+        let groups = try await store.groups(app: app, ids: [topic, "c"])
+        #expect(groups[topic]?.name == "renamed" && groups[topic]?.mute.mode == .all && groups[topic]?.latestSequence == 1)
+        #expect(groups["c"]?.name == community.name && groups["c"]?.mute.mode == GroupMuteMode.none)
+        #expect(groups["c"]?.latestSequence == community.latestSequence && groups["c"]?.memberCount == 2)
+        #expect(try await store.topics(app: app, communityIDs: ["c"])["c"]?.first?.name == "renamed")
+
+        let refused = await Fixture.groupError {
+            _ = try await store.mutateGroup(app: self.app, groupID: topic, operatorID: "carol", targets: [], at: self.at(3)) { snapshot in
+                var group = snapshot.group
+                group.memberCount += 1
+                let member = Member(userID: "carol", role: .member, joinedAt: self.at(3), joinSequence: 0)
+                return (GroupChange(group: group, insertedMembers: [member],
+                                    events: [.init(kind: .memberJoined, operatorID: "carol", targets: ["carol"])]), ())
+            }
+        }
+        #expect(refused?.code == .internal)
+        #expect(try await store.memberships(app: app, userID: "carol", groupIDs: ["c", topic]).isEmpty)
+        #expect(try await store.groups(app: app, ids: ["c"])["c"]?.memberCount == 2)
+        try await store.close()
+    }
 }
