@@ -102,9 +102,9 @@ extension PostgresTransaction {
                     session, app: app, groupID: groupID, users: request.users, now: request.time)
             }
             if let topicID = request.topic {
-                if let (topic, _) = try await topicRow(app: app, topicID: topicID, communityKey: key) {
-                    snapshot.topic = topic.group
-                    snapshot.topicRow = GroupRowID(topic.key)
+                if let (row, stored) = try await topicRow(app: app, topicID: topicID, communityKey: key) {
+                    snapshot.topic = stored
+                    snapshot.topicRow = GroupRowID(row.key)
                 }
             }
             if request.parts.contains(.topicCount) {
