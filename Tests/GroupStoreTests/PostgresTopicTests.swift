@@ -186,6 +186,13 @@ struct PostgresTopicTests {
         let missing = await Fixture.groupError { try await self.send(store, "c@TOPIC#_NOSUCHTOPIC0", from: "bob", at: self.at(6)) }
         #expect(missing == GroupError.groupNotFound("c@TOPIC#_NOSUCHTOPIC0"))
         #expect(try await store.memberships(app: app, userID: "bob", groupIDs: [topic])[topic]?.userID == "bob")
+        // GetGroupsInfo's read: the topic in its community's view, with bob's membership of the community.
+        let view = try await store.groupsForUser(app: app, userID: "bob", ids: [topic, "c"])
+        #expect(view.groups[topic]?.parentID == "c" && view.groups[topic]?.latestSequence == 4 && view.groups["c"] != nil)
+        #expect(view.memberships[topic]?.userID == "bob" && view.memberships["c"]?.userID == "bob")
+        #expect(view.unreadMentions?[topic] == UnreadMention.none)
+        let outsider = try await store.groupsForUser(app: app, userID: "mallory", ids: [topic])
+        #expect(outsider.groups[topic]?.parentID == "c" && outsider.memberships.isEmpty)
         try await store.close()
     }
 
