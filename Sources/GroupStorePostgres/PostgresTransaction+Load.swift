@@ -17,14 +17,15 @@ extension PostgresTransaction {
     /// (a creation's) corrects the joined-group counts it reads by what held rows will change
     /// (``HeldWrites/answersCounts(_:)``), so a batch of one owner's creations writes none first.
     func load(_ request: SnapshotRequest) async throws -> StoreSnapshot {
+        if let snapshot = try cachedSnapshot(request) { return snapshot }
         if let topicID = request.group, let communityID = GroupID.communityID(ofTopic: topicID) {
-            // A topic is read from the database, with every held row written first: memory holds
-            // groups by id, and a topic's snapshot is its community's and its own row's.
+            // Beside a send the preload read (above), a topic is read from the database, with
+            // every held row written first: held rows are known by group, and a topic's snapshot
+            // is its community's and its own row's.
             try await flushSends()
             try await flushHeld()
             return try await loadTopic(request, topicID: topicID, communityID: communityID)
         }
-        if let snapshot = try cachedSnapshot(request) { return snapshot }
         try await flushSends()
         var known: HeldWrites.KnownGroup?
         var countsHeld = false

@@ -298,4 +298,56 @@ struct PostgresTopicTests {
         #expect(try await store.groups(app: app, ids: ["c"])["c"]?.memberCount == 2)
         try await store.close()
     }
+
+    @Test("sends to topics in one batch: read by the batch's preload, the topic's state dropped by a write of its community (a join, a quit) in the batch")
+    func batchedTopicSends() async throws {
+        let temporary = try await store()
+        let store = temporary.store
+        try await community(store, "c", members: ["bob"])
+        let topic = try await createTopic(store, "c", "one", at: at(1)).value
+        let other = try await createTopic(store, "c", "two", at: at(1)).value
+        let results = Results()
+        let missing = "c@TOPIC#_NOSUCHTOPIC0"
+        try await Fixture.inOneBatch(store, [
+            { await results.set("bob 1", await sendOutcome { try await self.send(store, topic, from: "bob", at: self.at(2)) }) },
+            { await results.set("dave before", await sendOutcome { try await self.send(store, topic, from: "dave", at: self.at(2)) }) },
+            { await results.set("bob other", await sendOutcome { try await self.send(store, other, from: "bob", at: self.at(2)) }) },
+            { await results.set("missing", await sendOutcome { try await self.send(store, missing, from: "bob", at: self.at(2)) }) },
+            { try await self.join(store, "c", "dave", at: self.at(3)) },
+            { await results.set("dave after", await sendOutcome { try await self.send(store, topic, from: "dave", at: self.at(4)) }) },
+            { await results.set("bob 2", await sendOutcome { try await self.send(store, topic, from: "bob", at: self.at(4)) }) },
+            { try await Fixture.quit(store, "c", "bob") },
+            { await results.set("bob after quit", await sendOutcome { try await self.send(store, topic, from: "bob", at: self.at(5)) }) },
+        ])
+        let outcome = await results.all
+        #expect(outcome["bob 1"] == "1")
+        #expect(outcome["dave before"] == GroupError.Reason.notAMember.rawValue)
+        #expect(outcome["bob other"] == "1")
+        #expect(outcome["missing"] == GroupError.Reason.groupNotFound.rawValue)
+        #expect(outcome["dave after"] == "2")
+        #expect(outcome["bob 2"] == "3")
+        #expect(outcome["bob after quit"] == GroupError.Reason.notAMember.rawValue)
+        let history = try await store.messages(app: app, groupID: topic, range: MessageRange(direction: .older, anchor: nil, floor: 0), limit: 10)
+        #expect(history.messages.map(\.senderID) == ["bob", "dave", "bob"])
+        #expect(try await store.groups(app: app, ids: [topic, other]).mapValues(\.latestSequence) == [topic: 3, other: 1])
+        try await store.close()
+    }
+}
+
+/// What each step of a batch ended with, by name.
+private actor Results {
+    private(set) var all: [String: String] = [:]
+
+    func set(_ name: String, _ value: String) { all[name] = value }
+}
+
+/// The sequence of the message `body` sent, or its error's reason.
+private func sendOutcome(_ body: () async throws -> AppendedMessage) async -> String {
+    do {
+        return String(try await body().stored.message.sequence)
+    } catch let error as GroupError {
+        return error.reason.rawValue
+    } catch {
+        return "\(error)"
+    }
 }
