@@ -16,6 +16,32 @@ extension PostgresBackend {
         try await groupReads.read(GroupIDsRead(app: app, ids: ids))
     }
 
+    public func topics(app: String, communities: [String]) async throws -> [String: [Group]] {
+        if communities.isEmpty { return [:] }
+        return try await read { session in
+            var rows: [Rows.GroupRow] = []
+            var parents: [String] = []
+            let count = Rows.GroupColumn.allCases.count
+            try await session.rows(
+                """
+                SELECT \(Rows.GroupColumn.list(table: "t")), c.group_id FROM groups c
+                JOIN groups t ON t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                WHERE c.app_id = ? AND c.group_id = ANY(?) AND c.dismissed_at IS NULL
+                ORDER BY c.group_id, t.created_at, t.group_id
+                """,
+                [.text(app), .texts(communities)]
+            ) { row in
+                rows.append(try Rows.group(row))
+                parents.append(try row.text(count))
+            }
+            var topics: [String: [Group]] = [:]
+            for (parent, topic) in zip(parents, try await PostgresRows.withCustom(rows, app: app, session: session)) {
+                topics[parent, default: []].append(topic)
+            }
+            return topics
+        }
+    }
+
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
         try await readOne { session, inSnapshot in
             var groupIDList: [String] = []
@@ -42,8 +68,34 @@ extension PostgresBackend {
     /// The groups, the user's membership, remark and unread mentions of each: one statement for
     /// every call that arrives together (``userGroupReads``), a second in one snapshot for a call
     /// whose groups or membership have custom fields.
+    ///
+    /// Topics among `ids` are answered apart, in a few reads (not one instant with the others):
+    /// each in its community's view (`Group.topic(_:in:)`, absent when the community is not
+    /// live), with the user's membership of the community and the unread mention of the topic.
     public func groupsForUser(app: String, userID: String, ids: [String]) async throws -> GroupsForUser {
-        try await userGroupReads.read(UserGroupsRead(app: app, userID: userID, ids: ids))
+        let topics = ids.filter(GroupID.isTopic)
+        if topics.isEmpty { return try await userGroupReads.read(UserGroupsRead(app: app, userID: userID, ids: ids)) }
+        let others = ids.filter { !GroupID.isTopic($0) }
+        var answer = others.isEmpty
+            ? GroupsForUser(unreadMentions: [:])
+            : try await userGroupReads.read(UserGroupsRead(app: app, userID: userID, ids: others))
+        let communities = Array(Set(topics.compactMap(GroupID.communityID(ofTopic:))))
+        let rows = try await groups(app: app, ids: topics + communities)
+        let memberships = try await memberships(app: app, userID: userID, groupIDs: communities)
+        let member = topics.filter { topic in GroupID.communityID(ofTopic: topic).map { memberships[$0] != nil } ?? false }
+        let states = member.isEmpty ? [:] : try await readStates(app: app, userID: userID, groupIDs: member)
+        let remarks = member.isEmpty ? [:] : try await remarks(app: app, userID: userID, groupIDs: member)
+        for topic in topics {
+            guard let communityID = GroupID.communityID(ofTopic: topic), let row = rows[topic],
+                  let community = rows[communityID]
+            else { continue }
+            answer.groups[topic] = Group.topic(row, in: community)
+            guard let membership = memberships[communityID] else { continue }
+            answer.memberships[topic] = membership
+            if let remark = remarks[topic] { answer.remarks[topic] = remark }
+            if answer.unreadMentions != nil { answer.unreadMentions?[topic] = states[topic]?.unreadMention ?? UnreadMention.none }
+        }
+        return answer
     }
 
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
@@ -242,7 +294,7 @@ extension PostgresBackend {
         let sql = """
             SELECT \(Rows.GroupColumn.list(table: "g")) FROM groups g
             WHERE g.app_id = ? AND g.group_key IN (\(candidates.joined(separator: "\nUNION ALL\n")))
-              AND g.dismissed_at IS NULL AND g.group_key > ?
+              AND g.dismissed_at IS NULL AND g.parent_key IS NULL AND g.group_key > ?
               \(visibility)
             ORDER BY g.group_key LIMIT ?
             """

@@ -77,6 +77,10 @@ extension PostgresBackend {
 
     public func unreadMentions(app: String, userID: String, groupIDs: [String]) async throws -> [String: UnreadMention] {
         if groupIDs.isEmpty { return [:] }
+        if groupIDs.contains(where: GroupID.isTopic) {
+            let states = try await readStates(app: app, userID: userID, groupIDs: groupIDs)
+            return states.mapValues(\.unreadMention)
+        }
         return try await readStatement { session in
             var mentions: [String: UnreadMention] = [:]
             try await session.rows(
@@ -95,26 +99,42 @@ extension PostgresBackend {
     public func readStates(app: String, userID: String, groupIDs: [String]) async throws -> [String: ReadState] {
         let groupIDs = groupIDs.count > 1 ? Array(Set(groupIDs)) : groupIDs
         if groupIDs.isEmpty { return [:] }
-        return try await readStatement { session in
-            // One statement: per membership, the unread count and the newest message's time
-            // (``PostgresMessageRows/unreadCount(app:groupKey:userID:after:session:)`` and
-            // ``PostgresMessageRows/lastMessageTime(app:groupKey:session:)`` as subqueries).
-            // Dismissed groups included, as on SQLite.
-            var states: [String: ReadState] = [:]
+        let topics = groupIDs.filter(GroupID.isTopic)
+        if topics.isEmpty {
+            return try await readStatement { session in
+                try await Self.readStates(session, app: app, userID: userID, groupIDs: groupIDs)
+            }
+        }
+        let others = groupIDs.filter { !GroupID.isTopic($0) }
+        return try await read { session in
+            var states = others.isEmpty ? [:] : try await Self.readStates(session, app: app, userID: userID, groupIDs: others)
+            // A topic's: the member's position in `topic_reads` when written for their current
+            // membership of the community (else 0); unread counts and mentions after it, among
+            // the messages sent after they joined the community.
             try await session.rows(
                 """
-                SELECT g.group_id, m.last_read_seq,
+                SELECT g.group_id, p.seq,
                     (SELECT COUNT(*) FROM group_messages u
-                     WHERE u.app_id = m.app_id AND u.group_key = m.group_key
-                       AND u.seq > GREATEST(m.last_read_seq, m.join_seq) AND u.sender_id <> m.user_id),
+                     WHERE u.app_id = g.app_id AND u.group_key = g.group_key
+                       AND u.seq > p.seq AND u.time > m.joined_at AND u.sender_id <> m.user_id),
                     (SELECT l.time FROM group_messages l
-                     WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
-                    \(Self.unreadMentionColumns)
+                     WHERE l.app_id = g.app_id AND l.group_key = g.group_key ORDER BY l.seq DESC LIMIT 1),
+                    (EXISTS (SELECT 1 FROM message_mentions mm JOIN group_messages mg
+                        ON mg.app_id = mm.app_id AND mg.group_key = mm.group_key AND mg.seq = mm.seq
+                     WHERE mm.app_id = g.app_id AND mm.group_key = g.group_key AND mm.user_id = m.user_id
+                       AND mm.seq > p.seq AND mg.time > m.joined_at))::int::int8,
+                    (EXISTS (SELECT 1 FROM group_messages a
+                     WHERE a.app_id = g.app_id AND a.group_key = g.group_key AND a.mention_all = 1
+                       AND a.seq > p.seq AND a.time > m.joined_at AND a.sender_id <> m.user_id))::int::int8
                 FROM groups g
-                JOIN \(PostgresRows.membershipProbe)
-                WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(groupIDs).sql)
+                JOIN LATERAL (SELECT m.* FROM members m
+                    WHERE m.app_id = g.app_id AND m.group_key = g.parent_key AND m.user_id COLLATE "C" = ? LIMIT 1) m ON true
+                CROSS JOIN LATERAL (SELECT coalesce((SELECT r.last_read_seq FROM topic_reads r
+                    WHERE r.app_id = g.app_id AND r.topic_key = g.group_key AND r.user_id = m.user_id
+                      AND r.joined_at = m.joined_at), 0) AS seq) p
+                WHERE g.app_id = ? AND g.group_id = ANY(?) AND g.parent_key IS NOT NULL
                 """,
-                [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
+                [.text(userID), .text(app), .texts(topics)]
             ) { row in
                 states[try row.text(0)] = ReadState(
                     readSequence: try row.int64(1), unreadCount: try row.int(2),
@@ -125,8 +145,66 @@ extension PostgresBackend {
         }
     }
 
+    /// The read states of `userID` in the groups (none a topic), in one statement.
+    private static func readStates(
+        _ session: PostgresSession, app: String, userID: String, groupIDs: [String]
+    ) async throws -> [String: ReadState] {
+        // One statement: per membership, the unread count and the newest message's time
+        // (``PostgresMessageRows/unreadCount(app:groupKey:userID:after:session:)`` and
+        // ``PostgresMessageRows/lastMessageTime(app:groupKey:session:)`` as subqueries).
+        // Dismissed groups included, as on SQLite.
+        var states: [String: ReadState] = [:]
+        try await session.rows(
+            """
+            SELECT g.group_id, m.last_read_seq,
+                (SELECT COUNT(*) FROM group_messages u
+                 WHERE u.app_id = m.app_id AND u.group_key = m.group_key
+                   AND u.seq > GREATEST(m.last_read_seq, m.join_seq) AND u.sender_id <> m.user_id),
+                (SELECT l.time FROM group_messages l
+                 WHERE l.app_id = m.app_id AND l.group_key = m.group_key ORDER BY l.seq DESC LIMIT 1),
+                \(Self.unreadMentionColumns)
+            FROM groups g
+            JOIN \(PostgresRows.membershipProbe)
+            WHERE g.app_id = ? AND g.group_id \(PostgresRows.oneOrAny(groupIDs).sql)
+            """,
+            [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
+        ) { row in
+            states[try row.text(0)] = ReadState(
+                readSequence: try row.int64(1), unreadCount: try row.int(2),
+                lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
+                unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
+        }
+        return states
+    }
+
     public func readPositions(app: String, groupID: String) async throws -> [MemberReadPosition] {
-        try await read { session in
+        if GroupID.isTopic(groupID) {
+            return try await read { session in
+                // The community's members, with their position in the topic when written for
+                // their current membership (join sequences are the community's: 0 here).
+                guard let (topicKey, communityKey) = try await session.first(
+                    """
+                    SELECT g.group_key, g.parent_key FROM groups g
+                    JOIN groups c ON c.app_id = g.app_id AND c.group_key = g.parent_key AND c.dismissed_at IS NULL
+                    WHERE g.app_id = ? AND g.group_id = ? AND g.dismissed_at IS NULL
+                    """, [.text(app), .text(groupID)], { (try $0.int64(0), try $0.int64(1)) })
+                else { throw GroupError.groupNotFound(groupID) }
+                var positions: [MemberReadPosition] = []
+                try await session.rows(
+                    """
+                    SELECT m.user_id, coalesce(r.last_read_seq, 0) FROM members m
+                    LEFT JOIN topic_reads r ON r.app_id = m.app_id AND r.topic_key = ? AND r.user_id = m.user_id
+                        AND r.joined_at = m.joined_at
+                    WHERE m.app_id = ? AND m.group_key = ? ORDER BY m.user_id COLLATE "C"
+                    """,
+                    [.integer(topicKey), .text(app), .integer(communityKey)]
+                ) { row in
+                    positions.append(MemberReadPosition(userID: try row.text(0), joinSequence: 0, readSequence: try row.int64(1)))
+                }
+                return positions
+            }
+        }
+        return try await read { session in
             let groupKey = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
             var positions: [MemberReadPosition] = []
             try await session.rows(
@@ -168,7 +246,12 @@ extension PostgresBackend {
         _ session: PostgresSession, app: String, groupID: String
     ) async throws -> (key: Int64, latest: Int64) {
         guard let group = try await session.first(
-            "SELECT group_key, latest_seq FROM groups WHERE app_id = ? AND group_id = ? AND dismissed_at IS NULL",
+            // A topic is live while its community is.
+            """
+            SELECT g.group_key, g.latest_seq FROM groups g WHERE g.app_id = ? AND g.group_id = ? AND g.dismissed_at IS NULL
+              AND (g.parent_key IS NULL OR EXISTS (
+                SELECT 1 FROM groups c WHERE c.app_id = g.app_id AND c.group_key = g.parent_key AND c.dismissed_at IS NULL))
+            """,
             [.text(app), .text(groupID)],
             { (try $0.int64(0), try $0.int64(1)) })
         else { throw GroupError.groupNotFound(groupID) }

@@ -35,6 +35,7 @@ enum PostgresSchema {
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
         ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
+        ("v17", v17),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -783,5 +784,27 @@ enum PostgresSchema {
     static let v16 = """
         ALTER TABLE groups DROP CONSTRAINT groups_type_check,
             ADD CONSTRAINT groups_type_check CHECK (type IN ('Work', 'Public', 'Meeting', 'AVChatRoom', 'Community'));
+        """
+
+    /// v17: topics of communities (SQLite's v21). A topic's row is a `groups` row (its own
+    /// profile, custom fields, mute, pins and `latest_seq`; the settings, owner and member count
+    /// copied from its community at creation, never read) whose `parent_key` is its community's
+    /// `group_key` (`groups_by_parent` lists a community's topics in creation order).
+    /// `topic_reads` holds a member's read position in a topic with the `joined_at` of the
+    /// membership that wrote it: a position written before the member quit and joined again does
+    /// not count (reads compare it with the membership's `joined_at`).
+    static let v17 = """
+        ALTER TABLE groups ADD COLUMN parent_key BIGINT;
+        ALTER TABLE groups ADD FOREIGN KEY (app_id, parent_key) REFERENCES groups (app_id, group_key);
+        CREATE INDEX groups_by_parent ON groups (app_id, parent_key, created_at) WHERE parent_key IS NOT NULL;
+        CREATE TABLE topic_reads (
+            app_id TEXT NOT NULL,
+            topic_key BIGINT NOT NULL,
+            user_id TEXT NOT NULL,
+            last_read_seq BIGINT NOT NULL,
+            joined_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, topic_key, user_id),
+            FOREIGN KEY (app_id, topic_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
+        );
         """
 }

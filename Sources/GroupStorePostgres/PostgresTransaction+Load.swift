@@ -18,6 +18,14 @@ extension PostgresTransaction {
     /// (``HeldWrites/answersCounts(_:)``), so a batch of one owner's creations writes none first.
     func load(_ request: SnapshotRequest) async throws -> StoreSnapshot {
         if let snapshot = try cachedSnapshot(request) { return snapshot }
+        if let topicID = request.group, let communityID = GroupID.communityID(ofTopic: topicID) {
+            // Beside a send the preload read (above), a topic is read from the database, with
+            // every held row written first: held rows are known by group, and a topic's snapshot
+            // is its community's and its own row's.
+            try await flushSends()
+            try await flushHeld()
+            return try await loadTopic(request, topicID: topicID, communityID: communityID)
+        }
         try await flushSends()
         var known: HeldWrites.KnownGroup?
         var countsHeld = false
@@ -94,32 +102,18 @@ extension PostgresTransaction {
                 snapshot.presence = try await PostgresPresenceRows.read(
                     session, app: app, groupID: groupID, users: request.users, now: request.time)
             }
-            if request.parts.contains(.readState), let reader = request.readState {
-                try await loadReadState(reader, app: app, groupKey: key, into: &snapshot)
+            if let topicID = request.topic {
+                if let (row, stored) = try await topicRow(app: app, topicID: topicID, communityKey: key) {
+                    snapshot.topic = stored
+                    snapshot.topicRow = GroupRowID(row.key)
+                }
             }
-            if let sequence = request.messageSequence {
-                snapshot.message = try await session.first(
-                    "SELECT \(PostgresMessageRows.columns) FROM group_messages gm WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq = ?",
-                    [.text(app), .integer(key), .integer(sequence)],
-                    { try MessageRows.message($0, appID: app, groupID: groupID) })
+            if request.parts.contains(.topicCount) {
+                snapshot.topicCount = try await session.first(
+                    "SELECT COUNT(*) FROM groups WHERE app_id = ? AND parent_key = ? AND dismissed_at IS NULL",
+                    [.text(app), .integer(key)], { try $0.int(0) }) ?? 0
             }
-            if let reactions = request.reactionsOf {
-                snapshot.reactions = try await PostgresReactionRows.state(
-                    session, app: app, groupKey: key, sequence: reactions.sequence, userID: reactions.user)
-            }
-            if let sender = request.lastSentBy, let group = snapshot.group, group.settings.slowModeIntervalSeconds > 0 {
-                snapshot.lastSentAt = try await session.first(
-                    """
-                    SELECT time FROM group_messages WHERE app_id = ? AND group_key = ? AND sender_id = ?
-                    ORDER BY seq DESC LIMIT 1
-                    """,
-                    [.text(app), .integer(key), .text(sender)], { Timestamp(millisecondsSince1970: try $0.int64(0)) })
-            }
-            if let earlier = request.earlierMessage {
-                snapshot.earlierMessage = try await PostgresMessageRows.messageByClientID(
-                    app: app, groupKey: key, groupID: groupID, senderID: earlier.sender,
-                    clientMessageID: earlier.clientMessageID, session: session)
-            }
+            try await loadMessageParts(request, groupID: groupID, key: key, group: group, into: &snapshot)
         }
         if let key = request.inviteLink {
             snapshot.inviteLink = try await PostgresInviteLinkRows.one(session, app: app, key: key)
@@ -132,6 +126,98 @@ extension PostgresTransaction {
                 filter, readTime: snapshot.applicationReadTime, session: session)
         }
         return snapshot
+    }
+
+    /// The live topic `topicID` of the community `communityKey` as stored (with its custom
+    /// fields; ``Group/parentID`` unset), and its key; `nil` when there is none.
+    private func topicRow(app: String, topicID: String, communityKey: Int64) async throws -> (Rows.GroupRow, Group)? {
+        var read: Rows.GroupRow?
+        try await session.rows(
+            """
+            SELECT \(Rows.GroupColumn.list(table: "g")) FROM groups g
+            WHERE g.app_id = ? AND g.group_id = ? AND g.parent_key = ? AND g.dismissed_at IS NULL
+            """, [.text(app), .text(topicID), .integer(communityKey)]
+        ) { read = try Rows.group($0) }
+        guard let read else { return nil }
+        return (read, try await PostgresRows.withCustom([read], app: app, session: session)[0])
+    }
+
+    /// The snapshot of a topic (`request.group`, of the community `communityID`): the community's
+    /// members, bans, retained mutes, managers, approvers, owner, successor and joined-group
+    /// counts (the community's rows), the topic's messages, reactions, last send and read state
+    /// (the topic's row); ``StoreSnapshot/group`` is `Group.topic(_:in:)`, ``StoreSnapshot/groupRow``
+    /// the topic's key, ``StoreSnapshot/community`` the community as stored. Members' join
+    /// sequences are the community's and mean nothing in the topic: they read 0.
+    /// - Throws: `GROUP_NOT_FOUND` (the topic's id) when the topic or its community is not live.
+    private func loadTopic(_ request: SnapshotRequest, topicID: String, communityID: String) async throws -> StoreSnapshot {
+        var communityRequest = request
+        communityRequest.group = communityID
+        communityRequest.parts.subtract([.readState, .topicCount, .presence])
+        communityRequest.readState = nil
+        communityRequest.messageSequence = nil
+        communityRequest.reactionsOf = nil
+        communityRequest.lastSentBy = nil
+        communityRequest.earlierMessage = nil
+        communityRequest.topic = nil
+        var snapshot: StoreSnapshot
+        do {
+            snapshot = try await loadFromDatabase(communityRequest, known: nil)
+        } catch let error as GroupError where error.reason == .groupNotFound {
+            throw GroupError.groupNotFound(topicID)
+        }
+        guard let community = snapshot.group, let communityKey = snapshot.groupRow?.value,
+              let (row, stored) = try await topicRow(app: request.app, topicID: topicID, communityKey: communityKey)
+        else { throw GroupError.groupNotFound(topicID) }
+        let topic = Group.topic(stored, in: community)
+        snapshot.community = community
+        snapshot.group = topic
+        snapshot.groupRow = GroupRowID(row.key)
+        for user in Array(snapshot.members.keys) { snapshot.members[user]?.joinSequence = 0 }
+        snapshot.successor?.joinSequence = 0
+        snapshot.successorAdmin?.joinSequence = 0
+        try await loadMessageParts(request, groupID: topicID, key: row.key, group: topic, communityKey: communityKey, into: &snapshot)
+        return snapshot
+    }
+
+    /// What `request` asks of the group's (or topic's) own rows: read state, a message by
+    /// sequence, reactions, the last send (slow mode), an earlier message by client id.
+    /// `communityKey`: the group is a topic of that community (its read positions are in
+    /// `topic_reads`, its members in the community).
+    private func loadMessageParts(
+        _ request: SnapshotRequest, groupID: String, key: Int64, group: Group, communityKey: Int64? = nil,
+        into snapshot: inout StoreSnapshot
+    ) async throws {
+        let app = request.app
+        if request.parts.contains(.readState), let reader = request.readState {
+            if let communityKey {
+                try await loadTopicReadState(reader, app: app, topicKey: key, communityKey: communityKey, into: &snapshot)
+            } else {
+                try await loadReadState(reader, app: app, groupKey: key, into: &snapshot)
+            }
+        }
+        if let sequence = request.messageSequence {
+            snapshot.message = try await session.first(
+                "SELECT \(PostgresMessageRows.columns) FROM group_messages gm WHERE gm.app_id = ? AND gm.group_key = ? AND gm.seq = ?",
+                [.text(app), .integer(key), .integer(sequence)],
+                { try MessageRows.message($0, appID: app, groupID: groupID) })
+        }
+        if let reactions = request.reactionsOf {
+            snapshot.reactions = try await PostgresReactionRows.state(
+                session, app: app, groupKey: key, sequence: reactions.sequence, userID: reactions.user)
+        }
+        if let sender = request.lastSentBy, group.settings.slowModeIntervalSeconds > 0 {
+            snapshot.lastSentAt = try await session.first(
+                """
+                SELECT time FROM group_messages WHERE app_id = ? AND group_key = ? AND sender_id = ?
+                ORDER BY seq DESC LIMIT 1
+                """,
+                [.text(app), .integer(key), .text(sender)], { Timestamp(millisecondsSince1970: try $0.int64(0)) })
+        }
+        if let earlier = request.earlierMessage {
+            snapshot.earlierMessage = try await PostgresMessageRows.messageByClientID(
+                app: app, groupKey: key, groupID: groupID, senderID: earlier.sender,
+                clientMessageID: earlier.clientMessageID, session: session)
+        }
     }
 
     /// What the snapshot asks about its users (their running bans and retained mutes in the group,
@@ -432,5 +518,52 @@ extension PostgresTransaction {
                 .text(app), .integer(groupKey), .integer(max(snapshot.readSequence, joinSequence)), .text(reader.user),
             ]
         ) { row in snapshot.unreadMention = UnreadMention(me: try row.bool(0), all: try row.bool(1)) }
+    }
+
+    /// The read state of `reader` in a topic: the position `topic_reads` holds for the member's
+    /// current membership of the community (0 when it was written for an earlier one, or never),
+    /// counting the topic's messages after it sent after the member joined the community, not by
+    /// the member.
+    private func loadTopicReadState(
+        _ reader: (user: String, upTo: Int64?), app: String, topicKey: Int64, communityKey: Int64,
+        into snapshot: inout StoreSnapshot
+    ) async throws {
+        var joinedAt: Int64 = 0
+        if let (read, joined) = try await session.first(
+            """
+            SELECT coalesce(r.last_read_seq, 0), m.joined_at FROM members m
+            LEFT JOIN topic_reads r ON r.app_id = m.app_id AND r.topic_key = ? AND r.user_id = m.user_id
+                AND r.joined_at = m.joined_at
+            WHERE m.app_id = ? AND m.group_key = ? AND m.user_id COLLATE "C" = ?
+            """,
+            [.integer(topicKey), .text(app), .integer(communityKey), .text(reader.user)], { (try $0.int64(0), try $0.int64(1)) })
+        {
+            snapshot.readSequence = read
+            joinedAt = joined
+        }
+        snapshot.latestMessageSequence = try await session.first(
+            "SELECT max(seq) FROM group_messages WHERE app_id = ? AND group_key = ? AND seq <= ?",
+            [.text(app), .integer(topicKey), .integer(reader.upTo ?? Int64.max)], { try $0.optionalInt64(0) }
+        ).flatMap { $0 } ?? 0
+        snapshot.lastMessageAt = try await PostgresMessageRows.lastMessageTime(app: app, groupKey: topicKey, session: session)
+        try await session.rows(
+            """
+            SELECT (SELECT COUNT(*) FROM group_messages
+                    WHERE app_id = ? AND group_key = ? AND seq > ? AND time > ? AND sender_id <> ?),
+                (EXISTS (SELECT 1 FROM message_mentions mm JOIN group_messages gm
+                        ON gm.app_id = mm.app_id AND gm.group_key = mm.group_key AND gm.seq = mm.seq
+                    WHERE mm.app_id = ? AND mm.group_key = ? AND mm.user_id = ? AND mm.seq > ? AND gm.time > ?))::int::int8,
+                (EXISTS (SELECT 1 FROM group_messages
+                    WHERE app_id = ? AND group_key = ? AND mention_all = 1 AND seq > ? AND time > ? AND sender_id <> ?))::int::int8
+            """,
+            [
+                .text(app), .integer(topicKey), .integer(snapshot.readSequence), .integer(joinedAt), .text(reader.user),
+                .text(app), .integer(topicKey), .text(reader.user), .integer(snapshot.readSequence), .integer(joinedAt),
+                .text(app), .integer(topicKey), .integer(snapshot.readSequence), .integer(joinedAt), .text(reader.user),
+            ]
+        ) { row in
+            snapshot.unreadCount = try row.int(0)
+            snapshot.unreadMention = UnreadMention(me: try row.bool(1), all: try row.bool(2))
+        }
     }
 }

@@ -28,6 +28,8 @@ struct PendingSends {
     struct GroupState {
         var group: Group
         var key: Int64
+        /// For a topic: its community as stored (``group`` is the topic in its view).
+        var community: Group?
         /// The memberships read (a user absent from `members` but in `knownUsers` is no member).
         var members: [String: Member] = [:]
         var knownUsers: Set<String> = []
@@ -99,6 +101,15 @@ struct PendingSends {
             return
         }
         for id in ids { groups[GroupID(app: scope.app, id: id)] = nil }
+        // A topic's state holds its community's memberships, settings and mute: a write of the
+        // community drops it too.
+        if groups.keys.contains(where: { GroupModel.GroupID.isTopic($0.id) }) {
+            let communities = Set(ids)
+            groups = groups.filter { entry in
+                guard entry.key.app == scope.app, let community = GroupModel.GroupID.communityID(ofTopic: entry.key.id) else { return true }
+                return !communities.contains(community)
+            }
+        }
     }
 }
 
@@ -135,11 +146,40 @@ extension PostgresTransaction {
         var groupIDs: [String] = []
         var pairGroups: [String] = []
         var pairUsers: [String] = []
+        var topicIDs: [String] = []
+        var topicPairGroups: [String] = []
+        var topicPairUsers: [String] = []
         for (group, send) in wanted where pairs.insert([group, send.sender]).inserted {
+            if GroupID.isTopic(group) {
+                // A topic's sends: its row with its community's (below).
+                if seenGroups.insert(group).inserted { topicIDs.append(group) }
+                topicPairGroups.append(group)
+                topicPairUsers.append(send.sender)
+                continue
+            }
             if seenGroups.insert(group).inserted { groupIDs.append(group) }
             pairGroups.append(group)
             pairUsers.append(send.sender)
         }
+        var states: [String: PendingSends.GroupState] = [:]
+        if !groupIDs.isEmpty {
+            try await preloadGroups(app: app, groupIDs: groupIDs, pairGroups: pairGroups, pairUsers: pairUsers, into: &states)
+        }
+        if !topicIDs.isEmpty {
+            try await preloadTopics(app: app, topicIDs: topicIDs, pairGroups: topicPairGroups, pairUsers: topicPairUsers, into: &states)
+        }
+        groupIDs += topicIDs
+        pairGroups += topicPairGroups
+        pairUsers += topicPairUsers
+        for (group, user) in zip(pairGroups, pairUsers) { states[group]?.knownUsers.insert(user) }
+        try await preloadLookups(app: app, wanted, groupIDs: groupIDs, states: &states)
+    }
+
+    /// The preload's groups (none a topic) with each sender's membership, in one statement.
+    private func preloadGroups(
+        app: String, groupIDs: [String], pairGroups: [String], pairUsers: [String],
+        into states: inout [String: PendingSends.GroupState]
+    ) async throws {
         var groupRows: [String: PostgresRowsBox] = [:]
         let offset = Rows.GroupColumn.allCases.count
         try await session.rows(
@@ -158,7 +198,6 @@ extension PostgresTransaction {
         }
         let boxes = Array(groupRows.values)
         let groups = try await PostgresRows.withCustom(boxes.map(\.group), app: app, session: session)
-        var states: [String: PendingSends.GroupState] = [:]
         for (box, group) in zip(boxes, groups) {
             var state = PendingSends.GroupState(group: group, key: box.group.key)
             for member in try await PostgresRows.withCustom(box.members, app: app, groupKey: box.group.key, session: session) {
@@ -166,7 +205,58 @@ extension PostgresTransaction {
             }
             states[group.id] = state
         }
-        for (group, user) in zip(pairGroups, pairUsers) { states[group]?.knownUsers.insert(user) }
+    }
+
+    /// The preload's topics, each with its live community and each sender's membership of the
+    /// community, in one statement: the state is the topic in its community's view
+    /// (`Group.topic(_:in:)`, as ``PostgresTransaction/load(_:)`` reads a topic), keyed by the
+    /// topic's row, its members' join sequences 0. A topic whose community is not live is absent.
+    private func preloadTopics(
+        app: String, topicIDs: [String], pairGroups: [String], pairUsers: [String],
+        into states: inout [String: PendingSends.GroupState]
+    ) async throws {
+        var topicRows: [String: (topic: PostgresRowsBox, community: Rows.GroupRow)] = [:]
+        let columns = Rows.GroupColumn.allCases.count
+        try await session.rows(
+            """
+            SELECT \(Rows.GroupColumn.list(table: "t")), \(Rows.GroupColumn.list(table: "c")), \(Rows.memberColumns)
+            FROM groups t
+            JOIN groups c ON c.app_id = t.app_id AND c.group_key = t.parent_key AND c.dismissed_at IS NULL
+            LEFT JOIN members m ON m.app_id = c.app_id AND m.group_key = c.group_key AND m.user_id = ANY(
+                SELECT p.user_id FROM unnest(?::text[], ?::text[]) AS p(group_id, user_id) WHERE p.group_id = t.group_id)
+            WHERE t.app_id = ? AND t.group_id = ANY(?) AND t.dismissed_at IS NULL
+            """,
+            [.texts(pairGroups), .texts(pairUsers), .text(app), .texts(topicIDs)]
+        ) { row in
+            let topic = try Rows.group(row)
+            var entry = topicRows[topic.group.id]
+            if entry == nil { entry = (PostgresRowsBox(group: topic), try Rows.group(OffsetRow(row: row, offset: columns))) }
+            guard let entry else { return }
+            if !row.isNull(2 * columns) { entry.topic.members.append(try Rows.member(row, at: 2 * columns)) }
+            topicRows[topic.group.id] = entry
+        }
+        let entries = Array(topicRows.values)
+        let topics = try await PostgresRows.withCustom(entries.map(\.topic.group), app: app, session: session)
+        for (entry, stored) in zip(entries, topics) {
+            let community = entry.community.group
+            var state = PendingSends.GroupState(
+                group: Group.topic(stored, in: community), key: entry.topic.group.key, community: community)
+            for var member in try await PostgresRows.withCustom(
+                entry.topic.members, app: app, groupKey: entry.community.key, session: session)
+            {
+                member.joinSequence = 0
+                state.members[member.userID] = member
+            }
+            states[stored.id] = state
+        }
+    }
+
+    /// The preload's earlier messages by client id, messages replied to and last send times in
+    /// slow mode (each only when asked), then its states kept (`nil`: no live group).
+    private func preloadLookups(
+        app: String, _ wanted: [(group: String, send: WriteScope.Send)], groupIDs: [String],
+        states: inout [String: PendingSends.GroupState]
+    ) async throws {
         // Earlier messages by client id, and last send times in slow mode: only when asked.
         var lookups: [(key: Int64, group: String, sender: String, client: String)] = []
         var slow: [(key: Int64, group: String, sender: String)] = []
@@ -268,6 +358,7 @@ extension PostgresTransaction {
         }
         snapshot.group = state.group
         snapshot.groupRow = GroupRowID(state.key)
+        snapshot.community = state.community
         snapshot.members[user] = state.members[user]
         return snapshot
     }

@@ -71,6 +71,13 @@ final class PostgresTransaction: StoreTransaction {
         var result = WriteResult(events: [], eventIDs: [])
         if let key = snapshot.groupRow?.value, let group = snapshot.group {
             var latest = group.latestSequence
+            if let topic = writes.topic {
+                try await write(topic, community: group, communityKey: key, time: time)
+            }
+            if let change = writes.change, snapshot.community != nil, change.changesMembers || !change.bans.isEmpty
+                || !change.liftedBans.isEmpty || !change.retainedMutes.isEmpty || change.dismissesGroup {
+                throw GroupError.internal("a change of a topic's members, bans or existence (they are its community's)")
+            }
             if let change = writes.change {
                 (result.events, result.eventIDs) = try await apply(change, groupKey: key, before: group, members: snapshot.members, time: time)
                 latest = result.events.last?.sequence ?? latest
@@ -109,7 +116,22 @@ final class PostgresTransaction: StoreTransaction {
             for link in writes.inviteLinks {
                 try await PostgresInviteLinkRows.upsert(link, groupKey: key, session: session)
             }
-            if let read = writes.readSequence {
+            if let read = writes.readSequence, snapshot.community != nil {
+                // A topic's read position, with the membership it was written for.
+                guard let member = snapshot.members[read.user] else {
+                    throw GroupError.internal("a read position in a topic for \(read.user), not a member of its community")
+                }
+                try await session.execute(
+                    """
+                    INSERT INTO topic_reads (app_id, topic_key, user_id, last_read_seq, joined_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (app_id, topic_key, user_id)
+                    DO UPDATE SET last_read_seq = excluded.last_read_seq, joined_at = excluded.joined_at
+                    """,
+                    [
+                        .text(app), .integer(key), .text(read.user), .integer(read.sequence),
+                        .integer(member.joinedAt.millisecondsSince1970),
+                    ])
+            } else if let read = writes.readSequence {
                 try await flushHeld(touching: key)
                 try await session.execute(
                     "UPDATE members SET last_read_seq = ? WHERE app_id = ? AND group_key = ? AND user_id COLLATE \"C\" = ?",
@@ -178,6 +200,93 @@ final class PostgresTransaction: StoreTransaction {
                 """, [.text(app), .text(read.user), .integer(read.time.millisecondsSince1970)])
         }
         return result
+    }
+
+    /// Writes a topic of the community `communityKey` (``WriteSet/topic``): a creation inserts its
+    /// row (with `parent_key`, its custom fields, the community's settings and owner copied, never
+    /// read), an update rewrites its profile, mute and custom fields, a deletion marks it dismissed.
+    /// - Throws: `GROUP_ID_TAKEN` when a created topic's id is taken (checked first: a failed
+    ///   insert would end the transaction).
+    private func write(_ topic: TopicWrite, community: Group, communityKey: Int64, time: Timestamp) async throws {
+        let app = community.appID
+        try await flushHeld(touching: communityKey)
+        switch topic {
+        case .create(let stored):
+            var row = stored
+            row.appID = app
+            row.type = community.type
+            row.settings = community.settings
+            row.ownerID = community.ownerID
+            row.maxMembers = community.maxMembers
+            row.memberCount = community.memberCount
+            let taken = try await session.first(
+                "SELECT (EXISTS (SELECT 1 FROM groups WHERE app_id = ? AND group_id = ?))::int::int8",
+                [.text(app), .text(row.id)], { try $0.bool(0) }) ?? false
+            if taken { throw GroupError.groupIDTaken(row.id) }
+            let pinPermission = row.settings.pinPermission == row.type.preset.defaultSettings.pinPermission
+                ? nil : row.settings.pinPermission.rawValue
+            let values = Rows.groupInsertValues(row, nextJoinOrder: 1).map(PGValue.init) + [
+                .integer(row.latestSequence), .text(row.settings.inviteLinkPermission.rawValue), .text(pinPermission),
+                .integer(communityKey),
+            ]
+            guard let key = try await session.first(
+                """
+                INSERT INTO groups (
+                    app_id, group_id, type, name, introduction, notification, face_url,
+                    owner_id, max_members, member_count,
+                    join_option, join_approvers, invite_permission, invitee_must_accept,
+                    invitation_needs_approval, remove_members_permission,
+                    edit_profile_permission, edit_member_info_permission,
+                    mute_mode, mute_roles, mute_until, created_at, updated_at,
+                    next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
+                    slow_mode_interval, latest_seq, invite_link_permission, pin_permission, parent_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                RETURNING group_key
+                """, values, { try $0.int64(0) })
+            else { throw GroupError.internal("the insert of topic \(row.id) returned no key") }
+            if row.mute.operatorID != nil || !row.pins.isEmpty {
+                try await session.execute(
+                    "UPDATE groups SET mute_operator = ?, pins = ? WHERE app_id = ? AND group_key = ?",
+                    [
+                        .text(row.mute.operatorID), .text(row.pins.isEmpty ? nil : PinnedMessageCoding.encode(row.pins)),
+                        .text(app), .integer(key),
+                    ])
+            }
+            for (name, value) in row.custom.sorted(by: { $0.key < $1.key }) {
+                try await session.execute(
+                    "INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)",
+                    [.text(app), .integer(key), .text(name), .bytes(value)])
+            }
+        case .update(let row):
+            let (mode, roles) = Rows.encode(row.mute.mode)
+            guard let key = try await session.first(
+                """
+                UPDATE groups SET name = ?, introduction = ?, notification = ?, face_url = ?,
+                    mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?
+                WHERE app_id = ? AND group_id = ? AND parent_key = ? AND dismissed_at IS NULL
+                RETURNING group_key
+                """,
+                [
+                    .text(row.name), .text(row.introduction), .text(row.notification), .text(row.faceURL),
+                    .text(mode), .text(roles), .integer(row.mute.until?.millisecondsSince1970), .text(row.mute.operatorID),
+                    .integer(row.updatedAt.millisecondsSince1970), .text(app), .text(row.id), .integer(communityKey),
+                ], { try $0.int64(0) })
+            else { throw GroupError.groupNotFound(row.id) }
+            try await session.execute("DELETE FROM group_custom WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)])
+            for (name, value) in row.custom.sorted(by: { $0.key < $1.key }) {
+                try await session.execute(
+                    "INSERT INTO group_custom (app_id, group_key, key, value) VALUES (?, ?, ?, ?)",
+                    [.text(app), .integer(key), .text(name), .bytes(value)])
+            }
+        case .delete(let id):
+            let deleted = try await session.execute(
+                """
+                UPDATE groups SET dismissed_at = ?, updated_at = ?
+                WHERE app_id = ? AND group_id = ? AND parent_key = ? AND dismissed_at IS NULL
+                """,
+                [.integer(time.millisecondsSince1970), .integer(time.millisecondsSince1970), .text(app), .text(id), .integer(communityKey)])
+            if deleted == 0 { throw GroupError.groupNotFound(id) }
+        }
     }
 
     /// Holds a group's insert (row, custom fields, members; its events go to the tail), with a

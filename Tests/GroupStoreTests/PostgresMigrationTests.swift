@@ -50,8 +50,16 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v16 changed, taken back: `groups.type` without `Community`.
-private let backToV15 = """
+/// What v17 added, taken away: topics (`groups.parent_key`, its index and foreign key go with
+/// it; `topic_reads`).
+private let backToV16 = """
+    DROP TABLE topic_reads;
+    ALTER TABLE groups DROP COLUMN parent_key;
+    DELETE FROM groupd_migrations WHERE id = 'v17'
+    """
+
+/// What v16 changed, taken back (after v17): `groups.type` without `Community`.
+private let backToV15 = backToV16 + ";\n" + """
     ALTER TABLE groups DROP CONSTRAINT groups_type_check,
         ADD CONSTRAINT groups_type_check CHECK (type IN ('Work', 'Public', 'Meeting', 'AVChatRoom'));
     DELETE FROM groupd_migrations WHERE id = 'v16'
@@ -259,7 +267,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(6) == ["v11", "v12", "v13", "v14", "v15", "v16"])
+        #expect(backend.appliedMigrations.suffix(7) == ["v11", "v12", "v13", "v14", "v15", "v16", "v17"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")
