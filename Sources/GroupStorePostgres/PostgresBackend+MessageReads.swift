@@ -116,16 +116,16 @@ extension PostgresBackend {
                 SELECT g.group_id, p.seq,
                     (SELECT COUNT(*) FROM group_messages u
                      WHERE u.app_id = g.app_id AND u.group_key = g.group_key
-                       AND u.seq > p.seq AND u.time > m.joined_at AND u.sender_id <> m.user_id),
+                       AND u.seq > p.seq AND u.time >= m.joined_at AND u.sender_id <> m.user_id),
                     (SELECT l.time FROM group_messages l
                      WHERE l.app_id = g.app_id AND l.group_key = g.group_key ORDER BY l.seq DESC LIMIT 1),
                     (EXISTS (SELECT 1 FROM message_mentions mm JOIN group_messages mg
                         ON mg.app_id = mm.app_id AND mg.group_key = mm.group_key AND mg.seq = mm.seq
                      WHERE mm.app_id = g.app_id AND mm.group_key = g.group_key AND mm.user_id = m.user_id
-                       AND mm.seq > p.seq AND mg.time > m.joined_at))::int::int8,
+                       AND mm.seq > p.seq AND mg.time >= m.joined_at))::int::int8,
                     (EXISTS (SELECT 1 FROM group_messages a
                      WHERE a.app_id = g.app_id AND a.group_key = g.group_key AND a.mention_all = 1
-                       AND a.seq > p.seq AND a.time > m.joined_at AND a.sender_id <> m.user_id))::int::int8
+                       AND a.seq > p.seq AND a.time >= m.joined_at AND a.sender_id <> m.user_id))::int::int8
                 FROM groups g
                 JOIN LATERAL (SELECT m.* FROM members m
                     WHERE m.app_id = g.app_id AND m.group_key = g.parent_key AND m.user_id COLLATE "C" = ? LIMIT 1) m ON true

@@ -549,12 +549,12 @@ extension PostgresTransaction {
         try await session.rows(
             """
             SELECT (SELECT COUNT(*) FROM group_messages
-                    WHERE app_id = ? AND group_key = ? AND seq > ? AND time > ? AND sender_id <> ?),
+                    WHERE app_id = ? AND group_key = ? AND seq > ? AND time >= ? AND sender_id <> ?),
                 (EXISTS (SELECT 1 FROM message_mentions mm JOIN group_messages gm
                         ON gm.app_id = mm.app_id AND gm.group_key = mm.group_key AND gm.seq = mm.seq
-                    WHERE mm.app_id = ? AND mm.group_key = ? AND mm.user_id = ? AND mm.seq > ? AND gm.time > ?))::int::int8,
+                    WHERE mm.app_id = ? AND mm.group_key = ? AND mm.user_id = ? AND mm.seq > ? AND gm.time >= ?))::int::int8,
                 (EXISTS (SELECT 1 FROM group_messages
-                    WHERE app_id = ? AND group_key = ? AND mention_all = 1 AND seq > ? AND time > ? AND sender_id <> ?))::int::int8
+                    WHERE app_id = ? AND group_key = ? AND mention_all = 1 AND seq > ? AND time >= ? AND sender_id <> ?))::int::int8
             """,
             [
                 .text(app), .integer(topicKey), .integer(snapshot.readSequence), .integer(joinedAt), .text(reader.user),
