@@ -52,6 +52,14 @@ public struct GroupEvent: Sendable, Hashable {
         case messagePinned = "MESSAGE_PINNED"
         /// A message was unpinned; `changes` is the removed pin (``PinnedMessage/changes``).
         case messageUnpinned = "MESSAGE_UNPINNED"
+        /// A topic was created in a Community group: an event of the community (its id and
+        /// sequence); `changes` are ``Draft/topicCreated(_:operatorID:)``'s.
+        case topicCreated = "TOPIC_CREATED"
+        /// A topic's profile, custom fields or own mute changed: an event of the community;
+        /// `changes` are ``Draft/topicUpdated(topicID:name:introduction:notification:faceURL:mute:customKeys:operatorID:)``'s.
+        case topicUpdated = "TOPIC_UPDATED"
+        /// A topic was deleted: an event of the community; `changes[topic_id]` names it.
+        case topicDeleted = "TOPIC_DELETED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -129,7 +137,8 @@ public struct GroupEvent: Sendable, Hashable {
             case .groupCreated, .groupDismissed, .groupRevoked, .memberJoined, .memberInvited,
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
                 .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
-                .muteBypassChanged, .groupAttributesChanged, .messagePinned, .messageUnpinned:
+                .muteBypassChanged, .groupAttributesChanged, .messagePinned, .messageUnpinned,
+                .topicCreated, .topicUpdated, .topicDeleted:
                 true
             default:
                 false

@@ -1194,6 +1194,25 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// nothing. Detail: reaction (the key's count after the change).
     case messageReactionRemoved // = 49
 
+    /// Tip, of the community (the community's group_id and sequence): a topic
+    /// was created in a Community group (CreateTopic); operator = its creator
+    /// (empty: the backend). To every member of the community. Detail: topic:
+    /// the topic as created (topic_id, name, introduction, notification,
+    /// face_url; changed_fields lists them, and `custom.<key>` for each custom
+    /// field it was created with).
+    case topicCreated // = 53
+
+    /// Tip, of the community: a topic's profile, custom fields or own mute
+    /// changed (UpdateTopic); operator = who changed them. To every member of
+    /// the community. Detail: topic: changed_fields and the new values of
+    /// those fields.
+    case topicUpdated // = 54
+
+    /// Tip, of the community: a topic was deleted (DeleteTopic), with its
+    /// messages; operator = who deleted it. To every member of the community.
+    /// Detail: topic (topic_id only).
+    case topicDeleted // = 55
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1251,6 +1270,9 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 43: self = .messageReadReceipt
         case 48: self = .messageReactionAdded
         case 49: self = .messageReactionRemoved
+        case 53: self = .topicCreated
+        case 54: self = .topicUpdated
+        case 55: self = .topicDeleted
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1304,12 +1326,15 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .messageReadReceipt: return 43
         case .messageReactionAdded: return 48
         case .messageReactionRemoved: return 49
+        case .topicCreated: return 53
+        case .topicUpdated: return 54
+        case .topicDeleted: return 55
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved, .topicCreated, .topicUpdated, .topicDeleted]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -2201,6 +2226,46 @@ public struct Groupd_V1_MessageEdit: ProtoMessage {
     public init() {}
 }
 
+/// TOPIC_CREATED / TOPIC_UPDATED / TOPIC_DELETED detail: a topic of a
+/// Community group. The event itself is the community's (its group_id and
+/// sequence); the topic's own items (messages, recalls, edits, pins,
+/// reactions, receipts) carry the topic's id as group_id and the topic's own
+/// sequence.
+public struct Groupd_V1_TopicChange: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.TopicChange"
+
+    /// The topic's id (`<community id>@TOPIC#_<suffix>`).
+    public var topicID: String = ""
+
+    /// The changed fields: `name`, `introduction`, `notification`, `face_url`,
+    /// `mute`, `custom.<key>` (custom values are not on the stream, as in
+    /// ProfileChange: GetGroupsInfo of the topic gives them). TOPIC_CREATED:
+    /// the fields the topic was created with. TOPIC_DELETED: empty.
+    public var changedFields: [String] = []
+
+    /// The new name (TOPIC_CREATED: the topic's name); empty unless `name`
+    /// changed.
+    public var name: String = ""
+
+    /// The new introduction, when `introduction` changed.
+    public var introduction: String = ""
+
+    /// The new notification, when `notification` changed.
+    public var notification: String = ""
+
+    /// The new face URL, when `face_url` changed.
+    public var faceURL: String = ""
+
+    /// The topic's own mute, when `mute` changed: the new state as GROUP_MUTED
+    /// gives it (mode UNSPECIFIED = unmuted); absent otherwise. The
+    /// community's mute applies to its topics as well.
+    public var mute: Groupd_V1_GroupMuteState? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// A group attribute key and the version a write gave it.
 public struct Groupd_V1_AttributeVersion: ProtoMessage {
     /// The message's full protobuf name.
@@ -2561,6 +2626,17 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .reaction(newValue) }
     }
 
+    /// TOPIC_CREATED, TOPIC_UPDATED, TOPIC_DELETED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var topic: Groupd_V1_TopicChange {
+        get {
+            if case .topic(let value)? = detail { return value }
+            return Groupd_V1_TopicChange()
+        }
+        set { detail = .topic(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -2609,6 +2685,8 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case readReceipts(Groupd_V1_ReadReceiptBatch)
         /// MESSAGE_REACTION_ADDED, MESSAGE_REACTION_REMOVED.
         case reaction(Groupd_V1_ReactionChange)
+        /// TOPIC_CREATED, TOPIC_UPDATED, TOPIC_DELETED.
+        case topic(Groupd_V1_TopicChange)
     }
 
     /// A message with every field at its proto3 default.
@@ -4069,6 +4147,53 @@ extension Groupd_V1_MessageEdit {
     }
 }
 
+extension Groupd_V1_TopicChange {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__topic_change(), as: Groupd__V1__TopicChange.self, Groupd_V1_TopicChange.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__TopicChange` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__TopicChange>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        topicID = try _protoString(c.topic_id, "groupd.v1.TopicChange.topic_id")
+        changedFields = try _protoStrings(c.changed_fields, c.n_changed_fields, "groupd.v1.TopicChange.changed_fields")
+        name = try _protoString(c.name, "groupd.v1.TopicChange.name")
+        introduction = try _protoString(c.introduction, "groupd.v1.TopicChange.introduction")
+        notification = try _protoString(c.notification, "groupd.v1.TopicChange.notification")
+        faceURL = try _protoString(c.face_url, "groupd.v1.TopicChange.face_url")
+        if let sub = c.mute { mute = try Groupd_V1_GroupMuteState(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__TopicChange` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__TopicChange> {
+        let p = arena.make(Groupd__V1__TopicChange.self, groupd__v1__topic_change__init)
+        if !topicID.isEmpty { p.pointee.topic_id = arena.cString(topicID) }
+        if !changedFields.isEmpty {
+            p.pointee.n_changed_fields = changedFields.count
+            p.pointee.changed_fields = arena.cStrings(changedFields)
+        }
+        if !name.isEmpty { p.pointee.name = arena.cString(name) }
+        if !introduction.isEmpty { p.pointee.introduction = arena.cString(introduction) }
+        if !notification.isEmpty { p.pointee.notification = arena.cString(notification) }
+        if !faceURL.isEmpty { p.pointee.face_url = arena.cString(faceURL) }
+        if let value = mute { p.pointee.mute = value._cBuild(arena) }
+        return p
+    }
+}
+
 extension Groupd_V1_AttributeVersion {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -4290,6 +4415,9 @@ extension Groupd_V1_GroupEvent {
         case 57:
             if let sub = c.reaction { detail = .reaction(try Groupd_V1_ReactionChange(_c: sub)) }
             else { detail = .reaction(Groupd_V1_ReactionChange()) }
+        case 61:
+            if let sub = c.topic { detail = .topic(try Groupd_V1_TopicChange(_c: sub)) }
+            else { detail = .topic(Groupd_V1_TopicChange()) }
         default: break
         }
     }
@@ -4381,6 +4509,9 @@ extension Groupd_V1_GroupEvent {
         case .reaction(let value)?:
             p.pointee.detail_case = .init(rawValue: 57)
             p.pointee.reaction = value._cBuild(arena)
+        case .topic(let value)?:
+            p.pointee.detail_case = .init(rawValue: 61)
+            p.pointee.topic = value._cBuild(arena)
         case nil: break
         }
         return p

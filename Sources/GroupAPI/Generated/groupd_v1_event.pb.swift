@@ -15,8 +15,10 @@ public struct Groupd_V1_SubscribeRequest: ProtoMessage {
     public var cursor: String = ""
 
     /// Only these groups (empty = all the caller's groups, or the whole app for
-    /// the firehose). Addressed notifications of other groups still arrive
-    /// unless `kinds` excludes them.
+    /// the firehose). A Community's id selects its topics' items too (their
+    /// group_id is the topic's id); a topic's id selects that topic's items
+    /// only. Addressed notifications of other groups still arrive unless
+    /// `kinds` excludes them.
     public var groupIds: [String] = []
 
     /// Only these event kinds (empty = all).

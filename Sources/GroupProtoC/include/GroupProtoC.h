@@ -81,6 +81,7 @@ static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor_
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__read_mark(void) { return &groupd__v1__read_mark__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__message_recall(void) { return &groupd__v1__message_recall__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__message_edit(void) { return &groupd__v1__message_edit__descriptor; }
+static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__topic_change(void) { return &groupd__v1__topic_change__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__attribute_version(void) { return &groupd__v1__attribute_version__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__attributes_change(void) { return &groupd__v1__attributes_change__descriptor; }
 static inline const ProtobufCMessageDescriptor *_Nonnull GroupProtoC_descriptor__groupd__v1__invite_link(void) { return &groupd__v1__invite_link__descriptor; }

@@ -51,7 +51,7 @@ extension EventHub {
             let routes = Self.appRoutes(subscriber.app, state: &state)
             route.groups = [:]
             for membership in snapshot.memberships {
-                Self.add(membership.groupID, joinSequence: membership.joinSequence,
+                Self.add(membership.groupID, joinSequence: membership.joinSequence, joinEventID: snapshot.watermark,
                          receiveOption: membership.receiveOption, route: route, routes: routes)
             }
             for logged in route.unsettled where logged.eventID > snapshot.watermark {
@@ -156,11 +156,22 @@ extension EventHub {
         case .group:
             if logged.reachesMemberStreams, admitsMemberEvent(logged, state: &state, now: now, settings: settings) {
                 let isMessage = event.kind == .groupMessage
-                for view in routes.byGroup[event.groupID]?.values ?? [:].values {
-                    guard event.sequence > view.joinSequence else { continue }
-                    if isMessage, view.receiveOption == .notReceive { continue }
-                    let subscriber = view.subscriber
-                    if subscriber.filter.accepts(logged) { targets.append(subscriber) }
+                if let community = GroupID.communityID(ofTopic: event.groupID) {
+                    // A topic's item: to the community's members (a topic has no members of its
+                    // own), joined before it by `event_id` (the topic's sequence is its own).
+                    for view in routes.byGroup[community]?.values ?? [:].values {
+                        guard logged.eventID > view.joinEventID else { continue }
+                        if isMessage, view.receiveOption == .notReceive { continue }
+                        let subscriber = view.subscriber
+                        if subscriber.filter.accepts(logged) { targets.append(subscriber) }
+                    }
+                } else {
+                    for view in routes.byGroup[event.groupID]?.values ?? [:].values {
+                        guard event.sequence > view.joinSequence else { continue }
+                        if isMessage, view.receiveOption == .notReceive { continue }
+                        let subscriber = view.subscriber
+                        if subscriber.filter.accepts(logged) { targets.append(subscriber) }
+                    }
                 }
             }
         case .user(let user):
@@ -189,7 +200,8 @@ extension EventHub {
         let event = logged.event
         guard joinKinds.contains(event.kind), event.targets.contains(user) else { return }
         if route.groups?[event.groupID] != nil { return }
-        add(event.groupID, joinSequence: event.sequence - 1, receiveOption: .receive, route: route, routes: routes)
+        add(event.groupID, joinSequence: event.sequence - 1, joinEventID: logged.eventID - 1, receiveOption: .receive,
+            route: route, routes: routes)
     }
 
     /// Membership changes that take effect after the item is routed: kicks, quits, receive option.
@@ -207,9 +219,12 @@ extension EventHub {
         }
     }
 
-    /// Makes a stream receive `group`.
-    static func add(_ group: String, joinSequence: Int64, receiveOption: ReceiveOption, route: Route, routes: AppRoutes) {
-        let view = GroupView(route: route, joinSequence: joinSequence, receiveOption: receiveOption)
+    /// Makes a stream receive `group` (and, for a Community, its topics).
+    static func add(
+        _ group: String, joinSequence: Int64, joinEventID: Int64, receiveOption: ReceiveOption, route: Route,
+        routes: AppRoutes
+    ) {
+        let view = GroupView(route: route, joinSequence: joinSequence, joinEventID: joinEventID, receiveOption: receiveOption)
         route.groups?[group] = view
         routes.byGroup[group, default: [:]][route.subscriber.id] = view
     }

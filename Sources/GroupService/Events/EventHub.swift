@@ -19,6 +19,9 @@ import Synchronization
 ///   subscribed, then kept current by the membership events it routes: joins add a group before
 ///   the join is delivered, kicks and quits remove it after), with the join point and the
 ///   receive option. Indexes by group and by user make one item cost its recipients only.
+/// - A topic's items (group id `<community>@TOPIC#_…`, the topic's own sequence) reach the
+///   streams of the community's members, with the community's receive option; their join point
+///   is compared by `event_id`, never the community's sequence with the topic's.
 /// - Meeting member-change tips never reach user streams; AVChatRoom member-change tips reach
 ///   them at most ``Settings/avChatRoomMemberEventsPerSecond`` per room (the firehose gets all).
 public final class EventHub: Sendable {
@@ -45,14 +48,20 @@ public final class EventHub: Sendable {
         let subscriber: EventSubscriber
         /// Items of the group with a greater sequence reach the stream.
         let joinSequence: Int64
+        /// Items of the group's topics (a Community's; each topic has a sequence of its own, not
+        /// comparable with ``joinSequence``) with a greater `event_id` reach the stream: the
+        /// join's `event_id` for a join routed live, the memberships' watermark for stored
+        /// memberships (the stream's store read after them delivers the items up to it).
+        let joinEventID: Int64
         /// Whether messages reach it.
         var receiveOption: ReceiveOption
 
         /// A view of a group for `route`.
-        init(route: Route, joinSequence: Int64, receiveOption: ReceiveOption) {
+        init(route: Route, joinSequence: Int64, joinEventID: Int64, receiveOption: ReceiveOption) {
             self.route = route
             self.subscriber = route.subscriber
             self.joinSequence = joinSequence
+            self.joinEventID = joinEventID
             self.receiveOption = receiveOption
         }
     }

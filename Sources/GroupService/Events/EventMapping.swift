@@ -52,6 +52,9 @@ enum EventMapping {
         case .messageReadReceipt: .messageReadReceipt
         case .messageReactionAdded: .messageReactionAdded
         case .messageReactionRemoved: .messageReactionRemoved
+        case .topicCreated: .topicCreated
+        case .topicUpdated: .topicUpdated
+        case .topicDeleted: .topicDeleted
         case .groupMessage: nil
         }
     }
@@ -245,6 +248,8 @@ enum EventMapping {
                 $0.reactionKey = change.key
                 $0.count = UInt32(clamping: change.count)
             })
+        case .topicCreated, .topicUpdated, .topicDeleted:
+            return .topic(topicDetail(event))
         case .messageReadReceipt:
             return .readReceipts(.with {
                 $0.messages = ReadReceiptCount.decode(changes["receipts"] ?? "").map { count in
@@ -257,6 +262,25 @@ enum EventMapping {
             })
         default:
             return nil
+        }
+    }
+
+    /// A `TOPIC_CREATED` / `TOPIC_UPDATED` / `TOPIC_DELETED` detail: the topic, the changed
+    /// fields and their new values (no custom values, as in `GROUP_INFO_CHANGED`).
+    static func topicDetail(_ event: GroupEvent) -> Groupd_V1_TopicChange {
+        let changes = event.changes
+        return .with {
+            $0.topicID = changes[GroupEvent.Draft.topicIDKey] ?? ""
+            $0.changedFields = GroupEvent.topicChangedFields(changes)
+            if let v = changes["name"] { $0.name = v }
+            if let v = changes["introduction"] { $0.introduction = v }
+            if let v = changes["notification"] { $0.notification = v }
+            if let v = changes["face_url"] { $0.faceURL = v }
+            if let mute = GroupEvent.topicMute(changes, operatorID: event.operatorID) {
+                var view = APIMapping.muteState(mute, now: nil) ?? Groupd_V1_GroupMuteState()
+                view.operatorUserID = event.operatorID ?? ""
+                $0.mute = view
+            }
         }
     }
 

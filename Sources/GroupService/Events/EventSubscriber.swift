@@ -8,7 +8,8 @@ import Synchronization
 struct StreamFilter: Sendable {
     /// The user whose stream it is; `nil` for the backend firehose (every event of the app).
     let userID: String?
-    /// Only the group items of these groups (empty: all). Addressed notifications of other
+    /// Only the group items of these groups (empty: all). A community's id selects its topics'
+    /// items too; a topic's id selects that topic's only. Addressed notifications of other
     /// groups still pass on a user stream.
     let groupIDs: Set<String>
     /// Only events of these kinds (empty: all); messages are not events and pass.
@@ -28,7 +29,9 @@ struct StreamFilter: Sendable {
         } else if !kinds.isEmpty, !kinds.contains(kind) {
             return false
         }
-        if !groupIDs.isEmpty, !groupIDs.contains(groupID) {
+        if !groupIDs.isEmpty, !groupIDs.contains(groupID),
+            !(GroupID.communityID(ofTopic: groupID).map(groupIDs.contains) ?? false)
+        {
             // A user stream keeps notifications addressed to the user from other groups.
             return userID != nil && addressed
         }

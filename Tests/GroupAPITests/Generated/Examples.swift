@@ -65,31 +65,33 @@ enum Examples {
         Example(name: "groupd.v1.ReadMark", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadMark(0)),
         Example(name: "groupd.v1.MessageRecall", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageRecall(0)),
         Example(name: "groupd.v1.MessageEdit", variant: 0, fieldCount: 7, message: ex_groupd_v1_MessageEdit(0)),
+        Example(name: "groupd.v1.TopicChange", variant: 0, fieldCount: 7, message: ex_groupd_v1_TopicChange(0)),
         Example(name: "groupd.v1.AttributeVersion", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeVersion(0)),
         Example(name: "groupd.v1.AttributesChange", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributesChange(0)),
         Example(name: "groupd.v1.InviteLink", variant: 0, fieldCount: 9, message: ex_groupd_v1_InviteLink(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 33, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 33, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 33, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 33, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 33, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 33, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 33, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 33, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 33, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 33, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 33, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 33, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 33, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 33, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 33, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 33, message: ex_groupd_v1_GroupEvent(15)),
-        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 33, message: ex_groupd_v1_GroupEvent(16)),
-        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 33, message: ex_groupd_v1_GroupEvent(17)),
-        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 33, message: ex_groupd_v1_GroupEvent(18)),
-        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 33, message: ex_groupd_v1_GroupEvent(19)),
-        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 33, message: ex_groupd_v1_GroupEvent(20)),
-        Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 33, message: ex_groupd_v1_GroupEvent(21)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 34, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 34, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 34, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 34, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 34, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 34, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 34, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 34, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 34, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 34, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 34, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 34, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 34, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 34, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 34, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 34, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 34, message: ex_groupd_v1_GroupEvent(16)),
+        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 34, message: ex_groupd_v1_GroupEvent(17)),
+        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 34, message: ex_groupd_v1_GroupEvent(18)),
+        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 34, message: ex_groupd_v1_GroupEvent(19)),
+        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 34, message: ex_groupd_v1_GroupEvent(20)),
+        Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 34, message: ex_groupd_v1_GroupEvent(21)),
+        Example(name: "groupd.v1.GroupEvent", variant: 22, fieldCount: 34, message: ex_groupd_v1_GroupEvent(22)),
         Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 23, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.MessageReference", variant: 0, fieldCount: 6, message: ex_groupd_v1_MessageReference(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
@@ -829,6 +831,19 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.TopicChange` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_TopicChange(_ variant: Int) -> Groupd_V1_TopicChange {
+        var m = Groupd_V1_TopicChange()
+        m.topicID = "topic_id-0-é群✓"
+        m.changedFields = ["changed_fields-0-é群✓", "changed_fields-1-é群✓"]
+        m.name = "name-0-é群✓"
+        m.introduction = "introduction-0-é群✓"
+        m.notification = "notification-0-é群✓"
+        m.faceURL = "face_url-0-é群✓"
+        m.mute = ex_groupd_v1_GroupMuteState(0)
+        return m
+    }
+
     /// A `groupd.v1.AttributeVersion` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_AttributeVersion(_ variant: Int) -> Groupd_V1_AttributeVersion {
         var m = Groupd_V1_AttributeVersion()
@@ -874,7 +889,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.work
         m.groupName = "group_name-0-é群✓"
-        switch variant % 22 {
+        switch variant % 23 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -919,6 +934,8 @@ enum Examples {
             m.detail = .readReceipts(ex_groupd_v1_ReadReceiptBatch(0))
         case 21:
             m.detail = .reaction(ex_groupd_v1_ReactionChange(0))
+        case 22:
+            m.detail = .topic(ex_groupd_v1_TopicChange(0))
         default: break
         }
         return m

@@ -1381,6 +1381,51 @@ void   groupd__v1__message_edit__free_unpacked
   assert(message->base.descriptor == &groupd__v1__message_edit__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__topic_change__init
+                     (Groupd__V1__TopicChange         *message)
+{
+  static const Groupd__V1__TopicChange init_value = GROUPD__V1__TOPIC_CHANGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__topic_change__get_packed_size
+                     (const Groupd__V1__TopicChange *message)
+{
+  assert(message->base.descriptor == &groupd__v1__topic_change__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__topic_change__pack
+                     (const Groupd__V1__TopicChange *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__topic_change__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__topic_change__pack_to_buffer
+                     (const Groupd__V1__TopicChange *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__topic_change__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__TopicChange *
+       groupd__v1__topic_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__TopicChange *)
+     protobuf_c_message_unpack (&groupd__v1__topic_change__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__topic_change__free_unpacked
+                     (Groupd__V1__TopicChange *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__topic_change__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message)
 {
@@ -4594,6 +4639,122 @@ const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor =
   (ProtobufCMessageInit) groupd__v1__message_edit__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__topic_change__field_descriptors[7] =
+{
+  {
+    "topic_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, topic_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "changed_fields",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__TopicChange, n_changed_fields),
+    offsetof(Groupd__V1__TopicChange, changed_fields),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "introduction",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, introduction),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "notification",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, notification),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "face_url",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, face_url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mute",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, mute),
+    &groupd__v1__group_mute_state__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__topic_change__field_indices_by_name[] = {
+  1,   /* field[1] = changed_fields */
+  5,   /* field[5] = face_url */
+  3,   /* field[3] = introduction */
+  6,   /* field[6] = mute */
+  2,   /* field[2] = name */
+  4,   /* field[4] = notification */
+  0,   /* field[0] = topic_id */
+};
+static const ProtobufCIntRange groupd__v1__topic_change__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor groupd__v1__topic_change__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.TopicChange",
+  "TopicChange",
+  "Groupd__V1__TopicChange",
+  "groupd.v1",
+  sizeof(Groupd__V1__TopicChange),
+  7,
+  groupd__v1__topic_change__field_descriptors,
+  groupd__v1__topic_change__field_indices_by_name,
+  1,  groupd__v1__topic_change__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__topic_change__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__attribute_version__field_descriptors[2] =
 {
   {
@@ -4838,7 +4999,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
   (ProtobufCMessageInit) groupd__v1__invite_link__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[33] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[34] =
 {
   {
     "group_id",
@@ -5236,6 +5397,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "topic",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, topic),
+    &groupd__v1__topic_change__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
@@ -5271,6 +5444,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   12,   /* field[12] = settings_change */
   6,   /* field[6] = target_user_ids */
   4,   /* field[4] = time */
+  33,   /* field[33] = topic */
 };
 static const ProtobufCIntRange groupd__v1__group_event__number_ranges[7 + 1] =
 {
@@ -5281,7 +5455,7 @@ static const ProtobufCIntRange groupd__v1__group_event__number_ranges[7 + 1] =
   { 50, 27 },
   { 55, 29 },
   { 60, 32 },
-  { 0, 33 }
+  { 0, 34 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -5291,7 +5465,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  33,
+  34,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
   7,  groupd__v1__group_event__number_ranges,
@@ -6322,7 +6496,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[46] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[49] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -6370,11 +6544,14 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[46
   { "EVENT_KIND_MESSAGE_REACTION_ADDED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_ADDED", 48 },
   { "EVENT_KIND_MESSAGE_REACTION_REMOVED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_REMOVED", 49 },
   { "EVENT_KIND_MESSAGE_EDITED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_EDITED", 52 },
+  { "EVENT_KIND_TOPIC_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_CREATED", 53 },
+  { "EVENT_KIND_TOPIC_UPDATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_UPDATED", 54 },
+  { "EVENT_KIND_TOPIC_DELETED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_DELETED", 55 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{41, 37},{45, 40},{52, 45},{0, 46}
+{0, 0},{37, 36},{41, 37},{45, 40},{52, 45},{0, 49}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[46] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[49] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -6421,6 +6598,9 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_QUIT", 25 },
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
   { "EVENT_KIND_REMARK_CHANGED", 29 },
+  { "EVENT_KIND_TOPIC_CREATED", 46 },
+  { "EVENT_KIND_TOPIC_DELETED", 48 },
+  { "EVENT_KIND_TOPIC_UPDATED", 47 },
   { "EVENT_KIND_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
@@ -6430,9 +6610,9 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  46,
+  49,
   groupd__v1__event_kind__enum_values_by_number,
-  46,
+  49,
   groupd__v1__event_kind__enum_values_by_name,
   5,
   groupd__v1__event_kind__value_ranges,

@@ -50,6 +50,7 @@ typedef struct Groupd__V1__MuteBypassChange Groupd__V1__MuteBypassChange;
 typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
 typedef struct Groupd__V1__MessageRecall Groupd__V1__MessageRecall;
 typedef struct Groupd__V1__MessageEdit Groupd__V1__MessageEdit;
+typedef struct Groupd__V1__TopicChange Groupd__V1__TopicChange;
 typedef struct Groupd__V1__AttributeVersion Groupd__V1__AttributeVersion;
 typedef struct Groupd__V1__AttributesChange Groupd__V1__AttributesChange;
 typedef struct Groupd__V1__InviteLink Groupd__V1__InviteLink;
@@ -765,7 +766,29 @@ typedef enum _Groupd__V1__EventKind {
    * removed it. To every member; not emitted when the call changed
    * nothing. Detail: reaction (the key's count after the change).
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_REMOVED = 49
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MESSAGE_REACTION_REMOVED = 49,
+  /*
+   * Tip, of the community (the community's group_id and sequence): a topic
+   * was created in a Community group (CreateTopic); operator = its creator
+   * (empty: the backend). To every member of the community. Detail: topic:
+   * the topic as created (topic_id, name, introduction, notification,
+   * face_url; changed_fields lists them, and `custom.<key>` for each custom
+   * field it was created with).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_CREATED = 53,
+  /*
+   * Tip, of the community: a topic's profile, custom fields or own mute
+   * changed (UpdateTopic); operator = who changed them. To every member of
+   * the community. Detail: topic: changed_fields and the new values of
+   * those fields.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_UPDATED = 54,
+  /*
+   * Tip, of the community: a topic was deleted (DeleteTopic), with its
+   * messages; operator = who deleted it. To every member of the community.
+   * Detail: topic (topic_id only).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_DELETED = 55
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
 /*
@@ -1939,6 +1962,57 @@ struct  Groupd__V1__MessageEdit
 
 
 /*
+ * TOPIC_CREATED / TOPIC_UPDATED / TOPIC_DELETED detail: a topic of a
+ * Community group. The event itself is the community's (its group_id and
+ * sequence); the topic's own items (messages, recalls, edits, pins,
+ * reactions, receipts) carry the topic's id as group_id and the topic's own
+ * sequence.
+ */
+struct  Groupd__V1__TopicChange
+{
+  ProtobufCMessage base;
+  /*
+   * The topic's id (`<community id>@TOPIC#_<suffix>`).
+   */
+  char *topic_id;
+  /*
+   * The changed fields: `name`, `introduction`, `notification`, `face_url`,
+   * `mute`, `custom.<key>` (custom values are not on the stream, as in
+   * ProfileChange: GetGroupsInfo of the topic gives them). TOPIC_CREATED:
+   * the fields the topic was created with. TOPIC_DELETED: empty.
+   */
+  size_t n_changed_fields;
+  char **changed_fields;
+  /*
+   * The new name (TOPIC_CREATED: the topic's name); empty unless `name`
+   * changed.
+   */
+  char *name;
+  /*
+   * The new introduction, when `introduction` changed.
+   */
+  char *introduction;
+  /*
+   * The new notification, when `notification` changed.
+   */
+  char *notification;
+  /*
+   * The new face URL, when `face_url` changed.
+   */
+  char *face_url;
+  /*
+   * The topic's own mute, when `mute` changed: the new state as GROUP_MUTED
+   * gives it (mode UNSPECIFIED = unmuted); absent otherwise. The
+   * community's mute applies to its topics as well.
+   */
+  Groupd__V1__GroupMuteState *mute;
+};
+#define GROUPD__V1__TOPIC_CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__topic_change__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
  * A group attribute key and the version a write gave it.
  */
 struct  Groupd__V1__AttributeVersion
@@ -2057,7 +2131,8 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_INVITE_LINK = 56,
   GROUPD__V1__GROUP_EVENT__DETAIL_PIN = 50,
   GROUPD__V1__GROUP_EVENT__DETAIL_READ_RECEIPTS = 51,
-  GROUPD__V1__GROUP_EVENT__DETAIL_REACTION = 57
+  GROUPD__V1__GROUP_EVENT__DETAIL_REACTION = 57,
+  GROUPD__V1__GROUP_EVENT__DETAIL_TOPIC = 61
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -2208,6 +2283,10 @@ struct  Groupd__V1__GroupEvent
      * MESSAGE_REACTION_ADDED, MESSAGE_REACTION_REMOVED.
      */
     Groupd__V1__ReactionChange *reaction;
+    /*
+     * TOPIC_CREATED, TOPIC_UPDATED, TOPIC_DELETED.
+     */
+    Groupd__V1__TopicChange *topic;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -2953,6 +3032,25 @@ Groupd__V1__MessageEdit *
 void   groupd__v1__message_edit__free_unpacked
                      (Groupd__V1__MessageEdit *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__TopicChange methods */
+void   groupd__v1__topic_change__init
+                     (Groupd__V1__TopicChange         *message);
+size_t groupd__v1__topic_change__get_packed_size
+                     (const Groupd__V1__TopicChange   *message);
+size_t groupd__v1__topic_change__pack
+                     (const Groupd__V1__TopicChange   *message,
+                      uint8_t             *out);
+size_t groupd__v1__topic_change__pack_to_buffer
+                     (const Groupd__V1__TopicChange   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__TopicChange *
+       groupd__v1__topic_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__topic_change__free_unpacked
+                     (Groupd__V1__TopicChange *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__AttributeVersion methods */
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message);
@@ -3171,6 +3269,9 @@ typedef void (*Groupd__V1__MessageRecall_Closure)
 typedef void (*Groupd__V1__MessageEdit_Closure)
                  (const Groupd__V1__MessageEdit *message,
                   void *closure_data);
+typedef void (*Groupd__V1__TopicChange_Closure)
+                 (const Groupd__V1__TopicChange *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__AttributeVersion_Closure)
                  (const Groupd__V1__AttributeVersion *message,
                   void *closure_data);
@@ -3249,6 +3350,7 @@ extern const ProtobufCMessageDescriptor groupd__v1__mute_bypass_change__descript
 extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__topic_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__attribute_version__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__attributes_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor;

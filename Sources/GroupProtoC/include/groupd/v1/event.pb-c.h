@@ -41,8 +41,10 @@ struct  Groupd__V1__SubscribeRequest
   char *cursor;
   /*
    * Only these groups (empty = all the caller's groups, or the whole app for
-   * the firehose). Addressed notifications of other groups still arrive
-   * unless `kinds` excludes them.
+   * the firehose). A Community's id selects its topics' items too (their
+   * group_id is the topic's id); a topic's id selects that topic's items
+   * only. Addressed notifications of other groups still arrive unless
+   * `kinds` excludes them.
    */
   size_t n_group_ids;
   char **group_ids;
