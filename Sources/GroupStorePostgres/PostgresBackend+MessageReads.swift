@@ -192,14 +192,19 @@ extension PostgresBackend {
                 var positions: [MemberReadPosition] = []
                 try await session.rows(
                     """
-                    SELECT m.user_id, coalesce(r.last_read_seq, 0) FROM members m
+                    SELECT m.user_id, coalesce(r.last_read_seq, 0),
+                        (SELECT coalesce(max(gm.seq), 0) FROM group_messages gm
+                         WHERE gm.app_id = m.app_id AND gm.group_key = ? AND gm.time < m.joined_at)
+                    FROM members m
                     LEFT JOIN topic_reads r ON r.app_id = m.app_id AND r.topic_key = ? AND r.user_id = m.user_id
                         AND r.joined_at = m.joined_at
                     WHERE m.app_id = ? AND m.group_key = ? ORDER BY m.user_id COLLATE "C"
                     """,
-                    [.integer(topicKey), .text(app), .integer(communityKey)]
+                    [.integer(topicKey), .integer(topicKey), .text(app), .integer(communityKey)]
                 ) { row in
-                    positions.append(MemberReadPosition(userID: try row.text(0), joinSequence: 0, readSequence: try row.int64(1)))
+                    // The join sequence: the topic's latest message sent before the member joined.
+                    positions.append(MemberReadPosition(
+                        userID: try row.text(0), joinSequence: try row.int64(2), readSequence: try row.int64(1)))
                 }
                 return positions
             }
