@@ -3137,7 +3137,9 @@ public enum Groupd_V1_GroupService {
             isClientStreaming: false, isServerStreaming: false)
         /// Mutes or unmutes the whole group: all, ordinary members, or chosen
         /// roles, with a duration (ZIM muteGroup, Tencent allMuted). Allowed to the
-        /// roles in settings.mute_scope. Emits GROUP_MUTED. Errors: GROUP_NOT_FOUND,
+        /// roles in settings.mute_scope. With a topic id: the topic's own mute (the
+        /// community's mute applies to its topics too). Emits GROUP_MUTED (on the
+        /// topic for a topic). Errors: GROUP_NOT_FOUND,
         /// PERMISSION_DENIED, INVALID_ARGUMENT (mode UNSPECIFIED when muting, roles
         /// with a mode other than ROLES, OWNER in roles by a non-owner).
         ///
@@ -3163,7 +3165,8 @@ public enum Groupd_V1_GroupService {
             isClientStreaming: false, isServerStreaming: false)
         /// Lists the groups the operator belongs to, newest join first, excluding
         /// AVChatRooms, each with the caller's self_info, remark, unread count and
-        /// the group's mute state. Any user (for themselves).
+        /// the group's mute state, and a community with its topics and the
+        /// caller's read state in each (`Group.topics`). Any user (for themselves).
         ///
         /// `/groupd.v1.GroupService/ListJoinedGroups`, unary.
         public static let listJoinedGroups = ProtoMethod<Groupd_V1_ListJoinedGroupsRequest, Groupd_V1_ListJoinedGroupsResponse>(

@@ -1684,7 +1684,11 @@ extension Groupd_V1_ListMessageRepliesResponse {
     }
 }
 
-/// Group messages.
+/// Group messages. Every method here takes a topic id of a Community group
+/// (CreateTopic) as `group_id` as well: the topic's own messages, sequence,
+/// history, read position, pins, receipts and reactions, with the
+/// community's members, roles and mutes (SendSystemNotification excepted:
+/// NOT_ALLOWED_ON_TOPIC).
 ///
 /// Routing description generated from the proto: the service name and one ``ProtoMethod`` per RPC.
 public enum Groupd_V1_MessageService {
