@@ -257,3 +257,29 @@ def test_topic_messages_and_topic_events_reach_the_communitys_stream(api):
     got = only.until(lambda item: item.WhichOneof("item") == "message" and item.message.sequence == last.sequence)
     assert all(i.message.group_id == topic for i in got if i.WhichOneof("item") == "message")
     only.cancel()
+
+
+def test_topic_events_carry_what_changed(api):
+    group, owner, admin, mia, _ = community(api)
+    stream = EventStream(api.channel, event_pb2.SubscribeRequest(group_ids=[group]), user_md(mia))
+    stream.until_caught_up()
+    topic = create_topic(api, group, owner, "general", introduction="talk").topic_id
+    api.groups.UpdateTopic(group_pb2.UpdateTopicRequest(
+        topic_id=topic, update_mask=field_mask_pb2.FieldMask(paths=["name", "face_url"]),
+        profile=K.GroupProfile(name="news", face_url="f")), metadata=user_md(admin), timeout=10)
+    # An update that changes nothing emits nothing; the deletion comes next.
+    api.groups.UpdateTopic(group_pb2.UpdateTopicRequest(
+        topic_id=topic, update_mask=field_mask_pb2.FieldMask(paths=["name"]), profile=K.GroupProfile(name="news")),
+        metadata=user_md(admin), timeout=10)
+    api.groups.DeleteTopic(group_pb2.DeleteTopicRequest(topic_id=topic), metadata=user_md(owner), timeout=10)
+    created, updated, deleted = [i.event for i in stream.events(3)]
+    stream.cancel()
+    assert [e.kind for e in (created, updated, deleted)] == [
+        K.EVENT_KIND_TOPIC_CREATED, K.EVENT_KIND_TOPIC_UPDATED, K.EVENT_KIND_TOPIC_DELETED]
+    assert all(e.group_id == group for e in (created, updated, deleted))
+    assert created.sequence < updated.sequence < deleted.sequence
+    assert (created.topic.topic_id, created.topic.name, created.topic.introduction) == (topic, "general", "talk")
+    assert (updated.topic.topic_id, sorted(updated.topic.changed_fields), updated.topic.name,
+            updated.topic.face_url) == (topic, ["face_url", "name"], "news", "f")
+    assert updated.operator_user_id == admin and deleted.operator_user_id == owner
+    assert deleted.topic.topic_id == topic
