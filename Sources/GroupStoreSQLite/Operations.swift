@@ -207,24 +207,29 @@ enum Operations {
             try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?")
                 .execute(arguments: [after.name, key])
         }
-        if after.custom != before.custom {
-            for name in before.custom.keys where after.custom[name] == nil {
-                try db.cachedStatement(sql: "DELETE FROM group_custom WHERE group_key = ? AND key = ?")
-                    .execute(arguments: [key, name])
-            }
-            for (name, value) in after.custom where before.custom[name] != value {
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)
-                        ON CONFLICT (group_key, key) DO UPDATE SET value = excluded.value
-                        """
-                ).execute(arguments: [key, name, Data(value)])
-            }
-        }
+        try writeCustom(after.custom, before: before.custom, groupKey: key, db: db)
 
         return try Rows.appendEvents(
             change.events, groupKey: key, appID: before.appID, groupID: before.id, after: before.latestSequence,
             time: time, db: db)
+    }
+
+    /// Writes a group's (or a topic's) custom fields as `after`, over `before` as stored: the
+    /// keys removed and the values changed.
+    static func writeCustom(_ after: [String: [UInt8]], before: [String: [UInt8]], groupKey key: Int64, db: Database) throws {
+        if after == before { return }
+        for name in before.keys where after[name] == nil {
+            try db.cachedStatement(sql: "DELETE FROM group_custom WHERE group_key = ? AND key = ?")
+                .execute(arguments: [key, name])
+        }
+        for (name, value) in after where before[name] != value {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)
+                    ON CONFLICT (group_key, key) DO UPDATE SET value = excluded.value
+                    """
+            ).execute(arguments: [key, name, Data(value)])
+        }
     }
 
     // MARK: Reading rows

@@ -97,18 +97,7 @@ extension SQLiteTransaction {
             if topic.name != before.name {
                 try db.cachedStatement(sql: "UPDATE groups SET name = ? WHERE group_key = ?").execute(arguments: [topic.name, key])
             }
-            for name in before.custom.keys where topic.custom[name] == nil {
-                try db.cachedStatement(sql: "DELETE FROM group_custom WHERE group_key = ? AND key = ?")
-                    .execute(arguments: [key, name])
-            }
-            for (name, value) in topic.custom where before.custom[name] != value {
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO group_custom (group_key, key, value) VALUES (?, ?, ?)
-                        ON CONFLICT (group_key, key) DO UPDATE SET value = excluded.value
-                        """
-                ).execute(arguments: [key, name, Data(value)])
-            }
+            try Operations.writeCustom(topic.custom, before: before.custom, groupKey: key, db: db)
         case .delete:
             guard let key = snapshot.topicRow?.value else {
                 throw GroupError.internal("a topic deletion over a snapshot without the topic")

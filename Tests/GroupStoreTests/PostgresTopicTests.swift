@@ -235,7 +235,8 @@ struct PostgresTopicTests {
         let positions = try await store.readPositions(app: app, groupID: topic)
         #expect(positions.map(\.userID) == ["alice", "bob", "carol", "dave"])
         #expect(positions.map(\.readSequence) == [0, 3, 0, 4])
-        #expect(positions.allSatisfy { $0.joinSequence == 0 })
+        // The join sequence: the topic's latest message sent before the member joined.
+        #expect(positions.map(\.joinSequence) == [0, 0, 0, 3])
 
         // A member who quits and joins again starts over.
         try await Fixture.quit(store, "c", "bob")
