@@ -283,3 +283,88 @@ def test_topic_events_carry_what_changed(api):
             updated.topic.face_url) == (topic, ["face_url", "name"], "news", "f")
     assert updated.operator_user_id == admin and deleted.operator_user_id == owner
     assert deleted.topic.topic_id == topic
+
+
+def test_every_method_that_takes_a_group_id_answers_a_topic_id(api):
+    """A topic id on each method: the conversation's methods work on the topic, the others refuse
+    it (NOT_ALLOWED_ON_TOPIC naming the community), and nothing of the community changes."""
+    from groupd.v1 import application_pb2, application_pb2_grpc
+
+    group, owner, admin, mia, max_ = community(api)
+    topic = create_topic(api, group, owner).topic_id
+    md, mask = user_md(owner), field_mask_pb2.FieldMask
+    applications = application_pb2_grpc.ApplicationServiceStub(api.channel)
+    refused = {
+        "UpdateGroupSettings": lambda: api.groups.UpdateGroupSettings(group_pb2.UpdateGroupSettingsRequest(
+            group_id=topic, update_mask=mask(paths=["join_option"]),
+            settings=K.GroupSettings(join_option=K.JOIN_OPTION_APPROVAL)), metadata=md, timeout=10),
+        "RevokeGroup": lambda: api.groups.RevokeGroup(group_pb2.RevokeGroupRequest(group_id=topic, reason="r"),
+                                                      metadata=admin_md(), timeout=10),
+        "UpdateMuteBypassList": lambda: api.groups.UpdateMuteBypassList(group_pb2.UpdateMuteBypassListRequest(
+            group_id=topic, add_user_ids=[mia]), metadata=md, timeout=10),
+        "SetGroupAttributes": lambda: api.groups.SetGroupAttributes(group_pb2.SetGroupAttributesRequest(
+            group_id=topic, attributes=[group_pb2.AttributeWrite(key="k", value=b"v")]), metadata=md, timeout=10),
+        "DeleteGroupAttributes": lambda: api.groups.DeleteGroupAttributes(group_pb2.DeleteGroupAttributesRequest(
+            group_id=topic, keys=[group_pb2.AttributeKey(key="k")]), metadata=md, timeout=10),
+        "GetGroupAttributes": lambda: api.groups.GetGroupAttributes(group_pb2.GetGroupAttributesRequest(
+            group_id=topic), metadata=md, timeout=10),
+        "IncrementGroupCounters": lambda: api.groups.IncrementGroupCounters(group_pb2.IncrementGroupCountersRequest(
+            group_id=topic, deltas={"n": 1}), metadata=md, timeout=10),
+        "GetGroupCounters": lambda: api.groups.GetGroupCounters(group_pb2.GetGroupCountersRequest(group_id=topic),
+                                                                metadata=md, timeout=10),
+        "GetMembersInfo": lambda: api.members.GetMembersInfo(member_pb2.GetMembersInfoRequest(
+            group_id=topic, user_ids=[mia]), metadata=md, timeout=10),
+        "GetSelfMemberInfo": lambda: api.members.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(
+            group_id=topic), metadata=md, timeout=10),
+        "MuteMembers": lambda: api.members.MuteMembers(member_pb2.MuteMembersRequest(
+            group_id=topic, user_ids=[mia], duration_seconds=60), metadata=md, timeout=10),
+        "UpdateMemberInfo": lambda: api.members.UpdateMemberInfo(member_pb2.UpdateMemberInfoRequest(
+            group_id=topic, update_mask=mask(paths=["name_card"]), name_card="n"), metadata=user_md(mia), timeout=10),
+        "SetReceiveMessageOption": lambda: api.members.SetReceiveMessageOption(
+            member_pb2.SetReceiveMessageOptionRequest(group_id=topic, option=K.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE),
+            metadata=user_md(mia), timeout=10),
+        "SetGroupRemark": lambda: api.members.SetGroupRemark(member_pb2.SetGroupRemarkRequest(
+            group_id=topic, remark="r"), metadata=user_md(mia), timeout=10),
+        "BanMembers": lambda: api.members.BanMembers(member_pb2.BanMembersRequest(group_id=topic, user_ids=[mia]),
+                                                     metadata=md, timeout=10),
+        "UnbanMembers": lambda: api.members.UnbanMembers(member_pb2.UnbanMembersRequest(
+            group_id=topic, user_ids=[mia]), metadata=md, timeout=10),
+        "ListBannedMembers": lambda: api.members.ListBannedMembers(member_pb2.ListBannedMembersRequest(
+            group_id=topic), metadata=md, timeout=10),
+        "CreateInviteLink": lambda: api.members.CreateInviteLink(member_pb2.CreateInviteLinkRequest(group_id=topic),
+                                                                 metadata=md, timeout=10),
+        "ListInviteLinks": lambda: api.members.ListInviteLinks(member_pb2.ListInviteLinksRequest(group_id=topic),
+                                                               metadata=md, timeout=10),
+        "SyncMembers": lambda: api.members.SyncMembers(member_pb2.SyncMembersRequest(group_id=topic), metadata=md,
+                                                       timeout=10),
+        "SearchMembers": lambda: api.members.SearchMembers(member_pb2.SearchMembersRequest(
+            group_id=topic, keyword="m", by=member_pb2.MEMBER_SEARCH_FIELD_NAME_CARD), metadata=md, timeout=10),
+        "SendSystemNotification": lambda: api.messages.SendSystemNotification(
+            message_pb2.SendSystemNotificationRequest(group_id=topic, text="x"), metadata=admin_md(),
+            timeout=10),
+        "ListApplications": lambda: applications.ListApplications(application_pb2.ListApplicationsRequest(
+            group_id=topic), metadata=md, timeout=10),
+    }
+    unexpected = {}
+    for name, call in refused.items():
+        try:
+            call()
+            unexpected[name] = "answered"
+        except grpc.RpcError as error:
+            from support import error_info
+            info = error_info(error)
+            outcome = (error.code().name, info.reason if info else "", dict(info.metadata) if info else {})
+            if outcome[:2] != ("FAILED_PRECONDITION", "NOT_ALLOWED_ON_TOPIC") or outcome[2].get("community_id") != group:
+                unexpected[name] = outcome
+    assert unexpected == {}
+    # ImportGroup cannot make a group with a topic's id.
+    info = expect_error(lambda: api.groups.ImportGroup(group_pb2.ImportGroupRequest(
+        group_id=group + "@TOPIC#_IMPORTED0000", type=COMMUNITY, owner_user_id=owner,
+        profile=K.GroupProfile(name="x")), metadata=admin_md(), timeout=10),
+        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    assert info.metadata["field"] == "group_id"
+    # Nothing of the community changed.
+    self_info = api.members.GetSelfMemberInfo(member_pb2.GetSelfMemberInfoRequest(group_id=group),
+                                              metadata=user_md(mia), timeout=10)
+    assert self_info.member.name_card == "" and not self_info.member.HasField("mute_until")
+    assert self_info.member.receive_message_option != K.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE and self_info.remark == ""

@@ -63,14 +63,38 @@ public enum GroupID {
     /// The community a topic id belongs to: the part before ``topicMarker``, or `nil` when `id`
     /// is no topic id (custom group ids cannot contain the marker).
     public static func communityID(ofTopic id: String) -> String? {
-        guard let range = id.utf8.firstRange(of: topicMarker.utf8), range.lowerBound != id.utf8.startIndex,
-            range.upperBound != id.utf8.endIndex
-        else { return nil }
-        return String(id[..<range.lowerBound])
+        guard let offset = topicMarkerOffset(id) else { return nil }
+        return String(id.utf8.prefix(offset))
     }
 
     /// Whether `id` is a topic's id (``communityID(ofTopic:)`` finds its community).
-    public static func isTopic(_ id: String) -> Bool { communityID(ofTopic: id) != nil }
+    public static func isTopic(_ id: String) -> Bool { topicMarkerOffset(id) != nil }
+
+    /// The byte offset of ``topicMarker`` in `id` when a community id precedes it and a suffix
+    /// follows it; `nil` otherwise. A byte loop: every group id a call names is asked.
+    private static func topicMarkerOffset(_ id: String) -> Int? {
+        let marker: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (64, 84, 79, 80, 73, 67, 35, 95)  // @TOPIC#_
+        return id.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+            guard bytes.count > 9 else { return nil }
+            var index = 1
+            while index + 8 < bytes.count {
+                if bytes[index] == marker.0, bytes[index + 1] == marker.1, bytes[index + 2] == marker.2,
+                    bytes[index + 3] == marker.3, bytes[index + 4] == marker.4, bytes[index + 5] == marker.5,
+                    bytes[index + 6] == marker.6, bytes[index + 7] == marker.7
+                {
+                    return index
+                }
+                index += 1
+            }
+            return nil
+        } ?? {
+            // Not contiguous (a bridged string): the generic search.
+            guard let range = id.utf8.firstRange(of: topicMarker.utf8), range.lowerBound != id.utf8.startIndex,
+                range.upperBound != id.utf8.endIndex
+            else { return nil }
+            return id.utf8.distance(from: id.utf8.startIndex, to: range.lowerBound)
+        }()
+    }
 
     /// Whether `id` has the shape of a generated id (`@TGS#` and the random part).
     public static func isGenerated(_ id: String) -> Bool {

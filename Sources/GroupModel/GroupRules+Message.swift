@@ -196,7 +196,8 @@ extension GroupRules {
     /// joined the room's audience); the member's own mute (`MEMBER_MUTED`, metadata `mute_until`
     /// in ms); the whole-group mute in its mode (`GROUP_MUTED`, metadata `mode` and `until`, `0` =
     /// until lifted), except for members on the group's mute bypass list (``Group/muteBypass``).
-    /// A mute whose end is at or before `now` no longer applies.
+    /// A mute whose end is at or before `now` no longer applies. In a topic, its community's
+    /// whole-group mute (``Group/communityMute``) applies as well as the topic's own.
     /// - Returns: The sender's name card, recorded with the message.
     /// - Throws: `GroupError` as above (`PERMISSION_DENIED` for the three refusals).
     public static func checkSend(in group: Group, by op: GroupOperator, now: Timestamp) throws -> String {
@@ -208,15 +209,20 @@ extension GroupRules {
                 code: .permissionDenied, reason: .memberMuted, message: "you are muted in this group",
                 metadata: ["mute_until": millisText(until)])
         }
-        // A topic's own mute, then its community's: either silences the topic.
-        for mute in [group.mute, group.communityMute]
-        where mute.mutes(member.role, at: now) && !group.muteBypass.contains(member.userID) {
+        try checkGroupMute(group.mute, of: group, for: member, now: now)
+        // A topic's community's mute silences the topic too.
+        if group.isTopic { try checkGroupMute(group.communityMute, of: group, for: member, now: now) }
+        return member.nameCard
+    }
+
+    /// `GROUP_MUTED` when `mute` applies to `member` (not on the group's bypass list) at `now`.
+    private static func checkGroupMute(_ mute: GroupMuteState, of group: Group, for member: Member, now: Timestamp) throws {
+        if mute.mutes(member.role, at: now), !group.muteBypass.contains(member.userID) {
             throw GroupError(
                 code: .permissionDenied, reason: .groupMuted,
                 message: "the group is muted for \(member.role) members",
                 metadata: ["mode": muteChanges(mute)["mode"] ?? "", "until": millisText(mute.until)])
         }
-        return member.nameCard
     }
 
     /// The messages of a group an operator may read: those with a sequence above the returned

@@ -21,6 +21,17 @@ public struct TopicCreation: Sendable, Hashable {
     }
 }
 
+extension GroupError {
+    /// `FAILED_PRECONDITION` / `NOT_ALLOWED_ON_TOPIC`: the operation acts on members, roles,
+    /// settings or the group as a whole, and `topicID` names a topic of `community`.
+    public static func notAllowedOnTopic(_ topicID: String, community: String) -> GroupError {
+        GroupError(
+            code: .failedPrecondition, reason: .notAllowedOnTopic,
+            message: "\(topicID) is a topic; this operation names its community \(community)",
+            metadata: ["community_id": community])
+    }
+}
+
 extension GroupRules {
     /// Check a `CreateTopic` call and plan the topic.
     ///

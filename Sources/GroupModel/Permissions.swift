@@ -306,10 +306,7 @@ public enum GroupRules {
     /// community's).
     public static func authorize(_ action: GroupAction, in group: Group, actor: ActingRole) -> PermissionDecision {
         if group.isTopic, !action.appliesToTopic {
-            return .refused(GroupError(
-                code: .failedPrecondition, reason: .notAllowedOnTopic,
-                message: "\(group.id) is a topic; this operation names its community \(group.parentID ?? "")",
-                metadata: ["community_id": group.parentID ?? ""]))
+            return .refused(GroupError.notAllowedOnTopic(group.id, community: group.parentID ?? ""))
         }
         return decide(action, type: group.type, settings: group.settings, actor: actor)
     }

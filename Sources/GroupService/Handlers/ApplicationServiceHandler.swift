@@ -26,6 +26,10 @@ struct ApplicationServiceHandler: GroupdHandler {
     ) async throws -> Groupd_V1_ListApplicationsResponse {
         let size = try GroupdService.pageSize(
             request.pageSize, fallback: Self.applicationPageSize.fallback, max: Self.applicationPageSize.max)
+        if let community = GroupID.communityID(ofTopic: request.groupID) {
+            // Applications are to join the community.
+            throw GroupError.notAllowedOnTopic(request.groupID, community: community)
+        }
         let now = clock.now()
         let query = ApplicationQuery(
             userID: call.caller.operatorID, kinds: try Self.kinds(request.kind), states: try Self.states(request.states),

@@ -183,7 +183,7 @@ struct GroupServiceHandler: GroupdHandler {
         var seen: Set<String> = []
         for id in request.groupIds where seen.insert(id).inserted { ids.append(id) }
         // A topic is read with ListTopics: here it is no group (not found, below).
-        let topicIDs = Set(ids.filter(GroupID.isTopic))
+        let topicIDs: Set<String> = ids.contains(where: GroupID.isTopic) ? Set(ids.filter(GroupID.isTopic)) : []
         guard ids.count <= call.limits.maxGroupsPerRequest else {
             throw GroupError.invalidArgument(
                 field: "group_ids", "\(ids.count) group ids exceed the limit of \(call.limits.maxGroupsPerRequest)",
