@@ -92,9 +92,8 @@ extension SQLiteBackend {
     static func unreadMentions(app: String, userID: String, groupIDs: [String], db: Database) throws -> [String: UnreadMention] {
         let (topicIDs, groupIDs) = TopicReads.split(groupIDs)
         var mentions: [String: UnreadMention] = [:]
-        for topic in try TopicReads.positions(app: app, userID: userID, topicIDs: topicIDs, db: db) {
-            mentions[topic.id] = try TopicReads.unread(
-                topicKey: topic.key, userID: userID, after: topic.position, joinedAt: topic.joinedAt, db: db).mention
+        for (id, state) in try TopicReads.states(app: app, userID: userID, topicIDs: topicIDs, db: db) {
+            mentions[id] = state.unreadMention
         }
         if groupIDs.isEmpty { return mentions }
         let padded = Rows.padded(groupIDs)
@@ -121,14 +120,7 @@ extension SQLiteBackend {
         if groupIDs.isEmpty { return [:] }
         return try await pool.read { db in
             let (topicIDs, groupIDs) = TopicReads.split(groupIDs)
-            var states: [String: ReadState] = [:]
-            for topic in try TopicReads.positions(app: app, userID: userID, topicIDs: topicIDs, db: db) {
-                let unread = try TopicReads.unread(
-                    topicKey: topic.key, userID: userID, after: topic.position, joinedAt: topic.joinedAt, db: db)
-                states[topic.id] = ReadState(
-                    readSequence: topic.position, unreadCount: unread.count,
-                    lastMessageAt: try MessageRows.lastMessageTime(groupKey: topic.key, db: db), unreadMention: unread.mention)
-            }
+            var states = try TopicReads.states(app: app, userID: userID, topicIDs: topicIDs, db: db)
             if groupIDs.isEmpty { return states }
             let padded = Rows.padded(groupIDs)
             let rows = try Row.fetchCursor(

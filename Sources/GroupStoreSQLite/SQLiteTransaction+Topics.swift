@@ -164,30 +164,47 @@ enum TopicReads {
         return (topics, others)
     }
 
-    /// For each live topic of `topicIDs` whose community the user is a member of: its key, the
-    /// user's position in it and the user's join time (ms).
-    static func positions(
-        app: String, userID: String, topicIDs: [String], db: Database
-    ) throws -> [(id: String, key: Int64, position: Int64, joinedAt: Int64)] {
-        if topicIDs.isEmpty { return [] }
+    /// The user's read state in each live topic of `topicIDs` whose community they are a member
+    /// of, in one statement: the position (counting while the membership it was written in
+    /// lasts), the last message's time, and the unread count and mentions after the position and
+    /// the member's join.
+    static func states(app: String, userID: String, topicIDs: [String], db: Database) throws -> [String: ReadState] {
+        if topicIDs.isEmpty { return [:] }
         let padded = Rows.padded(topicIDs)
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT t.group_id, t.group_key, m.joined_at, r.last_read_seq, r.joined_at FROM groups t
-                    JOIN members m ON m.group_key = t.parent_key AND m.user_id = ?
-                    LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
-                    WHERE t.app_id = ? AND t.group_id IN (\(Rows.placeholders(padded.count))) AND t.dismissed_at IS NULL
+                    SELECT p.group_id, p.position,
+                        (SELECT time FROM group_messages WHERE group_key = p.group_key ORDER BY seq DESC LIMIT 1),
+                        (SELECT count(*) FROM group_messages u WHERE u.group_key = p.group_key AND u.seq > p.position
+                            AND u.sender_id <> p.user_id AND u.time >= p.joined_at),
+                        EXISTS (SELECT 1 FROM message_mentions mm
+                            JOIN group_messages gm ON gm.group_key = mm.group_key AND gm.seq = mm.seq
+                            WHERE mm.group_key = p.group_key AND mm.user_id = p.user_id AND mm.seq > p.position
+                                AND gm.time >= p.joined_at),
+                        EXISTS (SELECT 1 FROM group_messages a WHERE a.group_key = p.group_key AND a.mention_all = 1
+                            AND a.seq > p.position AND a.sender_id <> p.user_id AND a.time >= p.joined_at)
+                    FROM (
+                        SELECT t.group_id, t.group_key, m.user_id, m.joined_at,
+                            CASE WHEN r.joined_at = m.joined_at THEN r.last_read_seq ELSE 0 END AS position
+                        FROM groups t
+                        JOIN members m ON m.group_key = t.parent_key AND m.user_id = ?
+                        LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
+                        WHERE t.app_id = ? AND t.group_id IN (\(Rows.placeholders(padded.count))) AND t.dismissed_at IS NULL
+                    ) p
                     """),
             arguments: StatementArguments([userID, app] + padded))
-        var found: [(id: String, key: Int64, position: Int64, joinedAt: Int64)] = []
+        var states: [String: ReadState] = [:]
         while let row = try rows.next() {
-            let joinedAt: Int64 = try row.decode(atIndex: 2)
-            let readJoinedAt: Int64? = try row.decode(atIndex: 4)
-            let position: Int64 = readJoinedAt == joinedAt ? (try row.decode(atIndex: 3) ?? 0) : 0
-            found.append((try row.decode(atIndex: 0), try row.decode(atIndex: 1), position, joinedAt))
+            let count: Int = try row.decode(atIndex: 3)
+            let mention = count == 0
+                ? UnreadMention.none : UnreadMention(me: try row.decode(atIndex: 4), all: try row.decode(atIndex: 5))
+            let last: Int64? = try row.decode(atIndex: 2)
+            states[try row.decode(atIndex: 0)] = ReadState(
+                readSequence: try row.decode(atIndex: 1), unreadCount: count,
+                lastMessageAt: last.map(Timestamp.init(millisecondsSince1970:)), unreadMention: mention)
         }
-        return found
+        return states
     }
 
     /// Every member of the topic's community with their position in the topic; their join
