@@ -344,10 +344,18 @@ public struct WriteScope: Sendable, Hashable {
 
     /// The 64-bit lock keys of the scope's groups and users: the same on every node and in
     /// every release (FNV-1a of the kind, the app and the id; never Swift's seeded `Hasher`).
-    /// Two ids that collide only share a lock.
+    /// Two ids that collide only share a lock. A topic's id takes its community's key too: a
+    /// send to a topic and a write of its community's members (a kick, say) never commit side
+    /// by side on two nodes.
     public var lockKeys: [Int64] {
-        (groups ?? []).map { Self.lockKey(kind: "group", app: app, id: $0) }
-            + users.map { Self.lockKey(kind: "user", app: app, id: $0) }
+        var keys: [Int64] = []
+        for id in groups ?? [] {
+            keys.append(Self.lockKey(kind: "group", app: app, id: id))
+            if let community = GroupID.communityID(ofTopic: id) {
+                keys.append(Self.lockKey(kind: "group", app: app, id: community))
+            }
+        }
+        return keys + users.map { Self.lockKey(kind: "user", app: app, id: $0) }
     }
 
     /// The lock key of one group or user of an app.

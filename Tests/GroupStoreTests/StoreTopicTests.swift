@@ -216,4 +216,13 @@ struct StoreTopicTests {
         let refused = await Fixture.groupError { _ = try await send(store, topic, from: "bob") }
         #expect(refused?.reason == .groupNotFound)
     }
+
+    @Test("a topic's writes take its community's lock key too (a send and a kick of the community never commit side by side)")
+    func lockKeys() {
+        let topic = GroupID.generateTopicID(in: "c1")
+        let community = WriteScope.groups(["c1"], app: app).lockKeys
+        let send = WriteScope.send(to: topic, from: "bob", clientMessageID: nil, app: app).lockKeys
+        #expect(send.count == 2 && send.contains(community[0]) && send[0] != community[0])
+        #expect(WriteScope.groups(["g1"], app: app).lockKeys.count == 1)
+    }
 }
