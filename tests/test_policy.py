@@ -141,6 +141,25 @@ def test_update_profile_with_a_banned_word_is_rejected_and_changes_nothing(stubs
     assert got.profile.introduction == ""
 
 
+def test_topic_names_pass_the_profile_policy_on_create_and_update(stubs):
+    community = create(stubs, name="community", group_type=common_pb2.GROUP_TYPE_COMMUNITY)
+    _, info = rejected(lambda: stubs.groups.CreateTopic(group_pb2.CreateTopicRequest(
+        group_id=community.group_id, profile=common_pb2.GroupProfile(name="forbidden talk")),
+        metadata=admin_md(), timeout=10), grpc.StatusCode.FAILED_PRECONDITION)
+    assert info.metadata["error_keys"] == "name"
+    topic = stubs.groups.CreateTopic(group_pb2.CreateTopicRequest(
+        group_id=community.group_id, profile=common_pb2.GroupProfile(name="talk")), metadata=admin_md(),
+        timeout=10).topic
+    _, info = rejected(lambda: stubs.groups.UpdateTopic(group_pb2.UpdateTopicRequest(
+        topic_id=topic.topic_id, profile=common_pb2.GroupProfile(introduction="forbidden things"),
+        update_mask=field_mask_pb2.FieldMask(paths=["introduction"])), metadata=admin_md(), timeout=10),
+        grpc.StatusCode.FAILED_PRECONDITION)
+    assert info.metadata["error_keys"] == "introduction"
+    listed = stubs.groups.ListTopics(group_pb2.ListTopicsRequest(group_id=community.group_id), metadata=admin_md(),
+                                     timeout=10).topics
+    assert [(t.profile.name, t.profile.introduction) for t in listed] == [("talk", "")]
+
+
 def test_name_card_is_masked_in_what_is_stored(stubs):
     group = create(stubs, owner="alice", members=["bob"])
     stubs.members.UpdateMemberInfo(member_pb2.UpdateMemberInfoRequest(

@@ -8,10 +8,15 @@ extension GroupServiceHandler {
     func createTopic(_ request: Groupd_V1_CreateTopicRequest, _ call: CallContext) async throws -> Groupd_V1_CreateTopicResponse {
         try GroupdService.requireGroupID(request.groupID)
         let profile = request.profile ?? Groupd_V1_GroupProfile()
-        let creation = TopicCreation(
+        let id = GroupID.generateTopicID(in: request.groupID)
+        // The moderation plugins see a new topic's profile as they see a profile update.
+        var requested = ProfileUpdate(
             name: profile.name, introduction: profile.introduction, notification: profile.notification,
             faceURL: profile.faceURL, custom: request.custom)
-        let id = GroupID.generateTopicID(in: request.groupID)
+        try await checkProfilePolicy(&requested, groupID: id, call)
+        let creation = TopicCreation(
+            name: requested.name ?? "", introduction: requested.introduction ?? "",
+            notification: requested.notification ?? "", faceURL: requested.faceURL ?? "", custom: requested.custom)
         let (limits, schema, now, caller) = (call.limits, call.customFields, clock.now(), call.caller)
         let result = try await Self.profileFields {
             try await store.mutateTopic(
@@ -30,12 +35,14 @@ extension GroupServiceHandler {
 
     func updateTopic(_ request: Groupd_V1_UpdateTopicRequest, _ call: CallContext) async throws -> Groupd_V1_UpdateTopicResponse {
         let communityID = try Self.communityID(ofTopic: request.topicID)
-        let update = try Self.profileUpdate(.with {
+        var requested = try Self.profileUpdate(.with {
             $0.groupID = request.topicID
             if let mask = request.updateMask { $0.updateMask = mask }
             if let profile = request.profile { $0.profile = profile }
             $0.custom = request.custom
         })
+        try await checkProfilePolicy(&requested, groupID: request.topicID, call)
+        let update = requested
         let (limits, schema, now, caller) = (call.limits, call.customFields, clock.now(), call.caller)
         let topicID = request.topicID
         let result = try await Self.profileFields {
