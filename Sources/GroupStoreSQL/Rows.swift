@@ -207,6 +207,33 @@ public enum Rows {
         return GroupRow(key: try int(.groupKey), group: stored, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 
+    /// The columns ``topic(_:)`` decodes, of the table aliased `t`, in `SELECT` order.
+    public static let topicColumns = """
+        t.group_key, t.app_id, t.group_id, t.name, t.introduction, t.notification, t.face_url, t.mute_mode, \
+        t.mute_roles, t.mute_until, t.mute_operator, t.created_at, t.updated_at, t.latest_seq, t.pins, t.has_custom
+        """
+
+    /// A topic's own row (``topicColumns``): what the community does not give it (profile, mute,
+    /// times, sequence, pins). The type is Community and the rest is the type's defaults, which
+    /// `Group.topic(_:in:)` replaces with the community's. A member of many communities lists a
+    /// thousand topics: the full group decoder read every settings column of each.
+    public static func topic(_ row: some ColumnReader) throws -> GroupRow {
+        let pinsText = try row.optionalText(14)
+        guard let pins = PinnedMessageCoding.decode(pinsText ?? "") else { throw corrupt("pins", pinsText ?? "") }
+        let topic = Group(
+            appID: try row.text(1), id: try row.text(2), type: .community, name: try row.text(3),
+            introduction: try row.text(4), notification: try row.text(5), faceURL: try row.text(6),
+            settings: GroupType.community.preset.defaultSettings, ownerID: nil, maxMembers: nil,
+            createdAt: Timestamp(millisecondsSince1970: try row.int64(11)),
+            updatedAt: Timestamp(millisecondsSince1970: try row.int64(12)), latestSequence: try row.int64(13),
+            mute: GroupMuteState(
+                mode: try decodeMuteMode(row.text(7), roles: row.text(8)),
+                until: try row.optionalInt64(9).map(Timestamp.init(millisecondsSince1970:)),
+                operatorID: try row.optionalText(10)),
+            pins: pins)
+        return GroupRow(key: try row.int64(0), group: topic, hasCustom: try row.bool(15))
+    }
+
     package static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {
         switch mode {
         case .none: ("none", "")

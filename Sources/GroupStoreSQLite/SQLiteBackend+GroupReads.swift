@@ -13,21 +13,20 @@ import GroupStoreSQL
 extension SQLiteBackend {
     public func topics(app: String, communities: [String]) async throws -> [String: [Group]] {
         if communities.isEmpty || !storesTopics { return [:] }
-        let ownerSettings = storesOwnerSettings
         return try await pool.read { db in
             let padded = Rows.padded(communities)
-            let rows = try Row.fetchCursor(
-                db.cachedStatement(
-                    sql: """
-                        SELECT c.group_id, \(Rows.GroupColumn.list(table: "t", ownerSettings: ownerSettings)) FROM groups c
-                        JOIN groups t ON t.parent_key = c.group_key AND t.dismissed_at IS NULL
-                        WHERE c.app_id = ? AND c.group_id IN (\(Rows.placeholders(padded.count))) AND c.dismissed_at IS NULL
-                        ORDER BY c.group_key, t.created_at, t.group_id
-                        """),
-                arguments: StatementArguments([app] + padded))
             var read: [(community: String, row: Rows.GroupRow)] = []
-            while let row = try rows.next() {
-                read.append((try row.decode(atIndex: 0), try Rows.group(OffsetRow(row: row, offset: 1))))
+            // Raw rows: a member of many communities lists a thousand topics.
+            try RawStatement(
+                db,
+                """
+                SELECT c.group_id, \(Rows.topicColumns) FROM groups c
+                JOIN groups t ON t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                WHERE c.app_id = ? AND c.group_id IN (\(Rows.placeholders(padded.count))) AND c.dismissed_at IS NULL
+                ORDER BY c.group_key, t.created_at, t.group_id
+                """
+            ).rows([.text(app)] + padded.map { .text($0) }) { row in
+                read.append((row.text(0), try Rows.topic(OffsetRow(row: row, offset: 1))))
             }
             let groups = try Operations.withCustom(read.map(\.row), db: db)
             var topics: [String: [Group]] = [:]

@@ -171,38 +171,35 @@ enum TopicReads {
     static func states(app: String, userID: String, topicIDs: [String], db: Database) throws -> [String: ReadState] {
         if topicIDs.isEmpty { return [:] }
         let padded = Rows.padded(topicIDs)
-        let rows = try Row.fetchCursor(
-            db.cachedStatement(
-                sql: """
-                    SELECT p.group_id, p.position,
-                        (SELECT time FROM group_messages WHERE group_key = p.group_key ORDER BY seq DESC LIMIT 1),
-                        (SELECT count(*) FROM group_messages u WHERE u.group_key = p.group_key AND u.seq > p.position
-                            AND u.sender_id <> p.user_id AND u.time >= p.joined_at),
-                        EXISTS (SELECT 1 FROM message_mentions mm
-                            JOIN group_messages gm ON gm.group_key = mm.group_key AND gm.seq = mm.seq
-                            WHERE mm.group_key = p.group_key AND mm.user_id = p.user_id AND mm.seq > p.position
-                                AND gm.time >= p.joined_at),
-                        EXISTS (SELECT 1 FROM group_messages a WHERE a.group_key = p.group_key AND a.mention_all = 1
-                            AND a.seq > p.position AND a.sender_id <> p.user_id AND a.time >= p.joined_at)
-                    FROM (
-                        SELECT t.group_id, t.group_key, m.user_id, m.joined_at,
-                            CASE WHEN r.joined_at = m.joined_at THEN r.last_read_seq ELSE 0 END AS position
-                        FROM groups t
-                        JOIN members m ON m.group_key = t.parent_key AND m.user_id = ?
-                        LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
-                        WHERE t.app_id = ? AND t.group_id IN (\(Rows.placeholders(padded.count))) AND t.dismissed_at IS NULL
-                    ) p
-                    """),
-            arguments: StatementArguments([userID, app] + padded))
         var states: [String: ReadState] = [:]
-        while let row = try rows.next() {
-            let count: Int = try row.decode(atIndex: 3)
-            let mention = count == 0
-                ? UnreadMention.none : UnreadMention(me: try row.decode(atIndex: 4), all: try row.decode(atIndex: 5))
-            let last: Int64? = try row.decode(atIndex: 2)
-            states[try row.decode(atIndex: 0)] = ReadState(
-                readSequence: try row.decode(atIndex: 1), unreadCount: count,
-                lastMessageAt: last.map(Timestamp.init(millisecondsSince1970:)), unreadMention: mention)
+        try RawStatement(
+            db,
+            """
+            SELECT p.group_id, p.position,
+                (SELECT time FROM group_messages WHERE group_key = p.group_key ORDER BY seq DESC LIMIT 1),
+                (SELECT count(*) FROM group_messages u WHERE u.group_key = p.group_key AND u.seq > p.position
+                    AND u.sender_id <> p.user_id AND u.time >= p.joined_at),
+                EXISTS (SELECT 1 FROM message_mentions mm
+                    JOIN group_messages gm ON gm.group_key = mm.group_key AND gm.seq = mm.seq
+                    WHERE mm.group_key = p.group_key AND mm.user_id = p.user_id AND mm.seq > p.position
+                        AND gm.time >= p.joined_at),
+                EXISTS (SELECT 1 FROM group_messages a WHERE a.group_key = p.group_key AND a.mention_all = 1
+                    AND a.seq > p.position AND a.sender_id <> p.user_id AND a.time >= p.joined_at)
+            FROM (
+                SELECT t.group_id, t.group_key, m.user_id, m.joined_at,
+                    CASE WHEN r.joined_at = m.joined_at THEN r.last_read_seq ELSE 0 END AS position
+                FROM groups t
+                JOIN members m ON m.group_key = t.parent_key AND m.user_id = ?
+                LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
+                WHERE t.app_id = ? AND t.group_id IN (\(Rows.placeholders(padded.count))) AND t.dismissed_at IS NULL
+            ) p
+            """
+        ).rows([.text(userID), .text(app)] + padded.map { .text($0) }) { row in
+            let count = row.int(3)
+            let mention = count == 0 ? UnreadMention.none : UnreadMention(me: row.bool(4), all: row.bool(5))
+            states[row.text(0)] = ReadState(
+                readSequence: row.int64(1), unreadCount: count,
+                lastMessageAt: row.optionalInt64(2).map(Timestamp.init(millisecondsSince1970:)), unreadMention: mention)
         }
         return states
     }

@@ -133,22 +133,25 @@ extension GroupServiceHandler {
         let actor = call.caller.actingRole(membership: membership?.role)
         var visibility = GroupRules.visibility(of: topic.type, for: actor)
         if visibility == .hidden { visibility = .publicProfile }
-        let group = APIMapping.group(topic, visibility: visibility, selfInfo: nil, now: call.now)
+        let shows = visibility.includes
         return .with {
             $0.topicID = topic.id
             $0.groupID = topic.parentID ?? GroupID.communityID(ofTopic: topic.id) ?? ""
-            $0.profile = group.profile ?? Groupd_V1_GroupProfile()
-            if let schema = call.customFields, visibility.includes(.custom) {
-                $0.custom = schema.readable(topic.custom, scope: .group, for: actor)
-            } else if visibility.includes(.custom) {
-                $0.custom = topic.custom
+            $0.profile = .with {
+                if shows(.name) { $0.name = topic.name }
+                if shows(.introduction) { $0.introduction = topic.introduction }
+                if shows(.notification) { $0.notification = topic.notification }
+                if shows(.faceURL) { $0.faceURL = topic.faceURL }
             }
-            if let time = group.createTime { $0.createTime = time }
-            if let time = group.lastInfoTime { $0.lastInfoTime = time }
-            $0.latestSequence = group.latestSequence
-            if let mute = group.mute { $0.mute = mute }
-            $0.pinnedMessages = group.pinnedMessages
-            $0.publicViewOnly = group.publicViewOnly
+            if shows(.custom) {
+                $0.custom = call.customFields.map { $0.readable(topic.custom, scope: .group, for: actor) } ?? topic.custom
+            }
+            if shows(.createdAt) { $0.createTime = APIMapping.timestamp(topic.createdAt) }
+            if shows(.updatedAt) { $0.lastInfoTime = APIMapping.timestamp(topic.updatedAt) }
+            if shows(.latestSequence) { $0.latestSequence = UInt64(max(topic.latestSequence, 0)) }
+            if shows(.mute), let mute = APIMapping.muteState(topic.mute, now: call.now) { $0.mute = mute }
+            if shows(.pins) { $0.pinnedMessages = topic.pins.map(APIMapping.pin) }
+            $0.publicViewOnly = visibility != .full
             if let read {
                 $0.readSequence = UInt64(max(read.readSequence, 0))
                 $0.unreadCount = UInt32(clamping: read.unreadCount)
