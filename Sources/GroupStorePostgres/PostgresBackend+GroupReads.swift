@@ -21,18 +21,19 @@ extension PostgresBackend {
         return try await read { session in
             var rows: [Rows.GroupRow] = []
             var parents: [String] = []
-            let count = Rows.GroupColumn.allCases.count
+            // A topic's own columns only (the rest is its community's): a member of many
+            // communities lists a thousand topics.
             try await session.rows(
                 """
-                SELECT \(Rows.GroupColumn.list(table: "t")), c.group_id FROM groups c
+                SELECT \(Rows.topicColumns), c.group_id FROM groups c
                 JOIN groups t ON t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL
                 WHERE c.app_id = ? AND c.group_id = ANY(?) AND c.dismissed_at IS NULL
                 ORDER BY c.group_id, t.created_at, t.group_id
                 """,
                 [.text(app), .texts(communities)]
             ) { row in
-                rows.append(try Rows.group(row))
-                parents.append(try row.text(count))
+                rows.append(try Rows.topic(row))
+                parents.append(try row.text(16))
             }
             var topics: [String: [Group]] = [:]
             for (parent, topic) in zip(parents, try await PostgresRows.withCustom(rows, app: app, session: session)) {
