@@ -368,3 +368,24 @@ def test_every_method_that_takes_a_group_id_answers_a_topic_id(api):
                                               metadata=user_md(mia), timeout=10)
     assert self_info.member.name_card == "" and not self_info.member.HasField("mute_until")
     assert self_info.member.receive_message_option != K.RECEIVE_MESSAGE_OPTION_NOT_RECEIVE and self_info.remark == ""
+
+
+def test_a_stream_from_the_oldest_delivers_the_topics_messages_before_caught_up(api):
+    group, owner, admin, mia, _ = community(api)
+    topic = create_topic(api, group, owner).topic_id
+    first = api.send(topic, owner, "before the join")
+    late, stranger = uid("late"), uid("stranger")
+    api.members.JoinGroup(member_pb2.JoinGroupRequest(group_id=group), metadata=user_md(late), timeout=10)
+    second = api.send(topic, owner, "after the join")
+
+    def backlog(user, **request):
+        stream = EventStream(api.channel, event_pb2.SubscribeRequest(from_oldest=True, **request), user_md(user))
+        items = stream.until_caught_up()
+        stream.cancel()
+        return [i.message.sequence for i in items if i.WhichOneof("item") == "message" and i.message.group_id == topic]
+
+    # Sent before the stream began, delivered by its backlog (the live hub never saw them for it).
+    assert backlog(mia) == [first.sequence, second.sequence]
+    assert backlog(mia, group_ids=[group]) == [first.sequence, second.sequence]
+    assert backlog(late) == [second.sequence]
+    assert backlog(stranger) == []

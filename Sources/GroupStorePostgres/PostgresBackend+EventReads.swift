@@ -53,7 +53,7 @@ extension PostgresBackend {
             let candidates = try await PostgresEventRows.loggedEvents(
                 session, app: app,
                 // The candidates: the first `limit` rows after the cursor of each of the user's
-                // groups (`group_events_by_group`) and of the rows addressed to the user
+                // groups and of their communities' topics (`group_events_by_group`) and of the rows addressed to the user
                 // (`group_events_by_recipient`), merged in `event_id` order, the first `limit` of
                 // them: a page costs what the user's groups wrote, not what the app wrote. Any
                 // source that filled its `limit` holds the page's last row or a later one.
@@ -76,7 +76,7 @@ extension PostgresBackend {
                     ORDER BY e.event_id
                     """,
                 arguments: [
-                    .texts(Array(scope.intervals.keys)), .text(app), .integer(eventID), .int(limit),
+                    .texts(scope.candidateGroups), .text(app), .integer(eventID), .int(limit),
                     .text(app), .text(userID), .integer(eventID), .int(limit), .int(limit),
                 ],
                 resolveApprovers: false)
@@ -217,12 +217,18 @@ enum PostgresEventRows {
         return users
     }
 
-    /// Which group rows a user's stream carries after `eventID` (`EventRows.userScope(_:app:userID:after:)`).
+    /// Which group rows a user's stream carries after `eventID`
+    /// (`EventRows.userScope(_:app:userID:after:topics:)`): with a membership of a Community,
+    /// also its `event_id` interval and the community's topics, read only for a user in a
+    /// community.
     static func userScope(_ session: PostgresSession, app: String, userID: String, after eventID: Int64) async throws -> UserScope {
         var scope = UserScope()
+        let community = GroupType.community.rawValue
+        var currentCommunities: [(id: String, key: Int64, joinSequence: Int64)] = []
+        var communityKeys: [String: Int64] = [:]
         try await session.rows(
             """
-            SELECT g.group_id, m.join_seq, m.role, g.join_approvers, m.receive_option FROM members m
+            SELECT g.group_id, m.join_seq, m.role, g.join_approvers, m.receive_option, g.type, g.group_key FROM members m
             JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
             WHERE m.app_id = ? AND m.user_id = ?
             """, [.text(app), .text(userID)]
@@ -234,31 +240,71 @@ enum PostgresEventRows {
             let approvers = try row.text(3)
             if role == "owner" || (role == "admin" && approvers == "owner_and_admins") { scope.approverOf.insert(key) }
             if try row.text(4) == ReceiveOption.notReceive.rawValue { scope.notReceiving.insert(key) }
+            if try row.text(5) == community {
+                let groupKey = try row.int64(6)
+                currentCommunities.append((key, groupKey, joinSequence))
+                communityKeys[key] = groupKey
+            }
         }
-        var leaves: [String: [Int64]] = [:]
+        // A current community membership's interval by `event_id`: after its join's row (the
+        // start of the log for an initial member, or when the row was purged).
+        for membership in currentCommunities {
+            var joinEventID: Int64 = 0
+            if membership.joinSequence > 0 {
+                joinEventID = try await session.first(
+                    "SELECT event_id FROM group_events WHERE app_id = ? AND group_key = ? AND seq = ?",
+                    [.text(app), .integer(membership.key), .integer(membership.joinSequence)]
+                ) { try $0.int64(0) } ?? 0
+            }
+            scope.topicIntervals[membership.id, default: []].append(UserScope.Interval(after: joinEventID, through: nil))
+        }
+        var leaves: [String: [(sequence: Int64, eventID: Int64)]] = [:]
+        var leftCommunities: Set<String> = []
         try await session.rows(
             """
-            SELECT group_id, seq FROM group_events
-            WHERE app_id = ? AND recipient_user = ? AND event_id > ? AND kind IN ('KICKED_FROM_GROUP', 'QUIT_GROUP')
+            SELECT e.group_id, e.seq, e.event_id, g.type, e.group_key FROM group_events e
+            JOIN groups g ON g.app_id = e.app_id AND g.group_key = e.group_key
+            WHERE e.app_id = ? AND e.recipient_user = ? AND e.event_id > ? AND e.kind IN ('KICKED_FROM_GROUP', 'QUIT_GROUP')
             """, [.text(app), .text(userID), .integer(eventID)]
-        ) { leaves[try $0.text(0), default: []].append(try $0.int64(1)) }
-        for (key, leaveSequences) in leaves {
-            var joins: [Int64] = []
+        ) { row in
+            let key = try row.text(0)
+            leaves[key, default: []].append((try row.int64(1), try row.int64(2)))
+            if try row.text(3) == community {
+                leftCommunities.insert(key)
+                communityKeys[key] = try row.int64(4)
+            }
+        }
+        for (key, ended) in leaves {
+            var joins: [(sequence: Int64, eventID: Int64)] = []
             try await session.rows(
                 """
-                SELECT seq, targets FROM group_events
+                SELECT seq, targets, event_id FROM group_events
                 WHERE app_id = ? AND group_id = ? AND event_id > ?
                   AND kind IN ('GROUP_CREATED', 'MEMBER_JOINED', 'MEMBER_INVITED')
                 """, [.text(app), .text(key), .integer(eventID)]
             ) { row in
-                if try EventJSON.strings(row.text(1)).contains(userID) { joins.append(try row.int64(0)) }
+                if try EventJSON.strings(row.text(1)).contains(userID) { joins.append((try row.int64(0), try row.int64(2))) }
             }
-            var previous: Int64 = 0
-            for leave in leaveSequences.sorted() {
-                let join = joins.filter { $0 > previous && $0 < leave }.max()
-                scope.intervals[key, default: []].append(UserScope.Interval(after: join.map { $0 - 1 } ?? previous, through: leave))
+            let isCommunity = leftCommunities.contains(key)
+            var previous: (sequence: Int64, eventID: Int64) = (0, 0)
+            for leave in ended.sorted(by: { $0.sequence < $1.sequence }) {
+                let join = joins.filter { $0.sequence > previous.sequence && $0.sequence < leave.sequence }
+                    .max { $0.sequence < $1.sequence }
+                scope.intervals[key, default: []].append(
+                    UserScope.Interval(after: join.map { $0.sequence - 1 } ?? previous.sequence, through: leave.sequence))
+                if isCommunity {
+                    scope.topicIntervals[key, default: []].append(
+                        UserScope.Interval(after: join?.eventID ?? previous.eventID, through: leave.eventID))
+                }
                 previous = leave
             }
+        }
+        // The communities' topics, deleted ones too (their rows in the window count).
+        if !communityKeys.isEmpty {
+            try await session.rows(
+                "SELECT group_id FROM groups WHERE app_id = ? AND parent_key = ANY(?)",
+                [.text(app), .integers(communityKeys.values.sorted())]
+            ) { scope.topics.append(try $0.text(0)) }
         }
         return scope
     }

@@ -49,23 +49,40 @@ package struct UserScope {
     package var approverOf: Set<String> = []
     /// Groups whose messages the user does not receive (the receive option now).
     package var notReceiving: Set<String> = []
+    /// The user's memberships of communities by community id, as `event_id` intervals (after
+    /// the event before the join, through the leave): a topic's rows carry the topic's own
+    /// sequence, so they are placed in the community's membership by `event_id`.
+    package var topicIntervals: [String: [Interval]] = [:]
+    /// The topics (deleted ones too) of the communities in ``topicIntervals``: read as candidates
+    /// beside the groups of ``intervals``.
+    package var topics: [String] = []
 
     package init() {}
 
-    /// Whether the user's stream carries `logged`.
+    /// The group ids whose rows a user's page reads as candidates: the groups of
+    /// ``intervals``, then ``topics``.
+    package var candidateGroups: [String] { Array(intervals.keys) + topics }
+
+    /// Whether the user's stream carries `logged`. A topic's row is the community's: its receive
+    /// option, approvers and membership, the membership tested by the row's `event_id`.
     package func includes(_ logged: LoggedEvent, userID: String) -> Bool {
         switch logged.event.recipient {
         case .user(let user):
             return user == userID
         case .group, .approvers:
             guard logged.reachesMemberStreams else { return false }
-            let key = logged.event.groupID
+            var key = logged.event.groupID
+            var found = intervals[key]
+            var position = logged.event.sequence
+            if let community = GroupID.communityID(ofTopic: key) {
+                key = community
+                found = topicIntervals[community]
+                position = logged.eventID
+            }
             if logged.event.kind == .groupMessage, notReceiving.contains(key) { return false }
-            guard let intervals = intervals[key],
-                intervals.contains(where: { $0.contains(logged.event.sequence) })
-            else { return false }
+            guard let found, found.contains(where: { $0.contains(position) }) else { return false }
             if case .approvers = logged.event.recipient {
-                return approverOf.contains(key) && intervals.contains(where: { $0.through == nil })
+                return approverOf.contains(key) && found.contains(where: { $0.through == nil })
             }
             return true
         }

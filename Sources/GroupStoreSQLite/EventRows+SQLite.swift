@@ -92,9 +92,6 @@ extension EventRows {
             arguments: [groupKey])
     }
 
-    /// Which group rows a user's stream carries after `eventID`: per group, the sequence
-    /// intervals of the user's memberships (the current one, and those ended by a kick or quit
-    /// after `eventID`), and the groups where the user approves now.
     /// The `event_id`s of a user's stream candidates after `eventID`, the first `limit` in order:
     /// the rows of `groups` (by `group_events_by_group`) and the rows addressed to the user (by
     /// `group_events_by_recipient`), each read up to `limit`, merged. A page costs what the
@@ -120,13 +117,30 @@ extension EventRows {
         return Array(ids.sorted().prefix(limit))
     }
 
-    static func userScope(_ db: Database, app: String, userID: String, after eventID: Int64) throws -> UserScope {
+    /// Which group rows a user's stream carries after `eventID`: per group, the sequence
+    /// intervals of the user's memberships (the current one, and those ended by a kick or quit
+    /// after `eventID`), and the groups where the user approves now.
+    ///
+    /// For a membership of a Community, also its `event_id` interval and the community's
+    /// topics (deleted ones too), whose rows the stream carries as the community's: the
+    /// interval starts after the join's row (the community's row at `join_seq`; the start of the
+    /// log for an initial member) and ends with the leave's. Those reads (the topics in one
+    /// statement, a current membership's join row in one each) run only for a user in a
+    /// community, and only when the file has topics (`topics`, v21).
+    static func userScope(
+        _ db: Database, app: String, userID: String, after eventID: Int64, topics: Bool
+    ) throws -> UserScope {
         var scope = UserScope()
+        let community = GroupType.community.rawValue
+        // The current community memberships: group key and the join's sequence.
+        var currentCommunities: [(id: String, key: Int64, joinSequence: Int64)] = []
+        // The group key of each community with a membership in the scope.
+        var communityKeys: [String: Int64] = [:]
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT g.group_id, m.join_seq, m.role, g.join_approvers, m.receive_option FROM members m
-                    JOIN groups g ON g.group_key = m.group_key
+                    SELECT g.group_id, m.join_seq, m.role, g.join_approvers, m.receive_option, g.type, g.group_key
+                    FROM members m JOIN groups g ON g.group_key = m.group_key
                     WHERE m.app_id = ? AND m.user_id = ?
                     """),
             arguments: [app, userID])
@@ -139,43 +153,78 @@ extension EventRows {
             let approvers: String = try row.decode(atIndex: 3)
             if role == "owner" || (role == "admin" && approvers == "owner_and_admins") { scope.approverOf.insert(key) }
             if try row.decode(String.self, atIndex: 4) == ReceiveOption.notReceive.rawValue { scope.notReceiving.insert(key) }
+            if topics, try row.decode(String.self, atIndex: 5) == community {
+                let groupKey: Int64 = try row.decode(atIndex: 6)
+                currentCommunities.append((key, groupKey, joinSequence))
+                communityKeys[key] = groupKey
+            }
+        }
+        // A current community membership's interval by `event_id`: after its join's row.
+        for membership in currentCommunities {
+            var joinEventID: Int64 = 0
+            if membership.joinSequence > 0 {
+                // No row (purged with the rows before it): from the start of what is kept.
+                joinEventID = try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT event_id FROM group_events WHERE group_key = ? AND seq = ?"),
+                    arguments: [membership.key, membership.joinSequence]) ?? 0
+            }
+            scope.topicIntervals[membership.id, default: []].append(UserScope.Interval(after: joinEventID, through: nil))
         }
         // Memberships ended since `eventID`: each KICKED_FROM_GROUP / QUIT_GROUP addressed to
         // the user closes one; it began at the user's latest join before it in the window, or
         // before the window.
-        var leaves: [String: [Int64]] = [:]
+        var leaves: [String: [(sequence: Int64, eventID: Int64)]] = [:]
+        var leftCommunities: Set<String> = []
         let leaveRows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT group_id, seq FROM group_events
-                    WHERE app_id = ? AND recipient_user = ? AND event_id > ?
-                      AND kind IN ('KICKED_FROM_GROUP', 'QUIT_GROUP')
+                    SELECT e.group_id, e.seq, e.event_id, g.type, e.group_key
+                    FROM group_events e JOIN groups g ON g.group_key = e.group_key
+                    WHERE e.app_id = ? AND e.recipient_user = ? AND e.event_id > ?
+                      AND e.kind IN ('KICKED_FROM_GROUP', 'QUIT_GROUP')
                     """),
             arguments: [app, userID, eventID])
         while let row = try leaveRows.next() {
-            leaves[try row.decode(atIndex: 0), default: []].append(try row.decode(atIndex: 1))
+            let key: String = try row.decode(atIndex: 0)
+            leaves[key, default: []].append((try row.decode(Int64.self, atIndex: 1), try row.decode(Int64.self, atIndex: 2)))
+            if topics, try row.decode(String.self, atIndex: 3) == community {
+                leftCommunities.insert(key)
+                communityKeys[key] = try row.decode(Int64.self, atIndex: 4)
+            }
         }
-        for (key, leaveSequences) in leaves {
-            var joins: [Int64] = []
+        for (key, ended) in leaves {
+            var joins: [(sequence: Int64, eventID: Int64)] = []
             let joinRows = try Row.fetchCursor(
                 db.cachedStatement(
                     sql: """
-                        SELECT seq, targets FROM group_events
+                        SELECT seq, targets, event_id FROM group_events
                         WHERE app_id = ? AND group_id = ? AND event_id > ?
                           AND kind IN ('GROUP_CREATED', 'MEMBER_JOINED', 'MEMBER_INVITED')
                         """),
                 arguments: [app, key, eventID])
             while let row = try joinRows.next() {
                 let targets = try EventJSON.strings(try row.decode(String.self, atIndex: 1))
-                if targets.contains(userID) { joins.append(try row.decode(atIndex: 0)) }
+                if targets.contains(userID) { joins.append((try row.decode(Int64.self, atIndex: 0), try row.decode(Int64.self, atIndex: 2))) }
             }
-            var previous: Int64 = 0
-            for leave in leaveSequences.sorted() {
-                let join = joins.filter { $0 > previous && $0 < leave }.max()
+            let isCommunity = leftCommunities.contains(key)
+            var previous: (sequence: Int64, eventID: Int64) = (0, 0)
+            for leave in ended.sorted(by: { $0.sequence < $1.sequence }) {
+                let join = joins.filter { $0.sequence > previous.sequence && $0.sequence < leave.sequence }
+                    .max { $0.sequence < $1.sequence }
                 scope.intervals[key, default: []].append(
-                    UserScope.Interval(after: join.map { $0 - 1 } ?? previous, through: leave))
+                    UserScope.Interval(after: join.map { $0.sequence - 1 } ?? previous.sequence, through: leave.sequence))
+                if isCommunity {
+                    scope.topicIntervals[key, default: []].append(
+                        UserScope.Interval(after: join?.eventID ?? previous.eventID, through: leave.eventID))
+                }
                 previous = leave
             }
+        }
+        // The communities' topics, deleted ones too (their rows in the window count).
+        if !communityKeys.isEmpty {
+            scope.topics = try String.fetchAll(
+                db.cachedStatement(sql: "SELECT group_id FROM groups WHERE parent_key IN (SELECT value FROM json_each(?))"),
+                arguments: [try Rows.jsonArray(communityKeys.values.sorted())])
         }
         return scope
     }

@@ -45,13 +45,14 @@ extension SQLiteBackend {
         let limit = max(1, limit)
         return try await pool.read { db in
             let latest = try EventRows.latestEventID(db)
-            let scope = try EventRows.userScope(db, app: app, userID: userID, after: eventID)
+            let scope = try EventRows.userScope(db, app: app, userID: userID, after: eventID, topics: storesTopics)
             // The candidates: the first `limit` rows after the cursor of each of the user's groups
-            // and of the rows addressed to the user (each an index range), merged in `event_id`
+            // (and of their communities' topics) and of the rows addressed to the user (each an
+            // index range), merged in `event_id`
             // order; the page is the first `limit` of them. Any source that filled its `limit`
             // holds the page's last row or a later one, so no row at or before it is missed.
             let ids = try EventRows.userCandidateIDs(
-                db, app: app, userID: userID, groups: Array(scope.intervals.keys), after: eventID, limit: limit)
+                db, app: app, userID: userID, groups: scope.candidateGroups, after: eventID, limit: limit)
             let candidates = try EventRows.loggedEvents(
                 db,
                 where: "e.event_id IN (SELECT value FROM json_each(?)) ORDER BY e.event_id",
