@@ -349,7 +349,7 @@ struct SQLiteTransaction: StoreTransaction {
     }
 
     /// The `event_id`s of the last `count` rows inserted into `group_events`: consecutive, since
-    /// one writer inserts them with AUTOINCREMENT (call right after ``Rows/appendEvents(_:groupKey:appID:groupID:after:time:db:)``, before
+    /// one writer inserts them with AUTOINCREMENT (call right after `Rows.appendEvents`, before
     /// any other insert).
     func insertedIDs(count: Int) -> [Int64] {
         let last = db.lastInsertedRowID
