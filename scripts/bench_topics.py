@@ -24,7 +24,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -232,7 +231,7 @@ def main():
     print(f"{store}: ListJoinedGroups (page_size 50) of a member of {groups} communities x {topic_counts} topics "
           f"(one page: {one_page}, unread {unread} of {expected_unread} sent): median {median:.2f} ms, "
           f"p99 {p99:.2f} ms, max {times[-1]:.2f} ms over {len(times)} calls "
-          f"({'meets' if p99 < 20 else 'misses'} the target of 20 ms)")
+          f"(target under 20 ms: median {'meets' if median < 20 else 'misses'}, p99 {'meets' if p99 < 20 else 'misses'})")
     assert groups == args.communities and topic_counts == [args.community_topics], (groups, topic_counts)
 
 
