@@ -110,7 +110,7 @@ extension PostgresBackend {
             var states = others.isEmpty ? [:] : try await Self.readStates(session, app: app, userID: userID, groupIDs: others)
             // A topic's: the member's position in `topic_reads` when written for their current
             // membership of the community (else 0); unread counts and mentions after it, among
-            // the messages sent after they joined the community.
+            // the messages sent since they joined the community (at or after their join time).
             try await session.rows(
                 """
                 SELECT g.group_id, p.seq,

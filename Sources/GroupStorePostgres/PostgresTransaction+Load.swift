@@ -522,7 +522,7 @@ extension PostgresTransaction {
 
     /// The read state of `reader` in a topic: the position `topic_reads` holds for the member's
     /// current membership of the community (0 when it was written for an earlier one, or never),
-    /// counting the topic's messages after it sent after the member joined the community, not by
+    /// counting the topic's messages after it sent since the member joined the community (at or after the join time), not by
     /// the member.
     private func loadTopicReadState(
         _ reader: (user: String, upTo: Int64?), app: String, topicKey: Int64, communityKey: Int64,

@@ -126,7 +126,7 @@ enum TopicReads {
         return joined == joinedAt ? try row.decode(atIndex: 0) : 0
     }
 
-    /// The topic's messages after `sequence` sent after `joinedAt` by others than the user, and
+    /// The topic's messages after `sequence` sent at or after `joinedAt` by others than the user, and
     /// whether one of them mentions the user or everyone.
     static func unread(
         topicKey: Int64, userID: String, after sequence: Int64, joinedAt: Int64, db: Database

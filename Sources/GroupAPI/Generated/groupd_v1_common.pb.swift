@@ -1675,7 +1675,7 @@ public struct Groupd_V1_Topic: ProtoMessage {
     public var readSequence: UInt64 = 0
 
     /// The caller's unread messages in the topic: after the read position,
-    /// sent after the caller joined the community, not sent by the caller.
+    /// sent since the caller joined the community, not sent by the caller.
     public var unreadCount: UInt32 = 0
 
     /// The caller's unread mention in the topic.

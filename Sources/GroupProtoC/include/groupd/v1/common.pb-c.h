@@ -1202,7 +1202,7 @@ struct  Groupd__V1__Topic
   uint64_t read_sequence;
   /*
    * The caller's unread messages in the topic: after the read position,
-   * sent after the caller joined the community, not sent by the caller.
+   * sent since the caller joined the community, not sent by the caller.
    */
   uint32_t unread_count;
   /*
