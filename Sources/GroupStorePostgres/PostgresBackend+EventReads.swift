@@ -285,19 +285,7 @@ enum PostgresEventRows {
             ) { row in
                 if try EventJSON.strings(row.text(1)).contains(userID) { joins.append((try row.int64(0), try row.int64(2))) }
             }
-            let isCommunity = leftCommunities.contains(key)
-            var previous: (sequence: Int64, eventID: Int64) = (0, 0)
-            for leave in ended.sorted(by: { $0.sequence < $1.sequence }) {
-                let join = joins.filter { $0.sequence > previous.sequence && $0.sequence < leave.sequence }
-                    .max { $0.sequence < $1.sequence }
-                scope.intervals[key, default: []].append(
-                    UserScope.Interval(after: join.map { $0.sequence - 1 } ?? previous.sequence, through: leave.sequence))
-                if isCommunity {
-                    scope.topicIntervals[key, default: []].append(
-                        UserScope.Interval(after: join?.eventID ?? previous.eventID, through: leave.eventID))
-                }
-                previous = leave
-            }
+            scope.recordEnded(key, leaves: ended, joins: joins, isCommunity: leftCommunities.contains(key))
         }
         // The communities' topics, deleted ones too (their rows in the window count).
         if !communityKeys.isEmpty {

@@ -59,6 +59,28 @@ package struct UserScope {
 
     package init() {}
 
+    /// Records the user's ended memberships of group `key`: each leave (its sequence and event
+    /// id) closes the interval opened by the latest join before it and after the previous leave
+    /// (the join's sequence and event id; none: the previous leave, or the start). A community's
+    /// intervals are also kept by event id (``topicIntervals``), for its topics' rows.
+    package mutating func recordEnded(
+        _ key: String, leaves: [(sequence: Int64, eventID: Int64)], joins: [(sequence: Int64, eventID: Int64)],
+        isCommunity: Bool
+    ) {
+        var previous: (sequence: Int64, eventID: Int64) = (0, 0)
+        for leave in leaves.sorted(by: { $0.sequence < $1.sequence }) {
+            let join = joins.filter { $0.sequence > previous.sequence && $0.sequence < leave.sequence }
+                .max { $0.sequence < $1.sequence }
+            intervals[key, default: []].append(
+                Interval(after: join.map { $0.sequence - 1 } ?? previous.sequence, through: leave.sequence))
+            if isCommunity {
+                topicIntervals[key, default: []].append(
+                    Interval(after: join?.eventID ?? previous.eventID, through: leave.eventID))
+            }
+            previous = leave
+        }
+    }
+
     /// The group ids whose rows a user's page reads as candidates: the groups of
     /// ``intervals``, then ``topics``.
     package var candidateGroups: [String] { Array(intervals.keys) + topics }
