@@ -41,19 +41,23 @@ extension SQLiteTransaction {
             arguments: [communityKey]) ?? 0
     }
 
-    /// The reader's read position and counts in a topic (their membership is the community's,
-    /// loaded with the snapshot).
+    /// The reader's read position and counts in a topic (their membership is the community's),
+    /// as ``TopicReads/states(app:userID:topicIDs:db:)`` reads them for the joined-group list.
     func loadTopicReadState(_ reader: (user: String, upTo: Int64?), topicKey: Int64, into snapshot: inout StoreSnapshot) throws {
-        let joinedAt = snapshot.members[reader.user]?.joinedAt.millisecondsSince1970 ?? Int64.max
-        snapshot.readSequence = try TopicReads.position(topicKey: topicKey, userID: reader.user, joinedAt: joinedAt, db: db)
         snapshot.latestMessageSequence = try Int64.fetchOne(
             db.cachedStatement(sql: "SELECT max(seq) FROM group_messages WHERE group_key = ? AND seq <= ?"),
             arguments: [topicKey, reader.upTo ?? Int64.max]) ?? 0
-        let unread = try TopicReads.unread(
-            topicKey: topicKey, userID: reader.user, after: snapshot.readSequence, joinedAt: joinedAt, db: db)
-        snapshot.unreadCount = unread.count
-        snapshot.unreadMention = unread.mention
-        snapshot.lastMessageAt = try MessageRows.lastMessageTime(groupKey: topicKey, db: db)
+        guard let topicID = snapshot.group?.id,
+            let state = try TopicReads.states(app: snapshot.app, userID: reader.user, topicIDs: [topicID], db: db)[topicID]
+        else {
+            // Not a member of the community: no position, nothing unread.
+            snapshot.lastMessageAt = try MessageRows.lastMessageTime(groupKey: topicKey, db: db)
+            return
+        }
+        snapshot.readSequence = state.readSequence
+        snapshot.unreadCount = state.unreadCount
+        snapshot.unreadMention = state.unreadMention
+        snapshot.lastMessageAt = state.lastMessageAt
     }
 
     /// A member's new read position in a topic, kept with the membership's join time.
@@ -116,44 +120,6 @@ extension SQLiteTransaction {
 /// it was written in lasts (`topic_reads.joined_at` is the member's join time); without one, the
 /// member's join time is the baseline: the topic's messages sent before it are not unread.
 enum TopicReads {
-    /// The member's read position in a topic (0: none in this membership).
-    static func position(topicKey: Int64, userID: String, joinedAt: Int64, db: Database) throws -> Int64 {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT last_read_seq, joined_at FROM topic_reads WHERE topic_key = ? AND user_id = ?"),
-            arguments: [topicKey, userID])
-        else { return 0 }
-        let joined: Int64 = try row.decode(atIndex: 1)
-        return joined == joinedAt ? try row.decode(atIndex: 0) : 0
-    }
-
-    /// The topic's messages after `sequence` sent at or after `joinedAt` by others than the user, and
-    /// whether one of them mentions the user or everyone.
-    static func unread(
-        topicKey: Int64, userID: String, after sequence: Int64, joinedAt: Int64, db: Database
-    ) throws -> (count: Int, mention: UnreadMention) {
-        let count = try Int.fetchOne(
-            db.cachedStatement(
-                sql: "SELECT count(*) FROM group_messages WHERE group_key = ? AND seq > ? AND sender_id <> ? AND time >= ?"),
-            arguments: [topicKey, sequence, userID, joinedAt]) ?? 0
-        if count == 0 { return (0, UnreadMention(me: false, all: false)) }
-        let me = try Bool.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT EXISTS (SELECT 1 FROM message_mentions mm
-                        JOIN group_messages gm ON gm.group_key = mm.group_key AND gm.seq = mm.seq
-                        WHERE mm.group_key = ? AND mm.user_id = ? AND mm.seq > ? AND gm.time >= ?)
-                    """),
-            arguments: [topicKey, userID, sequence, joinedAt]) ?? false
-        let all = try Bool.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT EXISTS (SELECT 1 FROM group_messages
-                        WHERE group_key = ? AND mention_all = 1 AND seq > ? AND sender_id <> ? AND time >= ?)
-                    """),
-            arguments: [topicKey, sequence, userID, joinedAt]) ?? false
-        return (count, UnreadMention(me: me, all: all))
-    }
-
     /// `ids` split into topic ids and the others.
     static func split(_ ids: [String]) -> (topics: [String], others: [String]) {
         var topics: [String] = []
