@@ -170,7 +170,8 @@ extension GroupServiceHandler {
         return community
     }
 
-    /// Runs `body`, naming the profile fields of a refusal as the request does (`profile.name`).
+    /// Runs `body`, naming the profile fields of a refusal as the request does (`profile.name`):
+    /// UpdateGroupProfile, CreateTopic and UpdateTopic carry them in a `GroupProfile`.
     static func profileFields<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()

@@ -40,17 +40,12 @@ extension GroupServiceHandler {
         let limits = call.limits
         let schema = call.customFields
         let now = clock.now()
-        do {
-            let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
+        let result = try await Self.profileFields {
+            try await service.mutate(call, groupID: request.groupID) { snapshot, op in
                 (try GroupRules.planProfileUpdate(update, of: snapshot.group, by: op, limits: limits, customFields: schema, now: now), ())
             }
-            return .with { $0.group = GroupdService.groupView(result.group, membership: result.membership, call: call) }
-        } catch var error as GroupError {
-            if let field = error.metadata["field"], ["name", "introduction", "notification", "face_url"].contains(field) {
-                error.metadata["field"] = "profile.\(field)"
-            }
-            throw error
         }
+        return .with { $0.group = GroupdService.groupView(result.group, membership: result.membership, call: call) }
     }
 
     /// The settings a field mask names, copied from `settings`; a masked UNSPECIFIED value is
