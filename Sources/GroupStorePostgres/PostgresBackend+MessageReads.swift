@@ -136,13 +136,19 @@ extension PostgresBackend {
                 """,
                 [.text(userID), .text(app), .texts(topics)]
             ) { row in
-                states[try row.text(0)] = ReadState(
-                    readSequence: try row.int64(1), unreadCount: try row.int(2),
-                    lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
-                    unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
+                states[try row.text(0)] = try Self.readState(row)
             }
             return states
         }
+    }
+
+    /// A read state from columns 1–5 of a row (after the group id): the position, the unread
+    /// count, the last message's time, and the unread mentions of the user and of everyone.
+    private static func readState(_ row: some ColumnReader) throws -> ReadState {
+        ReadState(
+            readSequence: try row.int64(1), unreadCount: Int(try row.int64(2)),
+            lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
+            unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
     }
 
     /// The read states of `userID` in the groups (none a topic), in one statement.
@@ -169,10 +175,7 @@ extension PostgresBackend {
             """,
             [.text(userID), .text(app), PostgresRows.oneOrAny(groupIDs).value]
         ) { row in
-            states[try row.text(0)] = ReadState(
-                readSequence: try row.int64(1), unreadCount: try row.int(2),
-                lastMessageAt: try row.optionalInt64(3).map(Timestamp.init(millisecondsSince1970:)),
-                unreadMention: UnreadMention(me: try row.bool(4), all: try row.bool(5)))
+            states[try row.text(0)] = try Self.readState(row)
         }
         return states
     }
