@@ -75,6 +75,13 @@ public struct AppLimits: Sendable, Hashable {
     public var maxReactionsPerUserPerMessage: Int = 20
     /// Maximum live topics per Community group. Default 100.
     public var maxTopicsPerCommunity: Int = 100
+    /// Maximum permission groups per Community group (the built-in `everyone` group not
+    /// counted). Default 20.
+    public var maxPermissionGroupsPerCommunity: Int = 20
+    /// Maximum permission groups of one community a member is in. Default 10.
+    public var maxPermissionGroupsPerMember: Int = 10
+    /// Maximum bytes of a permission group's custom data. Default 1,024.
+    public var permissionGroupCustomDataBytes: Int = 1024
     /// The largest group (members) with per-message read receipts. Default 200.
     public var readReceiptMaxMembers: Int
     /// Milliseconds over which a sender's read receipts of a group are gathered into one

@@ -50,6 +50,10 @@ public struct Group: Sendable, Hashable, Identifiable {
     /// For a topic: the community's whole-group mute, which applies to its topics as well as the
     /// topic's own ``mute`` (``GroupMuteState/unmuted`` for every other group).
     public var communityMute: GroupMuteState = .unmuted
+    /// For a community: its permission groups (``PermissionGroup``), the built-in
+    /// ``PermissionGroup/everyoneID`` one included when it was set; a topic carries its
+    /// community's (``topic(_:in:)``). Empty for every other group.
+    public var permissionGroups: [PermissionGroup] = []
 
     /// Whether this is a topic of a community (``parentID`` is set).
     public var isTopic: Bool { parentID != nil }
@@ -68,6 +72,7 @@ public struct Group: Sendable, Hashable, Identifiable {
         topic.memberVersion = community.memberVersion
         topic.muteBypass = community.muteBypass
         topic.communityMute = community.mute
+        topic.permissionGroups = community.permissionGroups
         return topic
     }
 
@@ -250,6 +255,9 @@ public struct Member: Sendable, Hashable, Identifiable {
     /// The invite link the member joined through (its id, not its token), for
     /// ``JoinSource/inviteLink``.
     public var inviteLinkID: String?
+    /// In a community: the permission groups the member is assigned to (ids, in assignment order;
+    /// an id of a deleted group is ignored and dropped at the member's next assignment change).
+    public var permissionGroups: [String] = []
 
     /// The user id, as `Identifiable` identity.
     public var id: String { self.userID }

@@ -265,7 +265,7 @@ extension GroupRules {
     // MARK: Helpers
 
     private static func authorizeAttributeWrite(_ group: Group, by op: GroupOperator) throws {
-        try authorize(.writeAttributes, in: group, actor: op.role).get()
+        try authorize(.writeAttributes, in: group, by: op).get()
     }
 
     /// Non-empty, at most the key limit, each key valid and given once.

@@ -121,6 +121,15 @@ public struct GroupError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notAllowedOnTopic: Self = "NOT_ALLOWED_ON_TOPIC"
         /// The community has the app's maximum of topics (`metadata["limit"]`).
         public static let tooManyTopics: Self = "TOO_MANY_TOPICS"
+        /// The group's type has no permission groups (every type but Community).
+        public static let permissionGroupsNotSupported: Self = "PERMISSION_GROUPS_NOT_SUPPORTED"
+        /// The community has no permission group with this id (`metadata["field"]`).
+        public static let permissionGroupNotFound: Self = "PERMISSION_GROUP_NOT_FOUND"
+        /// The community has the app's maximum of permission groups (`metadata["limit"]`).
+        public static let tooManyPermissionGroups: Self = "TOO_MANY_PERMISSION_GROUPS"
+        /// A member is in the app's maximum of permission groups of one community
+        /// (`metadata["limit"]`, `metadata["user_id"]`).
+        public static let tooManyPermissionGroupsPerMember: Self = "TOO_MANY_PERMISSION_GROUPS_PER_MEMBER"
         /// No stored message with this sequence that the caller may read.
         public static let messageNotFound: Self = "MESSAGE_NOT_FOUND"
         /// A reaction to a recalled message (a tombstone has no reactions).

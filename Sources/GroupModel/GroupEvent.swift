@@ -60,6 +60,18 @@ public struct GroupEvent: Sendable, Hashable {
         case topicUpdated = "TOPIC_UPDATED"
         /// A topic was deleted: an event of the community; `changes[topic_id]` names it.
         case topicDeleted = "TOPIC_DELETED"
+        /// A permission group was created in a Community group; `changes` hold
+        /// `permission_group_id`, `name`, `permissions` and `topic_permissions`
+        /// (``GroupRules/planPermissionGroupCreation(_:id:in:by:liveTopics:limits:now:)``).
+        case permissionGroupCreated = "PERMISSION_GROUP_CREATED"
+        /// A permission group's name, data or permissions changed; `changes` hold
+        /// `permission_group_id` and the changed fields.
+        case permissionGroupUpdated = "PERMISSION_GROUP_UPDATED"
+        /// A permission group was deleted (or `everyone` reset); `changes[permission_group_id]`.
+        case permissionGroupDeleted = "PERMISSION_GROUP_DELETED"
+        /// `targets` were added to or removed from a permission group: `changes`
+        /// `permission_group_id`, `change` (`added` or `removed`).
+        case memberPermissionsChanged = "MEMBER_PERMISSIONS_CHANGED"
 
         // MARK: System notifications (recipient: a user or the approvers)
         /// A join application arrived (to the approvers).
@@ -138,7 +150,8 @@ public struct GroupEvent: Sendable, Hashable {
                 .memberQuit, .memberKicked, .adminSet, .adminCancelled, .ownerChanged,
                 .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .memberMuted, .groupMuted,
                 .muteBypassChanged, .groupAttributesChanged, .messagePinned, .messageUnpinned,
-                .topicCreated, .topicUpdated, .topicDeleted:
+                .topicCreated, .topicUpdated, .topicDeleted, .permissionGroupCreated, .permissionGroupUpdated,
+                .permissionGroupDeleted, .memberPermissionsChanged:
                 true
             default:
                 false

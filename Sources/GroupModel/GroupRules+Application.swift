@@ -306,8 +306,7 @@ extension GroupRules {
         try FieldValidation.checkBytes(message, field: "message", limit: limits.applicationMessageBytes)
         if roles.contains(.invitee), application.consent.state == .pending { return .consent }
         if application.needsApproval {
-            let allowed = authorize(.handleApplication, in: context.group,
-                                    actor: context.op.role)
+            let allowed = authorize(.handleApplication, in: context.group, by: context.op)
             if allowed.isAllowed {
                 if application.approval.state == .pending { return .approval }
                 throw GroupError.applicationAlreadyHandled(

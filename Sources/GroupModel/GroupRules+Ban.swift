@@ -137,7 +137,7 @@ extension GroupRules {
         memberships: [String: Member], bans: [String: GroupBan], banCount: Int, managers: [String],
         options: QuitOptions = QuitOptions(), membersOnly: Bool = false, limits: AppLimits, now: Timestamp
     ) throws -> BanBatchPlan {
-        try authorize(.ban(target: nil), in: group, actor: op.role).get()
+        try authorize(.ban(target: nil), in: group, by: op).get()
         try checkBatch(userIDs, field: "user_ids", limits: limits)
         if seconds < 0 || seconds > maxMuteSeconds {
             throw GroupError.invalidArgument(
@@ -169,8 +169,7 @@ extension GroupRules {
                     field: "user_ids[\(index)]", "you cannot ban yourself"))))
                 continue
             }
-            let decision = authorize(.ban(target: target?.role), in: group,
-                                     actor: op.role)
+            let decision = authorize(.ban(target: target?.role), in: group, by: op)
             if let error = decision.error {
                 results.append(BanResult(userID: userID, outcome: .failed(error)))
                 continue
@@ -212,7 +211,7 @@ extension GroupRules {
         of userIDs: [String], in group: Group, by op: GroupOperator, bans: [String: GroupBan], managers: [String],
         limits: AppLimits, now: Timestamp
     ) throws -> BanBatchPlan {
-        try authorize(.manageBans, in: group, actor: op.role).get()
+        try authorize(.manageBans, in: group, by: op).get()
         try checkBatch(userIDs, field: "user_ids", limits: limits)
         var change = GroupChange(group: group)
         var results: [BanResult] = []
@@ -274,7 +273,7 @@ extension GroupRules {
         add: [String], remove: [String], in group: Group, by op: GroupOperator, memberships: [String: Member],
         limits: AppLimits
     ) throws -> GroupChange {
-        try authorize(.updateMuteBypass, in: group, actor: op.role).get()
+        try authorize(.updateMuteBypass, in: group, by: op).get()
         if add.isEmpty && remove.isEmpty {
             throw GroupError.invalidArgument(field: "add_user_ids", "name at least one user to add or remove",
                                              limit: limits.maxUsersPerBatch)

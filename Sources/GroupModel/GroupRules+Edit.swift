@@ -43,7 +43,7 @@ extension GroupRules {
         let message = try readableMessage(message, sequence: sequence, in: group, by: op)
         if message.recall != nil { throw recalledRefusal(sequence) }
         let own = op.userID == message.senderID
-        try authorize(.editMessage(own: own), in: group, actor: op.role).get()
+        try authorize(.editMessage(own: own), in: group, by: op).get()
         if message.content.text == text && message.content.payload == payload { return .unchanged }
         if op.userID != nil { _ = try checkSend(in: group, by: op, now: now) }
         if own, op.role == .member {

@@ -37,7 +37,7 @@ extension GroupRules {
         joinedGroupCounts: [String: Int], message: String = "", limits: AppLimits, now: Timestamp,
         retainedMutes: [String: Timestamp] = [:], bans: [String: GroupBan] = [:]
     ) throws -> MemberBatchPlan {
-        try authorize(.invite, in: group, actor: op.role).get()
+        try authorize(.invite, in: group, by: op).get()
         try checkBatch(userIDs, field: "user_ids", limits: limits)
         try FieldValidation.checkBytes(message, field: "message", limit: limits.applicationMessageBytes)
 

@@ -58,8 +58,7 @@ extension GroupRules {
         _ group: Group, by op: GroupOperator, joinedGroupCount: Int, message: String = "", limits: AppLimits,
         now: Timestamp, retainedMute: Timestamp? = nil, ban: GroupBan? = nil, link: InviteLink? = nil
     ) throws -> JoinPlan {
-        try authorize(link == nil ? .join : .joinByInviteLink, in: group,
-                      actor: op.role).get()
+        try authorize(link == nil ? .join : .joinByInviteLink, in: group, by: op).get()
         guard let userID = op.userID else { throw GroupError.operatorRequired("join") }
         try checkNotBanned(ban, now: now)
         try FieldValidation.checkBytes(message, field: "message", limit: limits.applicationMessageBytes)

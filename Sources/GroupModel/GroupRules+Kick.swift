@@ -16,7 +16,7 @@ extension GroupRules {
         of userIDs: [String], from group: Group, by op: GroupOperator, memberships: [String: Member],
         reason: String = "", options: QuitOptions = QuitOptions(), limits: AppLimits, now: Timestamp
     ) throws -> MemberBatchPlan {
-        try authorize(.kick(target: .member), in: group, actor: op.role).get()
+        try authorize(.kick(target: .member), in: group, by: op).get()
         try checkBatch(userIDs, field: "user_ids", limits: limits)
         try FieldValidation.checkBytes(reason, field: "reason", limit: limits.applicationMessageBytes)
 
@@ -34,7 +34,7 @@ extension GroupRules {
                 results.append(MemberResult(userID: userID, outcome: .notMember))
                 continue
             }
-            let decision = authorize(.kick(target: target.role), in: group, actor: op.role)
+            let decision = authorize(.kick(target: target.role), in: group, by: op)
             if let error = decision.error {
                 results.append(MemberResult(userID: userID, outcome: .failed(error)))
                 continue

@@ -66,7 +66,7 @@ extension GroupRules {
             throw GroupError.invalidArgument(field: "user_id", "the app's backend must name the member to change")
         }
         let subject: MemberInfoTarget = isOwn ? .own : .other(target?.role ?? .member)
-        try authorize(.editMemberInfo(subject), in: group, actor: op.role).get()
+        try authorize(.editMemberInfo(subject), in: group, by: op).get()
         guard var member = isOwn ? op.membership : target, member.userID == targetID else {
             try FieldValidation.checkUserID(targetID, field: "user_id", limit: limits.userIDBytes)
             throw GroupError.memberNotFound(targetID, field: "user_id")
@@ -101,7 +101,7 @@ extension GroupRules {
     public static func planReceiveOption(
         _ option: ReceiveOption, in group: Group, by op: GroupOperator
     ) throws -> GroupChange {
-        try authorize(.setOwnPreferences, in: group, actor: op.role).get()
+        try authorize(.setOwnPreferences, in: group, by: op).get()
         guard let userID = op.userID, var member = op.membership else {
             throw GroupError.operatorRequired("setting the receive option")
         }
@@ -123,7 +123,7 @@ extension GroupRules {
     public static func planRemark(
         _ remark: String, in group: Group, by op: GroupOperator, current: String? = nil
     ) throws -> RemarkPlan {
-        try authorize(.setOwnPreferences, in: group, actor: op.role).get()
+        try authorize(.setOwnPreferences, in: group, by: op).get()
         guard let userID = op.userID else { throw GroupError.operatorRequired("setting a group remark") }
         try FieldValidation.checkBytes(remark, field: "remark", limit: groupRemarkBytes)
         let new = remark.isEmpty ? nil : remark

@@ -32,7 +32,7 @@ extension GroupRules {
     public static func checkMemberList(
         of group: Group, by op: GroupOperator, pageSize: Int, limits: AppLimits
     ) throws -> Int {
-        try authorize(.listMembers, in: group, actor: op.role).get()
+        try authorize(.listMembers, in: group, by: op).get()
         if pageSize < 0 {
             throw GroupError.invalidArgument(field: "page_size", "page_size must not be negative",
                                              limit: limits.maxPageSize)

@@ -69,7 +69,7 @@ extension GroupRules {
     ) throws -> String {
         let card = try checkSend(in: group, by: op, now: now)
         if content.mentionAll {
-            try authorize(.mentionAll, in: group, actor: op.role).get()
+            try authorize(.mentionAll, in: group, by: op).get()
         }
         if let role = op.membership?.role, let refusal = slowModeRefusal(in: group, role: role, lastSent: lastSent, now: now) {
             throw refusal
@@ -118,7 +118,7 @@ extension GroupRules {
                 message: "message \(sequence) was recalled already", metadata: ["recalled_by": recall.by ?? ""])
         }
         let own = op.userID == message.senderID
-        try authorize(.recallMessage(own: own), in: group, actor: op.role).get()
+        try authorize(.recallMessage(own: own), in: group, by: op).get()
         if own, op.role == .member {
             let window = limits.recallWindowSeconds
             if now > message.time.adding(seconds: Int64(window)) {
@@ -202,7 +202,7 @@ extension GroupRules {
     /// - Throws: `GroupError` as above (`PERMISSION_DENIED` for the three refusals).
     public static func checkSend(in group: Group, by op: GroupOperator, now: Timestamp) throws -> String {
         guard op.userID != nil else { throw senderRequired }
-        try authorize(.sendMessage, in: group, actor: op.role).get()
+        try authorize(.sendMessage, in: group, by: op).get()
         guard let member = op.membership else { throw GroupError.internal("a member without a membership") }
         if member.isMuted(at: now), let until = member.mutedUntil {
             throw GroupError(
@@ -231,7 +231,7 @@ extension GroupRules {
     /// - Throws: `HISTORY_NOT_KEPT` (`FAILED_PRECONDITION`) for types that keep none (AVChatRoom);
     ///   `GROUP_NOT_FOUND` / `NOT_A_MEMBER` for a non-member, as ``authorize(_:type:settings:actor:)``.
     public static func historyFloor(in group: Group, by op: GroupOperator) throws -> Int64 {
-        try authorize(.readHistory, in: group, actor: op.role).get()
+        try authorize(.readHistory, in: group, by: op).get()
         guard let member = op.membership, !group.type.preset.behaviour.historyVisibleBeforeJoin else { return 0 }
         return max(0, member.joinSequence)
     }
@@ -262,7 +262,7 @@ extension GroupRules {
         in group: Group, by op: GroupOperator, current: Int64, latestMessage: Int64
     ) throws -> (readSequence: Int64, events: [GroupEvent.Draft]) {
         try checkHistoryKept(group.type)
-        try authorize(.markRead, in: group, actor: op.role).get()
+        try authorize(.markRead, in: group, by: op).get()
         guard let user = op.userID else { throw GroupError.internal("a reader without a user") }
         let position = max(current, latestMessage)
         if position == current { return (current, []) }
@@ -292,7 +292,7 @@ extension GroupRules {
         text: String, payload: [UInt8], recipients: [String], in group: Group, by op: GroupOperator,
         memberships: [String: Member], limits: AppLimits
     ) throws -> GroupChange {
-        try authorize(.sendCustomNotification, in: group, actor: op.role).get()
+        try authorize(.sendCustomNotification, in: group, by: op).get()
         try validateBody(text: text, payload: payload, what: "a notification")
         let field = "recipient_user_ids"
         if recipients.count > limits.maxUsersPerBatch {

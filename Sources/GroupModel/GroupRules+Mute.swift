@@ -16,7 +16,7 @@ extension GroupRules {
         of userIDs: [String], for seconds: Int64, in group: Group, by op: GroupOperator,
         memberships: [String: Member], limits: AppLimits, now: Timestamp
     ) throws -> MemberBatchPlan {
-        try authorize(.muteMember(target: .member), in: group, actor: op.role).get()
+        try authorize(.muteMember(target: .member), in: group, by: op).get()
         try checkBatch(userIDs, field: "user_ids", limits: limits)
         if seconds < 0 || seconds > maxMuteSeconds {
             throw GroupError.invalidArgument(
@@ -38,8 +38,7 @@ extension GroupRules {
                 results.append(MemberResult(userID: userID, outcome: .notMember))
                 continue
             }
-            let decision = authorize(.muteMember(target: target.role), in: group,
-                                     actor: op.role)
+            let decision = authorize(.muteMember(target: target.role), in: group, by: op)
             if let error = decision.error {
                 results.append(MemberResult(userID: userID, outcome: .failed(error)))
                 continue
@@ -72,7 +71,7 @@ extension GroupRules {
     public static func planGroupMute(
         _ mode: GroupMuteMode, for seconds: Int64 = 0, of group: Group, by op: GroupOperator, now: Timestamp
     ) throws -> GroupChange {
-        try authorize(.muteGroup, in: group, actor: op.role).get()
+        try authorize(.muteGroup, in: group, by: op).get()
         if seconds < 0 || seconds > maxMuteSeconds {
             throw GroupError.invalidArgument(
                 field: "duration_seconds", "duration_seconds must be 0 (until lifted) to \(maxMuteSeconds)",

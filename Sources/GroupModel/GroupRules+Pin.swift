@@ -26,7 +26,7 @@ extension GroupRules {
     public static func planPin(
         sequence: Int64, in group: Group, by op: GroupOperator, limits: AppLimits, now: Timestamp
     ) throws -> GroupChange {
-        try authorize(.pinMessage, in: group, actor: op.role).get()
+        try authorize(.pinMessage, in: group, by: op).get()
         if group.pins.contains(where: { $0.sequence == sequence }) {
             throw GroupError(
                 code: .alreadyExists, reason: .messageAlreadyPinned, message: "message \(sequence) is pinned already",
@@ -51,7 +51,7 @@ extension GroupRules {
     /// - Throws: As ``planPin(sequence:in:by:limits:now:)`` for the permission;
     ///   `MESSAGE_NOT_PINNED` (`NOT_FOUND`) when the message is not pinned.
     public static func planUnpin(sequence: Int64, in group: Group, by op: GroupOperator) throws -> GroupChange {
-        try authorize(.pinMessage, in: group, actor: op.role).get()
+        try authorize(.pinMessage, in: group, by: op).get()
         guard let index = group.pins.firstIndex(where: { $0.sequence == sequence }) else {
             throw GroupError(
                 code: .notFound, reason: .messageNotPinned, message: "message \(sequence) is not pinned",

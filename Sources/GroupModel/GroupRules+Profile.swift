@@ -55,7 +55,7 @@ extension GroupRules {
         _ update: ProfileUpdate, of group: Group, by op: GroupOperator, limits: AppLimits,
         customFields schema: CustomFieldSchema? = nil, now: Timestamp
     ) throws -> GroupChange {
-        try authorize(.updateProfile(update.fields), in: group, actor: op.role).get()
+        try authorize(.updateProfile(update.fields), in: group, by: op).get()
         let (after, changes) = try applyProfile(update, to: group, actor: op.role, limits: limits, customFields: schema, now: now)
         if changes.isEmpty { return .unchanged(group) }
         return GroupChange(group: after, events: [
@@ -122,10 +122,10 @@ extension GroupRules {
         try validateSlowModeInterval(changes.slowModeIntervalSeconds, field: "settings.slow_mode_interval_seconds", limits: limits)
         let requested = group.settings.applying(changes).differences(from: group.settings)
         if !changes.isEmpty || maxMembers == nil {
-            try authorize(.updateSettings(requested), in: group, actor: op.role).get()
+            try authorize(.updateSettings(requested), in: group, by: op).get()
         }
         if let maxMembers, maxMembers != group.maxMembers || changes.isEmpty {
-            try authorize(.setMaxMembers, in: group, actor: op.role).get()
+            try authorize(.setMaxMembers, in: group, by: op).get()
         }
         if changes.isEmpty && maxMembers == nil {
             throw GroupError.invalidArgument(field: "update_mask", "name at least one setting to change")

@@ -44,7 +44,7 @@ extension GroupRules {
         _ group: Group, by op: GroupOperator, options: QuitOptions = QuitOptions(), successor: Member? = nil,
         longestStandingAdmin: Member? = nil, now: Timestamp
     ) throws -> QuitPlan {
-        try authorize(.quit, in: group, actor: op.role).get()
+        try authorize(.quit, in: group, by: op).get()
         guard let userID = op.userID, let member = op.membership else { throw GroupError.operatorRequired("quit") }
 
         var after = group
@@ -119,7 +119,7 @@ extension GroupRules {
         currentOwner: Member? = nil, quit: Bool = false, options: QuitOptions = QuitOptions(), limits: AppLimits,
         now: Timestamp
     ) throws -> GroupChange {
-        try authorize(.transferOwnership, in: group, actor: op.role).get()
+        try authorize(.transferOwnership, in: group, by: op).get()
         try FieldValidation.checkUserID(newOwnerID, field: "new_owner_user_id", limit: limits.userIDBytes)
         if quit && op.isBackend {
             throw GroupError.invalidArgument(

@@ -164,7 +164,7 @@ extension GroupRules {
     public static func checkReaction(
         on message: GroupMessage?, sequence: Int64, in group: Group, by op: GroupOperator, needsUser: Bool
     ) throws {
-        try authorize(.react, in: group, actor: op.role).get()
+        try authorize(.react, in: group, by: op).get()
         if needsUser, op.isBackend { throw GroupError.operatorRequired("reacting to a message") }
         let floor = try historyFloor(in: group, by: op)
         guard let message, message.sequence == sequence, sequence > floor else { throw messageNotFound(sequence) }

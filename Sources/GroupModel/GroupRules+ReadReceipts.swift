@@ -54,7 +54,7 @@ extension GroupRules {
     ///   (`FAILED_PRECONDITION`, metadata `group_type`, and `limit` when over the member limit);
     ///   `GROUP_NOT_FOUND` / `NOT_A_MEMBER` for a non-member.
     public static func checkReadReceipts(in group: Group, by op: GroupOperator, limits: AppLimits) throws {
-        try authorize(.readReceipts, in: group, actor: op.role).get()
+        try authorize(.readReceipts, in: group, by: op).get()
         if !readReceiptsKept(group, limits: limits) {
             throw GroupError(
                 code: .failedPrecondition, reason: .readReceiptsNotSupported,

@@ -22,13 +22,11 @@ extension GroupRules {
     ) throws -> GroupChange {
         guard let target, target.userID == userID else {
             // Type- and operator-level refusals come first, then the missing target.
-            try authorize(.setRole(target: .member, to: role), in: group,
-                          actor: op.role).get()
+            try authorize(.setRole(target: .member, to: role), in: group, by: op).get()
             try FieldValidation.checkUserID(userID, field: "user_id", limit: limits.userIDBytes)
             throw GroupError.memberNotFound(userID, field: "user_id")
         }
-        try authorize(.setRole(target: target.role, to: role), in: group,
-                      actor: op.role).get()
+        try authorize(.setRole(target: target.role, to: role), in: group, by: op).get()
         if userID == op.userID {
             throw GroupError(code: .permissionDenied, reason: .permissionDenied,
                              message: "nobody changes their own role", metadata: ["field": "user_id"])

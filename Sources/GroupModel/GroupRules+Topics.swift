@@ -46,7 +46,7 @@ extension GroupRules {
         _ request: TopicCreation, id: String, in community: Group, by op: GroupOperator, topicCount: Int,
         limits: AppLimits, customFields schema: CustomFieldSchema?, now: Timestamp
     ) throws -> (topic: Group, event: GroupEvent.Draft) {
-        try authorize(.manageTopics, in: community, actor: op.role).get()
+        try authorize(.manageTopics, in: community, by: op).get()
         if topicCount >= limits.maxTopicsPerCommunity {
             throw GroupError(
                 code: .failedPrecondition, reason: .tooManyTopics,
@@ -64,7 +64,8 @@ extension GroupRules {
         return (topic, .topicCreated(topic, operatorID: op.userID))
     }
 
-    /// Check an `UpdateTopic` call and plan it: ``GroupAction/manageTopics`` on the community,
+    /// Check an `UpdateTopic` call and plan it: ``GroupAction/manageTopics`` on the community
+    /// (or ``Permission/manageTopics`` in a permission group's value for this topic),
     /// then the profile update's checks (as ``planProfileUpdate(_:of:by:limits:customFields:now:)``).
     /// - Returns: The topic after the update and its event (`TOPIC_UPDATED`, on the community),
     ///   `nil` when nothing changed.
@@ -72,7 +73,7 @@ extension GroupRules {
         _ update: ProfileUpdate, of topic: Group, in community: Group, by op: GroupOperator, limits: AppLimits,
         customFields schema: CustomFieldSchema?, now: Timestamp
     ) throws -> (topic: Group, event: GroupEvent.Draft?) {
-        try authorize(.manageTopics, in: community, actor: op.role).get()
+        try authorizeTopicManagement(topic.id, in: community, by: op)
         let (after, changes) = try applyProfile(update, to: topic, actor: op.role, limits: limits, customFields: schema, now: now)
         if changes.isEmpty { return (topic, nil) }
         let customKeys = changes.keys.filter { $0.hasPrefix("custom.") }.map { String($0.dropFirst("custom.".count)) }.sorted()
@@ -82,6 +83,19 @@ extension GroupRules {
             operatorID: op.userID))
     }
 
+    /// ``GroupAction/manageTopics`` on `community`, or, where that refuses an admin or an ordinary
+    /// member with `PERMISSION_DENIED`, ``Permission/manageTopics`` in one of their permission
+    /// groups' values for the topic `topicID`.
+    static func authorizeTopicManagement(_ topicID: String, in community: Group, by op: GroupOperator) throws {
+        let decision = authorize(.manageTopics, in: community, by: op)
+        if decision.isAllowed { return }
+        if op.role == .admin || op.role == .member, decision.error?.reason == .permissionDenied,
+            community.grantedPermissions(to: op.membership, topic: topicID).contains(.manageTopics) {
+            return
+        }
+        try decision.get()
+    }
+
     /// `FAILED_PRECONDITION` / `TOPICS_NOT_SUPPORTED` unless `group`'s type holds topics.
     public static func checkTopicsSupported(_ group: Group) throws {
         if !group.type.preset.behaviour.topicsSupported {
@@ -89,10 +103,11 @@ extension GroupRules {
         }
     }
 
-    /// Check a `DeleteTopic` call: ``GroupAction/manageTopics`` on the community.
+    /// Check a `DeleteTopic` call: ``GroupAction/manageTopics`` on the community (or
+    /// ``Permission/manageTopics`` in a permission group's value for this topic).
     /// - Returns: The topic's event (`TOPIC_DELETED`, on the community).
     public static func planTopicDeletion(_ topicID: String, in community: Group, by op: GroupOperator) throws -> GroupEvent.Draft {
-        try authorize(.manageTopics, in: community, actor: op.role).get()
+        try authorizeTopicManagement(topicID, in: community, by: op)
         return .topicDeleted(topicID: topicID, operatorID: op.userID)
     }
 }

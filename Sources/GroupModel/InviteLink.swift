@@ -113,7 +113,7 @@ extension GroupRules {
         _ request: InviteLinkRequest, in group: Group, by op: GroupOperator, liveLinks: Int, limits: AppLimits,
         now: Timestamp, id: String, tokenHash: String
     ) throws -> (link: InviteLink, events: [GroupEvent.Draft]) {
-        try authorize(.manageInviteLinks, in: group, actor: op.role).get()
+        try authorize(.manageInviteLinks, in: group, by: op).get()
         if request.expirySeconds < 0 {
             throw GroupError.invalidArgument(field: "expire_seconds", "expire_seconds must not be negative")
         }
@@ -140,7 +140,7 @@ extension GroupRules {
     public static func planRevokeInviteLink(
         _ link: InviteLink?, linkID: String, in group: Group, by op: GroupOperator, now: Timestamp
     ) throws -> (link: InviteLink, events: [GroupEvent.Draft]) {
-        try authorize(.manageInviteLinks, in: group, actor: op.role).get()
+        try authorize(.manageInviteLinks, in: group, by: op).get()
         guard var link, link.groupID == group.id else { throw inviteLinkNotFound(field: "link_id") }
         if link.revokedAt != nil { throw inviteLinkUnusable(.revoked) }
         link.revokedAt = now

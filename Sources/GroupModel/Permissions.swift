@@ -171,6 +171,30 @@ public enum GroupAction: Sendable, Hashable {
     /// Create, update or delete a community's topics: its owner and admins, and the backend
     /// (`TOPICS_NOT_SUPPORTED` in every other type).
     case manageTopics
+    /// Create, update or delete a community's permission groups, or set who is in them: its
+    /// owner and admins, and the backend (`PERMISSION_GROUPS_NOT_SUPPORTED` in every other type).
+    case managePermissionGroups
+
+    /// The permission of a community's permission groups that grants this action where the
+    /// member's role does not (``Permission``), or `nil` when none does: what acts on another
+    /// member names ordinary members (and non-members, for bans) only; roles, settings,
+    /// ownership, dismissal and what only the backend does are never granted.
+    public var permission: Permission? {
+        switch self {
+        case .updateProfile: .manageProfile
+        case .kick(target: .member), .handleApplication, .editMemberInfo(.other(.member)): .manageMembers
+        case .managePermissionGroups: .managePermissionGroups
+        case .manageTopics: .manageTopics
+        case .muteMember(target: .member), .muteGroup: .muteMembers
+        case .ban(target: .member), .ban(target: nil), .manageBans: .banMembers
+        case .invite, .manageInviteLinks: .invite
+        case .sendMessage: .sendMessage
+        case .mentionAll: .mentionAll
+        case .recallMessage(own: false), .editMessage(own: false): .manageMessages
+        case .pinMessage: .pinMessages
+        default: nil
+        }
+    }
 
     /// Whether the action may name a topic of a community: what acts on the topic's own
     /// conversation (its profile, messages, pins, receipts, reactions, read position, its own
@@ -309,6 +333,35 @@ public enum GroupRules {
             return .refused(GroupError.notAllowedOnTopic(group.id, community: group.parentID ?? ""))
         }
         return decide(action, type: group.type, settings: group.settings, actor: actor)
+    }
+
+    /// Decide whether `op` may perform `action` on `group`, with the permissions its permission
+    /// groups grant (Community groups and their topics; every other type as
+    /// ``authorize(_:in:actor:)``).
+    ///
+    /// The role decides first. Where it refuses an admin or an ordinary member with
+    /// `PERMISSION_DENIED`, the action's ``GroupAction/permission`` held by one of the member's
+    /// permission groups (or by the built-in ``PermissionGroup/everyoneID`` group; on a topic,
+    /// their values for that topic too) allows it. What the type forbids, `NOT_A_MEMBER`,
+    /// `NOT_ALLOWED_ON_TOPIC` and acts on admins and the owner stay refused. On a topic with
+    /// defaults (``Group/topicDefaults``), an ordinary member's ``Permission/topicDefaults``
+    /// are those defaults and their grants, whatever the role and the settings would give.
+    public static func authorize(_ action: GroupAction, in group: Group, by op: GroupOperator) -> PermissionDecision {
+        let actor = op.role
+        let decision = authorize(action, in: group, actor: actor)
+        guard actor == .admin || actor == .member, let permission = action.permission, !group.permissionGroups.isEmpty
+        else { return decision }
+        if case .refused(let error) = decision, error.reason != .permissionDenied { return decision }
+        let granted = group.grantedPermissions(to: op.membership)
+        if actor == .member, Permission.topicDefaults.contains(permission), let defaults = group.topicDefaults {
+            if defaults.contains(permission) || granted.contains(permission) { return .allowed }
+            return .refused(GroupError(
+                code: .permissionDenied, reason: .permissionDenied,
+                message: "the topic's defaults leave out \(permission) and no permission group of the member grants it",
+                metadata: ["role": actor.description, "permission": permission.name]))
+        }
+        if decision.isAllowed || !granted.contains(permission) { return decision }
+        return .allowed
     }
 
     private static func decide(
@@ -525,6 +578,12 @@ public enum GroupRules {
         case .manageTopics:
             if !behaviour.topicsSupported {
                 return .refused(notSupported(.topicsNotSupported, "topics", type))
+            }
+            return memberCheck(actor, grantedTo: .ownerAndAdmins, setting: nil)
+
+        case .managePermissionGroups:
+            if !behaviour.topicsSupported {
+                return .refused(notSupported(.permissionGroupsNotSupported, "permission groups", type))
             }
             return memberCheck(actor, grantedTo: .ownerAndAdmins, setting: nil)
 

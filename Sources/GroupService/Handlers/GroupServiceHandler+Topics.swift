@@ -51,7 +51,7 @@ extension GroupServiceHandler {
             ) { snapshot in
                 let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
                 guard let topic = snapshot.topic else {
-                    try GroupRules.authorize(.manageTopics, in: snapshot.community, actor: op.role).get()
+                    try GroupRules.authorize(.manageTopics, in: snapshot.community, by: op).get()
                     throw GroupError.groupNotFound(topicID)
                 }
                 let (after, event) = try GroupRules.planTopicUpdate(

@@ -48,7 +48,7 @@ extension MemberServiceHandler {
         let size = try GroupdService.pageSize(request.pageSize, fallback: call.limits.maxPageSize, max: call.limits.maxPageSize)
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.manageBans, in: group, actor: op.role).get()
+        try GroupRules.authorize(.manageBans, in: group, by: op).get()
         let page = try await store.bans(
             app: call.caller.appID, groupID: group.id, after: request.pageToken.isEmpty ? nil : request.pageToken,
             limit: size, now: clock.now())

@@ -53,10 +53,8 @@ extension MemberServiceHandler {
         _ request: Groupd_V1_ListInviteLinksRequest, _ call: CallContext
     ) async throws -> Groupd_V1_ListInviteLinksResponse {
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
-        try GroupRules.authorize(
-            .manageInviteLinks, in: group,
-            actor: call.caller.actingRole(membership: membership?.role)
-        ).get()
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
+        try GroupRules.authorize(.manageInviteLinks, in: group, by: op).get()
         let links = try await store.inviteLinks(app: call.caller.appID, groupID: request.groupID, now: clock.now())
         return .with { $0.links = links.map { Self.inviteLinkView($0, token: nil) } }
     }

@@ -67,7 +67,7 @@ extension MemberServiceHandler {
         }
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.viewMemberInfo, in: group, actor: op.role).get()
+        try GroupRules.authorize(.viewMemberInfo, in: group, by: op).get()
         let app = call.caller.appID
         let wanted = GroupdService.distinctTargets(users, limits: call.limits)
         var found = try await store.members(app: app, groupID: group.id, userIDs: wanted)
@@ -106,7 +106,7 @@ extension MemberServiceHandler {
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
         // The same gate as the member's own preferences: a member, acting as themselves.
-        try GroupRules.authorize(.setOwnPreferences, in: group, actor: op.role).get()
+        try GroupRules.authorize(.setOwnPreferences, in: group, by: op).get()
         guard let user = call.caller.operatorID, let membership else {
             throw GroupError(code: .permissionDenied, reason: .notAMember, message: "not a member of the group")
         }
@@ -209,7 +209,7 @@ extension MemberServiceHandler {
         let op = GroupdService.groupOperator(call.caller, membership: membership)
         let app = call.caller.appID
         // Check the operator before reading their remark.
-        try GroupRules.authorize(.setOwnPreferences, in: group, actor: op.role).get()
+        try GroupRules.authorize(.setOwnPreferences, in: group, by: op).get()
         let current = try await call.caller.operatorID.asyncMap { try await store.remark(app: app, groupID: group.id, userID: $0) }
         let plan = try GroupRules.planRemark(request.remark, in: group, by: op, current: current.flatMap { $0.isEmpty ? nil : $0 })
         if !plan.events.isEmpty {

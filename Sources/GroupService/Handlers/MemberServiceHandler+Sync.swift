@@ -12,7 +12,7 @@ extension MemberServiceHandler {
     private func memberListGroup(_ call: CallContext, groupID: String) async throws -> (Group, GroupOperator) {
         let (group, membership) = try await service.loadGroup(call, groupID: groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.listMembers, in: group, actor: op.role).get()
+        try GroupRules.authorize(.listMembers, in: group, by: op).get()
         guard group.type.preset.behaviour.membershipStored else {
             throw GroupError(
                 code: .failedPrecondition, reason: .membersNotStored,

@@ -197,8 +197,7 @@ struct MemberServiceHandler: GroupdHandler {
                 return (plan.change, plan.results)
             }
             // Kick and ban: who may kick (the type must remove members), each removed member banned.
-            try GroupRules.authorize(.kick(target: .member), in: snapshot.group,
-                                     actor: op.role).get()
+            try GroupRules.authorize(.kick(target: .member), in: snapshot.group, by: op).get()
             let plan = try GroupRules.planBan(
                 of: users, for: banSeconds, reason: reason, in: snapshot.group, by: op, memberships: snapshot.targets,
                 bans: snapshot.bans, banCount: snapshot.banCount, managers: snapshot.managers, options: options,

@@ -15,7 +15,7 @@ extension MessageServiceHandler {
         let sequence = try GroupRules.messageSequence(request.sequence)
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.pinMessage, in: group, actor: op.role).get()
+        try GroupRules.authorize(.pinMessage, in: group, by: op).get()
         _ = try await readableMessage(sequence, in: group, by: op, call: call)
         let limits = call.limits
         let now = clock.now()

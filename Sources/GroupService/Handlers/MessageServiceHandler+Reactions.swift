@@ -72,7 +72,7 @@ extension MessageServiceHandler {
         let usersPerKey = min(Int(request.maxUsersPerReaction), GroupRules.maxReactionUsersListed)
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.react, in: group, actor: op.role).get()
+        try GroupRules.authorize(.react, in: group, by: op).get()
         let floor = try GroupRules.historyFloor(in: group, by: op)
         let visible = sequences.filter { $0 > floor }
         let found = try await store.reactions(
@@ -109,7 +109,7 @@ extension MessageServiceHandler {
             ? 0 : try ReactionUsersToken.decode(request.pageToken, sequence: sequence, key: request.reactionKey)
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let op = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.react, in: group, actor: op.role).get()
+        try GroupRules.authorize(.react, in: group, by: op).get()
         let message = try await readableMessage(sequence, in: group, by: op, call: call)
         if message.recall != nil { return Groupd_V1_ListMessageReactionUsersResponse() }
         let page = try await store.reactionUsers(

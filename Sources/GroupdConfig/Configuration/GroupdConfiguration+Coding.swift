@@ -332,6 +332,9 @@ struct LimitsCoding: Codable {
         ("max_reactions_per_message", \.maxReactionsPerMessage),
         ("max_reactions_per_user_per_message", \.maxReactionsPerUserPerMessage),
         ("max_topics_per_community", \.maxTopicsPerCommunity),
+        ("max_permission_groups_per_community", \.maxPermissionGroupsPerCommunity),
+        ("max_permission_groups_per_member", \.maxPermissionGroupsPerMember),
+        ("permission_group_custom_data_bytes", \.permissionGroupCustomDataBytes),
         ]
     }
 

@@ -1,0 +1,85 @@
+import GroupModel
+
+/// The stored text of a community's permission groups (the `permission_groups` column of its
+/// row) and of a member's assignments (the member row's `permission_groups` column).
+public enum PermissionGroupCoding {
+    /// The groups as stored text: one JSON object of strings per line (`nil` for none).
+    public static func encode(_ groups: [PermissionGroup]) -> String? {
+        if groups.isEmpty { return nil }
+        return groups.map { group in
+            let topics = group.topicPermissions.keys.sorted().map { "\($0)=\(group.topicPermissions[$0]!.rawValue)" }
+            return EventJSON.encode([
+                "id": group.id, "name": group.name, "data": hex(group.customData),
+                "permissions": String(group.permissions.rawValue), "topics": topics.joined(separator: "\n"),
+                "created": String(group.createdAt.millisecondsSince1970),
+                "updated": String(group.updatedAt.millisecondsSince1970),
+            ])
+        }.joined(separator: "\n")
+    }
+
+    /// The groups stored as `text`, or `nil` when it is malformed.
+    public static func decode(_ text: String?) -> [PermissionGroup]? {
+        guard let text, !text.isEmpty else { return [] }
+        var groups: [PermissionGroup] = []
+        for line in text.split(separator: "\n") {
+            guard let object = try? EventJSON.object(String(line)), let id = object["id"], let name = object["name"],
+                let data = object["data"].flatMap(unhex), let bits = object["permissions"].flatMap(UInt32.init),
+                let created = object["created"].flatMap(Int64.init), let updated = object["updated"].flatMap(Int64.init)
+            else { return nil }
+            var topics: [String: PermissionSet] = [:]
+            for entry in (object["topics"] ?? "").split(separator: "\n") {
+                guard let equals = entry.lastIndex(of: "="), let value = UInt32(entry[entry.index(after: equals)...])
+                else { return nil }
+                topics[String(entry[..<equals])] = PermissionSet(rawValue: value)
+            }
+            groups.append(PermissionGroup(
+                id: id, name: name, customData: data, permissions: PermissionSet(rawValue: bits),
+                topicPermissions: topics, createdAt: Timestamp(millisecondsSince1970: created),
+                updatedAt: Timestamp(millisecondsSince1970: updated)))
+        }
+        return groups
+    }
+
+    /// A member's permission group ids as stored (`nil` for none).
+    public static func encodeAssignments(_ ids: [String]) -> String? {
+        ids.isEmpty ? nil : ids.joined(separator: ",")
+    }
+
+    /// A member's permission group ids stored as `text`.
+    public static func decodeAssignments(_ text: String?) -> [String] {
+        guard let text, !text.isEmpty else { return [] }
+        return text.split(separator: ",").map(String.init)
+    }
+
+    private static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func unhex(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: c - 0x30
+            case 0x61...0x66: c - 0x61 + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+}
