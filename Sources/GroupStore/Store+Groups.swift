@@ -252,6 +252,13 @@ extension Store {
         }
     }
 
+    /// The members of a live community who are in any permission group, with the ids of theirs
+    /// as stored (ids of deleted groups included), by user id.
+    /// - Throws: `GROUP_NOT_FOUND`.
+    public func permissionAssignments(app: String, groupID: String) async throws -> [PermissionAssignment] {
+        try await read { try await backend.permissionAssignments(app: app, groupID: groupID) }
+    }
+
     /// A user's remark for a group ("" when none).
     public func remark(app: String, groupID: String, userID: String) async throws -> String {
         try await read { try await backend.remark(app: app, groupID: groupID, userID: userID) }

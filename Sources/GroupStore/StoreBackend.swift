@@ -143,6 +143,9 @@ public protocol StoreBackend: Sendable {
     /// - Throws: `GROUP_NOT_FOUND`.
     func remark(app: String, groupID: String, userID: String) async throws -> String
 
+    /// See ``Store/permissionAssignments(app:groupID:)``.
+    func permissionAssignments(app: String, groupID: String) async throws -> [PermissionAssignment]
+
     /// See ``Store/bans(app:groupID:after:limit:now:)``.
     func bans(app: String, groupID: String, after cursor: String?, limit: Int, now: Timestamp) async throws -> Page<GroupBan>
 

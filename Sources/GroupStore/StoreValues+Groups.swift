@@ -171,3 +171,17 @@ extension GroupsForUser {
         return GroupsForUser(groups: groups, memberships: members, remarks: remarkable.isEmpty ? [:] : try await remarks(remarkable))
     }
 }
+
+/// A member of a community who is in permission groups (``Store/permissionAssignments(app:groupID:)``).
+public struct PermissionAssignment: Sendable, Hashable {
+    /// The member.
+    public var userID: String
+    /// The ids of their permission groups, as stored (`Member.permissionGroups`).
+    public var permissionGroups: [String]
+
+    /// Creates an assignment.
+    public init(userID: String, permissionGroups: [String]) {
+        self.userID = userID
+        self.permissionGroups = permissionGroups
+    }
+}

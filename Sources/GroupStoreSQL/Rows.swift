@@ -63,7 +63,7 @@ public enum Rows {
         case invitationNeedsApproval, removeMembersPermission, editProfilePermission
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
         case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass, memberVersion
-        case mentionAllPermission, slowModeInterval, inviteLinkPermission, pinPermission, pins
+        case mentionAllPermission, slowModeInterval, inviteLinkPermission, pinPermission, pins, permissionGroups
 
         package var name: String {
             switch self {
@@ -103,6 +103,7 @@ public enum Rows {
             case .pinPermission: "pin_permission"
             case .pins: "pins"
             case .memberVersion: "member_version"
+            case .permissionGroups: "permission_groups"
             }
         }
 
@@ -124,7 +125,7 @@ public enum Rows {
                     return "CASE WHEN \(type) IN ('Public', 'Meeting') THEN 'owner_and_admins' ELSE 'owner' END"
                 case .ownerQuit:
                     return "CASE WHEN \(type) = 'Work' THEN 'to_longest_standing_member' ELSE 'refused' END"
-                case .muteOperator, .pinPermission, .pins:
+                case .muteOperator, .pinPermission, .pins, .permissionGroups:
                     return "NULL"
                 case .muteBypass:
                     return "'[]'"
@@ -204,6 +205,13 @@ public enum Rows {
         var stored = group
         stored.muteBypass = try EventJSON.strings(row.text(GroupColumn.muteBypass.rawValue))
         stored.memberVersion = try int(.memberVersion)
+        let permissionGroups = try row.optionalText(GroupColumn.permissionGroups.rawValue)
+        if let permissionGroups {
+            guard let groups = PermissionGroupCoding.decode(permissionGroups) else {
+                throw corrupt("permission_groups", permissionGroups)
+            }
+            stored.permissionGroups = groups
+        }
         return GroupRow(key: try int(.groupKey), group: stored, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 
@@ -267,17 +275,17 @@ public enum Rows {
     /// The columns ``member(_:at:)`` decodes, in `SELECT` order, from `m.`.
     package static let memberColumns =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
-        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, m.invite_link_id"
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, m.invite_link_id, m.permission_groups"
     /// ``memberColumns`` for a file before v14 (tests of older files): no invite link.
     package static let memberColumnsBeforeV14 =
         "m.group_key, m.user_id, m.role, m.joined_at, m.join_order, m.join_seq, m.name_card, m.muted_until, "
-        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, NULL"
+        + "m.receive_option, m.has_custom, m.join_source, m.inviter_id, NULL, NULL"
 
     /// ``memberColumns``, or ``memberColumnsBeforeV14`` when the file has no invite links.
     package static func memberColumns(inviteLinks: Bool) -> String { inviteLinks ? memberColumns : memberColumnsBeforeV14 }
 
     /// How many columns ``memberColumns`` lists.
-    package static let memberColumnCount = 13
+    package static let memberColumnCount = 14
 
     /// A member row as read: its group's surrogate key, the member (without custom fields) and
     /// whether it has custom fields.
@@ -298,7 +306,7 @@ public enum Rows {
     @inlinable
     public static func member(_ row: some ColumnReader, at first: Int = 0) throws -> MemberRow {
         let mutedUntil = try row.optionalInt64(first + 7)
-        let member = Member(
+        var member = Member(
             userID: try row.text(first + 1),
             role: try parse(row.text(first + 2), MemberRole.init(rawValue:)),
             joinedAt: Timestamp(millisecondsSince1970: try row.int64(first + 3)),
@@ -310,6 +318,7 @@ public enum Rows {
             joinSource: try joinSource(Int(row.int64(first + 10))),
             inviterID: try row.optionalText(first + 11),
             inviteLinkID: try row.optionalText(first + 12))
+        member.permissionGroups = PermissionGroupCoding.decodeAssignments(try row.optionalText(first + 13))
         return MemberRow(groupKey: try row.int64(first), member: member, hasCustom: try row.bool(first + 9))
     }
 

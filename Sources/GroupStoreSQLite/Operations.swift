@@ -66,12 +66,13 @@ enum Operations {
             try RawStatement(
                 db,
                 """
-                UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?
+                UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?, permission_groups = ?
                 WHERE group_key = ? AND user_id = ?
                 """
             ).execute([
                 .text(member.role.rawValue), .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
-                .text(member.receiveOption.rawValue), .integer(key), .text(member.userID),
+                .text(member.receiveOption.rawValue), .text(PermissionGroupCoding.encodeAssignments(member.permissionGroups)),
+                .integer(key), .text(member.userID),
             ])
             guard db.changesCount == 1 else {
                 throw GroupError.internal("the change updates \(member.userID), who is not a member")
@@ -182,6 +183,10 @@ enum Operations {
         if after.settings.pinPermission != before.settings.pinPermission {
             try db.cachedStatement(sql: "UPDATE groups SET pin_permission = ? WHERE group_key = ?")
                 .execute(arguments: [after.settings.pinPermission.rawValue, key])
+        }
+        if after.permissionGroups != before.permissionGroups {
+            try db.cachedStatement(sql: "UPDATE groups SET permission_groups = ? WHERE group_key = ?")
+                .execute(arguments: [PermissionGroupCoding.encode(after.permissionGroups), key])
         }
         if after.pins != before.pins {
             try db.cachedStatement(sql: "UPDATE groups SET pins = ? WHERE group_key = ?")

@@ -141,6 +141,24 @@ extension SQLiteBackend {
         }
     }
 
+    public func permissionAssignments(app: String, groupID: String) async throws -> [PermissionAssignment] {
+        try await pool.read { db in
+            let key = try Rows.groupKey(db, app: app, groupID: groupID)
+            // The partial index `members_in_permission_groups` holds only these rows.
+            return try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT user_id, permission_groups FROM members
+                        WHERE group_key = ? AND permission_groups IS NOT NULL ORDER BY user_id
+                        """),
+                arguments: [key]
+            ).map { row in
+                PermissionAssignment(
+                    userID: row[0], permissionGroups: PermissionGroupCoding.decodeAssignments(row[1] as String?))
+            }
+        }
+    }
+
     public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
         try await pool.read { db in
             let key = try Rows.groupKey(db, app: app, groupID: groupID)

@@ -27,6 +27,7 @@ extension Schema {
         migrator.registerMigration("v19", migrate: Schema.v19)
         migrator.registerMigration("v20", migrate: Schema.v20)
         migrator.registerMigration("v21", migrate: Schema.v21)
+        migrator.registerMigration("v22", migrate: Schema.v22)
         return migrator
     }
 }
@@ -709,6 +710,20 @@ enum Schema {
                 joined_at INTEGER NOT NULL,
                 PRIMARY KEY (topic_key, user_id)
             ) WITHOUT ROWID;
+            """)
+    }
+
+    /// v22: permission groups of communities. A community's permission groups (names, data,
+    /// community and topic values) are one text column of its row, read with the group and
+    /// cached with it; a member's assignments are one text column of the member row, read with
+    /// the membership, so a permission decision reads nothing more. The partial index lists a
+    /// community's members who are in any permission group (member counts and member lists of
+    /// permission groups) without reading the others.
+    static func v22(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE groups ADD COLUMN permission_groups TEXT;
+            ALTER TABLE members ADD COLUMN permission_groups TEXT;
+            CREATE INDEX members_in_permission_groups ON members(group_key, user_id) WHERE permission_groups IS NOT NULL;
             """)
     }
 }
