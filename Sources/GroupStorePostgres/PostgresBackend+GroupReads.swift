@@ -115,6 +115,25 @@ extension PostgresBackend {
         }
     }
 
+    public func permissionAssignments(app: String, groupID: String) async throws -> [PermissionAssignment] {
+        try await read { session in
+            let key = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)
+            // The partial index `members_in_permission_groups` holds only these rows.
+            var assignments: [PermissionAssignment] = []
+            try await session.rows(
+                """
+                SELECT user_id, permission_groups FROM members
+                WHERE app_id = ? AND group_key = ? AND permission_groups IS NOT NULL ORDER BY user_id COLLATE "C"
+                """,
+                [.text(app), .integer(key)]
+            ) { row in
+                assignments.append(PermissionAssignment(
+                    userID: try row.text(0), permissionGroups: PermissionGroupCoding.decodeAssignments(try row.optionalText(1))))
+            }
+            return assignments
+        }
+    }
+
     public func attributes(app: String, groupID: String) async throws -> GroupAttributeSet {
         try await read { session in
             let key = try await PostgresRows.groupKey(app: app, groupID: groupID, session: session)

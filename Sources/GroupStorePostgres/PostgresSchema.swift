@@ -35,7 +35,7 @@ enum PostgresSchema {
     static let migrations: [(id: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10),
         ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
-        ("v17", v17),
+        ("v17", v17), ("v18", v18),
     ]
 
     /// The notification channel a relayed AVChatRoom message notifies with its app id.
@@ -806,5 +806,16 @@ enum PostgresSchema {
             PRIMARY KEY (app_id, topic_key, user_id),
             FOREIGN KEY (app_id, topic_key) REFERENCES groups (app_id, group_key) ON DELETE CASCADE
         );
+        """
+
+    /// v18: permission groups of communities (SQLite's v22): a community's permission groups in
+    /// one text column of its row, a member's assignments in one text column of the member row
+    /// (read with the group and the membership: a decision reads nothing more), and a partial
+    /// index of the members who are in any permission group.
+    static let v18 = """
+        ALTER TABLE groups ADD COLUMN permission_groups TEXT;
+        ALTER TABLE members ADD COLUMN permission_groups TEXT;
+        CREATE INDEX members_in_permission_groups ON members (app_id, group_key, user_id COLLATE "C")
+            WHERE permission_groups IS NOT NULL;
         """
 }

@@ -394,13 +394,13 @@ final class PostgresTransaction: StoreTransaction {
             let changed = try await session.execute(
                 """
                 UPDATE members SET role = ?, name_card = ?, muted_until = ?, receive_option = ?,
-                    changed_version = coalesce(?, changed_version)
+                    permission_groups = ?, changed_version = coalesce(?, changed_version)
                 WHERE app_id = ? AND group_key = ? AND user_id COLLATE "C" = ?
                 """,
                 [
                     .text(member.role.rawValue), .text(member.nameCard), .integer(member.mutedUntil?.millisecondsSince1970),
-                    .text(member.receiveOption.rawValue), .integer(memberVersion), .text(app), .integer(key),
-                    .text(member.userID),
+                    .text(member.receiveOption.rawValue), .text(PermissionGroupCoding.encodeAssignments(member.permissionGroups)),
+                    .integer(memberVersion), .text(app), .integer(key), .text(member.userID),
                 ])
             guard changed == 1 else {
                 throw GroupError.internal("the change updates \(member.userID), who is not a member")
@@ -565,7 +565,7 @@ final class PostgresTransaction: StoreTransaction {
             .text(after.mute.operatorID), .integer(after.updatedAt.millisecondsSince1970),
             .text(settings.pinPermission.rawValue),
             .text(after.pins.isEmpty ? nil : PinnedMessageCoding.encode(after.pins)),
-            .text(EventJSON.encode(after.muteBypass)),
+            .text(EventJSON.encode(after.muteBypass)), .text(PermissionGroupCoding.encode(after.permissionGroups)),
         ]
     }
 
@@ -586,7 +586,7 @@ final class PostgresTransaction: StoreTransaction {
                 edit_settings_permission = ?, owner_quit = ?, mention_all_permission = ?, slow_mode_interval = ?,
                 invite_link_permission = ?,
                 mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?,
-                pin_permission = ?, pins = ?, mute_bypass = ?,
+                pin_permission = ?, pins = ?, mute_bypass = ?, permission_groups = ?,
                 next_join_order = next_join_order + ?, latest_seq = ?, member_version = coalesce(?, member_version)
             """
         var arguments = values + [.int(insertedMembers), .integer(latestSequence), .integer(memberVersion)]
