@@ -268,6 +268,14 @@ extension GroupRules {
         return MemberBatchPlan(results: results, change: change)
     }
 
+    /// `FAILED_PRECONDITION` / `PERMISSION_GROUPS_NOT_SUPPORTED` unless `group`'s type has
+    /// permission groups (Community).
+    public static func checkPermissionGroupsSupported(_ group: Group) throws {
+        if !group.type.preset.behaviour.topicsSupported {
+            throw notSupported(.permissionGroupsNotSupported, "permission groups", group.type)
+        }
+    }
+
     /// The permission group `id` of `community`: the stored one, or an empty
     /// ``PermissionGroup/everyoneID`` group when `allowEveryone` and it was never set.
     /// - Throws: `NOT_FOUND` / `PERMISSION_GROUP_NOT_FOUND` naming `field`; `INVALID_ARGUMENT`
@@ -309,7 +317,7 @@ extension GroupRules {
         var given = request.permissions ?? []
         for topic in request.topicPermissions.keys.sorted() {
             let value = request.topicPermissions[topic]!
-            if !liveTopics.contains(topic) {
+            if !value.isEmpty, !liveTopics.contains(topic) {
                 throw GroupError(
                     code: .notFound, reason: .groupNotFound, message: "the community has no topic \(topic)",
                     metadata: ["field": "topic_permissions", "topic_id": topic])

@@ -1213,6 +1213,30 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// Detail: topic (topic_id only).
     case topicDeleted // = 55
 
+    /// Tip, of a community: a permission group was created
+    /// (CreatePermissionGroup); operator = its creator (empty: the backend).
+    /// To every member of the community. Detail: permission_group (the group
+    /// as created).
+    case permissionGroupCreated // = 56
+
+    /// Tip, of a community: a permission group's name, custom data,
+    /// permissions or topic permissions changed (UpdatePermissionGroup; the
+    /// `everyone` group at its first update too). Detail: permission_group:
+    /// changed_fields and their new values.
+    case permissionGroupUpdated // = 57
+
+    /// Tip, of a community: a permission group was deleted, or the `everyone`
+    /// group reset (DeletePermissionGroup). Detail: permission_group
+    /// (permission_group_id only).
+    case permissionGroupDeleted // = 58
+
+    /// Tip, of a community: members (targets) were added to or removed from a
+    /// permission group (AddPermissionGroupMembers,
+    /// RemovePermissionGroupMembers): their permissions changed. Detail:
+    /// permission_group (permission_group_id, and changed_fields `added` or
+    /// `removed`).
+    case memberPermissionsChanged // = 59
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1273,6 +1297,10 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case 53: self = .topicCreated
         case 54: self = .topicUpdated
         case 55: self = .topicDeleted
+        case 56: self = .permissionGroupCreated
+        case 57: self = .permissionGroupUpdated
+        case 58: self = .permissionGroupDeleted
+        case 59: self = .memberPermissionsChanged
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1329,12 +1357,119 @@ public enum Groupd_V1_EventKind: ProtoEnum {
         case .topicCreated: return 53
         case .topicUpdated: return 54
         case .topicDeleted: return 55
+        case .permissionGroupCreated: return 56
+        case .permissionGroupUpdated: return 57
+        case .permissionGroupDeleted: return 58
+        case .memberPermissionsChanged: return 59
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved, .topicCreated, .topicUpdated, .topicDeleted]
+    public static let allCases: [Groupd_V1_EventKind] = [.unspecified, .memberJoined, .memberInvited, .memberQuit, .memberKicked, .adminSet, .adminCancelled, .groupInfoChanged, .groupSettingsChanged, .memberInfoChanged, .ownerChanged, .memberMuted, .groupMuted, .applicationReceived, .applicationAccepted, .applicationRefused, .applicationWithdrawn, .invitationReceived, .invitationAccepted, .invitationRefused, .invited, .kicked, .groupDismissed, .groupRevoked, .groupCreated, .quit, .adminGranted, .adminRevoked, .customNotification, .remarkChanged, .receiveOptionChanged, .groupRead, .applicationExpired, .memberBanned, .memberUnbanned, .muteBypassChanged, .messageRecalled, .messageEdited, .groupAttributesChanged, .inviteLinkCreated, .inviteLinkRevoked, .messagePinned, .messageUnpinned, .messageReadReceipt, .messageReactionAdded, .messageReactionRemoved, .topicCreated, .topicUpdated, .topicDeleted, .permissionGroupCreated, .permissionGroupUpdated, .permissionGroupDeleted, .memberPermissionsChanged]
+}
+
+/// A permission a community's permission groups grant (Tencent's
+/// V2TIMCommunityPermissionValue and V2TIMTopicPermissionValue). A
+/// permission allows what a role would, where the member's role alone is
+/// refused; what acts on another member acts on ordinary members only (and
+/// on non-members, for bans). The owner holds every permission; admins hold
+/// what their role gives them and their groups' permissions.
+public enum Groupd_V1_Permission: ProtoEnum {
+    /// The raw value type: protobuf enums are 32-bit signed integers.
+    public typealias RawValue = Int32
+
+    /// Not a permission (refused: INVALID_ARGUMENT).
+    case unspecified // = 0
+
+    /// UpdateGroupProfile of the community (per-key write roles of custom
+    /// fields still apply).
+    case manageProfile // = 1
+
+    /// KickMembers of ordinary members, HandleApplication, member profiles of
+    /// ordinary members (SetMemberInfo).
+    case manageMembers // = 2
+
+    /// CreatePermissionGroup, UpdatePermissionGroup, DeletePermissionGroup,
+    /// AddPermissionGroupMembers, RemovePermissionGroupMembers.
+    case managePermissionGroups // = 3
+
+    /// CreateTopic, UpdateTopic, DeleteTopic; as a topic value: UpdateTopic
+    /// and DeleteTopic of that topic.
+    case manageTopics // = 4
+
+    /// MuteMembers of ordinary members, SetGroupMute of the community and its
+    /// topics; as a topic value: SetGroupMute of that topic.
+    case muteMembers // = 5
+
+    /// BanMembers of ordinary members and non-members, UnbanMembers,
+    /// ListBannedMembers.
+    case banMembers // = 6
+
+    /// InviteMembers and invite links.
+    case invite // = 7
+
+    /// SendGroupMessage in a topic whose defaults leave sending out (a
+    /// community value: in every topic; a topic value: in that topic).
+    case sendMessage // = 8
+
+    /// Mention everyone (@all).
+    case mentionAll // = 9
+
+    /// Recall and edit other members' messages.
+    case manageMessages // = 10
+
+    /// PinGroupMessage, UnpinGroupMessage.
+    case pinMessages // = 11
+
+    /// A value this version of the API does not know, kept as received.
+    case UNRECOGNIZED(Int32)
+
+    /// The proto3 default: `PERMISSION_UNSPECIFIED`.
+    public init() {
+        self = .unspecified
+    }
+
+    /// Maps a wire value to its case; unknown values become `UNRECOGNIZED`. Never nil.
+    public init?(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .manageProfile
+        case 2: self = .manageMembers
+        case 3: self = .managePermissionGroups
+        case 4: self = .manageTopics
+        case 5: self = .muteMembers
+        case 6: self = .banMembers
+        case 7: self = .invite
+        case 8: self = .sendMessage
+        case 9: self = .mentionAll
+        case 10: self = .manageMessages
+        case 11: self = .pinMessages
+        default: self = .UNRECOGNIZED(rawValue)
+        }
+    }
+
+    /// The wire value.
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: return 0
+        case .manageProfile: return 1
+        case .manageMembers: return 2
+        case .managePermissionGroups: return 3
+        case .manageTopics: return 4
+        case .muteMembers: return 5
+        case .banMembers: return 6
+        case .invite: return 7
+        case .sendMessage: return 8
+        case .mentionAll: return 9
+        case .manageMessages: return 10
+        case .pinMessages: return 11
+        case .UNRECOGNIZED(let value): return value
+        }
+    }
+
+    /// Every known case, in declaration order.
+    public static let allCases: [Groupd_V1_Permission] = [.unspecified, .manageProfile, .manageMembers, .managePermissionGroups, .manageTopics, .muteMembers, .banMembers, .invite, .sendMessage, .mentionAll, .manageMessages, .pinMessages]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -2266,6 +2401,95 @@ public struct Groupd_V1_TopicChange: ProtoMessage {
     public init() {}
 }
 
+/// A permission group's permissions in one topic of its community.
+public struct Groupd_V1_TopicPermissions: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.TopicPermissions"
+
+    /// The topic.
+    public var topicID: String = ""
+
+    /// Its permissions there: MANAGE_TOPICS, MUTE_MEMBERS, SEND_MESSAGE,
+    /// MENTION_ALL, MANAGE_MESSAGES, PIN_MESSAGES. In the `everyone` group,
+    /// SEND_MESSAGE, MENTION_ALL and PIN_MESSAGES are the topic's defaults:
+    /// every ordinary member holds exactly those of the three there (plus
+    /// what their own groups grant), whatever their role and the community's
+    /// settings would give them; an empty list makes a read-only topic.
+    public var permissions: [Groupd_V1_Permission] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// A named set of permissions of a Community group (Tencent
+/// V2TIMPermissionGroupInfo), with values for the whole community and for
+/// single topics; members are in any number of them. The built-in
+/// `everyone` group holds every member: its community permissions are
+/// every member's, and its topic values are the topics' defaults.
+public struct Groupd_V1_PermissionGroup: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.PermissionGroup"
+
+    /// The id: `everyone`, or `PG` and 12 generated characters.
+    public var permissionGroupID: String = ""
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The name (as a group name; `everyone` for the built-in group).
+    public var name: String = ""
+
+    /// Opaque data of the app (at most `permission_group_custom_data_bytes`).
+    public var customData: [UInt8] = []
+
+    /// What the group grants in the community and all its topics.
+    public var permissions: [Groupd_V1_Permission] = []
+
+    /// What the group grants in single topics, by topic id (topics deleted
+    /// since are left out).
+    public var topicPermissions: [Groupd_V1_TopicPermissions] = []
+
+    /// How many members are in it (`everyone`: the community's member count).
+    public var memberCount: UInt32 = 0
+
+    /// When it was created.
+    public var createTime: Google_Protobuf_Timestamp? = nil
+
+    /// When its name, data or permissions last changed.
+    public var updateTime: Google_Protobuf_Timestamp? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// PERMISSION_GROUP_CREATED / _UPDATED / _DELETED and
+/// MEMBER_PERMISSIONS_CHANGED detail (events of the community).
+public struct Groupd_V1_PermissionGroupChange: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.PermissionGroupChange"
+
+    /// The permission group.
+    public var permissionGroupID: String = ""
+
+    /// The changed fields: `name`, `custom_data`, `permissions`,
+    /// `topic_permissions` (CREATED: those it was created with);
+    /// MEMBER_PERMISSIONS_CHANGED: `added` or `removed` (the members are the
+    /// event's targets); DELETED: empty.
+    public var changedFields: [String] = []
+
+    /// The name, when `name` changed.
+    public var name: String = ""
+
+    /// The community permissions, when `permissions` changed.
+    public var permissions: [Groupd_V1_Permission] = []
+
+    /// Every topic value, when `topic_permissions` changed.
+    public var topicPermissions: [Groupd_V1_TopicPermissions] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// A group attribute key and the version a write gave it.
 public struct Groupd_V1_AttributeVersion: ProtoMessage {
     /// The message's full protobuf name.
@@ -2637,6 +2861,18 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         set { detail = .topic(newValue) }
     }
 
+    /// PERMISSION_GROUP_CREATED, PERMISSION_GROUP_UPDATED,
+    /// PERMISSION_GROUP_DELETED, MEMBER_PERMISSIONS_CHANGED.
+    ///
+    /// A view of `detail`: reads the default when another member (or none) is set; setting it selects this member.
+    public var permissionGroup: Groupd_V1_PermissionGroupChange {
+        get {
+            if case .permissionGroup(let value)? = detail { return value }
+            return Groupd_V1_PermissionGroupChange()
+        }
+        set { detail = .permissionGroup(newValue) }
+    }
+
     /// Kind-specific detail (see EventKind).
     public enum OneOf_Detail: Sendable, Equatable {
         /// GROUP_INFO_CHANGED.
@@ -2687,6 +2923,9 @@ public struct Groupd_V1_GroupEvent: ProtoMessage {
         case reaction(Groupd_V1_ReactionChange)
         /// TOPIC_CREATED, TOPIC_UPDATED, TOPIC_DELETED.
         case topic(Groupd_V1_TopicChange)
+        /// PERMISSION_GROUP_CREATED, PERMISSION_GROUP_UPDATED,
+        /// PERMISSION_GROUP_DELETED, MEMBER_PERMISSIONS_CHANGED.
+        case permissionGroup(Groupd_V1_PermissionGroupChange)
     }
 
     /// A message with every field at its proto3 default.
@@ -4194,6 +4433,146 @@ extension Groupd_V1_TopicChange {
     }
 }
 
+extension Groupd_V1_TopicPermissions {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__topic_permissions(), as: Groupd__V1__TopicPermissions.self, Groupd_V1_TopicPermissions.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__TopicPermissions` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__TopicPermissions>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        topicID = try _protoString(c.topic_id, "groupd.v1.TopicPermissions.topic_id")
+        permissions = _protoEnums(c.permissions, c.n_permissions)
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__TopicPermissions` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__TopicPermissions> {
+        let p = arena.make(Groupd__V1__TopicPermissions.self, groupd__v1__topic_permissions__init)
+        if !topicID.isEmpty { p.pointee.topic_id = arena.cString(topicID) }
+        if !permissions.isEmpty {
+            p.pointee.n_permissions = permissions.count
+            p.pointee.permissions = arena.enums(permissions)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_PermissionGroup {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__permission_group(), as: Groupd__V1__PermissionGroup.self, Groupd_V1_PermissionGroup.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__PermissionGroup` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__PermissionGroup>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.PermissionGroup.permission_group_id")
+        groupID = try _protoString(c.group_id, "groupd.v1.PermissionGroup.group_id")
+        name = try _protoString(c.name, "groupd.v1.PermissionGroup.name")
+        customData = _protoBytes(c.custom_data)
+        permissions = _protoEnums(c.permissions, c.n_permissions)
+        topicPermissions = try _protoMessages(c.topic_permissions, c.n_topic_permissions, Groupd_V1_TopicPermissions.init(_c:))
+        memberCount = c.member_count
+        if let sub = c.create_time { createTime = try Google_Protobuf_Timestamp(_c: sub) }
+        if let sub = c.update_time { updateTime = try Google_Protobuf_Timestamp(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__PermissionGroup` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__PermissionGroup> {
+        let p = arena.make(Groupd__V1__PermissionGroup.self, groupd__v1__permission_group__init)
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !name.isEmpty { p.pointee.name = arena.cString(name) }
+        if !customData.isEmpty { p.pointee.custom_data = arena.binary(customData) }
+        if !permissions.isEmpty {
+            p.pointee.n_permissions = permissions.count
+            p.pointee.permissions = arena.enums(permissions)
+        }
+        if !topicPermissions.isEmpty {
+            p.pointee.n_topic_permissions = topicPermissions.count
+            p.pointee.topic_permissions = arena.messages(topicPermissions) { $0._cBuild($1) }
+        }
+        if memberCount != 0 { p.pointee.member_count = memberCount }
+        if let value = createTime { p.pointee.create_time = value._cBuild(arena) }
+        if let value = updateTime { p.pointee.update_time = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_PermissionGroupChange {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__permission_group_change(), as: Groupd__V1__PermissionGroupChange.self, Groupd_V1_PermissionGroupChange.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__PermissionGroupChange` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__PermissionGroupChange>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.PermissionGroupChange.permission_group_id")
+        changedFields = try _protoStrings(c.changed_fields, c.n_changed_fields, "groupd.v1.PermissionGroupChange.changed_fields")
+        name = try _protoString(c.name, "groupd.v1.PermissionGroupChange.name")
+        permissions = _protoEnums(c.permissions, c.n_permissions)
+        topicPermissions = try _protoMessages(c.topic_permissions, c.n_topic_permissions, Groupd_V1_TopicPermissions.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__PermissionGroupChange` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__PermissionGroupChange> {
+        let p = arena.make(Groupd__V1__PermissionGroupChange.self, groupd__v1__permission_group_change__init)
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        if !changedFields.isEmpty {
+            p.pointee.n_changed_fields = changedFields.count
+            p.pointee.changed_fields = arena.cStrings(changedFields)
+        }
+        if !name.isEmpty { p.pointee.name = arena.cString(name) }
+        if !permissions.isEmpty {
+            p.pointee.n_permissions = permissions.count
+            p.pointee.permissions = arena.enums(permissions)
+        }
+        if !topicPermissions.isEmpty {
+            p.pointee.n_topic_permissions = topicPermissions.count
+            p.pointee.topic_permissions = arena.messages(topicPermissions) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
 extension Groupd_V1_AttributeVersion {
     /// Decodes the protobuf wire format with protobuf-c.
     ///
@@ -4418,6 +4797,9 @@ extension Groupd_V1_GroupEvent {
         case 61:
             if let sub = c.topic { detail = .topic(try Groupd_V1_TopicChange(_c: sub)) }
             else { detail = .topic(Groupd_V1_TopicChange()) }
+        case 62:
+            if let sub = c.permission_group { detail = .permissionGroup(try Groupd_V1_PermissionGroupChange(_c: sub)) }
+            else { detail = .permissionGroup(Groupd_V1_PermissionGroupChange()) }
         default: break
         }
     }
@@ -4512,6 +4894,9 @@ extension Groupd_V1_GroupEvent {
         case .topic(let value)?:
             p.pointee.detail_case = .init(rawValue: 61)
             p.pointee.topic = value._cBuild(arena)
+        case .permissionGroup(let value)?:
+            p.pointee.detail_case = .init(rawValue: 62)
+            p.pointee.permission_group = value._cBuild(arena)
         case nil: break
         }
         return p

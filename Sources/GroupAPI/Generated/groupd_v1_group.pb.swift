@@ -224,6 +224,269 @@ public struct Groupd_V1_ListTopicsResponse: ProtoMessage {
     public init() {}
 }
 
+/// CreatePermissionGroup request.
+public struct Groupd_V1_CreatePermissionGroupRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.CreatePermissionGroupRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The name (required).
+    public var name: String = ""
+
+    /// Opaque data of the app.
+    public var customData: [UInt8] = []
+
+    /// What the group grants in the community and all its topics.
+    public var permissions: [Groupd_V1_Permission] = []
+
+    /// What it grants in single topics (one entry per topic).
+    public var topicPermissions: [Groupd_V1_TopicPermissions] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// CreatePermissionGroup response.
+public struct Groupd_V1_CreatePermissionGroupResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.CreatePermissionGroupResponse"
+
+    /// The new permission group.
+    public var permissionGroup: Groupd_V1_PermissionGroup? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UpdatePermissionGroup request.
+public struct Groupd_V1_UpdatePermissionGroupRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UpdatePermissionGroupRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The permission group (`everyone` for the built-in one).
+    public var permissionGroupID: String = ""
+
+    /// The fields to change: `name`, `custom_data`, `permissions`,
+    /// `topic_permissions`, `topic_permissions.<topic id>`. Required.
+    public var updateMask: Google_Protobuf_FieldMask? = nil
+
+    /// The new name, when masked.
+    public var name: String = ""
+
+    /// The new custom data, when masked.
+    public var customData: [UInt8] = []
+
+    /// The new community permissions, when masked.
+    public var permissions: [Groupd_V1_Permission] = []
+
+    /// The new topic values, for the masked topic paths (one entry per topic).
+    public var topicPermissions: [Groupd_V1_TopicPermissions] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// UpdatePermissionGroup response.
+public struct Groupd_V1_UpdatePermissionGroupResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.UpdatePermissionGroupResponse"
+
+    /// The permission group after the change.
+    public var permissionGroup: Groupd_V1_PermissionGroup? = nil
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// DeletePermissionGroup request.
+public struct Groupd_V1_DeletePermissionGroupRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.DeletePermissionGroupRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The permission group.
+    public var permissionGroupID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// DeletePermissionGroup response.
+public struct Groupd_V1_DeletePermissionGroupResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.DeletePermissionGroupResponse"
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListPermissionGroups request.
+public struct Groupd_V1_ListPermissionGroupsRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListPermissionGroupsRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// Only these groups (ids that are none of the community's are left out).
+    public var permissionGroupIds: [String] = []
+
+    /// Only the groups this member is in (`everyone` included).
+    public var userID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListPermissionGroups response.
+public struct Groupd_V1_ListPermissionGroupsResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListPermissionGroupsResponse"
+
+    /// The permission groups, `everyone` first, then in creation order.
+    public var permissionGroups: [Groupd_V1_PermissionGroup] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// AddPermissionGroupMembers request.
+public struct Groupd_V1_AddPermissionGroupMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AddPermissionGroupMembersRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The permission group (not `everyone`).
+    public var permissionGroupID: String = ""
+
+    /// The members to add (1 to the app's batch limit).
+    public var userIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// AddPermissionGroupMembers response.
+public struct Groupd_V1_AddPermissionGroupMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.AddPermissionGroupMembersResponse"
+
+    /// One result per requested user.
+    public var results: [Groupd_V1_MemberResult] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RemovePermissionGroupMembers request.
+public struct Groupd_V1_RemovePermissionGroupMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RemovePermissionGroupMembersRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The permission group (not `everyone`).
+    public var permissionGroupID: String = ""
+
+    /// The members to remove (1 to the app's batch limit).
+    public var userIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// RemovePermissionGroupMembers response.
+public struct Groupd_V1_RemovePermissionGroupMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.RemovePermissionGroupMembersResponse"
+
+    /// One result per requested user.
+    public var results: [Groupd_V1_MemberResult] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListPermissionGroupMembers request.
+public struct Groupd_V1_ListPermissionGroupMembersRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListPermissionGroupMembersRequest"
+
+    /// The community.
+    public var groupID: String = ""
+
+    /// The permission group (not `everyone`).
+    public var permissionGroupID: String = ""
+
+    /// At most this many members (0: the app's default page size).
+    public var pageSize: Int32 = 0
+
+    /// The next_page_token of the previous page; empty for the first.
+    public var pageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// ListPermissionGroupMembers response.
+public struct Groupd_V1_ListPermissionGroupMembersResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.ListPermissionGroupMembersResponse"
+
+    /// The members' user ids, in user id order.
+    public var userIds: [String] = []
+
+    /// The token of the next page; empty on the last.
+    public var nextPageToken: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetMemberPermissions request.
+public struct Groupd_V1_GetMemberPermissionsRequest: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetMemberPermissionsRequest"
+
+    /// The community, or one of its topics.
+    public var groupID: String = ""
+
+    /// The member (empty: the caller).
+    public var userID: String = ""
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
+/// GetMemberPermissions response.
+public struct Groupd_V1_GetMemberPermissionsResponse: ProtoMessage {
+    /// The message's full protobuf name.
+    public static let protoMessageName = "groupd.v1.GetMemberPermissionsResponse"
+
+    /// The member's role in the community.
+    public var role: Groupd_V1_MemberRole = .unspecified
+
+    /// What the member may do there, permission by permission (mutes are not
+    /// counted: they are checked with the time).
+    public var permissions: [Groupd_V1_Permission] = []
+
+    /// The permission groups the member is in (`everyone` not listed).
+    public var permissionGroupIds: [String] = []
+
+    /// A message with every field at its proto3 default.
+    public init() {}
+}
+
 /// SyncJoinedGroups request.
 public struct Groupd_V1_SyncJoinedGroupsRequest: ProtoMessage {
     /// The message's full protobuf name.
@@ -1293,6 +1556,602 @@ extension Groupd_V1_ListTopicsResponse {
         if !topics.isEmpty {
             p.pointee.n_topics = topics.count
             p.pointee.topics = arena.messages(topics) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_CreatePermissionGroupRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__create_permission_group_request(), as: Groupd__V1__CreatePermissionGroupRequest.self, Groupd_V1_CreatePermissionGroupRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__CreatePermissionGroupRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__CreatePermissionGroupRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.CreatePermissionGroupRequest.group_id")
+        name = try _protoString(c.name, "groupd.v1.CreatePermissionGroupRequest.name")
+        customData = _protoBytes(c.custom_data)
+        permissions = _protoEnums(c.permissions, c.n_permissions)
+        topicPermissions = try _protoMessages(c.topic_permissions, c.n_topic_permissions, Groupd_V1_TopicPermissions.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__CreatePermissionGroupRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__CreatePermissionGroupRequest> {
+        let p = arena.make(Groupd__V1__CreatePermissionGroupRequest.self, groupd__v1__create_permission_group_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !name.isEmpty { p.pointee.name = arena.cString(name) }
+        if !customData.isEmpty { p.pointee.custom_data = arena.binary(customData) }
+        if !permissions.isEmpty {
+            p.pointee.n_permissions = permissions.count
+            p.pointee.permissions = arena.enums(permissions)
+        }
+        if !topicPermissions.isEmpty {
+            p.pointee.n_topic_permissions = topicPermissions.count
+            p.pointee.topic_permissions = arena.messages(topicPermissions) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_CreatePermissionGroupResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__create_permission_group_response(), as: Groupd__V1__CreatePermissionGroupResponse.self, Groupd_V1_CreatePermissionGroupResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__CreatePermissionGroupResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__CreatePermissionGroupResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.permission_group { permissionGroup = try Groupd_V1_PermissionGroup(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__CreatePermissionGroupResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__CreatePermissionGroupResponse> {
+        let p = arena.make(Groupd__V1__CreatePermissionGroupResponse.self, groupd__v1__create_permission_group_response__init)
+        if let value = permissionGroup { p.pointee.permission_group = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_UpdatePermissionGroupRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__update_permission_group_request(), as: Groupd__V1__UpdatePermissionGroupRequest.self, Groupd_V1_UpdatePermissionGroupRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UpdatePermissionGroupRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UpdatePermissionGroupRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.UpdatePermissionGroupRequest.group_id")
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.UpdatePermissionGroupRequest.permission_group_id")
+        if let sub = c.update_mask { updateMask = try Google_Protobuf_FieldMask(_c: sub) }
+        name = try _protoString(c.name, "groupd.v1.UpdatePermissionGroupRequest.name")
+        customData = _protoBytes(c.custom_data)
+        permissions = _protoEnums(c.permissions, c.n_permissions)
+        topicPermissions = try _protoMessages(c.topic_permissions, c.n_topic_permissions, Groupd_V1_TopicPermissions.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UpdatePermissionGroupRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UpdatePermissionGroupRequest> {
+        let p = arena.make(Groupd__V1__UpdatePermissionGroupRequest.self, groupd__v1__update_permission_group_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        if let value = updateMask { p.pointee.update_mask = value._cBuild(arena) }
+        if !name.isEmpty { p.pointee.name = arena.cString(name) }
+        if !customData.isEmpty { p.pointee.custom_data = arena.binary(customData) }
+        if !permissions.isEmpty {
+            p.pointee.n_permissions = permissions.count
+            p.pointee.permissions = arena.enums(permissions)
+        }
+        if !topicPermissions.isEmpty {
+            p.pointee.n_topic_permissions = topicPermissions.count
+            p.pointee.topic_permissions = arena.messages(topicPermissions) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_UpdatePermissionGroupResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__update_permission_group_response(), as: Groupd__V1__UpdatePermissionGroupResponse.self, Groupd_V1_UpdatePermissionGroupResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__UpdatePermissionGroupResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__UpdatePermissionGroupResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        if let sub = c.permission_group { permissionGroup = try Groupd_V1_PermissionGroup(_c: sub) }
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__UpdatePermissionGroupResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__UpdatePermissionGroupResponse> {
+        let p = arena.make(Groupd__V1__UpdatePermissionGroupResponse.self, groupd__v1__update_permission_group_response__init)
+        if let value = permissionGroup { p.pointee.permission_group = value._cBuild(arena) }
+        return p
+    }
+}
+
+extension Groupd_V1_DeletePermissionGroupRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__delete_permission_group_request(), as: Groupd__V1__DeletePermissionGroupRequest.self, Groupd_V1_DeletePermissionGroupRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__DeletePermissionGroupRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__DeletePermissionGroupRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.DeletePermissionGroupRequest.group_id")
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.DeletePermissionGroupRequest.permission_group_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__DeletePermissionGroupRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__DeletePermissionGroupRequest> {
+        let p = arena.make(Groupd__V1__DeletePermissionGroupRequest.self, groupd__v1__delete_permission_group_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        return p
+    }
+}
+
+extension Groupd_V1_DeletePermissionGroupResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__delete_permission_group_response(), as: Groupd__V1__DeletePermissionGroupResponse.self, Groupd_V1_DeletePermissionGroupResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__DeletePermissionGroupResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__DeletePermissionGroupResponse>) throws(ProtoDecodingError) {
+        self.init()
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__DeletePermissionGroupResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__DeletePermissionGroupResponse> {
+        let p = arena.make(Groupd__V1__DeletePermissionGroupResponse.self, groupd__v1__delete_permission_group_response__init)
+        return p
+    }
+}
+
+extension Groupd_V1_ListPermissionGroupsRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_permission_groups_request(), as: Groupd__V1__ListPermissionGroupsRequest.self, Groupd_V1_ListPermissionGroupsRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListPermissionGroupsRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListPermissionGroupsRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListPermissionGroupsRequest.group_id")
+        permissionGroupIds = try _protoStrings(c.permission_group_ids, c.n_permission_group_ids, "groupd.v1.ListPermissionGroupsRequest.permission_group_ids")
+        userID = try _protoString(c.user_id, "groupd.v1.ListPermissionGroupsRequest.user_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListPermissionGroupsRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListPermissionGroupsRequest> {
+        let p = arena.make(Groupd__V1__ListPermissionGroupsRequest.self, groupd__v1__list_permission_groups_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !permissionGroupIds.isEmpty {
+            p.pointee.n_permission_group_ids = permissionGroupIds.count
+            p.pointee.permission_group_ids = arena.cStrings(permissionGroupIds)
+        }
+        if !userID.isEmpty { p.pointee.user_id = arena.cString(userID) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListPermissionGroupsResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_permission_groups_response(), as: Groupd__V1__ListPermissionGroupsResponse.self, Groupd_V1_ListPermissionGroupsResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListPermissionGroupsResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListPermissionGroupsResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        permissionGroups = try _protoMessages(c.permission_groups, c.n_permission_groups, Groupd_V1_PermissionGroup.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListPermissionGroupsResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListPermissionGroupsResponse> {
+        let p = arena.make(Groupd__V1__ListPermissionGroupsResponse.self, groupd__v1__list_permission_groups_response__init)
+        if !permissionGroups.isEmpty {
+            p.pointee.n_permission_groups = permissionGroups.count
+            p.pointee.permission_groups = arena.messages(permissionGroups) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_AddPermissionGroupMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__add_permission_group_members_request(), as: Groupd__V1__AddPermissionGroupMembersRequest.self, Groupd_V1_AddPermissionGroupMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AddPermissionGroupMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AddPermissionGroupMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.AddPermissionGroupMembersRequest.group_id")
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.AddPermissionGroupMembersRequest.permission_group_id")
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.AddPermissionGroupMembersRequest.user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AddPermissionGroupMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AddPermissionGroupMembersRequest> {
+        let p = arena.make(Groupd__V1__AddPermissionGroupMembersRequest.self, groupd__v1__add_permission_group_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_AddPermissionGroupMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__add_permission_group_members_response(), as: Groupd__V1__AddPermissionGroupMembersResponse.self, Groupd_V1_AddPermissionGroupMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__AddPermissionGroupMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__AddPermissionGroupMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        results = try _protoMessages(c.results, c.n_results, Groupd_V1_MemberResult.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__AddPermissionGroupMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__AddPermissionGroupMembersResponse> {
+        let p = arena.make(Groupd__V1__AddPermissionGroupMembersResponse.self, groupd__v1__add_permission_group_members_response__init)
+        if !results.isEmpty {
+            p.pointee.n_results = results.count
+            p.pointee.results = arena.messages(results) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_RemovePermissionGroupMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__remove_permission_group_members_request(), as: Groupd__V1__RemovePermissionGroupMembersRequest.self, Groupd_V1_RemovePermissionGroupMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RemovePermissionGroupMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RemovePermissionGroupMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.RemovePermissionGroupMembersRequest.group_id")
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.RemovePermissionGroupMembersRequest.permission_group_id")
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.RemovePermissionGroupMembersRequest.user_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RemovePermissionGroupMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RemovePermissionGroupMembersRequest> {
+        let p = arena.make(Groupd__V1__RemovePermissionGroupMembersRequest.self, groupd__v1__remove_permission_group_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_RemovePermissionGroupMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__remove_permission_group_members_response(), as: Groupd__V1__RemovePermissionGroupMembersResponse.self, Groupd_V1_RemovePermissionGroupMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__RemovePermissionGroupMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__RemovePermissionGroupMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        results = try _protoMessages(c.results, c.n_results, Groupd_V1_MemberResult.init(_c:))
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__RemovePermissionGroupMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__RemovePermissionGroupMembersResponse> {
+        let p = arena.make(Groupd__V1__RemovePermissionGroupMembersResponse.self, groupd__v1__remove_permission_group_members_response__init)
+        if !results.isEmpty {
+            p.pointee.n_results = results.count
+            p.pointee.results = arena.messages(results) { $0._cBuild($1) }
+        }
+        return p
+    }
+}
+
+extension Groupd_V1_ListPermissionGroupMembersRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_permission_group_members_request(), as: Groupd__V1__ListPermissionGroupMembersRequest.self, Groupd_V1_ListPermissionGroupMembersRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListPermissionGroupMembersRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListPermissionGroupMembersRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.ListPermissionGroupMembersRequest.group_id")
+        permissionGroupID = try _protoString(c.permission_group_id, "groupd.v1.ListPermissionGroupMembersRequest.permission_group_id")
+        pageSize = c.page_size
+        pageToken = try _protoString(c.page_token, "groupd.v1.ListPermissionGroupMembersRequest.page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListPermissionGroupMembersRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListPermissionGroupMembersRequest> {
+        let p = arena.make(Groupd__V1__ListPermissionGroupMembersRequest.self, groupd__v1__list_permission_group_members_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !permissionGroupID.isEmpty { p.pointee.permission_group_id = arena.cString(permissionGroupID) }
+        if pageSize != 0 { p.pointee.page_size = pageSize }
+        if !pageToken.isEmpty { p.pointee.page_token = arena.cString(pageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_ListPermissionGroupMembersResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__list_permission_group_members_response(), as: Groupd__V1__ListPermissionGroupMembersResponse.self, Groupd_V1_ListPermissionGroupMembersResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__ListPermissionGroupMembersResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__ListPermissionGroupMembersResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        userIds = try _protoStrings(c.user_ids, c.n_user_ids, "groupd.v1.ListPermissionGroupMembersResponse.user_ids")
+        nextPageToken = try _protoString(c.next_page_token, "groupd.v1.ListPermissionGroupMembersResponse.next_page_token")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__ListPermissionGroupMembersResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__ListPermissionGroupMembersResponse> {
+        let p = arena.make(Groupd__V1__ListPermissionGroupMembersResponse.self, groupd__v1__list_permission_group_members_response__init)
+        if !userIds.isEmpty {
+            p.pointee.n_user_ids = userIds.count
+            p.pointee.user_ids = arena.cStrings(userIds)
+        }
+        if !nextPageToken.isEmpty { p.pointee.next_page_token = arena.cString(nextPageToken) }
+        return p
+    }
+}
+
+extension Groupd_V1_GetMemberPermissionsRequest {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_member_permissions_request(), as: Groupd__V1__GetMemberPermissionsRequest.self, Groupd_V1_GetMemberPermissionsRequest.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetMemberPermissionsRequest` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetMemberPermissionsRequest>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        groupID = try _protoString(c.group_id, "groupd.v1.GetMemberPermissionsRequest.group_id")
+        userID = try _protoString(c.user_id, "groupd.v1.GetMemberPermissionsRequest.user_id")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetMemberPermissionsRequest` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetMemberPermissionsRequest> {
+        let p = arena.make(Groupd__V1__GetMemberPermissionsRequest.self, groupd__v1__get_member_permissions_request__init)
+        if !groupID.isEmpty { p.pointee.group_id = arena.cString(groupID) }
+        if !userID.isEmpty { p.pointee.user_id = arena.cString(userID) }
+        return p
+    }
+}
+
+extension Groupd_V1_GetMemberPermissionsResponse {
+    /// Decodes the protobuf wire format with protobuf-c.
+    ///
+    /// - Parameter bytes: One serialized message (no gRPC framing).
+    /// - Throws: ``ProtoDecodingError`` when protobuf-c refuses the bytes or a string is not UTF-8.
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        self = try _protoUnpack(bytes, GroupProtoC_descriptor__groupd__v1__get_member_permissions_response(), as: Groupd__V1__GetMemberPermissionsResponse.self, Groupd_V1_GetMemberPermissionsResponse.init(_c:))
+    }
+
+    /// Encodes with protobuf-c: `body` gets the packed size and a function packing into memory of at
+    /// least that size (returning the bytes written); both are valid only during `body`.
+    public func withPackedBytes<R>(
+        _ body: (_ size: Int, _ pack: (UnsafeMutableRawPointer) -> Int) throws -> R
+    ) rethrows -> R {
+        try _protoPack(self._cBuild, body)
+    }
+
+    /// Copies a protobuf-c `Groupd__V1__GetMemberPermissionsResponse` into Swift values.
+    init(_c p: UnsafePointer<Groupd__V1__GetMemberPermissionsResponse>) throws(ProtoDecodingError) {
+        self.init()
+        let c = p.pointee
+        role = _protoEnum(c.role)
+        permissions = _protoEnums(c.permissions, c.n_permissions)
+        permissionGroupIds = try _protoStrings(c.permission_group_ids, c.n_permission_group_ids, "groupd.v1.GetMemberPermissionsResponse.permission_group_ids")
+    }
+
+    /// Builds a protobuf-c `Groupd__V1__GetMemberPermissionsResponse` whose every pointer lives in `arena`.
+    func _cBuild(_ arena: ProtoArena) -> UnsafeMutablePointer<Groupd__V1__GetMemberPermissionsResponse> {
+        let p = arena.make(Groupd__V1__GetMemberPermissionsResponse.self, groupd__v1__get_member_permissions_response__init)
+        if role.rawValue != 0 { p.pointee.role = _protoCEnum(role) }
+        if !permissions.isEmpty {
+            p.pointee.n_permissions = permissions.count
+            p.pointee.permissions = arena.enums(permissions)
+        }
+        if !permissionGroupIds.isEmpty {
+            p.pointee.n_permission_group_ids = permissionGroupIds.count
+            p.pointee.permission_group_ids = arena.cStrings(permissionGroupIds)
         }
         return p
     }
@@ -3320,8 +4179,108 @@ public enum Groupd_V1_GroupService {
         public static let listTopics = ProtoMethod<Groupd_V1_ListTopicsRequest, Groupd_V1_ListTopicsResponse>(
             service: "groupd.v1.GroupService", method: "ListTopics",
             isClientStreaming: false, isServerStreaming: false)
+        /// Creates a permission group in a Community group (Tencent
+        /// createPermissionGroupInCommunity): a name, custom data, community
+        /// permissions and topic values. Allowed to the community's owner and
+        /// admins, members granted MANAGE_PERMISSION_GROUPS, and the backend; a
+        /// user other than the owner grants only permissions they hold. Emits
+        /// PERMISSION_GROUP_CREATED. Errors: GROUP_NOT_FOUND (also a topic of
+        /// `topic_permissions` that is no live topic of the community; metadata
+        /// `topic_id`), NOT_A_MEMBER, PERMISSION_DENIED (metadata `permission`
+        /// when the caller does not hold one it grants),
+        /// PERMISSION_GROUPS_NOT_SUPPORTED, TOO_MANY_PERMISSION_GROUPS,
+        /// INVALID_ARGUMENT (`name` empty or over the group name limit,
+        /// `custom_data` over its limit, PERMISSION_UNSPECIFIED or an unknown
+        /// value, a topic value holding a permission that is not a topic
+        /// permission, `group_id` a topic).
+        ///
+        /// `/groupd.v1.GroupService/CreatePermissionGroup`, unary.
+        public static let createPermissionGroup = ProtoMethod<Groupd_V1_CreatePermissionGroupRequest, Groupd_V1_CreatePermissionGroupResponse>(
+            service: "groupd.v1.GroupService", method: "CreatePermissionGroup",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Changes the fields of a permission group named by `update_mask`
+        /// (Tencent modifyPermissionGroupInfoInCommunity and its topic permission
+        /// calls): `name`, `custom_data`, `permissions`, `topic_permissions` (every
+        /// topic value replaced by the request's) and `topic_permissions.<topic
+        /// id>` (that topic's value set from the request, or removed when the
+        /// request has none or an empty one). `everyone` takes every path but
+        /// `name`. Allowed as CreatePermissionGroup; the caller must also hold
+        /// every permission the group holds. Emits PERMISSION_GROUP_UPDATED with
+        /// the changed fields; none when nothing changed. Errors: as
+        /// CreatePermissionGroup, PERMISSION_GROUP_NOT_FOUND, INVALID_ARGUMENT
+        /// (empty or unknown mask path).
+        ///
+        /// `/groupd.v1.GroupService/UpdatePermissionGroup`, unary.
+        public static let updatePermissionGroup = ProtoMethod<Groupd_V1_UpdatePermissionGroupRequest, Groupd_V1_UpdatePermissionGroupResponse>(
+            service: "groupd.v1.GroupService", method: "UpdatePermissionGroup",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Deletes a permission group (Tencent deletePermissionGroupFromCommunity);
+        /// its members lose what it granted. `everyone` is reset (no permissions,
+        /// no topic defaults). Allowed as UpdatePermissionGroup. Emits
+        /// PERMISSION_GROUP_DELETED. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// PERMISSION_DENIED, PERMISSION_GROUPS_NOT_SUPPORTED,
+        /// PERMISSION_GROUP_NOT_FOUND, INVALID_ARGUMENT.
+        ///
+        /// `/groupd.v1.GroupService/DeletePermissionGroup`, unary.
+        public static let deletePermissionGroup = ProtoMethod<Groupd_V1_DeletePermissionGroupRequest, Groupd_V1_DeletePermissionGroupResponse>(
+            service: "groupd.v1.GroupService", method: "DeletePermissionGroup",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Lists a community's permission groups with their member counts,
+        /// `everyone` first (Tencent getPermissionGroupListInCommunity), or the
+        /// named ones, or those `user_id` is in (getJoinedPermissionGroupList...).
+        /// Members and the backend. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// PERMISSION_GROUPS_NOT_SUPPORTED, MEMBER_NOT_FOUND (`user_id`),
+        /// INVALID_ARGUMENT.
+        ///
+        /// `/groupd.v1.GroupService/ListPermissionGroups`, unary.
+        public static let listPermissionGroups = ProtoMethod<Groupd_V1_ListPermissionGroupsRequest, Groupd_V1_ListPermissionGroupsResponse>(
+            service: "groupd.v1.GroupService", method: "ListPermissionGroups",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Adds members to a permission group (Tencent
+        /// addCommunityMembersToPermissionGroup), one result per user: SUCCESS
+        /// (with the member; already in changes nothing), NOT_MEMBER, INVALID,
+        /// FAILED (TOO_MANY_PERMISSION_GROUPS_PER_MEMBER). Allowed as
+        /// UpdatePermissionGroup. Emits one MEMBER_PERMISSIONS_CHANGED for the
+        /// members added. Errors of the whole call: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// PERMISSION_DENIED, PERMISSION_GROUPS_NOT_SUPPORTED,
+        /// PERMISSION_GROUP_NOT_FOUND, INVALID_ARGUMENT (`everyone`, empty list,
+        /// over the batch limit).
+        ///
+        /// `/groupd.v1.GroupService/AddPermissionGroupMembers`, unary.
+        public static let addPermissionGroupMembers = ProtoMethod<Groupd_V1_AddPermissionGroupMembersRequest, Groupd_V1_AddPermissionGroupMembersResponse>(
+            service: "groupd.v1.GroupService", method: "AddPermissionGroupMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Removes members from a permission group (Tencent
+        /// removeCommunityMembersFromPermissionGroup), as AddPermissionGroupMembers
+        /// (a member not in it: SUCCESS, nothing changed).
+        ///
+        /// `/groupd.v1.GroupService/RemovePermissionGroupMembers`, unary.
+        public static let removePermissionGroupMembers = ProtoMethod<Groupd_V1_RemovePermissionGroupMembersRequest, Groupd_V1_RemovePermissionGroupMembersResponse>(
+            service: "groupd.v1.GroupService", method: "RemovePermissionGroupMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// Lists the members of a permission group by user id, in pages (Tencent
+        /// getCommunityMemberListInPermissionGroup). Members and the backend.
+        /// Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_GROUPS_NOT_SUPPORTED,
+        /// PERMISSION_GROUP_NOT_FOUND, INVALID_ARGUMENT (`everyone`: ListMembers
+        /// lists every member; page_size, page_token).
+        ///
+        /// `/groupd.v1.GroupService/ListPermissionGroupMembers`, unary.
+        public static let listPermissionGroupMembers = ProtoMethod<Groupd_V1_ListPermissionGroupMembersRequest, Groupd_V1_ListPermissionGroupMembersResponse>(
+            service: "groupd.v1.GroupService", method: "ListPermissionGroupMembers",
+            isClientStreaming: false, isServerStreaming: false)
+        /// What a member may do in a community or in one of its topics: each
+        /// permission as the permission function decides it for them (their role,
+        /// the settings, their permission groups, `everyone` and the topic's
+        /// defaults), and the permission groups they are in. Members (about any
+        /// member) and the backend. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER,
+        /// PERMISSION_GROUPS_NOT_SUPPORTED, MEMBER_NOT_FOUND, INVALID_ARGUMENT.
+        ///
+        /// `/groupd.v1.GroupService/GetMemberPermissions`, unary.
+        public static let getMemberPermissions = ProtoMethod<Groupd_V1_GetMemberPermissionsRequest, Groupd_V1_GetMemberPermissionsResponse>(
+            service: "groupd.v1.GroupService", method: "GetMemberPermissions",
+            isClientStreaming: false, isServerStreaming: false)
     }
 
     /// Every method of the service, in declaration order.
-    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased, Method.syncJoinedGroups.erased, Method.createTopic.erased, Method.updateTopic.erased, Method.deleteTopic.erased, Method.listTopics.erased]
+    public static let allMethods: [AnyProtoMethod] = [Method.createGroup.erased, Method.getGroupsInfo.erased, Method.updateGroupProfile.erased, Method.updateGroupSettings.erased, Method.dismissGroup.erased, Method.revokeGroup.erased, Method.transferOwnership.erased, Method.setGroupMute.erased, Method.updateMuteBypassList.erased, Method.listJoinedGroups.erased, Method.searchGroups.erased, Method.importGroup.erased, Method.setGroupAttributes.erased, Method.deleteGroupAttributes.erased, Method.getGroupAttributes.erased, Method.incrementGroupCounters.erased, Method.getGroupCounters.erased, Method.syncJoinedGroups.erased, Method.createTopic.erased, Method.updateTopic.erased, Method.deleteTopic.erased, Method.listTopics.erased, Method.createPermissionGroup.erased, Method.updatePermissionGroup.erased, Method.deletePermissionGroup.erased, Method.listPermissionGroups.erased, Method.addPermissionGroupMembers.erased, Method.removePermissionGroupMembers.erased, Method.listPermissionGroupMembers.erased, Method.getMemberPermissions.erased]
 }

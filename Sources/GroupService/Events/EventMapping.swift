@@ -55,6 +55,10 @@ enum EventMapping {
         case .topicCreated: .topicCreated
         case .topicUpdated: .topicUpdated
         case .topicDeleted: .topicDeleted
+        case .permissionGroupCreated: .permissionGroupCreated
+        case .permissionGroupUpdated: .permissionGroupUpdated
+        case .permissionGroupDeleted: .permissionGroupDeleted
+        case .memberPermissionsChanged: .memberPermissionsChanged
         case .groupMessage: nil
         }
     }
@@ -250,6 +254,8 @@ enum EventMapping {
             })
         case .topicCreated, .topicUpdated, .topicDeleted:
             return .topic(topicDetail(event))
+        case .permissionGroupCreated, .permissionGroupUpdated, .permissionGroupDeleted, .memberPermissionsChanged:
+            return .permissionGroup(permissionGroupDetail(event))
         case .messageReadReceipt:
             return .readReceipts(.with {
                 $0.messages = ReadReceiptCount.decode(changes["receipts"] ?? "").map { count in
@@ -280,6 +286,32 @@ enum EventMapping {
                 var view = APIMapping.muteState(mute, now: nil) ?? Groupd_V1_GroupMuteState()
                 view.operatorUserID = event.operatorID ?? ""
                 $0.mute = view
+            }
+        }
+    }
+
+    /// A permission group event's detail: the group, the changed fields and their new values
+    /// (`MEMBER_PERMISSIONS_CHANGED`: `added` or `removed`; the members are the targets).
+    static func permissionGroupDetail(_ event: GroupEvent) -> Groupd_V1_PermissionGroupChange {
+        let changes = event.changes
+        return .with {
+            $0.permissionGroupID = changes[GroupEvent.Draft.permissionGroupIDKey] ?? ""
+            if event.kind == .memberPermissionsChanged {
+                $0.changedFields = [changes["change"] ?? ""]
+                return
+            }
+            $0.changedFields = ["name", "custom_data", "permissions", "topic_permissions"].filter { changes[$0] != nil }
+            if let name = changes["name"] { $0.name = name }
+            if let names = changes["permissions"] { $0.permissions = PermissionMapping.permissions(named: names, separator: ",") }
+            if let topics = changes["topic_permissions"] {
+                $0.topicPermissions = topics.split(separator: "\n").compactMap { line in
+                    guard let equals = line.lastIndex(of: "=") else { return nil }
+                    return .with {
+                        $0.topicID = String(line[..<equals])
+                        $0.permissions = PermissionMapping.permissions(
+                            named: String(line[line.index(after: equals)...]), separator: "|")
+                    }
+                }
             }
         }
     }

@@ -33,6 +33,14 @@ struct GroupServiceHandler: GroupdHandler {
         routes.unary(Groupd_V1_GroupService.Method.updateTopic, updateTopic)
         routes.unary(Groupd_V1_GroupService.Method.deleteTopic, deleteTopic)
         routes.unary(Groupd_V1_GroupService.Method.listTopics, listTopics)
+        routes.unary(Groupd_V1_GroupService.Method.createPermissionGroup, createPermissionGroup)
+        routes.unary(Groupd_V1_GroupService.Method.updatePermissionGroup, updatePermissionGroup)
+        routes.unary(Groupd_V1_GroupService.Method.deletePermissionGroup, deletePermissionGroup)
+        routes.unary(Groupd_V1_GroupService.Method.listPermissionGroups, listPermissionGroups)
+        routes.unary(Groupd_V1_GroupService.Method.addPermissionGroupMembers, addPermissionGroupMembers)
+        routes.unary(Groupd_V1_GroupService.Method.removePermissionGroupMembers, removePermissionGroupMembers)
+        routes.unary(Groupd_V1_GroupService.Method.listPermissionGroupMembers, listPermissionGroupMembers)
+        routes.unary(Groupd_V1_GroupService.Method.getMemberPermissions, getMemberPermissions)
     }
 
     func createGroup(_ request: Groupd_V1_CreateGroupRequest, _ call: CallContext) async throws -> Groupd_V1_CreateGroupResponse {

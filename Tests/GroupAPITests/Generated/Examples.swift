@@ -66,32 +66,36 @@ enum Examples {
         Example(name: "groupd.v1.MessageRecall", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageRecall(0)),
         Example(name: "groupd.v1.MessageEdit", variant: 0, fieldCount: 7, message: ex_groupd_v1_MessageEdit(0)),
         Example(name: "groupd.v1.TopicChange", variant: 0, fieldCount: 7, message: ex_groupd_v1_TopicChange(0)),
+        Example(name: "groupd.v1.TopicPermissions", variant: 0, fieldCount: 2, message: ex_groupd_v1_TopicPermissions(0)),
+        Example(name: "groupd.v1.PermissionGroup", variant: 0, fieldCount: 9, message: ex_groupd_v1_PermissionGroup(0)),
+        Example(name: "groupd.v1.PermissionGroupChange", variant: 0, fieldCount: 5, message: ex_groupd_v1_PermissionGroupChange(0)),
         Example(name: "groupd.v1.AttributeVersion", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributeVersion(0)),
         Example(name: "groupd.v1.AttributesChange", variant: 0, fieldCount: 2, message: ex_groupd_v1_AttributesChange(0)),
         Example(name: "groupd.v1.InviteLink", variant: 0, fieldCount: 9, message: ex_groupd_v1_InviteLink(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 34, message: ex_groupd_v1_GroupEvent(0)),
-        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 34, message: ex_groupd_v1_GroupEvent(1)),
-        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 34, message: ex_groupd_v1_GroupEvent(2)),
-        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 34, message: ex_groupd_v1_GroupEvent(3)),
-        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 34, message: ex_groupd_v1_GroupEvent(4)),
-        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 34, message: ex_groupd_v1_GroupEvent(5)),
-        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 34, message: ex_groupd_v1_GroupEvent(6)),
-        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 34, message: ex_groupd_v1_GroupEvent(7)),
-        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 34, message: ex_groupd_v1_GroupEvent(8)),
-        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 34, message: ex_groupd_v1_GroupEvent(9)),
-        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 34, message: ex_groupd_v1_GroupEvent(10)),
-        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 34, message: ex_groupd_v1_GroupEvent(11)),
-        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 34, message: ex_groupd_v1_GroupEvent(12)),
-        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 34, message: ex_groupd_v1_GroupEvent(13)),
-        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 34, message: ex_groupd_v1_GroupEvent(14)),
-        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 34, message: ex_groupd_v1_GroupEvent(15)),
-        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 34, message: ex_groupd_v1_GroupEvent(16)),
-        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 34, message: ex_groupd_v1_GroupEvent(17)),
-        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 34, message: ex_groupd_v1_GroupEvent(18)),
-        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 34, message: ex_groupd_v1_GroupEvent(19)),
-        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 34, message: ex_groupd_v1_GroupEvent(20)),
-        Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 34, message: ex_groupd_v1_GroupEvent(21)),
-        Example(name: "groupd.v1.GroupEvent", variant: 22, fieldCount: 34, message: ex_groupd_v1_GroupEvent(22)),
+        Example(name: "groupd.v1.GroupEvent", variant: 0, fieldCount: 35, message: ex_groupd_v1_GroupEvent(0)),
+        Example(name: "groupd.v1.GroupEvent", variant: 1, fieldCount: 35, message: ex_groupd_v1_GroupEvent(1)),
+        Example(name: "groupd.v1.GroupEvent", variant: 2, fieldCount: 35, message: ex_groupd_v1_GroupEvent(2)),
+        Example(name: "groupd.v1.GroupEvent", variant: 3, fieldCount: 35, message: ex_groupd_v1_GroupEvent(3)),
+        Example(name: "groupd.v1.GroupEvent", variant: 4, fieldCount: 35, message: ex_groupd_v1_GroupEvent(4)),
+        Example(name: "groupd.v1.GroupEvent", variant: 5, fieldCount: 35, message: ex_groupd_v1_GroupEvent(5)),
+        Example(name: "groupd.v1.GroupEvent", variant: 6, fieldCount: 35, message: ex_groupd_v1_GroupEvent(6)),
+        Example(name: "groupd.v1.GroupEvent", variant: 7, fieldCount: 35, message: ex_groupd_v1_GroupEvent(7)),
+        Example(name: "groupd.v1.GroupEvent", variant: 8, fieldCount: 35, message: ex_groupd_v1_GroupEvent(8)),
+        Example(name: "groupd.v1.GroupEvent", variant: 9, fieldCount: 35, message: ex_groupd_v1_GroupEvent(9)),
+        Example(name: "groupd.v1.GroupEvent", variant: 10, fieldCount: 35, message: ex_groupd_v1_GroupEvent(10)),
+        Example(name: "groupd.v1.GroupEvent", variant: 11, fieldCount: 35, message: ex_groupd_v1_GroupEvent(11)),
+        Example(name: "groupd.v1.GroupEvent", variant: 12, fieldCount: 35, message: ex_groupd_v1_GroupEvent(12)),
+        Example(name: "groupd.v1.GroupEvent", variant: 13, fieldCount: 35, message: ex_groupd_v1_GroupEvent(13)),
+        Example(name: "groupd.v1.GroupEvent", variant: 14, fieldCount: 35, message: ex_groupd_v1_GroupEvent(14)),
+        Example(name: "groupd.v1.GroupEvent", variant: 15, fieldCount: 35, message: ex_groupd_v1_GroupEvent(15)),
+        Example(name: "groupd.v1.GroupEvent", variant: 16, fieldCount: 35, message: ex_groupd_v1_GroupEvent(16)),
+        Example(name: "groupd.v1.GroupEvent", variant: 17, fieldCount: 35, message: ex_groupd_v1_GroupEvent(17)),
+        Example(name: "groupd.v1.GroupEvent", variant: 18, fieldCount: 35, message: ex_groupd_v1_GroupEvent(18)),
+        Example(name: "groupd.v1.GroupEvent", variant: 19, fieldCount: 35, message: ex_groupd_v1_GroupEvent(19)),
+        Example(name: "groupd.v1.GroupEvent", variant: 20, fieldCount: 35, message: ex_groupd_v1_GroupEvent(20)),
+        Example(name: "groupd.v1.GroupEvent", variant: 21, fieldCount: 35, message: ex_groupd_v1_GroupEvent(21)),
+        Example(name: "groupd.v1.GroupEvent", variant: 22, fieldCount: 35, message: ex_groupd_v1_GroupEvent(22)),
+        Example(name: "groupd.v1.GroupEvent", variant: 23, fieldCount: 35, message: ex_groupd_v1_GroupEvent(23)),
         Example(name: "groupd.v1.GroupMessage", variant: 0, fieldCount: 23, message: ex_groupd_v1_GroupMessage(0)),
         Example(name: "groupd.v1.MessageReference", variant: 0, fieldCount: 6, message: ex_groupd_v1_MessageReference(0)),
         Example(name: "groupd.v1.SubscribeRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_SubscribeRequest(0)),
@@ -108,6 +112,22 @@ enum Examples {
         Example(name: "groupd.v1.DeleteTopicResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_DeleteTopicResponse(0)),
         Example(name: "groupd.v1.ListTopicsRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_ListTopicsRequest(0)),
         Example(name: "groupd.v1.ListTopicsResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListTopicsResponse(0)),
+        Example(name: "groupd.v1.CreatePermissionGroupRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_CreatePermissionGroupRequest(0)),
+        Example(name: "groupd.v1.CreatePermissionGroupResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_CreatePermissionGroupResponse(0)),
+        Example(name: "groupd.v1.UpdatePermissionGroupRequest", variant: 0, fieldCount: 7, message: ex_groupd_v1_UpdatePermissionGroupRequest(0)),
+        Example(name: "groupd.v1.UpdatePermissionGroupResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UpdatePermissionGroupResponse(0)),
+        Example(name: "groupd.v1.DeletePermissionGroupRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_DeletePermissionGroupRequest(0)),
+        Example(name: "groupd.v1.DeletePermissionGroupResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_DeletePermissionGroupResponse(0)),
+        Example(name: "groupd.v1.ListPermissionGroupsRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_ListPermissionGroupsRequest(0)),
+        Example(name: "groupd.v1.ListPermissionGroupsResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_ListPermissionGroupsResponse(0)),
+        Example(name: "groupd.v1.AddPermissionGroupMembersRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_AddPermissionGroupMembersRequest(0)),
+        Example(name: "groupd.v1.AddPermissionGroupMembersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_AddPermissionGroupMembersResponse(0)),
+        Example(name: "groupd.v1.RemovePermissionGroupMembersRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_RemovePermissionGroupMembersRequest(0)),
+        Example(name: "groupd.v1.RemovePermissionGroupMembersResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_RemovePermissionGroupMembersResponse(0)),
+        Example(name: "groupd.v1.ListPermissionGroupMembersRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_ListPermissionGroupMembersRequest(0)),
+        Example(name: "groupd.v1.ListPermissionGroupMembersResponse", variant: 0, fieldCount: 2, message: ex_groupd_v1_ListPermissionGroupMembersResponse(0)),
+        Example(name: "groupd.v1.GetMemberPermissionsRequest", variant: 0, fieldCount: 2, message: ex_groupd_v1_GetMemberPermissionsRequest(0)),
+        Example(name: "groupd.v1.GetMemberPermissionsResponse", variant: 0, fieldCount: 3, message: ex_groupd_v1_GetMemberPermissionsResponse(0)),
         Example(name: "groupd.v1.SyncJoinedGroupsRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_SyncJoinedGroupsRequest(0)),
         Example(name: "groupd.v1.SyncJoinedGroupsResponse", variant: 0, fieldCount: 5, message: ex_groupd_v1_SyncJoinedGroupsResponse(0)),
         Example(name: "groupd.v1.InitialMember", variant: 0, fieldCount: 4, message: ex_groupd_v1_InitialMember(0)),
@@ -844,6 +864,40 @@ enum Examples {
         return m
     }
 
+    /// A `groupd.v1.TopicPermissions` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_TopicPermissions(_ variant: Int) -> Groupd_V1_TopicPermissions {
+        var m = Groupd_V1_TopicPermissions()
+        m.topicID = "topic_id-0-é群✓"
+        m.permissions = [Groupd_V1_Permission.managePermissionGroups, Groupd_V1_Permission.manageTopics]
+        return m
+    }
+
+    /// A `groupd.v1.PermissionGroup` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_PermissionGroup(_ variant: Int) -> Groupd_V1_PermissionGroup {
+        var m = Groupd_V1_PermissionGroup()
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        m.groupID = "group_id-0-é群✓"
+        m.name = "name-0-é群✓"
+        m.customData = [0x00, 0xFF, 0x04, 0x00, 0x80]
+        m.permissions = [Groupd_V1_Permission.banMembers, Groupd_V1_Permission.invite]
+        m.topicPermissions = [ex_groupd_v1_TopicPermissions(0), ex_groupd_v1_TopicPermissions(1)]
+        m.memberCount = 3999999993
+        m.createTime = ex_google_protobuf_Timestamp(0)
+        m.updateTime = ex_google_protobuf_Timestamp(0)
+        return m
+    }
+
+    /// A `groupd.v1.PermissionGroupChange` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_PermissionGroupChange(_ variant: Int) -> Groupd_V1_PermissionGroupChange {
+        var m = Groupd_V1_PermissionGroupChange()
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        m.changedFields = ["changed_fields-0-é群✓", "changed_fields-1-é群✓"]
+        m.name = "name-0-é群✓"
+        m.permissions = [Groupd_V1_Permission.muteMembers, Groupd_V1_Permission.banMembers]
+        m.topicPermissions = [ex_groupd_v1_TopicPermissions(0), ex_groupd_v1_TopicPermissions(1)]
+        return m
+    }
+
     /// A `groupd.v1.AttributeVersion` with every field set; `variant` picks the oneof members.
     static func ex_groupd_v1_AttributeVersion(_ variant: Int) -> Groupd_V1_AttributeVersion {
         var m = Groupd_V1_AttributeVersion()
@@ -889,7 +943,7 @@ enum Examples {
         m.memberCount = 3999999991
         m.groupType = Groupd_V1_GroupType.work
         m.groupName = "group_name-0-é群✓"
-        switch variant % 23 {
+        switch variant % 24 {
         case 0:
             m.detail = .profileChange(ex_groupd_v1_ProfileChange(0))
         case 1:
@@ -936,6 +990,8 @@ enum Examples {
             m.detail = .reaction(ex_groupd_v1_ReactionChange(0))
         case 22:
             m.detail = .topic(ex_groupd_v1_TopicChange(0))
+        case 23:
+            m.detail = .permissionGroup(ex_groupd_v1_PermissionGroupChange(0))
         default: break
         }
         return m
@@ -1078,6 +1134,140 @@ enum Examples {
     static func ex_groupd_v1_ListTopicsResponse(_ variant: Int) -> Groupd_V1_ListTopicsResponse {
         var m = Groupd_V1_ListTopicsResponse()
         m.topics = [ex_groupd_v1_Topic(0), ex_groupd_v1_Topic(1)]
+        return m
+    }
+
+    /// A `groupd.v1.CreatePermissionGroupRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_CreatePermissionGroupRequest(_ variant: Int) -> Groupd_V1_CreatePermissionGroupRequest {
+        var m = Groupd_V1_CreatePermissionGroupRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.name = "name-0-é群✓"
+        m.customData = [0x00, 0xFF, 0x03, 0x00, 0x80]
+        m.permissions = [Groupd_V1_Permission.muteMembers, Groupd_V1_Permission.banMembers]
+        m.topicPermissions = [ex_groupd_v1_TopicPermissions(0), ex_groupd_v1_TopicPermissions(1)]
+        return m
+    }
+
+    /// A `groupd.v1.CreatePermissionGroupResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_CreatePermissionGroupResponse(_ variant: Int) -> Groupd_V1_CreatePermissionGroupResponse {
+        var m = Groupd_V1_CreatePermissionGroupResponse()
+        m.permissionGroup = ex_groupd_v1_PermissionGroup(0)
+        return m
+    }
+
+    /// A `groupd.v1.UpdatePermissionGroupRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UpdatePermissionGroupRequest(_ variant: Int) -> Groupd_V1_UpdatePermissionGroupRequest {
+        var m = Groupd_V1_UpdatePermissionGroupRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        m.updateMask = ex_google_protobuf_FieldMask(0)
+        m.name = "name-0-é群✓"
+        m.customData = [0x00, 0xFF, 0x05, 0x00, 0x80]
+        m.permissions = [Groupd_V1_Permission.invite, Groupd_V1_Permission.sendMessage]
+        m.topicPermissions = [ex_groupd_v1_TopicPermissions(0), ex_groupd_v1_TopicPermissions(1)]
+        return m
+    }
+
+    /// A `groupd.v1.UpdatePermissionGroupResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_UpdatePermissionGroupResponse(_ variant: Int) -> Groupd_V1_UpdatePermissionGroupResponse {
+        var m = Groupd_V1_UpdatePermissionGroupResponse()
+        m.permissionGroup = ex_groupd_v1_PermissionGroup(0)
+        return m
+    }
+
+    /// A `groupd.v1.DeletePermissionGroupRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_DeletePermissionGroupRequest(_ variant: Int) -> Groupd_V1_DeletePermissionGroupRequest {
+        var m = Groupd_V1_DeletePermissionGroupRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.DeletePermissionGroupResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_DeletePermissionGroupResponse(_ variant: Int) -> Groupd_V1_DeletePermissionGroupResponse {
+        Groupd_V1_DeletePermissionGroupResponse()
+    }
+
+    /// A `groupd.v1.ListPermissionGroupsRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListPermissionGroupsRequest(_ variant: Int) -> Groupd_V1_ListPermissionGroupsRequest {
+        var m = Groupd_V1_ListPermissionGroupsRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.permissionGroupIds = ["permission_group_ids-0-é群✓", "permission_group_ids-1-é群✓"]
+        m.userID = "user_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListPermissionGroupsResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListPermissionGroupsResponse(_ variant: Int) -> Groupd_V1_ListPermissionGroupsResponse {
+        var m = Groupd_V1_ListPermissionGroupsResponse()
+        m.permissionGroups = [ex_groupd_v1_PermissionGroup(0), ex_groupd_v1_PermissionGroup(1)]
+        return m
+    }
+
+    /// A `groupd.v1.AddPermissionGroupMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AddPermissionGroupMembersRequest(_ variant: Int) -> Groupd_V1_AddPermissionGroupMembersRequest {
+        var m = Groupd_V1_AddPermissionGroupMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.AddPermissionGroupMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_AddPermissionGroupMembersResponse(_ variant: Int) -> Groupd_V1_AddPermissionGroupMembersResponse {
+        var m = Groupd_V1_AddPermissionGroupMembersResponse()
+        m.results = [ex_groupd_v1_MemberResult(0), ex_groupd_v1_MemberResult(1)]
+        return m
+    }
+
+    /// A `groupd.v1.RemovePermissionGroupMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RemovePermissionGroupMembersRequest(_ variant: Int) -> Groupd_V1_RemovePermissionGroupMembersRequest {
+        var m = Groupd_V1_RemovePermissionGroupMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        return m
+    }
+
+    /// A `groupd.v1.RemovePermissionGroupMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_RemovePermissionGroupMembersResponse(_ variant: Int) -> Groupd_V1_RemovePermissionGroupMembersResponse {
+        var m = Groupd_V1_RemovePermissionGroupMembersResponse()
+        m.results = [ex_groupd_v1_MemberResult(0), ex_groupd_v1_MemberResult(1)]
+        return m
+    }
+
+    /// A `groupd.v1.ListPermissionGroupMembersRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListPermissionGroupMembersRequest(_ variant: Int) -> Groupd_V1_ListPermissionGroupMembersRequest {
+        var m = Groupd_V1_ListPermissionGroupMembersRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.permissionGroupID = "permission_group_id-0-é群✓"
+        m.pageSize = -3017
+        m.pageToken = "page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.ListPermissionGroupMembersResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_ListPermissionGroupMembersResponse(_ variant: Int) -> Groupd_V1_ListPermissionGroupMembersResponse {
+        var m = Groupd_V1_ListPermissionGroupMembersResponse()
+        m.userIds = ["user_ids-0-é群✓", "user_ids-1-é群✓"]
+        m.nextPageToken = "next_page_token-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.GetMemberPermissionsRequest` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetMemberPermissionsRequest(_ variant: Int) -> Groupd_V1_GetMemberPermissionsRequest {
+        var m = Groupd_V1_GetMemberPermissionsRequest()
+        m.groupID = "group_id-0-é群✓"
+        m.userID = "user_id-0-é群✓"
+        return m
+    }
+
+    /// A `groupd.v1.GetMemberPermissionsResponse` with every field set; `variant` picks the oneof members.
+    static func ex_groupd_v1_GetMemberPermissionsResponse(_ variant: Int) -> Groupd_V1_GetMemberPermissionsResponse {
+        var m = Groupd_V1_GetMemberPermissionsResponse()
+        m.role = Groupd_V1_MemberRole.admin
+        m.permissions = [Groupd_V1_Permission.managePermissionGroups, Groupd_V1_Permission.manageTopics]
+        m.permissionGroupIds = ["permission_group_ids-0-é群✓", "permission_group_ids-1-é群✓"]
         return m
     }
 

@@ -1426,6 +1426,141 @@ void   groupd__v1__topic_change__free_unpacked
   assert(message->base.descriptor == &groupd__v1__topic_change__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__topic_permissions__init
+                     (Groupd__V1__TopicPermissions         *message)
+{
+  static const Groupd__V1__TopicPermissions init_value = GROUPD__V1__TOPIC_PERMISSIONS__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__topic_permissions__get_packed_size
+                     (const Groupd__V1__TopicPermissions *message)
+{
+  assert(message->base.descriptor == &groupd__v1__topic_permissions__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__topic_permissions__pack
+                     (const Groupd__V1__TopicPermissions *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__topic_permissions__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__topic_permissions__pack_to_buffer
+                     (const Groupd__V1__TopicPermissions *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__topic_permissions__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__TopicPermissions *
+       groupd__v1__topic_permissions__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__TopicPermissions *)
+     protobuf_c_message_unpack (&groupd__v1__topic_permissions__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__topic_permissions__free_unpacked
+                     (Groupd__V1__TopicPermissions *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__topic_permissions__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__permission_group__init
+                     (Groupd__V1__PermissionGroup         *message)
+{
+  static const Groupd__V1__PermissionGroup init_value = GROUPD__V1__PERMISSION_GROUP__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__permission_group__get_packed_size
+                     (const Groupd__V1__PermissionGroup *message)
+{
+  assert(message->base.descriptor == &groupd__v1__permission_group__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__permission_group__pack
+                     (const Groupd__V1__PermissionGroup *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__permission_group__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__permission_group__pack_to_buffer
+                     (const Groupd__V1__PermissionGroup *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__permission_group__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__PermissionGroup *
+       groupd__v1__permission_group__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__PermissionGroup *)
+     protobuf_c_message_unpack (&groupd__v1__permission_group__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__permission_group__free_unpacked
+                     (Groupd__V1__PermissionGroup *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__permission_group__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__permission_group_change__init
+                     (Groupd__V1__PermissionGroupChange         *message)
+{
+  static const Groupd__V1__PermissionGroupChange init_value = GROUPD__V1__PERMISSION_GROUP_CHANGE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__permission_group_change__get_packed_size
+                     (const Groupd__V1__PermissionGroupChange *message)
+{
+  assert(message->base.descriptor == &groupd__v1__permission_group_change__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__permission_group_change__pack
+                     (const Groupd__V1__PermissionGroupChange *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__permission_group_change__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__permission_group_change__pack_to_buffer
+                     (const Groupd__V1__PermissionGroupChange *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__permission_group_change__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__PermissionGroupChange *
+       groupd__v1__permission_group_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__PermissionGroupChange *)
+     protobuf_c_message_unpack (&groupd__v1__permission_group_change__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__permission_group_change__free_unpacked
+                     (Groupd__V1__PermissionGroupChange *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__permission_group_change__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message)
 {
@@ -4755,6 +4890,289 @@ const ProtobufCMessageDescriptor groupd__v1__topic_change__descriptor =
   (ProtobufCMessageInit) groupd__v1__topic_change__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor groupd__v1__topic_permissions__field_descriptors[2] =
+{
+  {
+    "topic_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicPermissions, topic_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Groupd__V1__TopicPermissions, n_permissions),
+    offsetof(Groupd__V1__TopicPermissions, permissions),
+    &groupd__v1__permission__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__topic_permissions__field_indices_by_name[] = {
+  1,   /* field[1] = permissions */
+  0,   /* field[0] = topic_id */
+};
+static const ProtobufCIntRange groupd__v1__topic_permissions__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__topic_permissions__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.TopicPermissions",
+  "TopicPermissions",
+  "Groupd__V1__TopicPermissions",
+  "groupd.v1",
+  sizeof(Groupd__V1__TopicPermissions),
+  2,
+  groupd__v1__topic_permissions__field_descriptors,
+  groupd__v1__topic_permissions__field_indices_by_name,
+  1,  groupd__v1__topic_permissions__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__topic_permissions__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__permission_group__field_descriptors[9] =
+{
+  {
+    "permission_group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "custom_data",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, custom_data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Groupd__V1__PermissionGroup, n_permissions),
+    offsetof(Groupd__V1__PermissionGroup, permissions),
+    &groupd__v1__permission__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "topic_permissions",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__PermissionGroup, n_topic_permissions),
+    offsetof(Groupd__V1__PermissionGroup, topic_permissions),
+    &groupd__v1__topic_permissions__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "member_count",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, member_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_time",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, create_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_time",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroup, update_time),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__permission_group__field_indices_by_name[] = {
+  7,   /* field[7] = create_time */
+  3,   /* field[3] = custom_data */
+  1,   /* field[1] = group_id */
+  6,   /* field[6] = member_count */
+  2,   /* field[2] = name */
+  0,   /* field[0] = permission_group_id */
+  4,   /* field[4] = permissions */
+  5,   /* field[5] = topic_permissions */
+  8,   /* field[8] = update_time */
+};
+static const ProtobufCIntRange groupd__v1__permission_group__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 9 }
+};
+const ProtobufCMessageDescriptor groupd__v1__permission_group__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.PermissionGroup",
+  "PermissionGroup",
+  "Groupd__V1__PermissionGroup",
+  "groupd.v1",
+  sizeof(Groupd__V1__PermissionGroup),
+  9,
+  groupd__v1__permission_group__field_descriptors,
+  groupd__v1__permission_group__field_indices_by_name,
+  1,  groupd__v1__permission_group__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__permission_group__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__permission_group_change__field_descriptors[5] =
+{
+  {
+    "permission_group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroupChange, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "changed_fields",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__PermissionGroupChange, n_changed_fields),
+    offsetof(Groupd__V1__PermissionGroupChange, changed_fields),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__PermissionGroupChange, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Groupd__V1__PermissionGroupChange, n_permissions),
+    offsetof(Groupd__V1__PermissionGroupChange, permissions),
+    &groupd__v1__permission__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "topic_permissions",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__PermissionGroupChange, n_topic_permissions),
+    offsetof(Groupd__V1__PermissionGroupChange, topic_permissions),
+    &groupd__v1__topic_permissions__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__permission_group_change__field_indices_by_name[] = {
+  1,   /* field[1] = changed_fields */
+  2,   /* field[2] = name */
+  0,   /* field[0] = permission_group_id */
+  3,   /* field[3] = permissions */
+  4,   /* field[4] = topic_permissions */
+};
+static const ProtobufCIntRange groupd__v1__permission_group_change__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__permission_group_change__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.PermissionGroupChange",
+  "PermissionGroupChange",
+  "Groupd__V1__PermissionGroupChange",
+  "groupd.v1",
+  sizeof(Groupd__V1__PermissionGroupChange),
+  5,
+  groupd__v1__permission_group_change__field_descriptors,
+  groupd__v1__permission_group_change__field_indices_by_name,
+  1,  groupd__v1__permission_group_change__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__permission_group_change__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor groupd__v1__attribute_version__field_descriptors[2] =
 {
   {
@@ -4999,7 +5417,7 @@ const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor =
   (ProtobufCMessageInit) groupd__v1__invite_link__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[34] =
+static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors[35] =
 {
   {
     "group_id",
@@ -5409,6 +5827,18 @@ static const ProtobufCFieldDescriptor groupd__v1__group_event__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "permission_group",
+    62,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__GroupEvent, detail_case),
+    offsetof(Groupd__V1__GroupEvent, permission_group),
+    &groupd__v1__permission_group_change__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   16,   /* field[16] = application */
@@ -5432,6 +5862,7 @@ static const unsigned groupd__v1__group_event__field_indices_by_name[] = {
   25,   /* field[25] = mute_bypass */
   5,   /* field[5] = operator_user_id */
   14,   /* field[14] = owner_change */
+  34,   /* field[34] = permission_group */
   27,   /* field[27] = pin */
   11,   /* field[11] = profile_change */
   31,   /* field[31] = reaction */
@@ -5455,7 +5886,7 @@ static const ProtobufCIntRange groupd__v1__group_event__number_ranges[7 + 1] =
   { 50, 27 },
   { 55, 29 },
   { 60, 32 },
-  { 0, 34 }
+  { 0, 35 }
 };
 const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
 {
@@ -5465,7 +5896,7 @@ const ProtobufCMessageDescriptor groupd__v1__group_event__descriptor =
   "Groupd__V1__GroupEvent",
   "groupd.v1",
   sizeof(Groupd__V1__GroupEvent),
-  34,
+  35,
   groupd__v1__group_event__field_descriptors,
   groupd__v1__group_event__field_indices_by_name,
   7,  groupd__v1__group_event__number_ranges,
@@ -6496,7 +6927,7 @@ const ProtobufCEnumDescriptor groupd__v1__handle_status__descriptor =
   groupd__v1__handle_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[49] =
+static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[53] =
 {
   { "EVENT_KIND_UNSPECIFIED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_MEMBER_JOINED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_JOINED", 1 },
@@ -6547,11 +6978,15 @@ static const ProtobufCEnumValue groupd__v1__event_kind__enum_values_by_number[49
   { "EVENT_KIND_TOPIC_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_CREATED", 53 },
   { "EVENT_KIND_TOPIC_UPDATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_UPDATED", 54 },
   { "EVENT_KIND_TOPIC_DELETED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_DELETED", 55 },
+  { "EVENT_KIND_PERMISSION_GROUP_CREATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_CREATED", 56 },
+  { "EVENT_KIND_PERMISSION_GROUP_UPDATED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_UPDATED", 57 },
+  { "EVENT_KIND_PERMISSION_GROUP_DELETED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_DELETED", 58 },
+  { "EVENT_KIND_MEMBER_PERMISSIONS_CHANGED", "GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_PERMISSIONS_CHANGED", 59 },
 };
 static const ProtobufCIntRange groupd__v1__event_kind__value_ranges[] = {
-{0, 0},{37, 36},{41, 37},{45, 40},{52, 45},{0, 49}
+{0, 0},{37, 36},{41, 37},{45, 40},{52, 45},{0, 53}
 };
-static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[49] =
+static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name[53] =
 {
   { "EVENT_KIND_ADMIN_CANCELLED", 6 },
   { "EVENT_KIND_ADMIN_GRANTED", 26 },
@@ -6584,6 +7019,7 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MEMBER_JOINED", 1 },
   { "EVENT_KIND_MEMBER_KICKED", 4 },
   { "EVENT_KIND_MEMBER_MUTED", 11 },
+  { "EVENT_KIND_MEMBER_PERMISSIONS_CHANGED", 52 },
   { "EVENT_KIND_MEMBER_QUIT", 3 },
   { "EVENT_KIND_MEMBER_UNBANNED", 34 },
   { "EVENT_KIND_MESSAGE_EDITED", 45 },
@@ -6595,6 +7031,9 @@ static const ProtobufCEnumValueIndex groupd__v1__event_kind__enum_values_by_name
   { "EVENT_KIND_MESSAGE_UNPINNED", 38 },
   { "EVENT_KIND_MUTE_BYPASS_CHANGED", 35 },
   { "EVENT_KIND_OWNER_CHANGED", 10 },
+  { "EVENT_KIND_PERMISSION_GROUP_CREATED", 49 },
+  { "EVENT_KIND_PERMISSION_GROUP_DELETED", 51 },
+  { "EVENT_KIND_PERMISSION_GROUP_UPDATED", 50 },
   { "EVENT_KIND_QUIT", 25 },
   { "EVENT_KIND_RECEIVE_OPTION_CHANGED", 30 },
   { "EVENT_KIND_REMARK_CHANGED", 29 },
@@ -6610,12 +7049,60 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   "EventKind",
   "Groupd__V1__EventKind",
   "groupd.v1",
-  49,
+  53,
   groupd__v1__event_kind__enum_values_by_number,
-  49,
+  53,
   groupd__v1__event_kind__enum_values_by_name,
   5,
   groupd__v1__event_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue groupd__v1__permission__enum_values_by_number[12] =
+{
+  { "PERMISSION_UNSPECIFIED", "GROUPD__V1__PERMISSION__PERMISSION_UNSPECIFIED", 0 },
+  { "PERMISSION_MANAGE_PROFILE", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_PROFILE", 1 },
+  { "PERMISSION_MANAGE_MEMBERS", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_MEMBERS", 2 },
+  { "PERMISSION_MANAGE_PERMISSION_GROUPS", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_PERMISSION_GROUPS", 3 },
+  { "PERMISSION_MANAGE_TOPICS", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_TOPICS", 4 },
+  { "PERMISSION_MUTE_MEMBERS", "GROUPD__V1__PERMISSION__PERMISSION_MUTE_MEMBERS", 5 },
+  { "PERMISSION_BAN_MEMBERS", "GROUPD__V1__PERMISSION__PERMISSION_BAN_MEMBERS", 6 },
+  { "PERMISSION_INVITE", "GROUPD__V1__PERMISSION__PERMISSION_INVITE", 7 },
+  { "PERMISSION_SEND_MESSAGE", "GROUPD__V1__PERMISSION__PERMISSION_SEND_MESSAGE", 8 },
+  { "PERMISSION_MENTION_ALL", "GROUPD__V1__PERMISSION__PERMISSION_MENTION_ALL", 9 },
+  { "PERMISSION_MANAGE_MESSAGES", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_MESSAGES", 10 },
+  { "PERMISSION_PIN_MESSAGES", "GROUPD__V1__PERMISSION__PERMISSION_PIN_MESSAGES", 11 },
+};
+static const ProtobufCIntRange groupd__v1__permission__value_ranges[] = {
+{0, 0},{0, 12}
+};
+static const ProtobufCEnumValueIndex groupd__v1__permission__enum_values_by_name[12] =
+{
+  { "PERMISSION_BAN_MEMBERS", 6 },
+  { "PERMISSION_INVITE", 7 },
+  { "PERMISSION_MANAGE_MEMBERS", 2 },
+  { "PERMISSION_MANAGE_MESSAGES", 10 },
+  { "PERMISSION_MANAGE_PERMISSION_GROUPS", 3 },
+  { "PERMISSION_MANAGE_PROFILE", 1 },
+  { "PERMISSION_MANAGE_TOPICS", 4 },
+  { "PERMISSION_MENTION_ALL", 9 },
+  { "PERMISSION_MUTE_MEMBERS", 5 },
+  { "PERMISSION_PIN_MESSAGES", 11 },
+  { "PERMISSION_SEND_MESSAGE", 8 },
+  { "PERMISSION_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor groupd__v1__permission__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "groupd.v1.Permission",
+  "Permission",
+  "Groupd__V1__Permission",
+  "groupd.v1",
+  12,
+  groupd__v1__permission__enum_values_by_number,
+  12,
+  groupd__v1__permission__enum_values_by_name,
+  1,
+  groupd__v1__permission__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue groupd__v1__message_priority__enum_values_by_number[4] =

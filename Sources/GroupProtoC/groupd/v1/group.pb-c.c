@@ -379,6 +379,726 @@ void   groupd__v1__list_topics_response__free_unpacked
   assert(message->base.descriptor == &groupd__v1__list_topics_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   groupd__v1__create_permission_group_request__init
+                     (Groupd__V1__CreatePermissionGroupRequest         *message)
+{
+  static const Groupd__V1__CreatePermissionGroupRequest init_value = GROUPD__V1__CREATE_PERMISSION_GROUP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__create_permission_group_request__get_packed_size
+                     (const Groupd__V1__CreatePermissionGroupRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__create_permission_group_request__pack
+                     (const Groupd__V1__CreatePermissionGroupRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__create_permission_group_request__pack_to_buffer
+                     (const Groupd__V1__CreatePermissionGroupRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__CreatePermissionGroupRequest *
+       groupd__v1__create_permission_group_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__CreatePermissionGroupRequest *)
+     protobuf_c_message_unpack (&groupd__v1__create_permission_group_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__create_permission_group_request__free_unpacked
+                     (Groupd__V1__CreatePermissionGroupRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__create_permission_group_response__init
+                     (Groupd__V1__CreatePermissionGroupResponse         *message)
+{
+  static const Groupd__V1__CreatePermissionGroupResponse init_value = GROUPD__V1__CREATE_PERMISSION_GROUP_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__create_permission_group_response__get_packed_size
+                     (const Groupd__V1__CreatePermissionGroupResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__create_permission_group_response__pack
+                     (const Groupd__V1__CreatePermissionGroupResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__create_permission_group_response__pack_to_buffer
+                     (const Groupd__V1__CreatePermissionGroupResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__CreatePermissionGroupResponse *
+       groupd__v1__create_permission_group_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__CreatePermissionGroupResponse *)
+     protobuf_c_message_unpack (&groupd__v1__create_permission_group_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__create_permission_group_response__free_unpacked
+                     (Groupd__V1__CreatePermissionGroupResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__create_permission_group_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__update_permission_group_request__init
+                     (Groupd__V1__UpdatePermissionGroupRequest         *message)
+{
+  static const Groupd__V1__UpdatePermissionGroupRequest init_value = GROUPD__V1__UPDATE_PERMISSION_GROUP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__update_permission_group_request__get_packed_size
+                     (const Groupd__V1__UpdatePermissionGroupRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__update_permission_group_request__pack
+                     (const Groupd__V1__UpdatePermissionGroupRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__update_permission_group_request__pack_to_buffer
+                     (const Groupd__V1__UpdatePermissionGroupRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UpdatePermissionGroupRequest *
+       groupd__v1__update_permission_group_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UpdatePermissionGroupRequest *)
+     protobuf_c_message_unpack (&groupd__v1__update_permission_group_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__update_permission_group_request__free_unpacked
+                     (Groupd__V1__UpdatePermissionGroupRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__update_permission_group_response__init
+                     (Groupd__V1__UpdatePermissionGroupResponse         *message)
+{
+  static const Groupd__V1__UpdatePermissionGroupResponse init_value = GROUPD__V1__UPDATE_PERMISSION_GROUP_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__update_permission_group_response__get_packed_size
+                     (const Groupd__V1__UpdatePermissionGroupResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__update_permission_group_response__pack
+                     (const Groupd__V1__UpdatePermissionGroupResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__update_permission_group_response__pack_to_buffer
+                     (const Groupd__V1__UpdatePermissionGroupResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__UpdatePermissionGroupResponse *
+       groupd__v1__update_permission_group_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__UpdatePermissionGroupResponse *)
+     protobuf_c_message_unpack (&groupd__v1__update_permission_group_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__update_permission_group_response__free_unpacked
+                     (Groupd__V1__UpdatePermissionGroupResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__update_permission_group_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__delete_permission_group_request__init
+                     (Groupd__V1__DeletePermissionGroupRequest         *message)
+{
+  static const Groupd__V1__DeletePermissionGroupRequest init_value = GROUPD__V1__DELETE_PERMISSION_GROUP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__delete_permission_group_request__get_packed_size
+                     (const Groupd__V1__DeletePermissionGroupRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__delete_permission_group_request__pack
+                     (const Groupd__V1__DeletePermissionGroupRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__delete_permission_group_request__pack_to_buffer
+                     (const Groupd__V1__DeletePermissionGroupRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__DeletePermissionGroupRequest *
+       groupd__v1__delete_permission_group_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__DeletePermissionGroupRequest *)
+     protobuf_c_message_unpack (&groupd__v1__delete_permission_group_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__delete_permission_group_request__free_unpacked
+                     (Groupd__V1__DeletePermissionGroupRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__delete_permission_group_response__init
+                     (Groupd__V1__DeletePermissionGroupResponse         *message)
+{
+  static const Groupd__V1__DeletePermissionGroupResponse init_value = GROUPD__V1__DELETE_PERMISSION_GROUP_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__delete_permission_group_response__get_packed_size
+                     (const Groupd__V1__DeletePermissionGroupResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__delete_permission_group_response__pack
+                     (const Groupd__V1__DeletePermissionGroupResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__delete_permission_group_response__pack_to_buffer
+                     (const Groupd__V1__DeletePermissionGroupResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__DeletePermissionGroupResponse *
+       groupd__v1__delete_permission_group_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__DeletePermissionGroupResponse *)
+     protobuf_c_message_unpack (&groupd__v1__delete_permission_group_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__delete_permission_group_response__free_unpacked
+                     (Groupd__V1__DeletePermissionGroupResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__delete_permission_group_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_permission_groups_request__init
+                     (Groupd__V1__ListPermissionGroupsRequest         *message)
+{
+  static const Groupd__V1__ListPermissionGroupsRequest init_value = GROUPD__V1__LIST_PERMISSION_GROUPS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_permission_groups_request__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupsRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_permission_groups_request__pack
+                     (const Groupd__V1__ListPermissionGroupsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_permission_groups_request__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListPermissionGroupsRequest *
+       groupd__v1__list_permission_groups_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListPermissionGroupsRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_permission_groups_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_permission_groups_request__free_unpacked
+                     (Groupd__V1__ListPermissionGroupsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_permission_groups_response__init
+                     (Groupd__V1__ListPermissionGroupsResponse         *message)
+{
+  static const Groupd__V1__ListPermissionGroupsResponse init_value = GROUPD__V1__LIST_PERMISSION_GROUPS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_permission_groups_response__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupsResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_permission_groups_response__pack
+                     (const Groupd__V1__ListPermissionGroupsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_permission_groups_response__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListPermissionGroupsResponse *
+       groupd__v1__list_permission_groups_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListPermissionGroupsResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_permission_groups_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_permission_groups_response__free_unpacked
+                     (Groupd__V1__ListPermissionGroupsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_permission_groups_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__add_permission_group_members_request__init
+                     (Groupd__V1__AddPermissionGroupMembersRequest         *message)
+{
+  static const Groupd__V1__AddPermissionGroupMembersRequest init_value = GROUPD__V1__ADD_PERMISSION_GROUP_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__add_permission_group_members_request__get_packed_size
+                     (const Groupd__V1__AddPermissionGroupMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__add_permission_group_members_request__pack
+                     (const Groupd__V1__AddPermissionGroupMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__add_permission_group_members_request__pack_to_buffer
+                     (const Groupd__V1__AddPermissionGroupMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AddPermissionGroupMembersRequest *
+       groupd__v1__add_permission_group_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AddPermissionGroupMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__add_permission_group_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__add_permission_group_members_request__free_unpacked
+                     (Groupd__V1__AddPermissionGroupMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__add_permission_group_members_response__init
+                     (Groupd__V1__AddPermissionGroupMembersResponse         *message)
+{
+  static const Groupd__V1__AddPermissionGroupMembersResponse init_value = GROUPD__V1__ADD_PERMISSION_GROUP_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__add_permission_group_members_response__get_packed_size
+                     (const Groupd__V1__AddPermissionGroupMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__add_permission_group_members_response__pack
+                     (const Groupd__V1__AddPermissionGroupMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__add_permission_group_members_response__pack_to_buffer
+                     (const Groupd__V1__AddPermissionGroupMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__AddPermissionGroupMembersResponse *
+       groupd__v1__add_permission_group_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__AddPermissionGroupMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__add_permission_group_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__add_permission_group_members_response__free_unpacked
+                     (Groupd__V1__AddPermissionGroupMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__add_permission_group_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__remove_permission_group_members_request__init
+                     (Groupd__V1__RemovePermissionGroupMembersRequest         *message)
+{
+  static const Groupd__V1__RemovePermissionGroupMembersRequest init_value = GROUPD__V1__REMOVE_PERMISSION_GROUP_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__remove_permission_group_members_request__get_packed_size
+                     (const Groupd__V1__RemovePermissionGroupMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__remove_permission_group_members_request__pack
+                     (const Groupd__V1__RemovePermissionGroupMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__remove_permission_group_members_request__pack_to_buffer
+                     (const Groupd__V1__RemovePermissionGroupMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RemovePermissionGroupMembersRequest *
+       groupd__v1__remove_permission_group_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RemovePermissionGroupMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__remove_permission_group_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__remove_permission_group_members_request__free_unpacked
+                     (Groupd__V1__RemovePermissionGroupMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__remove_permission_group_members_response__init
+                     (Groupd__V1__RemovePermissionGroupMembersResponse         *message)
+{
+  static const Groupd__V1__RemovePermissionGroupMembersResponse init_value = GROUPD__V1__REMOVE_PERMISSION_GROUP_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__remove_permission_group_members_response__get_packed_size
+                     (const Groupd__V1__RemovePermissionGroupMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__remove_permission_group_members_response__pack
+                     (const Groupd__V1__RemovePermissionGroupMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__remove_permission_group_members_response__pack_to_buffer
+                     (const Groupd__V1__RemovePermissionGroupMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__RemovePermissionGroupMembersResponse *
+       groupd__v1__remove_permission_group_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__RemovePermissionGroupMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__remove_permission_group_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__remove_permission_group_members_response__free_unpacked
+                     (Groupd__V1__RemovePermissionGroupMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__remove_permission_group_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_permission_group_members_request__init
+                     (Groupd__V1__ListPermissionGroupMembersRequest         *message)
+{
+  static const Groupd__V1__ListPermissionGroupMembersRequest init_value = GROUPD__V1__LIST_PERMISSION_GROUP_MEMBERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_permission_group_members_request__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupMembersRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_permission_group_members_request__pack
+                     (const Groupd__V1__ListPermissionGroupMembersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_permission_group_members_request__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupMembersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListPermissionGroupMembersRequest *
+       groupd__v1__list_permission_group_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListPermissionGroupMembersRequest *)
+     protobuf_c_message_unpack (&groupd__v1__list_permission_group_members_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_permission_group_members_request__free_unpacked
+                     (Groupd__V1__ListPermissionGroupMembersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__list_permission_group_members_response__init
+                     (Groupd__V1__ListPermissionGroupMembersResponse         *message)
+{
+  static const Groupd__V1__ListPermissionGroupMembersResponse init_value = GROUPD__V1__LIST_PERMISSION_GROUP_MEMBERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__list_permission_group_members_response__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupMembersResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__list_permission_group_members_response__pack
+                     (const Groupd__V1__ListPermissionGroupMembersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__list_permission_group_members_response__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupMembersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__ListPermissionGroupMembersResponse *
+       groupd__v1__list_permission_group_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__ListPermissionGroupMembersResponse *)
+     protobuf_c_message_unpack (&groupd__v1__list_permission_group_members_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__list_permission_group_members_response__free_unpacked
+                     (Groupd__V1__ListPermissionGroupMembersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__list_permission_group_members_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_member_permissions_request__init
+                     (Groupd__V1__GetMemberPermissionsRequest         *message)
+{
+  static const Groupd__V1__GetMemberPermissionsRequest init_value = GROUPD__V1__GET_MEMBER_PERMISSIONS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_member_permissions_request__get_packed_size
+                     (const Groupd__V1__GetMemberPermissionsRequest *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_member_permissions_request__pack
+                     (const Groupd__V1__GetMemberPermissionsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_member_permissions_request__pack_to_buffer
+                     (const Groupd__V1__GetMemberPermissionsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetMemberPermissionsRequest *
+       groupd__v1__get_member_permissions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetMemberPermissionsRequest *)
+     protobuf_c_message_unpack (&groupd__v1__get_member_permissions_request__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_member_permissions_request__free_unpacked
+                     (Groupd__V1__GetMemberPermissionsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   groupd__v1__get_member_permissions_response__init
+                     (Groupd__V1__GetMemberPermissionsResponse         *message)
+{
+  static const Groupd__V1__GetMemberPermissionsResponse init_value = GROUPD__V1__GET_MEMBER_PERMISSIONS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t groupd__v1__get_member_permissions_response__get_packed_size
+                     (const Groupd__V1__GetMemberPermissionsResponse *message)
+{
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t groupd__v1__get_member_permissions_response__pack
+                     (const Groupd__V1__GetMemberPermissionsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t groupd__v1__get_member_permissions_response__pack_to_buffer
+                     (const Groupd__V1__GetMemberPermissionsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Groupd__V1__GetMemberPermissionsResponse *
+       groupd__v1__get_member_permissions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Groupd__V1__GetMemberPermissionsResponse *)
+     protobuf_c_message_unpack (&groupd__v1__get_member_permissions_response__descriptor,
+                                allocator, len, data);
+}
+void   groupd__v1__get_member_permissions_response__free_unpacked
+                     (Groupd__V1__GetMemberPermissionsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &groupd__v1__get_member_permissions_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   groupd__v1__sync_joined_groups_request__init
                      (Groupd__V1__SyncJoinedGroupsRequest         *message)
 {
@@ -2824,6 +3544,906 @@ const ProtobufCMessageDescriptor groupd__v1__list_topics_response__descriptor =
   groupd__v1__list_topics_response__field_indices_by_name,
   1,  groupd__v1__list_topics_response__number_ranges,
   (ProtobufCMessageInit) groupd__v1__list_topics_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__create_permission_group_request__field_descriptors[5] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "custom_data",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, custom_data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, n_permissions),
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, permissions),
+    &groupd__v1__permission__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "topic_permissions",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, n_topic_permissions),
+    offsetof(Groupd__V1__CreatePermissionGroupRequest, topic_permissions),
+    &groupd__v1__topic_permissions__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_permission_group_request__field_indices_by_name[] = {
+  2,   /* field[2] = custom_data */
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = name */
+  3,   /* field[3] = permissions */
+  4,   /* field[4] = topic_permissions */
+};
+static const ProtobufCIntRange groupd__v1__create_permission_group_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_permission_group_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreatePermissionGroupRequest",
+  "CreatePermissionGroupRequest",
+  "Groupd__V1__CreatePermissionGroupRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreatePermissionGroupRequest),
+  5,
+  groupd__v1__create_permission_group_request__field_descriptors,
+  groupd__v1__create_permission_group_request__field_indices_by_name,
+  1,  groupd__v1__create_permission_group_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_permission_group_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__create_permission_group_response__field_descriptors[1] =
+{
+  {
+    "permission_group",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreatePermissionGroupResponse, permission_group),
+    &groupd__v1__permission_group__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__create_permission_group_response__field_indices_by_name[] = {
+  0,   /* field[0] = permission_group */
+};
+static const ProtobufCIntRange groupd__v1__create_permission_group_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__create_permission_group_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.CreatePermissionGroupResponse",
+  "CreatePermissionGroupResponse",
+  "Groupd__V1__CreatePermissionGroupResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__CreatePermissionGroupResponse),
+  1,
+  groupd__v1__create_permission_group_response__field_descriptors,
+  groupd__v1__create_permission_group_response__field_indices_by_name,
+  1,  groupd__v1__create_permission_group_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__create_permission_group_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__update_permission_group_request__field_descriptors[7] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_mask",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, update_mask),
+    &google__protobuf__field_mask__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "custom_data",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, custom_data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, n_permissions),
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, permissions),
+    &groupd__v1__permission__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "topic_permissions",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, n_topic_permissions),
+    offsetof(Groupd__V1__UpdatePermissionGroupRequest, topic_permissions),
+    &groupd__v1__topic_permissions__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_permission_group_request__field_indices_by_name[] = {
+  4,   /* field[4] = custom_data */
+  0,   /* field[0] = group_id */
+  3,   /* field[3] = name */
+  1,   /* field[1] = permission_group_id */
+  5,   /* field[5] = permissions */
+  6,   /* field[6] = topic_permissions */
+  2,   /* field[2] = update_mask */
+};
+static const ProtobufCIntRange groupd__v1__update_permission_group_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_permission_group_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdatePermissionGroupRequest",
+  "UpdatePermissionGroupRequest",
+  "Groupd__V1__UpdatePermissionGroupRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdatePermissionGroupRequest),
+  7,
+  groupd__v1__update_permission_group_request__field_descriptors,
+  groupd__v1__update_permission_group_request__field_indices_by_name,
+  1,  groupd__v1__update_permission_group_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_permission_group_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__update_permission_group_response__field_descriptors[1] =
+{
+  {
+    "permission_group",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdatePermissionGroupResponse, permission_group),
+    &groupd__v1__permission_group__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__update_permission_group_response__field_indices_by_name[] = {
+  0,   /* field[0] = permission_group */
+};
+static const ProtobufCIntRange groupd__v1__update_permission_group_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__update_permission_group_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.UpdatePermissionGroupResponse",
+  "UpdatePermissionGroupResponse",
+  "Groupd__V1__UpdatePermissionGroupResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__UpdatePermissionGroupResponse),
+  1,
+  groupd__v1__update_permission_group_response__field_descriptors,
+  groupd__v1__update_permission_group_response__field_indices_by_name,
+  1,  groupd__v1__update_permission_group_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__update_permission_group_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__delete_permission_group_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__DeletePermissionGroupRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__DeletePermissionGroupRequest, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__delete_permission_group_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = permission_group_id */
+};
+static const ProtobufCIntRange groupd__v1__delete_permission_group_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__delete_permission_group_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.DeletePermissionGroupRequest",
+  "DeletePermissionGroupRequest",
+  "Groupd__V1__DeletePermissionGroupRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__DeletePermissionGroupRequest),
+  2,
+  groupd__v1__delete_permission_group_request__field_descriptors,
+  groupd__v1__delete_permission_group_request__field_indices_by_name,
+  1,  groupd__v1__delete_permission_group_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__delete_permission_group_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define groupd__v1__delete_permission_group_response__field_descriptors NULL
+#define groupd__v1__delete_permission_group_response__field_indices_by_name NULL
+#define groupd__v1__delete_permission_group_response__number_ranges NULL
+const ProtobufCMessageDescriptor groupd__v1__delete_permission_group_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.DeletePermissionGroupResponse",
+  "DeletePermissionGroupResponse",
+  "Groupd__V1__DeletePermissionGroupResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__DeletePermissionGroupResponse),
+  0,
+  groupd__v1__delete_permission_group_response__field_descriptors,
+  groupd__v1__delete_permission_group_response__field_indices_by_name,
+  0,  groupd__v1__delete_permission_group_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__delete_permission_group_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_permission_groups_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupsRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__ListPermissionGroupsRequest, n_permission_group_ids),
+    offsetof(Groupd__V1__ListPermissionGroupsRequest, permission_group_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupsRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_permission_groups_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = permission_group_ids */
+  2,   /* field[2] = user_id */
+};
+static const ProtobufCIntRange groupd__v1__list_permission_groups_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_permission_groups_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListPermissionGroupsRequest",
+  "ListPermissionGroupsRequest",
+  "Groupd__V1__ListPermissionGroupsRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListPermissionGroupsRequest),
+  3,
+  groupd__v1__list_permission_groups_request__field_descriptors,
+  groupd__v1__list_permission_groups_request__field_indices_by_name,
+  1,  groupd__v1__list_permission_groups_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_permission_groups_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_permission_groups_response__field_descriptors[1] =
+{
+  {
+    "permission_groups",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__ListPermissionGroupsResponse, n_permission_groups),
+    offsetof(Groupd__V1__ListPermissionGroupsResponse, permission_groups),
+    &groupd__v1__permission_group__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_permission_groups_response__field_indices_by_name[] = {
+  0,   /* field[0] = permission_groups */
+};
+static const ProtobufCIntRange groupd__v1__list_permission_groups_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_permission_groups_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListPermissionGroupsResponse",
+  "ListPermissionGroupsResponse",
+  "Groupd__V1__ListPermissionGroupsResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListPermissionGroupsResponse),
+  1,
+  groupd__v1__list_permission_groups_response__field_descriptors,
+  groupd__v1__list_permission_groups_response__field_indices_by_name,
+  1,  groupd__v1__list_permission_groups_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_permission_groups_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__add_permission_group_members_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddPermissionGroupMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__AddPermissionGroupMembersRequest, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_ids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__AddPermissionGroupMembersRequest, n_user_ids),
+    offsetof(Groupd__V1__AddPermissionGroupMembersRequest, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__add_permission_group_members_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = permission_group_id */
+  2,   /* field[2] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__add_permission_group_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__add_permission_group_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AddPermissionGroupMembersRequest",
+  "AddPermissionGroupMembersRequest",
+  "Groupd__V1__AddPermissionGroupMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__AddPermissionGroupMembersRequest),
+  3,
+  groupd__v1__add_permission_group_members_request__field_descriptors,
+  groupd__v1__add_permission_group_members_request__field_indices_by_name,
+  1,  groupd__v1__add_permission_group_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__add_permission_group_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__add_permission_group_members_response__field_descriptors[1] =
+{
+  {
+    "results",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__AddPermissionGroupMembersResponse, n_results),
+    offsetof(Groupd__V1__AddPermissionGroupMembersResponse, results),
+    &groupd__v1__member_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__add_permission_group_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = results */
+};
+static const ProtobufCIntRange groupd__v1__add_permission_group_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__add_permission_group_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.AddPermissionGroupMembersResponse",
+  "AddPermissionGroupMembersResponse",
+  "Groupd__V1__AddPermissionGroupMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__AddPermissionGroupMembersResponse),
+  1,
+  groupd__v1__add_permission_group_members_response__field_descriptors,
+  groupd__v1__add_permission_group_members_response__field_indices_by_name,
+  1,  groupd__v1__add_permission_group_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__add_permission_group_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__remove_permission_group_members_request__field_descriptors[3] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemovePermissionGroupMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__RemovePermissionGroupMembersRequest, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_ids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__RemovePermissionGroupMembersRequest, n_user_ids),
+    offsetof(Groupd__V1__RemovePermissionGroupMembersRequest, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__remove_permission_group_members_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = permission_group_id */
+  2,   /* field[2] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__remove_permission_group_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__remove_permission_group_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RemovePermissionGroupMembersRequest",
+  "RemovePermissionGroupMembersRequest",
+  "Groupd__V1__RemovePermissionGroupMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__RemovePermissionGroupMembersRequest),
+  3,
+  groupd__v1__remove_permission_group_members_request__field_descriptors,
+  groupd__v1__remove_permission_group_members_request__field_indices_by_name,
+  1,  groupd__v1__remove_permission_group_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__remove_permission_group_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__remove_permission_group_members_response__field_descriptors[1] =
+{
+  {
+    "results",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Groupd__V1__RemovePermissionGroupMembersResponse, n_results),
+    offsetof(Groupd__V1__RemovePermissionGroupMembersResponse, results),
+    &groupd__v1__member_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__remove_permission_group_members_response__field_indices_by_name[] = {
+  0,   /* field[0] = results */
+};
+static const ProtobufCIntRange groupd__v1__remove_permission_group_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor groupd__v1__remove_permission_group_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.RemovePermissionGroupMembersResponse",
+  "RemovePermissionGroupMembersResponse",
+  "Groupd__V1__RemovePermissionGroupMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__RemovePermissionGroupMembersResponse),
+  1,
+  groupd__v1__remove_permission_group_members_response__field_descriptors,
+  groupd__v1__remove_permission_group_members_response__field_indices_by_name,
+  1,  groupd__v1__remove_permission_group_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__remove_permission_group_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_permission_group_members_request__field_descriptors[4] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupMembersRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupMembersRequest, permission_group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupMembersRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupMembersRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_permission_group_members_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  2,   /* field[2] = page_size */
+  3,   /* field[3] = page_token */
+  1,   /* field[1] = permission_group_id */
+};
+static const ProtobufCIntRange groupd__v1__list_permission_group_members_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_permission_group_members_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListPermissionGroupMembersRequest",
+  "ListPermissionGroupMembersRequest",
+  "Groupd__V1__ListPermissionGroupMembersRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListPermissionGroupMembersRequest),
+  4,
+  groupd__v1__list_permission_group_members_request__field_descriptors,
+  groupd__v1__list_permission_group_members_request__field_indices_by_name,
+  1,  groupd__v1__list_permission_group_members_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_permission_group_members_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__list_permission_group_members_response__field_descriptors[2] =
+{
+  {
+    "user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__ListPermissionGroupMembersResponse, n_user_ids),
+    offsetof(Groupd__V1__ListPermissionGroupMembersResponse, user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__ListPermissionGroupMembersResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__list_permission_group_members_response__field_indices_by_name[] = {
+  1,   /* field[1] = next_page_token */
+  0,   /* field[0] = user_ids */
+};
+static const ProtobufCIntRange groupd__v1__list_permission_group_members_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__list_permission_group_members_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.ListPermissionGroupMembersResponse",
+  "ListPermissionGroupMembersResponse",
+  "Groupd__V1__ListPermissionGroupMembersResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__ListPermissionGroupMembersResponse),
+  2,
+  groupd__v1__list_permission_group_members_response__field_descriptors,
+  groupd__v1__list_permission_group_members_response__field_indices_by_name,
+  1,  groupd__v1__list_permission_group_members_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__list_permission_group_members_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_member_permissions_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMemberPermissionsRequest, group_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMemberPermissionsRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_member_permissions_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange groupd__v1__get_member_permissions_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_member_permissions_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetMemberPermissionsRequest",
+  "GetMemberPermissionsRequest",
+  "Groupd__V1__GetMemberPermissionsRequest",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetMemberPermissionsRequest),
+  2,
+  groupd__v1__get_member_permissions_request__field_descriptors,
+  groupd__v1__get_member_permissions_request__field_indices_by_name,
+  1,  groupd__v1__get_member_permissions_request__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_member_permissions_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor groupd__v1__get_member_permissions_response__field_descriptors[3] =
+{
+  {
+    "role",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__GetMemberPermissionsResponse, role),
+    &groupd__v1__member_role__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Groupd__V1__GetMemberPermissionsResponse, n_permissions),
+    offsetof(Groupd__V1__GetMemberPermissionsResponse, permissions),
+    &groupd__v1__permission__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission_group_ids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Groupd__V1__GetMemberPermissionsResponse, n_permission_group_ids),
+    offsetof(Groupd__V1__GetMemberPermissionsResponse, permission_group_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned groupd__v1__get_member_permissions_response__field_indices_by_name[] = {
+  2,   /* field[2] = permission_group_ids */
+  1,   /* field[1] = permissions */
+  0,   /* field[0] = role */
+};
+static const ProtobufCIntRange groupd__v1__get_member_permissions_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor groupd__v1__get_member_permissions_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "groupd.v1.GetMemberPermissionsResponse",
+  "GetMemberPermissionsResponse",
+  "Groupd__V1__GetMemberPermissionsResponse",
+  "groupd.v1",
+  sizeof(Groupd__V1__GetMemberPermissionsResponse),
+  3,
+  groupd__v1__get_member_permissions_response__field_descriptors,
+  groupd__v1__get_member_permissions_response__field_indices_by_name,
+  1,  groupd__v1__get_member_permissions_response__number_ranges,
+  (ProtobufCMessageInit) groupd__v1__get_member_permissions_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor groupd__v1__sync_joined_groups_request__field_descriptors[3] =
@@ -5841,7 +7461,7 @@ const ProtobufCEnumDescriptor groupd__v1__search_field__descriptor =
   groupd__v1__search_field__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[22] =
+static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descriptors[30] =
 {
   { "CreateGroup", &groupd__v1__create_group_request__descriptor, &groupd__v1__create_group_response__descriptor },
   { "GetGroupsInfo", &groupd__v1__get_groups_info_request__descriptor, &groupd__v1__get_groups_info_response__descriptor },
@@ -5865,20 +7485,35 @@ static const ProtobufCMethodDescriptor groupd__v1__group_service__method_descrip
   { "UpdateTopic", &groupd__v1__update_topic_request__descriptor, &groupd__v1__update_topic_response__descriptor },
   { "DeleteTopic", &groupd__v1__delete_topic_request__descriptor, &groupd__v1__delete_topic_response__descriptor },
   { "ListTopics", &groupd__v1__list_topics_request__descriptor, &groupd__v1__list_topics_response__descriptor },
+  { "CreatePermissionGroup", &groupd__v1__create_permission_group_request__descriptor, &groupd__v1__create_permission_group_response__descriptor },
+  { "UpdatePermissionGroup", &groupd__v1__update_permission_group_request__descriptor, &groupd__v1__update_permission_group_response__descriptor },
+  { "DeletePermissionGroup", &groupd__v1__delete_permission_group_request__descriptor, &groupd__v1__delete_permission_group_response__descriptor },
+  { "ListPermissionGroups", &groupd__v1__list_permission_groups_request__descriptor, &groupd__v1__list_permission_groups_response__descriptor },
+  { "AddPermissionGroupMembers", &groupd__v1__add_permission_group_members_request__descriptor, &groupd__v1__add_permission_group_members_response__descriptor },
+  { "RemovePermissionGroupMembers", &groupd__v1__remove_permission_group_members_request__descriptor, &groupd__v1__remove_permission_group_members_response__descriptor },
+  { "ListPermissionGroupMembers", &groupd__v1__list_permission_group_members_request__descriptor, &groupd__v1__list_permission_group_members_response__descriptor },
+  { "GetMemberPermissions", &groupd__v1__get_member_permissions_request__descriptor, &groupd__v1__get_member_permissions_response__descriptor },
 };
 const unsigned groupd__v1__group_service__method_indices_by_name[] = {
+  26,        /* AddPermissionGroupMembers */
   0,        /* CreateGroup */
+  22,        /* CreatePermissionGroup */
   18,        /* CreateTopic */
   13,        /* DeleteGroupAttributes */
+  24,        /* DeletePermissionGroup */
   20,        /* DeleteTopic */
   4,        /* DismissGroup */
   14,        /* GetGroupAttributes */
   16,        /* GetGroupCounters */
   1,        /* GetGroupsInfo */
+  29,        /* GetMemberPermissions */
   11,        /* ImportGroup */
   15,        /* IncrementGroupCounters */
   9,        /* ListJoinedGroups */
+  28,        /* ListPermissionGroupMembers */
+  25,        /* ListPermissionGroups */
   21,        /* ListTopics */
+  27,        /* RemovePermissionGroupMembers */
   5,        /* RevokeGroup */
   10,        /* SearchGroups */
   12,        /* SetGroupAttributes */
@@ -5888,6 +7523,7 @@ const unsigned groupd__v1__group_service__method_indices_by_name[] = {
   2,        /* UpdateGroupProfile */
   3,        /* UpdateGroupSettings */
   8,        /* UpdateMuteBypassList */
+  23,        /* UpdatePermissionGroup */
   19         /* UpdateTopic */
 };
 const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
@@ -5897,7 +7533,7 @@ const ProtobufCServiceDescriptor groupd__v1__group_service__descriptor =
   "GroupService",
   "Groupd__V1__GroupService",
   "groupd.v1",
-  22,
+  30,
   groupd__v1__group_service__method_descriptors,
   groupd__v1__group_service__method_indices_by_name
 };
@@ -6076,6 +7712,70 @@ void groupd__v1__group_service__list_topics(ProtobufCService *service,
 {
   assert(service->descriptor == &groupd__v1__group_service__descriptor);
   service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__create_permission_group(ProtobufCService *service,
+                                                        const Groupd__V1__CreatePermissionGroupRequest *input,
+                                                        Groupd__V1__CreatePermissionGroupResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__update_permission_group(ProtobufCService *service,
+                                                        const Groupd__V1__UpdatePermissionGroupRequest *input,
+                                                        Groupd__V1__UpdatePermissionGroupResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 23, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__delete_permission_group(ProtobufCService *service,
+                                                        const Groupd__V1__DeletePermissionGroupRequest *input,
+                                                        Groupd__V1__DeletePermissionGroupResponse_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 24, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__list_permission_groups(ProtobufCService *service,
+                                                       const Groupd__V1__ListPermissionGroupsRequest *input,
+                                                       Groupd__V1__ListPermissionGroupsResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 25, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__add_permission_group_members(ProtobufCService *service,
+                                                             const Groupd__V1__AddPermissionGroupMembersRequest *input,
+                                                             Groupd__V1__AddPermissionGroupMembersResponse_Closure closure,
+                                                             void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 26, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__remove_permission_group_members(ProtobufCService *service,
+                                                                const Groupd__V1__RemovePermissionGroupMembersRequest *input,
+                                                                Groupd__V1__RemovePermissionGroupMembersResponse_Closure closure,
+                                                                void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 27, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__list_permission_group_members(ProtobufCService *service,
+                                                              const Groupd__V1__ListPermissionGroupMembersRequest *input,
+                                                              Groupd__V1__ListPermissionGroupMembersResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 28, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void groupd__v1__group_service__get_member_permissions(ProtobufCService *service,
+                                                       const Groupd__V1__GetMemberPermissionsRequest *input,
+                                                       Groupd__V1__GetMemberPermissionsResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &groupd__v1__group_service__descriptor);
+  service->invoke(service, 29, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
                                       Groupd__V1__GroupService_ServiceDestroy destroy)

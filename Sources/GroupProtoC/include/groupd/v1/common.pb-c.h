@@ -51,6 +51,9 @@ typedef struct Groupd__V1__ReadMark Groupd__V1__ReadMark;
 typedef struct Groupd__V1__MessageRecall Groupd__V1__MessageRecall;
 typedef struct Groupd__V1__MessageEdit Groupd__V1__MessageEdit;
 typedef struct Groupd__V1__TopicChange Groupd__V1__TopicChange;
+typedef struct Groupd__V1__TopicPermissions Groupd__V1__TopicPermissions;
+typedef struct Groupd__V1__PermissionGroup Groupd__V1__PermissionGroup;
+typedef struct Groupd__V1__PermissionGroupChange Groupd__V1__PermissionGroupChange;
 typedef struct Groupd__V1__AttributeVersion Groupd__V1__AttributeVersion;
 typedef struct Groupd__V1__AttributesChange Groupd__V1__AttributesChange;
 typedef struct Groupd__V1__InviteLink Groupd__V1__InviteLink;
@@ -788,9 +791,103 @@ typedef enum _Groupd__V1__EventKind {
    * messages; operator = who deleted it. To every member of the community.
    * Detail: topic (topic_id only).
    */
-  GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_DELETED = 55
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_TOPIC_DELETED = 55,
+  /*
+   * Tip, of a community: a permission group was created
+   * (CreatePermissionGroup); operator = its creator (empty: the backend).
+   * To every member of the community. Detail: permission_group (the group
+   * as created).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_CREATED = 56,
+  /*
+   * Tip, of a community: a permission group's name, custom data,
+   * permissions or topic permissions changed (UpdatePermissionGroup; the
+   * `everyone` group at its first update too). Detail: permission_group:
+   * changed_fields and their new values.
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_UPDATED = 57,
+  /*
+   * Tip, of a community: a permission group was deleted, or the `everyone`
+   * group reset (DeletePermissionGroup). Detail: permission_group
+   * (permission_group_id only).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_DELETED = 58,
+  /*
+   * Tip, of a community: members (targets) were added to or removed from a
+   * permission group (AddPermissionGroupMembers,
+   * RemovePermissionGroupMembers): their permissions changed. Detail:
+   * permission_group (permission_group_id, and changed_fields `added` or
+   * `removed`).
+   */
+  GROUPD__V1__EVENT_KIND__EVENT_KIND_MEMBER_PERMISSIONS_CHANGED = 59
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__EVENT_KIND)
 } Groupd__V1__EventKind;
+/*
+ * A permission a community's permission groups grant (Tencent's
+ * V2TIMCommunityPermissionValue and V2TIMTopicPermissionValue). A
+ * permission allows what a role would, where the member's role alone is
+ * refused; what acts on another member acts on ordinary members only (and
+ * on non-members, for bans). The owner holds every permission; admins hold
+ * what their role gives them and their groups' permissions.
+ */
+typedef enum _Groupd__V1__Permission {
+  /*
+   * Not a permission (refused: INVALID_ARGUMENT).
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_UNSPECIFIED = 0,
+  /*
+   * UpdateGroupProfile of the community (per-key write roles of custom
+   * fields still apply).
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MANAGE_PROFILE = 1,
+  /*
+   * KickMembers of ordinary members, HandleApplication, member profiles of
+   * ordinary members (SetMemberInfo).
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MANAGE_MEMBERS = 2,
+  /*
+   * CreatePermissionGroup, UpdatePermissionGroup, DeletePermissionGroup,
+   * AddPermissionGroupMembers, RemovePermissionGroupMembers.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MANAGE_PERMISSION_GROUPS = 3,
+  /*
+   * CreateTopic, UpdateTopic, DeleteTopic; as a topic value: UpdateTopic
+   * and DeleteTopic of that topic.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MANAGE_TOPICS = 4,
+  /*
+   * MuteMembers of ordinary members, SetGroupMute of the community and its
+   * topics; as a topic value: SetGroupMute of that topic.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MUTE_MEMBERS = 5,
+  /*
+   * BanMembers of ordinary members and non-members, UnbanMembers,
+   * ListBannedMembers.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_BAN_MEMBERS = 6,
+  /*
+   * InviteMembers and invite links.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_INVITE = 7,
+  /*
+   * SendGroupMessage in a topic whose defaults leave sending out (a
+   * community value: in every topic; a topic value: in that topic).
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_SEND_MESSAGE = 8,
+  /*
+   * Mention everyone (@all).
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MENTION_ALL = 9,
+  /*
+   * Recall and edit other members' messages.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_MANAGE_MESSAGES = 10,
+  /*
+   * PinGroupMessage, UnpinGroupMessage.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_PIN_MESSAGES = 11
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__PERMISSION)
+} Groupd__V1__Permission;
 /*
  * Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
  * when over its rate).
@@ -2013,6 +2110,126 @@ struct  Groupd__V1__TopicChange
 
 
 /*
+ * A permission group's permissions in one topic of its community.
+ */
+struct  Groupd__V1__TopicPermissions
+{
+  ProtobufCMessage base;
+  /*
+   * The topic.
+   */
+  char *topic_id;
+  /*
+   * Its permissions there: MANAGE_TOPICS, MUTE_MEMBERS, SEND_MESSAGE,
+   * MENTION_ALL, MANAGE_MESSAGES, PIN_MESSAGES. In the `everyone` group,
+   * SEND_MESSAGE, MENTION_ALL and PIN_MESSAGES are the topic's defaults:
+   * every ordinary member holds exactly those of the three there (plus
+   * what their own groups grant), whatever their role and the community's
+   * settings would give them; an empty list makes a read-only topic.
+   */
+  size_t n_permissions;
+  Groupd__V1__Permission *permissions;
+};
+#define GROUPD__V1__TOPIC_PERMISSIONS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__topic_permissions__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * A named set of permissions of a Community group (Tencent
+ * V2TIMPermissionGroupInfo), with values for the whole community and for
+ * single topics; members are in any number of them. The built-in
+ * `everyone` group holds every member: its community permissions are
+ * every member's, and its topic values are the topics' defaults.
+ */
+struct  Groupd__V1__PermissionGroup
+{
+  ProtobufCMessage base;
+  /*
+   * The id: `everyone`, or `PG` and 12 generated characters.
+   */
+  char *permission_group_id;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The name (as a group name; `everyone` for the built-in group).
+   */
+  char *name;
+  /*
+   * Opaque data of the app (at most `permission_group_custom_data_bytes`).
+   */
+  ProtobufCBinaryData custom_data;
+  /*
+   * What the group grants in the community and all its topics.
+   */
+  size_t n_permissions;
+  Groupd__V1__Permission *permissions;
+  /*
+   * What the group grants in single topics, by topic id (topics deleted
+   * since are left out).
+   */
+  size_t n_topic_permissions;
+  Groupd__V1__TopicPermissions **topic_permissions;
+  /*
+   * How many members are in it (`everyone`: the community's member count).
+   */
+  uint32_t member_count;
+  /*
+   * When it was created.
+   */
+  Google__Protobuf__Timestamp *create_time;
+  /*
+   * When its name, data or permissions last changed.
+   */
+  Google__Protobuf__Timestamp *update_time;
+};
+#define GROUPD__V1__PERMISSION_GROUP__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__permission_group__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, 0,NULL, 0,NULL, 0, NULL, NULL }
+
+
+/*
+ * PERMISSION_GROUP_CREATED / _UPDATED / _DELETED and
+ * MEMBER_PERMISSIONS_CHANGED detail (events of the community).
+ */
+struct  Groupd__V1__PermissionGroupChange
+{
+  ProtobufCMessage base;
+  /*
+   * The permission group.
+   */
+  char *permission_group_id;
+  /*
+   * The changed fields: `name`, `custom_data`, `permissions`,
+   * `topic_permissions` (CREATED: those it was created with);
+   * MEMBER_PERMISSIONS_CHANGED: `added` or `removed` (the members are the
+   * event's targets); DELETED: empty.
+   */
+  size_t n_changed_fields;
+  char **changed_fields;
+  /*
+   * The name, when `name` changed.
+   */
+  char *name;
+  /*
+   * The community permissions, when `permissions` changed.
+   */
+  size_t n_permissions;
+  Groupd__V1__Permission *permissions;
+  /*
+   * Every topic value, when `topic_permissions` changed.
+   */
+  size_t n_topic_permissions;
+  Groupd__V1__TopicPermissions **topic_permissions;
+};
+#define GROUPD__V1__PERMISSION_GROUP_CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__permission_group_change__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL }
+
+
+/*
  * A group attribute key and the version a write gave it.
  */
 struct  Groupd__V1__AttributeVersion
@@ -2132,7 +2349,8 @@ typedef enum {
   GROUPD__V1__GROUP_EVENT__DETAIL_PIN = 50,
   GROUPD__V1__GROUP_EVENT__DETAIL_READ_RECEIPTS = 51,
   GROUPD__V1__GROUP_EVENT__DETAIL_REACTION = 57,
-  GROUPD__V1__GROUP_EVENT__DETAIL_TOPIC = 61
+  GROUPD__V1__GROUP_EVENT__DETAIL_TOPIC = 61,
+  GROUPD__V1__GROUP_EVENT__DETAIL_PERMISSION_GROUP = 62
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__GROUP_EVENT__DETAIL__CASE)
 } Groupd__V1__GroupEvent__DetailCase;
 
@@ -2287,6 +2505,11 @@ struct  Groupd__V1__GroupEvent
      * TOPIC_CREATED, TOPIC_UPDATED, TOPIC_DELETED.
      */
     Groupd__V1__TopicChange *topic;
+    /*
+     * PERMISSION_GROUP_CREATED, PERMISSION_GROUP_UPDATED,
+     * PERMISSION_GROUP_DELETED, MEMBER_PERMISSIONS_CHANGED.
+     */
+    Groupd__V1__PermissionGroupChange *permission_group;
   };
 };
 #define GROUPD__V1__GROUP_EVENT__INIT \
@@ -3051,6 +3274,63 @@ Groupd__V1__TopicChange *
 void   groupd__v1__topic_change__free_unpacked
                      (Groupd__V1__TopicChange *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__TopicPermissions methods */
+void   groupd__v1__topic_permissions__init
+                     (Groupd__V1__TopicPermissions         *message);
+size_t groupd__v1__topic_permissions__get_packed_size
+                     (const Groupd__V1__TopicPermissions   *message);
+size_t groupd__v1__topic_permissions__pack
+                     (const Groupd__V1__TopicPermissions   *message,
+                      uint8_t             *out);
+size_t groupd__v1__topic_permissions__pack_to_buffer
+                     (const Groupd__V1__TopicPermissions   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__TopicPermissions *
+       groupd__v1__topic_permissions__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__topic_permissions__free_unpacked
+                     (Groupd__V1__TopicPermissions *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__PermissionGroup methods */
+void   groupd__v1__permission_group__init
+                     (Groupd__V1__PermissionGroup         *message);
+size_t groupd__v1__permission_group__get_packed_size
+                     (const Groupd__V1__PermissionGroup   *message);
+size_t groupd__v1__permission_group__pack
+                     (const Groupd__V1__PermissionGroup   *message,
+                      uint8_t             *out);
+size_t groupd__v1__permission_group__pack_to_buffer
+                     (const Groupd__V1__PermissionGroup   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__PermissionGroup *
+       groupd__v1__permission_group__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__permission_group__free_unpacked
+                     (Groupd__V1__PermissionGroup *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__PermissionGroupChange methods */
+void   groupd__v1__permission_group_change__init
+                     (Groupd__V1__PermissionGroupChange         *message);
+size_t groupd__v1__permission_group_change__get_packed_size
+                     (const Groupd__V1__PermissionGroupChange   *message);
+size_t groupd__v1__permission_group_change__pack
+                     (const Groupd__V1__PermissionGroupChange   *message,
+                      uint8_t             *out);
+size_t groupd__v1__permission_group_change__pack_to_buffer
+                     (const Groupd__V1__PermissionGroupChange   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__PermissionGroupChange *
+       groupd__v1__permission_group_change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__permission_group_change__free_unpacked
+                     (Groupd__V1__PermissionGroupChange *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__AttributeVersion methods */
 void   groupd__v1__attribute_version__init
                      (Groupd__V1__AttributeVersion         *message);
@@ -3272,6 +3552,15 @@ typedef void (*Groupd__V1__MessageEdit_Closure)
 typedef void (*Groupd__V1__TopicChange_Closure)
                  (const Groupd__V1__TopicChange *message,
                   void *closure_data);
+typedef void (*Groupd__V1__TopicPermissions_Closure)
+                 (const Groupd__V1__TopicPermissions *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__PermissionGroup_Closure)
+                 (const Groupd__V1__PermissionGroup *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__PermissionGroupChange_Closure)
+                 (const Groupd__V1__PermissionGroupChange *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__AttributeVersion_Closure)
                  (const Groupd__V1__AttributeVersion *message,
                   void *closure_data);
@@ -3315,6 +3604,7 @@ extern const ProtobufCEnumDescriptor    groupd__v1__application_role__descriptor
 extern const ProtobufCEnumDescriptor    groupd__v1__decision_state__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__handle_status__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__event_kind__descriptor;
+extern const ProtobufCEnumDescriptor    groupd__v1__permission__descriptor;
 extern const ProtobufCEnumDescriptor    groupd__v1__message_priority__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_settings__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__group_profile__descriptor;
@@ -3351,6 +3641,9 @@ extern const ProtobufCMessageDescriptor groupd__v1__read_mark__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_recall__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__topic_change__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__topic_permissions__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__permission_group__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__permission_group_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__attribute_version__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__attributes_change__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__invite_link__descriptor;

@@ -28,6 +28,22 @@ typedef struct Groupd__V1__DeleteTopicRequest Groupd__V1__DeleteTopicRequest;
 typedef struct Groupd__V1__DeleteTopicResponse Groupd__V1__DeleteTopicResponse;
 typedef struct Groupd__V1__ListTopicsRequest Groupd__V1__ListTopicsRequest;
 typedef struct Groupd__V1__ListTopicsResponse Groupd__V1__ListTopicsResponse;
+typedef struct Groupd__V1__CreatePermissionGroupRequest Groupd__V1__CreatePermissionGroupRequest;
+typedef struct Groupd__V1__CreatePermissionGroupResponse Groupd__V1__CreatePermissionGroupResponse;
+typedef struct Groupd__V1__UpdatePermissionGroupRequest Groupd__V1__UpdatePermissionGroupRequest;
+typedef struct Groupd__V1__UpdatePermissionGroupResponse Groupd__V1__UpdatePermissionGroupResponse;
+typedef struct Groupd__V1__DeletePermissionGroupRequest Groupd__V1__DeletePermissionGroupRequest;
+typedef struct Groupd__V1__DeletePermissionGroupResponse Groupd__V1__DeletePermissionGroupResponse;
+typedef struct Groupd__V1__ListPermissionGroupsRequest Groupd__V1__ListPermissionGroupsRequest;
+typedef struct Groupd__V1__ListPermissionGroupsResponse Groupd__V1__ListPermissionGroupsResponse;
+typedef struct Groupd__V1__AddPermissionGroupMembersRequest Groupd__V1__AddPermissionGroupMembersRequest;
+typedef struct Groupd__V1__AddPermissionGroupMembersResponse Groupd__V1__AddPermissionGroupMembersResponse;
+typedef struct Groupd__V1__RemovePermissionGroupMembersRequest Groupd__V1__RemovePermissionGroupMembersRequest;
+typedef struct Groupd__V1__RemovePermissionGroupMembersResponse Groupd__V1__RemovePermissionGroupMembersResponse;
+typedef struct Groupd__V1__ListPermissionGroupMembersRequest Groupd__V1__ListPermissionGroupMembersRequest;
+typedef struct Groupd__V1__ListPermissionGroupMembersResponse Groupd__V1__ListPermissionGroupMembersResponse;
+typedef struct Groupd__V1__GetMemberPermissionsRequest Groupd__V1__GetMemberPermissionsRequest;
+typedef struct Groupd__V1__GetMemberPermissionsResponse Groupd__V1__GetMemberPermissionsResponse;
 typedef struct Groupd__V1__SyncJoinedGroupsRequest Groupd__V1__SyncJoinedGroupsRequest;
 typedef struct Groupd__V1__SyncJoinedGroupsResponse Groupd__V1__SyncJoinedGroupsResponse;
 typedef struct Groupd__V1__InitialMember Groupd__V1__InitialMember;
@@ -309,6 +325,369 @@ struct  Groupd__V1__ListTopicsResponse
 #define GROUPD__V1__LIST_TOPICS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_topics_response__descriptor) \
     , 0,NULL }
+
+
+/*
+ * CreatePermissionGroup request.
+ */
+struct  Groupd__V1__CreatePermissionGroupRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The name (required).
+   */
+  char *name;
+  /*
+   * Opaque data of the app.
+   */
+  ProtobufCBinaryData custom_data;
+  /*
+   * What the group grants in the community and all its topics.
+   */
+  size_t n_permissions;
+  Groupd__V1__Permission *permissions;
+  /*
+   * What it grants in single topics (one entry per topic).
+   */
+  size_t n_topic_permissions;
+  Groupd__V1__TopicPermissions **topic_permissions;
+};
+#define GROUPD__V1__CREATE_PERMISSION_GROUP_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_permission_group_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, 0,NULL, 0,NULL }
+
+
+/*
+ * CreatePermissionGroup response.
+ */
+struct  Groupd__V1__CreatePermissionGroupResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The new permission group.
+   */
+  Groupd__V1__PermissionGroup *permission_group;
+};
+#define GROUPD__V1__CREATE_PERMISSION_GROUP_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_permission_group_response__descriptor) \
+    , NULL }
+
+
+/*
+ * UpdatePermissionGroup request.
+ */
+struct  Groupd__V1__UpdatePermissionGroupRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The permission group (`everyone` for the built-in one).
+   */
+  char *permission_group_id;
+  /*
+   * The fields to change: `name`, `custom_data`, `permissions`,
+   * `topic_permissions`, `topic_permissions.<topic id>`. Required.
+   */
+  Google__Protobuf__FieldMask *update_mask;
+  /*
+   * The new name, when masked.
+   */
+  char *name;
+  /*
+   * The new custom data, when masked.
+   */
+  ProtobufCBinaryData custom_data;
+  /*
+   * The new community permissions, when masked.
+   */
+  size_t n_permissions;
+  Groupd__V1__Permission *permissions;
+  /*
+   * The new topic values, for the masked topic paths (one entry per topic).
+   */
+  size_t n_topic_permissions;
+  Groupd__V1__TopicPermissions **topic_permissions;
+};
+#define GROUPD__V1__UPDATE_PERMISSION_GROUP_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_permission_group_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, {0,NULL}, 0,NULL, 0,NULL }
+
+
+/*
+ * UpdatePermissionGroup response.
+ */
+struct  Groupd__V1__UpdatePermissionGroupResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The permission group after the change.
+   */
+  Groupd__V1__PermissionGroup *permission_group;
+};
+#define GROUPD__V1__UPDATE_PERMISSION_GROUP_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_permission_group_response__descriptor) \
+    , NULL }
+
+
+/*
+ * DeletePermissionGroup request.
+ */
+struct  Groupd__V1__DeletePermissionGroupRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The permission group.
+   */
+  char *permission_group_id;
+};
+#define GROUPD__V1__DELETE_PERMISSION_GROUP_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__delete_permission_group_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * DeletePermissionGroup response.
+ */
+struct  Groupd__V1__DeletePermissionGroupResponse
+{
+  ProtobufCMessage base;
+};
+#define GROUPD__V1__DELETE_PERMISSION_GROUP_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__delete_permission_group_response__descriptor) \
+     }
+
+
+/*
+ * ListPermissionGroups request.
+ */
+struct  Groupd__V1__ListPermissionGroupsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * Only these groups (ids that are none of the community's are left out).
+   */
+  size_t n_permission_group_ids;
+  char **permission_group_ids;
+  /*
+   * Only the groups this member is in (`everyone` included).
+   */
+  char *user_id;
+};
+#define GROUPD__V1__LIST_PERMISSION_GROUPS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_permission_groups_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * ListPermissionGroups response.
+ */
+struct  Groupd__V1__ListPermissionGroupsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The permission groups, `everyone` first, then in creation order.
+   */
+  size_t n_permission_groups;
+  Groupd__V1__PermissionGroup **permission_groups;
+};
+#define GROUPD__V1__LIST_PERMISSION_GROUPS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_permission_groups_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * AddPermissionGroupMembers request.
+ */
+struct  Groupd__V1__AddPermissionGroupMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The permission group (not `everyone`).
+   */
+  char *permission_group_id;
+  /*
+   * The members to add (1 to the app's batch limit).
+   */
+  size_t n_user_ids;
+  char **user_ids;
+};
+#define GROUPD__V1__ADD_PERMISSION_GROUP_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__add_permission_group_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * AddPermissionGroupMembers response.
+ */
+struct  Groupd__V1__AddPermissionGroupMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One result per requested user.
+   */
+  size_t n_results;
+  Groupd__V1__MemberResult **results;
+};
+#define GROUPD__V1__ADD_PERMISSION_GROUP_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__add_permission_group_members_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * RemovePermissionGroupMembers request.
+ */
+struct  Groupd__V1__RemovePermissionGroupMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The permission group (not `everyone`).
+   */
+  char *permission_group_id;
+  /*
+   * The members to remove (1 to the app's batch limit).
+   */
+  size_t n_user_ids;
+  char **user_ids;
+};
+#define GROUPD__V1__REMOVE_PERMISSION_GROUP_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__remove_permission_group_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * RemovePermissionGroupMembers response.
+ */
+struct  Groupd__V1__RemovePermissionGroupMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One result per requested user.
+   */
+  size_t n_results;
+  Groupd__V1__MemberResult **results;
+};
+#define GROUPD__V1__REMOVE_PERMISSION_GROUP_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__remove_permission_group_members_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * ListPermissionGroupMembers request.
+ */
+struct  Groupd__V1__ListPermissionGroupMembersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community.
+   */
+  char *group_id;
+  /*
+   * The permission group (not `everyone`).
+   */
+  char *permission_group_id;
+  /*
+   * At most this many members (0: the app's default page size).
+   */
+  int32_t page_size;
+  /*
+   * The next_page_token of the previous page; empty for the first.
+   */
+  char *page_token;
+};
+#define GROUPD__V1__LIST_PERMISSION_GROUP_MEMBERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_permission_group_members_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * ListPermissionGroupMembers response.
+ */
+struct  Groupd__V1__ListPermissionGroupMembersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The members' user ids, in user id order.
+   */
+  size_t n_user_ids;
+  char **user_ids;
+  /*
+   * The token of the next page; empty on the last.
+   */
+  char *next_page_token;
+};
+#define GROUPD__V1__LIST_PERMISSION_GROUP_MEMBERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__list_permission_group_members_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * GetMemberPermissions request.
+ */
+struct  Groupd__V1__GetMemberPermissionsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The community, or one of its topics.
+   */
+  char *group_id;
+  /*
+   * The member (empty: the caller).
+   */
+  char *user_id;
+};
+#define GROUPD__V1__GET_MEMBER_PERMISSIONS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_member_permissions_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * GetMemberPermissions response.
+ */
+struct  Groupd__V1__GetMemberPermissionsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The member's role in the community.
+   */
+  Groupd__V1__MemberRole role;
+  /*
+   * What the member may do there, permission by permission (mutes are not
+   * counted: they are checked with the time).
+   */
+  size_t n_permissions;
+  Groupd__V1__Permission *permissions;
+  /*
+   * The permission groups the member is in (`everyone` not listed).
+   */
+  size_t n_permission_group_ids;
+  char **permission_group_ids;
+};
+#define GROUPD__V1__GET_MEMBER_PERMISSIONS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__get_member_permissions_response__descriptor) \
+    , GROUPD__V1__MEMBER_ROLE__MEMBER_ROLE_UNSPECIFIED, 0,NULL, 0,NULL }
 
 
 /*
@@ -1597,6 +1976,310 @@ Groupd__V1__ListTopicsResponse *
 void   groupd__v1__list_topics_response__free_unpacked
                      (Groupd__V1__ListTopicsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Groupd__V1__CreatePermissionGroupRequest methods */
+void   groupd__v1__create_permission_group_request__init
+                     (Groupd__V1__CreatePermissionGroupRequest         *message);
+size_t groupd__v1__create_permission_group_request__get_packed_size
+                     (const Groupd__V1__CreatePermissionGroupRequest   *message);
+size_t groupd__v1__create_permission_group_request__pack
+                     (const Groupd__V1__CreatePermissionGroupRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__create_permission_group_request__pack_to_buffer
+                     (const Groupd__V1__CreatePermissionGroupRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__CreatePermissionGroupRequest *
+       groupd__v1__create_permission_group_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__create_permission_group_request__free_unpacked
+                     (Groupd__V1__CreatePermissionGroupRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__CreatePermissionGroupResponse methods */
+void   groupd__v1__create_permission_group_response__init
+                     (Groupd__V1__CreatePermissionGroupResponse         *message);
+size_t groupd__v1__create_permission_group_response__get_packed_size
+                     (const Groupd__V1__CreatePermissionGroupResponse   *message);
+size_t groupd__v1__create_permission_group_response__pack
+                     (const Groupd__V1__CreatePermissionGroupResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__create_permission_group_response__pack_to_buffer
+                     (const Groupd__V1__CreatePermissionGroupResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__CreatePermissionGroupResponse *
+       groupd__v1__create_permission_group_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__create_permission_group_response__free_unpacked
+                     (Groupd__V1__CreatePermissionGroupResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UpdatePermissionGroupRequest methods */
+void   groupd__v1__update_permission_group_request__init
+                     (Groupd__V1__UpdatePermissionGroupRequest         *message);
+size_t groupd__v1__update_permission_group_request__get_packed_size
+                     (const Groupd__V1__UpdatePermissionGroupRequest   *message);
+size_t groupd__v1__update_permission_group_request__pack
+                     (const Groupd__V1__UpdatePermissionGroupRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__update_permission_group_request__pack_to_buffer
+                     (const Groupd__V1__UpdatePermissionGroupRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UpdatePermissionGroupRequest *
+       groupd__v1__update_permission_group_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__update_permission_group_request__free_unpacked
+                     (Groupd__V1__UpdatePermissionGroupRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__UpdatePermissionGroupResponse methods */
+void   groupd__v1__update_permission_group_response__init
+                     (Groupd__V1__UpdatePermissionGroupResponse         *message);
+size_t groupd__v1__update_permission_group_response__get_packed_size
+                     (const Groupd__V1__UpdatePermissionGroupResponse   *message);
+size_t groupd__v1__update_permission_group_response__pack
+                     (const Groupd__V1__UpdatePermissionGroupResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__update_permission_group_response__pack_to_buffer
+                     (const Groupd__V1__UpdatePermissionGroupResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__UpdatePermissionGroupResponse *
+       groupd__v1__update_permission_group_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__update_permission_group_response__free_unpacked
+                     (Groupd__V1__UpdatePermissionGroupResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__DeletePermissionGroupRequest methods */
+void   groupd__v1__delete_permission_group_request__init
+                     (Groupd__V1__DeletePermissionGroupRequest         *message);
+size_t groupd__v1__delete_permission_group_request__get_packed_size
+                     (const Groupd__V1__DeletePermissionGroupRequest   *message);
+size_t groupd__v1__delete_permission_group_request__pack
+                     (const Groupd__V1__DeletePermissionGroupRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__delete_permission_group_request__pack_to_buffer
+                     (const Groupd__V1__DeletePermissionGroupRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__DeletePermissionGroupRequest *
+       groupd__v1__delete_permission_group_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__delete_permission_group_request__free_unpacked
+                     (Groupd__V1__DeletePermissionGroupRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__DeletePermissionGroupResponse methods */
+void   groupd__v1__delete_permission_group_response__init
+                     (Groupd__V1__DeletePermissionGroupResponse         *message);
+size_t groupd__v1__delete_permission_group_response__get_packed_size
+                     (const Groupd__V1__DeletePermissionGroupResponse   *message);
+size_t groupd__v1__delete_permission_group_response__pack
+                     (const Groupd__V1__DeletePermissionGroupResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__delete_permission_group_response__pack_to_buffer
+                     (const Groupd__V1__DeletePermissionGroupResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__DeletePermissionGroupResponse *
+       groupd__v1__delete_permission_group_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__delete_permission_group_response__free_unpacked
+                     (Groupd__V1__DeletePermissionGroupResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListPermissionGroupsRequest methods */
+void   groupd__v1__list_permission_groups_request__init
+                     (Groupd__V1__ListPermissionGroupsRequest         *message);
+size_t groupd__v1__list_permission_groups_request__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupsRequest   *message);
+size_t groupd__v1__list_permission_groups_request__pack
+                     (const Groupd__V1__ListPermissionGroupsRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_permission_groups_request__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListPermissionGroupsRequest *
+       groupd__v1__list_permission_groups_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_permission_groups_request__free_unpacked
+                     (Groupd__V1__ListPermissionGroupsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListPermissionGroupsResponse methods */
+void   groupd__v1__list_permission_groups_response__init
+                     (Groupd__V1__ListPermissionGroupsResponse         *message);
+size_t groupd__v1__list_permission_groups_response__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupsResponse   *message);
+size_t groupd__v1__list_permission_groups_response__pack
+                     (const Groupd__V1__ListPermissionGroupsResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_permission_groups_response__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListPermissionGroupsResponse *
+       groupd__v1__list_permission_groups_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_permission_groups_response__free_unpacked
+                     (Groupd__V1__ListPermissionGroupsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AddPermissionGroupMembersRequest methods */
+void   groupd__v1__add_permission_group_members_request__init
+                     (Groupd__V1__AddPermissionGroupMembersRequest         *message);
+size_t groupd__v1__add_permission_group_members_request__get_packed_size
+                     (const Groupd__V1__AddPermissionGroupMembersRequest   *message);
+size_t groupd__v1__add_permission_group_members_request__pack
+                     (const Groupd__V1__AddPermissionGroupMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__add_permission_group_members_request__pack_to_buffer
+                     (const Groupd__V1__AddPermissionGroupMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AddPermissionGroupMembersRequest *
+       groupd__v1__add_permission_group_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__add_permission_group_members_request__free_unpacked
+                     (Groupd__V1__AddPermissionGroupMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__AddPermissionGroupMembersResponse methods */
+void   groupd__v1__add_permission_group_members_response__init
+                     (Groupd__V1__AddPermissionGroupMembersResponse         *message);
+size_t groupd__v1__add_permission_group_members_response__get_packed_size
+                     (const Groupd__V1__AddPermissionGroupMembersResponse   *message);
+size_t groupd__v1__add_permission_group_members_response__pack
+                     (const Groupd__V1__AddPermissionGroupMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__add_permission_group_members_response__pack_to_buffer
+                     (const Groupd__V1__AddPermissionGroupMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__AddPermissionGroupMembersResponse *
+       groupd__v1__add_permission_group_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__add_permission_group_members_response__free_unpacked
+                     (Groupd__V1__AddPermissionGroupMembersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RemovePermissionGroupMembersRequest methods */
+void   groupd__v1__remove_permission_group_members_request__init
+                     (Groupd__V1__RemovePermissionGroupMembersRequest         *message);
+size_t groupd__v1__remove_permission_group_members_request__get_packed_size
+                     (const Groupd__V1__RemovePermissionGroupMembersRequest   *message);
+size_t groupd__v1__remove_permission_group_members_request__pack
+                     (const Groupd__V1__RemovePermissionGroupMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__remove_permission_group_members_request__pack_to_buffer
+                     (const Groupd__V1__RemovePermissionGroupMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RemovePermissionGroupMembersRequest *
+       groupd__v1__remove_permission_group_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__remove_permission_group_members_request__free_unpacked
+                     (Groupd__V1__RemovePermissionGroupMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__RemovePermissionGroupMembersResponse methods */
+void   groupd__v1__remove_permission_group_members_response__init
+                     (Groupd__V1__RemovePermissionGroupMembersResponse         *message);
+size_t groupd__v1__remove_permission_group_members_response__get_packed_size
+                     (const Groupd__V1__RemovePermissionGroupMembersResponse   *message);
+size_t groupd__v1__remove_permission_group_members_response__pack
+                     (const Groupd__V1__RemovePermissionGroupMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__remove_permission_group_members_response__pack_to_buffer
+                     (const Groupd__V1__RemovePermissionGroupMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__RemovePermissionGroupMembersResponse *
+       groupd__v1__remove_permission_group_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__remove_permission_group_members_response__free_unpacked
+                     (Groupd__V1__RemovePermissionGroupMembersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListPermissionGroupMembersRequest methods */
+void   groupd__v1__list_permission_group_members_request__init
+                     (Groupd__V1__ListPermissionGroupMembersRequest         *message);
+size_t groupd__v1__list_permission_group_members_request__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupMembersRequest   *message);
+size_t groupd__v1__list_permission_group_members_request__pack
+                     (const Groupd__V1__ListPermissionGroupMembersRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_permission_group_members_request__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupMembersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListPermissionGroupMembersRequest *
+       groupd__v1__list_permission_group_members_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_permission_group_members_request__free_unpacked
+                     (Groupd__V1__ListPermissionGroupMembersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__ListPermissionGroupMembersResponse methods */
+void   groupd__v1__list_permission_group_members_response__init
+                     (Groupd__V1__ListPermissionGroupMembersResponse         *message);
+size_t groupd__v1__list_permission_group_members_response__get_packed_size
+                     (const Groupd__V1__ListPermissionGroupMembersResponse   *message);
+size_t groupd__v1__list_permission_group_members_response__pack
+                     (const Groupd__V1__ListPermissionGroupMembersResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__list_permission_group_members_response__pack_to_buffer
+                     (const Groupd__V1__ListPermissionGroupMembersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__ListPermissionGroupMembersResponse *
+       groupd__v1__list_permission_group_members_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__list_permission_group_members_response__free_unpacked
+                     (Groupd__V1__ListPermissionGroupMembersResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetMemberPermissionsRequest methods */
+void   groupd__v1__get_member_permissions_request__init
+                     (Groupd__V1__GetMemberPermissionsRequest         *message);
+size_t groupd__v1__get_member_permissions_request__get_packed_size
+                     (const Groupd__V1__GetMemberPermissionsRequest   *message);
+size_t groupd__v1__get_member_permissions_request__pack
+                     (const Groupd__V1__GetMemberPermissionsRequest   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_member_permissions_request__pack_to_buffer
+                     (const Groupd__V1__GetMemberPermissionsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetMemberPermissionsRequest *
+       groupd__v1__get_member_permissions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_member_permissions_request__free_unpacked
+                     (Groupd__V1__GetMemberPermissionsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Groupd__V1__GetMemberPermissionsResponse methods */
+void   groupd__v1__get_member_permissions_response__init
+                     (Groupd__V1__GetMemberPermissionsResponse         *message);
+size_t groupd__v1__get_member_permissions_response__get_packed_size
+                     (const Groupd__V1__GetMemberPermissionsResponse   *message);
+size_t groupd__v1__get_member_permissions_response__pack
+                     (const Groupd__V1__GetMemberPermissionsResponse   *message,
+                      uint8_t             *out);
+size_t groupd__v1__get_member_permissions_response__pack_to_buffer
+                     (const Groupd__V1__GetMemberPermissionsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Groupd__V1__GetMemberPermissionsResponse *
+       groupd__v1__get_member_permissions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   groupd__v1__get_member_permissions_response__free_unpacked
+                     (Groupd__V1__GetMemberPermissionsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Groupd__V1__SyncJoinedGroupsRequest methods */
 void   groupd__v1__sync_joined_groups_request__init
                      (Groupd__V1__SyncJoinedGroupsRequest         *message);
@@ -2470,6 +3153,54 @@ typedef void (*Groupd__V1__ListTopicsRequest_Closure)
 typedef void (*Groupd__V1__ListTopicsResponse_Closure)
                  (const Groupd__V1__ListTopicsResponse *message,
                   void *closure_data);
+typedef void (*Groupd__V1__CreatePermissionGroupRequest_Closure)
+                 (const Groupd__V1__CreatePermissionGroupRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__CreatePermissionGroupResponse_Closure)
+                 (const Groupd__V1__CreatePermissionGroupResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UpdatePermissionGroupRequest_Closure)
+                 (const Groupd__V1__UpdatePermissionGroupRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__UpdatePermissionGroupResponse_Closure)
+                 (const Groupd__V1__UpdatePermissionGroupResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__DeletePermissionGroupRequest_Closure)
+                 (const Groupd__V1__DeletePermissionGroupRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__DeletePermissionGroupResponse_Closure)
+                 (const Groupd__V1__DeletePermissionGroupResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListPermissionGroupsRequest_Closure)
+                 (const Groupd__V1__ListPermissionGroupsRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListPermissionGroupsResponse_Closure)
+                 (const Groupd__V1__ListPermissionGroupsResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AddPermissionGroupMembersRequest_Closure)
+                 (const Groupd__V1__AddPermissionGroupMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__AddPermissionGroupMembersResponse_Closure)
+                 (const Groupd__V1__AddPermissionGroupMembersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RemovePermissionGroupMembersRequest_Closure)
+                 (const Groupd__V1__RemovePermissionGroupMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__RemovePermissionGroupMembersResponse_Closure)
+                 (const Groupd__V1__RemovePermissionGroupMembersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListPermissionGroupMembersRequest_Closure)
+                 (const Groupd__V1__ListPermissionGroupMembersRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__ListPermissionGroupMembersResponse_Closure)
+                 (const Groupd__V1__ListPermissionGroupMembersResponse *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetMemberPermissionsRequest_Closure)
+                 (const Groupd__V1__GetMemberPermissionsRequest *message,
+                  void *closure_data);
+typedef void (*Groupd__V1__GetMemberPermissionsResponse_Closure)
+                 (const Groupd__V1__GetMemberPermissionsResponse *message,
+                  void *closure_data);
 typedef void (*Groupd__V1__SyncJoinedGroupsRequest_Closure)
                  (const Groupd__V1__SyncJoinedGroupsRequest *message,
                   void *closure_data);
@@ -2718,6 +3449,38 @@ struct Groupd__V1__GroupService_Service
                       const Groupd__V1__ListTopicsRequest *input,
                       Groupd__V1__ListTopicsResponse_Closure closure,
                       void *closure_data);
+  void (*create_permission_group)(Groupd__V1__GroupService_Service *service,
+                                  const Groupd__V1__CreatePermissionGroupRequest *input,
+                                  Groupd__V1__CreatePermissionGroupResponse_Closure closure,
+                                  void *closure_data);
+  void (*update_permission_group)(Groupd__V1__GroupService_Service *service,
+                                  const Groupd__V1__UpdatePermissionGroupRequest *input,
+                                  Groupd__V1__UpdatePermissionGroupResponse_Closure closure,
+                                  void *closure_data);
+  void (*delete_permission_group)(Groupd__V1__GroupService_Service *service,
+                                  const Groupd__V1__DeletePermissionGroupRequest *input,
+                                  Groupd__V1__DeletePermissionGroupResponse_Closure closure,
+                                  void *closure_data);
+  void (*list_permission_groups)(Groupd__V1__GroupService_Service *service,
+                                 const Groupd__V1__ListPermissionGroupsRequest *input,
+                                 Groupd__V1__ListPermissionGroupsResponse_Closure closure,
+                                 void *closure_data);
+  void (*add_permission_group_members)(Groupd__V1__GroupService_Service *service,
+                                       const Groupd__V1__AddPermissionGroupMembersRequest *input,
+                                       Groupd__V1__AddPermissionGroupMembersResponse_Closure closure,
+                                       void *closure_data);
+  void (*remove_permission_group_members)(Groupd__V1__GroupService_Service *service,
+                                          const Groupd__V1__RemovePermissionGroupMembersRequest *input,
+                                          Groupd__V1__RemovePermissionGroupMembersResponse_Closure closure,
+                                          void *closure_data);
+  void (*list_permission_group_members)(Groupd__V1__GroupService_Service *service,
+                                        const Groupd__V1__ListPermissionGroupMembersRequest *input,
+                                        Groupd__V1__ListPermissionGroupMembersResponse_Closure closure,
+                                        void *closure_data);
+  void (*get_member_permissions)(Groupd__V1__GroupService_Service *service,
+                                 const Groupd__V1__GetMemberPermissionsRequest *input,
+                                 Groupd__V1__GetMemberPermissionsResponse_Closure closure,
+                                 void *closure_data);
 };
 typedef void (*Groupd__V1__GroupService_ServiceDestroy)(Groupd__V1__GroupService_Service *);
 void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
@@ -2747,7 +3510,15 @@ void groupd__v1__group_service__init (Groupd__V1__GroupService_Service *service,
       function_prefix__ ## create_topic,\
       function_prefix__ ## update_topic,\
       function_prefix__ ## delete_topic,\
-      function_prefix__ ## list_topics  }
+      function_prefix__ ## list_topics,\
+      function_prefix__ ## create_permission_group,\
+      function_prefix__ ## update_permission_group,\
+      function_prefix__ ## delete_permission_group,\
+      function_prefix__ ## list_permission_groups,\
+      function_prefix__ ## add_permission_group_members,\
+      function_prefix__ ## remove_permission_group_members,\
+      function_prefix__ ## list_permission_group_members,\
+      function_prefix__ ## get_member_permissions  }
 void groupd__v1__group_service__create_group(ProtobufCService *service,
                                              const Groupd__V1__CreateGroupRequest *input,
                                              Groupd__V1__CreateGroupResponse_Closure closure,
@@ -2836,6 +3607,38 @@ void groupd__v1__group_service__list_topics(ProtobufCService *service,
                                             const Groupd__V1__ListTopicsRequest *input,
                                             Groupd__V1__ListTopicsResponse_Closure closure,
                                             void *closure_data);
+void groupd__v1__group_service__create_permission_group(ProtobufCService *service,
+                                                        const Groupd__V1__CreatePermissionGroupRequest *input,
+                                                        Groupd__V1__CreatePermissionGroupResponse_Closure closure,
+                                                        void *closure_data);
+void groupd__v1__group_service__update_permission_group(ProtobufCService *service,
+                                                        const Groupd__V1__UpdatePermissionGroupRequest *input,
+                                                        Groupd__V1__UpdatePermissionGroupResponse_Closure closure,
+                                                        void *closure_data);
+void groupd__v1__group_service__delete_permission_group(ProtobufCService *service,
+                                                        const Groupd__V1__DeletePermissionGroupRequest *input,
+                                                        Groupd__V1__DeletePermissionGroupResponse_Closure closure,
+                                                        void *closure_data);
+void groupd__v1__group_service__list_permission_groups(ProtobufCService *service,
+                                                       const Groupd__V1__ListPermissionGroupsRequest *input,
+                                                       Groupd__V1__ListPermissionGroupsResponse_Closure closure,
+                                                       void *closure_data);
+void groupd__v1__group_service__add_permission_group_members(ProtobufCService *service,
+                                                             const Groupd__V1__AddPermissionGroupMembersRequest *input,
+                                                             Groupd__V1__AddPermissionGroupMembersResponse_Closure closure,
+                                                             void *closure_data);
+void groupd__v1__group_service__remove_permission_group_members(ProtobufCService *service,
+                                                                const Groupd__V1__RemovePermissionGroupMembersRequest *input,
+                                                                Groupd__V1__RemovePermissionGroupMembersResponse_Closure closure,
+                                                                void *closure_data);
+void groupd__v1__group_service__list_permission_group_members(ProtobufCService *service,
+                                                              const Groupd__V1__ListPermissionGroupMembersRequest *input,
+                                                              Groupd__V1__ListPermissionGroupMembersResponse_Closure closure,
+                                                              void *closure_data);
+void groupd__v1__group_service__get_member_permissions(ProtobufCService *service,
+                                                       const Groupd__V1__GetMemberPermissionsRequest *input,
+                                                       Groupd__V1__GetMemberPermissionsResponse_Closure closure,
+                                                       void *closure_data);
 
 /* --- descriptors --- */
 
@@ -2851,6 +3654,22 @@ extern const ProtobufCMessageDescriptor groupd__v1__delete_topic_request__descri
 extern const ProtobufCMessageDescriptor groupd__v1__delete_topic_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_topics_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__list_topics_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_permission_group_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__create_permission_group_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_permission_group_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__update_permission_group_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__delete_permission_group_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__delete_permission_group_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_permission_groups_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_permission_groups_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__add_permission_group_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__add_permission_group_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__remove_permission_group_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__remove_permission_group_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_permission_group_members_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__list_permission_group_members_response__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_member_permissions_request__descriptor;
+extern const ProtobufCMessageDescriptor groupd__v1__get_member_permissions_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_request__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__sync_joined_groups_response__descriptor;
 extern const ProtobufCMessageDescriptor groupd__v1__initial_member__descriptor;
