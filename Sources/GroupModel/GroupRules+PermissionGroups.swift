@@ -6,15 +6,17 @@ public struct PermissionGroupUpdate: Sendable, Hashable {
     public var customData: [UInt8]?
     /// The community value.
     public var permissions: PermissionSet?
-    /// Topic values to set (topic id → permissions; an empty set removes the topic's value).
-    public var topicPermissions: [String: PermissionSet]
+    /// Topic values to set (topic id → permissions; `nil` removes the topic's value). An empty
+    /// set removes it too, except in the ``PermissionGroup/everyoneID`` group, where it is a
+    /// topic whose defaults hold nothing (read-only for ordinary members).
+    public var topicPermissions: [String: PermissionSet?]
     /// Whether the given ``topicPermissions`` replace every topic value (else they are merged).
     public var replacesTopicPermissions: Bool
 
     /// Creates an update.
     public init(
         name: String? = nil, customData: [UInt8]? = nil, permissions: PermissionSet? = nil,
-        topicPermissions: [String: PermissionSet] = [:], replacesTopicPermissions: Bool = false
+        topicPermissions: [String: PermissionSet?] = [:], replacesTopicPermissions: Bool = false
     ) {
         self.name = name
         self.customData = customData
@@ -126,7 +128,8 @@ extension GroupRules {
         }
         let group = PermissionGroup(
             id: id, name: name, customData: request.customData ?? [], permissions: request.permissions ?? [],
-            topicPermissions: request.topicPermissions.filter { !$0.value.isEmpty }, createdAt: now, updatedAt: now)
+            topicPermissions: request.topicPermissions.compactMapValues { $0 }.filter { !$0.value.isEmpty },
+            createdAt: now, updatedAt: now)
         var after = community
         after.permissionGroups.append(group)
         var fields: Set<String> = ["name", "permissions", "topic_permissions"]
@@ -165,14 +168,18 @@ extension GroupRules {
         if let data = update.customData { after.customData = data }
         if let permissions = update.permissions { after.permissions = permissions }
         if update.replacesTopicPermissions { after.topicPermissions = [:] }
-        for (topic, value) in update.topicPermissions { after.topicPermissions[topic] = value.isEmpty ? nil : value }
+        for (topic, value) in update.topicPermissions {
+            after.topicPermissions[topic] = value.flatMap { $0.isEmpty && !after.isEveryone ? nil : $0 }
+        }
         var fields: Set<String> = []
         if after.name != before.name { fields.insert("name") }
         if after.customData != before.customData { fields.insert("custom_data") }
         if after.permissions != before.permissions { fields.insert("permissions") }
         if after.topicPermissions != before.topicPermissions { fields.insert("topic_permissions") }
         let stored = community.permissionGroup(id)
-        if fields.isEmpty, stored?.topicPermissions == before.topicPermissions { return (.unchanged(community), stored ?? before) }
+        if fields.isEmpty, stored.map({ $0.topicPermissions == before.topicPermissions }) ?? true {
+            return (.unchanged(community), stored ?? before)
+        }
         if !fields.isEmpty { after.updatedAt = now }
         var group = community
         if let index = group.permissionGroups.firstIndex(where: { $0.id == id }) {
@@ -316,8 +323,8 @@ extension GroupRules {
         }
         var given = request.permissions ?? []
         for topic in request.topicPermissions.keys.sorted() {
-            let value = request.topicPermissions[topic]!
-            if !value.isEmpty, !liveTopics.contains(topic) {
+            guard let value = request.topicPermissions[topic]! else { continue }
+            if !liveTopics.contains(topic) {
                 throw GroupError(
                     code: .notFound, reason: .groupNotFound, message: "the community has no topic \(topic)",
                     metadata: ["field": "topic_permissions", "topic_id": topic])

@@ -111,7 +111,7 @@ dialog input, dialog select { width: 100%; }
 """#),
         "/console.js": ConsoleFile(
             contentType: "text/javascript; charset=utf-8",
-            etag: "\"cb17dac6b2df1984\"",
+            etag: "\"2b33907bb29a172b\"",
             text: ##"""
 // groupd operator console: one page, hash routes, the Connect JSON API of this origin.
 // The admin token lives in a variable of this closure only: never in localStorage, sessionStorage,
@@ -1084,7 +1084,8 @@ dialog input, dialog select { width: 100%; }
     "GROUP_DISMISSED", "GROUP_REVOKED", "APPLICATION_RECEIVED", "APPLICATION_ACCEPTED", "APPLICATION_REFUSED", "APPLICATION_WITHDRAWN",
     "INVITATION_RECEIVED", "INVITATION_ACCEPTED", "INVITATION_REFUSED", "MEMBER_INFO_CHANGED", "MESSAGE_RECALLED", "MESSAGE_EDITED", "MESSAGE_PINNED",
     "MESSAGE_UNPINNED", "MESSAGE_REACTION_ADDED", "MESSAGE_REACTION_REMOVED", "GROUP_ATTRIBUTES_CHANGED", "INVITE_LINK_CREATED", "INVITE_LINK_REVOKED", "TOPIC_CREATED",
-    "TOPIC_UPDATED", "TOPIC_DELETED", "CUSTOM_NOTIFICATION"];
+    "TOPIC_UPDATED", "TOPIC_DELETED", "PERMISSION_GROUP_CREATED", "PERMISSION_GROUP_UPDATED", "PERMISSION_GROUP_DELETED",
+    "MEMBER_PERMISSIONS_CHANGED", "CUSTOM_NOTIFICATION"];
 
   function renderTail(view) {
     const groups = h("input", { id: "tail-groups", value: tail.groups, placeholder: "every group", size: 30 });

@@ -65,7 +65,7 @@ struct APIShapeTests {
         #expect(watch.isServerStreaming)
         #expect(Grpc_Health_V1_Health.name == "grpc.health.v1.Health")
         #expect(Groupd_V1_EventService.Method.subscribe.isServerStreaming)
-        #expect(Groupd_V1_GroupService.allMethods.count == 22)
+        #expect(Groupd_V1_GroupService.allMethods.count == 30)
         #expect(Groupd_V1_MemberService.allMethods.count == 21)
         #expect(Groupd_V1_MessageService.allMethods.count == 14)
     }

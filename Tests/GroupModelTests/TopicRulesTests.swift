@@ -65,7 +65,8 @@ struct TopicRulesTests {
             .kick(target: .member), .setRole(target: .member, to: .admin), .muteMember(target: .member),
             .ban(target: .member), .manageBans, .updateMuteBypass, .editMemberInfo(.own), .setOwnPreferences,
             .listMembers, .viewMemberInfo, .handleApplication, .sendCustomNotification, .importData, .readAttributes,
-            .writeAttributes, .manageInviteLinks, .joinByInviteLink, .manageTopics, .revoke, .setMaxMembers,
+            .writeAttributes, .manageInviteLinks, .joinByInviteLink, .manageTopics, .managePermissionGroups, .revoke,
+            .setMaxMembers,
         ]
         for action in others {
             #expect(!action.appliesToTopic)

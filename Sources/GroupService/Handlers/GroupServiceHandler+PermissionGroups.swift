@@ -66,7 +66,8 @@ extension GroupServiceHandler {
         let create = PermissionGroupUpdate(
             name: request.name, customData: request.customData.isEmpty ? nil : request.customData,
             permissions: try PermissionMapping.set(request.permissions, field: "permissions"),
-            topicPermissions: try PermissionMapping.topicValues(request.topicPermissions, field: "topic_permissions"))
+            topicPermissions: try PermissionMapping.topicValues(request.topicPermissions, field: "topic_permissions")
+                .mapValues { Optional($0) })
         let liveTopics = try await topicIDs(of: request.groupID, named: !create.topicPermissions.isEmpty, call)
         let (limits, now, id) = (call.limits, clock.now(), PermissionGroup.generateID())
         let result = try await service.mutate(call, groupID: request.groupID) { snapshot, op in
@@ -266,10 +267,11 @@ extension GroupServiceHandler {
             case "permissions": update.permissions = try PermissionMapping.set(request.permissions, field: "permissions")
             case "topic_permissions":
                 update.replacesTopicPermissions = true
-                update.topicPermissions.merge(given) { _, new in new }
+                for (topic, value) in given { update.topicPermissions[topic] = value }
             case _ where path.hasPrefix(prefix) && path.count > prefix.count:
                 let topic = String(path.dropFirst(prefix.count))
-                update.topicPermissions[topic] = given[topic] ?? []
+                // Masked without an entry: the topic's value is removed.
+                update.topicPermissions[topic] = .some(given[topic])
             default:
                 throw GroupError.invalidArgument(field: "update_mask", "unknown path \(path)")
             }
