@@ -1230,7 +1230,7 @@ public enum Groupd_V1_EventKind: ProtoEnum {
     /// (permission_group_id only).
     case permissionGroupDeleted // = 58
 
-    /// Tip, of a community: members (targets) were added to or removed from a
+    /// Tip, of a community: members (target_user_ids) were added to or removed from a
     /// permission group (AddPermissionGroupMembers,
     /// RemovePermissionGroupMembers): their permissions changed. Detail:
     /// permission_group (permission_group_id, and changed_fields `added` or
@@ -2474,7 +2474,7 @@ public struct Groupd_V1_PermissionGroupChange: ProtoMessage {
     /// The changed fields: `name`, `custom_data`, `permissions`,
     /// `topic_permissions` (CREATED: those it was created with);
     /// MEMBER_PERMISSIONS_CHANGED: `added` or `removed` (the members are the
-    /// event's targets); DELETED: empty.
+    /// event's target_user_ids); DELETED: empty.
     public var changedFields: [String] = []
 
     /// The name, when `name` changed.

@@ -183,7 +183,10 @@ extension GroupServiceHandler {
     ) async throws -> Groupd_V1_GetMemberPermissionsResponse {
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let caller = GroupdService.groupOperator(call.caller, membership: membership)
-        try GroupRules.authorize(.listMembers, in: group, by: caller).get()
+        // Members of the community (a topic's are its community's) and the backend.
+        var community = group
+        community.parentID = nil
+        try GroupRules.authorize(.listMembers, in: community, by: caller).get()
         try GroupRules.checkPermissionGroupsSupported(group)
         let userID = request.userID.isEmpty ? call.caller.operatorID : request.userID
         guard let userID else { throw GroupError.invalidArgument(field: "user_id", "user_id names the member (the backend has none)") }

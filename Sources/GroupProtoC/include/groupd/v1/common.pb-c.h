@@ -813,7 +813,7 @@ typedef enum _Groupd__V1__EventKind {
    */
   GROUPD__V1__EVENT_KIND__EVENT_KIND_PERMISSION_GROUP_DELETED = 58,
   /*
-   * Tip, of a community: members (targets) were added to or removed from a
+   * Tip, of a community: members (target_user_ids) were added to or removed from a
    * permission group (AddPermissionGroupMembers,
    * RemovePermissionGroupMembers): their permissions changed. Detail:
    * permission_group (permission_group_id, and changed_fields `added` or
@@ -2205,7 +2205,7 @@ struct  Groupd__V1__PermissionGroupChange
    * The changed fields: `name`, `custom_data`, `permissions`,
    * `topic_permissions` (CREATED: those it was created with);
    * MEMBER_PERMISSIONS_CHANGED: `added` or `removed` (the members are the
-   * event's targets); DELETED: empty.
+   * event's target_user_ids); DELETED: empty.
    */
   size_t n_changed_fields;
   char **changed_fields;
