@@ -127,6 +127,24 @@ class World:
                                               metadata=admin_md(), timeout=10).groups[0]
 
 
+def community_with_permission_group(w, members=()):
+    """A Community owned by the world's owner with its member, and a permission group granting
+    PIN_MESSAGES with `members` in it (made over gRPC); (community id, permission group id)."""
+    community = uid("c")
+    w.stubs.group.CreateGroup(group_pb2.CreateGroupRequest(
+        group_id=community, type=common_pb2.GROUP_TYPE_COMMUNITY, owner_user_id=w.owner,
+        profile=common_pb2.GroupProfile(name="community"),
+        members=[group_pb2.InitialMember(user_id=w.member, role=common_pb2.MEMBER_ROLE_MEMBER)]),
+        metadata=admin_md(), timeout=10)
+    pg = w.stubs.group.CreatePermissionGroup(group_pb2.CreatePermissionGroupRequest(
+        group_id=community, name="pins", permissions=[common_pb2.PERMISSION_PIN_MESSAGES]),
+        metadata=admin_md(), timeout=10).permission_group.permission_group_id
+    if members:
+        w.stubs.group.AddPermissionGroupMembers(group_pb2.AddPermissionGroupMembersRequest(
+            group_id=community, permission_group_id=pg, user_ids=list(members)), metadata=admin_md(), timeout=10)
+    return community, pg
+
+
 def ok(check=lambda response, world: True):
     return ("ok", check)
 
@@ -190,6 +208,47 @@ UNARY = {
                          lambda w: user_md(w.owner), fails("FAILED_PRECONDITION", "TOPICS_NOT_SUPPORTED")),
     (G, "ListTopics"): (lambda w: group_pb2.ListTopicsRequest(group_id=w.group_id), lambda w: user_md(w.member),
                         fails("FAILED_PRECONDITION", "TOPICS_NOT_SUPPORTED")),
+    (G, "CreatePermissionGroup"): (
+        lambda w: group_pb2.CreatePermissionGroupRequest(
+            group_id=community_with_permission_group(w)[0], name="mods", custom_data=b"\x00\xff",
+            permissions=[common_pb2.PERMISSION_MUTE_MEMBERS, common_pb2.PERMISSION_PIN_MESSAGES]),
+        lambda w: user_md(w.owner),
+        ok(lambda r, w: list(r.permission_group.permissions) == [common_pb2.PERMISSION_MUTE_MEMBERS,
+                                                                 common_pb2.PERMISSION_PIN_MESSAGES]
+           and r.permission_group.custom_data == b"\x00\xff")),
+    (G, "UpdatePermissionGroup"): (
+        lambda w: group_pb2.UpdatePermissionGroupRequest(
+            group_id=(ids := community_with_permission_group(w))[0], permission_group_id=ids[1],
+            update_mask=MASK(paths=["name"]), name="renamed"),
+        lambda w: user_md(w.owner), ok(lambda r, w: r.permission_group.name == "renamed")),
+    (G, "DeletePermissionGroup"): (
+        lambda w: group_pb2.DeletePermissionGroupRequest(
+            group_id=(ids := community_with_permission_group(w))[0], permission_group_id=ids[1]),
+        lambda w: user_md(w.owner), ok()),
+    (G, "ListPermissionGroups"): (
+        lambda w: group_pb2.ListPermissionGroupsRequest(group_id=community_with_permission_group(w)[0]),
+        lambda w: user_md(w.member),
+        ok(lambda r, w: [g.name for g in r.permission_groups] == ["everyone", "pins"])),
+    (G, "AddPermissionGroupMembers"): (
+        lambda w: group_pb2.AddPermissionGroupMembersRequest(
+            group_id=(ids := community_with_permission_group(w))[0], permission_group_id=ids[1], user_ids=[w.member]),
+        lambda w: user_md(w.owner),
+        ok(lambda r, w: [x.result for x in r.results] == [common_pb2.MEMBER_RESULT_CODE_SUCCESS])),
+    (G, "RemovePermissionGroupMembers"): (
+        lambda w: group_pb2.RemovePermissionGroupMembersRequest(
+            group_id=(ids := community_with_permission_group(w, [w.member]))[0], permission_group_id=ids[1],
+            user_ids=[w.member]),
+        lambda w: user_md(w.owner),
+        ok(lambda r, w: [x.result for x in r.results] == [common_pb2.MEMBER_RESULT_CODE_SUCCESS])),
+    (G, "ListPermissionGroupMembers"): (
+        lambda w: group_pb2.ListPermissionGroupMembersRequest(
+            group_id=(ids := community_with_permission_group(w, [w.member]))[0], permission_group_id=ids[1]),
+        lambda w: user_md(w.owner), ok(lambda r, w: list(r.user_ids) == [w.member])),
+    (G, "GetMemberPermissions"): (
+        lambda w: group_pb2.GetMemberPermissionsRequest(
+            group_id=community_with_permission_group(w, [w.member])[0], user_id=w.member),
+        lambda w: user_md(w.owner),
+        ok(lambda r, w: common_pb2.PERMISSION_PIN_MESSAGES in r.permissions and len(r.permission_group_ids) == 1)),
     (G, "ImportGroup"): (lambda w: group_pb2.ImportGroupRequest(group_id=w.group_id, type=PUBLIC, owner_user_id=w.owner,
                                                                 profile=common_pb2.GroupProfile(name="again")),
                          lambda w: admin_md(), fails("ALREADY_EXISTS", "GROUP_ID_TAKEN")),

@@ -76,6 +76,13 @@ class AppOne:
         self.topic_id = stubs.group.CreateTopic(group_pb2.CreateTopicRequest(
             group_id=self.community_id, profile=common_pb2.GroupProfile(name=self.marker[:30])),
             metadata=admin_md(), timeout=10).topic.topic_id
+        # A permission group of the community, with its owner in it.
+        self.permission_group_id = stubs.group.CreatePermissionGroup(group_pb2.CreatePermissionGroupRequest(
+            group_id=self.community_id, name=self.marker[:30], permissions=[common_pb2.PERMISSION_PIN_MESSAGES]),
+            metadata=admin_md(), timeout=10).permission_group.permission_group_id
+        stubs.group.AddPermissionGroupMembers(group_pb2.AddPermissionGroupMembersRequest(
+            group_id=self.community_id, permission_group_id=self.permission_group_id, user_ids=[self.owner]),
+            metadata=admin_md(), timeout=10)
         # A reaction to the message, by the member.
         stubs.message.AddMessageReaction(message_pb2.AddMessageReactionRequest(
             group_id=self.group_id, sequence=self.message_sequence, reaction_key="+1"),
@@ -112,6 +119,10 @@ class AppOne:
                                          metadata=admin_md(), timeout=10),
             stubs.group.ListTopics(group_pb2.ListTopicsRequest(group_id=self.community_id),
                                    metadata=admin_md(), timeout=10),
+            stubs.group.ListPermissionGroups(group_pb2.ListPermissionGroupsRequest(group_id=self.community_id),
+                                             metadata=admin_md(), timeout=10),
+            stubs.group.ListPermissionGroupMembers(group_pb2.ListPermissionGroupMembersRequest(
+                group_id=self.community_id, permission_group_id=self.permission_group_id), metadata=admin_md(), timeout=10),
             stubs.message.GetMessageReactions(message_pb2.GetMessageReactionsRequest(
                 group_id=self.group_id, sequences=[self.message_sequence], max_users_per_reaction=10),
                 metadata=user_md(self.owner), timeout=10),
@@ -173,6 +184,26 @@ TABLE = {
         topic_id=w.topic_id, update_mask=MASK(paths=["name"]), profile=common_pb2.GroupProfile(name="hijacked")), **kw)),
     (G, "DeleteTopic"): ("", lambda s, w, kw: s.group.DeleteTopic(group_pb2.DeleteTopicRequest(topic_id=w.topic_id), **kw)),
     (G, "ListTopics"): ("", lambda s, w, kw: s.group.ListTopics(group_pb2.ListTopicsRequest(group_id=w.community_id), **kw)),
+    (G, "CreatePermissionGroup"): ("", lambda s, w, kw: s.group.CreatePermissionGroup(
+        group_pb2.CreatePermissionGroupRequest(group_id=w.community_id, name="hijacked"), **kw)),
+    (G, "UpdatePermissionGroup"): ("", lambda s, w, kw: s.group.UpdatePermissionGroup(
+        group_pb2.UpdatePermissionGroupRequest(group_id=w.community_id, permission_group_id=w.permission_group_id,
+                                               update_mask=MASK(paths=["name"]), name="hijacked"), **kw)),
+    (G, "DeletePermissionGroup"): ("", lambda s, w, kw: s.group.DeletePermissionGroup(
+        group_pb2.DeletePermissionGroupRequest(group_id=w.community_id, permission_group_id=w.permission_group_id), **kw)),
+    (G, "ListPermissionGroups"): ("", lambda s, w, kw: s.group.ListPermissionGroups(
+        group_pb2.ListPermissionGroupsRequest(group_id=w.community_id), **kw)),
+    (G, "AddPermissionGroupMembers"): ("", lambda s, w, kw: s.group.AddPermissionGroupMembers(
+        group_pb2.AddPermissionGroupMembersRequest(group_id=w.community_id, permission_group_id=w.permission_group_id,
+                                                   user_ids=[w.member]), **kw)),
+    (G, "RemovePermissionGroupMembers"): ("", lambda s, w, kw: s.group.RemovePermissionGroupMembers(
+        group_pb2.RemovePermissionGroupMembersRequest(group_id=w.community_id, permission_group_id=w.permission_group_id,
+                                                      user_ids=[w.owner]), **kw)),
+    (G, "ListPermissionGroupMembers"): ("", lambda s, w, kw: s.group.ListPermissionGroupMembers(
+        group_pb2.ListPermissionGroupMembersRequest(group_id=w.community_id, permission_group_id=w.permission_group_id),
+        **kw)),
+    (G, "GetMemberPermissions"): ("", lambda s, w, kw: s.group.GetMemberPermissions(
+        group_pb2.GetMemberPermissionsRequest(group_id=w.community_id, user_id=w.owner), **kw)),
     (G, "ImportGroup"): ("ok", lambda s, w, kw: s.group.ImportGroup(group_pb2.ImportGroupRequest(
         group_id=uid("own"), type=common_pb2.GROUP_TYPE_PUBLIC, owner_user_id=w.creator_owner or uid("owner"),
         profile=common_pb2.GroupProfile(name="theirs")), **kw)),
