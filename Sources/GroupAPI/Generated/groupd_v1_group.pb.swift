@@ -4133,7 +4133,8 @@ public enum Groupd_V1_GroupService {
         /// SetGroupMute take the topic id as `group_id`; what acts on members,
         /// roles, settings or the whole group names the community
         /// (FAILED_PRECONDITION / NOT_ALLOWED_ON_TOPIC). Allowed to the
-        /// community's owner and admins and the backend. Emits TOPIC_CREATED on the
+        /// community's owner and admins, members granted MANAGE_TOPICS by a
+        /// permission group, and the backend. Emits TOPIC_CREATED on the
         /// community. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED,
         /// TOPICS_NOT_SUPPORTED (not a Community group), TOO_MANY_TOPICS (the
         /// app's `max_topics_per_community`), INVALID_ARGUMENT (`profile.name`
@@ -4147,7 +4148,9 @@ public enum Groupd_V1_GroupService {
         /// Changes a topic's profile fields and custom fields named by
         /// `update_mask` (as UpdateGroupProfile does for a group; Tencent
         /// setTopicInfo). A topic's mute is SetGroupMute with the topic id.
-        /// Allowed to the community's owner and admins and the backend. Emits one
+        /// Allowed to the community's owner and admins, members granted
+        /// MANAGE_TOPICS (in the community, or in this topic's value of a
+        /// permission group), and the backend. Emits one
         /// TOPIC_UPDATED on the community listing the changed fields; none when
         /// nothing changed. Errors: GROUP_NOT_FOUND (no such topic, or its
         /// community is gone), NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT
@@ -4158,8 +4161,7 @@ public enum Groupd_V1_GroupService {
             service: "groupd.v1.GroupService", method: "UpdateTopic",
             isClientStreaming: false, isServerStreaming: false)
         /// Deletes a topic; the community stays. Its history is no longer
-        /// readable and its id stays taken. Allowed to the community's owner and
-        /// admins and the backend. Emits TOPIC_DELETED on the community. Errors:
+        /// readable and its id stays taken. Allowed as UpdateTopic. Emits TOPIC_DELETED on the community. Errors:
         /// GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT
         /// (`topic_id` not a topic id).
         ///

@@ -47,7 +47,7 @@ enum PermissionMapping {
         return values
     }
 
-    /// The API values of permission names as events store them (``Permission/name``).
+    /// The API values of permission names as events store them (`Permission.name`).
     static func permissions(named text: String, separator: Character) -> [Groupd_V1_Permission] {
         let byName = Dictionary(uniqueKeysWithValues: Permission.allCases.map { ($0.name, $0) })
         return text.split(separator: separator).compactMap { byName[String($0)].map(value) }
