@@ -267,7 +267,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(7) == ["v11", "v12", "v13", "v14", "v15", "v16", "v17"])
+        #expect(backend.appliedMigrations.suffix(8) == ["v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")
