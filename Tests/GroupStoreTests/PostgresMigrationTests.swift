@@ -50,9 +50,17 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v17 added, taken away: topics (`groups.parent_key`, its index and foreign key go with
-/// it; `topic_reads`).
-private let backToV16 = """
+/// What v18 added, taken away: permission groups (`groups.permission_groups`,
+/// `members.permission_groups`; the partial index goes with its column).
+private let backToV17 = """
+    ALTER TABLE groups DROP COLUMN permission_groups;
+    ALTER TABLE members DROP COLUMN permission_groups;
+    DELETE FROM groupd_migrations WHERE id = 'v18'
+    """
+
+/// What v17 added, taken away (after v18): topics (`groups.parent_key`, its index and foreign
+/// key go with it; `topic_reads`).
+private let backToV16 = backToV17 + ";\n" + """
     DROP TABLE topic_reads;
     ALTER TABLE groups DROP COLUMN parent_key;
     DELETE FROM groupd_migrations WHERE id = 'v17'
