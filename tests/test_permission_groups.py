@@ -122,6 +122,10 @@ def test_members_of_a_permission_group_are_paged_and_their_permissions_read(api)
         group_id=group, permission_group_id=pg, page_size=1, page_token=first.next_page_token),
         metadata=user_md(max_), timeout=10)
     assert list(rest.user_ids) == [max(mia, zoe)] and not rest.next_page_token
+    info = expect_error(lambda: api.groups.ListPermissionGroupMembers(group_pb2.ListPermissionGroupMembersRequest(
+        group_id=group, permission_group_id=pg, page_token="not hex"), metadata=user_md(max_), timeout=10),
+        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    assert info.metadata["field"] == "page_token"
     got = permissions_of(api, group, max_, mia)
     assert got.role == MEMBER and list(got.permission_group_ids) == [pg]
     assert P.PERMISSION_PIN_MESSAGES in got.permissions and P.PERMISSION_BAN_MEMBERS not in got.permissions

@@ -9,7 +9,7 @@ public enum PermissionGroupCoding {
         return groups.map { group in
             let topics = group.topicPermissions.keys.sorted().map { "\($0)=\(group.topicPermissions[$0]!.rawValue)" }
             return EventJSON.encode([
-                "id": group.id, "name": group.name, "data": hex(group.customData),
+                "id": group.id, "name": group.name, "data": Hex.encode(group.customData),
                 "permissions": String(group.permissions.rawValue), "topics": topics.joined(separator: "\n"),
                 "created": String(group.createdAt.millisecondsSince1970),
                 "updated": String(group.updatedAt.millisecondsSince1970),
@@ -23,7 +23,7 @@ public enum PermissionGroupCoding {
         var groups: [PermissionGroup] = []
         for line in text.split(separator: "\n") {
             guard let object = try? EventJSON.object(String(line)), let id = object["id"], let name = object["name"],
-                let data = object["data"].flatMap(unhex), let bits = object["permissions"].flatMap(UInt32.init),
+                let data = object["data"].flatMap({ Hex.decode($0) }), let bits = object["permissions"].flatMap(UInt32.init),
                 let created = object["created"].flatMap(Int64.init), let updated = object["updated"].flatMap(Int64.init)
             else { return nil }
             var topics: [String: PermissionSet] = [:]
@@ -49,37 +49,5 @@ public enum PermissionGroupCoding {
     public static func decodeAssignments(_ text: String?) -> [String] {
         guard let text, !text.isEmpty else { return [] }
         return text.split(separator: ",").map(String.init)
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func unhex(_ text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: c - 0x30
-            case 0x61...0x66: c - 0x61 + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(utf8.count / 2)
-        var index = 0
-        while index < utf8.count {
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
     }
 }

@@ -168,13 +168,18 @@ extension GroupServiceHandler {
         let id = request.permissionGroupID
         _ = try GroupRules.permissionGroup(id, in: community, field: "permission_group_id", allowEveryone: false)
         let assignments = try await store.permissionAssignments(app: call.caller.appID, groupID: community.id)
-        let after = request.pageToken
-        let members = assignments.lazy.filter { $0.permissionGroups.contains(id) && (after.isEmpty || $0.userID > after) }
-            .prefix(size + 1).map(\.userID)
+        // The token is the last listed user id (UserIDToken): the store lists by user id in byte order.
+        let after = request.pageToken.isEmpty ? nil : try UserIDToken.userID(hex: Substring(request.pageToken))
+        let members = Array(assignments.lazy
+            .filter { assignment in
+                assignment.permissionGroups.contains(id)
+                    && (after.map { $0.utf8.lexicographicallyPrecedes(assignment.userID.utf8) } ?? true)
+            }
+            .prefix(size + 1).map(\.userID))
         let page = Array(members.prefix(size))
         return .with {
             $0.userIds = page
-            $0.nextPageToken = members.count > size ? page.last ?? "" : ""
+            $0.nextPageToken = members.count > size ? page.last.map(UserIDToken.hex) ?? "" : ""
         }
     }
 
