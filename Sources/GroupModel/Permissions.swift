@@ -169,10 +169,12 @@ public enum GroupAction: Sendable, Hashable {
     /// member too: a reaction is not a message) and the backend, in types that keep history.
     case react
     /// Create, update or delete a community's topics: its owner and admins, and the backend
-    /// (`TOPICS_NOT_SUPPORTED` in every other type).
+    /// (`TOPICS_NOT_SUPPORTED` in every other type); members granted `Permission.manageTopics`
+    /// (``GroupRules/authorize(_:in:by:)``).
     case manageTopics
     /// Create, update or delete a community's permission groups, or set who is in them: its
-    /// owner and admins, and the backend (`PERMISSION_GROUPS_NOT_SUPPORTED` in every other type).
+    /// owner and admins, and the backend (`PERMISSION_GROUPS_NOT_SUPPORTED` in every other type);
+    /// members granted `Permission.managePermissionGroups` (``GroupRules/authorize(_:in:by:)``).
     case managePermissionGroups
 
     /// The permission of a community's permission groups that grants this action where the
@@ -349,7 +351,7 @@ public enum GroupRules {
     public static func authorize(_ action: GroupAction, in group: Group, by op: GroupOperator) -> PermissionDecision {
         let actor = op.role
         let decision = authorize(action, in: group, actor: actor)
-        guard actor == .admin || actor == .member, let permission = action.permission, !group.permissionGroups.isEmpty
+        guard !group.permissionGroups.isEmpty, actor == .admin || actor == .member, let permission = action.permission
         else { return decision }
         if case .refused(let error) = decision, error.reason != .permissionDenied { return decision }
         let granted = group.grantedPermissions(to: op.membership)
