@@ -10,7 +10,7 @@ DEBUG_BIN := .build/debug/groupd
 ## length. Every `swift test` below runs with it.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 8
 
-.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-interop-connect test-postgres test-postgres-store test-interop-postgres protos protos-check console console-check test-console bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-reactions bench-replies bench-topics bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
+.PHONY: deps bench-deps build-info build release release-plugins install run test test-swift test-interop test-interop-gzip test-interop-connect test-postgres test-postgres-store test-interop-postgres protos protos-check console console-check test-console bench bench-rpc bench-writes bench-crash bench-scale bench-fanout bench-catchup bench-sync bench-receipts bench-reactions bench-replies bench-topics bench-permission-groups bench-scaleout bench-instructions test-instructions docs-check bench-ecosystem bench-hostile test-sanitize bench-plugins fuzz fuzz-build fuzz-smoke clean
 
 ## deps: install the missing apt and pip packages (idempotent; skipped when GROUPD_DEPS_CHECKED is
 ## set, as make test does for the stages after its own deps stage)
@@ -156,7 +156,7 @@ test-console:
 ## bench: every benchmark below but the hour-long bench-soak, one after the other (figures in
 ## docs/PERFORMANCE.md); the scale part seeds 1,000,000 groups and takes the longest (10–30
 ## minutes on 2 cores)
-bench: bench-instructions bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-reactions bench-replies bench-topics bench-sync bench-plugins bench-scale bench-scaleout
+bench: bench-instructions bench-rpc bench-ecosystem bench-hostile bench-writes bench-crash bench-fanout bench-catchup bench-receipts bench-reactions bench-replies bench-topics bench-permission-groups bench-sync bench-plugins bench-scale bench-scaleout
 
 ## bench-rpc: h2load against Health/Check and GetGroupsInfo, server on core 0, h2load on core 1
 bench-rpc: release
@@ -229,6 +229,13 @@ bench-replies: release
 bench-topics: release
 	python3 scripts/bench_topics.py $(RELEASE_BIN)
 	scripts/with_pg_cluster.sh sh -c 'python3 scripts/bench_topics.py $(RELEASE_BIN) --postgres "$$GROUPD_TEST_POSTGRES_URL"'
+
+## bench-permission-groups: SendGroupMessage from 16 clients into a topic decided through permission
+## groups (a community holding 20 of them with values for 100 topics) against a community without
+## them, on SQLite and on PostgreSQL (scripts/bench_permission_groups.py)
+bench-permission-groups: release
+	python3 scripts/bench_permission_groups.py $(RELEASE_BIN)
+	scripts/with_pg_cluster.sh sh -c 'python3 scripts/bench_permission_groups.py $(RELEASE_BIN) --postgres "$$GROUPD_TEST_POSTGRES_URL"'
 
 ## bench-sync: SyncMembers on a 100,000-member group with 10 changes since the client's version,
 ## against a full reload through ListMembers; then SyncJoinedGroups for a user in 1,000 groups

@@ -1,12 +1,47 @@
 import GroupModel
+import Synchronization
 
 /// The stored text of a community's permission groups (the `permission_groups` column of its
 /// row) and of a member's assignments (the member row's `permission_groups` column).
 public enum PermissionGroupCoding {
+    /// Texts decoded and groups encoded lately, both ways: a community's row is read (and, on
+    /// PostgreSQL, written) with every change of the group, and its permission groups rarely
+    /// change, while parsing the text of 20 groups with values for 100 topics each costs far more
+    /// than hashing it. Emptied when it holds 256 texts.
+    private static let cache = Mutex<(decoded: [String: [PermissionGroup]], encoded: [[PermissionGroup]: String])>(([:], [:]))
+    private static let cacheCapacity = 256
+
     /// The groups as stored text: one JSON object of strings per line (`nil` for none).
     public static func encode(_ groups: [PermissionGroup]) -> String? {
         if groups.isEmpty { return nil }
-        return groups.map { group in
+        if let text = cache.withLock({ $0.encoded[groups] }) { return text }
+        let text = encodeText(groups)
+        remember(text, groups)
+        return text
+    }
+
+    /// The groups stored as `text`, or `nil` when it is malformed.
+    public static func decode(_ text: String?) -> [PermissionGroup]? {
+        guard let text, !text.isEmpty else { return [] }
+        if let groups = cache.withLock({ $0.decoded[text] }) { return groups }
+        guard let groups = decodeText(text) else { return nil }
+        remember(text, groups)
+        return groups
+    }
+
+    private static func remember(_ text: String, _ groups: [PermissionGroup]) {
+        cache.withLock { cache in
+            if cache.decoded.count >= cacheCapacity || cache.encoded.count >= cacheCapacity {
+                cache.decoded.removeAll(keepingCapacity: true)
+                cache.encoded.removeAll(keepingCapacity: true)
+            }
+            cache.decoded[text] = groups
+            cache.encoded[groups] = text
+        }
+    }
+
+    private static func encodeText(_ groups: [PermissionGroup]) -> String {
+        groups.map { group in
             let topics = group.topicPermissions.keys.sorted().map { "\($0)=\(group.topicPermissions[$0]!.rawValue)" }
             return EventJSON.encode([
                 "id": group.id, "name": group.name, "data": Hex.encode(group.customData),
@@ -17,9 +52,7 @@ public enum PermissionGroupCoding {
         }.joined(separator: "\n")
     }
 
-    /// The groups stored as `text`, or `nil` when it is malformed.
-    public static func decode(_ text: String?) -> [PermissionGroup]? {
-        guard let text, !text.isEmpty else { return [] }
+    private static func decodeText(_ text: String) -> [PermissionGroup]? {
         var groups: [PermissionGroup] = []
         for line in text.split(separator: "\n") {
             guard let object = try? EventJSON.object(String(line)), let id = object["id"], let name = object["name"],

@@ -111,6 +111,8 @@ struct StorePermissionGroupTests {
         ]
         let text = PermissionGroupCoding.encode(groups)
         #expect(PermissionGroupCoding.decode(text) == groups)
+        // Decoded and encoded again (the cache's answers): the same values and text.
+        #expect(PermissionGroupCoding.decode(text) == groups && PermissionGroupCoding.encode(groups) == text)
         #expect(PermissionGroupCoding.encode([]) == nil && PermissionGroupCoding.decode(nil) == [])
         #expect(PermissionGroupCoding.decode("not json") == nil)
         #expect(PermissionGroupCoding.decode(#"{"id":"x"}"#) == nil)
