@@ -8,7 +8,22 @@ public enum PermissionGroupCoding {
     /// PostgreSQL, written) with every change of the group, and its permission groups rarely
     /// change, while parsing the text of 20 groups with values for 100 topics each costs far more
     /// than hashing it. Emptied when it holds 256 texts.
-    private static let cache = Mutex<(decoded: [String: [PermissionGroup]], encoded: [[PermissionGroup]: String])>(([:], [:]))
+    private static let cache = Mutex<(decoded: [TextKey: [PermissionGroup]], encoded: [[PermissionGroup]: String])>(([:], [:]))
+
+    /// A stored text as a cache key: hashed by its length and its first and last 64 bytes (a
+    /// text of 60 KB is hashed in constant time; texts that share those still compare whole).
+    private struct TextKey: Hashable {
+        let text: String
+
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.text == rhs.text }
+
+        func hash(into hasher: inout Hasher) {
+            let utf8 = text.utf8
+            hasher.combine(utf8.count)
+            for byte in utf8.prefix(64) { hasher.combine(byte) }
+            for byte in utf8.suffix(64) { hasher.combine(byte) }
+        }
+    }
     private static let cacheCapacity = 256
 
     /// The groups as stored text: one JSON object of strings per line (`nil` for none).
@@ -23,7 +38,7 @@ public enum PermissionGroupCoding {
     /// The groups stored as `text`, or `nil` when it is malformed.
     public static func decode(_ text: String?) -> [PermissionGroup]? {
         guard let text, !text.isEmpty else { return [] }
-        if let groups = cache.withLock({ $0.decoded[text] }) { return groups }
+        if let groups = cache.withLock({ $0.decoded[TextKey(text: text)] }) { return groups }
         guard let groups = decodeText(text) else { return nil }
         remember(text, groups)
         return groups
@@ -35,7 +50,7 @@ public enum PermissionGroupCoding {
                 cache.decoded.removeAll(keepingCapacity: true)
                 cache.encoded.removeAll(keepingCapacity: true)
             }
-            cache.decoded[text] = groups
+            cache.decoded[TextKey(text: text)] = groups
             cache.encoded[groups] = text
         }
     }
