@@ -103,7 +103,7 @@ struct StorePermissionGroupTests {
     }
 
     @Test("the stored text of permission groups and assignments reads back what was written; malformed text is refused")
-    func coding() {
+    func coding() throws {
         let groups = [
             PermissionGroup(id: "PG1", name: "a\tb\"c\\d\n", customData: Array(0...255), permissions: .all,
                             topicPermissions: ["c@TOPIC#_X=Y": [], "t2": .sendMessage], createdAt: t0, updatedAt: t0),
@@ -114,6 +114,17 @@ struct StorePermissionGroupTests {
         // Decoded and encoded again (the cache's answers): the same values and text.
         #expect(PermissionGroupCoding.decode(text) == groups && PermissionGroupCoding.encode(groups) == text)
         #expect(PermissionGroupCoding.encode([]) == nil && PermissionGroupCoding.decode(nil) == [])
+        // Two texts alike in length and in their first and last 64 bytes are told apart.
+        func three(_ middle: String) -> [PermissionGroup] {
+            [PermissionGroup(id: "PGA", name: "first", createdAt: t0, updatedAt: t0),
+             PermissionGroup(id: "PGB", name: middle, createdAt: t0, updatedAt: t0),
+             PermissionGroup(id: "PGC", name: "last", createdAt: t0, updatedAt: t0)]
+        }
+        let (one, other) = (three("aaa"), three("bbb"))
+        let (oneText, otherText) = (try #require(PermissionGroupCoding.encode(one)), try #require(PermissionGroupCoding.encode(other)))
+        #expect(oneText.utf8.count == otherText.utf8.count && oneText.utf8.prefix(64).elementsEqual(otherText.utf8.prefix(64))
+            && oneText.utf8.suffix(64).elementsEqual(otherText.utf8.suffix(64)) && oneText != otherText)
+        #expect(PermissionGroupCoding.decode(oneText) == one && PermissionGroupCoding.decode(otherText) == other)
         #expect(PermissionGroupCoding.decode("not json") == nil)
         #expect(PermissionGroupCoding.decode(#"{"id":"x"}"#) == nil)
         #expect(PermissionGroupCoding.decodeAssignments(PermissionGroupCoding.encodeAssignments(["PG1", "PG2"])) == ["PG1", "PG2"])
