@@ -19,8 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,39 +89,10 @@ def seed(server, args, senders):
 
 def measure(server, args, senders, topics):
     """Blocks of --seconds: A (granted) B (plain) A B after a warm-up of each: [(kind, calls/s)]."""
-    import support
-    from groupd.v1 import message_pb2, message_pb2_grpc
+    from benchlib import send_blocks
 
-    channels = [grpc.insecure_channel(server.address) for _ in range(THREADS)]
-    try:
-        stubs = [message_pb2_grpc.MessageServiceStub(channel) for channel in channels]
-        mds = [support.user_md(user) for user in senders]
-
-        def client(n, group, until, count):
-            sent = 0
-            while (count is None and time.perf_counter() < until) or (count is not None and sent < count):
-                stubs[n].SendGroupMessage(message_pb2.SendGroupMessageRequest(group_id=group, text="a line of chat"),
-                                          metadata=mds[n], timeout=30)
-                sent += 1
-            return sent
-
-        def block(group, seconds=None, count=None):
-            started = time.perf_counter()
-            until = started + (seconds or 0)
-            with ThreadPoolExecutor(THREADS) as pool:
-                sent = sum(pool.map(lambda n: client(n, group, until, count), range(THREADS)))
-            return sent, sent / (time.perf_counter() - started)
-
-        block(topics["granted"], count=WARMUP_SENDS), block(topics["plain"], count=WARMUP_SENDS)
-        rates = []
-        for kind in ("granted", "plain", "granted", "plain"):
-            sent, rate = block(topics[kind], seconds=args.seconds)
-            print(f"  {kind:8} {sent:6,} messages in {args.seconds} s: {rate:,.0f} messages/s", flush=True)
-            rates.append((kind, rate))
-        return rates
-    finally:
-        for channel in channels:
-            channel.close()
+    order = [("granted", topics["granted"]), ("plain", topics["plain"])] * 2
+    return send_blocks(server.address, senders, order, args.seconds, warmup=WARMUP_SENDS)
 
 
 def main():

@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,39 +84,10 @@ def seed_big_groups(server, args, senders):
 def measure_sends(server, args, senders, topic):
     """Blocks of --seconds of sends from THREADS clients, A (the topic) B (the Public group) A B
     after a warm-up of each: [(kind, calls/s)]."""
-    import support
-    from groupd.v1 import message_pb2, message_pb2_grpc
+    from benchlib import send_blocks
 
-    channels = [grpc.insecure_channel(server.address) for _ in range(THREADS)]
-    try:
-        stubs = [message_pb2_grpc.MessageServiceStub(channel) for channel in channels]
-        mds = [support.user_md(user) for user in senders]
-
-        def client(n, group, until, count):
-            sent = 0
-            while (count is None and time.perf_counter() < until) or (count is not None and sent < count):
-                stubs[n].SendGroupMessage(message_pb2.SendGroupMessageRequest(group_id=group, text="a line of chat"),
-                                          metadata=mds[n], timeout=30)
-                sent += 1
-            return sent
-
-        def block(group, seconds=None, count=None):
-            started = time.perf_counter()
-            until = started + (seconds or 0)
-            with ThreadPoolExecutor(THREADS) as pool:
-                sent = sum(pool.map(lambda n: client(n, group, until, count), range(THREADS)))
-            return sent, sent / (time.perf_counter() - started)
-
-        block(topic, count=WARMUP_SENDS), block("public", count=WARMUP_SENDS)
-        rates = []
-        for kind, group in (("topic", topic), ("public", "public"), ("topic", topic), ("public", "public")):
-            sent, rate = block(group, seconds=args.seconds)
-            print(f"  {kind:6} {sent:6,} messages in {args.seconds} s: {rate:,.0f} messages/s", flush=True)
-            rates.append((kind, rate))
-        return rates
-    finally:
-        for channel in channels:
-            channel.close()
+    order = [("topic", topic), ("public", "public")] * 2
+    return send_blocks(server.address, senders, order, args.seconds, warmup=WARMUP_SENDS)
 
 
 def measure_joined_list(server, args):

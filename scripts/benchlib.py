@@ -301,3 +301,47 @@ async def run_calls(address, make_call, total, in_flight=256, seconds=None):
 
         await asyncio.gather(*(worker() for _ in range(in_flight)))
         return done, time.perf_counter() - start
+
+
+def send_blocks(address, senders, order, seconds, warmup=20):
+    """Blocks of sends of one line of chat from one grpcio client per sender (each in its own
+    thread and channel, as one user), `warmup` sends a client into each group of `order` first,
+    then one block of `seconds` per (kind, group) of `order`, printed as it ends:
+    [(kind, messages/s)]."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+    import support
+    from groupd.v1 import message_pb2, message_pb2_grpc
+
+    channels = [grpc.insecure_channel(address) for _ in senders]
+    try:
+        stubs = [message_pb2_grpc.MessageServiceStub(channel) for channel in channels]
+        mds = [support.user_md(user) for user in senders]
+
+        def client(n, group, until, count):
+            sent = 0
+            while (count is None and time.perf_counter() < until) or (count is not None and sent < count):
+                stubs[n].SendGroupMessage(message_pb2.SendGroupMessageRequest(group_id=group, text="a line of chat"),
+                                          metadata=mds[n], timeout=30)
+                sent += 1
+            return sent
+
+        def block(group, seconds=None, count=None):
+            started = time.perf_counter()
+            until = started + (seconds or 0)
+            with ThreadPoolExecutor(len(senders)) as pool:
+                sent = sum(pool.map(lambda n: client(n, group, until, count), range(len(senders))))
+            return sent, sent / (time.perf_counter() - started)
+
+        for group in dict.fromkeys(group for _, group in order):
+            block(group, count=warmup)
+        rates = []
+        for kind, group in order:
+            sent, rate = block(group, seconds=seconds)
+            print(f"  {kind:8} {sent:6,} messages in {seconds} s: {rate:,.0f} messages/s", flush=True)
+            rates.append((kind, rate))
+        return rates
+    finally:
+        for channel in channels:
+            channel.close()
