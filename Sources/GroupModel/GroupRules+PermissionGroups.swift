@@ -84,13 +84,9 @@ extension GroupRules {
             let action = representativeAction(of: permission)
             let allowed: Bool
             if group.isTopic, permission == .manageTopics {
-                var community = group
-                community.parentID = nil
-                allowed = (try? authorizeTopicManagement(group.id, in: community, by: op)) != nil
+                allowed = (try? authorizeTopicManagement(group.id, in: group.asCommunity, by: op)) != nil
             } else if group.isTopic, !action.appliesToTopic {
-                var community = group
-                community.parentID = nil
-                allowed = authorize(action, in: community, by: op).isAllowed
+                allowed = authorize(action, in: group.asCommunity, by: op).isAllowed
             } else {
                 allowed = authorize(action, in: group, by: op).isAllowed
             }

@@ -160,6 +160,16 @@ public struct PermissionGroup: Sendable, Hashable, Identifiable {
 }
 
 extension Group {
+    /// This group as its community's decisions see it: a topic without its parent (its type,
+    /// settings, owner and permission groups are already the community's), so that what does not
+    /// apply to topics is decided rather than refused with `NOT_ALLOWED_ON_TOPIC`; any other
+    /// group as it is.
+    public var asCommunity: Group {
+        var community = self
+        community.parentID = nil
+        return community
+    }
+
     /// The permission group `id` of this community (or of this topic's community), or `nil`.
     public func permissionGroup(_ id: String) -> PermissionGroup? {
         self.permissionGroups.first { $0.id == id }

@@ -129,10 +129,7 @@ extension GroupServiceHandler {
             guard let member = member[community.id] else { throw GroupError.memberNotFound(request.userID, field: "user_id") }
             groups = groups.filter { $0.isEveryone || member.permissionGroups.contains($0.id) }
         }
-        var counts: [String: Int] = [:]
-        for assignment in assignments {
-            for id in Set(assignment.permissionGroups) { counts[id, default: 0] += 1 }
-        }
+        let counts = Self.memberCounts(assignments)
         let topics = try await topicIDs(of: community.id, named: true, call)
         return .with {
             $0.permissionGroups = groups.map { group in
@@ -189,9 +186,7 @@ extension GroupServiceHandler {
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let caller = GroupdService.groupOperator(call.caller, membership: membership)
         // Members of the community (a topic's are its community's) and the backend.
-        var community = group
-        community.parentID = nil
-        try GroupRules.authorize(.listMembers, in: community, by: caller).get()
+        try GroupRules.authorize(.listMembers, in: group.asCommunity, by: caller).get()
         try GroupRules.checkPermissionGroupsSupported(group)
         let userID = request.userID.isEmpty ? call.caller.operatorID : request.userID
         guard let userID else { throw GroupError.invalidArgument(field: "user_id", "user_id names the member (the backend has none)") }
@@ -256,8 +251,16 @@ extension GroupServiceHandler {
         if id == PermissionGroup.everyoneID {
             return try await store.groups(app: call.caller.appID, ids: [groupID])[groupID]?.memberCount ?? 0
         }
-        return try await store.permissionAssignments(app: call.caller.appID, groupID: groupID)
-            .filter { $0.permissionGroups.contains(id) }.count
+        return Self.memberCounts(try await store.permissionAssignments(app: call.caller.appID, groupID: groupID))[id] ?? 0
+    }
+
+    /// How many members each permission group has, from the community's assignments.
+    static func memberCounts(_ assignments: [PermissionAssignment]) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for assignment in assignments {
+            for id in Set(assignment.permissionGroups) { counts[id, default: 0] += 1 }
+        }
+        return counts
     }
 
     /// An UpdatePermissionGroup request as the model's update: the masked fields, or
