@@ -76,6 +76,27 @@ extension Store {
         return topics
     }
 
+    /// The live topics of `communities` (Community groups as the caller read them) that `userID`
+    /// belongs to, each in its community's view (`Group.topic(_:in:)`) with the user's read
+    /// state in it, oldest first: one read for all, however many communities and topics (the
+    /// joined-group list of a member of 50 communities of 20 topics each). Communities the user
+    /// does not belong to, dismissed since, or without topics are absent.
+    public func joinedTopics(app: String, userID: String, communities: [Group]) async throws -> [String: [JoinedTopic]] {
+        var byID: [String: Group] = [:]
+        for community in communities where community.type.preset.behaviour.topicsSupported {
+            byID[community.id] = byID[community.id] ?? community
+        }
+        if byID.isEmpty { return [:] }
+        let ids = Array(byID.keys)
+        let stored = try await read { try await backend.joinedTopics(app: app, userID: userID, communities: ids) }
+        var topics: [String: [JoinedTopic]] = [:]
+        for (id, entries) in stored {
+            guard let community = byID[id] else { continue }
+            topics[id] = entries.map { JoinedTopic(topic: Group.topic($0.topic, in: community), read: $0.read) }
+        }
+        return topics
+    }
+
     /// `groups` with each topic in its community's view (`Group.topic(_:in:)`), reading the
     /// communities not among them; a topic whose community is gone (dismissed) is dropped.
     func mergingTopics(_ groups: [String: Group], app: String) async throws -> [String: Group] {

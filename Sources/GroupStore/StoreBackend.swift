@@ -95,6 +95,11 @@ public protocol StoreBackend: Sendable {
     /// merges them with their community), oldest first; communities without topics are absent.
     func topics(app: String, communities: [String]) async throws -> [String: [Group]]
 
+    /// The live topics of the live communities of one app that `userID` belongs to, as stored
+    /// (their own rows), each with the user's read state in it (``readStates(app:userID:groupIDs:)``'s
+    /// for a topic), oldest first, in one statement; the other communities are absent.
+    func joinedTopics(app: String, userID: String, communities: [String]) async throws -> [String: [JoinedTopic]]
+
     /// One user's memberships (with custom fields) in several live groups of one app.
     func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member]
 

@@ -106,6 +106,21 @@ public struct JoinedGroup: Sendable, Hashable {
     }
 }
 
+/// A topic of a community a user belongs to, with the user's read state in it
+/// (``Store/joinedTopics(app:userID:communities:)``).
+public struct JoinedTopic: Sendable, Hashable {
+    /// The topic: in its community's view from the store, as stored (its own row) from a backend.
+    public var topic: Group
+    /// The user's read state in the topic, as ``Store/readStates(app:userID:groupIDs:)`` gives it.
+    public var read: ReadState
+
+    /// Creates an entry.
+    public init(topic: Group, read: ReadState) {
+        self.topic = topic
+        self.read = read
+    }
+}
+
 /// A group's attributes and counters, as stored.
 public struct GroupAttributeSet: Sendable, Hashable {
     /// The attributes by key.

@@ -43,6 +43,33 @@ extension PostgresBackend {
         }
     }
 
+    public func joinedTopics(app: String, userID: String, communities: [String]) async throws -> [String: [JoinedTopic]] {
+        if communities.isEmpty { return [:] }
+        return try await read { session in
+            var read: [(community: String, row: Rows.GroupRow, state: ReadState)] = []
+            // The topics of the user's communities by their parent (no list of topic ids), each
+            // with its read state (``topicStateColumns``).
+            try await session.rows(
+                """
+                SELECT c.group_id, \(Rows.topicColumns), \(Self.topicStateColumns) FROM groups c
+                JOIN groups t ON t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                \(Self.topicStateJoins)
+                WHERE c.app_id = ? AND c.group_id = ANY(?) AND c.dismissed_at IS NULL
+                ORDER BY c.group_id, t.created_at, t.group_id
+                """,
+                [.text(userID), .text(app), .texts(communities)]
+            ) { row in
+                let topic = try Rows.topic(OffsetRow(row: row, offset: 1))
+                read.append((try row.text(0), topic, try Self.readState(OffsetRow(row: row, offset: Rows.topicColumnCount))))
+            }
+            var topics: [String: [JoinedTopic]] = [:]
+            for (entry, group) in zip(read, try await PostgresRows.withCustom(read.map(\.row), app: app, session: session)) {
+                topics[entry.community, default: []].append(JoinedTopic(topic: group, read: entry.state))
+            }
+            return topics
+        }
+    }
+
     public func memberships(app: String, userID: String, groupIDs: [String]) async throws -> [String: Member] {
         try await readOne { session, inSnapshot in
             var groupIDList: [String] = []

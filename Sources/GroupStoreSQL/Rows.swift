@@ -221,6 +221,9 @@ public enum Rows {
         t.mute_roles, t.mute_until, t.mute_operator, t.created_at, t.updated_at, t.latest_seq, t.pins, t.has_custom
         """
 
+    /// How many columns ``topicColumns`` names.
+    public static let topicColumnCount = 16
+
     /// A topic's own row (``topicColumns``): what the community does not give it (profile, mute,
     /// times, sequence, pins). The type is Community and the rest is the type's defaults, which
     /// `Group.topic(_:in:)` replaces with the community's. A member of many communities lists a

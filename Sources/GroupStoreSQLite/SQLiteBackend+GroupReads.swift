@@ -35,6 +35,34 @@ extension SQLiteBackend {
         }
     }
 
+    public func joinedTopics(app: String, userID: String, communities: [String]) async throws -> [String: [JoinedTopic]] {
+        if communities.isEmpty || !storesTopics { return [:] }
+        return try await pool.read { db in
+            let padded = Rows.padded(communities)
+            var read: [(community: String, row: Rows.GroupRow, state: ReadState)] = []
+            try RawStatement(
+                db,
+                """
+                SELECT c.group_id, \(Rows.topicColumns), \(TopicReads.stateColumns) FROM groups c
+                JOIN members m ON m.group_key = c.group_key AND m.user_id = ?
+                JOIN groups t ON t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                LEFT JOIN topic_reads r ON r.topic_key = t.group_key AND r.user_id = m.user_id
+                WHERE c.app_id = ? AND c.group_id IN (\(Rows.placeholders(padded.count))) AND c.dismissed_at IS NULL
+                ORDER BY c.group_key, t.created_at, t.group_id
+                """
+            ).rows([.text(userID), .text(app)] + padded.map { .text($0) }) { row in
+                let topic = try Rows.topic(OffsetRow(row: row, offset: 1))
+                read.append((row.text(0), topic, TopicReads.state(row, at: 1 + Rows.topicColumnCount)))
+            }
+            let groups = try Operations.withCustom(read.map(\.row), db: db)
+            var topics: [String: [JoinedTopic]] = [:]
+            for (entry, group) in zip(read, groups) {
+                topics[entry.community, default: []].append(JoinedTopic(topic: group, read: entry.state))
+            }
+            return topics
+        }
+    }
+
     public func groups(app: String, ids: [String]) async throws -> [String: Group] {
         let ownerSettings = storesOwnerSettings
         return try await pool.read { db in try Self.readGroups(app: app, ids: ids, ownerSettings: ownerSettings, db: db) }

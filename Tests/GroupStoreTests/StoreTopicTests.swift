@@ -195,6 +195,56 @@ struct StoreTopicTests {
         #expect(try await store.readStates(app: app, userID: "bob", groupIDs: [topic])[topic]?.unreadCount == 1)
     }
 
+    @Test("a member's joined topics: each community's topics in its view, oldest first, each with the read state readStates gives; other communities absent", arguments: StoreKind.allCases)
+    func joinedTopics(kind: StoreKind) async throws {
+        let temporary = try await temporaryStore(kind)
+        let store = temporary.store
+        try await createCommunity(store, "c1")
+        let general = try await createTopic(store, "c1", "general", at: t0)
+        let quiet = try await createTopic(store, "c1", "quiet", at: t0.adding(seconds: 1))
+        let read = try await createTopic(store, "c1", "read", at: t0.adding(seconds: 2))
+        try await createCommunity(store, "c2", members: ["carol"])
+        let elsewhere = try await createTopic(store, "c2", "not bob's")
+        try await createCommunity(store, "c3")
+        try await createCommunity(store, "gone")
+        _ = try await createTopic(store, "gone", "dismissed with its community")
+        try await send(store, general, from: "alice", at: t0.adding(seconds: 10))
+        try await send(store, general, from: "carol", at: t0.adding(seconds: 11), mentioning: ["bob"])
+        try await send(store, general, from: "bob", at: t0.adding(seconds: 12))
+        try await send(store, read, from: "alice", at: t0.adding(seconds: 13))
+        try await send(store, elsewhere, from: "carol", at: t0.adding(seconds: 14))
+        _ = try await markRead(store, read, "bob")
+        let communities = try await store.groups(app: app, ids: ["c1", "c2", "c3", "gone"])
+        _ = try await store.mutateGroup(app: app, groupID: "gone", operatorID: "alice", targets: [], at: t0) { snapshot in
+            var change = GroupChange(group: snapshot.group, events: [.init(kind: .groupDismissed, operatorID: "alice")])
+            change.dismissesGroup = true
+            return (change, ())
+        }
+
+        let joined = try await store.joinedTopics(app: app, userID: "bob", communities: Array(communities.values))
+        #expect(Array(joined.keys) == ["c1"])
+        let topics = try #require(joined["c1"])
+        #expect(topics.map(\.topic.id) == [general, quiet, read])
+        #expect(topics.map(\.topic.name) == ["general", "quiet", "read"])
+        // In the community's view, with the topic's own sequence and custom fields.
+        #expect(topics.allSatisfy { $0.topic.parentID == "c1" && $0.topic.type == .community && $0.topic.custom == ["k": [1]] })
+        #expect(topics.map(\.topic.latestSequence) == [3, 0, 1])
+        let states = try await store.readStates(app: app, userID: "bob", groupIDs: [general, quiet, read])
+        #expect(topics.map(\.read) == [general, quiet, read].map { states[$0] })
+        #expect(topics[0].read.unreadCount == 2 && topics[0].read.unreadMention == .me)
+        #expect(topics[0].read.lastMessageAt == t0.adding(seconds: 12))
+        #expect(topics[1].read == ReadState(readSequence: 0, unreadCount: 0, lastMessageAt: nil))
+        #expect(topics[2].read.readSequence == 1 && topics[2].read.unreadCount == 0)
+        #expect(topics[2].read.lastMessageAt == t0.adding(seconds: 13))
+        // Not a member: nothing; no communities asked: nothing.
+        #expect(try await store.joinedTopics(app: app, userID: "zed", communities: Array(communities.values)).isEmpty)
+        #expect(try await store.joinedTopics(app: app, userID: "bob", communities: []).isEmpty)
+        // Carol's, in both communities.
+        let carol = try await store.joinedTopics(app: app, userID: "carol", communities: Array(communities.values))
+        #expect(carol.keys.sorted() == ["c1", "c2"] && carol["c2"]?.first?.read.unreadCount == 0)
+        #expect(carol["c1"]?.first?.read.unreadCount == 2)
+    }
+
     @Test("a dismissed community takes its topics with it; search lists no topic", arguments: StoreKind.allCases)
     func dismissalAndSearch(kind: StoreKind) async throws {
         let temporary = try await temporaryStore(kind)

@@ -34,9 +34,7 @@ extension GroupServiceHandler {
         }
         // Read positions and unread counts, read after the page; a community's topics with theirs.
         try await fillReadStates(&views, call: call)
-        try await fillTopics(
-            &views, memberships: Dictionary(page.items.map { ($0.group.id, $0.membership) }, uniquingKeysWith: { a, _ in a }),
-            call: call)
+        try await fillTopics(&views, joined: page.items.filter { types.isEmpty || types.contains($0.group.type) }, call: call)
         return .with {
             $0.groups = views
             $0.nextPageToken = page.next ?? ""
@@ -133,9 +131,7 @@ extension GroupServiceHandler {
             await service.filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
             views.append(view)
         }
-        try await fillTopics(
-            &views, memberships: Dictionary(page.changed.map { ($0.group.id, $0.membership) }, uniquingKeysWith: { a, _ in a }),
-            call: call)
+        try await fillTopics(&views, joined: page.changed, call: call)
         let groups = views
         return .with {
             $0.groups = groups

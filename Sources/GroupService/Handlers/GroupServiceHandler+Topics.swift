@@ -101,21 +101,20 @@ extension GroupServiceHandler {
 
     // MARK: Views
 
-    /// Fills `topics` on the views of Community groups the caller belongs to, each topic with the
-    /// caller's read state: two reads for all the views (the topics, then the read states).
-    func fillTopics(_ views: inout [Groupd_V1_Group], memberships: [String: Member], call: CallContext) async throws {
-        let communities = views.filter { memberships[$0.groupID] != nil && $0.type == .community }.map(\.groupID)
+    /// Fills `topics` on the views of the Community groups of `joined` (the caller's groups, one
+    /// view each, in the same order), each topic with the caller's read state: one read for all
+    /// the views (``Store/joinedTopics(app:userID:communities:)``).
+    func fillTopics(_ views: inout [Groupd_V1_Group], joined: [JoinedGroup], call: CallContext) async throws {
+        guard let user = call.caller.operatorID else { return }
+        let communities = joined.filter { $0.group.type == .community }
         if communities.isEmpty { return }
-        let topics = try await store.topics(app: call.caller.appID, communityIDs: communities)
+        let topics = try await store.joinedTopics(app: call.caller.appID, userID: user, communities: communities.map(\.group))
         if topics.isEmpty { return }
-        var reads: [String: ReadState] = [:]
-        if let user = call.caller.operatorID {
-            reads = try await store.readStates(
-                app: call.caller.appID, userID: user, groupIDs: topics.values.flatMap { $0.map(\.id) })
-        }
+        var memberships: [String: Member] = [:]
+        for item in communities { memberships[item.group.id] = item.membership }
         for index in views.indices {
             guard let list = topics[views[index].groupID], let membership = memberships[views[index].groupID] else { continue }
-            views[index].topics = list.map { Self.topicView($0, membership: membership, read: reads[$0.id], call: call) }
+            views[index].topics = list.map { Self.topicView($0.topic, membership: membership, read: $0.read, call: call) }
         }
     }
 
