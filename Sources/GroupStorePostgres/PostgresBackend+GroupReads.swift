@@ -26,9 +26,8 @@ extension PostgresBackend {
             try await session.rows(
                 """
                 SELECT \(Rows.topicColumns), c.group_id FROM groups c
-                JOIN groups t ON t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                CROSS JOIN LATERAL (\(Self.topicsOfCommunity)) t
                 WHERE c.app_id = ? AND c.group_id = ANY(?) AND c.dismissed_at IS NULL
-                ORDER BY c.group_id, t.created_at, t.group_id
                 """,
                 [.text(app), .texts(communities)]
             ) { row in
@@ -39,8 +38,21 @@ extension PostgresBackend {
             for (parent, topic) in zip(parents, try await PostgresRows.withCustom(rows, app: app, session: session)) {
                 topics[parent, default: []].append(topic)
             }
-            return topics
+            return topics.mapValues { $0.sorted(by: Self.isOlder) }
         }
+    }
+
+    /// The live topics of community `c`, each by its own probe of `groups_by_parent` (`OFFSET 0`
+    /// keeps the subquery from being flattened into a join): as a join, the statement's generic
+    /// plan read every topic of the app in the index's order, or scanned the app's groups in
+    /// `group_id` order to skip a sort. Unordered: the caller sorts (``isOlder(_:_:)``).
+    static let topicsOfCommunity = """
+        SELECT * FROM groups t WHERE t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL OFFSET 0
+        """
+
+    /// Topic order: by creation time, then id.
+    static func isOlder(_ a: Group, _ b: Group) -> Bool {
+        (a.createdAt, a.id) < (b.createdAt, b.id)
     }
 
     public func joinedTopics(app: String, userID: String, communities: [String]) async throws -> [String: [JoinedTopic]] {
@@ -52,10 +64,9 @@ extension PostgresBackend {
             try await session.rows(
                 """
                 SELECT c.group_id, \(Rows.topicColumns), \(Self.topicStateColumns) FROM groups c
-                JOIN groups t ON t.app_id = c.app_id AND t.parent_key = c.group_key AND t.dismissed_at IS NULL
+                CROSS JOIN LATERAL (\(Self.topicsOfCommunity)) t
                 \(Self.topicStateJoins)
                 WHERE c.app_id = ? AND c.group_id = ANY(?) AND c.dismissed_at IS NULL
-                ORDER BY c.group_id, t.created_at, t.group_id
                 """,
                 [.text(userID), .text(app), .texts(communities)]
             ) { row in
@@ -66,7 +77,7 @@ extension PostgresBackend {
             for (entry, group) in zip(read, try await PostgresRows.withCustom(read.map(\.row), app: app, session: session)) {
                 topics[entry.community, default: []].append(JoinedTopic(topic: group, read: entry.state))
             }
-            return topics
+            return topics.mapValues { $0.sorted { Self.isOlder($0.topic, $1.topic) } }
         }
     }
 
