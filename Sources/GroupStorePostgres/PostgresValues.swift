@@ -166,9 +166,8 @@ enum PGValue: Sendable {
 /// ``PreparedQuery`` keep the `text` format of its Describe answer, but their bytes are binary),
 /// so the columns the stores read most are decoded here from their binary form: text types as
 /// their UTF-8 bytes, `int2`/`int4`/`int8` as big-endian integers, `bool` as one byte. Any other
-/// type goes through the driver's decoding. Reading a thousand rows of sixteen columns this way
-/// costs a third of what a driver cell per column did (a `PostgresCell` with its column name,
-/// made twice, and a generic decode).
+/// type goes through the driver's decoding (a read used to make a driver cell twice per column,
+/// with its column name, and decode it generically).
 struct PGRow: ColumnReader {
     private let cells: [(bytes: ByteBuffer?, type: PostgresDataType)]
 

@@ -246,6 +246,21 @@ struct PostgresTopicTests {
         try await store.close()
     }
 
+    @Test("a store session plans by index and never compiles a statement (JIT off): the joined list's generic plan cost 21 million and JIT took a second a call")
+    func sessionSettings() async throws {
+        let temporary = try await store()
+        let backend = try #require(temporary.backend as? PostgresBackend)
+        let settings = try await backend.read { session in
+            var values: [String] = []
+            for name in ["jit", "enable_seqscan", "enable_bitmapscan"] {
+                values.append(try await session.first("SELECT current_setting('\(name)')", []) { try $0.text(0) } ?? "")
+            }
+            return values
+        }
+        #expect(settings == ["off", "off", "off"])
+        try await temporary.store.close()
+    }
+
     @Test("search and the app's listings exclude topics")
     func searchExcludesTopics() async throws {
         let temporary = try await store()
