@@ -21,12 +21,15 @@ extension GroupServiceHandler {
         let size = try GroupdService.pageSize(request.pageSize, fallback: 50, max: 100)
         let page = try await store.joinedGroups(
             app: call.caller.appID, userID: user, after: request.pageToken.isEmpty ? nil : request.pageToken, limit: size)
+        let listed = page.items.filter { types.isEmpty || types.contains($0.group.type) }
+        // The reads after the page run together: the count, the communities' topics with the
+        // caller's read states, and (once the views are built) the groups' read states.
         // AVChatRoom is never listed, so never counted (its owner's row is stored).
         let counted = (types.isEmpty ? Set(GroupType.allCases) : types).filter(GroupRules.countsTowardGroupLimit)
-        let total = counted.isEmpty
-            ? 0 : try await store.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
+        async let total = counted.isEmpty ? 0 : store.joinedGroupCount(app: call.caller.appID, userID: user, types: counted)
+        async let topics = joinedTopics(of: listed, call: call)
         var views: [Groupd_V1_Group] = []
-        for item in page.items where types.isEmpty || types.contains(item.group.type) {
+        for item in listed {
             var view = GroupdService.groupView(item.group, membership: item.membership, call: call, remark: item.remark)
             // Custom values as the app's read filter leaves them for the user's role there.
             await service.filterGroupView(&view, role: call.caller.actingRole(membership: item.membership.role), call)
@@ -34,11 +37,12 @@ extension GroupServiceHandler {
         }
         // Read positions and unread counts, read after the page; a community's topics with theirs.
         try await fillReadStates(&views, call: call)
-        try await fillTopics(&views, joined: page.items.filter { types.isEmpty || types.contains($0.group.type) }, call: call)
+        Self.fillTopics(&views, topics: try await topics, joined: listed, call: call)
+        let totalCount = try await total
         return .with {
             $0.groups = views
             $0.nextPageToken = page.next ?? ""
-            $0.totalCount = UInt32(clamping: total)
+            $0.totalCount = UInt32(clamping: totalCount)
         }
     }
 

@@ -102,19 +102,32 @@ extension GroupServiceHandler {
     // MARK: Views
 
     /// Fills `topics` on the views of the Community groups of `joined` (the caller's groups, one
-    /// view each, in the same order), each topic with the caller's read state: one read for all
-    /// the views (``Store/joinedTopics(app:userID:communities:)``).
+    /// view each), each topic with the caller's read state: one read for all the views
+    /// (``joinedTopics(of:call:)``).
     func fillTopics(_ views: inout [Groupd_V1_Group], joined: [JoinedGroup], call: CallContext) async throws {
-        guard let user = call.caller.operatorID else { return }
-        let communities = joined.filter { $0.group.type == .community }
-        if communities.isEmpty { return }
-        let topics = try await store.joinedTopics(app: call.caller.appID, userID: user, communities: communities.map(\.group))
+        Self.fillTopics(&views, topics: try await joinedTopics(of: joined, call: call), joined: joined, call: call)
+    }
+
+    /// The topics of the Community groups of `joined` with the caller's read state in each
+    /// (``Store/joinedTopics(app:userID:communities:)``), by community id.
+    func joinedTopics(of joined: [JoinedGroup], call: CallContext) async throws -> [String: [JoinedTopic]] {
+        guard let user = call.caller.operatorID else { return [:] }
+        let communities = joined.filter { $0.group.type == .community }.map(\.group)
+        if communities.isEmpty { return [:] }
+        return try await store.joinedTopics(app: call.caller.appID, userID: user, communities: communities)
+    }
+
+    /// Fills `topics` on the views of the Community groups of `joined` from `topics`
+    /// (``joinedTopics(of:call:)``).
+    static func fillTopics(
+        _ views: inout [Groupd_V1_Group], topics: [String: [JoinedTopic]], joined: [JoinedGroup], call: CallContext
+    ) {
         if topics.isEmpty { return }
         var memberships: [String: Member] = [:]
-        for item in communities { memberships[item.group.id] = item.membership }
+        for item in joined where item.group.type == .community { memberships[item.group.id] = item.membership }
         for index in views.indices {
             guard let list = topics[views[index].groupID], let membership = memberships[views[index].groupID] else { continue }
-            views[index].topics = list.map { Self.topicView($0.topic, membership: membership, read: $0.read, call: call) }
+            views[index].topics = list.map { topicView($0.topic, membership: membership, read: $0.read, call: call) }
         }
     }
 
