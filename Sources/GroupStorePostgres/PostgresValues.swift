@@ -163,7 +163,7 @@ enum PGValue: Sendable {
 /// column's bytes (a slice of the row's buffer) and type, taken in one pass over the row.
 ///
 /// Every statement asks for binary results (postgres-nio's Bind; the rows of a
-/// ``PreparedQuery`` keep the `text` format of its Describe answer, but their bytes are binary),
+/// `PreparedQuery` keep the `text` format of its Describe answer, but their bytes are binary),
 /// so the columns the stores read most are decoded here from their binary form: text types as
 /// their UTF-8 bytes, `int2`/`int4`/`int8` as big-endian integers, `bool` as one byte. Any other
 /// type goes through the driver's decoding (a read used to make a driver cell twice per column,

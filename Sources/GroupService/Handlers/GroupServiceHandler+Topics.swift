@@ -109,7 +109,7 @@ extension GroupServiceHandler {
     }
 
     /// The topics of the Community groups of `joined` with the caller's read state in each
-    /// (``Store/joinedTopics(app:userID:communities:)``), by community id.
+    /// (`Store.joinedTopics(app:userID:communities:)`), by community id.
     func joinedTopics(of joined: [JoinedGroup], call: CallContext) async throws -> [String: [JoinedTopic]] {
         guard let user = call.caller.operatorID else { return [:] }
         let communities = joined.filter { $0.group.type == .community }.map(\.group)
