@@ -221,8 +221,8 @@ public enum Rows {
         t.mute_roles, t.mute_until, t.mute_operator, t.created_at, t.updated_at, t.latest_seq, t.pins, t.has_custom
         """
 
-    /// How many columns ``topicColumns`` names.
-    public static let topicColumnCount = 16
+    /// How many columns ``topicColumns`` names (counted from it, so the two cannot drift apart).
+    public static let topicColumnCount = topicColumns.split(separator: ",").count
 
     /// A topic's own row (``topicColumns``): what the community does not give it (profile, mute,
     /// times, sequence, pins). The type is Community and the rest is the type's defaults, which
