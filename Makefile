@@ -80,7 +80,7 @@ run: release release-plugins
 ## a failing one's log tail is printed, and make test fails with its exit status.
 INTEROP_POSTGRES_WORKERS ?= 2
 test:
-	@MAKE="$(MAKE)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) INTEROP_POSTGRES_WORKERS=$(INTEROP_POSTGRES_WORKERS) \
+	@MAKE="$(MAKE)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) INTEROP_POSTGRES_WORKERS=$(INTEROP_POSTGRES_WORKERS) \
 	  scripts/test.sh
 
 test-swift:
@@ -283,6 +283,10 @@ test-sanitize: deps
 ## .build-fuzz. Ends with each target's executions per second and coverage.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS ?=
+## FUZZ_JOBS: how many targets fuzz at once (default: one per core); each fuzzes for its seconds of
+## wall time whatever CPU it gets
+FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+export FUZZ_JOBS
 fuzz: fuzz-build
 	scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
@@ -290,7 +294,7 @@ fuzz-build: deps
 	scripts/fuzz.sh build
 
 ## fuzz-smoke: the inputs in Tests/Fuzz/Regressions replayed, then every target for
-## FUZZ_SMOKE_SECONDS (default 20): the part of `make test`
+## FUZZ_SMOKE_SECONDS (default 20), FUZZ_JOBS at a time: the part of `make test`
 FUZZ_SMOKE_SECONDS ?= 20
 fuzz-smoke: fuzz-build
 	scripts/fuzz.sh run $(FUZZ_SMOKE_SECONDS)

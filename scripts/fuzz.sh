@@ -61,58 +61,98 @@ build() {
   echo "fuzz build: $((SECONDS - started)) s"
 }
 
+# fuzz_one TARGET SECONDS OUT: one target's regressions, then its fuzzing; what it prints goes to
+# OUT, its summary line to OUT.summary. Exits 1 on a finding, 3 without coverage.
+fuzz_one() {
+  local target=$1 seconds=$2 out=$3
+  exec >"$out" 2>&1
+  local bin="$SCRATCH/debug" artifacts="$SCRATCH/artifacts"
+  local log="$artifacts/$target.log" seeds="$unpacked/seeds/$target" regressions="$unpacked/regressions/$target"
+  # Every input that once crashed runs first, each exactly once.
+  if [ "$(python3 Tests/Fuzz/corpus.py unpack "Tests/Fuzz/Regressions/$target" "$regressions")" -gt 0 ]; then
+    echo "== $target: replaying $(ls "$regressions" | wc -l) regression inputs"
+    "$bin/$target" -runs=1 "$regressions"/* 2>"$log.regressions" || { cat "$log.regressions"; exit 1; }
+  fi
+  # Without its seeds a target starts from nothing, and its first inputs may all look alike.
+  if [ "$(python3 Tests/Fuzz/corpus.py unpack "Tests/Fuzz/Corpus/$target" "$seeds")" -eq 0 ]; then
+    echo "$target FAILED: no seeds in Tests/Fuzz/Corpus/$target (Tests/Fuzz/make_seeds.py writes them)"
+    exit 1
+  fi
+  mkdir -p "$new_root/$target"
+  echo "== $target: fuzzing for ${seconds}s from $(ls "$seeds" | wc -l) seeds (new inputs in $new_root/$target)"
+  if ! "$bin/$target" "$new_root/$target" "$seeds" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$artifacts/$target-" 2>"$log"; then
+    tail -n 60 "$log"
+    echo "$target FAILED: the input is in $artifacts/$target-* (see docs/FUZZING.md to make it a regression test)"
+    exit 1
+  fi
+  # A binary without coverage feedback fuzzes blind (its status lines never show `cov:`): a broken
+  # build, not a pass. The run's first lines say how many counters libFuzzer found and what it read.
+  local coverage
+  coverage=$( (grep -oE ' cov: [0-9]+' "$log" || true) | awk '{ if ($2 > max) max = $2 } END { print max + 0 }')
+  if [ "$coverage" -eq 0 ]; then
+    head -n 20 "$log"
+    echo "$target: $(readelf -SW "$bin/$target" 2>/dev/null | grep -c __sancov_cntrs || true) __sancov_cntrs sections in $bin/$target"
+    echo "$target FAILED: libFuzzer saw no coverage (rebuild: rm -rf $SCRATCH && $0 build)"
+    exit 3
+  fi
+  local done_line execs units
+  done_line=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -n 1 || true)
+  execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+  units=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  printf '%-16s %8s exec/s %10s runs  %s\n' "$target" "$execs" "$units" \
+    "$(echo "$done_line" | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[^ ]+' || echo 'no status line')" \
+    >"$out.summary"
+}
+
+# run SECONDS [TARGET...]: the targets FUZZ_JOBS at a time (default 1; each fuzzes for SECONDS of
+# wall time whatever CPU it gets), their output printed in target order as each one's turn comes.
+# The first failure stops the run: the targets still running are stopped, its output printed, and
+# the run exits with its status.
 run() {
   local seconds=$1; shift
   local targets=("$@")
   [ ${#targets[@]} -gt 0 ] || targets=("${TARGETS[@]}")
-  local bin="$SCRATCH/debug" artifacts="$SCRATCH/artifacts" new_root
+  local jobs=${FUZZ_JOBS:-1}
   new_root=${FUZZ_NEW_CORPUS:-$(mktemp -d)}
-  # The committed inputs, raw; global, as the EXIT trap runs after run() has returned.
+  # The committed inputs, raw, and each target's output; global, as the EXIT trap runs after run()
+  # has returned.
   unpacked=$(mktemp -d)
   trap 'rm -rf "$unpacked"' EXIT
-  mkdir -p "$artifacts"
-  local summary=() started=$SECONDS
-  for target in "${targets[@]}"; do
-    local log="$artifacts/$target.log" seeds="$unpacked/seeds/$target" regressions="$unpacked/regressions/$target"
-    # Every input that once crashed runs first, each exactly once.
-    if [ "$(python3 Tests/Fuzz/corpus.py unpack "Tests/Fuzz/Regressions/$target" "$regressions")" -gt 0 ]; then
-      echo "== $target: replaying $(ls "$regressions" | wc -l) regression inputs"
-      "$bin/$target" -runs=1 "$regressions"/* 2>"$log.regressions" || { cat "$log.regressions"; exit 1; }
+  mkdir -p "$SCRATCH/artifacts" "$unpacked/out"
+  local started=$SECONDS next=0 printed=0 target done_pid code
+  declare -A running=()   # pid -> target
+  declare -A finished=()  # target -> 1
+  while [ "$printed" -lt ${#targets[@]} ]; do
+    # Start targets up to the width.
+    while [ "$next" -lt ${#targets[@]} ] && [ ${#running[@]} -lt "$jobs" ]; do
+      target=${targets[$next]}
+      ( fuzz_one "$target" "$seconds" "$unpacked/out/$target" ) &
+      running[$!]=$target
+      next=$((next + 1))
+    done
+    # Print, in order, every target that has ended.
+    while [ "$printed" -lt ${#targets[@]} ] && [ -n "${finished[${targets[$printed]}]:-}" ]; do
+      cat "$unpacked/out/${targets[$printed]}"
+      printed=$((printed + 1))
+    done
+    [ ${#running[@]} -gt 0 ] || continue
+    code=0
+    wait -n -p done_pid "${!running[@]}" || code=$?
+    target=${running[$done_pid]}
+    unset "running[$done_pid]"
+    if [ "$code" -ne 0 ]; then
+      for done_pid in "${!running[@]}"; do kill -TERM "$done_pid" 2>/dev/null; pkill -TERM -P "$done_pid" 2>/dev/null; done
+      wait 2>/dev/null
+      cat "$unpacked/out/$target"
+      exit "$code"
     fi
-    # Without its seeds a target starts from nothing, and its first inputs may all look alike.
-    if [ "$(python3 Tests/Fuzz/corpus.py unpack "Tests/Fuzz/Corpus/$target" "$seeds")" -eq 0 ]; then
-      echo "$target FAILED: no seeds in Tests/Fuzz/Corpus/$target (Tests/Fuzz/make_seeds.py writes them)"
-      exit 1
-    fi
-    mkdir -p "$new_root/$target"
-    echo "== $target: fuzzing for ${seconds}s from $(ls "$seeds" | wc -l) seeds (new inputs in $new_root/$target)"
-    if ! "$bin/$target" "$new_root/$target" "$seeds" \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$artifacts/$target-" 2>"$log"; then
-      tail -n 60 "$log"
-      echo "$target FAILED: the input is in $artifacts/$target-* (see docs/FUZZING.md to make it a regression test)"
-      exit 1
-    fi
-    # A binary without coverage feedback fuzzes blind (its status lines never show `cov:`): a broken
-    # build, not a pass. The run's first lines say how many counters libFuzzer found and what it read.
-    local coverage
-    coverage=$( (grep -oE ' cov: [0-9]+' "$log" || true) | awk '{ if ($2 > max) max = $2 } END { print max + 0 }')
-    if [ "$coverage" -eq 0 ]; then
-      head -n 20 "$log"
-      echo "$target: $(readelf -SW "$bin/$target" 2>/dev/null | grep -c __sancov_cntrs || true) __sancov_cntrs sections in $bin/$target"
-      echo "$target FAILED: libFuzzer saw no coverage (rebuild: rm -rf $SCRATCH && $0 build)"
-      exit 3
-    fi
-    local done_line execs units
-    done_line=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -n 1 || true)
-    execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-    units=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-    summary+=("$(printf '%-16s %8s exec/s %10s runs  %s' "$target" "$execs" "$units" \
-      "$(echo "$done_line" | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[^ ]+' || echo 'no status line')")")
+    finished[$target]=1
   done
   [ -n "${FUZZ_NEW_CORPUS:-}" ] || rm -rf "$new_root"
-  echo "== fuzzing done in $((SECONDS - started)) s"
-  printf '%s\n' "${summary[@]}"
+  echo "== fuzzing done in $((SECONDS - started)) s ($jobs at a time)"
+  for target in "${targets[@]}"; do cat "$unpacked/out/$target.summary"; done
 }
 
 case "${1:-}" in

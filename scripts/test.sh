@@ -15,8 +15,9 @@
 #   interop-connect    test_contract and test_isolation over Connect JSON           } PostgreSQL cluster
 #   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster) }
 #                      in INTEROP_POSTGRES_WORKERS (default 2) pytest-xdist workers, whole files each
-#   fuzz-smoke         regressions replayed, every fuzzer briefly (once the fuzz build and the three
-#                      SQLite passes are done, beside the PostgreSQL pass)
+#   fuzz-smoke         regressions replayed, every fuzzer briefly, two at a time (once the fuzz
+#                      build, interop-gzip and interop-connect are done, beside interop and
+#                      interop-postgres)
 #   instructions       instructions per call under callgrind against Benchmarks/instructions.json
 #                      (with fuzz-smoke; a count does not depend on the load beside it)
 #
@@ -205,7 +206,9 @@ if go; then
   GROUPD_TEST_PORTS=28000-31999 start interop-postgres "$MAKE" --no-print-directory test-interop-postgres \
     PYTEST_FLAGS="$postgres_flags"
 fi
-await fuzz-build interop interop-gzip interop-connect
+# The fuzzers fuzz for a fixed wall time whatever CPU they get: they start as soon as the fuzz build
+# and the two short SQLite passes are done, beside the two long passes, rather than after them.
+await fuzz-build interop-gzip interop-connect
 if go; then
   background[fuzz-smoke]=1
   start fuzz-smoke scripts/fuzz.sh run "$FUZZ_SMOKE_SECONDS"
