@@ -75,9 +75,10 @@ run: release release-plugins
 ## again with every grpcio channel gzip-compressed (test-interop-gzip), the contract and isolation tables
 ## over Connect JSON (test-interop-connect), and on two groupd nodes on
 ## PostgreSQL (test-interop-postgres), each pass in a port range of its own and the PostgreSQL pass
-## spread over $(INTEROP_POSTGRES_WORKERS) pytest-xdist workers, then a short run of every fuzzer
-## (fuzz-smoke) beside the PostgreSQL pass. The parallel stages write to .build/test-logs/<stage>.log;
-## a failing one's log tail is printed, and make test fails with its exit status.
+## spread over $(INTEROP_POSTGRES_WORKERS) pytest-xdist workers, and once the two short passes are
+## done a short run of every fuzzer (fuzz-smoke) beside the two long ones. The parallel stages
+## write to .build/test-logs/<stage>.log; a failing one's log tail is printed, and make test fails
+## with its exit status.
 INTEROP_POSTGRES_WORKERS ?= 2
 test:
 	@MAKE="$(MAKE)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) INTEROP_POSTGRES_WORKERS=$(INTEROP_POSTGRES_WORKERS) \

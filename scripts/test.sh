@@ -15,7 +15,7 @@
 #   interop-connect    test_contract and test_isolation over Connect JSON           } PostgreSQL cluster
 #   interop-postgres   pytest tests/ on two groupd nodes on PostgreSQL (own cluster) }
 #                      in INTEROP_POSTGRES_WORKERS (default 2) pytest-xdist workers, whole files each
-#   fuzz-smoke         regressions replayed, every fuzzer briefly, two at a time (once the fuzz
+#   fuzz-smoke         regressions replayed, every fuzzer briefly, one per core at a time (once the fuzz
 #                      build, interop-gzip and interop-connect are done, beside interop and
 #                      interop-postgres)
 #   instructions       instructions per call under callgrind against Benchmarks/instructions.json
