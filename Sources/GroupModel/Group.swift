@@ -55,6 +55,11 @@ public struct Group: Sendable, Hashable, Identifiable {
     /// community's (``topic(_:in:)``). Empty for every other group.
     public var permissionGroups: [PermissionGroup] = []
 
+    /// For a topic: whether it is private, seen only by the community's owner and admins and the
+    /// members granted ``Permission/viewTopic`` (``isVisible(to:inGroups:)``). False for every
+    /// other group.
+    public var isPrivate = false
+
     /// Whether this is a topic of a community (``parentID`` is set).
     public var isTopic: Bool { parentID != nil }
 

@@ -91,6 +91,12 @@ extension GroupSettings {
     }
 }
 
+extension GroupEvent.Draft {
+    /// The `changes` key of `GROUP_CREATED` listing the initial members created as admins
+    /// (newline-separated; absent when none): the event stream's routing keeps each member's role.
+    public static let initialAdminsKey = "admins"
+}
+
 extension GroupRules {
     /// How `member` came in, as join event changes: `join_source` (``JoinSource/name``) and,
     /// when someone let them in, `inviter`.

@@ -13,11 +13,15 @@ extension GroupEvent.Draft {
     /// is not carried: the stream encodes an item once for every reader, and which keys a reader
     /// may read depends on their role).
     public static let topicCustomPrefix = "custom."
+    /// The `changes` key of a topic's ``Group/isPrivate`` (`is_private`: `true` or `false`): on `TOPIC_CREATED`
+    /// of a private topic, and on `TOPIC_UPDATED` when it changed.
+    public static let topicPrivateKey = "is_private"
 
     /// `TOPIC_CREATED` of `topic` (to be stored as an event of its community): `changes` hold
     /// ``topicIDKey``, the topic's `name`, `introduction`, `notification` and `face_url` (each,
     /// empty ones too), `custom.<key>` for each custom field it has (value empty), and its own
-    /// mute (``topicMutePrefix`` keys) when it is created muted.
+    /// mute (``topicMutePrefix`` keys) when it is created muted, and ``topicPrivateKey`` when it is
+    /// private.
     /// - Parameters:
     ///   - topic: The new topic (its id is the topic id).
     ///   - operatorID: Who created it (`nil`: the app's backend).
@@ -28,6 +32,7 @@ extension GroupEvent.Draft {
         ]
         for key in topic.custom.keys { changes[topicCustomPrefix + key] = "" }
         if topic.mute.mode != .none { changes.merge(muteChanges(topic.mute)) { _, new in new } }
+        if topic.isPrivate { changes[topicPrivateKey] = "true" }
         return GroupEvent.Draft(kind: .topicCreated, operatorID: operatorID, changes: changes, recipient: .group)
     }
 
@@ -42,10 +47,11 @@ extension GroupEvent.Draft {
     ///   - mute: The topic's new own mute, if it changed (``topicMutePrefix`` keys; mode `none`:
     ///     unmuted).
     ///   - customKeys: The custom fields set or deleted (`custom.<key>`, value empty).
+    ///   - isPrivate: Whether the topic is now private, if that changed (``topicPrivateKey``).
     ///   - operatorID: Who changed them (`nil`: the app's backend).
     public static func topicUpdated(
         topicID: String, name: String?, introduction: String?, notification: String?, faceURL: String?,
-        mute: GroupMuteState?, customKeys: [String], operatorID: String?
+        mute: GroupMuteState?, customKeys: [String], isPrivate: Bool? = nil, operatorID: String?
     ) -> GroupEvent.Draft {
         var changes = [topicIDKey: topicID]
         if let name { changes["name"] = name }
@@ -54,6 +60,7 @@ extension GroupEvent.Draft {
         if let faceURL { changes["face_url"] = faceURL }
         if let mute { changes.merge(muteChanges(mute)) { _, new in new } }
         for key in customKeys { changes[topicCustomPrefix + key] = "" }
+        if let isPrivate { changes[topicPrivateKey] = isPrivate ? "true" : "false" }
         return GroupEvent.Draft(kind: .topicUpdated, operatorID: operatorID, changes: changes, recipient: .group)
     }
 

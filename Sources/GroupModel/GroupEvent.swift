@@ -56,7 +56,7 @@ public struct GroupEvent: Sendable, Hashable {
         /// sequence); `changes` are ``Draft/topicCreated(_:operatorID:)``'s.
         case topicCreated = "TOPIC_CREATED"
         /// A topic's profile, custom fields or own mute changed: an event of the community;
-        /// `changes` are ``Draft/topicUpdated(topicID:name:introduction:notification:faceURL:mute:customKeys:operatorID:)``'s.
+        /// `changes` are ``Draft/topicUpdated(topicID:name:introduction:notification:faceURL:mute:customKeys:isPrivate:operatorID:)``'s.
         case topicUpdated = "TOPIC_UPDATED"
         /// A topic was deleted: an event of the community; `changes[topic_id]` names it.
         case topicDeleted = "TOPIC_DELETED"

@@ -237,9 +237,11 @@ extension GroupRules {
             notification: request.notification, faceURL: request.faceURL, settings: settings, ownerID: ownerID,
             maxMembers: maxMembers, memberCount: members.count, createdAt: now, updatedAt: now,
             custom: request.custom)
+        var changes = creationChanges(group, memberCount: members.count)
+        let admins = members.filter { $0.role == .admin }.map(\.userID)
+        if !admins.isEmpty { changes[GroupEvent.Draft.initialAdminsKey] = admins.joined(separator: "\n") }
         let created = GroupEvent.Draft(
-            kind: .groupCreated, operatorID: creatorID, targets: members.map(\.userID),
-            changes: creationChanges(group, memberCount: members.count))
+            kind: .groupCreated, operatorID: creatorID, targets: members.map(\.userID), changes: changes)
         return GroupCreationPlan(group: group, members: members, events: [created], idWasGenerated: generated)
     }
 

@@ -71,19 +71,25 @@ extension GroupRules {
         case .mentionAll: .mentionAll
         case .manageMessages: .recallMessage(own: false)
         case .pinMessages: .pinMessage
+        case .viewTopic: .viewProfile
         }
     }
 
     /// What `op` may do in `group` (a community or one of its topics), permission by
     /// permission: each ``representativeAction(of:)`` decided by ``authorize(_:in:by:)`` (on a
-    /// topic, ``Permission/manageTopics`` as `UpdateTopic` decides it; mutes of the member are
-    /// not counted: they are checked with the time).
+    /// topic, ``Permission/manageTopics`` as `UpdateTopic` decides it; ``Permission/viewTopic``
+    /// as ``sees(privateTopicsOf:by:)`` decides it; mutes of the member are not counted: they are
+    /// checked with the time). Nothing in a private topic `op` does not see.
     public static func effectivePermissions(in group: Group, by op: GroupOperator) -> PermissionSet {
+        // A private topic the member does not see does not exist for them.
+        if !group.isVisible(to: op) { return [] }
         var held: PermissionSet = []
         for permission in Permission.allCases {
             let action = representativeAction(of: permission)
             let allowed: Bool
-            if group.isTopic, permission == .manageTopics {
+            if permission == .viewTopic {
+                allowed = sees(privateTopicsOf: group, by: op)
+            } else if group.isTopic, permission == .manageTopics {
                 allowed = (try? authorizeTopicManagement(group.id, in: group.asCommunity, by: op)) != nil
             } else if group.isTopic, !action.appliesToTopic {
                 allowed = authorize(action, in: group.asCommunity, by: op).isAllowed
@@ -93,6 +99,19 @@ extension GroupRules {
             if allowed { held.insert(PermissionSet(permission)) }
         }
         return held
+    }
+
+    /// ``Permission/viewTopic`` held in `group`: on a topic, whether `op` sees it
+    /// (``Group/isVisible(to:)``, members only); on a community, whether `op` sees every private
+    /// topic (the owner, the admins, the backend, and a member granted it as a community value).
+    static func sees(privateTopicsOf group: Group, by op: GroupOperator) -> Bool {
+        switch op.role {
+        case .owner, .admin, .backend: return true
+        case .nonMember: return false
+        case .member:
+            if group.isTopic { return group.isVisible(to: op) }
+            return group.grantedPermissions(to: op.membership).contains(.viewTopic)
+        }
     }
 
     /// Check a `CreatePermissionGroup` call and plan it.

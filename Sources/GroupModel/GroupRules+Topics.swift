@@ -10,9 +10,15 @@ public struct TopicCreation: Sendable, Hashable {
     public var faceURL: String
     /// Custom fields (the app's group keys).
     public var custom: [String: [UInt8]]
+    /// Whether the topic is private (``Group/isPrivate``).
+    public var isPrivate: Bool
 
     /// Creates a creation request.
-    public init(name: String, introduction: String = "", notification: String = "", faceURL: String = "", custom: [String: [UInt8]] = [:]) {
+    public init(
+        name: String, introduction: String = "", notification: String = "", faceURL: String = "",
+        custom: [String: [UInt8]] = [:], isPrivate: Bool = false
+    ) {
+        self.isPrivate = isPrivate
         self.name = name
         self.introduction = introduction
         self.notification = notification
@@ -61,26 +67,48 @@ extension GroupRules {
             faceURL: request.faceURL, custom: request.custom.filter { !$0.value.isEmpty })
         (topic, _) = try applyProfile(update, to: topic, actor: op.role, limits: limits, customFields: schema, now: now)
         topic.parentID = community.id
+        topic.isPrivate = request.isPrivate
         return (topic, .topicCreated(topic, operatorID: op.userID))
     }
 
     /// Check an `UpdateTopic` call and plan it: ``GroupAction/manageTopics`` on the community
     /// (or ``Permission/manageTopics`` in a permission group's value for this topic),
     /// then the profile update's checks (as ``planProfileUpdate(_:of:by:limits:customFields:now:)``).
+    /// A private topic the operator does not see answers `GROUP_NOT_FOUND`. `isPrivate` is the
+    /// topic's new ``Group/isPrivate`` (`nil`: unchanged).
     /// - Returns: The topic after the update and its event (`TOPIC_UPDATED`, on the community),
     ///   `nil` when nothing changed.
     public static func planTopicUpdate(
-        _ update: ProfileUpdate, of topic: Group, in community: Group, by op: GroupOperator, limits: AppLimits,
-        customFields schema: CustomFieldSchema?, now: Timestamp
+        _ update: ProfileUpdate, isPrivate: Bool? = nil, of topic: Group, in community: Group, by op: GroupOperator,
+        limits: AppLimits, customFields schema: CustomFieldSchema?, now: Timestamp
     ) throws -> (topic: Group, event: GroupEvent.Draft?) {
+        try checkManagedTopicVisible(topic, in: community, by: op)
         try authorizeTopicManagement(topic.id, in: community, by: op)
-        let (after, changes) = try applyProfile(update, to: topic, actor: op.role, limits: limits, customFields: schema, now: now)
-        if changes.isEmpty { return (topic, nil) }
+        // A change of privacy alone is no profile update (which needs a field).
+        var (after, changes) = isPrivate != nil && update == ProfileUpdate()
+            ? (topic, [:])
+            : try applyProfile(update, to: topic, actor: op.role, limits: limits, customFields: schema, now: now)
+        let privacyChanged = isPrivate.map { $0 != topic.isPrivate } ?? false
+        if changes.isEmpty && !privacyChanged { return (topic, nil) }
+        if privacyChanged, let isPrivate {
+            after.isPrivate = isPrivate
+            after.updatedAt = now
+        }
         let customKeys = changes.keys.filter { $0.hasPrefix("custom.") }.map { String($0.dropFirst("custom.".count)) }.sorted()
         return (after, .topicUpdated(
             topicID: topic.id, name: changes["name"], introduction: changes["introduction"],
             notification: changes["notification"], faceURL: changes["face_url"], mute: nil, customKeys: customKeys,
-            operatorID: op.userID))
+            isPrivate: privacyChanged ? isPrivate : nil, operatorID: op.userID))
+    }
+
+    /// For a private topic `op` does not see (``Group/isVisible(to:)``), what `UpdateTopic` and
+    /// `DeleteTopic` answer for a topic that does not exist: ``GroupAction/manageTopics`` on the
+    /// community decides first, then `GROUP_NOT_FOUND` naming the topic. Nothing for a topic `op`
+    /// sees.
+    public static func checkManagedTopicVisible(_ topic: Group, in community: Group, by op: GroupOperator) throws {
+        if !topic.isPrivate || topic.isVisible(to: op) { return }
+        try authorize(.manageTopics, in: community, by: op).get()
+        throw GroupError.groupNotFound(topic.id)
     }
 
     /// ``GroupAction/manageTopics`` on `community`, or, where that refuses an admin or an ordinary
@@ -104,7 +132,8 @@ extension GroupRules {
     }
 
     /// Check a `DeleteTopic` call: ``GroupAction/manageTopics`` on the community (or
-    /// ``Permission/manageTopics`` in a permission group's value for this topic).
+    /// ``Permission/manageTopics`` in a permission group's value for this topic); the handler
+    /// checks the topic's visibility first (``checkManagedTopicVisible(_:in:by:)``).
     /// - Returns: The topic's event (`TOPIC_DELETED`, on the community).
     public static func planTopicDeletion(_ topicID: String, in community: Group, by op: GroupOperator) throws -> GroupEvent.Draft {
         try authorizeTopicManagement(topicID, in: community, by: op)

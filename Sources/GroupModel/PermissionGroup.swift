@@ -32,10 +32,14 @@ public enum Permission: Int, Sendable, Hashable, CaseIterable, Comparable, Custo
     case manageMessages = 9
     /// Pin and unpin messages.
     case pinMessages = 10
+    /// See private topics (``Group/isPrivate``): all of them (a community value), or one (a topic
+    /// value). Who does not see a private topic finds it nowhere: not in lists, not on the stream,
+    /// and every call naming it answers `GROUP_NOT_FOUND`. The owner and admins see every topic.
+    case viewTopic = 11
 
     /// The permissions a topic value may hold: what acts on one topic's conversation.
     public static let topicPermissions: PermissionSet = [
-        .manageTopics, .muteMembers, .sendMessage, .mentionAll, .manageMessages, .pinMessages,
+        .manageTopics, .muteMembers, .sendMessage, .mentionAll, .manageMessages, .pinMessages, .viewTopic,
     ]
 
     /// The permissions of a topic's defaults (``PermissionGroup/everyoneID``'s topic values):
@@ -57,6 +61,7 @@ public enum Permission: Int, Sendable, Hashable, CaseIterable, Comparable, Custo
         case .mentionAll: "mention_all"
         case .manageMessages: "manage_messages"
         case .pinMessages: "pin_messages"
+        case .viewTopic: "view_topic"
         }
     }
 
@@ -102,6 +107,7 @@ public struct PermissionSet: OptionSet, Sendable, Hashable {
     public static let mentionAll = PermissionSet(Permission.mentionAll)
     public static let manageMessages = PermissionSet(Permission.manageMessages)
     public static let pinMessages = PermissionSet(Permission.pinMessages)
+    public static let viewTopic = PermissionSet(Permission.viewTopic)
 }
 
 /// A named set of permissions in a Community group, with values for the whole community and
@@ -189,6 +195,52 @@ extension Group {
             }
         }
         return granted
+    }
+
+    /// Whether a caller acting with `role`, in the permission groups `ids`, sees this topic: every
+    /// topic that is not private; a private one (``isPrivate``) its community's owner and admins
+    /// and the backend, and an ordinary member in its ``audience``. A non-member sees no private
+    /// topic. Every other group: true.
+    public func isVisible(to role: ActingRole, inGroups ids: [String]) -> Bool {
+        guard self.isTopic, self.isPrivate else { return true }
+        switch role {
+        case .owner, .admin, .backend: return true
+        case .nonMember: return false
+        case .member: return Self.audience(self.audience, admits: .member, inGroups: ids)
+        }
+    }
+
+    /// For a private topic (``isPrivate``): the permission groups whose members see it besides
+    /// the community's owner and admins, those whose community value or value for this topic
+    /// holds ``Permission/viewTopic``; `nil` when every member of the community sees it (a
+    /// public topic, a private one whose ``PermissionGroup/everyoneID`` group grants it, any
+    /// other group). The event stream routes the topic's items by it.
+    public var audience: Set<String>? {
+        guard self.isTopic, self.isPrivate else { return nil }
+        return Self.audience(ofPrivateTopic: self.id, permissionGroups: self.permissionGroups)
+    }
+
+    /// The ``audience`` of the private topic `topicID` of a community with `permissionGroups`.
+    public static func audience(ofPrivateTopic topicID: String, permissionGroups: [PermissionGroup]) -> Set<String>? {
+        var ids: Set<String> = []
+        for group in permissionGroups
+        where group.permissions.contains(.viewTopic) || group.topicPermissions[topicID]?.contains(.viewTopic) == true {
+            if group.isEveryone { return nil }
+            ids.insert(group.id)
+        }
+        return ids
+    }
+
+    /// Whether a member with `role`, in the permission groups `ids`, is in `audience` (a private
+    /// topic's ``audience``; `nil`: every member): the owner and admins always are.
+    public static func audience(_ audience: Set<String>?, admits role: MemberRole, inGroups ids: [String]) -> Bool {
+        guard let audience, role == .member else { return true }
+        return ids.contains(where: audience.contains)
+    }
+
+    /// ``isVisible(to:inGroups:)`` for `op`.
+    public func isVisible(to op: GroupOperator) -> Bool {
+        isVisible(to: op.role, inGroups: op.membership?.permissionGroups ?? [])
     }
 
     /// On a topic: the topic's defaults for ordinary members (``PermissionGroup/everyoneID``'s

@@ -348,7 +348,14 @@ public enum GroupRules {
     /// `NOT_ALLOWED_ON_TOPIC` and acts on admins and the owner stay refused. On a topic with
     /// defaults (``Group/topicDefaults``), an ordinary member's ``Permission/topicDefaults``
     /// are those defaults and their grants, whatever the role and the settings would give.
+    ///
+    /// A private topic (``Group/isPrivate``) the operator does not see
+    /// (``Group/isVisible(to:)``) answers `GROUP_NOT_FOUND` before anything else, as a topic that
+    /// does not exist.
     public static func authorize(_ action: GroupAction, in group: Group, by op: GroupOperator) -> PermissionDecision {
+        if group.isPrivate, !group.isVisible(to: op) {
+            return .refused(GroupError.groupNotFound(group.id))
+        }
         let actor = op.role
         let decision = authorize(action, in: group, actor: actor)
         guard !group.permissionGroups.isEmpty, actor == .admin || actor == .member, let permission = action.permission

@@ -40,7 +40,9 @@ extension Store {
             let written = try await transaction.write(writes, over: snapshot)
             var after = community
             after.latestSequence = written.events.last?.sequence ?? community.latestSequence
-            try await effects.wrote(written, to: after, transaction: transaction)
+            // The topic's events reach who sees it; a change of its privacy, who saw it before too.
+            let audience = Self.audience(before: topic, after: planned.write, in: after)
+            try await effects.wrote(written, to: after, audience: audience, transaction: transaction)
             var stored: Group?
             switch planned.write {
             case .create(let row), .update(let row): stored = row
@@ -57,6 +59,23 @@ extension Store {
             return TopicCommitted(
                 value: value, community: after, topic: stored.map { Group.topic($0, in: after) }, events: written.events)
         }
+    }
+
+    /// The audience of a topic write's `TOPIC_*` events (`LoggedEvent.audience`): who sees the
+    /// topic after the write (a deletion: before it), joined with who saw it before.
+    static func audience(before: Group?, after write: TopicWrite, in community: Group) -> Set<String>? {
+        var audiences: [Set<String>?] = []
+        if let before { audiences.append(before.audience) }
+        switch write {
+        case .create(let row), .update(let row): audiences.append(Group.topic(row, in: community).audience)
+        case .delete: break
+        }
+        var joined: Set<String> = []
+        for audience in audiences {
+            guard let audience else { return nil }
+            joined.formUnion(audience)
+        }
+        return joined
     }
 
     /// The live topics of several communities of one app, each in its community's view

@@ -206,10 +206,12 @@ public final class Store: Sendable {
         /// from reads). Its cache record becomes `group` (reads of it bypass the cache until the
         /// batch ends) and its events join the commit feed, with what subscribers receive with
         /// them: the group's type, name and member count after the write, the message, the
-        /// application items the mutation wrote, the approvers now.
+        /// application items the mutation wrote, the approvers now, and the audience of a
+        /// private topic's items (`group`'s when it is a topic, else `audience`: the topic a
+        /// community's `TOPIC_*` events name).
         func wrote(
             _ written: WriteResult, to group: Group, dismissed: Bool = false, message: StoredMessage? = nil,
-            applications: [Application] = [], transaction: any StoreTransaction
+            applications: [Application] = [], audience: Set<String>? = nil, transaction: any StoreTransaction
         ) async throws {
             let key = GroupCache.Key(app: group.appID, id: group.id)
             if !keys.contains(key) {
@@ -221,7 +223,7 @@ public final class Store: Sendable {
             for (event, eventID) in zip(written.events, written.eventIDs) {
                 var logged = LoggedEvent(
                     eventID: eventID, event: event, groupType: group.type, groupName: group.name,
-                    memberCount: group.memberCount)
+                    memberCount: group.memberCount, audience: group.isTopic ? group.audience : audience)
                 if case .approvers = event.recipient {
                     if approvers == nil {
                         approvers = dismissed ? [] : try await transaction.load(SnapshotRequest(

@@ -305,7 +305,7 @@ public enum TopicWrite: Sendable, Hashable {
     /// Insert the topic's row under the community (`Group.id` is the topic's id,
     /// `GroupID.generateTopicID(in:)`; a taken id throws `GROUP_ID_TAKEN`).
     case create(Group)
-    /// Rewrite the stored topic's profile, custom fields, mute and update time (its row as
+    /// Rewrite the stored topic's profile, custom fields, mute, privacy and update time (its row as
     /// ``StoreSnapshot/topic`` loaded it, changed).
     case update(Group)
     /// Mark the topic deleted: it is no longer live (its id stays taken); the community stays.

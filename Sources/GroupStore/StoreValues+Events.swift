@@ -26,6 +26,12 @@ public struct LoggedEvent: Sendable, Hashable {
     /// `changes["application_id"]` as the same write left it (live delivery) or as it was when the
     /// row was read (backlog); `nil` for other kinds, or when the item is gone.
     public var application: Application?
+    /// For an item of a private topic (its messages and events, and the community's `TOPIC_*`
+    /// events naming it): the permission groups whose members receive it besides the
+    /// community's owner and admins (`Group.audience`); `nil`: every member. Live delivery: as
+    /// the write left the topic (a `TOPIC_UPDATED` that changes the topic's privacy: those who
+    /// saw it before or see it after); backlog: as the topic is when the row is read.
+    public var audience: Set<String>?
 
     /// The kinds whose rows name an application or invitation and carry it as their detail.
     public static let applicationKinds: Set<GroupEvent.Kind> = [
@@ -36,8 +42,9 @@ public struct LoggedEvent: Sendable, Hashable {
     /// Create a logged event.
     public init(
         eventID: Int64, event: GroupEvent, groupType: GroupType, approvers: [String] = [], message: StoredMessage? = nil,
-        groupName: String = "", memberCount: Int = 0, application: Application? = nil
+        groupName: String = "", memberCount: Int = 0, application: Application? = nil, audience: Set<String>? = nil
     ) {
+        self.audience = audience
         self.eventID = eventID
         self.event = event
         self.groupType = groupType
@@ -66,9 +73,18 @@ public struct StreamMembership: Sendable, Hashable {
     public var joinSequence: Int64
     /// Whether the user receives the group's messages.
     public var receiveOption: ReceiveOption
+    /// The user's role (private topics' items reach a community's owner and admins).
+    public var role: MemberRole
+    /// The user's permission groups in a community (a private topic's ``LoggedEvent/audience``).
+    public var permissionGroups: [String]
 
     /// Create a membership.
-    public init(groupID: String, groupType: GroupType, joinSequence: Int64, receiveOption: ReceiveOption) {
+    public init(
+        groupID: String, groupType: GroupType, joinSequence: Int64, receiveOption: ReceiveOption,
+        role: MemberRole = .member, permissionGroups: [String] = []
+    ) {
+        self.role = role
+        self.permissionGroups = permissionGroups
         self.groupID = groupID
         self.groupType = groupType
         self.joinSequence = joinSequence

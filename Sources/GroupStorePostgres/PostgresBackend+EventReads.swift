@@ -99,7 +99,7 @@ extension PostgresBackend {
             var memberships: [StreamMembership] = []
             try await session.rows(
                 """
-                SELECT g.group_id, g.type, m.join_seq, m.receive_option FROM members m
+                SELECT g.group_id, g.type, m.join_seq, m.receive_option, m.role, m.permission_groups FROM members m
                 JOIN groups g ON g.app_id = m.app_id AND g.group_key = m.group_key
                 WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL
                 """, [.text(app), .text(userID)]
@@ -107,7 +107,9 @@ extension PostgresBackend {
                 memberships.append(StreamMembership(
                     groupID: try row.text(0), groupType: try Rows.parse(row.text(1), GroupType.init(rawValue:)),
                     joinSequence: max(0, try row.int64(2) - 1),
-                    receiveOption: try Rows.parse(row.text(3), ReceiveOption.init(rawValue:))))
+                    receiveOption: try Rows.parse(row.text(3), ReceiveOption.init(rawValue:)),
+                    role: try Rows.parse(row.text(4), MemberRole.init(rawValue:)),
+                    permissionGroups: PermissionGroupCoding.decodeAssignments(try row.optionalText(5))))
             }
             return MembershipSnapshot(memberships: memberships, watermark: watermark)
         }
@@ -199,7 +201,28 @@ enum PostgresEventRows {
                 events[index].application = events[index].event.changes["application_id"].flatMap { items[$0] }
             }
         }
+        let topics = EventRows.audienceTopics(of: events)
+        if !topics.isEmpty {
+            EventRows.setAudiences(&events, privateTopics: try await privateTopics(session, app: app, ids: topics))
+        }
         return events
+    }
+
+    /// The private topics among `ids`, each with its community's permission groups (read now).
+    static func privateTopics(_ session: PostgresSession, app: String, ids: [String]) async throws -> [String: [PermissionGroup]] {
+        var topics: [String: [PermissionGroup]] = [:]
+        try await session.rows(
+            """
+            SELECT t.group_id, c.permission_groups FROM groups t
+            JOIN groups c ON c.app_id = t.app_id AND c.group_key = t.parent_key
+            WHERE t.app_id = ? AND t.group_id = ANY(?) AND t.is_private = 1
+            """, [.text(app), .texts(ids)]
+        ) { row in
+            let text = try row.optionalText(1)
+            guard let groups = PermissionGroupCoding.decode(text) else { throw Rows.corrupt("permission_groups", text ?? "") }
+            topics[try row.text(0)] = groups
+        }
+        return topics
     }
 
     /// The users who approve for a group now: the owner, and the admins when its

@@ -32,7 +32,7 @@ extension PostgresBackend {
                 [.text(app), .texts(communities)]
             ) { row in
                 rows.append(try Rows.topic(row))
-                parents.append(try row.text(16))
+                parents.append(try row.text(Rows.topicColumnCount))
             }
             var topics: [String: [Group]] = [:]
             for (parent, topic) in zip(parents, try await PostgresRows.withCustom(rows, app: app, session: session)) {

@@ -707,4 +707,12 @@ extension PostgresSchema {
         CREATE INDEX members_in_permission_groups ON members (app_id, group_key, user_id COLLATE "C")
             WHERE permission_groups IS NOT NULL;
         """
+
+    /// v19: private topics (SQLite's v23): `groups.is_private` (1: a private topic, seen only by
+    /// the community's owner and admins and the members granted `view_topic`; 0 for every other
+    /// row; BIGINT as the other flags). A constant default: the column is added without rewriting
+    /// the table.
+    static let v19 = """
+        ALTER TABLE groups ADD COLUMN is_private BIGINT NOT NULL DEFAULT 0;
+        """
 }

@@ -203,8 +203,9 @@ final class PostgresTransaction: StoreTransaction {
     }
 
     /// Writes a topic of the community `communityKey` (``WriteSet/topic``): a creation inserts its
-    /// row (with `parent_key`, its custom fields, the community's settings and owner copied, never
-    /// read), an update rewrites its profile, mute and custom fields, a deletion marks it dismissed.
+    /// row (with `parent_key`, `is_private`, its custom fields, the community's settings and owner
+    /// copied, never read), an update rewrites its profile, mute, privacy and custom fields, a
+    /// deletion marks it dismissed.
     /// - Throws: `GROUP_ID_TAKEN` when a created topic's id is taken (checked first: a failed
     ///   insert would end the transaction).
     private func write(_ topic: TopicWrite, community: Group, communityKey: Int64, time: Timestamp) async throws {
@@ -227,7 +228,7 @@ final class PostgresTransaction: StoreTransaction {
                 ? nil : row.settings.pinPermission.rawValue
             let values = Rows.groupInsertValues(row, nextJoinOrder: 1).map(PGValue.init) + [
                 .integer(row.latestSequence), .text(row.settings.inviteLinkPermission.rawValue), .text(pinPermission),
-                .integer(communityKey),
+                .integer(communityKey), .bool(row.isPrivate),
             ]
             guard let key = try await session.first(
                 """
@@ -239,8 +240,8 @@ final class PostgresTransaction: StoreTransaction {
                     edit_profile_permission, edit_member_info_permission,
                     mute_mode, mute_roles, mute_until, created_at, updated_at,
                     next_join_order, edit_settings_permission, owner_quit, mention_all_permission,
-                    slow_mode_interval, latest_seq, invite_link_permission, pin_permission, parent_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    slow_mode_interval, latest_seq, invite_link_permission, pin_permission, parent_key, is_private)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 RETURNING group_key
                 """, values, { try $0.int64(0) })
             else { throw GroupError.internal("the insert of topic \(row.id) returned no key") }
@@ -262,14 +263,14 @@ final class PostgresTransaction: StoreTransaction {
             guard let key = try await session.first(
                 """
                 UPDATE groups SET name = ?, introduction = ?, notification = ?, face_url = ?,
-                    mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?
+                    mute_mode = ?, mute_roles = ?, mute_until = ?, mute_operator = ?, updated_at = ?, is_private = ?
                 WHERE app_id = ? AND group_id = ? AND parent_key = ? AND dismissed_at IS NULL
                 RETURNING group_key
                 """,
                 [
                     .text(row.name), .text(row.introduction), .text(row.notification), .text(row.faceURL),
                     .text(mode), .text(roles), .integer(row.mute.until?.millisecondsSince1970), .text(row.mute.operatorID),
-                    .integer(row.updatedAt.millisecondsSince1970), .text(app), .text(row.id), .integer(communityKey),
+                    .integer(row.updatedAt.millisecondsSince1970), .bool(row.isPrivate), .text(app), .text(row.id), .integer(communityKey),
                 ], { try $0.int64(0) })
             else { throw GroupError.groupNotFound(row.id) }
             try await session.execute("DELETE FROM group_custom WHERE app_id = ? AND group_key = ?", [.text(app), .integer(key)])

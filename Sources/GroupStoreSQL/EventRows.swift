@@ -21,6 +21,31 @@ package enum EventRows {
     }
     /// Where the message columns start in ``loggedEventColumns``.
     package static let messageColumnOffset = 15
+
+    /// The topic whose privacy decides who receives a stored item: a topic's own item (its
+    /// group is the topic), or a community's `TOPIC_*` event (the topic it names); `nil` for
+    /// every other item.
+    package static func audienceTopic(of event: GroupEvent) -> String? {
+        switch event.kind {
+        case .topicCreated, .topicUpdated, .topicDeleted: event.changes[GroupEvent.Draft.topicIDKey]
+        default: GroupID.isTopic(event.groupID) ? event.groupID : nil
+        }
+    }
+
+    /// The topics of `events` (``audienceTopic(of:)``), or none.
+    package static func audienceTopics(of events: [LoggedEvent]) -> [String] {
+        Array(Set(events.compactMap { audienceTopic(of: $0.event) })).sorted()
+    }
+
+    /// Sets the audience of `events` whose topic (``audienceTopic(of:)``) is among
+    /// `privateTopics` (a private topic's id → its community's permission groups, as read now).
+    package static func setAudiences(_ events: inout [LoggedEvent], privateTopics: [String: [PermissionGroup]]) {
+        if privateTopics.isEmpty { return }
+        for index in events.indices {
+            guard let topic = audienceTopic(of: events[index].event), let groups = privateTopics[topic] else { continue }
+            events[index].audience = Group.audience(ofPrivateTopic: topic, permissionGroups: groups)
+        }
+    }
 }
 
 /// The group rows a user's stream carries (each backend's `userScope` reads it).

@@ -64,6 +64,7 @@ public enum Rows {
         case editMemberInfoPermission, muteMode, muteRoles, muteUntil, createdAt, updatedAt
         case latestSequence, hasCustom, editSettingsPermission, ownerQuit, muteOperator, muteBypass, memberVersion
         case mentionAllPermission, slowModeInterval, inviteLinkPermission, pinPermission, pins, permissionGroups
+        case isPrivate
 
         package var name: String {
             switch self {
@@ -104,6 +105,7 @@ public enum Rows {
             case .pins: "pins"
             case .memberVersion: "member_version"
             case .permissionGroups: "permission_groups"
+            case .isPrivate: "is_private"
             }
         }
 
@@ -135,7 +137,7 @@ public enum Rows {
                     return "0"
                 case .inviteLinkPermission:
                     return "CASE \(type) WHEN 'Work' THEN 'everyone' WHEN 'AVChatRoom' THEN 'nobody' ELSE 'owner_and_admins' END"
-                case .memberVersion:
+                case .memberVersion, .isPrivate:
                     return "0"
                 default:
                     return qualified
@@ -212,20 +214,22 @@ public enum Rows {
             }
             stored.permissionGroups = groups
         }
+        stored.isPrivate = try row.bool(GroupColumn.isPrivate.rawValue)
         return GroupRow(key: try int(.groupKey), group: stored, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
 
     /// The columns ``topic(_:)`` decodes, of the table aliased `t`, in `SELECT` order.
     public static let topicColumns = """
         t.group_key, t.app_id, t.group_id, t.name, t.introduction, t.notification, t.face_url, t.mute_mode, \
-        t.mute_roles, t.mute_until, t.mute_operator, t.created_at, t.updated_at, t.latest_seq, t.pins, t.has_custom
+        t.mute_roles, t.mute_until, t.mute_operator, t.created_at, t.updated_at, t.latest_seq, t.pins, t.has_custom, \
+        t.is_private
         """
 
     /// How many columns ``topicColumns`` names (counted from it, so the two cannot drift apart).
     public static let topicColumnCount = topicColumns.split(separator: ",").count
 
     /// A topic's own row (``topicColumns``): what the community does not give it (profile, mute,
-    /// times, sequence, pins). The type is Community and the rest is the type's defaults, which
+    /// times, sequence, pins, `Group.isPrivate`). The type is Community and the rest is the type's defaults, which
     /// `Group.topic(_:in:)` replaces with the community's. A member of many communities lists a
     /// thousand topics: the full group decoder read every settings column of each.
     public static func topic(_ row: some ColumnReader) throws -> GroupRow {
@@ -242,7 +246,9 @@ public enum Rows {
                 until: try row.optionalInt64(9).map(Timestamp.init(millisecondsSince1970:)),
                 operatorID: try row.optionalText(10)),
             pins: pins)
-        return GroupRow(key: try row.int64(0), group: topic, hasCustom: try row.bool(15))
+        var stored = topic
+        stored.isPrivate = try row.bool(16)
+        return GroupRow(key: try row.int64(0), group: stored, hasCustom: try row.bool(15))
     }
 
     package static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {

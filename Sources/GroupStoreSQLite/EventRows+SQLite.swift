@@ -55,7 +55,33 @@ extension EventRows {
                 }
             }
         }
+        if events.contains(where: { audienceTopic(of: $0.event) != nil }) {
+            setAudiences(&events, privateTopics: try privateTopics(db, events: events))
+        }
         return events
+    }
+
+    /// The private topics `events` belong to (``EventRows/audienceTopic(of:)``), each with its
+    /// community's permission groups (read now); one read per app.
+    static func privateTopics(_ db: Database, events: [LoggedEvent]) throws -> [String: [PermissionGroup]] {
+        var topics: [String: [PermissionGroup]] = [:]
+        let byApp = Dictionary(grouping: events.compactMap { logged in
+            audienceTopic(of: logged.event).map { (app: logged.event.appID, topic: $0) }
+        }, by: \.app)
+        for (app, entries) in byApp {
+            try RawStatement(
+                db,
+                """
+                SELECT t.group_id, c.permission_groups FROM groups t JOIN groups c ON c.group_key = t.parent_key
+                WHERE t.app_id = ? AND t.group_id IN (SELECT value FROM json_each(?)) AND t.is_private = 1
+                """
+            ).rows([.text(app), .text(try Rows.jsonArray(Array(Set(entries.map(\.topic))).sorted()))]) { row in
+                let text = row.optionalText(1)
+                guard let groups = PermissionGroupCoding.decode(text) else { throw Rows.corrupt("permission_groups", text ?? "") }
+                topics[row.text(0)] = groups
+            }
+        }
+        return topics
     }
 
     /// An application's app-wide identity.

@@ -78,7 +78,8 @@ extension SQLiteBackend {
             let rows = try Row.fetchCursor(
                 db.cachedStatement(
                     sql: """
-                        SELECT g.group_id, g.type, m.join_seq, m.receive_option FROM members m
+                        SELECT g.group_id, g.type, m.join_seq, m.receive_option, m.role,
+                            \(storesTopics ? "m.permission_groups" : "NULL") FROM members m
                         JOIN groups g ON g.group_key = m.group_key
                         WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at IS NULL
                         """),
@@ -89,7 +90,9 @@ extension SQLiteBackend {
                     groupID: try row.decode(atIndex: 0),
                     groupType: try Rows.parse(row.decode(atIndex: 1), GroupType.init(rawValue:)),
                     joinSequence: max(0, try row.decode(Int64.self, atIndex: 2) - 1),
-                    receiveOption: try Rows.parse(row.decode(atIndex: 3), ReceiveOption.init(rawValue:))))
+                    receiveOption: try Rows.parse(row.decode(atIndex: 3), ReceiveOption.init(rawValue:)),
+                    role: try Rows.parse(row.decode(atIndex: 4), MemberRole.init(rawValue:)),
+                    permissionGroups: PermissionGroupCoding.decodeAssignments(try row.decode(String?.self, atIndex: 5))))
             }
             return MembershipSnapshot(memberships: memberships, watermark: watermark)
         }

@@ -80,8 +80,8 @@ extension SQLiteTransaction {
             topic.parentID = nil
             topic.memberCount = 0
             let inserted = try insertGroup(GroupCreationPlan(group: topic, members: [], events: [], idWasGenerated: true))
-            try db.cachedStatement(sql: "UPDATE groups SET parent_key = ? WHERE group_key = ?")
-                .execute(arguments: [communityKey, inserted.groupRow?.value])
+            try db.cachedStatement(sql: "UPDATE groups SET parent_key = ?, is_private = ? WHERE group_key = ?")
+                .execute(arguments: [communityKey, topic.isPrivate, inserted.groupRow?.value])
         case .update(let topic):
             guard let key = snapshot.topicRow?.value, let before = snapshot.topic else {
                 throw GroupError.internal("a topic update over a snapshot without the topic")
@@ -90,12 +90,13 @@ extension SQLiteTransaction {
             try db.cachedStatement(
                 sql: """
                     UPDATE groups SET introduction = ?, notification = ?, face_url = ?, mute_mode = ?, mute_roles = ?,
-                        mute_until = ?, mute_operator = ?, updated_at = ?
+                        mute_until = ?, mute_operator = ?, updated_at = ?, is_private = ?
                     WHERE group_key = ?
                     """
             ).execute(arguments: [
                 topic.introduction, topic.notification, topic.faceURL, mode, roles,
-                topic.mute.until?.millisecondsSince1970, topic.mute.operatorID, topic.updatedAt.millisecondsSince1970, key,
+                topic.mute.until?.millisecondsSince1970, topic.mute.operatorID, topic.updatedAt.millisecondsSince1970,
+                topic.isPrivate, key,
             ])
             // Set apart: the name search trigger re-indexes on any UPDATE OF name.
             if topic.name != before.name {

@@ -28,6 +28,7 @@ extension Schema {
         migrator.registerMigration("v20", migrate: Schema.v20)
         migrator.registerMigration("v21", migrate: Schema.v21)
         migrator.registerMigration("v22", migrate: Schema.v22)
+        migrator.registerMigration("v23", migrate: Schema.v23)
         return migrator
     }
 }
@@ -725,5 +726,11 @@ enum Schema {
             ALTER TABLE members ADD COLUMN permission_groups TEXT;
             CREATE INDEX members_in_permission_groups ON members(group_key, user_id) WHERE permission_groups IS NOT NULL;
             """)
+    }
+
+    /// v23: private topics. `groups.is_private` (1: a private topic, seen only by the community's
+    /// owner and admins and the members granted `view_topic`; 0 for every other row).
+    static func v23(_ db: Database) throws {
+        try db.execute(sql: "ALTER TABLE groups ADD COLUMN is_private INTEGER NOT NULL DEFAULT 0")
     }
 }

@@ -1422,6 +1422,11 @@ public enum Groupd_V1_Permission: ProtoEnum {
     /// PinGroupMessage, UnpinGroupMessage.
     case pinMessages // = 11
 
+    /// See private topics (Topic.is_private): every one (a community value) or
+    /// one (a topic value; `everyone`'s value for a topic: every member sees
+    /// it). The owner and admins see every topic.
+    case viewTopic // = 12
+
     /// A value this version of the API does not know, kept as received.
     case UNRECOGNIZED(Int32)
 
@@ -1445,6 +1450,7 @@ public enum Groupd_V1_Permission: ProtoEnum {
         case 9: self = .mentionAll
         case 10: self = .manageMessages
         case 11: self = .pinMessages
+        case 12: self = .viewTopic
         default: self = .UNRECOGNIZED(rawValue)
         }
     }
@@ -1464,12 +1470,13 @@ public enum Groupd_V1_Permission: ProtoEnum {
         case .mentionAll: return 9
         case .manageMessages: return 10
         case .pinMessages: return 11
+        case .viewTopic: return 12
         case .UNRECOGNIZED(let value): return value
         }
     }
 
     /// Every known case, in declaration order.
-    public static let allCases: [Groupd_V1_Permission] = [.unspecified, .manageProfile, .manageMembers, .managePermissionGroups, .manageTopics, .muteMembers, .banMembers, .invite, .sendMessage, .mentionAll, .manageMessages, .pinMessages]
+    public static let allCases: [Groupd_V1_Permission] = [.unspecified, .manageProfile, .manageMembers, .managePermissionGroups, .manageTopics, .muteMembers, .banMembers, .invite, .sendMessage, .mentionAll, .manageMessages, .pinMessages, .viewTopic]
 }
 
 /// Delivery priority of a group message (AVChatRoom sheds LOW, then NORMAL,
@@ -1821,6 +1828,14 @@ public struct Groupd_V1_Topic: ProtoMessage {
 
     /// True when the caller sees only the public subset (non-member).
     public var publicViewOnly: Bool = false
+
+    /// A private topic: seen only by the community's owner and admins, the
+    /// backend, and the members whose permission groups grant
+    /// PERMISSION_VIEW_TOPIC (as a community value, or a value for this
+    /// topic). Who does not see it finds it nowhere (ListTopics, the
+    /// joined-group list, GetGroupsInfo, the event stream) and every call
+    /// naming it answers GROUP_NOT_FOUND, as for a topic that does not exist.
+    public var isPrivate: Bool = false
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -2374,7 +2389,7 @@ public struct Groupd_V1_TopicChange: ProtoMessage {
     public var topicID: String = ""
 
     /// The changed fields: `name`, `introduction`, `notification`, `face_url`,
-    /// `mute`, `custom.<key>` (custom values are not on the stream, as in
+    /// `mute`, `is_private`, `custom.<key>` (custom values are not on the stream, as in
     /// ProfileChange: GetGroupsInfo of the topic gives them). TOPIC_CREATED:
     /// the fields the topic was created with. TOPIC_DELETED: empty.
     public var changedFields: [String] = []
@@ -2396,6 +2411,10 @@ public struct Groupd_V1_TopicChange: ProtoMessage {
     /// gives it (mode UNSPECIFIED = unmuted); absent otherwise. The
     /// community's mute applies to its topics as well.
     public var mute: Groupd_V1_GroupMuteState? = nil
+
+    /// Whether the topic is now private, when `is_private` changed
+    /// (TOPIC_CREATED: true for a private topic).
+    public var isPrivate: Bool = false
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -3340,6 +3359,7 @@ extension Groupd_V1_Topic {
         unreadMention = _protoEnum(c.unread_mention)
         if let sub = c.last_message_time { lastMessageTime = try Google_Protobuf_Timestamp(_c: sub) }
         publicViewOnly = (c.public_view_only != 0)
+        isPrivate = (c.is_private != 0)
     }
 
     /// Builds a protobuf-c `Groupd__V1__Topic` whose every pointer lives in `arena`.
@@ -3373,6 +3393,7 @@ extension Groupd_V1_Topic {
         if unreadMention.rawValue != 0 { p.pointee.unread_mention = _protoCEnum(unreadMention) }
         if let value = lastMessageTime { p.pointee.last_message_time = value._cBuild(arena) }
         if publicViewOnly { p.pointee.public_view_only = (publicViewOnly ? 1 : 0) }
+        if isPrivate { p.pointee.is_private = (isPrivate ? 1 : 0) }
         return p
     }
 }
@@ -4414,6 +4435,7 @@ extension Groupd_V1_TopicChange {
         notification = try _protoString(c.notification, "groupd.v1.TopicChange.notification")
         faceURL = try _protoString(c.face_url, "groupd.v1.TopicChange.face_url")
         if let sub = c.mute { mute = try Groupd_V1_GroupMuteState(_c: sub) }
+        isPrivate = (c.is_private != 0)
     }
 
     /// Builds a protobuf-c `Groupd__V1__TopicChange` whose every pointer lives in `arena`.
@@ -4429,6 +4451,7 @@ extension Groupd_V1_TopicChange {
         if !notification.isEmpty { p.pointee.notification = arena.cString(notification) }
         if !faceURL.isEmpty { p.pointee.face_url = arena.cString(faceURL) }
         if let value = mute { p.pointee.mute = value._cBuild(arena) }
+        if isPrivate { p.pointee.is_private = (isPrivate ? 1 : 0) }
         return p
     }
 }

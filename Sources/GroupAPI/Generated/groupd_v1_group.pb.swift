@@ -124,6 +124,10 @@ public struct Groupd_V1_CreateTopicRequest: ProtoMessage {
     /// The topic's custom fields (the app's group custom keys and write roles).
     public var custom: [String: [UInt8]] = [:]
 
+    /// A private topic (Topic.is_private): seen only by the owner, the admins
+    /// and the members granted PERMISSION_VIEW_TOPIC.
+    public var isPrivate: Bool = false
+
     /// A message with every field at its proto3 default.
     public init() {}
 }
@@ -149,7 +153,7 @@ public struct Groupd_V1_UpdateTopicRequest: ProtoMessage {
     public var topicID: String = ""
 
     /// The fields to change: `name`, `introduction`, `notification`,
-    /// `face_url`, `custom.<key>`. Required.
+    /// `face_url`, `is_private`, `custom.<key>`. Required.
     public var updateMask: Google_Protobuf_FieldMask? = nil
 
     /// New values of the masked profile fields (an empty value clears it,
@@ -159,6 +163,9 @@ public struct Groupd_V1_UpdateTopicRequest: ProtoMessage {
     /// New values of masked `custom.<key>` paths; a masked key absent here is
     /// removed.
     public var custom: [String: [UInt8]] = [:]
+
+    /// The new Topic.is_private, when `is_private` is masked.
+    public var isPrivate: Bool = false
 
     /// A message with every field at its proto3 default.
     public init() {}
@@ -1283,6 +1290,7 @@ extension Groupd_V1_CreateTopicRequest {
             }
             custom = map
         }
+        isPrivate = (c.is_private != 0)
     }
 
     /// Builds a protobuf-c `Groupd__V1__CreateTopicRequest` whose every pointer lives in `arena`.
@@ -1302,6 +1310,7 @@ extension Groupd_V1_CreateTopicRequest {
             p.pointee.n_custom = keys.count
             p.pointee.custom = entries
         }
+        if isPrivate { p.pointee.is_private = (isPrivate ? 1 : 0) }
         return p
     }
 }
@@ -1372,6 +1381,7 @@ extension Groupd_V1_UpdateTopicRequest {
             }
             custom = map
         }
+        isPrivate = (c.is_private != 0)
     }
 
     /// Builds a protobuf-c `Groupd__V1__UpdateTopicRequest` whose every pointer lives in `arena`.
@@ -1392,6 +1402,7 @@ extension Groupd_V1_UpdateTopicRequest {
             p.pointee.n_custom = keys.count
             p.pointee.custom = entries
         }
+        if isPrivate { p.pointee.is_private = (isPrivate ? 1 : 0) }
         return p
     }
 }
@@ -4134,8 +4145,11 @@ public enum Groupd_V1_GroupService {
         /// roles, settings or the whole group names the community
         /// (FAILED_PRECONDITION / NOT_ALLOWED_ON_TOPIC). Allowed to the
         /// community's owner and admins, members granted MANAGE_TOPICS by a
-        /// permission group, and the backend. Emits TOPIC_CREATED on the
-        /// community. Errors: GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED,
+        /// permission group, and the backend. A private topic (`is_private`) is
+        /// seen only by the owner, the admins, the backend and the members granted
+        /// PERMISSION_VIEW_TOPIC; for everyone else it does not exist. Emits
+        /// TOPIC_CREATED on the community (to those who see the topic). Errors:
+        /// GROUP_NOT_FOUND, NOT_A_MEMBER, PERMISSION_DENIED,
         /// TOPICS_NOT_SUPPORTED (not a Community group), TOO_MANY_TOPICS (the
         /// app's `max_topics_per_community`), INVALID_ARGUMENT (`profile.name`
         /// empty, a profile field over its group limit, a custom key the app does
@@ -4150,10 +4164,12 @@ public enum Groupd_V1_GroupService {
         /// setTopicInfo). A topic's mute is SetGroupMute with the topic id.
         /// Allowed to the community's owner and admins, members granted
         /// MANAGE_TOPICS (in the community, or in this topic's value of a
-        /// permission group), and the backend. Emits one
-        /// TOPIC_UPDATED on the community listing the changed fields; none when
-        /// nothing changed. Errors: GROUP_NOT_FOUND (no such topic, or its
-        /// community is gone), NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT
+        /// permission group), and the backend; `is_private` makes the topic private
+        /// or public again. Emits one TOPIC_UPDATED on the community listing the
+        /// changed fields (to those who see the topic after the change); none when
+        /// nothing changed. Errors: GROUP_NOT_FOUND (no such topic, a private topic
+        /// the caller does not see, or its community is gone), NOT_A_MEMBER,
+        /// PERMISSION_DENIED, INVALID_ARGUMENT
         /// (`topic_id` not a topic id, empty or unknown mask path, limits).
         ///
         /// `/groupd.v1.GroupService/UpdateTopic`, unary.
@@ -4171,10 +4187,11 @@ public enum Groupd_V1_GroupService {
             isClientStreaming: false, isServerStreaming: false)
         /// Lists a community's live topics, oldest first (Tencent
         /// getTopicInfoList), or the named ones (ids that are no live topic of the
-        /// community are left out). Members get each topic with their read
+        /// community are left out), leaving out the private topics the caller does
+        /// not see. Members get each topic with their read
         /// position, unread count and unread mention; non-members of a community
-        /// see the public subset of each topic (name, introduction, face_url, times)
-        /// as they see the community's. Errors: GROUP_NOT_FOUND, TOPICS_NOT_SUPPORTED,
+        /// see the public subset of each public topic (name, introduction,
+        /// face_url, times) as they see the community's. Errors: GROUP_NOT_FOUND, TOPICS_NOT_SUPPORTED,
         /// INVALID_ARGUMENT (more ids than the app's batch limit).
         ///
         /// `/groupd.v1.GroupService/ListTopics`, unary.

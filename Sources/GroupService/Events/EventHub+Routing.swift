@@ -11,6 +11,9 @@ extension EventHub {
     static let leaveKinds: Set<GroupEvent.Kind> = [.memberKicked, .memberQuit, .kickedFromGroup, .quitGroup]
     /// Kinds that end the group for everyone.
     static let endKinds: Set<GroupEvent.Kind> = [.groupDismissed, .groupRevoked]
+    /// Kinds that change their targets' (or the previous owner's) role or permission groups
+    /// (applied after routing): who receives a private topic's items.
+    static let roleKinds: Set<GroupEvent.Kind> = [.adminSet, .adminCancelled, .ownerChanged, .memberPermissionsChanged]
 
     // MARK: Registration
 
@@ -52,7 +55,8 @@ extension EventHub {
             route.groups = [:]
             for membership in snapshot.memberships {
                 Self.add(membership.groupID, joinSequence: membership.joinSequence, joinEventID: snapshot.watermark,
-                         receiveOption: membership.receiveOption, route: route, routes: routes)
+                         receiveOption: membership.receiveOption, role: membership.role,
+                         permissionGroups: membership.permissionGroups, route: route, routes: routes)
             }
             for logged in route.unsettled where logged.eventID > snapshot.watermark {
                 Self.applyBefore(logged, user: user, route: route, routes: routes)
@@ -130,8 +134,9 @@ extension EventHub {
         guard let routes = state.apps[event.appID] else { return [] }
         var users = event.targets
         if case .user(let user) = event.recipient { users.append(user) }
+        if event.kind == .ownerChanged, let previous = event.changes["previous_owner"] { users.append(previous) }
         let changesMembership = joinKinds.contains(event.kind) || leaveKinds.contains(event.kind)
-            || event.kind == .receiveOptionChanged
+            || event.kind == .receiveOptionChanged || roleKinds.contains(event.kind)
         // The users' streams whose memberships this item changes, before it is routed.
         var affected: [(String, Route)] = []
         if changesMembership {
@@ -160,14 +165,15 @@ extension EventHub {
                     // A topic's item: to the community's members (a topic has no members of its
                     // own), joined before it by `event_id` (the topic's sequence is its own).
                     for view in routes.byGroup[community]?.values ?? [:].values {
-                        guard logged.eventID > view.joinEventID else { continue }
+                        guard logged.eventID > view.joinEventID, view.admits(logged.audience) else { continue }
                         if isMessage, view.receiveOption == .notReceive { continue }
                         let subscriber = view.subscriber
                         if subscriber.filter.accepts(logged) { targets.append(subscriber) }
                     }
                 } else {
                     for view in routes.byGroup[event.groupID]?.values ?? [:].values {
-                        guard event.sequence > view.joinSequence else { continue }
+                        // A community's `TOPIC_*` event of a private topic carries its audience.
+                        guard event.sequence > view.joinSequence, view.admits(logged.audience) else { continue }
                         if isMessage, view.receiveOption == .notReceive { continue }
                         let subscriber = view.subscriber
                         if subscriber.filter.accepts(logged) { targets.append(subscriber) }
@@ -195,19 +201,46 @@ extension EventHub {
         return targets
     }
 
-    /// Membership changes that take effect before the item is routed: joins.
+    /// Membership changes that take effect before the item is routed: joins (as an ordinary
+    /// member; a new group's owner and initial admins with their roles).
     static func applyBefore(_ logged: LoggedEvent, user: String, route: Route, routes: AppRoutes) {
         let event = logged.event
         guard joinKinds.contains(event.kind), event.targets.contains(user) else { return }
         if route.groups?[event.groupID] != nil { return }
+        var role = MemberRole.member
+        if event.kind == .groupCreated {
+            let admins = event.changes[GroupEvent.Draft.initialAdminsKey]?.split(separator: "\n") ?? []
+            if event.changes["owner_id"] == user {
+                role = .owner
+            } else if admins.contains(where: { $0 == user }) {
+                role = .admin
+            }
+        }
         add(event.groupID, joinSequence: event.sequence - 1, joinEventID: logged.eventID - 1, receiveOption: .receive,
-            route: route, routes: routes)
+            role: role, permissionGroups: [], route: route, routes: routes)
     }
 
-    /// Membership changes that take effect after the item is routed: kicks, quits, receive option.
+    /// Membership changes that take effect after the item is routed: kicks, quits, receive option,
+    /// roles and permission groups.
     static func applyAfter(_ logged: LoggedEvent, user: String, route: Route, routes: AppRoutes) {
         let event = logged.event
         switch event.kind {
+        case .adminSet, .adminCancelled:
+            guard event.targets.contains(user), let view = route.groups?[event.groupID], view.role != .owner else { return }
+            view.role = event.kind == .adminSet ? .admin : .member
+        case .ownerChanged:
+            guard let view = route.groups?[event.groupID] else { return }
+            if event.targets.first == user {
+                view.role = .owner
+            } else if event.changes["previous_owner"] == user {
+                view.role = .member
+            }
+        case .memberPermissionsChanged:
+            guard event.targets.contains(user), let view = route.groups?[event.groupID],
+                let id = event.changes[GroupEvent.Draft.permissionGroupIDKey]
+            else { return }
+            view.permissionGroups.removeAll { $0 == id }
+            if event.changes["change"] == "added" { view.permissionGroups.append(id) }
         case .memberKicked, .memberQuit, .kickedFromGroup, .quitGroup:
             guard event.targets.contains(user) || event.recipient == .user(user) else { return }
             remove(event.groupID, route: route, routes: routes)
@@ -221,10 +254,12 @@ extension EventHub {
 
     /// Makes a stream receive `group` (and, for a Community, its topics).
     static func add(
-        _ group: String, joinSequence: Int64, joinEventID: Int64, receiveOption: ReceiveOption, route: Route,
-        routes: AppRoutes
+        _ group: String, joinSequence: Int64, joinEventID: Int64, receiveOption: ReceiveOption, role: MemberRole,
+        permissionGroups: [String], route: Route, routes: AppRoutes
     ) {
-        let view = GroupView(route: route, joinSequence: joinSequence, joinEventID: joinEventID, receiveOption: receiveOption)
+        let view = GroupView(
+            route: route, joinSequence: joinSequence, joinEventID: joinEventID, receiveOption: receiveOption, role: role,
+            permissionGroups: permissionGroups)
         route.groups?[group] = view
         routes.byGroup[group, default: [:]][route.subscriber.id] = view
     }

@@ -118,9 +118,12 @@ extension EventHub {
     }
 
     /// Delivers the stored items after the stream's cursor, page by page, waiting on the
-    /// stream's queue (the backlog is the one place a stream waits).
+    /// stream's queue (the backlog is the one place a stream waits). A private topic's items
+    /// (`LoggedEvent.audience`) reach a user stream when the user's role and
+    /// permission groups in the community, read once at the first such item, admit them.
     func catchUp(_ subscriber: EventSubscriber, store: Store) async throws {
         var after = subscriber.cursor.eventID
+        var memberships: [String: StreamMembership]?
         while true {
             try Task.checkCancellation()
             let page: EventLogPage
@@ -131,6 +134,17 @@ extension EventHub {
                 page = try await store.appEvents(app: subscriber.app, after: after, limit: settings.backlogPageSize)
             }
             for logged in page.events where logged.eventID > subscriber.cursor.eventID && subscriber.filter.accepts(logged) {
+                if let audience = logged.audience, let user = subscriber.filter.userID {
+                    if memberships == nil {
+                        let snapshot = try await store.streamMemberships(app: subscriber.app, userID: user)
+                        memberships = Dictionary(snapshot.memberships.map { ($0.groupID, $0) }) { first, _ in first }
+                    }
+                    let event = logged.event
+                    let community = GroupID.communityID(ofTopic: event.groupID) ?? event.groupID
+                    guard let membership = memberships?[community],
+                        Group.audience(audience, admits: membership.role, inGroups: membership.permissionGroups)
+                    else { continue }
+                }
                 let cursor = EventCursor(eventID: logged.eventID, time: logged.event.time)
                 try await subscriber.writer.write(Self.encode(logged, cursor: cursor))
                 subscriber.advance(to: cursor)

@@ -55,14 +55,29 @@ public final class EventHub: Sendable {
         let joinEventID: Int64
         /// Whether messages reach it.
         var receiveOption: ReceiveOption
+        /// The user's role in the group, and in a community the user's permission groups: the
+        /// items of a private topic reach the owner, the admins and the members in its audience
+        /// (`LoggedEvent.audience`).
+        var role: MemberRole
+        var permissionGroups: [String]
 
         /// A view of a group for `route`.
-        init(route: Route, joinSequence: Int64, joinEventID: Int64, receiveOption: ReceiveOption) {
+        init(
+            route: Route, joinSequence: Int64, joinEventID: Int64, receiveOption: ReceiveOption, role: MemberRole,
+            permissionGroups: [String]
+        ) {
             self.route = route
             self.subscriber = route.subscriber
             self.joinSequence = joinSequence
             self.joinEventID = joinEventID
             self.receiveOption = receiveOption
+            self.role = role
+            self.permissionGroups = permissionGroups
+        }
+
+        /// Whether an item with `audience` reaches the stream (`nil`: every member's item).
+        func admits(_ audience: Set<String>?) -> Bool {
+            Group.audience(audience, admits: role, inGroups: permissionGroups)
         }
     }
 

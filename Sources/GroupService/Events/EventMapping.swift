@@ -282,6 +282,7 @@ enum EventMapping {
             if let v = changes["introduction"] { $0.introduction = v }
             if let v = changes["notification"] { $0.notification = v }
             if let v = changes["face_url"] { $0.faceURL = v }
+            if let v = changes[GroupEvent.Draft.topicPrivateKey] { $0.isPrivate = v == "true" }
             if let mute = GroupEvent.topicMute(changes, operatorID: event.operatorID) {
                 var view = APIMapping.muteState(mute, now: nil) ?? Groupd_V1_GroupMuteState()
                 view.operatorUserID = event.operatorID ?? ""

@@ -185,6 +185,8 @@ extension GroupServiceHandler {
     ) async throws -> Groupd_V1_GetMemberPermissionsResponse {
         let (group, membership) = try await service.loadGroup(call, groupID: request.groupID)
         let caller = GroupdService.groupOperator(call.caller, membership: membership)
+        // A private topic the caller does not see does not exist for them.
+        if !group.isVisible(to: caller) { throw GroupError.groupNotFound(group.id) }
         // Members of the community (a topic's are its community's) and the backend.
         try GroupRules.authorize(.listMembers, in: group.asCommunity, by: caller).get()
         try GroupRules.checkPermissionGroupsSupported(group)

@@ -16,7 +16,8 @@ extension GroupServiceHandler {
         try await checkProfilePolicy(&requested, groupID: id, call)
         let creation = TopicCreation(
             name: requested.name ?? "", introduction: requested.introduction ?? "",
-            notification: requested.notification ?? "", faceURL: requested.faceURL ?? "", custom: requested.custom)
+            notification: requested.notification ?? "", faceURL: requested.faceURL ?? "", custom: requested.custom,
+            isPrivate: request.isPrivate)
         let (limits, schema, now, caller) = (call.limits, call.customFields, clock.now(), call.caller)
         let result = try await Self.profileFields {
             try await store.mutateTopic(
@@ -35,13 +36,18 @@ extension GroupServiceHandler {
 
     func updateTopic(_ request: Groupd_V1_UpdateTopicRequest, _ call: CallContext) async throws -> Groupd_V1_UpdateTopicResponse {
         let communityID = try Self.communityID(ofTopic: request.topicID)
-        var requested = try Self.profileUpdate(.with {
+        // `is_private` is the topic's own path; the others are UpdateGroupProfile's.
+        var mask = request.updateMask
+        let masksPrivacy = mask?.paths.contains(Self.isPrivatePath) ?? false
+        mask?.paths.removeAll { $0 == Self.isPrivatePath }
+        let isPrivate = masksPrivacy ? request.isPrivate : nil
+        var requested = masksPrivacy && mask?.paths.isEmpty == true ? ProfileUpdate() : try Self.profileUpdate(.with {
             $0.groupID = request.topicID
-            if let mask = request.updateMask { $0.updateMask = mask }
+            if let mask { $0.updateMask = mask }
             if let profile = request.profile { $0.profile = profile }
             $0.custom = request.custom
         })
-        try await checkProfilePolicy(&requested, groupID: request.topicID, call)
+        if requested != ProfileUpdate() { try await checkProfilePolicy(&requested, groupID: request.topicID, call) }
         let update = requested
         let (limits, schema, now, caller) = (call.limits, call.customFields, clock.now(), call.caller)
         let topicID = request.topicID
@@ -55,7 +61,8 @@ extension GroupServiceHandler {
                     throw GroupError.groupNotFound(topicID)
                 }
                 let (after, event) = try GroupRules.planTopicUpdate(
-                    update, of: topic, in: snapshot.community, by: op, limits: limits, customFields: schema, now: now)
+                    update, isPrivate: isPrivate, of: topic, in: snapshot.community, by: op, limits: limits,
+                    customFields: schema, now: now)
                 return (TopicPlan(write: .update(after), events: event.map { [$0] } ?? []), snapshot.operatorMembership)
             }
         }
@@ -70,6 +77,7 @@ extension GroupServiceHandler {
             app: caller.appID, communityID: communityID, topicID: topicID, operatorID: caller.operatorID, at: now
         ) { snapshot in
             let op = GroupdService.groupOperator(caller, membership: snapshot.operatorMembership)
+            if let topic = snapshot.topic { try GroupRules.checkManagedTopicVisible(topic, in: snapshot.community, by: op) }
             let event = try GroupRules.planTopicDeletion(topicID, in: snapshot.community, by: op)
             guard snapshot.topic != nil else { throw GroupError.groupNotFound(topicID) }
             return (TopicPlan(write: .delete(topicID), events: [event]), ())
@@ -91,9 +99,12 @@ extension GroupServiceHandler {
         if GroupRules.visibility(of: community.type, for: actor) == .hidden { throw GroupError.groupNotFound(community.id) }
         try GroupRules.checkTopicsSupported(community)
         var topics = try await store.topics(app: call.caller.appID, communityIDs: [community.id])[community.id] ?? []
+        let op = GroupdService.groupOperator(call.caller, membership: membership)
         if !request.topicIds.isEmpty {
             let wanted = Set(request.topicIds)
-            topics = topics.filter { wanted.contains($0.id) }
+            topics = topics.filter { wanted.contains($0.id) && $0.isVisible(to: op) }
+        } else {
+            topics = topics.filter { $0.isVisible(to: op) }
         }
         let views = try await topicViews(topics, membership: membership, call: call)
         return .with { $0.topics = views }
@@ -127,7 +138,10 @@ extension GroupServiceHandler {
         for item in joined where item.group.type == .community { memberships[item.group.id] = item.membership }
         for index in views.indices {
             guard let list = topics[views[index].groupID], let membership = memberships[views[index].groupID] else { continue }
-            views[index].topics = list.map { topicView($0.topic, membership: membership, read: $0.read, call: call) }
+            let op = GroupdService.groupOperator(call.caller, membership: membership)
+            views[index].topics = list.compactMap { item in
+                item.topic.isVisible(to: op) ? topicView(item.topic, membership: membership, read: item.read, call: call) : nil
+            }
         }
     }
 
@@ -164,6 +178,7 @@ extension GroupServiceHandler {
             if shows(.mute), let mute = APIMapping.muteState(topic.mute, now: call.now) { $0.mute = mute }
             if shows(.pins) { $0.pinnedMessages = topic.pins.map(APIMapping.pin) }
             $0.publicViewOnly = visibility != .full
+            $0.isPrivate = topic.isPrivate
             if let read {
                 $0.readSequence = UInt64(max(read.readSequence, 0))
                 $0.unreadCount = UInt32(clamping: read.unreadCount)
@@ -172,6 +187,9 @@ extension GroupServiceHandler {
             }
         }
     }
+
+    /// UpdateTopic's mask path of `Group.isPrivate`.
+    static let isPrivatePath = "is_private"
 
     /// The community of a topic id, or `INVALID_ARGUMENT` naming `topic_id`.
     static func communityID(ofTopic id: String) throws -> String {

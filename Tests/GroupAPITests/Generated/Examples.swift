@@ -39,7 +39,7 @@ enum Examples {
         Example(name: "groupd.v1.GroupProfile", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupProfile(0)),
         Example(name: "groupd.v1.GroupMuteState", variant: 0, fieldCount: 4, message: ex_groupd_v1_GroupMuteState(0)),
         Example(name: "groupd.v1.Group", variant: 0, fieldCount: 23, message: ex_groupd_v1_Group(0)),
-        Example(name: "groupd.v1.Topic", variant: 0, fieldCount: 14, message: ex_groupd_v1_Topic(0)),
+        Example(name: "groupd.v1.Topic", variant: 0, fieldCount: 15, message: ex_groupd_v1_Topic(0)),
         Example(name: "groupd.v1.PinnedMessage", variant: 0, fieldCount: 3, message: ex_groupd_v1_PinnedMessage(0)),
         Example(name: "groupd.v1.MessageReadCount", variant: 0, fieldCount: 3, message: ex_groupd_v1_MessageReadCount(0)),
         Example(name: "groupd.v1.ReadReceiptBatch", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadReceiptBatch(0)),
@@ -65,7 +65,7 @@ enum Examples {
         Example(name: "groupd.v1.ReadMark", variant: 0, fieldCount: 1, message: ex_groupd_v1_ReadMark(0)),
         Example(name: "groupd.v1.MessageRecall", variant: 0, fieldCount: 4, message: ex_groupd_v1_MessageRecall(0)),
         Example(name: "groupd.v1.MessageEdit", variant: 0, fieldCount: 7, message: ex_groupd_v1_MessageEdit(0)),
-        Example(name: "groupd.v1.TopicChange", variant: 0, fieldCount: 7, message: ex_groupd_v1_TopicChange(0)),
+        Example(name: "groupd.v1.TopicChange", variant: 0, fieldCount: 8, message: ex_groupd_v1_TopicChange(0)),
         Example(name: "groupd.v1.TopicPermissions", variant: 0, fieldCount: 2, message: ex_groupd_v1_TopicPermissions(0)),
         Example(name: "groupd.v1.PermissionGroup", variant: 0, fieldCount: 9, message: ex_groupd_v1_PermissionGroup(0)),
         Example(name: "groupd.v1.PermissionGroupChange", variant: 0, fieldCount: 5, message: ex_groupd_v1_PermissionGroupChange(0)),
@@ -104,9 +104,9 @@ enum Examples {
         Example(name: "groupd.v1.SubscribeResponse", variant: 1, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(1)),
         Example(name: "groupd.v1.SubscribeResponse", variant: 2, fieldCount: 4, message: ex_groupd_v1_SubscribeResponse(2)),
         Example(name: "groupd.v1.StreamResumeInfo", variant: 0, fieldCount: 1, message: ex_groupd_v1_StreamResumeInfo(0)),
-        Example(name: "groupd.v1.CreateTopicRequest", variant: 0, fieldCount: 3, message: ex_groupd_v1_CreateTopicRequest(0)),
+        Example(name: "groupd.v1.CreateTopicRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_CreateTopicRequest(0)),
         Example(name: "groupd.v1.CreateTopicResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_CreateTopicResponse(0)),
-        Example(name: "groupd.v1.UpdateTopicRequest", variant: 0, fieldCount: 4, message: ex_groupd_v1_UpdateTopicRequest(0)),
+        Example(name: "groupd.v1.UpdateTopicRequest", variant: 0, fieldCount: 5, message: ex_groupd_v1_UpdateTopicRequest(0)),
         Example(name: "groupd.v1.UpdateTopicResponse", variant: 0, fieldCount: 1, message: ex_groupd_v1_UpdateTopicResponse(0)),
         Example(name: "groupd.v1.DeleteTopicRequest", variant: 0, fieldCount: 1, message: ex_groupd_v1_DeleteTopicRequest(0)),
         Example(name: "groupd.v1.DeleteTopicResponse", variant: 0, fieldCount: 0, message: ex_groupd_v1_DeleteTopicResponse(0)),
@@ -605,6 +605,7 @@ enum Examples {
         m.unreadMention = Groupd_V1_UnreadMention.me
         m.lastMessageTime = ex_google_protobuf_Timestamp(0)
         m.publicViewOnly = true
+        m.isPrivate = true
         return m
     }
 
@@ -861,6 +862,7 @@ enum Examples {
         m.notification = "notification-0-é群✓"
         m.faceURL = "face_url-0-é群✓"
         m.mute = ex_groupd_v1_GroupMuteState(0)
+        m.isPrivate = true
         return m
     }
 
@@ -1083,6 +1085,7 @@ enum Examples {
         m.groupID = "group_id-0-é群✓"
         m.profile = ex_groupd_v1_GroupProfile(0)
         m.custom = ["a-custom": [0x00, 0xFF, 0x05, 0x00, 0x80], "b-custom": [0x00, 0xFF, 0x05, 0x01, 0x80]]
+        m.isPrivate = true
         return m
     }
 
@@ -1100,6 +1103,7 @@ enum Examples {
         m.updateMask = ex_google_protobuf_FieldMask(0)
         m.profile = ex_groupd_v1_GroupProfile(0)
         m.custom = ["a-custom": [0x00, 0xFF, 0x06, 0x00, 0x80], "b-custom": [0x00, 0xFF, 0x06, 0x01, 0x80]]
+        m.isPrivate = true
         return m
     }
 

@@ -2631,7 +2631,7 @@ const ProtobufCMessageDescriptor groupd__v1__topic__custom_entry__descriptor =
   (ProtobufCMessageInit) groupd__v1__topic__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__topic__field_descriptors[14] =
+static const ProtobufCFieldDescriptor groupd__v1__topic__field_descriptors[15] =
 {
   {
     "topic_id",
@@ -2801,11 +2801,24 @@ static const ProtobufCFieldDescriptor groupd__v1__topic__field_descriptors[14] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "is_private",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__Topic, is_private),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__topic__field_indices_by_name[] = {
   4,   /* field[4] = create_time */
   3,   /* field[3] = custom */
   1,   /* field[1] = group_id */
+  14,   /* field[14] = is_private */
   5,   /* field[5] = last_info_time */
   12,   /* field[12] = last_message_time */
   6,   /* field[6] = latest_sequence */
@@ -2821,7 +2834,7 @@ static const unsigned groupd__v1__topic__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__topic__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor groupd__v1__topic__descriptor =
 {
@@ -2831,7 +2844,7 @@ const ProtobufCMessageDescriptor groupd__v1__topic__descriptor =
   "Groupd__V1__Topic",
   "groupd.v1",
   sizeof(Groupd__V1__Topic),
-  14,
+  15,
   groupd__v1__topic__field_descriptors,
   groupd__v1__topic__field_indices_by_name,
   1,  groupd__v1__topic__number_ranges,
@@ -4774,7 +4787,7 @@ const ProtobufCMessageDescriptor groupd__v1__message_edit__descriptor =
   (ProtobufCMessageInit) groupd__v1__message_edit__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__topic_change__field_descriptors[7] =
+static const ProtobufCFieldDescriptor groupd__v1__topic_change__field_descriptors[8] =
 {
   {
     "topic_id",
@@ -4860,11 +4873,24 @@ static const ProtobufCFieldDescriptor groupd__v1__topic_change__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "is_private",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__TopicChange, is_private),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__topic_change__field_indices_by_name[] = {
   1,   /* field[1] = changed_fields */
   5,   /* field[5] = face_url */
   3,   /* field[3] = introduction */
+  7,   /* field[7] = is_private */
   6,   /* field[6] = mute */
   2,   /* field[2] = name */
   4,   /* field[4] = notification */
@@ -4873,7 +4899,7 @@ static const unsigned groupd__v1__topic_change__field_indices_by_name[] = {
 static const ProtobufCIntRange groupd__v1__topic_change__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor groupd__v1__topic_change__descriptor =
 {
@@ -4883,7 +4909,7 @@ const ProtobufCMessageDescriptor groupd__v1__topic_change__descriptor =
   "Groupd__V1__TopicChange",
   "groupd.v1",
   sizeof(Groupd__V1__TopicChange),
-  7,
+  8,
   groupd__v1__topic_change__field_descriptors,
   groupd__v1__topic_change__field_indices_by_name,
   1,  groupd__v1__topic_change__number_ranges,
@@ -7057,7 +7083,7 @@ const ProtobufCEnumDescriptor groupd__v1__event_kind__descriptor =
   groupd__v1__event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue groupd__v1__permission__enum_values_by_number[12] =
+static const ProtobufCEnumValue groupd__v1__permission__enum_values_by_number[13] =
 {
   { "PERMISSION_UNSPECIFIED", "GROUPD__V1__PERMISSION__PERMISSION_UNSPECIFIED", 0 },
   { "PERMISSION_MANAGE_PROFILE", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_PROFILE", 1 },
@@ -7071,11 +7097,12 @@ static const ProtobufCEnumValue groupd__v1__permission__enum_values_by_number[12
   { "PERMISSION_MENTION_ALL", "GROUPD__V1__PERMISSION__PERMISSION_MENTION_ALL", 9 },
   { "PERMISSION_MANAGE_MESSAGES", "GROUPD__V1__PERMISSION__PERMISSION_MANAGE_MESSAGES", 10 },
   { "PERMISSION_PIN_MESSAGES", "GROUPD__V1__PERMISSION__PERMISSION_PIN_MESSAGES", 11 },
+  { "PERMISSION_VIEW_TOPIC", "GROUPD__V1__PERMISSION__PERMISSION_VIEW_TOPIC", 12 },
 };
 static const ProtobufCIntRange groupd__v1__permission__value_ranges[] = {
-{0, 0},{0, 12}
+{0, 0},{0, 13}
 };
-static const ProtobufCEnumValueIndex groupd__v1__permission__enum_values_by_name[12] =
+static const ProtobufCEnumValueIndex groupd__v1__permission__enum_values_by_name[13] =
 {
   { "PERMISSION_BAN_MEMBERS", 6 },
   { "PERMISSION_INVITE", 7 },
@@ -7089,6 +7116,7 @@ static const ProtobufCEnumValueIndex groupd__v1__permission__enum_values_by_name
   { "PERMISSION_PIN_MESSAGES", 11 },
   { "PERMISSION_SEND_MESSAGE", 8 },
   { "PERMISSION_UNSPECIFIED", 0 },
+  { "PERMISSION_VIEW_TOPIC", 12 },
 };
 const ProtobufCEnumDescriptor groupd__v1__permission__descriptor =
 {
@@ -7097,9 +7125,9 @@ const ProtobufCEnumDescriptor groupd__v1__permission__descriptor =
   "Permission",
   "Groupd__V1__Permission",
   "groupd.v1",
-  12,
+  13,
   groupd__v1__permission__enum_values_by_number,
-  12,
+  13,
   groupd__v1__permission__enum_values_by_name,
   1,
   groupd__v1__permission__value_ranges,

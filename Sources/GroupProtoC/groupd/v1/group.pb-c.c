@@ -3133,7 +3133,7 @@ const ProtobufCMessageDescriptor groupd__v1__create_topic_request__custom_entry_
   (ProtobufCMessageInit) groupd__v1__create_topic_request__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__create_topic_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor groupd__v1__create_topic_request__field_descriptors[4] =
 {
   {
     "group_id",
@@ -3171,16 +3171,29 @@ static const ProtobufCFieldDescriptor groupd__v1__create_topic_request__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "is_private",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__CreateTopicRequest, is_private),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__create_topic_request__field_indices_by_name[] = {
   2,   /* field[2] = custom */
   0,   /* field[0] = group_id */
+  3,   /* field[3] = is_private */
   1,   /* field[1] = profile */
 };
 static const ProtobufCIntRange groupd__v1__create_topic_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor groupd__v1__create_topic_request__descriptor =
 {
@@ -3190,7 +3203,7 @@ const ProtobufCMessageDescriptor groupd__v1__create_topic_request__descriptor =
   "Groupd__V1__CreateTopicRequest",
   "groupd.v1",
   sizeof(Groupd__V1__CreateTopicRequest),
-  3,
+  4,
   groupd__v1__create_topic_request__field_descriptors,
   groupd__v1__create_topic_request__field_indices_by_name,
   1,  groupd__v1__create_topic_request__number_ranges,
@@ -3286,7 +3299,7 @@ const ProtobufCMessageDescriptor groupd__v1__update_topic_request__custom_entry_
   (ProtobufCMessageInit) groupd__v1__update_topic_request__custom_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor groupd__v1__update_topic_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor groupd__v1__update_topic_request__field_descriptors[5] =
 {
   {
     "topic_id",
@@ -3336,9 +3349,22 @@ static const ProtobufCFieldDescriptor groupd__v1__update_topic_request__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "is_private",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Groupd__V1__UpdateTopicRequest, is_private),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned groupd__v1__update_topic_request__field_indices_by_name[] = {
   3,   /* field[3] = custom */
+  4,   /* field[4] = is_private */
   2,   /* field[2] = profile */
   0,   /* field[0] = topic_id */
   1,   /* field[1] = update_mask */
@@ -3346,7 +3372,7 @@ static const unsigned groupd__v1__update_topic_request__field_indices_by_name[] 
 static const ProtobufCIntRange groupd__v1__update_topic_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor groupd__v1__update_topic_request__descriptor =
 {
@@ -3356,7 +3382,7 @@ const ProtobufCMessageDescriptor groupd__v1__update_topic_request__descriptor =
   "Groupd__V1__UpdateTopicRequest",
   "groupd.v1",
   sizeof(Groupd__V1__UpdateTopicRequest),
-  4,
+  5,
   groupd__v1__update_topic_request__field_descriptors,
   groupd__v1__update_topic_request__field_indices_by_name,
   1,  groupd__v1__update_topic_request__number_ranges,

@@ -885,7 +885,13 @@ typedef enum _Groupd__V1__Permission {
   /*
    * PinGroupMessage, UnpinGroupMessage.
    */
-  GROUPD__V1__PERMISSION__PERMISSION_PIN_MESSAGES = 11
+  GROUPD__V1__PERMISSION__PERMISSION_PIN_MESSAGES = 11,
+  /*
+   * See private topics (Topic.is_private): every one (a community value) or
+   * one (a topic value; `everyone`'s value for a topic: every member sees
+   * it). The owner and admins see every topic.
+   */
+  GROUPD__V1__PERMISSION__PERMISSION_VIEW_TOPIC = 12
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(GROUPD__V1__PERMISSION)
 } Groupd__V1__Permission;
 /*
@@ -1314,10 +1320,19 @@ struct  Groupd__V1__Topic
    * True when the caller sees only the public subset (non-member).
    */
   protobuf_c_boolean public_view_only;
+  /*
+   * A private topic: seen only by the community's owner and admins, the
+   * backend, and the members whose permission groups grant
+   * PERMISSION_VIEW_TOPIC (as a community value, or a value for this
+   * topic). Who does not see it finds it nowhere (ListTopics, the
+   * joined-group list, GetGroupsInfo, the event stream) and every call
+   * naming it answers GROUP_NOT_FOUND, as for a topic that does not exist.
+   */
+  protobuf_c_boolean is_private;
 };
 #define GROUPD__V1__TOPIC__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__topic__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0,NULL, NULL, NULL, 0, NULL, 0,NULL, 0, 0, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, NULL, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0,NULL, NULL, NULL, 0, NULL, 0,NULL, 0, 0, GROUPD__V1__UNREAD_MENTION__UNREAD_MENTION_UNSPECIFIED, NULL, 0, 0 }
 
 
 /*
@@ -2074,7 +2089,7 @@ struct  Groupd__V1__TopicChange
   char *topic_id;
   /*
    * The changed fields: `name`, `introduction`, `notification`, `face_url`,
-   * `mute`, `custom.<key>` (custom values are not on the stream, as in
+   * `mute`, `is_private`, `custom.<key>` (custom values are not on the stream, as in
    * ProfileChange: GetGroupsInfo of the topic gives them). TOPIC_CREATED:
    * the fields the topic was created with. TOPIC_DELETED: empty.
    */
@@ -2103,10 +2118,15 @@ struct  Groupd__V1__TopicChange
    * community's mute applies to its topics as well.
    */
   Groupd__V1__GroupMuteState *mute;
+  /*
+   * Whether the topic is now private, when `is_private` changed
+   * (TOPIC_CREATED: true for a private topic).
+   */
+  protobuf_c_boolean is_private;
 };
 #define GROUPD__V1__TOPIC_CHANGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__topic_change__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0 }
 
 
 /*

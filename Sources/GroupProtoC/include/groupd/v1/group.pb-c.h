@@ -180,10 +180,15 @@ struct  Groupd__V1__CreateTopicRequest
    */
   size_t n_custom;
   Groupd__V1__CreateTopicRequest__CustomEntry **custom;
+  /*
+   * A private topic (Topic.is_private): seen only by the owner, the admins
+   * and the members granted PERMISSION_VIEW_TOPIC.
+   */
+  protobuf_c_boolean is_private;
 };
 #define GROUPD__V1__CREATE_TOPIC_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__create_topic_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, 0,NULL }
+    , (char *)protobuf_c_empty_string, NULL, 0,NULL, 0 }
 
 
 /*
@@ -225,7 +230,7 @@ struct  Groupd__V1__UpdateTopicRequest
   char *topic_id;
   /*
    * The fields to change: `name`, `introduction`, `notification`,
-   * `face_url`, `custom.<key>`. Required.
+   * `face_url`, `is_private`, `custom.<key>`. Required.
    */
   Google__Protobuf__FieldMask *update_mask;
   /*
@@ -239,10 +244,14 @@ struct  Groupd__V1__UpdateTopicRequest
    */
   size_t n_custom;
   Groupd__V1__UpdateTopicRequest__CustomEntry **custom;
+  /*
+   * The new Topic.is_private, when `is_private` is masked.
+   */
+  protobuf_c_boolean is_private;
 };
 #define GROUPD__V1__UPDATE_TOPIC_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&groupd__v1__update_topic_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL }
+    , (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL, 0 }
 
 
 /*
