@@ -515,6 +515,17 @@ class MessageApi:
             members=[group_pb2.InitialMember(user_id=user, role=role) for user, role in members]),
             metadata=admin_md(), timeout=10).group.group_id
 
+    def community_of_five(self):
+        """A Community group with its owner, an admin and three ordinary members (the permission
+        group and private topic tests): (group, owner, admin, mia, max, zoe)."""
+        from groupd.v1 import common_pb2
+
+        owner, admin, mia, max_, zoe = uid("owner"), uid("admin"), uid("mia"), uid("max"), uid("zoe")
+        member, admin_role = common_pb2.MEMBER_ROLE_MEMBER, common_pb2.MEMBER_ROLE_ADMIN
+        group = self.create(
+            common_pb2.GROUP_TYPE_COMMUNITY, owner, [(admin, admin_role), (mia, member), (max_, member), (zoe, member)])
+        return group, owner, admin, mia, max_, zoe
+
     def send(self, group, user, text="hi", **fields):
         """`user`'s text message (payload `body`), as stored."""
         from groupd.v1 import message_pb2

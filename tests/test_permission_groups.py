@@ -23,9 +23,7 @@ def api(channel):
 
 
 def community(api):
-    owner, admin, mia, max_, zoe = uid("owner"), uid("admin"), uid("mia"), uid("max"), uid("zoe")
-    group = api.create(COMMUNITY, owner, [(admin, ADMIN), (mia, MEMBER), (max_, MEMBER), (zoe, MEMBER)])
-    return group, owner, admin, mia, max_, zoe
+    return api.community_of_five()
 
 
 def create(api, group, user, name="mods", permissions=(), topics=None, data=b""):

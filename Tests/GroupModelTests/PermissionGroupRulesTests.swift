@@ -5,8 +5,11 @@ private let t0 = Timestamp(millisecondsSince1970: 1_700_000_000_000)
 private let topicA = "c@TOPIC#_AAAAAAAAAAAA"
 private let topicB = "c@TOPIC#_BBBBBBBBBBBB"
 
-/// A Community `c` owned by `o` with `groups` as its permission groups, and its topic A.
-private func makeCommunity(_ groups: [PermissionGroup] = [], settings: ((inout GroupSettings) -> Void)? = nil) throws -> (community: Group, topic: Group) {
+/// A Community `c` owned by `o` with `groups` as its permission groups, and its topic A (private
+/// when `private`).
+private func makeCommunity(
+    _ groups: [PermissionGroup] = [], settings: ((inout GroupSettings) -> Void)? = nil, private isPrivate: Bool = false
+) throws -> (community: Group, topic: Group) {
     var community = try plan(request(.community, id: "c", name: "community"), by: "o").group
     community.permissionGroups = groups
     settings?(&community.settings)
@@ -14,6 +17,7 @@ private func makeCommunity(_ groups: [PermissionGroup] = [], settings: ((inout G
     stored.id = topicA
     stored.name = "general"
     stored.permissionGroups = []
+    stored.isPrivate = isPrivate
     return (community, Group.topic(stored, in: community))
 }
 
@@ -32,8 +36,11 @@ private let memberDefaults: PermissionSet = [.invite, .sendMessage]
 
 @Suite("Permission groups: grants decided by the permission function, topic defaults, plans")
 struct PermissionGroupRulesTests {
+    /// `view_topic` is decided by a topic's visibility, not by an action (PrivateTopicRulesTests).
+    static let actionPermissions = Permission.allCases.filter { $0 != .viewTopic }
+
     @Test("an ordinary member: each permission without a grant, with a community grant, with this topic's and another topic's",
-          arguments: Permission.allCases)
+          arguments: actionPermissions)
     func memberCells(permission: Permission) throws {
         let action = GroupRules.representativeAction(of: permission)
         let grants: [(name: String, group: PermissionGroup, community: Bool, topic: Bool)] = [
@@ -62,7 +69,7 @@ struct PermissionGroupRulesTests {
     }
 
     @Test("the owner and the backend hold every permission; a non-member none; the role decision stands where it allows",
-          arguments: Permission.allCases)
+          arguments: actionPermissions)
     func otherRoles(permission: Permission) throws {
         let action = GroupRules.representativeAction(of: permission)
         let (community, _) = try makeCommunity([group("PG1", .all)])
@@ -123,7 +130,8 @@ struct PermissionGroupRulesTests {
         #expect(GroupRules.authorize(.mentionAll, in: topic, by: user("m", .member)).isAllowed)
         #expect(!GroupRules.authorize(.mentionAll, in: community, by: user("m", .member)).isAllowed)
         #expect(!GroupRules.authorize(.sendMessage, in: topic, by: user("m", .member)).isAllowed)
-        #expect(GroupRules.effectivePermissions(in: topic, by: user("m", .member)) == [.invite, .mentionAll])
+        // view_topic: the member sees this public topic.
+        #expect(GroupRules.effectivePermissions(in: topic, by: user("m", .member)) == [.invite, .mentionAll, .viewTopic])
         // everyone's community value is every member's.
         (community, topic) = try makeCommunity([group(PermissionGroup.everyoneID, .pinMessages)])
         #expect(GroupRules.authorize(.pinMessage, in: topic, by: user("m", .member)).isAllowed)
@@ -314,5 +322,108 @@ struct PermissionGroupRulesTests {
                 ["a"], adding: true, to: "PG1", in: community, by: user("m", .member), memberships: memberships, limits: limits)
         }
         #expect(manager?.reason == .permissionDenied)
+    }
+}
+
+@Suite("Private topics: who sees them (view_topic), the calls that name them, their events' audience")
+struct PrivateTopicRulesTests {
+    /// Where a grant of `view_topic` comes from, and whether it shows topic A to a member of PG1.
+    static let grants: [(name: String, groups: [PermissionGroup], sees: Bool, audience: Set<String>?)] = [
+        ("none", [group("PG1")], false, []),
+        ("a community value", [group("PG1", .viewTopic)], true, ["PG1"]),
+        ("a value for this topic", [group("PG1", topics: [topicA: .viewTopic])], true, ["PG1"]),
+        ("a value for another topic", [group("PG1", topics: [topicB: .viewTopic])], false, []),
+        ("another group's community value", [group("PG1"), group("PG2", .viewTopic)], false, ["PG2"]),
+        ("everyone's value for this topic", [group(PermissionGroup.everyoneID, topics: [topicA: [.viewTopic, .sendMessage]])],
+         true, nil),
+        ("everyone's community value", [group(PermissionGroup.everyoneID, .viewTopic)], true, nil),
+    ]
+
+    @Test("each role and each source of view_topic, on a private and on a public topic")
+    func cells() throws {
+        for grant in Self.grants {
+            let (community, topic) = try makeCommunity(grant.groups, private: true)
+            let member = user("m", .member, in: ["PG1"])
+            #expect(topic.isVisible(to: member) == grant.sees, "\(grant.name): member")
+            #expect(topic.audience == grant.audience, "\(grant.name): audience")
+            #expect(Group.audience(topic.audience, admits: .member, inGroups: ["PG1"]) == grant.sees, "\(grant.name)")
+            for op in [user("o", .owner), user("a", .admin), GroupOperator.backend] {
+                #expect(topic.isVisible(to: op), "\(grant.name): \(op)")
+                #expect(GroupRules.authorize(.sendMessage, in: topic, by: op).isAllowed, "\(grant.name): \(op)")
+            }
+            #expect(Group.audience(topic.audience, admits: .admin, inGroups: []))
+            #expect(Group.audience(topic.audience, admits: .owner, inGroups: []))
+            #expect(!topic.isVisible(to: .user("x", membership: nil)), "\(grant.name): non-member")
+            // Every call on the topic answers as for a topic that does not exist.
+            for action in [GroupAction.sendMessage, .readHistory, .markRead, .react, .pinMessage, .readReceipts] {
+                let decision = GroupRules.authorize(action, in: topic, by: member)
+                if grant.sees {
+                    #expect(decision.error?.reason != .groupNotFound, "\(grant.name): \(action)")
+                } else {
+                    #expect(decision.error?.reason == .groupNotFound && decision.error?.code == .notFound,
+                            "\(grant.name): \(action)")
+                }
+            }
+            let held = GroupRules.effectivePermissions(in: topic, by: member)
+            #expect(held.contains(.viewTopic) == grant.sees, "\(grant.name)")
+            if !grant.sees { #expect(held.isEmpty, "\(grant.name): nothing in a topic not seen") }
+            // The community itself stays every member's.
+            #expect(GroupRules.authorize(.sendMessage, in: community, by: member).isAllowed)
+            // A public topic: every member sees it, whatever the grants.
+            let (_, open) = try makeCommunity(grant.groups, private: false)
+            #expect(open.isVisible(to: member) && open.audience == nil && open.isVisible(to: .user("x", membership: nil)))
+        }
+    }
+
+    @Test("view_topic on the community: the owner, admins and the backend hold it; a member by a community value")
+    func communityValue() throws {
+        let (community, _) = try makeCommunity([group("PG1", .viewTopic), group("PG2", topics: [topicA: .viewTopic])], private: true)
+        for op in [user("o", .owner), user("a", .admin), GroupOperator.backend] {
+            #expect(GroupRules.effectivePermissions(in: community, by: op).contains(.viewTopic))
+        }
+        #expect(GroupRules.effectivePermissions(in: community, by: user("m", .member, in: ["PG1"])).contains(.viewTopic))
+        #expect(!GroupRules.effectivePermissions(in: community, by: user("m", .member, in: ["PG2"])).contains(.viewTopic))
+        #expect(!GroupRules.effectivePermissions(in: community, by: user("m", .member)).contains(.viewTopic))
+        #expect(!GroupRules.effectivePermissions(in: community, by: .user("x", membership: nil)).contains(.viewTopic))
+        #expect(Permission.topicPermissions.contains(.viewTopic) && !Permission.topicDefaults.contains(.viewTopic))
+    }
+
+    @Test("creation and updates carry the topic's privacy; a manager who does not see it finds no topic")
+    func plans() throws {
+        let (community, topic) = try makeCommunity([group("PG1", .manageTopics)], private: true)
+        let made = try GroupRules.planTopicCreation(
+            TopicCreation(name: "secret", isPrivate: true), id: "c@TOPIC#_ABCDEFGHJKMN", in: community,
+            by: user("o", .owner), topicCount: 0, limits: .defaults, customFields: nil, now: t0)
+        #expect(made.topic.isPrivate && made.event.changes[GroupEvent.Draft.topicPrivateKey] == "true")
+        let open = try GroupRules.planTopicCreation(
+            TopicCreation(name: "open"), id: "c@TOPIC#_ABCDEFGHJKMP", in: community,
+            by: user("o", .owner), topicCount: 0, limits: .defaults, customFields: nil, now: t0)
+        #expect(!open.topic.isPrivate && open.event.changes[GroupEvent.Draft.topicPrivateKey] == nil)
+
+        let later = t0.adding(seconds: 5)
+        let (after, event) = try GroupRules.planTopicUpdate(
+            ProfileUpdate(), isPrivate: false, of: topic, in: community, by: user("a", .admin), limits: .defaults,
+            customFields: nil, now: later)
+        #expect(!after.isPrivate && after.updatedAt == later)
+        #expect(event?.kind == .topicUpdated && event?.changes[GroupEvent.Draft.topicPrivateKey] == "false")
+        #expect(GroupEvent.topicChangedFields(event?.changes ?? [:]) == ["is_private"])
+        // Setting what it is: nothing.
+        let same = try GroupRules.planTopicUpdate(
+            ProfileUpdate(), isPrivate: true, of: topic, in: community, by: user("a", .admin), limits: .defaults,
+            customFields: nil, now: later)
+        #expect(same.event == nil && same.topic == topic)
+        // A member granted manage_topics on the community but not view_topic: as for no topic; an
+        // ordinary member: the role decides first, as for no topic.
+        let manager = groupError {
+            _ = try GroupRules.planTopicUpdate(
+                ProfileUpdate(name: "x"), of: topic, in: community, by: user("m", .member, in: ["PG1"]),
+                limits: .defaults, customFields: nil, now: later)
+        }
+        #expect(manager?.reason == .groupNotFound)
+        let plain = groupError {
+            try GroupRules.checkManagedTopicVisible(topic, in: community, by: user("n", .member))
+        }
+        #expect(plain?.reason == .permissionDenied)
+        #expect(groupError { try GroupRules.checkManagedTopicVisible(topic, in: community, by: user("a", .admin)) } == nil)
     }
 }

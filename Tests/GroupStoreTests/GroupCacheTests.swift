@@ -280,7 +280,7 @@ struct GroupCacheTests {
         expectedBob.inviterID = nil
         for _ in 0..<2 {
             let store = Store(backend: try await SQLiteBackend.open(path: path))
-            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22"])
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23"])
             let groups = try await store.groups(app: "app-a", ids: ["custom", "plain"])
             #expect(groups == ["custom": custom, "plain": plain])
             #expect(groups["custom"]?.custom == ["a": [1], "b": [2, 3]])

@@ -50,9 +50,15 @@ private let memberCountedRowTrigger: String = {
     return String(v1[start..<end])
 }()
 
-/// What v18 added, taken away: permission groups (`groups.permission_groups`,
+/// What v19 added, taken away: private topics (`groups.is_private`).
+private let backToV18 = """
+    ALTER TABLE groups DROP COLUMN is_private;
+    DELETE FROM groupd_migrations WHERE id = 'v19'
+    """
+
+/// What v18 added, taken away (after v19): permission groups (`groups.permission_groups`,
 /// `members.permission_groups`; the partial index goes with its column).
-private let backToV17 = """
+private let backToV17 = backToV18 + ";\n" + """
     ALTER TABLE groups DROP COLUMN permission_groups;
     ALTER TABLE members DROP COLUMN permission_groups;
     DELETE FROM groupd_migrations WHERE id = 'v18'
@@ -275,7 +281,7 @@ struct PostgresMigrationTests {
         #expect(before.head == 5005 && before.ids.suffix(3) == [5001, 5003, 5005])
 
         let backend = try await PostgresBackend.open(settings: settings)
-        #expect(backend.appliedMigrations.suffix(8) == ["v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18"])
+        #expect(backend.appliedMigrations.suffix(9) == ["v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19"])
         let store = Store(backend: backend, cacheCapacity: 0)
         #expect(try await store.latestEventID(app: Fixture.app) == before.head)
         try await Fixture.send(store, "g", from: "bob")

@@ -37,10 +37,10 @@ struct StoreGroupTests {
     @Test("migrations run on an empty file and are idempotent on reopen")
     func migrations() async throws {
         let temporary = try await temporaryStore()
-        #expect(try await temporary.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22"])
+        #expect(try await temporary.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23"])
         _ = try await temporary.store.createGroup(try creation("g1"))
         let reopened = try await temporary.reopen()
-        #expect(try await reopened.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22"])
+        #expect(try await reopened.store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23"])
         #expect(try await reopened.store.groups(app: "app-a", ids: ["g1"]).count == 1)
         try await reopened.store.close()
     }

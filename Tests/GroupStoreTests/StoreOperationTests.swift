@@ -804,7 +804,7 @@ struct StoreOperationTests {
         try await v5.close()
 
         let store = Store(backend: try await SQLiteBackend.open(path: path))
-        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22"])
+        #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23"])
         let before = try await store.members(app: "app-a", groupID: "g1", userIDs: ["alice", "bob"])
         #expect(before["alice"]?.joinSource == .unknown && before["alice"]?.inviterID == nil)
         #expect(before["bob"]?.joinSource == .unknown && before["bob"]?.inviterID == nil)
@@ -944,7 +944,7 @@ struct StoreOperationTests {
 
         for _ in 0..<2 {
             let store = Store(backend: try await SQLiteBackend.open(path: path))
-            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22"])
+            #expect(try await store.sqlite.appliedMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23"])
             #expect(try await store.groups(app: "app-a", ids: ["g1"])["g1"] == group)
             #expect(try await store.joinedGroups(app: "app-a", userID: "bob", after: nil, limit: 5).items.map(\.group) == [group])
             try await store.close()
