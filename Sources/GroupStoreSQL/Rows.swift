@@ -235,7 +235,7 @@ public enum Rows {
     public static func topic(_ row: some ColumnReader) throws -> GroupRow {
         let pinsText = try row.optionalText(14)
         guard let pins = PinnedMessageCoding.decode(pinsText ?? "") else { throw corrupt("pins", pinsText ?? "") }
-        let topic = Group(
+        var topic = Group(
             appID: try row.text(1), id: try row.text(2), type: .community, name: try row.text(3),
             introduction: try row.text(4), notification: try row.text(5), faceURL: try row.text(6),
             settings: GroupType.community.preset.defaultSettings, ownerID: nil, maxMembers: nil,
@@ -246,9 +246,8 @@ public enum Rows {
                 until: try row.optionalInt64(9).map(Timestamp.init(millisecondsSince1970:)),
                 operatorID: try row.optionalText(10)),
             pins: pins)
-        var stored = topic
-        stored.isPrivate = try row.bool(16)
-        return GroupRow(key: try row.int64(0), group: stored, hasCustom: try row.bool(15))
+        topic.isPrivate = try row.bool(16)
+        return GroupRow(key: try row.int64(0), group: topic, hasCustom: try row.bool(15))
     }
 
     package static func encode(_ mode: GroupMuteMode) -> (mode: String, roles: String) {
