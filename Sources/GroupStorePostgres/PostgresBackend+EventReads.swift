@@ -218,9 +218,7 @@ enum PostgresEventRows {
             WHERE t.app_id = ? AND t.group_id = ANY(?) AND t.is_private = 1
             """, [.text(app), .texts(ids)]
         ) { row in
-            let text = try row.optionalText(1)
-            guard let groups = PermissionGroupCoding.decode(text) else { throw Rows.corrupt("permission_groups", text ?? "") }
-            topics[try row.text(0)] = groups
+            topics[try row.text(0)] = try Rows.permissionGroups(row.optionalText(1))
         }
         return topics
     }

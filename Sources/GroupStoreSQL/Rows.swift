@@ -207,13 +207,7 @@ public enum Rows {
         var stored = group
         stored.muteBypass = try EventJSON.strings(row.text(GroupColumn.muteBypass.rawValue))
         stored.memberVersion = try int(.memberVersion)
-        let permissionGroups = try row.optionalText(GroupColumn.permissionGroups.rawValue)
-        if let permissionGroups {
-            guard let groups = PermissionGroupCoding.decode(permissionGroups) else {
-                throw corrupt("permission_groups", permissionGroups)
-            }
-            stored.permissionGroups = groups
-        }
+        stored.permissionGroups = try permissionGroups(row.optionalText(GroupColumn.permissionGroups.rawValue))
         stored.isPrivate = try row.bool(GroupColumn.isPrivate.rawValue)
         return GroupRow(key: try int(.groupKey), group: stored, hasCustom: try row.bool(GroupColumn.hasCustom.rawValue))
     }
@@ -227,6 +221,13 @@ public enum Rows {
 
     /// How many columns ``topicColumns`` names (counted from it, so the two cannot drift apart).
     public static let topicColumnCount = topicColumns.split(separator: ",").count
+
+    /// A community's `permission_groups` column (`NULL`: none), or a corrupt-row error.
+    @usableFromInline package static func permissionGroups(_ text: String?) throws -> [PermissionGroup] {
+        guard let text else { return [] }
+        guard let groups = PermissionGroupCoding.decode(text) else { throw corrupt("permission_groups", text) }
+        return groups
+    }
 
     /// A topic's own row (``topicColumns``): what the community does not give it (profile, mute,
     /// times, sequence, pins, `Group.isPrivate`). The type is Community and the rest is the type's defaults, which

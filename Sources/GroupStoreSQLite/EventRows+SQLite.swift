@@ -76,9 +76,7 @@ extension EventRows {
                 WHERE t.app_id = ? AND t.group_id IN (SELECT value FROM json_each(?)) AND t.is_private = 1
                 """
             ).rows([.text(app), .text(try Rows.jsonArray(Array(Set(entries.map(\.topic))).sorted()))]) { row in
-                let text = row.optionalText(1)
-                guard let groups = PermissionGroupCoding.decode(text) else { throw Rows.corrupt("permission_groups", text ?? "") }
-                topics[row.text(0)] = groups
+                topics[row.text(0)] = try Rows.permissionGroups(row.optionalText(1))
             }
         }
         return topics
